@@ -1,0 +1,305 @@
+//! Code generation: the instrumented function, wrapped in the runtime's on/off switch.
+//!
+//! The output is `::gpuspan::__private::select! { { instrumented } { original } }`. The runtime
+//! crate decides which arm survives from its `enabled` feature, so with the feature off the item
+//! is exactly what the user wrote: no static, no registration, no call.
+
+use crate::parse::Args;
+use crate::validate::{self, Kind, Plan, Resource};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, ToTokens};
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{Expr, ItemFn, ReturnType, Type};
+
+/// Parse, validate and expand. On error the user's item is still emitted beside the error, so
+/// the one real mistake is all they see.
+pub fn run(kind: Kind, args: TokenStream, item: TokenStream) -> TokenStream {
+    match try_run(kind, args, item.clone()) {
+        Ok(ts) => ts,
+        Err(e) => {
+            let mut out = e.to_compile_error();
+            out.extend(item);
+            out
+        }
+    }
+}
+
+fn try_run(kind: Kind, args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let func = parse_fn(kind, item)?;
+    let args: Args = syn::parse2(args)?;
+    let plan = validate::plan(kind, args, &func)?;
+    let krate = &plan.krate;
+    let instrumented = instrument(&plan, func.clone());
+    Ok(quote! {
+        #krate::__private::select! { { #instrumented } { #func } }
+    })
+}
+
+/// The item must be a function with a body; anything else is named in the error.
+fn parse_fn(kind: Kind, item: TokenStream) -> syn::Result<ItemFn> {
+    if let Ok(f) = syn::parse2::<ItemFn>(item.clone()) {
+        return Ok(f);
+    }
+    let attr = kind.attr();
+    if let Ok(f) = syn::parse2::<syn::TraitItemFn>(item.clone()) {
+        let at = f.semi_token.map_or_else(|| f.sig.span(), |s| s.span());
+        return Err(syn::Error::new(
+            at,
+            format!("{attr} needs a function body; put it on the implementation of this trait method"),
+        ));
+    }
+    let item: syn::Item = syn::parse2(item)?;
+    let (at, what) = match &item {
+        syn::Item::Struct(s) => (s.struct_token.span(), "a struct"),
+        syn::Item::Enum(e) => (e.enum_token.span(), "an enum"),
+        syn::Item::Union(u) => (u.union_token.span(), "a union"),
+        syn::Item::Const(c) => (c.const_token.span(), "a const item"),
+        syn::Item::Static(s) => (s.static_token.span(), "a static"),
+        syn::Item::ForeignMod(m) => (m.abi.extern_token.span(), "an extern block (foreign functions have no body to time)"),
+        syn::Item::Impl(i) => (i.impl_token.span(), "an impl block (put it on the methods)"),
+        syn::Item::Trait(t) => (t.trait_token.span(), "a trait (put it on the methods of an implementation)"),
+        syn::Item::Mod(m) => (m.mod_token.span(), "a module"),
+        syn::Item::Type(t) => (t.type_token.span(), "a type alias"),
+        syn::Item::Use(u) => (u.use_token.span(), "a use declaration"),
+        syn::Item::Macro(m) => (m.mac.path.span(), "a macro invocation"),
+        other => (other.span(), "this item"),
+    };
+    Err(syn::Error::new(at, format!("{attr} applies to functions, not to {what}")))
+}
+
+fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
+    let krate = &plan.krate;
+    let p = quote!(#krate::__private);
+    let name = &plan.name;
+    let fn_name = func.sig.ident.to_string();
+    let kind = match plan.kind {
+        Kind::Kernel => quote!(#p::SiteKind::Kernel),
+        Kind::Transfer => quote!(#p::SiteKind::Transfer),
+    };
+    let backend = match plan.resource {
+        Resource::None => quote!(#p::Backend::Host),
+        Resource::WgpuRecorder { .. } | Resource::WgpuQueue { .. } => quote!(#p::Backend::Wgpu),
+        Resource::Cuda { .. } => quote!(#p::Backend::Cuda),
+    };
+    let direction = match plan.direction {
+        Some(d) => {
+            let v = format_ident!("{}", camel(d));
+            quote!(::core::option::Option::Some(#p::Direction::#v))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let threshold = match plan.threshold_us {
+        Some(t) => quote!(::core::option::Option::Some(#t)),
+        None => quote!(::core::option::Option::None),
+    };
+    let trace_all = plan.trace_all;
+    let level = &plan.level;
+    let kind_str = match plan.kind {
+        Kind::Kernel => "kernel",
+        Kind::Transfer => "transfer",
+    };
+    let backend_str = plan.resource.backend_name();
+    let field_keys = plan.fields.iter().map(|(k, _)| {
+        let parts = k.split('.').map(|s| format_ident!("{}", s));
+        quote!(#(#parts).*)
+    });
+    let field_values = plan.fields.iter().map(|(_, v)| v);
+    let bytes = match &plan.bytes {
+        Some(b) => quote!(::core::option::Option::Some(#b)),
+        None => quote!(::core::option::Option::None),
+    };
+
+    let span = quote! {
+        #p::tracing::span!(
+            target: "gpuspan",
+            #p::tracing::#level,
+            #name,
+            gpuspan.kind = #kind_str,
+            gpu.backend = #backend_str,
+            error = #p::tracing::field::Empty,
+            #(#field_keys = #field_values,)*
+        )
+    };
+    let enter = match &plan.resource {
+        Resource::None => quote!(#p::Scope::host(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes)),
+        Resource::WgpuRecorder { recorder, device } => {
+            let device = option_ref(&p, device, quote!(as_device));
+            quote!(#p::Scope::wgpu_recorder(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #p::as_recorder(#recorder), #device))
+        }
+        Resource::WgpuQueue { queue, device } => {
+            let device = option_ref(&p, device, quote!(as_device));
+            quote!(#p::Scope::wgpu_queue(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #p::as_queue(#queue), #device))
+        }
+        Resource::Cuda { stream } => {
+            let stream = option_ref(&p, stream, quote!(as_stream));
+            quote!(#p::Scope::cuda(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #stream))
+        }
+    };
+
+    let prelude = quote! {
+        #[allow(unused_imports)]
+        use #p::{ProbeExit as _, ProbeOther as _};
+        static __GPUSPAN_SITE: #p::Site = #p::Site::new(#p::SiteDesc {
+            name: #name,
+            function: #fn_name,
+            kind: #kind,
+            backend: #backend,
+            module_path: ::core::module_path!(),
+            file: ::core::file!(),
+            line: ::core::line!(),
+            direction: #direction,
+            threshold_us: #threshold,
+            trace_all: #trace_all,
+        });
+        #p::register_site!(__GPUSPAN_SITE);
+        let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
+        let __gpuspan_span = #span;
+    };
+
+    let block = &mut func.block;
+    if func.sig.asyncness.is_some() {
+        // The future is wrapped so the span is entered on every poll (never held across an
+        // `.await`) and the output is inspected once, when the body completes.
+        // Name the async block's output type where it can be named, so that `?` inside it
+        // infers its error conversion (the same trick as tracing-attributes).
+        let fake_return = match &func.sig.output {
+            ReturnType::Type(_, ty) if !contains_impl_trait(ty) => quote! {
+                #[allow(unknown_lints, unreachable_code, clippy::diverging_sub_expression, clippy::let_unit_value, clippy::unreachable, clippy::empty_loop)]
+                if false {
+                    let __gpuspan_fake_return: #ty = loop {};
+                    return __gpuspan_fake_return;
+                }
+            },
+            _ => quote!(),
+        };
+        let stmts = &block.stmts;
+        *block = syn::parse_quote!({
+            #prelude
+            let __gpuspan_scope = #enter;
+            let (__gpuspan_out, mut __gpuspan_scope) =
+                #p::ScopedFuture::new(__gpuspan_scope, async move { #fake_return #(#stmts)* }).await;
+            __gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit());
+            ::core::mem::drop(__gpuspan_scope);
+            __gpuspan_out
+        });
+        return func.into_token_stream();
+    }
+
+    let recorder = match &plan.resource {
+        Resource::WgpuRecorder { recorder, .. } => Some(quote!(#p::as_recorder(#recorder))),
+        _ => None,
+    };
+    let diverges = matches!(&func.sig.output, ReturnType::Type(_, t) if matches!(**t, Type::Never(_)));
+    // The value's type must be known where it is probed; name it where it can be named.
+    let ret_ty = match &func.sig.output {
+        ReturnType::Type(_, ty) if !contains_impl_trait(ty) => Some(quote!(: #ty)),
+        ReturnType::Type(..) => None,
+        ReturnType::Default => Some(quote!(: ())),
+    };
+    let mut rewriter = ExitRewriter { p: p.clone(), recorder: recorder.clone(), ret_ty: ret_ty.clone() };
+    rewriter.visit_block_mut(block);
+    let body = &*block;
+    let exit = match &recorder {
+        Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&__gpuspan_out)).gpuspan_exit(), #r)),
+        None => quote!(__gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit())),
+    };
+    *block = if diverges {
+        syn::parse_quote!({
+            #prelude
+            let mut __gpuspan_scope = #enter;
+            #body
+        })
+    } else {
+        syn::parse_quote!({
+            #prelude
+            let mut __gpuspan_scope = #enter;
+            #[allow(clippy::let_unit_value)]
+            let __gpuspan_out #ret_ty = #body;
+            #[allow(unreachable_code)]
+            #exit;
+            __gpuspan_out
+        })
+    };
+    func.into_token_stream()
+}
+
+fn contains_impl_trait(ty: &Type) -> bool {
+    struct Finder(bool);
+    impl<'a> syn::visit::Visit<'a> for Finder {
+        fn visit_type_impl_trait(&mut self, _: &'a syn::TypeImplTrait) {
+            self.0 = true;
+        }
+    }
+    let mut f = Finder(false);
+    syn::visit::Visit::visit_type(&mut f, ty);
+    f.0
+}
+
+fn option_ref(p: &TokenStream, t: &Option<TokenStream>, conv: TokenStream) -> TokenStream {
+    match t {
+        Some(t) => quote!(::core::option::Option::Some(#p::#conv(&#t))),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+fn camel(s: &str) -> String {
+    s.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Rewrites the function's own exits (`return` and `?`) so that the scope sees the value leaving
+/// the function (an `Err` marks the span as an error) and, with a command recorder, closes its
+/// query in the recorder before the function returns. Closures, async blocks and nested items
+/// have exits of their own and are left alone; so are macro bodies, which are opaque tokens.
+struct ExitRewriter {
+    p: TokenStream,
+    recorder: Option<TokenStream>,
+    ret_ty: Option<TokenStream>,
+}
+
+impl ExitRewriter {
+    fn on_exit(&self, value: TokenStream) -> TokenStream {
+        let p = &self.p;
+        match &self.recorder {
+            Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&#value)).gpuspan_exit(), #r)),
+            None => quote!(__gpuspan_scope.exit((&#p::Probe(&#value)).gpuspan_exit())),
+        }
+    }
+}
+
+impl VisitMut for ExitRewriter {
+    fn visit_expr_mut(&mut self, expr: &mut Expr) {
+        match expr {
+            Expr::Closure(_) | Expr::Async(_) => {}
+            Expr::Return(ret) => {
+                if let Some(value) = &mut ret.expr {
+                    self.visit_expr_mut(value);
+                    let on_exit = self.on_exit(quote!(__gpuspan_v));
+                    let ty = &self.ret_ty;
+                    **value = syn::parse_quote!({ let __gpuspan_v #ty = #value; #on_exit; __gpuspan_v });
+                } else if self.recorder.is_some() {
+                    let on_exit = self.on_exit(quote!(()));
+                    *expr = syn::parse_quote!({ #on_exit; return });
+                }
+            }
+            Expr::Try(t) => {
+                self.visit_expr_mut(&mut t.expr);
+                let inner = &t.expr;
+                let p = &self.p;
+                let on_try = match &self.recorder {
+                    Some(r) => quote!(__gpuspan_scope.try_exit_recorder((&#p::Probe(&__gpuspan_v)).gpuspan_exit(), #r)),
+                    None => quote!(__gpuspan_scope.try_exit((&#p::Probe(&__gpuspan_v)).gpuspan_exit())),
+                };
+                *t.expr = syn::parse_quote!(match #inner { __gpuspan_v => { #on_try; __gpuspan_v } });
+            }
+            _ => syn::visit_mut::visit_expr_mut(self, expr),
+        }
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}

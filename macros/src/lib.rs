@@ -1,0 +1,27 @@
+//! Attribute macros of [gpuspan](https://docs.rs/gpuspan). Depend on `gpuspan`, not on this
+//! crate: it re-exports them, and decides through its `enabled` feature whether they instrument.
+//!
+//! The pipeline is `parse` (syntax into a typed AST) → `validate` (meaning, against the
+//! function) → `expand` (code). Validation does not know whether instrumentation is on, so a
+//! misuse is the same error either way.
+
+mod expand;
+mod parse;
+mod validate;
+
+use proc_macro::TokenStream;
+use validate::Kind;
+
+/// Times a function that encodes or launches GPU work. See `gpuspan::gpu_kernel` for the
+/// arguments.
+#[proc_macro_attribute]
+pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::run(Kind::Kernel, args.into(), item.into()).into()
+}
+
+/// Times a function that moves data between host and device. See `gpuspan::gpu_transfer` for
+/// the arguments.
+#[proc_macro_attribute]
+pub fn gpu_transfer(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::run(Kind::Transfer, args.into(), item.into()).into()
+}

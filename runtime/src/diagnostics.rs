@@ -1,0 +1,69 @@
+//! Failure is data: everything gpuspan could not do is counted here, said once, and shown in
+//! the summary, instead of panicking or silently losing measurements.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Counters of measurements that were lost, by cause.
+#[derive(Debug)]
+pub(crate) struct Losses {
+    /// Timeline events over the timeline's capacity.
+    pub timeline_events: AtomicU64,
+    /// GPU query frames dropped because too many were pending (wgpu).
+    pub pending_frames: AtomicU64,
+    /// Scopes whose GPU timestamps never arrived (query not ended, frame failed).
+    pub unresolved_scopes: AtomicU64,
+    /// Activity records CUPTI reports it dropped.
+    pub cupti_records: AtomicU64,
+}
+
+pub(crate) static LOSSES: Losses = Losses {
+    timeline_events: AtomicU64::new(0),
+    pending_frames: AtomicU64::new(0),
+    unresolved_scopes: AtomicU64::new(0),
+    cupti_records: AtomicU64::new(0),
+};
+
+impl Losses {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `(what, count)` for every non-zero counter.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("timeline events over capacity", &self.timeline_events),
+            ("GPU query frames dropped (too many pending)", &self.pending_frames),
+            ("scopes whose GPU timestamps never arrived", &self.unresolved_scopes),
+            ("CUPTI activity records dropped", &self.cupti_records),
+        ]
+        .into_iter()
+        .map(|(what, c)| (what, c.load(Ordering::Relaxed)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
+}
+
+static NOTES: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Says `message` once per process (per distinct text) and keeps it for the summary.
+///
+/// Goes to the `tracing` subscriber when one is installed, otherwise to stderr.
+pub(crate) fn note_once(message: impl fmt::Display) {
+    let message = message.to_string();
+    let fresh = NOTES.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
+    if fresh {
+        if tracing::dispatcher::has_been_set() {
+            tracing::warn!(target: "gpuspan", "{message}");
+        } else {
+            eprintln!("gpuspan: {message}");
+        }
+    }
+}
+
+/// Everything said so far, for the summary.
+pub(crate) fn notes() -> Vec<String> {
+    NOTES.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
+}

@@ -1,0 +1,6 @@
+//! Where sampled records leave the process: the Perfetto timeline file and the summary table.
+//! (OpenTelemetry export lives beside them when its feature is on.)
+
+pub(crate) mod format;
+pub mod summary;
+pub(crate) mod timeline;

@@ -1,0 +1,157 @@
+//! The summary table printed at shutdown: one row per site with every call counted, the sites
+//! never reached, and everything that was lost or could not be done.
+
+use super::format;
+use crate::record::TimingSource;
+use crate::site::{all_sites, Site, SiteKind};
+use std::fmt;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Aggregates of one site at the time the summary was taken.
+#[derive(Debug, Clone)]
+pub struct SiteSummary {
+    pub site: &'static Site,
+    pub calls: u64,
+    pub errors: u64,
+    /// Sum of the calls' durations (GPU time where measured, else host time).
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// Sum of the calls' host-side durations.
+    pub host_total_ns: u64,
+    pub bytes: u64,
+    pub sources: Vec<TimingSource>,
+}
+
+impl SiteSummary {
+    /// Bytes per second over the summed duration, for transfers that moved bytes.
+    pub fn bandwidth_bytes_per_s(&self) -> Option<f64> {
+        (self.bytes > 0 && self.total_ns > 0).then(|| self.bytes as f64 * 1e9 / self.total_ns as f64)
+    }
+
+    fn of(site: &'static Site) -> Self {
+        let s = &site.stats;
+        let calls = s.calls.load(Relaxed);
+        SiteSummary {
+            site,
+            calls,
+            errors: s.errors.load(Relaxed),
+            total_ns: s.total_ns.load(Relaxed),
+            min_ns: if calls == 0 { 0 } else { s.min_ns.load(Relaxed) },
+            p50_ns: s.histogram.quantile(0.5).unwrap_or(0),
+            p99_ns: s.histogram.quantile(0.99).unwrap_or(0),
+            max_ns: s.max_ns.load(Relaxed),
+            host_total_ns: s.host_total_ns.load(Relaxed),
+            bytes: s.bytes.load(Relaxed),
+            sources: s.sources(),
+        }
+    }
+}
+
+/// A snapshot of everything gpuspan measured so far.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// Sites that were called, most total time first.
+    pub reached: Vec<SiteSummary>,
+    /// Sites compiled into the program but never called.
+    pub never_reached: Vec<&'static Site>,
+    /// Measurements lost, by cause.
+    pub losses: Vec<(&'static str, u64)>,
+    /// Everything gpuspan said once (missing GPU features, fallbacks).
+    pub notes: Vec<String>,
+}
+
+/// Takes a snapshot of every site's aggregates.
+pub fn summary() -> Summary {
+    let mut reached = Vec::new();
+    let mut never_reached = Vec::new();
+    for site in all_sites() {
+        let s = SiteSummary::of(site);
+        if s.calls == 0 {
+            never_reached.push(site);
+        } else {
+            reached.push(s);
+        }
+    }
+    reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
+    Summary { reached, never_reached, losses: crate::diagnostics::LOSSES.snapshot(), notes: crate::diagnostics::notes() }
+}
+
+impl Summary {
+    /// The row of the site with this display name, if it was reached.
+    pub fn site(&self, name: &str) -> Option<&SiteSummary> {
+        self.reached.iter().find(|s| s.site.desc.name == name)
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header = ["site", "kind", "calls", "time", "mean", "p50", "p99", "max", "bytes", "bandwidth", "host", "source"];
+        let rows: Vec<[String; 12]> = self
+            .reached
+            .iter()
+            .map(|s| {
+                let errors = if s.errors > 0 { format!(" ({} err)", s.errors) } else { String::new() };
+                let sources = s.sources.iter().map(|x| x.as_str()).collect::<Vec<_>>().join("+");
+                let is_transfer = s.site.desc.kind == SiteKind::Transfer;
+                [
+                    s.site.desc.name.to_owned(),
+                    format!("{}/{}", s.site.desc.kind.as_str(), s.site.desc.backend.as_str()),
+                    format!("{}{errors}", s.calls),
+                    format::duration(s.total_ns),
+                    format::duration(s.total_ns / s.calls.max(1)),
+                    format::duration(s.p50_ns),
+                    format::duration(s.p99_ns),
+                    format::duration(s.max_ns),
+                    if is_transfer { format::bytes(s.bytes) } else { "-".into() },
+                    s.bandwidth_bytes_per_s().map_or_else(|| "-".into(), format::bandwidth),
+                    format::duration(s.host_total_ns),
+                    sources,
+                ]
+            })
+            .collect();
+        let mut widths = header.map(str::len);
+        for r in &rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        writeln!(f, "gpuspan summary (time = GPU time where the source says so, else host time)")?;
+        let line = |f: &mut fmt::Formatter<'_>, cells: &[String]| -> fmt::Result {
+            for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+                let pad = w - c.chars().count();
+                if i < 2 || i == cells.len() - 1 {
+                    write!(f, "{c}{}", " ".repeat(pad))?;
+                } else {
+                    write!(f, "{}{c}", " ".repeat(pad))?;
+                }
+                if i + 1 < cells.len() {
+                    write!(f, "  ")?;
+                }
+            }
+            writeln!(f)
+        };
+        line(f, &header.map(str::to_owned))?;
+        for r in &rows {
+            line(f, r)?;
+        }
+        if rows.is_empty() {
+            writeln!(f, "(no annotated function was called)")?;
+        }
+        if !self.never_reached.is_empty() {
+            writeln!(f, "never reached:")?;
+            for s in &self.never_reached {
+                writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
+            }
+        }
+        for (what, n) in &self.losses {
+            writeln!(f, "lost: {n} {what}")?;
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
+        }
+        Ok(())
+    }
+}

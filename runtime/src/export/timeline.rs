@@ -1,0 +1,162 @@
+//! The timeline: sampled records written at shutdown as Chrome Trace Event JSON, which
+//! Perfetto (ui.perfetto.dev) and chrome://tracing open.
+//!
+//! Layout: process "host" has one track per thread with the host span of each call; process
+//! "GPU" has one track per device (and per CUDA stream) with the GPU interval and the kernels
+//! and copies inside it. A flow arrow joins each host span to its GPU work.
+
+use crate::diagnostics::{Losses, LOSSES};
+use crate::pipeline::Sink;
+use crate::record::{ActivityKind, Record, Value};
+use serde_json::{json, Map, Value as Json};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+const HOST_PID: u32 = 1;
+const GPU_PID: u32 = 2;
+
+/// Collects sampled records up to a capacity; what does not fit is counted as lost.
+#[derive(Debug)]
+pub(crate) struct Timeline {
+    records: Mutex<Vec<Record>>,
+    capacity: usize,
+}
+
+impl Timeline {
+    pub fn new(capacity: usize) -> Self {
+        Timeline { records: Mutex::new(Vec::new()), capacity }
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.lock().map_or(0, |r| r.len())
+    }
+
+    /// Writes the timeline as JSON to `out`.
+    pub fn write_json(&self, out: impl Write) -> io::Result<()> {
+        let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
+        write_events(&records, out)
+    }
+
+    pub fn write_file(&self, path: &Path) -> io::Result<()> {
+        let file = std::fs::File::create(path)?;
+        let mut w = BufWriter::new(file);
+        self.write_json(&mut w)?;
+        w.flush()
+    }
+}
+
+impl Sink for Timeline {
+    fn accept(&self, record: &Record) {
+        if let Ok(mut r) = self.records.lock() {
+            if r.len() < self.capacity {
+                r.push(record.clone());
+                return;
+            }
+        }
+        Losses::add(&LOSSES.timeline_events, 1);
+    }
+}
+
+fn to_json(v: &Value) -> Json {
+    match v {
+        Value::Str(s) => Json::String(s.to_string()),
+        Value::I64(i) => json!(i),
+        Value::F64(f) => json!(f),
+        Value::Bool(b) => json!(b),
+    }
+}
+
+/// Microseconds relative to `base`, as Chrome trace `ts` wants (relative, so an f64 keeps
+/// nanosecond precision).
+fn us(ns: u64, base: u64) -> f64 {
+    ns.saturating_sub(base) as f64 / 1000.0
+}
+
+/// GPU track id: one per device, and one per (device, stream) for activities with a stream.
+fn gpu_tid(device: u32, stream: Option<u64>) -> u64 {
+    (u64::from(device) << 32) | stream.map_or(0, |s| s + 1)
+}
+
+pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()> {
+    let base = records.iter().map(|r| r.host.start_ns.min(r.interval().start_ns)).min().unwrap_or(0);
+    let mut events: Vec<Json> = Vec::with_capacity(records.len() * 3 + 8);
+    events.push(json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}}));
+    events.push(json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "GPU"}}));
+    for (index, name) in crate::thread::names() {
+        events.push(json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": index, "args": {"name": name}}));
+    }
+    let mut gpu_tracks = std::collections::BTreeMap::new();
+
+    for r in records {
+        let mut args = Map::new();
+        for (k, v) in r.attributes() {
+            args.insert(k.to_owned(), to_json(&v));
+        }
+        let args = Json::Object(args);
+        let name = r.site.desc.name;
+        let cat = r.site.desc.kind.as_str();
+        events.push(json!({
+            "ph": "X", "name": name, "cat": cat, "pid": HOST_PID, "tid": r.thread,
+            "ts": us(r.host.start_ns, base), "dur": us(r.host.end_ns, r.host.start_ns), "args": args,
+        }));
+        let Some(gpu) = &r.gpu else { continue };
+        let device = gpu.device.as_ref().map_or(0, |d| d.id);
+        let tid = gpu_tid(device, None);
+        gpu_tracks.entry(tid).or_insert_with(|| {
+            let label = gpu.device.as_ref().map_or_else(|| "GPU".to_owned(), |d| format!("GPU {}: {}", d.id, d.name));
+            format!("{label} ({})", r.site.desc.backend.as_str())
+        });
+        events.push(json!({
+            "ph": "X", "name": name, "cat": format!("gpu.{cat}"), "pid": GPU_PID, "tid": tid,
+            "ts": us(gpu.interval.start_ns, base), "dur": us(gpu.interval.end_ns, gpu.interval.start_ns), "args": args,
+        }));
+        // Flow arrow from the host call to the GPU work it caused.
+        events.push(json!({"ph": "s", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": HOST_PID, "tid": r.thread, "ts": us(r.host.start_ns, base)}));
+        events.push(json!({"ph": "f", "bp": "e", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": GPU_PID, "tid": tid, "ts": us(gpu.interval.start_ns, base)}));
+        for a in &r.activities {
+            let dev = a.device.as_ref().map_or(device, |d| d.id);
+            let tid = gpu_tid(dev, a.stream);
+            gpu_tracks.entry(tid).or_insert_with(|| match a.stream {
+                Some(s) => format!("GPU {dev} stream {s}"),
+                None => format!("GPU {dev}"),
+            });
+            let mut aargs = Map::new();
+            match &a.kind {
+                ActivityKind::Kernel(g) => {
+                    aargs.insert("gpu.cuda.grid_dim".into(), json!(g.grid));
+                    aargs.insert("gpu.cuda.block_dim".into(), json!(g.block));
+                    aargs.insert("gpu.cuda.registers_per_thread".into(), json!(g.registers_per_thread));
+                    aargs.insert("gpu.cuda.shared_mem_bytes".into(), json!(g.static_shared_bytes + g.dynamic_shared_bytes));
+                }
+                ActivityKind::Copy { bytes, direction, src, dst } => {
+                    aargs.insert("gpu_transfer.bytes".into(), json!(bytes));
+                    if let Some(d) = direction {
+                        aargs.insert("gpu_transfer.direction".into(), json!(d.as_str()));
+                    }
+                    aargs.insert("gpu_transfer.src_kind".into(), json!(src.as_str()));
+                    aargs.insert("gpu_transfer.dst_kind".into(), json!(dst.as_str()));
+                }
+                ActivityKind::Set { bytes } => {
+                    aargs.insert("gpu_transfer.bytes".into(), json!(bytes));
+                }
+            }
+            if let Some(s) = a.stream {
+                aargs.insert("gpu.cuda.stream_id".into(), json!(s));
+            }
+            events.push(json!({
+                "ph": "X", "name": a.name, "cat": "gpu.activity", "pid": GPU_PID, "tid": tid,
+                "ts": us(a.interval.start_ns, base), "dur": us(a.interval.end_ns, a.interval.start_ns), "args": aargs,
+            }));
+        }
+    }
+    for (tid, name) in gpu_tracks {
+        events.push(json!({"ph": "M", "name": "thread_name", "pid": GPU_PID, "tid": tid, "args": {"name": name}}));
+    }
+    let doc = json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"generator": "gpuspan", "epoch_base_ns": base},
+    });
+    serde_json::to_writer(out, &doc).map_err(io::Error::other)
+}

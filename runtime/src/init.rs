@@ -1,0 +1,210 @@
+//! The embedded default: `let _guard = gpuspan::init();` and, at shutdown, a summary table on
+//! stderr and a timeline file that Perfetto opens.
+
+use std::path::PathBuf;
+
+/// Where the timeline goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TraceFile {
+    /// `$TMPDIR/gpuspan-<program>-<pid>.trace.json`.
+    Default,
+    Path(PathBuf),
+    Off,
+}
+
+/// What [`init`] sets up. [`Config::from_env`] reads the `GPUSPAN_*` variables; the methods
+/// override them in code.
+///
+/// | variable | effect |
+/// |---|---|
+/// | `GPUSPAN=off` | no measurement at all (each call costs one atomic load) |
+/// | `GPUSPAN_TRACE_FILE=path` / `off` | where the timeline is written, or no timeline |
+/// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
+/// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
+/// | `GPUSPAN_TRACE_ALL=1` | export every call |
+#[derive(Debug, Clone)]
+pub struct Config {
+    summary: bool,
+    trace_file: TraceFile,
+    threshold_us: Option<u64>,
+    trace_all: Option<bool>,
+    timeline_capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { summary: true, trace_file: TraceFile::Default, threshold_us: None, trace_all: None, timeline_capacity: 200_000 }
+    }
+}
+
+fn env_off(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"))
+}
+
+impl Config {
+    /// Defaults, then the `GPUSPAN_*` environment variables.
+    pub fn from_env() -> Self {
+        let mut c = Config::default();
+        if env_off("GPUSPAN_SUMMARY") {
+            c.summary = false;
+        }
+        match std::env::var_os("GPUSPAN_TRACE_FILE") {
+            Some(v) if env_off("GPUSPAN_TRACE_FILE") || v.is_empty() => c.trace_file = TraceFile::Off,
+            Some(v) => c.trace_file = TraceFile::Path(v.into()),
+            None => {}
+        }
+        c
+    }
+
+    /// Print the summary table at shutdown (default on).
+    pub fn summary(mut self, on: bool) -> Self {
+        self.summary = on;
+        self
+    }
+
+    /// Write the timeline to `path` at shutdown.
+    pub fn trace_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.trace_file = TraceFile::Path(path.into());
+        self
+    }
+
+    /// Write no timeline.
+    pub fn no_trace_file(mut self) -> Self {
+        self.trace_file = TraceFile::Off;
+        self
+    }
+
+    /// Calls shorter than this are aggregated but not exported (default 100 µs).
+    pub fn threshold_us(mut self, us: u64) -> Self {
+        self.threshold_us = Some(us);
+        self
+    }
+
+    /// Export every call whatever its duration.
+    pub fn trace_all(mut self, on: bool) -> Self {
+        self.trace_all = Some(on);
+        self
+    }
+
+    /// At most this many calls are kept for the timeline; later ones are counted as lost.
+    pub fn timeline_capacity(mut self, events: usize) -> Self {
+        self.timeline_capacity = events;
+        self
+    }
+
+    /// Starts gpuspan with this configuration. Keep the guard alive until the end of `main`.
+    #[must_use = "dropping the guard at once ends the measurement and prints the summary"]
+    pub fn init(self) -> Guard {
+        imp::init(self)
+    }
+}
+
+/// Starts gpuspan from the environment; see [`Config`]. Keep the guard until the end of `main`:
+/// dropping it flushes pending GPU work (bounded by five seconds), prints the summary and writes
+/// the timeline.
+#[must_use = "dropping the guard at once ends the measurement and prints the summary"]
+pub fn init() -> Guard {
+    Config::from_env().init()
+}
+
+#[cfg(feature = "enabled")]
+pub use imp::Guard;
+
+#[cfg(feature = "enabled")]
+mod imp {
+    use super::{Config, TraceFile};
+    use crate::export::timeline::Timeline;
+    use crate::pipeline::{self, Sink};
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    /// Ends the measurement when dropped; see [`init`](super::init).
+    #[derive(Debug)]
+    pub struct Guard {
+        summary: bool,
+        timeline: Option<(Arc<Timeline>, PathBuf)>,
+    }
+
+    pub(super) fn init(c: Config) -> Guard {
+        crate::sampling::load_env();
+        if let Some(us) = c.threshold_us {
+            crate::sampling::set_threshold_us(us);
+        }
+        if let Some(on) = c.trace_all {
+            crate::sampling::set_trace_all(on);
+        }
+        let path = match c.trace_file {
+            TraceFile::Off => None,
+            TraceFile::Path(p) => Some(p),
+            TraceFile::Default => {
+                let program = std::env::current_exe()
+                    .ok()
+                    .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                    .unwrap_or_else(|| "program".into());
+                Some(std::env::temp_dir().join(format!("gpuspan-{program}-{}.trace.json", std::process::id())))
+            }
+        };
+        let timeline = path.map(|p| {
+            let t = Arc::new(Timeline::new(c.timeline_capacity));
+            pipeline::add_sink(t.clone());
+            (t, p)
+        });
+        Guard { summary: c.summary, timeline }
+    }
+
+    impl Guard {
+        /// The path the timeline will be written to, if any.
+        pub fn trace_file(&self) -> Option<&std::path::Path> {
+            self.timeline.as_ref().map(|(_, p)| p.as_path())
+        }
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if !crate::flush() {
+                crate::diagnostics::note_once("some GPU measurements were still pending at shutdown (flush timed out after 5 s)");
+            }
+            if let Some((t, path)) = self.timeline.take() {
+                let sink: Arc<dyn Sink> = t.clone();
+                pipeline::remove_sink(&sink);
+                match t.write_file(&path) {
+                    Ok(()) => eprintln!(
+                        "gpuspan: timeline with {} calls written to {} (open it in https://ui.perfetto.dev)",
+                        t.len(),
+                        path.display()
+                    ),
+                    Err(e) => eprintln!("gpuspan: could not write the timeline to {}: {e}", path.display()),
+                }
+            }
+            if self.summary {
+                eprint!("{}", crate::summary());
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "enabled"))]
+pub use off::Guard;
+
+#[cfg(not(feature = "enabled"))]
+mod imp {
+    pub(super) fn init(_: super::Config) -> super::Guard {
+        super::Guard { _private: () }
+    }
+}
+
+#[cfg(not(feature = "enabled"))]
+mod off {
+    /// Does nothing: gpuspan was built without its `enabled` feature.
+    #[derive(Debug)]
+    pub struct Guard {
+        pub(super) _private: (),
+    }
+
+    impl Guard {
+        /// Always `None`: no timeline is written with instrumentation compiled out.
+        pub fn trace_file(&self) -> Option<&std::path::Path> {
+            None
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! GPU work in the traces you already use.
+//!
+//! Put [`gpu_kernel`] on a function that encodes wgpu work or launches CUDA kernels and
+//! [`gpu_transfer`] on one that moves data between host and device. Each call then becomes a
+//! `tracing` span for the host side and, once the GPU has done the work, a measurement with the
+//! GPU's own timestamps, aggregated per function, exported as spans, and drawn on a timeline.
+//!
+//! ```
+//! #[gpuspan::gpu_kernel(threshold_us = 50)]
+//! fn blur(pixels: &mut [f32]) {
+//!     pixels.iter_mut().for_each(|p| *p *= 0.5);
+//! }
+//!
+//! #[gpuspan::gpu_transfer(direction = cpu_to_gpu)]
+//! fn upload(data: &[f32]) -> Vec<f32> {
+//!     data.to_vec() // bytes inferred from the slice: 4 × len
+//! }
+//!
+//! fn main() {
+//!     // With no configuration: a summary table on stderr and a Perfetto timeline at exit.
+//!     let _guard = gpuspan::Config::from_env().no_trace_file().init();
+//!     let mut img = upload(&[1.0; 1024]);
+//!     blur(&mut img);
+//! }
+//! ```
+//!
+//! Functions without a GPU resource in their signature, like these two, are timed on the host
+//! and labelled `gpu.timing.source = "host"`; with a `&mut wgpu::CommandEncoder`,
+//! `&wgpu::Queue` (feature `wgpu`) or a CUDA stream (feature `cuda`) they get GPU timestamps.
+//!
+//! # Features
+//! - `enabled`: instrumentation on. Without it the attributes expand to the function exactly
+//!   as written, and [`init`] returns a guard that does nothing.
+//! - `wgpu`: timestamp queries through wgpu-profiler. Implies `enabled`.
+//! - `cuda`: CUPTI activity records through cudarc, loaded at run time. Implies `enabled`.
+//!
+//! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// Times a function that encodes or launches GPU work.
+///
+/// | argument | meaning |
+/// |---|---|
+/// | `name = "..."` | display name (default: the function's name) |
+/// | `backend = wgpu \| cuda \| auto` | which backend times it (default `auto`: from the parameter types) |
+/// | `encoder = <place>` | the wgpu `CommandEncoder`/`ComputePass`/`RenderPass` to put the queries in |
+/// | `queue = <expr>` | the wgpu `Queue` whose submissions are bracketed |
+/// | `device = <expr>` | the wgpu `Device` (inferred from a `&Device` parameter) |
+/// | `stream = <expr>` | the CUDA stream (for the CUDA-event fallback) |
+/// | `threshold_us = N` | calls shorter than N µs are only aggregated (default: global, 100) |
+/// | `trace_all` | export every call |
+/// | `fields(x, key = expr)` | record a parameter (with `Debug`) or an expression on the span |
+/// | `skip(x)` | never use parameter `x` for resource or size inference |
+/// | `level = "debug"` | level of the host `tracing` span (default `info`) |
+/// | `crate = path` | path to the gpuspan crate, when renamed |
+///
+/// Nothing about the arguments is recorded unless asked with `fields`.
+#[doc(inline)]
+pub use gpuspan_macros::gpu_kernel;
+
+/// Times a function that moves data between host and device.
+///
+/// Takes the arguments of [`gpu_kernel`] and:
+///
+/// | argument | meaning |
+/// |---|---|
+/// | `direction = cpu_to_gpu \| gpu_to_cpu \| gpu_to_gpu` | required, except with CUDA (CUPTI reports it) |
+/// | `bytes = <expr>` | bytes moved (default: the size of the one slice parameter) |
+#[doc(inline)]
+pub use gpuspan_macros::gpu_transfer;
+
+mod init;
+pub use init::{init, Config, Guard};
+
+#[cfg(feature = "enabled")]
+mod aggregate;
+#[cfg(feature = "enabled")]
+mod capture;
+#[cfg(feature = "enabled")]
+pub mod clock;
+#[cfg(feature = "enabled")]
+mod diagnostics;
+#[cfg(feature = "enabled")]
+mod export;
+#[cfg(feature = "enabled")]
+mod flush;
+#[cfg(feature = "enabled")]
+mod future;
+#[cfg(feature = "enabled")]
+mod pipeline;
+#[cfg(feature = "enabled")]
+mod probe;
+#[cfg(feature = "enabled")]
+pub mod record;
+#[cfg(feature = "enabled")]
+mod sampling;
+#[cfg(feature = "enabled")]
+mod scope;
+#[cfg(feature = "enabled")]
+mod site;
+#[cfg(feature = "enabled")]
+mod switch;
+#[cfg(feature = "enabled")]
+mod thread;
+
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+#[cfg(feature = "enabled")]
+pub use {
+    capture::Capture,
+    export::summary::{summary, SiteSummary, Summary},
+    flush::{flush, flush_timeout},
+    record::{Record, TimingSource},
+    sampling::DEFAULT_THRESHOLD_US,
+    site::{all_sites, Backend, Direction, Site, SiteDesc, SiteKind},
+    switch::set_enabled,
+};
+
+/// Without the `enabled` feature there is nothing to flush.
+#[cfg(not(feature = "enabled"))]
+pub fn flush() -> bool {
+    true
+}
+
+#[doc(hidden)]
+#[cfg(feature = "enabled")]
+#[path = "private.rs"]
+pub mod __private;
+
+#[doc(hidden)]
+#[cfg(not(feature = "enabled"))]
+pub mod __private {
+    //! Not a stable API.
+    pub use crate::__gpuspan_select as select;
+}
+
+/// Keeps the instrumented arm when `enabled` is on. Not a stable API.
+#[doc(hidden)]
+#[cfg(feature = "enabled")]
+#[macro_export]
+macro_rules! __gpuspan_select {
+    ({ $($on:tt)* } { $($off:tt)* }) => { $($on)* };
+}
+
+/// Keeps the function as written when `enabled` is off. Not a stable API.
+#[doc(hidden)]
+#[cfg(not(feature = "enabled"))]
+#[macro_export]
+macro_rules! __gpuspan_select {
+    ({ $($on:tt)* } { $($off:tt)* }) => { $($off)* };
+}
+
+/// Registers a site with `inventory`. Not a stable API.
+#[doc(hidden)]
+#[cfg(feature = "enabled")]
+#[macro_export]
+macro_rules! __gpuspan_register_site {
+    ($site:ident) => {
+        $crate::__private::inventory::submit! { $crate::__private::SiteRef(&$site) }
+    };
+}

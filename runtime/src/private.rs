@@ -1,0 +1,97 @@
+//! What the generated code calls. Not a stable API: anything here may change in any release.
+
+pub use crate::future::ScopedFuture;
+pub use crate::probe::{Exit, Probe, ProbeExit, ProbeOther};
+pub use crate::scope::Scope;
+pub use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind, SiteRef};
+pub use crate::{__gpuspan_register_site as register_site, __gpuspan_select as select};
+pub use inventory;
+pub use tracing;
+
+#[cfg(feature = "wgpu")]
+pub use crate::wgpu::resources::{as_device, as_queue, as_recorder};
+
+#[cfg(feature = "cuda")]
+pub use crate::cuda::resources::as_stream;
+
+/// Without the `wgpu` feature, wgpu resources are accepted as they are and the site is timed
+/// on the host (said once).
+#[cfg(not(feature = "wgpu"))]
+mod no_wgpu {
+    use crate::probe::Exit;
+    use crate::scope::Scope;
+    use crate::site::Site;
+    use tracing::Span;
+
+    pub fn as_recorder<T: ?Sized>(t: &mut T) -> &mut T {
+        t
+    }
+    pub fn as_queue<T: ?Sized>(t: &T) -> &T {
+        t
+    }
+    pub fn as_device<T: ?Sized>(t: &T) -> &T {
+        t
+    }
+
+    fn without_feature(site: &'static Site) {
+        crate::diagnostics::note_once(format_args!(
+            "`{}` uses wgpu, but gpuspan was built without its `wgpu` feature: timing it on the host",
+            site.desc.name
+        ));
+    }
+
+    impl Scope {
+        pub fn wgpu_recorder<R: ?Sized, D: ?Sized>(
+            site: &'static Site,
+            span: Span,
+            bytes: Option<u64>,
+            _: &mut R,
+            _: Option<&D>,
+        ) -> Scope {
+            without_feature(site);
+            Scope::host(site, span, bytes)
+        }
+        pub fn wgpu_queue<Q: ?Sized, D: ?Sized>(
+            site: &'static Site,
+            span: Span,
+            bytes: Option<u64>,
+            _: &Q,
+            _: Option<&D>,
+        ) -> Scope {
+            without_feature(site);
+            Scope::host(site, span, bytes)
+        }
+        pub fn exit_recorder<R: ?Sized>(&mut self, exit: Exit, _: &mut R) {
+            self.exit(exit);
+        }
+        pub fn try_exit_recorder<R: ?Sized>(&mut self, exit: Exit, _: &mut R) {
+            self.exit(exit);
+        }
+    }
+}
+#[cfg(not(feature = "wgpu"))]
+pub use no_wgpu::{as_device, as_queue, as_recorder};
+
+/// Without the `cuda` feature, CUDA sites are timed on the host (said once).
+#[cfg(not(feature = "cuda"))]
+mod no_cuda {
+    use crate::scope::Scope;
+    use crate::site::Site;
+    use tracing::Span;
+
+    pub fn as_stream<T: ?Sized>(t: &T) -> &T {
+        t
+    }
+
+    impl Scope {
+        pub fn cuda<S: ?Sized>(site: &'static Site, span: Span, bytes: Option<u64>, _: Option<&S>) -> Scope {
+            crate::diagnostics::note_once(format_args!(
+                "`{}` uses CUDA, but gpuspan was built without its `cuda` feature: timing it on the host",
+                site.desc.name
+            ));
+            Scope::host(site, span, bytes)
+        }
+    }
+}
+#[cfg(not(feature = "cuda"))]
+pub use no_cuda::as_stream;

@@ -1,0 +1,153 @@
+//! The RAII scope every annotated call opens. Entering costs one relaxed load when gpuspan is
+//! off; leaving hands the measurement to its backend, or straight to the pipeline for host
+//! timing. Nothing here blocks on the GPU.
+
+use crate::probe::Exit;
+use crate::record::{Interval, Record};
+use crate::site::Site;
+use crate::{clock, pipeline, switch, thread};
+use tracing::span::EnteredSpan;
+use tracing::Span;
+
+/// An open measurement of one call. Created by the code `#[gpu_kernel]` and `#[gpu_transfer]`
+/// generate; ends when dropped, also when the call unwinds.
+#[derive(Debug)]
+#[must_use]
+pub struct Scope {
+    active: Option<Active>,
+}
+
+/// The host `tracing` span: entered for the whole call of a sync function, per poll for async.
+#[derive(Debug)]
+enum HostSpan {
+    Entered(EnteredSpan),
+    Idle(Span),
+}
+
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub site: &'static Site,
+    pub scope_id: u64,
+    pub thread: u32,
+    span: HostSpan,
+    host_start_ns: u64,
+    bytes: Option<u64>,
+    error: bool,
+    pub gpu: GpuScope,
+}
+
+/// The backend's part of an open scope.
+#[derive(Debug)]
+pub(crate) enum GpuScope {
+    None,
+    #[cfg(feature = "wgpu")]
+    Wgpu(crate::wgpu::WgpuScope),
+    #[cfg(feature = "cuda")]
+    Cuda(crate::cuda::CudaScope),
+}
+
+impl Scope {
+    /// A scope timed by the host clock only.
+    #[inline]
+    pub fn host(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+        Self::open(site, span, bytes, |_| GpuScope::None)
+    }
+
+    /// Opens a scope, letting the backend start its measurement once the ids are known.
+    #[inline]
+    pub(crate) fn open(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        start_gpu: impl FnOnce(u64) -> GpuScope,
+    ) -> Scope {
+        if !switch::is_on() {
+            return Scope { active: None };
+        }
+        let (thread, scope_id) = thread::next_scope();
+        let host_start_ns = clock::now_ns();
+        let gpu = start_gpu(scope_id);
+        Scope {
+            active: Some(Active {
+                site,
+                scope_id,
+                thread,
+                span: HostSpan::Entered(span.entered()),
+                host_start_ns,
+                bytes,
+                error: false,
+                gpu,
+            }),
+        }
+    }
+
+
+    /// The value leaving the function by `return` or its tail.
+    #[inline]
+    pub fn exit(&mut self, exit: Exit) {
+        if let (Some(a), Exit::Error) = (&mut self.active, exit) {
+            a.error = true;
+        }
+    }
+
+    /// The value tested by a `?`: an `Err` leaves the function.
+    #[inline]
+    pub fn try_exit(&mut self, exit: Exit) {
+        self.exit(exit);
+    }
+
+    /// For async functions: the span is entered per poll instead of for the whole call.
+    pub(crate) fn detach_span(&mut self) {
+        if let Some(a) = &mut self.active {
+            if let HostSpan::Entered(_) = a.span {
+                let HostSpan::Entered(e) = std::mem::replace(&mut a.span, HostSpan::Idle(Span::none())) else {
+                    unreachable!("matched above")
+                };
+                a.span = HostSpan::Idle(e.exit());
+            }
+        }
+    }
+
+    /// The host span, for entering it around a poll.
+    pub(crate) fn span(&self) -> Option<&Span> {
+        match &self.active.as_ref()?.span {
+            HostSpan::Idle(s) => Some(s),
+            HostSpan::Entered(_) => None,
+        }
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        let Some(mut a) = self.active.take() else { return };
+        let host_end_ns = clock::now_ns();
+        if std::thread::panicking() {
+            a.error = true;
+        }
+        let span = match a.span {
+            HostSpan::Entered(e) => e.exit(),
+            HostSpan::Idle(s) => s,
+        };
+        if a.error {
+            span.record("error", true);
+        }
+        drop(span);
+        let record = Record {
+            site: a.site,
+            scope_id: a.scope_id,
+            thread: a.thread,
+            host: Interval { start_ns: a.host_start_ns, end_ns: host_end_ns },
+            error: a.error,
+            bytes: a.bytes,
+            gpu: None,
+            activities: Vec::new(),
+        };
+        match a.gpu {
+            GpuScope::None => pipeline::submit(record),
+            #[cfg(feature = "wgpu")]
+            GpuScope::Wgpu(w) => w.finish(record),
+            #[cfg(feature = "cuda")]
+            GpuScope::Cuda(c) => c.finish(record),
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Static description of each annotated function, registered with `inventory` so the runtime
+//! can list every site, including those never reached.
+
+use crate::aggregate::SiteStats;
+
+/// What an annotated function does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SiteKind {
+    /// `#[gpu_kernel]`: encodes or launches GPU work.
+    Kernel,
+    /// `#[gpu_transfer]`: moves data between host and device.
+    Transfer,
+}
+
+impl SiteKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteKind::Kernel => "kernel",
+            SiteKind::Transfer => "transfer",
+        }
+    }
+}
+
+/// Which backend times a site, as decided by the macro from the function's signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Wgpu,
+    Cuda,
+    /// No GPU resource in the signature: the host clock, labelled as such.
+    Host,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Wgpu => "wgpu",
+            Backend::Cuda => "cuda",
+            Backend::Host => "host",
+        }
+    }
+}
+
+/// Direction of a transfer (`gpu_transfer.direction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    CpuToGpu,
+    GpuToCpu,
+    GpuToGpu,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::CpuToGpu => "cpu_to_gpu",
+            Direction::GpuToCpu => "gpu_to_cpu",
+            Direction::GpuToGpu => "gpu_to_gpu",
+        }
+    }
+}
+
+/// Everything the macro knows about a site at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct SiteDesc {
+    /// Display name: the `name = "..."` argument or the function's name.
+    pub name: &'static str,
+    pub function: &'static str,
+    pub kind: SiteKind,
+    pub backend: Backend,
+    pub module_path: &'static str,
+    pub file: &'static str,
+    pub line: u32,
+    pub direction: Option<Direction>,
+    /// Per-site sampling threshold, overriding the global one.
+    pub threshold_us: Option<u64>,
+    /// Export every call of this site, whatever its duration.
+    pub trace_all: bool,
+}
+
+/// One annotated function: its description and the aggregates of all its calls.
+#[derive(Debug)]
+pub struct Site {
+    pub desc: SiteDesc,
+    pub(crate) stats: SiteStats,
+}
+
+impl Site {
+    pub const fn new(desc: SiteDesc) -> Self {
+        Site { desc, stats: SiteStats::new() }
+    }
+
+    /// `module::function`, the name OpenTelemetry's `code.function.name` wants.
+    pub fn qualified_function(&self) -> String {
+        format!("{}::{}", self.desc.module_path, self.desc.function)
+    }
+}
+
+/// The registration `inventory` collects; one per annotated function.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct SiteRef(pub &'static Site);
+
+inventory::collect!(SiteRef);
+
+/// Every site compiled into the program, in a stable order (file, line).
+pub fn all_sites() -> Vec<&'static Site> {
+    let mut sites: Vec<&'static Site> = inventory::iter::<SiteRef>.into_iter().map(|r| r.0).collect();
+    sites.sort_by_key(|s| (s.desc.file, s.desc.line, s.desc.name));
+    sites.dedup_by(|a, b| std::ptr::eq(*a, *b));
+    sites
+}

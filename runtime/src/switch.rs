@@ -1,0 +1,31 @@
+//! The run-time on/off switch: `GPUSPAN=off` turns every scope into one relaxed atomic load.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const UNKNOWN: u8 = 0;
+const ON: u8 = 1;
+const OFF: u8 = 2;
+
+static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// Whether scopes record anything. The environment is read once, on the first call.
+#[inline(always)]
+pub fn is_on() -> bool {
+    match STATE.load(Ordering::Relaxed) {
+        ON => true,
+        OFF => false,
+        _ => read_env(),
+    }
+}
+
+#[cold]
+fn read_env() -> bool {
+    let off = std::env::var("GPUSPAN").is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
+    STATE.store(if off { OFF } else { ON }, Ordering::Relaxed);
+    !off
+}
+
+/// Turns instrumentation on or off for the whole process, overriding `GPUSPAN`.
+pub fn set_enabled(on: bool) {
+    STATE.store(if on { ON } else { OFF }, Ordering::Relaxed);
+}

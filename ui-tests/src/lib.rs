@@ -1,0 +1,1 @@
+//! trybuild suites live in tests/.
