@@ -56,7 +56,9 @@ fn parse_fn(kind: Kind, item: TokenStream) -> syn::Result<ItemFn> {
         syn::Item::Union(u) => (u.union_token.span(), "a union"),
         syn::Item::Const(c) => (c.const_token.span(), "a const item"),
         syn::Item::Static(s) => (s.static_token.span(), "a static"),
-        syn::Item::ForeignMod(m) => (m.abi.extern_token.span(), "an extern block (foreign functions have no body to time)"),
+        syn::Item::ForeignMod(m) => {
+            (m.abi.extern_token.span(), "an extern block (foreign functions have no body to time)")
+        }
         syn::Item::Impl(i) => (i.impl_token.span(), "an impl block (put it on the methods)"),
         syn::Item::Trait(t) => (t.trait_token.span(), "a trait (put it on the methods of an implementation)"),
         syn::Item::Mod(m) => (m.mod_token.span(), "a module"),

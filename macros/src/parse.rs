@@ -119,7 +119,10 @@ impl Parse for Arg {
             "stream" => ArgValue::Stream(parse_eq(input)?),
             "direction" => ArgValue::Direction(parse_eq(input)?),
             "bytes" => ArgValue::Bytes(parse_eq(input)?),
-            "threshold_us" => ArgValue::ThresholdUs(parse_eq_with(input, "an integer number of microseconds, e.g. `threshold_us = 250`")?),
+            "threshold_us" => ArgValue::ThresholdUs(parse_eq_with(
+                input,
+                "an integer number of microseconds, e.g. `threshold_us = 250`",
+            )?),
             "trace_all" => {
                 if input.peek(Token![=]) {
                     ArgValue::TraceAll(Some(parse_eq_with(input, "`true` or `false`")?))
@@ -135,7 +138,10 @@ impl Parse for Arg {
                     ArgValue::Level(LevelValue::Str(input.parse()?))
                 } else {
                     ArgValue::Level(LevelValue::Ident(input.parse().map_err(|e| {
-                        syn::Error::new(e.span(), "expected a level: \"trace\", \"debug\", \"info\", \"warn\" or \"error\"")
+                        syn::Error::new(
+                            e.span(),
+                            "expected a level: \"trace\", \"debug\", \"info\", \"warn\" or \"error\"",
+                        )
                     })?))
                 }
             }

@@ -322,7 +322,10 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
         for f in list {
             let key = f.key.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(".");
             if RESERVED_FIELDS.contains(&key.as_str()) {
-                push(syn::Error::new(f.key.span(), format!("field `{key}` is set by gpuspan itself; choose another name")));
+                push(syn::Error::new(
+                    f.key.span(),
+                    format!("field `{key}` is set by gpuspan itself; choose another name"),
+                ));
                 continue;
             }
             match &f.value {
@@ -335,7 +338,10 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                             format!("`fields({key})`: the function has no parameter named `{key}`; use `{key} = <expr>` to record an expression"),
                         ));
                     } else if skip.contains(&ident) {
-                        push(syn::Error::new(f.key.span(), format!("`{key}` is both recorded in `fields` and listed in `skip`")));
+                        push(syn::Error::new(
+                            f.key.span(),
+                            format!("`{key}` is both recorded in `fields` and listed in `skip`"),
+                        ));
                     } else {
                         fields.push((key, quote!(?#ident)));
                     }
@@ -346,18 +352,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
 
     match errors {
         Some(e) => Err(e),
-        None => Ok(Plan {
-            kind,
-            name,
-            resource,
-            direction,
-            bytes,
-            threshold_us,
-            trace_all,
-            level,
-            krate,
-            fields,
-        }),
+        None => Ok(Plan { kind, name, resource, direction, bytes, threshold_us, trace_all, level, krate, fields }),
     }
 }
 

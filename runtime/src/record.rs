@@ -65,6 +65,9 @@ pub struct GpuTiming {
     pub source: TimingSource,
     /// Bound on the error of mapping the GPU clock onto the host clock (0 when none is needed).
     pub clock_error_ns: u64,
+    /// Measured by timestamps submitted before and after the call's own submissions: an upper
+    /// bound that also holds submission latency while the GPU was idle.
+    pub bracketed: bool,
     pub device: Option<DeviceLabel>,
 }
 
@@ -204,6 +207,9 @@ impl Record {
         }
         if let Some(g) = &self.gpu {
             a.push(("gpu.clock_error_us", us(g.clock_error_ns)));
+            if g.bracketed {
+                a.push(("gpu.timing.bracketed", Bool(true)));
+            }
             if g.interval.duration_ns() > g.busy_ns {
                 a.push(("gpu.span_us", us(g.interval.duration_ns())));
             }

@@ -82,6 +82,11 @@ impl Scope {
     }
 
 
+    #[allow(dead_code)] // used by the backend features
+    pub(crate) fn gpu_mut(&mut self) -> Option<&mut GpuScope> {
+        self.active.as_mut().map(|a| &mut a.gpu)
+    }
+
     /// The value leaving the function by `return` or its tail.
     #[inline]
     pub fn exit(&mut self, exit: Exit) {

@@ -1,0 +1,116 @@
+//! Mapping GPU timestamps onto the host clock.
+//!
+//! A single timestamp is written by a tiny submission; the GPU wrote it at some host instant
+//! between the moment we began submitting and the moment we saw it complete. The offset is the
+//! midpoint of that window and its error bound is half the window; the narrowest of a few tries
+//! is kept. GPU clocks drift from the host's and some reset, so the resolver thread takes a new
+//! calibration periodically instead of trusting the first one forever.
+
+use crate::clock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `host_ns = gpu_ns + offset_ns`, good to within `error_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClockMap {
+    pub offset_ns: i128,
+    pub error_ns: u64,
+    /// When it was taken, on the host clock.
+    pub taken_at_ns: u64,
+}
+
+impl ClockMap {
+    pub fn to_host(&self, gpu_ns: f64) -> u64 {
+        (gpu_ns.round() as i128 + self.offset_ns).max(0) as u64
+    }
+}
+
+/// Why a calibration could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CalibrationError {
+    #[error("the device lacks TIMESTAMP_QUERY_INSIDE_ENCODERS, which calibration needs")]
+    Unsupported,
+    #[error("the calibration submission did not complete within {0:?}")]
+    Timeout(Duration),
+    #[error("reading the calibration timestamp back failed: {0}")]
+    Map(String),
+}
+
+/// Takes `tries` calibrations and keeps the one with the narrowest window. Blocks the calling
+/// thread (the resolver's) for a few submissions.
+pub(crate) fn calibrate(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    tries: usize,
+) -> Result<ClockMap, CalibrationError> {
+    if !device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS) {
+        return Err(CalibrationError::Unsupported);
+    }
+    let query_set = device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: Some("gpuspan calibration"),
+        ty: wgpu::QueryType::Timestamp,
+        count: 1,
+    });
+    let resolve = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("gpuspan calibration resolve"),
+        size: wgpu::QUERY_SIZE as u64,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let read = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("gpuspan calibration read"),
+        size: wgpu::QUERY_SIZE as u64,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let period = f64::from(queue.get_timestamp_period());
+    let timeout = Duration::from_secs(2);
+    let mut best: Option<ClockMap> = None;
+    for _ in 0..tries.max(1) {
+        let mut encoder =
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan calibration") });
+        encoder.write_timestamp(&query_set, 0);
+        encoder.resolve_query_set(&query_set, 0..1, &resolve, 0);
+        encoder.copy_buffer_to_buffer(&resolve, 0, &read, 0, wgpu::QUERY_SIZE as u64);
+        let mapped = Arc::new(AtomicBool::new(false));
+        let failed = Arc::new(std::sync::Mutex::new(None));
+        {
+            let (mapped, failed) = (mapped.clone(), failed.clone());
+            encoder.map_buffer_on_submit(&read, wgpu::MapMode::Read, .., move |r| match r {
+                Ok(()) => mapped.store(true, Ordering::Release),
+                Err(e) => {
+                    if let Ok(mut f) = failed.lock() {
+                        *f = Some(e.to_string());
+                    }
+                }
+            });
+        }
+        let before = clock::now_ns();
+        let index = queue.submit([encoder.finish()]);
+        let polled = device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: Some(timeout) });
+        let after = clock::now_ns();
+        if polled.is_err() {
+            return Err(CalibrationError::Timeout(timeout));
+        }
+        if let Some(e) = failed.lock().ok().and_then(|mut f| f.take()) {
+            return Err(CalibrationError::Map(e));
+        }
+        if !mapped.load(Ordering::Acquire) {
+            return Err(CalibrationError::Map("the buffer was not mapped after the submission completed".into()));
+        }
+        let ticks = {
+            let view = read.get_mapped_range(..).map_err(|e| CalibrationError::Map(e.to_string()))?;
+            u64::from_le_bytes(view[..8].try_into().expect("8 bytes"))
+        };
+        read.unmap();
+        let gpu_ns = ticks as f64 * period;
+        let mid = before + (after - before) / 2;
+        let candidate =
+            ClockMap { offset_ns: i128::from(mid) - gpu_ns.round() as i128, error_ns: (after - before).div_ceil(2), taken_at_ns: after };
+        if best.is_none_or(|b| candidate.error_ns < b.error_ns) {
+            best = Some(candidate);
+        }
+    }
+    Ok(best.expect("at least one try"))
+}

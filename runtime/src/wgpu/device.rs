@@ -1,0 +1,95 @@
+//! The devices gpuspan knows: each with its queue, its clock mapping, and its profiler frames.
+
+use super::calibration::ClockMap;
+use super::frame::Frame;
+use crate::record::DeviceLabel;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use wgpu_profiler::GpuProfiler;
+
+/// Everything gpuspan keeps per wgpu device.
+pub(crate) struct DeviceState {
+    pub label: DeviceLabel,
+    pub device: wgpu::Device,
+    /// Needed for the timestamp period, calibration, and resolving queries recorded in passes.
+    pub queue: OnceLock<wgpu::Queue>,
+    pub features: wgpu::Features,
+    pub clock: Mutex<Option<ClockMap>>,
+    /// Profilers whose frame has been delivered, ready for reuse (their query pools too).
+    pub idle: Mutex<Vec<GpuProfiler>>,
+    /// Frames not yet delivered, in the order they were opened.
+    pub in_flight: Mutex<Vec<Arc<Frame>>>,
+}
+
+impl std::fmt::Debug for DeviceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceState").field("label", &self.label).finish_non_exhaustive()
+    }
+}
+
+impl DeviceState {
+    pub fn timestamp_period(&self) -> Option<f32> {
+        self.queue.get().map(wgpu::Queue::get_timestamp_period)
+    }
+
+    pub fn clock(&self) -> Option<ClockMap> {
+        self.clock.lock().ok().and_then(|c| *c)
+    }
+
+    pub fn in_flight_count(&self) -> usize {
+        self.in_flight.lock().map_or(0, |f| f.len())
+    }
+}
+
+static DEVICES: RwLock<Vec<Arc<DeviceState>>> = RwLock::new(Vec::new());
+
+/// Every device registered so far.
+pub(crate) fn all() -> Vec<Arc<DeviceState>> {
+    DEVICES.read().map(|d| d.clone()).unwrap_or_default()
+}
+
+pub(crate) fn find(device: &wgpu::Device) -> Option<Arc<DeviceState>> {
+    DEVICES.read().ok()?.iter().find(|d| &d.device == device).cloned()
+}
+
+pub(crate) fn find_by_queue(queue: &wgpu::Queue) -> Option<Arc<DeviceState>> {
+    DEVICES.read().ok()?.iter().find(|d| d.queue.get() == Some(queue)).cloned()
+}
+
+/// The one registered device, when there is exactly one.
+pub(crate) fn only() -> Option<Arc<DeviceState>> {
+    let d = DEVICES.read().ok()?;
+    (d.len() == 1).then(|| d[0].clone())
+}
+
+/// Registers a device (once), remembering its queue when one is given.
+pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name: Option<&str>) -> Arc<DeviceState> {
+    let state = match find(device) {
+        Some(s) => s,
+        None => {
+            let Ok(mut devices) = DEVICES.write() else {
+                unreachable!("the device registry lock is never held across a panic")
+            };
+            if let Some(s) = devices.iter().find(|d| &d.device == device) {
+                s.clone()
+            } else {
+                let id = devices.len() as u32;
+                let s = Arc::new(DeviceState {
+                    label: DeviceLabel { id, name: name.unwrap_or("wgpu device").into() },
+                    device: device.clone(),
+                    queue: OnceLock::new(),
+                    features: device.features(),
+                    clock: Mutex::new(None),
+                    idle: Mutex::new(Vec::new()),
+                    in_flight: Mutex::new(Vec::new()),
+                });
+                devices.push(s.clone());
+                s
+            }
+        }
+    };
+    if let Some(q) = queue {
+        let _ = state.queue.set(q.clone());
+    }
+    super::resolver::wake();
+    state
+}

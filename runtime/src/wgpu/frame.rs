@@ -1,0 +1,356 @@
+//! Profiler frames: the queries of one outermost scope (and the scopes nested in it) on one
+//! thread, from recording to delivery.
+//!
+//! wgpu-profiler maps a frame's read-back buffers in `end_frame`, which must come after the
+//! commands holding the queries were submitted: mapping earlier would make the user's submit
+//! fail. The user submits their own encoders, so gpuspan learns it from the encoder itself
+//! (`on_submitted_work_done`) and ends the frame only then. Each frame gets its own
+//! `GpuProfiler` (recycled with its query pools), so frames on different threads, or waiting on
+//! different submissions, never block one another.
+//!
+//! Life of a frame: Recording → AwaitingExecution → Mapping → Finished → delivered, or
+//! Poisoned (a query could not be closed, commands never submitted) → delivered with host
+//! timing only, the loss counted.
+
+use super::device::DeviceState;
+use super::resolver;
+use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::pipeline;
+use crate::record::{GpuTiming, Record, TimingSource};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use wgpu_profiler::{GpuProfiler, GpuProfilerQuery, GpuProfilerSettings, GpuTimerQueryResult};
+
+/// Frames a device may have between opening and delivery; past this, scopes fall back to host
+/// timing and the fallback is counted.
+pub(crate) const MAX_IN_FLIGHT: usize = 512;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Recording,
+    /// Queries closed; waiting for the commands holding them to execute. When they were
+    /// recorded in a pass, gpuspan resolves them in its own encoder afterwards.
+    AwaitingExecution { resolve_ourselves: bool },
+    Mapping,
+    Finished,
+    Poisoned,
+}
+
+pub(crate) struct Frame {
+    pub device: Arc<DeviceState>,
+    profiler: Mutex<Option<GpuProfiler>>,
+    state: Mutex<State>,
+    executed: AtomicBool,
+    abandoned: AtomicBool,
+    /// Scopes begun in this frame whose record has not been attached yet.
+    open_scopes: AtomicUsize,
+    records: Mutex<Vec<Record>>,
+    results: Mutex<HashMap<u64, Range<f64>>>,
+    /// Scopes timed by queue bracketing rather than queries in the user's recorder.
+    bracketed: Mutex<Vec<u64>>,
+}
+
+impl std::fmt::Debug for Frame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frame").field("device", &self.device.label).field("state", &self.state).finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    /// The frame each device is recording on this thread, and how deeply scopes are nested in it.
+    static CURRENT: RefCell<Vec<(Arc<Frame>, u32)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Sets `executed` when the user's commands ran, or `abandoned` when they were dropped unsubmitted.
+struct ExecutedSignal {
+    frame: Arc<Frame>,
+    fired: bool,
+}
+
+impl ExecutedSignal {
+    fn fire(mut self) {
+        self.fired = true;
+        self.frame.executed.store(true, Ordering::Release);
+        resolver::wake();
+    }
+}
+
+impl Drop for ExecutedSignal {
+    fn drop(&mut self) {
+        if !self.fired {
+            self.frame.abandoned.store(true, Ordering::Release);
+            resolver::wake();
+        }
+    }
+}
+
+impl Frame {
+    /// The frame this thread is recording for `device`, or a new one; `None` when too many are
+    /// in flight (counted).
+    pub fn enter(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
+        let current = CURRENT.with(|c| {
+            let mut c = c.borrow_mut();
+            c.iter_mut().find(|(f, _)| Arc::ptr_eq(&f.device, device)).map(|(f, depth)| {
+                *depth += 1;
+                f.clone()
+            })
+        });
+        if current.is_some() {
+            return current;
+        }
+        let frame = Self::open(device)?;
+        CURRENT.with(|c| c.borrow_mut().push((frame.clone(), 1)));
+        Some(frame)
+    }
+
+    fn open(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
+        let mut in_flight = device.in_flight.lock().ok()?;
+        if in_flight.len() >= MAX_IN_FLIGHT {
+            Losses::add(&LOSSES.pending_frames, 1);
+            note_once(format_args!(
+                "more than {MAX_IN_FLIGHT} wgpu query frames were waiting for their commands to be submitted; \
+                 later scopes fall back to host timing (are encoders with annotated scopes being dropped unsubmitted?)"
+            ));
+            return None;
+        }
+        let reused = device.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let profiler = match reused {
+            Some(p) => p,
+            None => {
+                // Debug groups off: a bracketed scope opens its query in one command buffer and
+                // closes it in another, which a debug group may not span.
+                let settings = GpuProfilerSettings {
+                    max_num_pending_frames: 1,
+                    enable_debug_groups: false,
+                    ..GpuProfilerSettings::default()
+                };
+                match GpuProfiler::new(&device.device, settings) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        note_once(format_args!("wgpu-profiler could not be created ({e}); timing wgpu on the host"));
+                        return None;
+                    }
+                }
+            }
+        };
+        let frame = Arc::new(Frame {
+            device: device.clone(),
+            profiler: Mutex::new(Some(profiler)),
+            state: Mutex::new(State::Recording),
+            executed: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
+            open_scopes: AtomicUsize::new(0),
+            records: Mutex::new(Vec::new()),
+            results: Mutex::new(HashMap::new()),
+            bracketed: Mutex::new(Vec::new()),
+        });
+        in_flight.push(frame.clone());
+        Some(frame)
+    }
+
+    /// Leaves one nesting level on this thread; `true` when it was the outermost scope.
+    fn leave(self: &Arc<Self>) -> bool {
+        CURRENT.with(|c| {
+            let mut c = c.borrow_mut();
+            let Some(i) = c.iter().position(|(f, _)| Arc::ptr_eq(f, self)) else { return false };
+            c[i].1 -= 1;
+            if c[i].1 == 0 {
+                c.remove(i);
+                true
+            } else {
+                false
+            }
+        })
+    }
+
+    /// Opens a query in `recorder` for the scope `scope_id`.
+    pub fn begin<R: super::Recorder>(&self, scope_id: u64, recorder: &mut R) -> Option<GpuProfilerQuery> {
+        let profiler = self.profiler.lock().ok()?;
+        let q = profiler.as_ref()?.begin_query(scope_id.to_string(), recorder);
+        self.open_scopes.fetch_add(1, Ordering::AcqRel);
+        Some(q)
+    }
+
+    /// Closes a query in the recorder it was opened in. At the outermost scope, arranges for
+    /// the frame to be resolved once the recorder's commands have executed.
+    pub fn end_in_recorder<R: super::Recorder>(self: &Arc<Self>, query: GpuProfilerQuery, recorder: &mut R) {
+        let Ok(mut profiler) = self.profiler.lock() else { return };
+        let Some(p) = profiler.as_mut() else { return };
+        p.end_query(recorder, query);
+        if !self.leave() {
+            return;
+        }
+        let resolve_ourselves = match recorder.as_encoder() {
+            Some(encoder) => {
+                p.resolve_queries(encoder);
+                false
+            }
+            None => true,
+        };
+        drop(profiler);
+        self.set_state_unless_poisoned(State::AwaitingExecution { resolve_ourselves });
+        let signal = ExecutedSignal { frame: self.clone(), fired: false };
+        recorder.when_executed(move || signal.fire());
+    }
+
+    /// Closes a query opened in gpuspan's own command buffer (queue bracketing) with another
+    /// one submitted right now.
+    pub fn end_in_queue(self: &Arc<Self>, scope_id: u64, query: GpuProfilerQuery, queue: &wgpu::Queue) {
+        if let Ok(mut b) = self.bracketed.lock() {
+            b.push(scope_id);
+        }
+        let Ok(mut profiler) = self.profiler.lock() else { return };
+        let Some(p) = profiler.as_mut() else { return };
+        let mut encoder =
+            self.device.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan end") });
+        p.end_query(&mut encoder, query);
+        let outermost = self.leave();
+        if outermost {
+            p.resolve_queries(&mut encoder);
+        }
+        drop(profiler);
+        queue.submit([encoder.finish()]);
+        if outermost {
+            self.set_state_unless_poisoned(State::AwaitingExecution { resolve_ourselves: false });
+            self.executed.store(true, Ordering::Release);
+            resolver::wake();
+        }
+    }
+
+    /// A query that can no longer be closed (the function unwound, or left by an exit gpuspan
+    /// could not see): the whole frame's timings are unusable.
+    pub fn abandon(self: &Arc<Self>, query: GpuProfilerQuery) {
+        drop(query);
+        self.leave();
+        if let Ok(mut s) = self.state.lock() {
+            *s = State::Poisoned;
+        }
+    }
+
+    fn set_state_unless_poisoned(&self, next: State) {
+        if let Ok(mut s) = self.state.lock() {
+            if *s != State::Poisoned {
+                *s = next;
+            }
+        }
+    }
+
+    /// Hands the record of a finished scope to the frame; it is delivered with the frame.
+    pub fn attach(&self, record: Record) {
+        if let Ok(mut r) = self.records.lock() {
+            r.push(record);
+        }
+        self.open_scopes.fetch_sub(1, Ordering::AcqRel);
+        resolver::wake();
+    }
+
+    /// Moves the frame one step on, if it can. Returns `true` once delivered.
+    pub fn advance(self: &Arc<Self>) -> bool {
+        let Ok(mut state) = self.state.lock() else { return false };
+        if let State::AwaitingExecution { resolve_ourselves } = *state {
+            if self.abandoned.load(Ordering::Acquire) && !self.executed.load(Ordering::Acquire) {
+                *state = State::Poisoned;
+            } else if self.executed.load(Ordering::Acquire) {
+                *state = self.end_frame(resolve_ourselves);
+            }
+        }
+        if *state == State::Mapping {
+            let finished = self.profiler.lock().ok().and_then(|mut p| {
+                let period = self.device.timestamp_period()?;
+                p.as_mut()?.process_finished_frame(period)
+            });
+            if let Some(results) = finished {
+                if let Ok(mut map) = self.results.lock() {
+                    flatten(&results, &mut map);
+                }
+                *state = State::Finished;
+            }
+        }
+        let deliverable = matches!(*state, State::Finished | State::Poisoned);
+        if !deliverable || self.open_scopes.load(Ordering::Acquire) > 0 {
+            return false;
+        }
+        let poisoned = *state == State::Poisoned;
+        // Without a clock mapping the GPU intervals cannot be placed on the host's timeline:
+        // those records keep their host timing and count as unresolved.
+        let unplaceable = !poisoned && self.device.clock().is_none() && !resolver::calibrate(&self.device);
+        self.deliver(poisoned || unplaceable);
+        true
+    }
+
+    fn end_frame(&self, resolve_ourselves: bool) -> State {
+        let Ok(mut profiler) = self.profiler.lock() else { return State::Poisoned };
+        let Some(p) = profiler.as_mut() else { return State::Poisoned };
+        if resolve_ourselves {
+            let Some(queue) = self.device.queue.get() else {
+                note_once("wgpu queries recorded in a pass need the queue to resolve them: call gpuspan::wgpu::register(&adapter, &device, &queue)");
+                return State::Poisoned;
+            };
+            let mut encoder = self
+                .device
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan resolve") });
+            p.resolve_queries(&mut encoder);
+            queue.submit([encoder.finish()]);
+        }
+        match p.end_frame() {
+            Ok(()) => State::Mapping,
+            Err(e) => {
+                note_once(format_args!("a wgpu query frame could not be ended: {e}"));
+                State::Poisoned
+            }
+        }
+    }
+
+    fn deliver(self: &Arc<Self>, poisoned: bool) {
+        let records = self.records.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+        let results = self.results.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+        let bracketed = self.bracketed.lock().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default();
+        let clock = self.device.clock();
+        for mut record in records {
+            match (results.get(&record.scope_id), clock) {
+                (Some(range), Some(clock)) if !poisoned => {
+                    let start = clock.to_host(range.start * 1e9);
+                    let end = clock.to_host(range.end * 1e9).max(start);
+                    record.gpu = Some(GpuTiming {
+                        interval: crate::record::Interval { start_ns: start, end_ns: end },
+                        busy_ns: ((range.end - range.start) * 1e9).round().max(0.0) as u64,
+                        source: TimingSource::GpuTimestamp,
+                        clock_error_ns: clock.error_ns,
+                        bracketed: bracketed.contains(&record.scope_id),
+                        device: Some(self.device.label.clone()),
+                    });
+                }
+                _ => Losses::add(&LOSSES.unresolved_scopes, 1),
+            }
+            pipeline::submit(record);
+        }
+        let profiler = self.profiler.lock().ok().and_then(|mut p| p.take());
+        if let (Some(p), false) = (profiler, poisoned) {
+            if let Ok(mut idle) = self.device.idle.lock() {
+                idle.push(p);
+            }
+        }
+        if let Ok(mut in_flight) = self.device.in_flight.lock() {
+            in_flight.retain(|f| !Arc::ptr_eq(f, self));
+        }
+    }
+
+    /// Still waiting on the GPU (not on an open scope).
+    pub fn is_pending(&self) -> bool {
+        self.state.lock().is_ok_and(|s| *s != State::Recording)
+    }
+}
+
+/// Query results by scope id (wgpu-profiler labels are the scope ids).
+fn flatten(results: &[GpuTimerQueryResult], out: &mut HashMap<u64, Range<f64>>) {
+    for r in results {
+        if let (Ok(id), Some(time)) = (r.label.parse::<u64>(), &r.time) {
+            out.insert(id, time.clone());
+        }
+        flatten(&r.nested_queries, out);
+    }
+}

@@ -1,0 +1,225 @@
+//! wgpu timing: timestamp queries through wgpu-profiler, placed on the host clock.
+//!
+//! A function with a `&mut CommandEncoder` (or `ComputePass`/`RenderPass`) parameter gets a
+//! query in that recorder; one with only a `&Queue` has its submissions bracketed by timestamp
+//! writes in gpuspan's own command buffers, submitted before and after it (queue order makes the
+//! interval cover the work in between, pending `write_buffer` copies included). Queries are
+//! resolved off the caller's path by the resolver thread; the caller never waits on the GPU.
+//!
+//! ```no_run
+//! # async fn setup(adapter: wgpu::Adapter) {
+//! let (device, queue) = adapter
+//!     .request_device(&wgpu::DeviceDescriptor {
+//!         required_features: gpuspan::wgpu::timestamp_features(&adapter),
+//!         ..Default::default()
+//!     })
+//!     .await
+//!     .unwrap();
+//! gpuspan::wgpu::register(&adapter, &device, &queue);
+//! # }
+//! ```
+
+mod calibration;
+mod device;
+mod frame;
+mod resolver;
+pub(crate) mod resources;
+
+pub use resources::{AsHandle, AsRecorder, Recorder};
+
+use crate::diagnostics::note_once;
+use crate::probe::Exit;
+use crate::record::Record;
+use crate::scope::{GpuScope, Scope};
+use crate::site::Site;
+use device::DeviceState;
+use frame::Frame;
+use std::sync::Arc;
+use tracing::Span;
+use wgpu_profiler::{GpuProfiler, GpuProfilerQuery};
+
+/// The timestamp features of `adapter` that gpuspan can use; add them to
+/// `DeviceDescriptor::required_features`. Without `TIMESTAMP_QUERY` gpuspan times wgpu work on
+/// the host and says so.
+pub fn timestamp_features(adapter: &wgpu::Adapter) -> wgpu::Features {
+    adapter.features() & GpuProfiler::ALL_WGPU_TIMER_FEATURES
+}
+
+/// Tells gpuspan about a device and its queue, so that functions that only take a command
+/// encoder or pass can be timed, and names the device after the adapter in traces.
+pub fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) {
+    let info = adapter.get_info();
+    let name = format!("{} ({:?})", info.name, info.backend);
+    let state = device::register(device, Some(queue), Some(&name));
+    check_features(&state);
+}
+
+fn check_features(d: &DeviceState) -> bool {
+    let needed = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+    if d.features.contains(needed) {
+        return true;
+    }
+    note_once(format_args!(
+        "{} was created without {:?}: its wgpu scopes are timed on the host. Request \
+         gpuspan::wgpu::timestamp_features(&adapter) in DeviceDescriptor::required_features",
+        d.label.name,
+        needed - d.features
+    ));
+    false
+}
+
+/// The wgpu part of an open scope.
+pub(crate) struct WgpuScope {
+    frame: Arc<Frame>,
+    query: Option<GpuProfilerQuery>,
+    /// Set for queue bracketing: the end bracket is submitted on this queue.
+    queue: Option<wgpu::Queue>,
+}
+
+impl std::fmt::Debug for WgpuScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuScope").field("frame", &self.frame).field("open", &self.query.is_some()).finish()
+    }
+}
+
+impl WgpuScope {
+    fn begin_in_recorder<R: Recorder>(
+        site: &'static Site,
+        scope_id: u64,
+        recorder: &mut R,
+        device: Option<&wgpu::Device>,
+    ) -> Option<WgpuScope> {
+        let state = match device {
+            Some(d) => device::register(d, None, None),
+            None => match device::only() {
+                Some(d) => d,
+                None => {
+                    note_once(format_args!(
+                        "`{}` records into a wgpu encoder, but gpuspan does not know which device it belongs to: \
+                         call gpuspan::wgpu::register(&adapter, &device, &queue) once (or add `device = ...`); \
+                         timing it on the host",
+                        site.desc.name
+                    ));
+                    return None;
+                }
+            },
+        };
+        let inside = if recorder.is_pass() {
+            wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+        } else {
+            wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+        };
+        if !check_features(&state) || !state.features.contains(inside) {
+            return None;
+        }
+        if state.queue.get().is_none() {
+            note_once(format_args!(
+                "`{}`: gpuspan needs the device's queue to read its timestamps: call \
+                 gpuspan::wgpu::register(&adapter, &device, &queue) once; timing it on the host",
+                site.desc.name
+            ));
+            return None;
+        }
+        let frame = Frame::enter(&state)?;
+        let query = frame.begin(scope_id, recorder);
+        Some(WgpuScope { frame, query, queue: None })
+    }
+
+    fn begin_on_queue(
+        site: &'static Site,
+        scope_id: u64,
+        queue: &wgpu::Queue,
+        device: Option<&wgpu::Device>,
+    ) -> Option<WgpuScope> {
+        let state = match device {
+            Some(d) => device::register(d, Some(queue), None),
+            None => match device::find_by_queue(queue) {
+                Some(d) => d,
+                None => {
+                    note_once(format_args!(
+                        "`{}` takes a wgpu queue but gpuspan does not know its device: call \
+                         gpuspan::wgpu::register(&adapter, &device, &queue) once (or add a `&Device` parameter); \
+                         timing it on the host",
+                        site.desc.name
+                    ));
+                    return None;
+                }
+            },
+        };
+        if !check_features(&state) {
+            return None;
+        }
+        let frame = Frame::enter(&state)?;
+        let mut encoder =
+            state.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan begin") });
+        let query = frame.begin(scope_id, &mut encoder);
+        queue.submit([encoder.finish()]);
+        Some(WgpuScope { frame, query, queue: Some(queue.clone()) })
+    }
+
+    fn end_in_recorder<R: Recorder>(&mut self, recorder: &mut R) {
+        if self.queue.is_some() {
+            return; // bracketed on the queue: ended in `finish`
+        }
+        if let Some(q) = self.query.take() {
+            self.frame.end_in_recorder(q, recorder);
+        }
+    }
+
+    pub(crate) fn finish(mut self, record: Record) {
+        if let Some(q) = self.query.take() {
+            match &self.queue {
+                Some(queue) => self.frame.end_in_queue(record.scope_id, q, queue),
+                None => self.frame.abandon(q),
+            }
+        }
+        self.frame.attach(record);
+    }
+}
+
+impl Scope {
+    /// A scope timed by queries in a command encoder or pass.
+    #[inline]
+    pub fn wgpu_recorder<R: Recorder>(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        recorder: &mut R,
+        device: Option<&wgpu::Device>,
+    ) -> Scope {
+        Scope::open(site, span, bytes, |scope_id| {
+            WgpuScope::begin_in_recorder(site, scope_id, recorder, device).map_or(GpuScope::None, GpuScope::Wgpu)
+        })
+    }
+
+    /// A scope whose submissions on `queue` are bracketed by timestamp writes.
+    #[inline]
+    pub fn wgpu_queue(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        queue: &wgpu::Queue,
+        device: Option<&wgpu::Device>,
+    ) -> Scope {
+        Scope::open(site, span, bytes, |scope_id| {
+            WgpuScope::begin_on_queue(site, scope_id, queue, device).map_or(GpuScope::None, GpuScope::Wgpu)
+        })
+    }
+
+    /// The function leaves: closes the query in the recorder it was opened in.
+    #[inline]
+    pub fn exit_recorder<R: Recorder>(&mut self, exit: Exit, recorder: &mut R) {
+        self.exit(exit);
+        if let Some(GpuScope::Wgpu(w)) = self.gpu_mut() {
+            w.end_in_recorder(recorder);
+        }
+    }
+
+    /// A `?` in the function: when it leaves (`Err`, `None`), the query is closed.
+    #[inline]
+    pub fn try_exit_recorder<R: Recorder>(&mut self, exit: Exit, recorder: &mut R) {
+        if matches!(exit, Exit::Error | Exit::Early) {
+            self.exit_recorder(exit, recorder);
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The wgpu backend on a real driver (lavapipe in CI): GPU timestamps against a raw reference,
+//! queue bracketing, transfers, nesting, sampling, async and threads.
+#![cfg(feature = "wgpu")]
+
+use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record, TimingSource};
+use gpuspan_tests::gpu::{Gpu, RawTimer};
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[gpu_kernel(name = "busy_in_encoder", trace_all)]
+fn busy_in_encoder(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, reference: Option<&RawTimer>) {
+    gpu.record_pass(encoder, reference.map(|r| &r.query_set));
+}
+
+#[gpu_kernel(name = "busy_on_queue", trace_all)]
+fn busy_on_queue(gpu: &Gpu, queue: &wgpu::Queue, reference: Option<&RawTimer>) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, reference.map(|r| &r.query_set));
+    if let Some(r) = reference {
+        r.resolve(&mut encoder);
+    }
+    queue.submit([encoder.finish()]);
+}
+
+fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
+    r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
+}
+
+fn assert_close(what: &str, got_ns: f64, reference_ns: f64) {
+    let rel = (got_ns - reference_ns).abs() / reference_ns;
+    eprintln!(
+        "{what}: gpuspan {:.3} ms, raw timestamp_writes {:.3} ms ({:+.2} %)",
+        got_ns / 1e6,
+        reference_ns / 1e6,
+        100.0 * (got_ns - reference_ns) / reference_ns
+    );
+    assert!(rel <= 0.10, "{what}: gpuspan {got_ns} ns vs reference {reference_ns} ns differ by more than 10 %");
+}
+
+#[test]
+fn encoder_scope_agrees_with_raw_pass_timestamps() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 18, 256) else { return };
+    let capture = Capture::start();
+    let reference = RawTimer::new(&gpu.device);
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    let host_before = gpuspan::clock::now_ns();
+    busy_in_encoder(&gpu, &mut encoder, Some(&reference));
+    reference.resolve(&mut encoder);
+    gpu.queue.submit([encoder.finish()]);
+    let raw = reference.read_ns(&gpu);
+    let host_after = gpuspan::clock::now_ns();
+    assert!(gpuspan::flush(), "flush left GPU work pending");
+    let records = capture.of("busy_in_encoder");
+    assert_eq!(records.len(), 1);
+    let g = gpu_timing(&records[0]);
+    assert_eq!(g.source, TimingSource::GpuTimestamp);
+    assert!(!g.bracketed, "queries inside the encoder are exact, not a bracket");
+    assert!(g.busy_ns > 0 && g.busy_ns <= host_after - host_before, "0 < GPU ≤ wall");
+    assert_close("encoder scope", g.busy_ns as f64, raw);
+    assert!(g.device.as_ref().is_some_and(|d| !d.name.is_empty()));
+}
+
+#[gpu_kernel(name = "submit_prepared", trace_all)]
+fn submit_prepared(queue: &wgpu::Queue, commands: wgpu::CommandBuffer) {
+    queue.submit([commands]);
+}
+
+#[test]
+fn queue_bracket_bounds_a_prepared_submission_and_follows_it() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 18, 256) else { return };
+    let capture = Capture::start();
+    let reference = RawTimer::new(&gpu.device);
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, Some(&reference.query_set));
+    reference.resolve(&mut encoder);
+    submit_prepared(&gpu.queue, encoder.finish());
+    let raw = reference.read_ns(&gpu);
+    assert!(gpuspan::flush());
+    let r = &capture.of("submit_prepared")[0];
+    let g = gpu_timing(r);
+    assert!(g.bracketed);
+    // A bracket is an upper bound: it also holds the driver's submission latency when the GPU
+    // is idle, which the host sees as part of the call.
+    eprintln!(
+        "prepared: bracket {:.3} ms, raw {:.3} ms, host call {:.3} ms",
+        g.busy_ns as f64 / 1e6,
+        raw / 1e6,
+        r.host.duration_ns() as f64 / 1e6
+    );
+    assert!(g.busy_ns as f64 >= raw * 0.99, "the bracket covers the work");
+    assert!(g.busy_ns as f64 <= raw + r.host.duration_ns() as f64 + 2.0 * g.clock_error_ns as f64);
+    // The GPU work starts after the call began submitting (within the clock mapping's error).
+    assert!(
+        g.interval.start_ns + g.clock_error_ns >= r.host.start_ns,
+        "GPU start {} before host start {} (error bound {})",
+        g.interval.start_ns,
+        r.host.start_ns,
+        g.clock_error_ns
+    );
+}
+
+#[test]
+fn queue_bracket_covers_the_work_and_at_most_the_calls_own_time_besides() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 18, 256) else { return };
+    let capture = Capture::start();
+    let reference = RawTimer::new(&gpu.device);
+    busy_on_queue(&gpu, &gpu.queue, Some(&reference));
+    let raw = reference.read_ns(&gpu);
+    assert!(gpuspan::flush());
+    let r = &capture.of("busy_on_queue")[0];
+    let g = gpu_timing(r);
+    // When the GPU is idle, the bracket also holds the time the function spent encoding before
+    // its submit: it is an upper bound on the work, never below it.
+    eprintln!(
+        "bracket {:.3} ms, raw {:.3} ms, host call {:.3} ms",
+        g.busy_ns as f64 / 1e6,
+        raw / 1e6,
+        r.host.duration_ns() as f64 / 1e6
+    );
+    assert!(g.busy_ns as f64 >= raw * 0.99, "the bracket covers the work");
+    assert!(g.busy_ns as f64 <= raw + r.host.duration_ns() as f64 + 2.0 * g.clock_error_ns as f64);
+}
+
+#[gpu_transfer(direction = cpu_to_gpu)]
+fn upload(queue: &wgpu::Queue, buffer: &wgpu::Buffer, data: &[f32]) {
+    queue.write_buffer(buffer, 0, bytemuck::cast_slice(data));
+}
+
+#[test]
+fn write_buffer_transfers_are_gpu_timed_with_exact_bytes() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 20, 1) else { return };
+    let capture = Capture::start();
+    let data = vec![2.0f32; 1 << 20];
+    upload(&gpu.queue, &gpu.buffer, &data);
+    gpu.wait();
+    assert!(gpuspan::flush());
+    let r = &capture.of("upload")[0];
+    assert_eq!(r.bytes, Some(4 << 20));
+    let g = gpu_timing(r);
+    assert!(g.busy_ns > 0);
+    assert!(r.bandwidth_bytes_per_s().is_some_and(|b| b > 0.0));
+}
+
+#[gpu_kernel(name = "outer_on_queue", trace_all)]
+fn outer_on_queue(gpu: &Gpu, queue: &wgpu::Queue) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    inner_in_encoder(gpu, &mut encoder);
+    inner_in_encoder(gpu, &mut encoder);
+    queue.submit([encoder.finish()]);
+}
+
+#[gpu_kernel(name = "inner_in_encoder", trace_all)]
+fn inner_in_encoder(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
+    gpu.record_pass(encoder, None);
+}
+
+/// Records the parent of every `gpuspan` host span, to check nesting in `tracing` itself.
+mod parents {
+    use std::sync::{Arc, Mutex};
+    use tracing::span::{Attributes, Id};
+    use tracing_subscriber::layer::{Context, Layer};
+    use tracing_subscriber::registry::LookupSpan;
+
+    #[derive(Clone, Default)]
+    pub struct Parents(pub Arc<Mutex<Vec<(String, Option<String>)>>>);
+
+    impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Parents {
+        fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+            let span = ctx.span(id).expect("span exists");
+            let parent = span.parent().map(|p| p.name().to_owned());
+            self.0.lock().unwrap().push((attrs.metadata().name().to_owned(), parent));
+        }
+    }
+}
+
+#[test]
+fn nested_scopes_nest_on_the_gpu_and_in_tracing() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let parents = parents::Parents::default();
+    let subscriber = tracing_subscriber::registry().with(parents.clone());
+    let capture = Capture::start();
+    tracing::subscriber::with_default(subscriber, || {
+        let _request = tracing::info_span!("request").entered();
+        outer_on_queue(&gpu, &gpu.queue);
+    });
+    gpu.wait();
+    assert!(gpuspan::flush());
+    let outer = &capture.of("outer_on_queue")[0];
+    let inner = capture.of("inner_in_encoder");
+    assert_eq!(inner.len(), 2);
+    let o = gpu_timing(outer);
+    for i in &inner {
+        let g = gpu_timing(i);
+        let slack = o.clock_error_ns + g.clock_error_ns;
+        assert!(g.interval.start_ns + slack >= o.interval.start_ns && g.interval.end_ns <= o.interval.end_ns + slack);
+        assert!(i.host.start_ns >= outer.host.start_ns && i.host.end_ns <= outer.host.end_ns);
+    }
+    let seen = parents.0.lock().unwrap().clone();
+    assert!(seen.contains(&("outer_on_queue".into(), Some("request".into()))), "{seen:?}");
+    assert!(seen.contains(&("inner_in_encoder".into(), Some("outer_on_queue".into()))), "{seen:?}");
+}
+
+#[gpu_kernel(name = "fast_kernel", threshold_us = 10_000_000)]
+fn fast_kernel(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
+    gpu.record_pass(encoder, None);
+}
+
+#[gpu_kernel(name = "always_kept", threshold_us = 0)]
+fn always_kept(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
+    gpu.record_pass(encoder, None);
+}
+
+#[test]
+fn threshold_sampling_keeps_aggregates_and_drops_short_spans() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 12, 1) else { return };
+    let path = std::env::temp_dir().join(format!("gpuspan-sampling-{}.json", std::process::id()));
+    let guard = gpuspan::Config::default().summary(false).trace_file(&path).init();
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    for _ in 0..3 {
+        fast_kernel(&gpu, &mut encoder);
+        always_kept(&gpu, &mut encoder);
+    }
+    gpu.queue.submit([encoder.finish()]);
+    gpu.wait();
+    drop(guard);
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let names: Vec<&str> = json["traceEvents"].as_array().unwrap().iter().filter_map(|e| e["name"].as_str()).collect();
+    assert!(names.contains(&"always_kept"), "{names:?}");
+    assert!(!names.contains(&"fast_kernel"), "sampled out, yet in the timeline");
+    let summary = gpuspan::summary();
+    assert!(summary.site("fast_kernel").is_some_and(|s| s.calls >= 3), "aggregates count every call");
+    let _ = std::fs::remove_file(path);
+}
+
+#[gpu_kernel(name = "async_submit", trace_all)]
+async fn async_submit(gpu: &Gpu, queue: &wgpu::Queue) -> Result<(), String> {
+    std::future::ready(()).await;
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, None);
+    queue.submit([encoder.finish()]);
+    Ok(())
+}
+
+#[test]
+fn async_functions_are_gpu_timed() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let capture = Capture::start();
+    pollster::block_on(async_submit(&gpu, &gpu.queue)).unwrap();
+    gpu.wait();
+    assert!(gpuspan::flush());
+    let r = &capture.of("async_submit")[0];
+    assert_eq!(gpu_timing(r).source, TimingSource::GpuTimestamp);
+}
+
+#[gpu_kernel(name = "threaded", trace_all)]
+fn threaded(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
+    gpu.record_pass(encoder, None);
+}
+
+#[test]
+fn eight_threads_annotating_at_once() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
+    let capture = Capture::start();
+    const THREADS: usize = 8;
+    const CALLS: usize = 25;
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for _ in 0..CALLS {
+                    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+                    threaded(&gpu, &mut encoder);
+                    gpu.queue.submit([encoder.finish()]);
+                }
+            });
+        }
+    });
+    gpu.wait();
+    assert!(gpuspan::flush());
+    let records = capture.of("threaded");
+    assert_eq!(records.len(), THREADS * CALLS);
+    let mut ids: Vec<u64> = records.iter().map(|r| r.scope_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), THREADS * CALLS, "scope ids are unique");
+    let threads: std::collections::HashSet<u32> = records.iter().map(|r| r.thread).collect();
+    assert_eq!(threads.len(), THREADS);
+    let timed = records.iter().filter(|r| r.source() == TimingSource::GpuTimestamp).count();
+    assert_eq!(timed, THREADS * CALLS, "every call got GPU timestamps");
+}
+
+#[gpu_kernel(name = "dropped_encoder", trace_all)]
+fn dropped_encoder(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
+    gpu.record_pass(encoder, None);
+}
+
+#[test]
+fn an_encoder_dropped_unsubmitted_loses_only_its_gpu_timing() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
+    let capture = Capture::start();
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    dropped_encoder(&gpu, &mut encoder);
+    drop(encoder);
+    assert!(gpuspan::flush());
+    let r = &capture.of("dropped_encoder")[0];
+    assert_eq!(r.source(), TimingSource::Host, "the call is still counted, with host timing");
+}
