@@ -64,7 +64,6 @@ pub struct Plan {
 struct Param<'a> {
     name: &'a Ident,
     class: ParamClass,
-    ty: &'a Type,
 }
 
 #[derive(PartialEq, Eq, Clone, Copy)]
@@ -108,6 +107,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
     let mut backend: Option<Ident> = None;
     let (mut encoder, mut queue, mut device, mut stream) = (None, None, None, None);
     let mut direction = None;
+    let mut direction_given = false;
     let mut bytes = None;
     let mut threshold_us = None;
     let mut trace_all = false;
@@ -135,15 +135,18 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             ArgValue::Queue(e) => queue = Some((key, e)),
             ArgValue::Device(e) => device = Some(e),
             ArgValue::Stream(e) => stream = Some((key, e)),
-            ArgValue::Direction(d) => match d.to_string().as_str() {
-                "cpu_to_gpu" => direction = Some("cpu_to_gpu"),
-                "gpu_to_cpu" => direction = Some("gpu_to_cpu"),
-                "gpu_to_gpu" => direction = Some("gpu_to_gpu"),
-                other => push(syn::Error::new(
-                    d.span(),
-                    format!("unknown direction `{other}`; expected `cpu_to_gpu`, `gpu_to_cpu` or `gpu_to_gpu`"),
-                )),
-            },
+            ArgValue::Direction(d) => {
+                direction_given = true;
+                match d.to_string().as_str() {
+                    "cpu_to_gpu" => direction = Some("cpu_to_gpu"),
+                    "gpu_to_cpu" => direction = Some("gpu_to_cpu"),
+                    "gpu_to_gpu" => direction = Some("gpu_to_gpu"),
+                    other => push(syn::Error::new(
+                        d.span(),
+                        format!("unknown direction `{other}`; expected `cpu_to_gpu`, `gpu_to_cpu` or `gpu_to_gpu`"),
+                    )),
+                }
+            }
             ArgValue::Bytes(e) => bytes = Some(quote_spanned!(e.span()=> (#e) as u64)),
             ArgValue::ThresholdUs(lit) => match lit.base10_parse::<u64>() {
                 Ok(v) => threshold_us = Some(v),
@@ -199,7 +202,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
     let ambiguous = |list: &[&Param<'_>], what: &str, arg: &str| -> Option<syn::Error> {
         (list.len() > 1).then(|| {
             syn::Error::new(
-                list[1].ty.span(),
+                list[1].name.span(),
                 format!(
                     "ambiguous {what}: `{}` and `{}` both qualify; say which with `{arg} = ...`, or `skip(...)` the other",
                     list[0].name, list[1].name
@@ -249,7 +252,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                 let has_wgpu = !recorders.is_empty() || !queues.is_empty();
                 if has_wgpu && !streams.is_empty() {
                     Err(syn::Error::new(
-                        streams[0].ty.span(),
+                        streams[0].name.span(),
                         format!(
                             "cannot tell the backend: `{}` is a CUDA stream but the function also takes wgpu \
                              resources; say `backend = wgpu` or `backend = cuda`",
@@ -290,7 +293,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             let slices = of(ParamClass::Slice);
             if slices.len() > 1 {
                 push(syn::Error::new(
-                    slices[1].ty.span(),
+                    slices[1].name.span(),
                     format!(
                         "cannot tell the transfer size: `{}` and `{}` are both slices; say `bytes = ...` or `skip(...)` one",
                         slices[0].name, slices[1].name
@@ -307,7 +310,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                 ));
             }
         }
-        if direction.is_none() && !matches!(resource, Resource::Cuda { .. }) {
+        if !direction_given && !matches!(resource, Resource::Cuda { .. }) {
             push(syn::Error::new(
                 Span::call_site(),
                 "#[gpu_transfer] needs `direction = cpu_to_gpu`, `gpu_to_cpu` or `gpu_to_gpu` \
@@ -393,7 +396,7 @@ fn classify_params(func: &ItemFn) -> Vec<Param<'_>> {
         .iter()
         .filter_map(|arg| match arg {
             FnArg::Typed(pt) => match &*pt.pat {
-                Pat::Ident(pi) => Some(Param { name: &pi.ident, class: classify(&pt.ty), ty: &pt.ty }),
+                Pat::Ident(pi) => Some(Param { name: &pi.ident, class: classify(&pt.ty) }),
                 _ => None,
             },
             FnArg::Receiver(_) => None,

@@ -5,7 +5,7 @@
 //! and no allocation, and the aggregates of a site that was never reached cost only zeroed memory.
 
 use crate::record::{Record, TimingSource};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 /// Sub-buckets per power of two: quantiles are within 1/16 (6.25 %) of the true value.
 const SUB_BITS: u32 = 4;
@@ -87,6 +87,8 @@ pub struct SiteStats {
     pub(crate) bytes: AtomicU64,
     /// Bit set of the `TimingSource`s the site's durations came from.
     pub(crate) sources: AtomicU8,
+    /// Some durations were brackets around submissions (upper bounds), not exact queries.
+    pub(crate) bracketed: AtomicBool,
     pub(crate) histogram: Histogram,
 }
 
@@ -101,6 +103,7 @@ impl SiteStats {
             host_total_ns: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             sources: AtomicU8::new(0),
+            bracketed: AtomicBool::new(false),
             histogram: Histogram::new(),
         }
     }
@@ -119,6 +122,9 @@ impl SiteStats {
             self.bytes.fetch_add(b, Relaxed);
         }
         self.sources.fetch_or(record.source().bit(), Relaxed);
+        if record.gpu.as_ref().is_some_and(|g| g.bracketed) {
+            self.bracketed.store(true, Relaxed);
+        }
         self.histogram.record(d);
     }
 

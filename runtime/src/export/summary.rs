@@ -23,6 +23,8 @@ pub struct SiteSummary {
     pub host_total_ns: u64,
     pub bytes: u64,
     pub sources: Vec<TimingSource>,
+    /// Some calls were timed by bracketing the queue: their GPU time is an upper bound.
+    pub bracketed: bool,
 }
 
 impl SiteSummary {
@@ -34,18 +36,22 @@ impl SiteSummary {
     fn of(site: &'static Site) -> Self {
         let s = &site.stats;
         let calls = s.calls.load(Relaxed);
+        let max_ns = s.max_ns.load(Relaxed);
+        let min_ns = if calls == 0 { 0 } else { s.min_ns.load(Relaxed).min(max_ns) };
         SiteSummary {
             site,
             calls,
             errors: s.errors.load(Relaxed),
             total_ns: s.total_ns.load(Relaxed),
-            min_ns: if calls == 0 { 0 } else { s.min_ns.load(Relaxed) },
-            p50_ns: s.histogram.quantile(0.5).unwrap_or(0),
-            p99_ns: s.histogram.quantile(0.99).unwrap_or(0),
-            max_ns: s.max_ns.load(Relaxed),
+            min_ns,
+            // Bucket midpoints can fall outside what was seen; the exact extremes bound them.
+            p50_ns: s.histogram.quantile(0.5).unwrap_or(0).clamp(min_ns, max_ns),
+            p99_ns: s.histogram.quantile(0.99).unwrap_or(0).clamp(min_ns, max_ns),
+            max_ns,
             host_total_ns: s.host_total_ns.load(Relaxed),
             bytes: s.bytes.load(Relaxed),
             sources: s.sources(),
+            bracketed: s.bracketed.load(Relaxed),
         }
     }
 }
@@ -76,7 +82,12 @@ pub fn summary() -> Summary {
         }
     }
     reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
-    Summary { reached, never_reached, losses: crate::diagnostics::LOSSES.snapshot(), notes: crate::diagnostics::notes() }
+    Summary {
+        reached,
+        never_reached,
+        losses: crate::diagnostics::LOSSES.snapshot(),
+        notes: crate::diagnostics::notes(),
+    }
 }
 
 impl Summary {
@@ -88,13 +99,17 @@ impl Summary {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let header = ["site", "kind", "calls", "time", "mean", "p50", "p99", "max", "bytes", "bandwidth", "host", "source"];
+        let header =
+            ["site", "kind", "calls", "time", "mean", "p50", "p99", "max", "bytes", "bandwidth", "host", "source"];
         let rows: Vec<[String; 12]> = self
             .reached
             .iter()
             .map(|s| {
                 let errors = if s.errors > 0 { format!(" ({} err)", s.errors) } else { String::new() };
-                let sources = s.sources.iter().map(|x| x.as_str()).collect::<Vec<_>>().join("+");
+                let mut sources = s.sources.iter().map(|x| x.as_str()).collect::<Vec<_>>().join("+");
+                if s.bracketed {
+                    sources.push_str(" (bracket: upper bound)");
+                }
                 let is_transfer = s.site.desc.kind == SiteKind::Transfer;
                 [
                     s.site.desc.name.to_owned(),

@@ -1,0 +1,1 @@
+//! Runnable programs showing gpuspan, one per use case; see `src/bin/`.

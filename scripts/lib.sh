@@ -1,0 +1,50 @@
+# Shared by scripts/test and scripts/demo: install what a fresh machine lacks, and run steps
+# with a visible header. Sourced, not run.
+
+# The GPU the wgpu tests and the demo run on when the machine has none: Mesa's software Vulkan
+# driver (lavapipe). Installed only when no Vulkan driver is present.
+ensure_vulkan() {
+    if ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1 \
+        && ldconfig -p 2>/dev/null | grep -q libvulkan.so.1; then
+        return 0
+    fi
+    echo "==> installing Mesa's software Vulkan driver (mesa-vulkan-drivers)"
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null; then sudo="sudo"; else
+            echo "error: no Vulkan driver, and not root to install mesa-vulkan-drivers" >&2
+            return 1
+        fi
+    fi
+    # One install failed once with a transient dpkg error; retry.
+    for attempt in 1 2 3; do
+        if $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+            && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null; then
+            return 0
+        fi
+        echo "apt-get failed (attempt $attempt); retrying" >&2
+        sleep 3
+    done
+    echo "error: could not install mesa-vulkan-drivers" >&2
+    return 1
+}
+
+# wgpu's Vulkan loader warns when XDG_RUNTIME_DIR is unset; give it a private one.
+ensure_runtime_dir() {
+    if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
+        XDG_RUNTIME_DIR="$(mktemp -d)"
+        chmod 700 "$XDG_RUNTIME_DIR"
+        export XDG_RUNTIME_DIR
+    fi
+}
+
+step() {
+    local name="$1"
+    shift
+    echo
+    echo "==> $name"
+    echo "    \$ $*"
+    local start=$SECONDS
+    "$@"
+    echo "    ($name: $((SECONDS - start)) s)"
+}

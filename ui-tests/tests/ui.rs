@@ -1,0 +1,9 @@
+//! Misuse of the attributes gives one precise error at the bad token, the same with the
+//! `enabled` feature on and off (scripts/test runs this suite both ways); correct uses compile.
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/fail/*.rs");
+    t.pass("tests/ui/pass/*.rs");
+}

@@ -1,0 +1,9 @@
+#![allow(unused_variables)]
+use gpuspan::gpu_kernel;
+
+#[gpu_kernel]
+const fn saxpy() -> u32 {
+    1
+}
+
+fn main() {}

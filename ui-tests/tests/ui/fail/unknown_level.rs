@@ -1,0 +1,7 @@
+#![allow(unused_variables)]
+use gpuspan::gpu_kernel;
+
+#[gpu_kernel(level = "loud")]
+fn saxpy() {}
+
+fn main() {}
