@@ -17,6 +17,12 @@ pub(crate) struct Losses {
     pub unresolved_scopes: AtomicU64,
     /// Activity records CUPTI reports it dropped.
     pub cupti_records: AtomicU64,
+    /// Spans not admitted to the OTLP export queue because it was full.
+    pub otlp_spans_dropped: AtomicU64,
+    /// Spans the collector did not take (unreachable, refused, timed out, left at shutdown).
+    pub otlp_spans_failed: AtomicU64,
+    /// OTLP metric exports that failed (cumulative metrics: the next success carries the counts).
+    pub otlp_metric_exports_failed: AtomicU64,
 }
 
 pub(crate) static LOSSES: Losses = Losses {
@@ -24,6 +30,9 @@ pub(crate) static LOSSES: Losses = Losses {
     pending_frames: AtomicU64::new(0),
     unresolved_scopes: AtomicU64::new(0),
     cupti_records: AtomicU64::new(0),
+    otlp_spans_dropped: AtomicU64::new(0),
+    otlp_spans_failed: AtomicU64::new(0),
+    otlp_metric_exports_failed: AtomicU64::new(0),
 };
 
 impl Losses {
@@ -38,6 +47,9 @@ impl Losses {
             ("GPU query frames dropped (too many pending)", &self.pending_frames),
             ("scopes whose GPU timestamps never arrived", &self.unresolved_scopes),
             ("CUPTI activity records dropped", &self.cupti_records),
+            ("spans dropped (OTLP export queue full)", &self.otlp_spans_dropped),
+            ("spans not delivered to the OTLP collector", &self.otlp_spans_failed),
+            ("OTLP metric exports failed", &self.otlp_metric_exports_failed),
         ]
         .into_iter()
         .map(|(what, c)| (what, c.load(Ordering::Relaxed)))

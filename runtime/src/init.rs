@@ -22,6 +22,7 @@ enum TraceFile {
 /// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
 /// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
 /// | `GPUSPAN_TRACE_ALL=1` | export every call |
+/// | `OTEL_EXPORTER_OTLP_ENDPOINT=url` | (feature `otlp`) spans and metrics to that collector; see [`crate::otlp::OtlpConfig`] |
 #[derive(Debug, Clone)]
 pub struct Config {
     summary: bool,
@@ -29,11 +30,21 @@ pub struct Config {
     threshold_us: Option<u64>,
     trace_all: Option<bool>,
     timeline_capacity: usize,
+    #[cfg(feature = "otlp")]
+    otlp: Option<crate::otlp::OtlpConfig>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { summary: true, trace_file: TraceFile::Default, threshold_us: None, trace_all: None, timeline_capacity: 200_000 }
+        Config {
+            summary: true,
+            trace_file: TraceFile::Default,
+            threshold_us: None,
+            trace_all: None,
+            timeline_capacity: 200_000,
+            #[cfg(feature = "otlp")]
+            otlp: None,
+        }
     }
 }
 
@@ -53,7 +64,26 @@ impl Config {
             Some(v) => c.trace_file = TraceFile::Path(v.into()),
             None => {}
         }
+        #[cfg(feature = "otlp")]
+        if crate::otlp::OtlpConfig::env_requests_export() {
+            c.otlp = Some(crate::otlp::OtlpConfig::from_env());
+        }
         c
+    }
+
+    /// Export spans and metrics over OTLP with this configuration (instead of the one the
+    /// `OTEL_*` variables give).
+    #[cfg(feature = "otlp")]
+    pub fn otlp(mut self, config: crate::otlp::OtlpConfig) -> Self {
+        self.otlp = Some(config);
+        self
+    }
+
+    /// No OTLP export, whatever the environment says.
+    #[cfg(feature = "otlp")]
+    pub fn no_otlp(mut self) -> Self {
+        self.otlp = None;
+        self
     }
 
     /// Print the summary table at shutdown (default on).
@@ -123,6 +153,8 @@ mod imp {
     pub struct Guard {
         summary: bool,
         timeline: Option<(Arc<Timeline>, PathBuf)>,
+        #[cfg(feature = "otlp")]
+        otlp: Option<crate::otlp::Otlp>,
     }
 
     pub(super) fn init(c: Config) -> Guard {
@@ -149,13 +181,35 @@ mod imp {
             pipeline::add_sink(t.clone());
             (t, p)
         });
-        Guard { summary: c.summary, timeline }
+        Guard {
+            summary: c.summary,
+            timeline,
+            // A collector that cannot be set up is said once; measuring goes on without it.
+            #[cfg(feature = "otlp")]
+            otlp: c.otlp.and_then(|o| o.start().map_err(crate::diagnostics::note_once).ok()),
+        }
     }
 
     impl Guard {
         /// The path the timeline will be written to, if any.
         pub fn trace_file(&self) -> Option<&std::path::Path> {
             self.timeline.as_ref().map(|(_, p)| p.as_path())
+        }
+
+        /// The running OTLP export, if any.
+        #[cfg(feature = "otlp")]
+        pub fn otlp(&self) -> Option<&crate::otlp::Otlp> {
+            self.otlp.as_ref()
+        }
+
+        /// The `tracing` layer exporting the application's own spans through the OTLP export
+        /// (`None`, a layer that does nothing, when there is no export).
+        #[cfg(feature = "otlp")]
+        pub fn otlp_layer<S>(&self) -> Option<crate::otlp::OtlpLayer<S>>
+        where
+            S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+        {
+            self.otlp.as_ref().and_then(|o| o.layer())
         }
     }
 
@@ -175,6 +229,11 @@ mod imp {
                     ),
                     Err(e) => eprintln!("gpuspan: could not write the timeline to {}: {e}", path.display()),
                 }
+            }
+            #[cfg(feature = "otlp")]
+            if let Some(o) = self.otlp.take() {
+                let to = o.destination();
+                eprintln!("gpuspan: OTLP export to {to}: {}", o.shutdown());
             }
             if self.summary {
                 eprint!("{}", crate::summary());

@@ -120,6 +120,10 @@ pub use {
     switch::set_enabled,
 };
 
+/// OpenTelemetry export over OTLP: spans with GPU timestamps, metrics for every call.
+#[cfg(feature = "otlp")]
+pub use export::otlp;
+
 /// Without the `enabled` feature there is nothing to flush.
 #[cfg(not(feature = "enabled"))]
 pub fn flush() -> bool {

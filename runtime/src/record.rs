@@ -139,6 +139,10 @@ pub struct Record {
     pub bytes: Option<u64>,
     pub gpu: Option<GpuTiming>,
     pub activities: Vec<Activity>,
+    /// The OpenTelemetry context of the application's innermost exported span when the call
+    /// began: the parent of this record's spans (`None`: the process's parent, if any).
+    #[cfg(feature = "otlp")]
+    pub parent: Option<opentelemetry::Context>,
 }
 
 /// A value of a record attribute, for the exporters.

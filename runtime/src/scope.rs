@@ -34,6 +34,9 @@ pub(crate) struct Active {
     bytes: Option<u64>,
     error: bool,
     pub gpu: GpuScope,
+    /// Where this call's spans hang in the trace; read before the host span is entered.
+    #[cfg(feature = "otlp")]
+    parent: Option<opentelemetry::Context>,
 }
 
 /// The backend's part of an open scope.
@@ -72,6 +75,8 @@ impl Scope {
                 site,
                 scope_id,
                 thread,
+                #[cfg(feature = "otlp")]
+                parent: crate::export::otlp::capture_parent(),
                 span: HostSpan::Entered(span.entered()),
                 host_start_ns,
                 bytes,
@@ -146,6 +151,8 @@ impl Drop for Scope {
             bytes: a.bytes,
             gpu: None,
             activities: Vec::new(),
+            #[cfg(feature = "otlp")]
+            parent: a.parent,
         };
         match a.gpu {
             GpuScope::None => pipeline::submit(record),

@@ -2,5 +2,7 @@
 //! (OpenTelemetry export lives beside them when its feature is on.)
 
 pub(crate) mod format;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod summary;
 pub(crate) mod timeline;

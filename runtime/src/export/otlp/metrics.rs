@@ -1,0 +1,168 @@
+//! Every call as metrics, sampled or not: a GPU-duration histogram per site and a byte counter
+//! per transfer site, through the OpenTelemetry metrics API and the OTLP metric exporter.
+//!
+//! This is what keeps a kernel called a million times visible without a million spans.
+
+use super::transport::Io;
+use crate::diagnostics::{Losses, LOSSES};
+use crate::pipeline::Sink;
+use crate::record::{Record, TimingSource};
+use crate::site::{Site, SiteKind};
+use opentelemetry::metrics::{Counter, Histogram, Meter};
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::metrics::Temporality;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// Histogram bounds in seconds, 1 µs to 10 s in 1-2-5 steps: GPU work spans that range, and
+/// the SDK's default bounds (0..10000, meant for milliseconds) would put every kernel in the
+/// first bucket.
+const BOUNDS_S: [f64; 22] = [
+    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
+    10.0,
+];
+
+/// Attribute sets per (site address, timing source), built once: the hot path only looks them up.
+type AttrCache = RwLock<HashMap<(usize, TimingSource), Arc<[KeyValue]>>>;
+
+/// Records every call into the instruments.
+pub(super) struct MetricsSink {
+    duration: Histogram<f64>,
+    bytes: Counter<u64>,
+    attrs: AttrCache,
+}
+
+impl std::fmt::Debug for MetricsSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MetricsSink")
+    }
+}
+
+impl MetricsSink {
+    pub fn new(meter: &Meter) -> Self {
+        let duration = meter
+            .f64_histogram("gpuspan.call.duration")
+            .with_unit("s")
+            .with_description("Duration of each call of an annotated function: GPU time where gpu.timing.source says so, else host time")
+            .with_boundaries(BOUNDS_S.to_vec())
+            .build();
+        let bytes = meter
+            .u64_counter("gpuspan.transfer.bytes")
+            .with_unit("By")
+            .with_description("Bytes moved by the calls of an annotated transfer function")
+            .build();
+        MetricsSink { duration, bytes, attrs: RwLock::new(HashMap::new()) }
+    }
+
+    fn attributes(&self, site: &'static Site, source: TimingSource) -> Arc<[KeyValue]> {
+        let key = (std::ptr::from_ref(site) as usize, source);
+        if let Some(a) = self.attrs.read().ok().and_then(|m| m.get(&key).cloned()) {
+            return a;
+        }
+        let d = &site.desc;
+        let mut a = vec![
+            KeyValue::new("gpuspan.site", d.name),
+            KeyValue::new("gpuspan.kind", d.kind.as_str()),
+            KeyValue::new("code.function.name", site.qualified_function()),
+            KeyValue::new("gpu.backend", d.backend.as_str()),
+            KeyValue::new("gpu.timing.source", source.as_str()),
+        ];
+        if let Some(dir) = d.direction {
+            a.push(KeyValue::new("gpu_transfer.direction", dir.as_str()));
+        }
+        let a: Arc<[KeyValue]> = a.into();
+        if let Ok(mut m) = self.attrs.write() {
+            m.insert(key, a.clone());
+        }
+        a
+    }
+}
+
+impl Sink for MetricsSink {
+    fn accept(&self, record: &Record) {
+        let attrs = self.attributes(record.site, record.source());
+        self.duration.record(record.duration_ns() as f64 * 1e-9, &attrs);
+        if record.site.desc.kind == SiteKind::Transfer {
+            if let Some(b) = record.bytes {
+                self.bytes.add(b, &attrs);
+            }
+        }
+    }
+
+    fn wants_all(&self) -> bool {
+        true
+    }
+}
+
+/// The OTLP metric exporter, run on gpuspan's runtime with a time bound, and counted.
+pub(super) struct CountingMetricExporter {
+    pub inner: opentelemetry_otlp::MetricExporter,
+    pub io: Arc<Io>,
+    pub timeout: Duration,
+    pub describe_failure: Box<dyn Fn(&str) -> String + Send + Sync>,
+    pub exported: Arc<AtomicU64>,
+    pub failed: Arc<AtomicU64>,
+    failing: AtomicBool,
+}
+
+impl CountingMetricExporter {
+    pub fn new(
+        inner: opentelemetry_otlp::MetricExporter,
+        io: Arc<Io>,
+        timeout: Duration,
+        describe_failure: Box<dyn Fn(&str) -> String + Send + Sync>,
+    ) -> Self {
+        CountingMetricExporter {
+            inner,
+            io,
+            timeout,
+            describe_failure,
+            exported: Arc::default(),
+            failed: Arc::default(),
+            failing: AtomicBool::new(false),
+        }
+    }
+}
+
+impl std::fmt::Debug for CountingMetricExporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CountingMetricExporter")
+    }
+}
+
+impl PushMetricExporter for CountingMetricExporter {
+    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        let result = self.io.run(self.timeout, self.inner.export(metrics));
+        match &result {
+            Ok(()) => {
+                self.exported.fetch_add(1, Relaxed);
+                self.failing.store(false, Relaxed);
+            }
+            Err(e) => {
+                self.failed.fetch_add(1, Relaxed);
+                Losses::add(&LOSSES.otlp_metric_exports_failed, 1);
+                if !self.failing.swap(true, Relaxed) {
+                    crate::diagnostics::note_once((self.describe_failure)(&e.to_string()));
+                }
+            }
+        }
+        result
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn temporality(&self) -> Temporality {
+        self.inner.temporality()
+    }
+}

@@ -1,0 +1,399 @@
+//! OpenTelemetry export over OTLP (feature `otlp`): sampled calls as spans with GPU
+//! timestamps, every call as metrics, to any collector, over gRPC or HTTP/protobuf.
+//!
+//! [`crate::init`] starts it when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; [`OtlpConfig::start`]
+//! starts it from code. To export the application's own spans too (and have gpuspan's spans
+//! nest under them), add [`Otlp::layer`] to the `tracing` subscriber:
+//!
+//! ```no_run
+//! use tracing_subscriber::prelude::*;
+//! let guard = gpuspan::init(); // OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318
+//! tracing_subscriber::registry().with(guard.otlp_layer()).init();
+//! ```
+//!
+//! Failures never reach the program: an unreachable collector, a full queue or a slow export
+//! are counted, said once, and shown in the summary; shutdown ends within its bound (5 s).
+//! docs/otlp.md explains the design.
+
+mod config;
+mod layer;
+mod metrics;
+mod queue;
+mod resource;
+mod spans;
+mod transport;
+
+pub use config::{OtlpConfig, Protocol};
+pub use layer::OtlpLayer;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::Context;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use queue::{Queue, QueueProcessor, Worker};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, RwLock};
+use std::time::{Duration, Instant};
+use tracing::Subscriber;
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::pipeline::{self, Sink};
+use crate::record::Record;
+
+/// Why OTLP export could not start. Every variant says what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OtlpError {
+    #[error("OTLP export is already running in this process; shut the running one down (drop its guard or handle) first")]
+    AlreadyRunning,
+    #[error("could not start the thread that exports to the collector ({0}); the process may be out of threads or memory")]
+    Runtime(#[source] std::io::Error),
+    #[error("could not set up TLS for the OTLP exporter: {0}; check OTEL_EXPORTER_OTLP_CERTIFICATE and the system's CA certificates")]
+    Tls(String),
+    #[error("could not create the OTLP {signal} exporter for {url}: {source}; check OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_PROTOCOL")]
+    Exporter {
+        signal: &'static str,
+        url: String,
+        #[source]
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+}
+
+/// Whether an export pipeline is running: scopes read it (one relaxed load) to decide whether
+/// to capture their parent context.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// The OpenTelemetry context a scope's spans will be children of: the innermost span the
+/// application has entered and exported (through [`Otlp::layer`] or the OpenTelemetry API).
+/// `None` when no export runs, or no such span is open (the process parent applies then).
+#[inline]
+pub(crate) fn capture_parent() -> Option<Context> {
+    if !ACTIVE.load(Relaxed) {
+        return None;
+    }
+    current_parent()
+}
+
+#[cold]
+fn current_parent() -> Option<Context> {
+    use opentelemetry::trace::TraceContextExt;
+    Context::map_current(|cx| cx.has_active_span().then(|| cx.clone()))
+}
+
+/// What happened to the spans and metric exports of one pipeline.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExportStats {
+    /// Spans accepted by the collector.
+    pub spans_exported: u64,
+    /// Spans dropped because the export queue was full.
+    pub spans_dropped: u64,
+    /// Spans the collector did not take (unreachable, refused, timed out).
+    pub spans_failed: u64,
+    /// Spans still queued when shutdown's deadline passed.
+    pub spans_abandoned: u64,
+    /// Spans waiting in the queue or in flight.
+    pub spans_pending: u64,
+    pub metric_exports: u64,
+    pub metric_exports_failed: u64,
+}
+
+impl ExportStats {
+    /// Spans that never reached the collector.
+    pub fn spans_lost(&self) -> u64 {
+        self.spans_dropped + self.spans_failed + self.spans_abandoned
+    }
+}
+
+/// The end of a pipeline: what it did and how long shutting it down took.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    pub stats: ExportStats,
+    pub elapsed: Duration,
+    /// Everything pending was exported or failed before the deadline.
+    pub complete: bool,
+}
+
+impl fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.stats;
+        write!(f, "{} spans exported", s.spans_exported)?;
+        if s.spans_lost() > 0 {
+            write!(
+                f,
+                ", {} lost ({} queue full, {} export failed, {} left at shutdown)",
+                s.spans_lost(),
+                s.spans_dropped,
+                s.spans_failed,
+                s.spans_abandoned
+            )?;
+        }
+        write!(f, "; {} metric exports", s.metric_exports)?;
+        if s.metric_exports_failed > 0 {
+            write!(f, ", {} failed", s.metric_exports_failed)?;
+        }
+        write!(f, "; shutdown took {:.2} s", self.elapsed.as_secs_f64())
+    }
+}
+
+/// A running export pipeline. Dropping it shuts it down (bounded by the shutdown timeout).
+pub struct Otlp {
+    config: OtlpConfig,
+    io: Arc<transport::Io>,
+    tracer_provider: Option<SdkTracerProvider>,
+    meter_provider: Option<SdkMeterProvider>,
+    queue: Option<Arc<Queue>>,
+    spans_sink: Option<Arc<spans::SpansSink>>,
+    sinks: Vec<Arc<dyn Sink>>,
+    metric_exported: Arc<AtomicU64>,
+    metric_failed: Arc<AtomicU64>,
+    done: bool,
+}
+
+impl fmt::Debug for Otlp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Otlp").field("config", &self.config).field("stats", &self.stats()).finish()
+    }
+}
+
+/// The `TRACEPARENT` context, once per process: it is attached to the thread that started the
+/// first pipeline for the rest of that thread's life.
+static PROCESS_PARENT: RwLock<Option<Option<Context>>> = RwLock::new(None);
+
+fn process_parent(report: &mut dyn FnMut(String)) -> Option<Context> {
+    if let Some(p) = PROCESS_PARENT.read().ok().and_then(|p| p.clone()) {
+        return p;
+    }
+    let parent = resource::traceparent(report);
+    if let Some(cx) = &parent {
+        // The application's own root spans opened on this thread (usually `main`) become
+        // children of the remote parent too. The guard is never dropped on purpose: the
+        // context stays attached for the life of the thread, like the process's own root.
+        std::mem::forget(cx.clone().attach());
+    }
+    if let Ok(mut p) = PROCESS_PARENT.write() {
+        *p = Some(parent.clone());
+    }
+    parent
+}
+
+impl OtlpConfig {
+    /// Starts exporting. Only one pipeline runs at a time in a process.
+    pub fn start(self) -> Result<Otlp, OtlpError> {
+        if ACTIVE.compare_exchange(false, true, Relaxed, Relaxed).is_err() {
+            return Err(OtlpError::AlreadyRunning);
+        }
+        let started = Otlp::build(self);
+        if started.is_err() {
+            ACTIVE.store(false, Relaxed);
+        }
+        started
+    }
+}
+
+impl Otlp {
+    fn build(config: OtlpConfig) -> Result<Otlp, OtlpError> {
+        let mut report = |m: String| crate::diagnostics::note_once(m);
+        let io = transport::Io::new()?;
+        let resource = resource::build(&config, &mut report);
+        let tls = transport::Tls::load(&config, &mut report);
+        let mut otlp = Otlp {
+            io: io.clone(),
+            tracer_provider: None,
+            meter_provider: None,
+            queue: None,
+            spans_sink: None,
+            sinks: Vec::new(),
+            metric_exported: Arc::default(),
+            metric_failed: Arc::default(),
+            done: false,
+            config: config.clone(),
+        };
+        if config.traces {
+            let exporter = transport::span_exporter(&config, &tls, &io)?;
+            let (c, url) = (config.clone(), config.traces_url());
+            let worker = Worker {
+                exporter,
+                io: io.clone(),
+                timeout: config.timeout,
+                delay: config.schedule_delay,
+                describe_failure: Box::new(move |e| transport::describe_failure(&c, "span", &url, e)),
+            };
+            let processor =
+                QueueProcessor::start(config.max_queue_size, config.max_export_batch_size, worker).map_err(OtlpError::Runtime)?;
+            let queue = processor.queue();
+            let provider =
+                SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource.clone()).build();
+            let sink = Arc::new(spans::SpansSink::new(provider.tracer("gpuspan"), queue.clone(), process_parent(&mut report)));
+            otlp.queue = Some(queue);
+            otlp.spans_sink = Some(sink.clone());
+            otlp.sinks.push(sink);
+            otlp.tracer_provider = Some(provider);
+        }
+        if config.metrics {
+            let inner = transport::metric_exporter(&config, &tls, &io)?;
+            let (c, url) = (config.clone(), config.metrics_url());
+            let exporter = metrics::CountingMetricExporter::new(
+                inner,
+                io.clone(),
+                config.timeout,
+                Box::new(move |e| transport::describe_failure(&c, "metric", &url, e)),
+            );
+            otlp.metric_exported = exporter.exported.clone();
+            otlp.metric_failed = exporter.failed.clone();
+            let reader = PeriodicReader::builder(exporter).with_interval(config.metric_interval).build();
+            let provider = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
+            use opentelemetry::metrics::MeterProvider as _;
+            otlp.sinks.push(Arc::new(metrics::MetricsSink::new(&provider.meter("gpuspan"))));
+            otlp.meter_provider = Some(provider);
+        }
+        for s in &otlp.sinks {
+            pipeline::add_sink(s.clone());
+        }
+        Ok(otlp)
+    }
+
+    /// A tracer exporting through this pipeline, for spans made with the OpenTelemetry API.
+    pub fn tracer(&self) -> Option<SdkTracer> {
+        self.tracer_provider.as_ref().map(|p| p.tracer("app"))
+    }
+
+    /// The `tracing` layer that exports the application's own spans through this pipeline
+    /// (gpuspan's host spans excluded: gpuspan exports those itself). `None` when spans are
+    /// not exported.
+    pub fn layer<S>(&self) -> Option<OtlpLayer<S>>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        self.tracer().map(layer::layer)
+    }
+
+    /// Exports one record now, as spans, whatever the sampling says. The annotated functions
+    /// need not call this (their sampled records are exported already); it is for
+    /// measurements made elsewhere, such as GPU profiles imported from another tool.
+    pub fn export(&self, record: &Record) {
+        if let Some(s) = &self.spans_sink {
+            s.export(record);
+        }
+    }
+
+    /// The configuration this pipeline runs with (header values redacted in its `Debug`).
+    pub fn config(&self) -> &OtlpConfig {
+        &self.config
+    }
+
+    /// Where spans go, for messages: `http://host:4318/v1/traces (http/protobuf)`.
+    pub fn destination(&self) -> String {
+        format!("{} ({})", self.config.traces_url(), self.config.protocol.as_str())
+    }
+
+    pub fn stats(&self) -> ExportStats {
+        let mut s = ExportStats {
+            metric_exports: self.metric_exported.load(Relaxed),
+            metric_exports_failed: self.metric_failed.load(Relaxed),
+            ..ExportStats::default()
+        };
+        if let Some(q) = &self.queue {
+            let c = &q.counts;
+            s.spans_exported = c.exported.load(Relaxed);
+            s.spans_dropped = c.dropped.load(Relaxed);
+            s.spans_failed = c.failed.load(Relaxed);
+            s.spans_abandoned = c.abandoned.load(Relaxed);
+            s.spans_pending = c.enqueued.load(Relaxed) - s.spans_exported - s.spans_failed - s.spans_abandoned;
+        }
+        s
+    }
+
+    /// Sends everything queued now (spans and metrics), waiting at most `timeout`. Returns
+    /// whether everything was handed over (exported or failed) in time.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let spans_done = self.queue.as_ref().is_none_or(|q| q.flush(deadline));
+        let metrics_done = match &self.meter_provider {
+            None => true,
+            Some(p) => {
+                let p = p.clone();
+                within(deadline, move || p.force_flush().is_ok()).unwrap_or(false)
+            }
+        };
+        spans_done && metrics_done
+    }
+
+    /// Stops exporting: the last spans and metrics are sent, within the shutdown timeout
+    /// (5 s by default) whether or not the collector answers.
+    pub fn shutdown(mut self) -> ShutdownReport {
+        self.shutdown_inner()
+    }
+
+    fn shutdown_inner(&mut self) -> ShutdownReport {
+        let start = Instant::now();
+        if self.done {
+            return ShutdownReport { stats: self.stats(), elapsed: Duration::ZERO, complete: true };
+        }
+        self.done = true;
+        for s in self.sinks.drain(..) {
+            pipeline::remove_sink(&s);
+        }
+        ACTIVE.store(false, Relaxed);
+        let deadline = start + self.config.shutdown_timeout;
+        self.io.set_deadline(deadline);
+        // Both signals shut down at once, each on its own thread, so one stuck signal cannot
+        // eat the other's time and neither can hold the caller past the deadline.
+        let (tx, rx) = mpsc::channel();
+        let budget = self.config.shutdown_timeout;
+        if let Some(p) = self.tracer_provider.clone() {
+            let tx = tx.clone();
+            spawn_detached("gpuspan-otlp-stop", move || {
+                let _ = tx.send(p.shutdown_with_timeout(budget).is_ok());
+            });
+        }
+        if let Some(p) = self.meter_provider.clone() {
+            let tx = tx.clone();
+            spawn_detached("gpuspan-otlp-stop", move || {
+                let _ = tx.send(p.shutdown_with_timeout(budget).is_ok());
+            });
+        }
+        drop(tx);
+        let expected = usize::from(self.tracer_provider.is_some()) + usize::from(self.meter_provider.is_some());
+        let mut complete = true;
+        for _ in 0..expected {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(ok) => complete &= ok,
+                Err(_) => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        if !complete {
+            crate::diagnostics::note_once(format_args!(
+                "OTLP shutdown did not finish within {:.1} s; what was still pending is counted as lost",
+                budget.as_secs_f64()
+            ));
+        }
+        ShutdownReport { stats: self.stats(), elapsed: start.elapsed(), complete }
+    }
+}
+
+impl Drop for Otlp {
+    fn drop(&mut self) {
+        self.shutdown_inner();
+    }
+}
+
+fn spawn_detached(name: &str, f: impl FnOnce() + Send + 'static) {
+    if std::thread::Builder::new().name(name.into()).spawn(f).is_err() {
+        crate::diagnostics::note_once("could not start a thread to shut OTLP export down; skipping its last export");
+    }
+}
+
+/// Runs `f` on its own thread and waits for it until `deadline`.
+fn within<T: Send + 'static>(deadline: Instant, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    spawn_detached("gpuspan-otlp-flush", move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok()
+}

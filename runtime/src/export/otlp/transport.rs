@@ -1,0 +1,245 @@
+//! How bytes reach the collector: the exporters of `opentelemetry-otlp` (tonic for gRPC,
+//! reqwest for HTTP/protobuf), TLS with the system's roots plus an optional CA, and the small
+//! tokio runtime they run on.
+//!
+//! Both exporters need tokio, and the SDK's export threads are plain threads. Rather than ask
+//! users for a runtime, gpuspan keeps one of its own (one worker thread, started with the first
+//! export pipeline and kept for the life of the process, so that a late export can never meet
+//! a runtime that is shutting down). Every export runs on it through [`Io::run`], which also
+//! bounds it in time: the exporters' own timeouts do not cover every path (connecting, retry
+//! sleeps), and shutdown must end within its deadline.
+
+use super::config::{OtlpConfig, Protocol};
+use super::OtlpError;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::metrics::Temporality;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The runtime exports run on, and the deadline shutdown imposes on them.
+#[derive(Debug)]
+pub(super) struct Io {
+    handle: tokio::runtime::Handle,
+    /// Set while shutting down: no export may outlast it.
+    deadline: Mutex<Option<Instant>>,
+}
+
+static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+
+impl Io {
+    pub fn new() -> Result<Arc<Io>, OtlpError> {
+        let rt = match RUNTIME.get() {
+            Some(rt) => rt,
+            None => {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("gpuspan-otlp-io")
+                    .enable_all()
+                    .build()
+                    .map_err(OtlpError::Runtime)?;
+                RUNTIME.get_or_init(|| rt)
+            }
+        };
+        Ok(Arc::new(Io { handle: rt.handle().clone(), deadline: Mutex::new(None) }))
+    }
+
+    /// Every export from now on ends by `deadline`.
+    pub fn set_deadline(&self, deadline: Instant) {
+        if let Ok(mut d) = self.deadline.lock() {
+            *d = Some(deadline);
+        }
+    }
+
+    /// Runs one export on the runtime, for at most `timeout` (or until the shutdown deadline).
+    pub fn run<F: Future<Output = OTelSdkResult>>(&self, timeout: Duration, export: F) -> OTelSdkResult {
+        let limit = match self.deadline.lock().ok().and_then(|d| *d) {
+            Some(d) => timeout.min(d.saturating_duration_since(Instant::now())),
+            None => timeout,
+        };
+        if limit.is_zero() {
+            return Err(OTelSdkError::Timeout(limit));
+        }
+        let _quiet = opentelemetry::Context::enter_telemetry_suppressed_scope();
+        self.handle
+            .block_on(async { tokio::time::timeout(limit, export).await })
+            .unwrap_or(Err(OTelSdkError::Timeout(limit)))
+    }
+
+    /// Builds an exporter where it can find the runtime (tonic spawns its connection task).
+    fn enter<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _g = self.handle.enter();
+        f()
+    }
+}
+
+/// TLS material, read once for both signals.
+pub(super) struct Tls {
+    ca_pem: Option<Vec<u8>>,
+}
+
+impl Tls {
+    /// Reads the CA file. A file that cannot be used is said once and left out: the system's
+    /// roots still apply, so verification is never weakened.
+    pub fn load(config: &OtlpConfig, report: &mut dyn FnMut(String)) -> Tls {
+        let Some(path) = &config.ca_certificate else { return Tls { ca_pem: None } };
+        let checked = std::fs::read(path).map_err(|e| e.to_string()).and_then(|pem| {
+            let n = CertificateDer::pem_slice_iter(&pem).filter(Result::is_ok).count();
+            if n == 0 {
+                Err("it holds no PEM certificate".to_owned())
+            } else {
+                Ok(pem)
+            }
+        });
+        match checked {
+            Ok(pem) => Tls { ca_pem: Some(pem) },
+            Err(why) => {
+                report(format!(
+                    "cannot use the CA certificate {} (OTEL_EXPORTER_OTLP_CERTIFICATE): {why}; trusting the system's roots only",
+                    path.display()
+                ));
+                Tls { ca_pem: None }
+            }
+        }
+    }
+
+    fn tonic(&self) -> tonic::transport::ClientTlsConfig {
+        let tls = tonic::transport::ClientTlsConfig::new().with_native_roots();
+        match &self.ca_pem {
+            Some(pem) => tls.ca_certificate(tonic::transport::Certificate::from_pem(pem)),
+            None => tls,
+        }
+    }
+
+    /// A rustls configuration with gpuspan's own crypto provider, so that no process-wide
+    /// provider has to be installed (that choice belongs to the application).
+    fn rustls(&self) -> Result<rustls::ClientConfig, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let extra: Vec<CertificateDer<'static>> = match &self.ca_pem {
+            Some(pem) => CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).collect(),
+            None => Vec::new(),
+        };
+        let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone())
+            .map_err(|e| format!("cannot load the system's root certificates: {e}"))?;
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        Ok(config)
+    }
+}
+
+fn metadata(config: &OtlpConfig) -> tonic::metadata::MetadataMap {
+    let mut map = tonic::metadata::MetadataMap::new();
+    for (k, v) in &config.headers {
+        // Both were validated in config.rs; a failure here only leaves the header out.
+        if let (Ok(key), Ok(mut value)) =
+            (tonic::metadata::AsciiMetadataKey::from_bytes(k.as_bytes()), tonic::metadata::AsciiMetadataValue::try_from(v.as_str()))
+        {
+            value.set_sensitive(true);
+            map.insert(key, value);
+        }
+    }
+    map
+}
+
+fn http_client(config: &OtlpConfig, tls: &Tls) -> Result<reqwest::Client, OtlpError> {
+    let rustls = tls.rustls().map_err(OtlpError::Tls)?;
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(rustls)
+        .connect_timeout(config.timeout)
+        .timeout(config.timeout)
+        .build()
+        .map_err(|e| OtlpError::Tls(e.to_string()))
+}
+
+fn is_https(url: &str) -> bool {
+    url.starts_with("https://")
+}
+
+pub(super) fn span_exporter(config: &OtlpConfig, tls: &Tls, io: &Io) -> Result<opentelemetry_otlp::SpanExporter, OtlpError> {
+    let url = config.traces_url();
+    let built = match config.protocol {
+        Protocol::Grpc => io.enter(|| {
+            let b = opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(&url)
+                .with_timeout(config.timeout)
+                .with_metadata(metadata(config));
+            if is_https(&url) {
+                b.with_tls_config(tls.tonic()).build()
+            } else {
+                b.build()
+            }
+        }),
+        Protocol::HttpProtobuf => {
+            let client = http_client(config, tls)?;
+            io.enter(|| {
+                opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                    .with_endpoint(&url)
+                    .with_timeout(config.timeout)
+                    .with_headers(config.headers.iter().cloned().collect())
+                    .with_http_client(client)
+                    .build()
+            })
+        }
+    };
+    built.map_err(|source| OtlpError::Exporter { signal: "span", url, source })
+}
+
+pub(super) fn metric_exporter(config: &OtlpConfig, tls: &Tls, io: &Io) -> Result<opentelemetry_otlp::MetricExporter, OtlpError> {
+    let url = config.metrics_url();
+    // Cumulative: a failed export loses no counts, the next successful one carries them.
+    let temporality = Temporality::Cumulative;
+    let built = match config.protocol {
+        Protocol::Grpc => io.enter(|| {
+            let b = opentelemetry_otlp::MetricExporter::builder()
+                .with_tonic()
+                .with_endpoint(&url)
+                .with_timeout(config.timeout)
+                .with_metadata(metadata(config))
+                .with_temporality(temporality);
+            if is_https(&url) {
+                b.with_tls_config(tls.tonic()).build()
+            } else {
+                b.build()
+            }
+        }),
+        Protocol::HttpProtobuf => {
+            let client = http_client(config, tls)?;
+            io.enter(|| {
+                opentelemetry_otlp::MetricExporter::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                    .with_endpoint(&url)
+                    .with_timeout(config.timeout)
+                    .with_headers(config.headers.iter().cloned().collect())
+                    .with_http_client(client)
+                    .with_temporality(temporality)
+                    .build()
+            })
+        }
+    };
+    built.map_err(|source| OtlpError::Exporter { signal: "metric", url, source })
+}
+
+/// An export error as said to the user: what failed, where, with the configured header values
+/// cut out of the error text (a server may echo them back), and what to check.
+pub(super) fn describe_failure(config: &OtlpConfig, signal: &str, url: &str, error: &str) -> String {
+    let mut error = error.to_owned();
+    for secret in config.header_values() {
+        error = error.replace(secret, "<redacted>");
+    }
+    format!(
+        "OTLP {signal} export to {url} ({}) failed: {error}. Losses are counted in the summary. Is the collector running there? \
+         Collectors usually take gRPC on port 4317 and http/protobuf on 4318 (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL)",
+        config.protocol.as_str()
+    )
+}
