@@ -472,8 +472,8 @@ pub mod dump {
         Buffer { seq: u64, host_ns: u64, offsets: Vec<u32>, bytes: Vec<u8> },
         /// The kernel name behind a name pointer found in a record.
         Name { ptr: u64, name: String },
-        /// An annotated scope ended with `fence` buffers requested so far.
-        Ended { scope_id: u64, fence: u64, host_ns: u64 },
+        /// An annotated scope of site `site` ended with `fence` buffers requested so far.
+        Ended { scope_id: u64, fence: u64, host_ns: u64, site: String },
         /// A CUPTI flush of all buffers returned.
         Flushed { host_ns: u64, forced: bool },
         /// A free-form line from the capturing program (what it was doing).
@@ -511,11 +511,12 @@ pub mod dump {
                     put_u64(out, *ptr);
                     put_bytes(out, name.as_bytes());
                 }
-                Frame::Ended { scope_id, fence, host_ns } => {
+                Frame::Ended { scope_id, fence, host_ns, site } => {
                     out.push(b'E');
                     put_u64(out, *scope_id);
                     put_u64(out, *fence);
                     put_u64(out, *host_ns);
+                    put_bytes(out, site.as_bytes());
                 }
                 Frame::Flushed { host_ns, forced } => {
                     out.push(b'F');
@@ -587,7 +588,12 @@ pub mod dump {
                     Frame::Buffer { seq, host_ns, offsets, bytes: r.bytes()? }
                 }
                 b'N' => Frame::Name { ptr: r.u64()?, name: String::from_utf8_lossy(&r.bytes()?).into_owned() },
-                b'E' => Frame::Ended { scope_id: r.u64()?, fence: r.u64()?, host_ns: r.u64()? },
+                b'E' => Frame::Ended {
+                    scope_id: r.u64()?,
+                    fence: r.u64()?,
+                    host_ns: r.u64()?,
+                    site: String::from_utf8_lossy(&r.bytes()?).into_owned(),
+                },
                 b'F' => Frame::Flushed { host_ns: r.u64()?, forced: r.u8()? != 0 },
                 b'T' => Frame::Note { host_ns: r.u64()?, text: String::from_utf8_lossy(&r.bytes()?).into_owned() },
                 tag => return Err(DumpError::Tag { tag, at }),
@@ -633,7 +639,7 @@ mod tests {
             dump::Frame::Requested { seq: 1 },
             dump::Frame::Buffer { seq: 1, host_ns: 5, offsets: vec![0, 8], bytes: vec![1; 16] },
             dump::Frame::Name { ptr: 0xdead, name: "_Z4spinv".into() },
-            dump::Frame::Ended { scope_id: 7, fence: 1, host_ns: 9 },
+            dump::Frame::Ended { scope_id: 7, fence: 1, host_ns: 9, site: "spin".into() },
             dump::Frame::Flushed { host_ns: 10, forced: true },
             dump::Frame::Note { host_ns: 11, text: "hello".into() },
         ];

@@ -1,0 +1,232 @@
+//! Timing without CUPTI: two CUDA events around the call on its stream, read back by gpuspan's
+//! `gpuspan-events` thread with `cuEventQuery` (never a synchronize on the caller's work).
+//!
+//! Events give durations, not dates. To place a call on the host clock, each context gets an
+//! anchor: an event recorded on a stream of gpuspan's own, which is idle, so it completes at
+//! once; the host clock read before recording and after it completed brackets its GPU time.
+//! A call's start is the anchor's host time plus `cuEventElapsedTime(anchor, start)`; the
+//! anchor is renewed every [`ANCHOR_RENEW`] so the elapsed time stays small enough for f32.
+//! The duration is `cuEventElapsedTime(start, end)`: stream time between the events, which
+//! includes any gap in which the stream waited.
+
+use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::record::{GpuTiming, Interval, Record, TimingSource};
+use crate::{clock, pipeline};
+use cudarc::driver::result::{self, event, stream as cstream};
+use cudarc::driver::sys::{CUevent, CUevent_flags, CUstream};
+use cudarc::driver::{CudaContext, CudaStream};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+
+/// How long an anchor is used: at 10 s an f32 millisecond count is exact to about 1 µs.
+const ANCHOR_RENEW: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+struct Anchor {
+    event: usize,
+    host_ns: u64,
+    error_ns: u64,
+    made: Instant,
+}
+
+#[derive(Debug)]
+struct ContextState {
+    ctx: Arc<CudaContext>,
+    own_stream: usize,
+    anchor: Arc<Anchor>,
+    pool: Vec<usize>,
+}
+
+/// Started event timing of one call.
+#[derive(Debug)]
+pub(crate) struct EventScope {
+    ctx: Arc<CudaContext>,
+    stream: usize,
+    start: usize,
+    anchor: Arc<Anchor>,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    scope: EventScope,
+    end: usize,
+    record: Record,
+}
+
+static CONTEXTS: Mutex<Vec<ContextState>> = Mutex::new(Vec::new());
+static WAITING: Mutex<Vec<Waiting>> = Mutex::new(Vec::new());
+static THREAD: Once = Once::new();
+
+fn ev(e: usize) -> CUevent {
+    e as CUevent
+}
+
+/// Records an anchor on gpuspan's own idle stream and brackets it with the host clock.
+fn make_anchor(own_stream: usize) -> Result<Anchor, result::DriverError> {
+    let e = event::create(CUevent_flags::CU_EVENT_DEFAULT)?;
+    let mut best: Option<(u64, u64)> = None;
+    for _ in 0..3 {
+        let t0 = clock::now_ns();
+        // SAFETY: `e` and the stream are live and belong to the current context.
+        unsafe {
+            event::record(e, own_stream as CUstream)?;
+            event::synchronize(e)?;
+        }
+        let t1 = clock::now_ns();
+        if best.is_none_or(|(a, b)| t1 - t0 < b - a) {
+            best = Some((t0, t1));
+        }
+    }
+    let (t0, t1) = best.unwrap_or((0, 0));
+    Ok(Anchor { event: e as usize, host_ns: t0 + (t1 - t0) / 2, error_ns: (t1 - t0) / 2, made: Instant::now() })
+}
+
+fn state_for<'a>(all: &'a mut Vec<ContextState>, ctx: &Arc<CudaContext>) -> Result<&'a mut ContextState, result::DriverError> {
+    let i = match all.iter().position(|s| s.ctx.cu_ctx() == ctx.cu_ctx()) {
+        Some(i) => i,
+        None => {
+            let own = cstream::create(cstream::StreamKind::NonBlocking)? as usize;
+            let anchor = Arc::new(make_anchor(own)?);
+            all.push(ContextState { ctx: ctx.clone(), own_stream: own, anchor, pool: Vec::new() });
+            all.len() - 1
+        }
+    };
+    let s = &mut all[i];
+    if s.anchor.made.elapsed() >= ANCHOR_RENEW {
+        s.anchor = Arc::new(make_anchor(s.own_stream)?);
+    }
+    Ok(s)
+}
+
+fn take_event(s: &mut ContextState) -> Result<usize, result::DriverError> {
+    match s.pool.pop() {
+        Some(e) => Ok(e),
+        None => Ok(event::create(CUevent_flags::CU_EVENT_DEFAULT)? as usize),
+    }
+}
+
+/// Records the start event of a call on `stream`.
+pub(crate) fn start(stream: &CudaStream) -> Result<EventScope, result::DriverError> {
+    let ctx = stream.context();
+    ctx.bind_to_thread()?;
+    let mut all = CONTEXTS.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
+    let s = state_for(&mut all, ctx)?;
+    let start = take_event(s)?;
+    // SAFETY: the event and the caller's stream are live in the bound context.
+    unsafe { event::record(ev(start), stream.cu_stream())? };
+    Ok(EventScope { ctx: ctx.clone(), stream: stream.cu_stream() as usize, start, anchor: s.anchor.clone() })
+}
+
+/// Records the end event and leaves the call to the events thread.
+pub(crate) fn finish(scope: EventScope, record: Record) {
+    let end = (|| {
+        scope.ctx.bind_to_thread()?;
+        let e = {
+            let mut all =
+                CONTEXTS.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
+            take_event(state_for(&mut all, &scope.ctx)?)?
+        };
+        // SAFETY: as in `start`; the caller's stream outlives the call that was passed it.
+        unsafe { event::record(ev(e), scope.stream as CUstream)? };
+        Ok::<usize, result::DriverError>(e)
+    })();
+    match end {
+        Ok(end) => {
+            if let Ok(mut w) = WAITING.lock() {
+                w.push(Waiting { scope, end, record });
+            }
+            THREAD.call_once(|| {
+                crate::flush::register(flush);
+                let _ = std::thread::Builder::new().name("gpuspan-events".into()).spawn(|| loop {
+                    let pending = poll();
+                    std::thread::sleep(Duration::from_millis(if pending > 0 { 1 } else { 20 }));
+                });
+            });
+        }
+        Err(e) => {
+            note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host only"));
+            pipeline::submit(record);
+        }
+    }
+}
+
+fn elapsed_ns(a: usize, b: usize) -> Result<i64, result::DriverError> {
+    // SAFETY: both events were recorded in the current context and have completed.
+    let ms = unsafe { event::elapsed(ev(a), ev(b))? };
+    Ok((f64::from(ms) * 1e6).round() as i64)
+}
+
+/// Resolves every waiting call whose end event completed; returns how many still wait.
+fn poll() -> usize {
+    let Ok(mut waiting) = WAITING.lock() else { return 0 };
+    if waiting.is_empty() {
+        return 0;
+    }
+    let mut done = Vec::new();
+    let mut i = 0;
+    while i < waiting.len() {
+        let w = &waiting[i];
+        let ready = w.scope.ctx.bind_to_thread().and_then(|_| {
+            // SAFETY: a live event of the bound context.
+            match unsafe { event::query(ev(w.end)) } {
+                Ok(()) => Ok(true),
+                Err(result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        });
+        match ready {
+            Ok(false) => i += 1,
+            Ok(true) | Err(_) => {
+                let w = waiting.swap_remove(i);
+                done.push((ready.is_ok(), w));
+            }
+        }
+    }
+    let left = waiting.len();
+    drop(waiting);
+    for (ok, w) in done {
+        let timing = ok.then(|| {
+            let d = elapsed_ns(w.scope.start, w.end).ok()?;
+            let from_anchor = elapsed_ns(w.scope.anchor.event, w.scope.start).ok()?;
+            let start = (w.scope.anchor.host_ns as i64 + from_anchor).max(0) as u64;
+            let d = d.max(0) as u64;
+            // f32 milliseconds since the anchor: one unit in the last place.
+            let ulp_ns = ((from_anchor.unsigned_abs() as f64) * 2f64.powi(-23)).ceil() as u64;
+            Some(GpuTiming {
+                interval: Interval { start_ns: start, end_ns: start + d },
+                busy_ns: d,
+                source: TimingSource::CudaEvent,
+                clock_error_ns: w.scope.anchor.error_ns + ulp_ns + 500,
+                bracketed: false,
+                device: super::devices().get(w.scope.ctx.ordinal()).cloned(),
+            })
+        });
+        let mut record = w.record;
+        record.gpu = timing.flatten();
+        if record.gpu.is_none() {
+            Losses::add(&LOSSES.unresolved_scopes, 1);
+            note_once("reading back CUDA events failed: some calls are timed on the host only");
+        }
+        if let Ok(mut all) = CONTEXTS.lock() {
+            if let Ok(s) = state_for(&mut all, &w.scope.ctx) {
+                s.pool.push(w.scope.start);
+                s.pool.push(w.end);
+            }
+        }
+        pipeline::submit(record);
+    }
+    left
+}
+
+/// `gpuspan::flush()`: polls until every call is resolved or the deadline passes.
+fn flush(deadline: Instant) -> bool {
+    loop {
+        if poll() == 0 {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -1,0 +1,457 @@
+//! CUDA on a real GPU: timing against raw CUPTI, transfers, cuBLAS attribution, many threads,
+//! and the CUDA-event fallback. Without a CUDA device every test says so and passes, unless
+//! `GPUSPAN_REQUIRE_GPU=1` (set by `scripts/gpu`) makes that a failure.
+#![cfg(feature = "cuda")]
+
+use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
+use gpuspan::cuda::Timing;
+use gpuspan::record::{ActivityKind, MemoryKind};
+use gpuspan::{gpu_kernel, gpu_transfer, Capture, Direction, Record, TimingSource};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+const SRC: &str = r#"
+extern "C" __global__ void spin(unsigned long long cycles) {
+    unsigned long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+extern "C" __global__ void tag() { }
+"#;
+
+/// Cycles of the reference spin kernel (about 1 ms on an H100/H200).
+const SPIN_CYCLES: u64 = 2_000_000;
+const SPIN_CALLS: usize = 30;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    spin: CudaFunction,
+    tag: CudaFunction,
+}
+
+/// The GPU, or `None` (after saying why) where there is none.
+fn gpu() -> Option<&'static Gpu> {
+    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
+    GPU.get_or_init(|| {
+        if let Err(e) = gpuspan::cuda::probe() {
+            assert!(std::env::var_os("GPUSPAN_REQUIRE_GPU").is_none(), "GPUSPAN_REQUIRE_GPU is set but: {e}");
+            eprintln!("skipped: {e}");
+            return None;
+        }
+        let ctx = CudaContext::new(0).expect("context");
+        let stream = ctx.new_stream().expect("stream");
+        let module = ctx.load_module(cudarc::nvrtc::compile_ptx(SRC).expect("NVRTC")).expect("module");
+        let spin = module.load_function("spin").expect("spin");
+        let tag = module.load_function("tag").expect("tag");
+        Some(Gpu { ctx, stream, spin, tag })
+    })
+    .as_ref()
+}
+
+/// The GPU, when CUPTI times this process.
+fn cupti_gpu() -> Option<&'static Gpu> {
+    if std::env::var_os("GPUSPAN_CHILD").is_some() {
+        return None;
+    }
+    let g = gpu()?;
+    let timing = gpuspan::cuda::start();
+    if timing != Timing::Cupti {
+        assert!(std::env::var_os("GPUSPAN_REQUIRE_GPU").is_none(), "GPUSPAN_REQUIRE_GPU is set but timing is {timing:?}");
+        eprintln!("skipped: CUDA is timed by {timing:?}, not CUPTI");
+        return None;
+    }
+    Some(g)
+}
+
+fn launch_spin(stream: &CudaStream, f: &CudaFunction, cycles: u64) {
+    let mut l = stream.launch_builder(f);
+    l.arg(&cycles);
+    // SAFETY: one u64 parameter, no memory touched.
+    unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }) }.expect("spin");
+}
+
+fn launch_tag(stream: &CudaStream, f: &CudaFunction, grid: (u32, u32, u32)) {
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: an empty kernel without parameters.
+    unsafe { stream.launch_builder(f).launch(cfg) }.expect("tag");
+}
+
+fn flush() {
+    assert!(gpuspan::flush_timeout(Duration::from_secs(10)), "gpuspan::flush timed out");
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn kernels(r: &Record) -> Vec<(&str, [u32; 3])> {
+    r.activities
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ActivityKind::Kernel(g) => Some((a.name.as_ref(), g.grid)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[gpu_kernel(name = "spin")]
+fn spin(stream: &Arc<CudaStream>, f: &CudaFunction, cycles: u64) {
+    launch_spin(stream, f, cycles);
+}
+
+/// Runs the reference spin kernel `SPIN_CALLS` times (after 5 warm-ups), one at a time.
+fn spin_series(g: &Gpu, annotated: bool) {
+    for i in 0..SPIN_CALLS + 5 {
+        if annotated && i >= 5 {
+            spin(&g.stream, &g.spin, SPIN_CYCLES);
+        } else {
+            launch_spin(&g.stream, &g.spin, SPIN_CYCLES);
+        }
+        g.stream.synchronize().expect("sync");
+    }
+}
+
+/// Runs one test of this binary in a child process and returns the line starting with `key=`.
+fn child(test: &str, env: &[(&str, &str)], key: &str) -> u64 {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("child test");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child `{test}` failed:\n{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("child `{test}` printed no {key}=:\n{text}"))
+}
+
+#[test]
+fn spin_kernel_matches_raw_cupti_and_events_agree() {
+    let _s = serial();
+    let Some(g) = cupti_gpu() else { return };
+    let raw = child("raw_cupti_child", &[("GPUSPAN_CHILD", "raw")], "RAW_MEDIAN_NS");
+    let events = child("events_child", &[("GPUSPAN_CHILD", "events"), ("GPUSPAN_CUPTI", "off")], "EVENT_MEDIAN_NS");
+
+    let capture = Capture::start();
+    spin_series(g, true);
+    flush();
+    let records = capture.of("spin");
+    assert_eq!(records.len(), SPIN_CALLS);
+    for r in &records {
+        assert_eq!(r.source(), TimingSource::Cupti);
+        assert_eq!(kernels(r), vec![("spin", [1, 1, 1])]);
+        assert_eq!(r.duration_ns(), r.activities[0].interval.duration_ns());
+        let gpu = r.gpu.as_ref().expect("GPU timing");
+        assert!(gpu.interval.start_ns >= r.host.start_ns, "the kernel cannot start before its launch");
+    }
+    let ours = median(records.iter().map(Record::duration_ns).collect());
+    let diff = (ours as f64 - raw as f64) / raw as f64;
+    println!(
+        "spin {SPIN_CYCLES} cycles, median of {SPIN_CALLS}: gpuspan (CUPTI) {ours} ns, raw CUPTI {raw} ns ({:+.3} %), \
+         CUDA events {events} ns ({:+.2} %)",
+        diff * 100.0,
+        (events as f64 - raw as f64) / raw as f64 * 100.0
+    );
+    assert!(diff.abs() < 0.01, "gpuspan {ours} ns vs raw CUPTI {raw} ns");
+    assert!(((events as f64 - raw as f64) / raw as f64).abs() < 0.10, "events {events} ns vs raw CUPTI {raw} ns");
+}
+
+/// Child: the spin kernel timed by CUPTI directly, without gpuspan.
+#[test]
+fn raw_cupti_child() {
+    if std::env::var("GPUSPAN_CHILD").as_deref() != Ok("raw") {
+        return;
+    }
+    gpuspan::set_enabled(false);
+    let g = gpu().expect("GPU");
+    raw::start();
+    spin_series(g, false);
+    let d = raw::kernel_durations();
+    assert_eq!(d.len(), SPIN_CALLS + 5);
+    println!("RAW_MEDIAN_NS={}", median(d[5..].to_vec()));
+}
+
+/// Child: the spin kernel timed by gpuspan's CUDA-event fallback.
+#[test]
+fn events_child() {
+    if std::env::var("GPUSPAN_CHILD").as_deref() != Ok("events") {
+        return;
+    }
+    let g = gpu().expect("GPU");
+    assert_eq!(gpuspan::cuda::start(), Timing::CudaEvent);
+    let capture = Capture::start();
+    spin_series(g, true);
+    flush();
+    let records = capture.of("spin");
+    assert_eq!(records.len(), SPIN_CALLS);
+    for r in &records {
+        assert_eq!(r.source(), TimingSource::CudaEvent);
+        let gpu = r.gpu.as_ref().expect("event timing");
+        assert!(gpu.interval.start_ns + gpu.clock_error_ns >= r.host.start_ns, "starts before its launch");
+    }
+    println!("EVENT_MEDIAN_NS={}", median(records.iter().map(Record::duration_ns).collect()));
+}
+
+/// CUPTI used directly, as a reference: kernel records only, one buffer per flush.
+mod raw {
+    use cudarc::cupti::sys::{self, CUpti_Activity, CUpti_ActivityKind, CUptiResult};
+    use gpuspan::cuda::parse::{self, Raw};
+    use std::sync::Mutex;
+
+    static DURATIONS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+        let b = vec![0u64; (8 << 20) / 8].into_boxed_slice();
+        // SAFETY: CUPTI's out-pointers; the buffer is leaked until `completed`.
+        unsafe {
+            *size = 8 << 20;
+            *max = 0;
+            *buffer = Box::into_raw(b) as *mut u8;
+        }
+    }
+
+    unsafe extern "C" fn completed(_: cudarc::driver::sys::CUcontext, _: u32, buffer: *mut u8, _: usize, valid: usize) {
+        let mut rec: *mut CUpti_Activity = std::ptr::null_mut();
+        loop {
+            // SAFETY: walking the buffer CUPTI returned.
+            if unsafe { sys::cuptiActivityGetNextRecord(buffer, valid, &mut rec) } != CUptiResult::CUPTI_SUCCESS {
+                break;
+            }
+            let off = rec as usize - buffer as usize;
+            // SAFETY: `valid` bytes were written.
+            let bytes = unsafe { std::slice::from_raw_parts(buffer.add(off), valid - off) };
+            if let Ok(Raw::Kernel(k)) = parse::parse(bytes) {
+                DURATIONS.lock().unwrap().push(k.end - k.start);
+            }
+        }
+        // SAFETY: made by `requested` with this size.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(buffer as *mut u64, (8 << 20) / 8)) });
+    }
+
+    pub fn start() {
+        // SAFETY: plain CUPTI set-up with process-lifetime callbacks.
+        unsafe {
+            assert_eq!(sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)), CUptiResult::CUPTI_SUCCESS);
+            let k = CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+            assert_eq!(sys::cuptiActivityEnable(k), CUptiResult::CUPTI_SUCCESS);
+        }
+    }
+
+    pub fn kernel_durations() -> Vec<u64> {
+        // SAFETY: forced flush; the GPU is idle.
+        unsafe { sys::cuptiActivityFlushAll(1) };
+        DURATIONS.lock().unwrap().clone()
+    }
+}
+
+#[gpu_transfer]
+fn up_pageable(stream: &Arc<CudaStream>, host: &[f32]) -> Result<CudaSlice<f32>, DriverError> {
+    stream.clone_htod(host)
+}
+
+#[gpu_transfer(bytes = host.len() * 4)]
+fn up_pinned(stream: &Arc<CudaStream>, host: &PinnedHostSlice<f32>) -> Result<CudaSlice<f32>, DriverError> {
+    stream.clone_htod(host)
+}
+
+#[gpu_transfer]
+fn down(stream: &Arc<CudaStream>, dev: &CudaSlice<f32>, host: &mut [f32]) -> Result<(), DriverError> {
+    stream.memcpy_dtoh(dev, host)
+}
+
+#[gpu_transfer]
+fn d2d(stream: &Arc<CudaStream>, src: &CudaSlice<f32>, dst: &mut CudaSlice<f32>) -> Result<(), DriverError> {
+    stream.memcpy_dtod(src, dst)
+}
+
+#[test]
+fn transfers_have_exact_bytes_memory_kinds_and_bandwidth() {
+    let _s = serial();
+    let Some(g) = cupti_gpu() else { return };
+    let n = 16 << 20; // 64 MiB of f32
+    let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    // SAFETY: filled before use.
+    let mut pinned = unsafe { g.ctx.alloc_pinned::<f32>(n) }.expect("pinned");
+    pinned.as_mut_slice().expect("map").copy_from_slice(&host);
+    let capture = Capture::start();
+    let mut x = up_pageable(&g.stream, &host).expect("upload");
+    let y = up_pinned(&g.stream, &pinned).expect("upload");
+    let mut back = vec![0f32; n];
+    down(&g.stream, &x, &mut back).expect("download");
+    d2d(&g.stream, &y, &mut x).expect("d2d");
+    g.stream.synchronize().expect("sync");
+    flush();
+    assert_eq!(back[12345], 12345.0);
+    let bytes = (n * 4) as u64;
+    let check = |name: &str, src: MemoryKind, dst: MemoryKind, dir: Direction| {
+        let r = capture.of(name);
+        assert_eq!(r.len(), 1, "{name}");
+        let r = &r[0];
+        assert_eq!(r.bytes, Some(bytes), "{name}: bytes");
+        let copies: Vec<_> = r
+            .activities
+            .iter()
+            .filter_map(|a| match a.kind {
+                ActivityKind::Copy { bytes, direction, src, dst } => Some((bytes, direction, src, dst)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(copies, vec![(bytes, Some(dir), src, dst)], "{name}: copies");
+        let bw = r.bandwidth_bytes_per_s().expect("bandwidth");
+        println!("{name}: {bytes} B in {} ns = {:.2} GB/s ({} -> {})", r.duration_ns(), bw / 1e9, src.as_str(), dst.as_str());
+    };
+    check("up_pageable", MemoryKind::Pageable, MemoryKind::Device, Direction::CpuToGpu);
+    check("up_pinned", MemoryKind::Pinned, MemoryKind::Device, Direction::CpuToGpu);
+    check("down", MemoryKind::Device, MemoryKind::Pageable, Direction::GpuToCpu);
+    check("d2d", MemoryKind::Device, MemoryKind::Device, Direction::GpuToGpu);
+    assert!(
+        gpuspan::summary().notes.iter().any(|n| n.contains("`up_pageable` copies pageable host memory")),
+        "pinning hint"
+    );
+}
+
+#[gpu_kernel]
+fn sgemm(stream: &Arc<CudaStream>, blas: &CudaBlas, a: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: i32) {
+    let _ = stream;
+    let cfg = GemmConfig {
+        transa: cublasOperation_t::CUBLAS_OP_N,
+        transb: cublasOperation_t::CUBLAS_OP_N,
+        m,
+        n: m,
+        k: m,
+        alpha: 1.0f32,
+        lda: m,
+        ldb: m,
+        beta: 0.0f32,
+        ldc: m,
+    };
+    // SAFETY: a and c are m×m.
+    unsafe { blas.gemm(cfg, a, a, c) }.expect("sgemm");
+}
+
+#[test]
+fn cublas_kernels_attach_to_the_annotated_scope() {
+    let _s = serial();
+    let Some(g) = cupti_gpu() else { return };
+    let blas = CudaBlas::new(g.stream.clone()).expect("cuBLAS");
+    let m = 1024;
+    let a = g.stream.alloc_zeros::<f32>(m * m).expect("a");
+    let mut c = g.stream.alloc_zeros::<f32>(m * m).expect("c");
+    sgemm(&g.stream, &blas, &a, &mut c, m as i32); // warm-up: cuBLAS loads its kernels
+    g.stream.synchronize().expect("sync");
+    flush();
+    let capture = Capture::start();
+    for _ in 0..3 {
+        sgemm(&g.stream, &blas, &a, &mut c, m as i32);
+    }
+    g.stream.synchronize().expect("sync");
+    flush();
+    let records = capture.of("sgemm");
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        let k = kernels(r);
+        assert!(!k.is_empty(), "no cuBLAS kernel attached: {r:?}");
+        assert_eq!(k.len(), r.activities.len(), "only kernels expected");
+        println!("sgemm {m}: {} ns on the GPU, kernels {:?}", r.duration_ns(), k.iter().map(|k| k.0).collect::<Vec<_>>());
+        let gpu = r.gpu.as_ref().expect("timing");
+        for u in capture.of("unattributed") {
+            let iv = u.interval();
+            assert!(iv.end_ns <= gpu.interval.start_ns || iv.start_ns >= gpu.interval.end_ns, "a kernel leaked: {u:?}");
+        }
+    }
+}
+
+#[gpu_kernel]
+fn inner(stream: &Arc<CudaStream>, tag: &CudaFunction) {
+    launch_tag(stream, tag, (2, 1, 1));
+}
+
+#[gpu_kernel]
+fn outer(stream: &Arc<CudaStream>, tag: &CudaFunction) {
+    launch_tag(stream, tag, (1, 1, 1));
+    inner(stream, tag);
+    launch_tag(stream, tag, (3, 1, 1));
+}
+
+#[test]
+fn nested_scopes_attribute_to_the_innermost_and_outside_work_is_unattributed() {
+    let _s = serial();
+    let Some(g) = cupti_gpu() else { return };
+    let capture = Capture::start();
+    outer(&g.stream, &g.tag);
+    launch_tag(&g.stream, &g.tag, (7, 7, 1));
+    g.stream.synchronize().expect("sync");
+    flush();
+    let grids = |name: &str| -> Vec<[u32; 3]> { capture.of(name).iter().flat_map(|r| kernels(r)).map(|k| k.1).collect() };
+    assert_eq!(grids("outer"), vec![[1, 1, 1], [3, 1, 1]]);
+    assert_eq!(grids("inner"), vec![[2, 1, 1]]);
+    assert!(grids("unattributed").contains(&[7, 7, 1]), "work outside scopes is recorded as unattributed");
+}
+
+#[gpu_kernel]
+fn tagged(stream: &Arc<CudaStream>, tag: &CudaFunction, t: u32, i: u32) {
+    launch_tag(stream, tag, (t + 1, i + 1, 1));
+}
+
+#[test]
+fn sixteen_threads_of_a_thousand_scopes_each_keep_their_kernels() {
+    let _s = serial();
+    let Some(g) = cupti_gpu() else { return };
+    const THREADS: u32 = 16;
+    const SCOPES: u32 = 1000;
+    let capture = Capture::start();
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            s.spawn(move || {
+                let stream = g.ctx.new_stream().expect("stream");
+                for i in 0..SCOPES {
+                    tagged(&stream, &g.tag, t, i);
+                }
+                stream.synchronize().expect("sync");
+            });
+        }
+    });
+    let launched = t0.elapsed();
+    flush();
+    let resolved = t0.elapsed();
+    let records = capture.of("tagged");
+    assert_eq!(records.len(), (THREADS * SCOPES) as usize);
+    let mut seen = HashSet::new();
+    let mut thread_of: HashMap<u32, u32> = HashMap::new();
+    let mut order: HashMap<u32, Vec<(u64, u32)>> = HashMap::new();
+    for r in &records {
+        let k = kernels(r);
+        assert_eq!(k.len(), 1, "exactly its own kernel: {r:?}");
+        let [x, y, _] = k[0].1;
+        let (t, i) = (x - 1, y - 1);
+        assert!(seen.insert((t, i)), "kernel ({t}, {i}) attributed twice");
+        assert_eq!(*thread_of.entry(t).or_insert(r.thread), r.thread, "thread {t}'s kernels under another thread");
+        order.entry(t).or_default().push((r.scope_id, i));
+    }
+    for (t, mut v) in order {
+        v.sort_unstable();
+        assert!(v.iter().enumerate().all(|(n, (_, i))| n as u32 == *i), "thread {t}: call order and kernels disagree");
+    }
+    println!(
+        "{THREADS} threads x {SCOPES} scopes: {} records, each with its own kernel; launched in {:.0} ms, all resolved \
+         {:.0} ms after start; {:?}",
+        records.len(),
+        launched.as_secs_f64() * 1e3,
+        resolved.as_secs_f64() * 1e3,
+        gpuspan::cuda::cupti_counts()
+    );
+}
