@@ -40,11 +40,15 @@ struct Gpu {
 }
 
 /// The GPU, or `None` (after saying why) where there is none.
+fn require_gpu() -> bool {
+    std::env::var_os("GPUSPAN_REQUIRE_GPU").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 fn gpu() -> Option<&'static Gpu> {
     static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
     GPU.get_or_init(|| {
         if let Err(e) = gpuspan::cuda::probe() {
-            assert!(std::env::var_os("GPUSPAN_REQUIRE_GPU").is_none(), "GPUSPAN_REQUIRE_GPU is set but: {e}");
+            assert!(!require_gpu(), "GPUSPAN_REQUIRE_GPU is set but: {e}");
             eprintln!("skipped: {e}");
             return None;
         }
@@ -66,7 +70,7 @@ fn cupti_gpu() -> Option<&'static Gpu> {
     let g = gpu()?;
     let timing = gpuspan::cuda::start();
     if timing != Timing::Cupti {
-        assert!(std::env::var_os("GPUSPAN_REQUIRE_GPU").is_none(), "GPUSPAN_REQUIRE_GPU is set but timing is {timing:?}");
+        assert!(!require_gpu(), "GPUSPAN_REQUIRE_GPU is set but timing is {timing:?}");
         eprintln!("skipped: CUDA is timed by {timing:?}, not CUPTI");
         return None;
     }
@@ -134,7 +138,7 @@ fn child(test: &str, env: &[(&str, &str)], key: &str) -> u64 {
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child `{test}` failed:\n{text}");
     text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")).and_then(|v| v.trim().parse().ok()))
+        .find_map(|l| l.split_once(&format!("{key}=")).and_then(|(_, v)| v.split_whitespace().next()?.parse().ok()))
         .unwrap_or_else(|| panic!("child `{test}` printed no {key}=:\n{text}"))
 }
 
@@ -207,7 +211,7 @@ fn events_child() {
 
 /// CUPTI used directly, as a reference: kernel records only, one buffer per flush.
 mod raw {
-    use cudarc::cupti::sys::{self, CUpti_Activity, CUpti_ActivityKind, CUptiResult};
+    use cudarc::cupti::sys::{self, CUptiResult, CUpti_Activity, CUpti_ActivityKind};
     use gpuspan::cuda::parse::{self, Raw};
     use std::sync::Mutex;
 
@@ -244,7 +248,10 @@ mod raw {
     pub fn start() {
         // SAFETY: plain CUPTI set-up with process-lifetime callbacks.
         unsafe {
-            assert_eq!(sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)), CUptiResult::CUPTI_SUCCESS);
+            assert_eq!(
+                sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)),
+                CUptiResult::CUPTI_SUCCESS
+            );
             let k = CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
             assert_eq!(sys::cuptiActivityEnable(k), CUptiResult::CUPTI_SUCCESS);
         }
@@ -311,7 +318,13 @@ fn transfers_have_exact_bytes_memory_kinds_and_bandwidth() {
             .collect();
         assert_eq!(copies, vec![(bytes, Some(dir), src, dst)], "{name}: copies");
         let bw = r.bandwidth_bytes_per_s().expect("bandwidth");
-        println!("{name}: {bytes} B in {} ns = {:.2} GB/s ({} -> {})", r.duration_ns(), bw / 1e9, src.as_str(), dst.as_str());
+        println!(
+            "{name}: {bytes} B in {} ns = {:.2} GB/s ({} -> {})",
+            r.duration_ns(),
+            bw / 1e9,
+            src.as_str(),
+            dst.as_str()
+        );
     };
     check("up_pageable", MemoryKind::Pageable, MemoryKind::Device, Direction::CpuToGpu);
     check("up_pinned", MemoryKind::Pinned, MemoryKind::Device, Direction::CpuToGpu);
@@ -365,7 +378,11 @@ fn cublas_kernels_attach_to_the_annotated_scope() {
         let k = kernels(r);
         assert!(!k.is_empty(), "no cuBLAS kernel attached: {r:?}");
         assert_eq!(k.len(), r.activities.len(), "only kernels expected");
-        println!("sgemm {m}: {} ns on the GPU, kernels {:?}", r.duration_ns(), k.iter().map(|k| k.0).collect::<Vec<_>>());
+        println!(
+            "sgemm {m}: {} ns on the GPU, kernels {:?}",
+            r.duration_ns(),
+            k.iter().map(|k| k.0).collect::<Vec<_>>()
+        );
         let gpu = r.gpu.as_ref().expect("timing");
         for u in capture.of("unattributed") {
             let iv = u.interval();
@@ -395,7 +412,8 @@ fn nested_scopes_attribute_to_the_innermost_and_outside_work_is_unattributed() {
     launch_tag(&g.stream, &g.tag, (7, 7, 1));
     g.stream.synchronize().expect("sync");
     flush();
-    let grids = |name: &str| -> Vec<[u32; 3]> { capture.of(name).iter().flat_map(|r| kernels(r)).map(|k| k.1).collect() };
+    let grids =
+        |name: &str| -> Vec<[u32; 3]> { capture.of(name).iter().flat_map(|r| kernels(r)).map(|k| k.1).collect() };
     assert_eq!(grids("outer"), vec![[1, 1, 1], [3, 1, 1]]);
     assert_eq!(grids("inner"), vec![[2, 1, 1]]);
     assert!(grids("unattributed").contains(&[7, 7, 1]), "work outside scopes is recorded as unattributed");
@@ -454,4 +472,34 @@ fn sixteen_threads_of_a_thousand_scopes_each_keep_their_kernels() {
         resolved.as_secs_f64() * 1e3,
         gpuspan::cuda::cupti_counts()
     );
+}
+
+#[gpu_kernel(backend = cuda)]
+fn empty_scope() {}
+
+#[test]
+fn what_a_scope_costs_on_the_host() {
+    let _s = serial();
+    let Some(g) = cupti_gpu() else { return };
+    let n = 20_000;
+    let per = |f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    let capture = Capture::start();
+    let empty = per(&mut || empty_scope());
+    let launch = per(&mut || launch_tag(&g.stream, &g.tag, (1, 1, 1)));
+    let scoped = per(&mut || tagged(&g.stream, &g.tag, 0, 0));
+    g.stream.synchronize().expect("sync");
+    flush();
+    assert_eq!(capture.of("tagged").len(), n);
+    println!(
+        "host cost per call, CUPTI on, {n} calls: empty CUDA scope {empty:.0} ns; kernel launch {launch:.0} ns \
+         plain, {scoped:.0} ns inside a scope (+{:.0} ns)",
+        scoped - launch
+    );
+    assert!(empty < 50_000.0, "an empty scope costs {empty} ns");
 }

@@ -34,8 +34,10 @@ fn launch_spin(stream: &CudaStream, f: &CudaFunction, cycles: u64) -> Result<(),
 
 fn launch_tag(stream: &CudaStream, f: &CudaFunction, grid: (u32, u32, u32)) -> Result<(), DriverError> {
     // SAFETY: an empty kernel without parameters.
-    unsafe { stream.launch_builder(f).launch(LaunchConfig { grid_dim: grid, block_dim: (32, 1, 1), shared_mem_bytes: 0 }) }
-        .map(|_| ())
+    unsafe {
+        stream.launch_builder(f).launch(LaunchConfig { grid_dim: grid, block_dim: (32, 1, 1), shared_mem_bytes: 0 })
+    }
+    .map(|_| ())
 }
 
 #[gpu_kernel]
@@ -70,7 +72,10 @@ fn up_pageable(stream: &Arc<CudaStream>, host: &[f32]) -> Result<CudaSlice<f32>,
 }
 
 #[gpu_transfer(bytes = host.len() * 4)]
-fn up_pinned(stream: &Arc<CudaStream>, host: &cudarc::driver::PinnedHostSlice<f32>) -> Result<CudaSlice<f32>, DriverError> {
+fn up_pinned(
+    stream: &Arc<CudaStream>,
+    host: &cudarc::driver::PinnedHostSlice<f32>,
+) -> Result<CudaSlice<f32>, DriverError> {
     stream.clone_htod(host)
 }
 
@@ -166,8 +171,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .activities
             .iter()
             .map(|a| match &a.kind {
-                ActivityKind::Kernel(g) => format!("{} grid={:?} block={:?} regs={}", a.name, g.grid, g.block, g.registers_per_thread),
-                ActivityKind::Copy { bytes, src, dst, .. } => format!("{} {bytes} B {}->{}", a.name, src.as_str(), dst.as_str()),
+                ActivityKind::Kernel(g) => {
+                    format!("{} grid={:?} block={:?} regs={}", a.name, g.grid, g.block, g.registers_per_thread)
+                }
+                ActivityKind::Copy { bytes, src, dst, .. } => {
+                    format!("{} {bytes} B {}->{}", a.name, src.as_str(), dst.as_str())
+                }
                 ActivityKind::Set { bytes } => format!("memset {bytes} B"),
             })
             .collect();

@@ -40,7 +40,13 @@ fn download(stream: &Arc<CudaStream>, dev: &CudaSlice<f32>, host: &mut [f32]) ->
 }
 
 #[gpu_kernel]
-fn saxpy(stream: &Arc<CudaStream>, f: &CudaFunction, a: f32, x: &CudaSlice<f32>, y: &mut CudaSlice<f32>) -> Result<(), DriverError> {
+fn saxpy(
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    a: f32,
+    x: &CudaSlice<f32>,
+    y: &mut CudaSlice<f32>,
+) -> Result<(), DriverError> {
     let n = x.len() as u32;
     let mut launch = stream.launch_builder(f);
     launch.arg(&a).arg(x).arg(y).arg(&n);

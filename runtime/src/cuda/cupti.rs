@@ -13,7 +13,7 @@ use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::record::{DeviceLabel, Record};
 use crate::{clock, pipeline};
 use cudarc::cupti::sys::{
-    self as sys, CUpti_Activity, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind, CUptiResult,
+    self as sys, CUptiResult, CUpti_Activity, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind,
     CUpti_driver_api_trace_cbid_enum as D, CUpti_runtime_api_trace_cbid_enum as R,
 };
 use std::collections::HashSet;
@@ -396,7 +396,8 @@ impl Live {
                     }
                     let mut name = |ptr: u64| {
                         // SAFETY: kernel name pointers stay valid while CUPTI is attached.
-                        (ptr != 0).then(|| unsafe { CStr::from_ptr(ptr as *const c_char) }.to_string_lossy().into_owned())
+                        (ptr != 0)
+                            .then(|| unsafe { CStr::from_ptr(ptr as *const c_char) }.to_string_lossy().into_owned())
                     };
                     self.resolver.buffer(seq, &raws, &mut name);
                     if self.dump.is_some() {

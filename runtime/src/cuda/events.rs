@@ -81,7 +81,10 @@ fn make_anchor(own_stream: usize) -> Result<Anchor, result::DriverError> {
     Ok(Anchor { event: e as usize, host_ns: t0 + (t1 - t0) / 2, error_ns: (t1 - t0) / 2, made: Instant::now() })
 }
 
-fn state_for<'a>(all: &'a mut Vec<ContextState>, ctx: &Arc<CudaContext>) -> Result<&'a mut ContextState, result::DriverError> {
+fn state_for<'a>(
+    all: &'a mut Vec<ContextState>,
+    ctx: &Arc<CudaContext>,
+) -> Result<&'a mut ContextState, result::DriverError> {
     let i = match all.iter().position(|s| s.ctx.cu_ctx() == ctx.cu_ctx()) {
         Some(i) => i,
         None => {
@@ -109,7 +112,8 @@ fn take_event(s: &mut ContextState) -> Result<usize, result::DriverError> {
 pub(crate) fn start(stream: &CudaStream) -> Result<EventScope, result::DriverError> {
     let ctx = stream.context();
     ctx.bind_to_thread()?;
-    let mut all = CONTEXTS.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
+    let mut all =
+        CONTEXTS.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
     let s = state_for(&mut all, ctx)?;
     let start = take_event(s)?;
     // SAFETY: the event and the caller's stream are live in the bound context.

@@ -150,7 +150,9 @@ pub fn dump_note(text: impl Into<String>) {
 #[derive(Debug)]
 pub(crate) enum CudaScope {
     /// The scope id is pushed as CUPTI external correlation id (popped at the end if `pushed`).
-    Cupti { pushed: bool },
+    Cupti {
+        pushed: bool,
+    },
     Events(events::EventScope),
     Host,
 }

@@ -37,7 +37,9 @@ pub enum Raw {
     Api(RawApi),
     External(RawExternal),
     /// A kind gpuspan does not read.
-    Other { kind: u32 },
+    Other {
+        kind: u32,
+    },
 }
 
 /// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL` / `KERNEL`.
@@ -258,9 +260,9 @@ pub fn memory_kind(code: u32) -> MemoryKind {
 /// CUPTI's `CUpti_ActivityMemcpyKind` as a transfer direction (host↔host has none).
 pub fn copy_direction(code: u8) -> Option<Direction> {
     match code {
-        1 | 3 => Some(Direction::CpuToGpu),          // HtoD, HtoA
-        2 | 4 => Some(Direction::GpuToCpu),          // DtoH, AtoH
-        5..=8 | 10 => Some(Direction::GpuToGpu),     // AtoA, AtoD, DtoA, DtoD, PtoP
+        1 | 3 => Some(Direction::CpuToGpu),      // HtoD, HtoA
+        2 | 4 => Some(Direction::GpuToCpu),      // DtoH, AtoH
+        5..=8 | 10 => Some(Direction::GpuToGpu), // AtoA, AtoD, DtoA, DtoD, PtoP
         _ => None,
     }
 }
@@ -628,8 +630,14 @@ mod tests {
     #[test]
     fn tables_hold_the_common_entry_points() {
         assert_eq!(work_of(ApiDomain::Driver, D::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel as u32), Some(Work::Kernel));
-        assert_eq!(work_of(ApiDomain::Driver, D::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2 as u32), Some(Work::Copy));
-        assert_eq!(work_of(ApiDomain::Runtime, R::CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020 as u32), Some(Work::Set));
+        assert_eq!(
+            work_of(ApiDomain::Driver, D::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2 as u32),
+            Some(Work::Copy)
+        );
+        assert_eq!(
+            work_of(ApiDomain::Runtime, R::CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020 as u32),
+            Some(Work::Set)
+        );
         assert_eq!(work_of(ApiDomain::Driver, D::CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent as u32), None);
     }
 

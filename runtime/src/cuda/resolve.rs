@@ -54,7 +54,8 @@ inventory::submit! { crate::site::SiteRef(&UNATTRIBUTED) }
 pub const STALE_NS: u64 = 30_000_000_000;
 
 /// External correlation kind gpuspan pushes (`CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0`).
-pub const EXTERNAL_KIND: u32 = cudarc::cupti::sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32;
+pub const EXTERNAL_KIND: u32 =
+    cudarc::cupti::sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32;
 
 #[derive(Debug)]
 struct Ended {
@@ -384,7 +385,10 @@ pub fn finish(mut record: Record, mut activities: Vec<Activity>) -> Record {
         record.bytes = copied;
     }
     let pageable = activities.iter().any(|a| {
-        matches!(a.kind, ActivityKind::Copy { src: MemoryKind::Pageable, .. } | ActivityKind::Copy { dst: MemoryKind::Pageable, .. })
+        matches!(
+            a.kind,
+            ActivityKind::Copy { src: MemoryKind::Pageable, .. } | ActivityKind::Copy { dst: MemoryKind::Pageable, .. }
+        )
     });
     if pageable && record.site.desc.kind == SiteKind::Transfer {
         crate::diagnostics::note_once(format_args!(
