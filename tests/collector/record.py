@@ -22,10 +22,12 @@ def _any(v):
         return inner
     if isinstance(inner, bytes):
         return inner.hex()
-    values = getattr(inner, "values", None)
-    if values is not None:
-        return [_any(x) for x in values]
-    return repr(inner)
+    if type(inner).__name__ == "KeyValueList":
+        return {kv.key: _any(kv.value) for kv in inner}
+    try:  # ArrayValue: a sequence of AnyValue
+        return [_any(x) for x in inner]
+    except TypeError:
+        return repr(inner)
 
 
 def _attrs(kvs):
@@ -77,24 +79,35 @@ def process_spans(resource_spans):
         _error("process_spans", exc)
 
 
+def _unwrap(x):
+    """rotel exposes protobuf oneofs as enum objects holding their value in `_0`."""
+    while x is not None and hasattr(x, "_0"):
+        x = x._0
+    return x
+
+
+def _plain(v):
+    v = _unwrap(v)
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    try:
+        return [_plain(x) for x in v]
+    except TypeError:
+        return repr(v)
+
+
 def _points(data):
     """(kind, [point dict]) for any metric data type."""
+    data = _unwrap(data)
     if data is None:
         return "none", []
     kind = type(data).__name__
     out = []
     for p in getattr(data, "data_points", None) or []:
         point = {"attributes": _attrs(getattr(p, "attributes", None))}
-        for field in ("count", "sum", "as_int", "as_double", "value", "bucket_counts", "explicit_bounds"):
+        for field in ("count", "sum", "value", "bucket_counts", "explicit_bounds"):
             if hasattr(p, field):
-                v = getattr(p, field)
-                if isinstance(v, (int, float, str, bool)) or v is None:
-                    point[field] = v
-                else:
-                    try:
-                        point[field] = list(v)
-                    except TypeError:
-                        point[field] = repr(v)
+                point[field] = _plain(getattr(p, field))
         out.append(point)
     return kind, out
 
@@ -106,9 +119,7 @@ def process_metrics(resource_metrics):
         for scope_metrics in resource_metrics.scope_metrics:
             scope = scope_metrics.scope.name if scope_metrics.scope else ""
             for m in scope_metrics.metrics:
-                data = m.data
-                inner = getattr(data, "value", data) if data is not None else None
-                kind, points = _points(inner)
+                kind, points = _points(m.data)
                 for p in points or [{}]:
                     lines.append({"resource": resource, "scope": scope, "name": m.name, "unit": m.unit, "type": kind, **p})
         _append("metrics.jsonl", lines)

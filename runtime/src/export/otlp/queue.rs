@@ -130,7 +130,8 @@ impl Queue {
         if granted {
             st.reserved = st.reserved.saturating_sub(1);
         }
-        if !granted && (st.shutdown || st.spans.len() + st.reserved >= self.capacity) {
+        // After shutdown nothing is exported any more: a span arriving then is lost too.
+        if st.shutdown || (!granted && st.spans.len() + st.reserved >= self.capacity) {
             drop(st);
             self.counts.drop_full(1);
             self.warn_full();
@@ -223,7 +224,8 @@ impl QueueProcessor {
         });
         let resource = Arc::new(Mutex::new(None));
         let (q, r) = (queue.clone(), resource.clone());
-        let thread = std::thread::Builder::new().name("gpuspan-otlp-spans".into()).spawn(move || run(&q, &r, worker))?;
+        let thread =
+            std::thread::Builder::new().name("gpuspan-otlp-spans".into()).spawn(move || run(&q, &r, worker))?;
         Ok(QueueProcessor { queue, thread: Mutex::new(Some(thread)), resource })
     }
 
@@ -247,7 +249,11 @@ fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Wo
                     w.exporter.set_resource(&r);
                 }
                 let due = last.elapsed() >= w.delay;
-                if st.shutdown || st.flush_requested > st.flush_done || st.spans.len() >= q.batch || (due && !st.spans.is_empty()) {
+                if st.shutdown
+                    || st.flush_requested > st.flush_done
+                    || st.spans.len() >= q.batch
+                    || (due && !st.spans.is_empty())
+                {
                     break;
                 }
                 if due {
@@ -270,7 +276,9 @@ fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Wo
             match result {
                 Ok(()) => {
                     if failing {
-                        crate::diagnostics::note_once("OTLP span export recovered; spans lost meanwhile are counted in the summary");
+                        crate::diagnostics::note_once(
+                            "OTLP span export recovered; spans lost meanwhile are counted in the summary",
+                        );
                     }
                     failing = false;
                     q.counts.settle(n, true);

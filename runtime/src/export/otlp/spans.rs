@@ -32,8 +32,30 @@ impl std::fmt::Debug for SpansSink {
     }
 }
 
-fn time(ns: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_nanos(ns)
+/// Maps gpuspan's clock onto the wall clock.
+///
+/// Records are on gpuspan's clock: Unix-epoch nanoseconds advanced by the monotonic clock from
+/// one reading of the wall clock at start, so intervals never go backwards. OpenTelemetry time
+/// is wall-clock time, and so are the application's spans (tracing-opentelemetry reads
+/// `SystemTime`): once the wall clock has been slewed or stepped (NTP), unmapped spans would
+/// drift out of their parents. The offset is taken when the record is exported, moments after
+/// it was measured, and shifts all of a record's times alike, so every duration and every gap
+/// between host, GPU and activity times stays exactly as measured.
+#[derive(Debug, Clone, Copy)]
+struct WallClock {
+    offset_ns: i128,
+}
+
+impl WallClock {
+    fn now() -> Self {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        WallClock { offset_ns: wall - i128::from(crate::clock::now_ns()) }
+    }
+
+    fn at(self, ns: u64) -> SystemTime {
+        let mapped = (i128::from(ns) + self.offset_ns).clamp(0, i128::from(u64::MAX)) as u64;
+        UNIX_EPOCH + Duration::from_nanos(mapped)
+    }
 }
 
 fn value(v: Value) -> opentelemetry::Value {
@@ -81,7 +103,10 @@ impl SpansSink {
                 a.push(KeyValue::new("gpu.cuda.grid_dim", dims(g.grid)));
                 a.push(KeyValue::new("gpu.cuda.block_dim", dims(g.block)));
                 a.push(KeyValue::new("gpu.cuda.registers_per_thread", i64::from(g.registers_per_thread)));
-                a.push(KeyValue::new("gpu.cuda.shared_mem_bytes", i64::from(g.static_shared_bytes) + i64::from(g.dynamic_shared_bytes)));
+                a.push(KeyValue::new(
+                    "gpu.cuda.shared_mem_bytes",
+                    i64::from(g.static_shared_bytes) + i64::from(g.dynamic_shared_bytes),
+                ));
             }
             ActivityKind::Copy { bytes, direction, src, dst } => {
                 a.push(KeyValue::new("gpu_transfer.bytes", *bytes as i64));
@@ -119,6 +144,7 @@ impl SpansSink {
             return;
         }
         let parent = record.parent.clone().or_else(|| self.process_parent.clone()).unwrap_or_default();
+        let time = WallClock::now();
         let name = record.site.desc.name;
         let attrs = Self::record_attributes(record);
 
@@ -128,7 +154,7 @@ impl SpansSink {
             .tracer
             .span_builder(name)
             .with_kind(SpanKind::Internal)
-            .with_start_time(time(record.host.start_ns))
+            .with_start_time(time.at(record.host.start_ns))
             .with_attributes(host_attrs)
             .start_with_context(&self.tracer, &parent);
         let host_cx = parent.with_span(host);
@@ -143,7 +169,7 @@ impl SpansSink {
                 .tracer
                 .span_builder(format!("{name} [gpu]"))
                 .with_kind(SpanKind::Internal)
-                .with_start_time(time(g.interval.start_ns))
+                .with_start_time(time.at(g.interval.start_ns))
                 .with_attributes(gpu_attrs)
                 .start_with_context(&self.tracer, &host_cx);
             host_cx.with_span(span)
@@ -155,15 +181,15 @@ impl SpansSink {
                 .tracer
                 .span_builder(act.name.to_string())
                 .with_kind(SpanKind::Internal)
-                .with_start_time(time(act.interval.start_ns))
+                .with_start_time(time.at(act.interval.start_ns))
                 .with_attributes(Self::activity_attributes(record, act))
                 .start_with_context(&self.tracer, activity_parent);
-            span.end_with_timestamp(time(act.interval.end_ns));
+            span.end_with_timestamp(time.at(act.interval.end_ns));
         }
         if let (Some(cx), Some(g)) = (&gpu_cx, &record.gpu) {
-            cx.span().end_with_timestamp(time(g.interval.end_ns));
+            cx.span().end_with_timestamp(time.at(g.interval.end_ns));
         }
-        host_cx.span().end_with_timestamp(time(record.host.end_ns));
+        host_cx.span().end_with_timestamp(time.at(record.host.end_ns));
         self.queue.release_unused();
     }
 }
