@@ -155,8 +155,16 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             trace_all: #trace_all,
         });
         #p::register_site!(__GPUSPAN_SITE);
-        let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
-        let __gpuspan_span = #span;
+    };
+    // Off at run time: one relaxed load, no span, no argument evaluated.
+    let enter = quote! {
+        if #p::is_on() {
+            let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
+            let __gpuspan_span = #span;
+            #enter
+        } else {
+            #p::Scope::off()
+        }
     };
 
     let block = &mut func.block;

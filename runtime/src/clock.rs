@@ -1,13 +1,17 @@
-//! The host clock every record is expressed in: Unix-epoch nanoseconds, read from the monotonic
-//! clock so that intervals never go backwards when the wall clock is adjusted.
+//! The host clock every record is expressed in: Unix-epoch nanoseconds, read from a monotonic
+//! source so that intervals never go backwards when the wall clock is adjusted.
 //!
-//! OpenTelemetry and CUPTI both speak Unix-epoch nanoseconds, so using them here means CUPTI
-//! timestamps need no mapping, and GPU clocks of other backends are mapped onto this one.
+//! OpenTelemetry and CUPTI both speak Unix-epoch nanoseconds, so CUPTI timestamps need no
+//! mapping and other GPU clocks are mapped onto this one. Scopes read raw ticks ([`raw`]: the
+//! TSC through `quanta` where it is invariant, a few ns) and convert them only when the record is
+//! built ([`raw_to_ns`]), which keeps two clock reads off the cost of a scope.
 
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 struct Origin {
+    clock: quanta::Clock,
+    raw: u64,
     instant: Instant,
     epoch_ns: u64,
 }
@@ -15,24 +19,52 @@ struct Origin {
 static ORIGIN: OnceLock<Origin> = OnceLock::new();
 
 fn origin() -> &'static Origin {
-    ORIGIN.get_or_init(|| Origin {
-        instant: Instant::now(),
-        epoch_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+    ORIGIN.get_or_init(|| {
+        let clock = quanta::Clock::new();
+        Origin {
+            raw: clock.raw(),
+            instant: Instant::now(),
+            epoch_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+            clock,
+        }
     })
+}
+
+/// A raw reading of the host clock; only differences and [`raw_to_ns`] mean anything.
+#[inline(always)]
+pub fn raw() -> u64 {
+    origin().clock.raw()
+}
+
+/// A raw reading as Unix-epoch nanoseconds.
+#[inline]
+pub fn raw_to_ns(raw: u64) -> u64 {
+    let o = origin();
+    o.epoch_ns + o.clock.delta_as_nanos(o.raw, raw)
 }
 
 /// Now, in Unix-epoch nanoseconds on the monotonic clock.
 #[inline]
 pub fn now_ns() -> u64 {
-    let o = origin();
-    o.epoch_ns + o.instant.elapsed().as_nanos() as u64
+    raw_to_ns(raw())
 }
 
 /// Converts an `Instant` taken by the caller into the same scale as [`now_ns`].
 pub fn instant_ns(at: Instant) -> u64 {
     let o = origin();
-    match at.checked_duration_since(o.instant) {
-        Some(d) => o.epoch_ns + d.as_nanos() as u64,
-        None => o.epoch_ns.saturating_sub(o.instant.duration_since(at).as_nanos() as u64),
+    let since = |a: Instant, b: Instant| a.saturating_duration_since(b).as_nanos() as u64;
+    (o.epoch_ns + since(at, o.instant)).saturating_sub(since(o.instant, at))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn raw_readings_convert_to_the_epoch_and_advance() {
+        let a = super::now_ns();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let b = super::now_ns();
+        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        assert!(b > a && b - a >= 4_000_000, "{a} {b}");
+        assert!(wall.abs_diff(b) < 50_000_000, "within 50 ms of the wall clock: {wall} vs {b}");
     }
 }

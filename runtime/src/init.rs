@@ -216,7 +216,9 @@ mod imp {
     impl Drop for Guard {
         fn drop(&mut self) {
             if !crate::flush() {
-                crate::diagnostics::note_once("some GPU measurements were still pending at shutdown (flush timed out after 5 s)");
+                crate::diagnostics::note_once(
+                    "some GPU measurements were still pending at shutdown (flush timed out after 5 s)",
+                );
             }
             if let Some((t, path)) = self.timeline.take() {
                 let sink: Arc<dyn Sink> = t.clone();

@@ -2,6 +2,7 @@
 //! installed sink (the timeline, OpenTelemetry).
 
 use crate::record::Record;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// A consumer of sampled records.
@@ -14,16 +15,26 @@ pub(crate) trait Sink: Send + Sync {
 }
 
 static SINKS: RwLock<Vec<Arc<dyn Sink>>> = RwLock::new(Vec::new());
+/// How many installed sinks want every record: while none does, a record that is not sampled
+/// never touches the lock.
+static WANT_ALL: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn add_sink(sink: Arc<dyn Sink>) {
     if let Ok(mut s) = SINKS.write() {
+        if sink.wants_all() {
+            WANT_ALL.fetch_add(1, Ordering::Relaxed);
+        }
         s.push(sink);
     }
 }
 
 pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
     if let Ok(mut s) = SINKS.write() {
+        let before = s.len();
         s.retain(|x| !Arc::ptr_eq(x, sink));
+        if s.len() < before && sink.wants_all() {
+            WANT_ALL.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -31,6 +42,9 @@ pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
 pub(crate) fn submit(record: Record) {
     record.site.stats.add(&record);
     let sampled = crate::sampling::is_sampled(&record);
+    if !sampled && WANT_ALL.load(Ordering::Relaxed) == 0 {
+        return;
+    }
     if let Ok(sinks) = SINKS.read() {
         for s in sinks.iter().filter(|s| sampled || s.wants_all()) {
             s.accept(&record);

@@ -4,6 +4,7 @@ pub use crate::future::ScopedFuture;
 pub use crate::probe::{Exit, Probe, ProbeExit, ProbeOther};
 pub use crate::scope::Scope;
 pub use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind, SiteRef};
+pub use crate::switch::is_on;
 pub use crate::{__gpuspan_register_site as register_site, __gpuspan_select as select};
 pub use inventory;
 pub use tracing;

@@ -30,7 +30,8 @@ pub(crate) struct Active {
     pub scope_id: u64,
     pub thread: u32,
     span: HostSpan,
-    host_start_ns: u64,
+    /// Raw clock ticks; converted when the record is built.
+    host_start: u64,
     bytes: Option<u64>,
     error: bool,
     pub gpu: GpuScope,
@@ -50,6 +51,12 @@ pub(crate) enum GpuScope {
 }
 
 impl Scope {
+    /// The scope of a call made while gpuspan is off at run time: records nothing.
+    #[inline(always)]
+    pub fn off() -> Scope {
+        Scope { active: None }
+    }
+
     /// A scope timed by the host clock only.
     #[inline]
     pub fn host(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
@@ -68,7 +75,7 @@ impl Scope {
             return Scope { active: None };
         }
         let (thread, scope_id) = thread::next_scope();
-        let host_start_ns = clock::now_ns();
+        let host_start = clock::raw();
         let gpu = start_gpu(scope_id);
         Scope {
             active: Some(Active {
@@ -78,14 +85,13 @@ impl Scope {
                 #[cfg(feature = "otlp")]
                 parent: crate::export::otlp::capture_parent(),
                 span: HostSpan::Entered(span.entered()),
-                host_start_ns,
+                host_start,
                 bytes,
                 error: false,
                 gpu,
             }),
         }
     }
-
 
     #[allow(dead_code)] // used by the backend features
     pub(crate) fn gpu_mut(&mut self) -> Option<&mut GpuScope> {
@@ -128,9 +134,24 @@ impl Scope {
 }
 
 impl Drop for Scope {
+    /// Inlined so that a scope opened while gpuspan is off costs nothing more to close.
+    #[inline]
     fn drop(&mut self) {
-        let Some(mut a) = self.active.take() else { return };
-        let host_end_ns = clock::now_ns();
+        // Test before taking: moving a `None` out still copies the whole (large) option.
+        if self.active.is_some() {
+            if let Some(a) = self.active.take() {
+                a.finish();
+            }
+        }
+    }
+}
+
+impl Active {
+    /// Ends the measurement: out of line, so the caller's code stays small.
+    #[inline(never)]
+    fn finish(self) {
+        let host_end = clock::raw();
+        let mut a = self;
         if std::thread::panicking() {
             a.error = true;
         }
@@ -146,7 +167,7 @@ impl Drop for Scope {
             site: a.site,
             scope_id: a.scope_id,
             thread: a.thread,
-            host: Interval { start_ns: a.host_start_ns, end_ns: host_end_ns },
+            host: Interval { start_ns: clock::raw_to_ns(a.host_start), end_ns: clock::raw_to_ns(host_end) },
             error: a.error,
             bytes: a.bytes,
             gpu: None,

@@ -20,7 +20,8 @@ pub fn is_on() -> bool {
 
 #[cold]
 fn read_env() -> bool {
-    let off = std::env::var("GPUSPAN").is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
+    let off = std::env::var("GPUSPAN")
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
     STATE.store(if off { OFF } else { ON }, Ordering::Relaxed);
     !off
 }

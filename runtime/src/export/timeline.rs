@@ -127,7 +127,10 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
                     aargs.insert("gpu.cuda.grid_dim".into(), json!(g.grid));
                     aargs.insert("gpu.cuda.block_dim".into(), json!(g.block));
                     aargs.insert("gpu.cuda.registers_per_thread".into(), json!(g.registers_per_thread));
-                    aargs.insert("gpu.cuda.shared_mem_bytes".into(), json!(g.static_shared_bytes + g.dynamic_shared_bytes));
+                    aargs.insert(
+                        "gpu.cuda.shared_mem_bytes".into(),
+                        json!(g.static_shared_bytes + g.dynamic_shared_bytes),
+                    );
                 }
                 ActivityKind::Copy { bytes, direction, src, dst } => {
                     aargs.insert("gpu_transfer.bytes".into(), json!(bytes));

@@ -106,8 +106,11 @@ pub(crate) fn calibrate(
         read.unmap();
         let gpu_ns = ticks as f64 * period;
         let mid = before + (after - before) / 2;
-        let candidate =
-            ClockMap { offset_ns: i128::from(mid) - gpu_ns.round() as i128, error_ns: (after - before).div_ceil(2), taken_at_ns: after };
+        let candidate = ClockMap {
+            offset_ns: i128::from(mid) - gpu_ns.round() as i128,
+            error_ns: (after - before).div_ceil(2),
+            taken_at_ns: after,
+        };
         if best.is_none_or(|b| candidate.error_ns < b.error_ns) {
             best = Some(candidate);
         }

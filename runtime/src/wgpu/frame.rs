@@ -33,7 +33,9 @@ enum State {
     Recording,
     /// Queries closed; waiting for the commands holding them to execute. When they were
     /// recorded in a pass, gpuspan resolves them in its own encoder afterwards.
-    AwaitingExecution { resolve_ourselves: bool },
+    AwaitingExecution {
+        resolve_ourselves: bool,
+    },
     Mapping,
     Finished,
     Poisoned,

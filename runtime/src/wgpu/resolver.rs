@@ -38,7 +38,9 @@ fn run() {
         let mut busy = false;
         for d in device::all() {
             busy |= step(&d, false);
-            let due = d.clock().is_none_or(|c| crate::clock::now_ns().saturating_sub(c.taken_at_ns) > RECALIBRATE_EVERY.as_nanos() as u64);
+            let due = d.clock().is_none_or(|c| {
+                crate::clock::now_ns().saturating_sub(c.taken_at_ns) > RECALIBRATE_EVERY.as_nanos() as u64
+            });
             if due && d.in_flight_count() > 0 {
                 calibrate(&d);
             }
@@ -85,7 +87,10 @@ pub(crate) fn calibrate(d: &DeviceState) -> bool {
             true
         }
         Err(e) => {
-            note_once(format_args!("GPU clock calibration failed on {} ({e}); its scopes are timed on the host", d.label.name));
+            note_once(format_args!(
+                "GPU clock calibration failed on {} ({e}); its scopes are timed on the host",
+                d.label.name
+            ));
             d.clock().is_some()
         }
     }
