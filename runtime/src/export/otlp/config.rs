@@ -310,7 +310,10 @@ impl OtlpConfig {
         }
         c.timeout = env.millis("OTEL_EXPORTER_OTLP_TIMEOUT", DEFAULT_TIMEOUT);
         if c.timeout.is_zero() {
-            (env.report)(format!("OTEL_EXPORTER_OTLP_TIMEOUT=0 would fail every export; using {}", DEFAULT_TIMEOUT.as_millis()));
+            (env.report)(format!(
+                "OTEL_EXPORTER_OTLP_TIMEOUT=0 would fail every export; using {}",
+                DEFAULT_TIMEOUT.as_millis()
+            ));
             c.timeout = DEFAULT_TIMEOUT;
         }
         c.ca_certificate = env.get("OTEL_EXPORTER_OTLP_CERTIFICATE").map(PathBuf::from);
@@ -333,7 +336,9 @@ impl OtlpConfig {
         let url = url.into();
         match check_url(&url) {
             Ok(()) => self.endpoint = Some(url),
-            Err(why) => crate::diagnostics::note_once(format_args!("OTLP endpoint {url:?} {why}; keeping the previous one")),
+            Err(why) => {
+                crate::diagnostics::note_once(format_args!("OTLP endpoint {url:?} {why}; keeping the previous one"))
+            }
         }
         self
     }
@@ -488,7 +493,10 @@ mod tests {
             "OTEL_EXPORTER_OTLP_HEADERS",
             "authorization=Bearer%20s3cret-token,broken-entry-s3cret,x-bad=%zz-s3cret,x-ok=1",
         )]);
-        assert_eq!(c.headers, [("authorization".to_owned(), "Bearer s3cret-token".to_owned()), ("x-ok".into(), "1".into())]);
+        assert_eq!(
+            c.headers,
+            [("authorization".to_owned(), "Bearer s3cret-token".to_owned()), ("x-ok".into(), "1".into())]
+        );
         assert_eq!(msgs.len(), 2, "{msgs:?}");
         assert!(msgs.iter().all(|m| !m.contains("s3cret")), "{msgs:?}");
         assert!(!format!("{c:?}").contains("s3cret"));

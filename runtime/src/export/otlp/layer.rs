@@ -24,5 +24,7 @@ where
 {
     // Context activation (the default) makes an entered span the current OpenTelemetry
     // context, which is where gpuspan reads the parent of its spans from.
-    tracing_opentelemetry::layer().with_tracer(tracer).with_filter(FilterFn::new(not_gpuspan as fn(&tracing::Metadata<'_>) -> bool))
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(FilterFn::new(not_gpuspan as fn(&tracing::Metadata<'_>) -> bool))
 }

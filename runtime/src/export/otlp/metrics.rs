@@ -23,8 +23,8 @@ use std::time::Duration;
 /// the SDK's default bounds (0..10000, meant for milliseconds) would put every kernel in the
 /// first bucket.
 const BOUNDS_S: [f64; 22] = [
-    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
-    10.0,
+    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1.0, 2.0,
+    5.0, 10.0,
 ];
 
 /// Attribute sets per (site address, timing source), built once: the hot path only looks them up.

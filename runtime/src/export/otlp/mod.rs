@@ -45,9 +45,13 @@ use crate::record::Record;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OtlpError {
-    #[error("OTLP export is already running in this process; shut the running one down (drop its guard or handle) first")]
+    #[error(
+        "OTLP export is already running in this process; shut the running one down (drop its guard or handle) first"
+    )]
     AlreadyRunning,
-    #[error("could not start the thread that exports to the collector ({0}); the process may be out of threads or memory")]
+    #[error(
+        "could not start the thread that exports to the collector ({0}); the process may be out of threads or memory"
+    )]
     Runtime(#[source] std::io::Error),
     #[error("could not set up TLS for the OTLP exporter: {0}; check OTEL_EXPORTER_OTLP_CERTIFICATE and the system's CA certificates")]
     Tls(String),
@@ -221,12 +225,13 @@ impl Otlp {
                 delay: config.schedule_delay,
                 describe_failure: Box::new(move |e| transport::describe_failure(&c, "span", &url, e)),
             };
-            let processor =
-                QueueProcessor::start(config.max_queue_size, config.max_export_batch_size, worker).map_err(OtlpError::Runtime)?;
+            let processor = QueueProcessor::start(config.max_queue_size, config.max_export_batch_size, worker)
+                .map_err(OtlpError::Runtime)?;
             let queue = processor.queue();
             let provider =
                 SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource.clone()).build();
-            let sink = Arc::new(spans::SpansSink::new(provider.tracer("gpuspan"), queue.clone(), process_parent(&mut report)));
+            let sink =
+                Arc::new(spans::SpansSink::new(provider.tracer("gpuspan"), queue.clone(), process_parent(&mut report)));
             otlp.queue = Some(queue);
             otlp.spans_sink = Some(sink.clone());
             otlp.sinks.push(sink);
@@ -338,7 +343,10 @@ impl Otlp {
         }
         ACTIVE.store(false, Relaxed);
         let deadline = start + self.config.shutdown_timeout;
-        self.io.set_deadline(deadline);
+        // Exports are cut a little before the waiting ends, so that the export threads can
+        // still count what they could not send and exit cleanly within the bound.
+        let grace = (self.config.shutdown_timeout / 4).min(Duration::from_millis(250));
+        self.io.set_deadline(deadline - grace);
         // Both signals shut down at once, each on its own thread, so one stuck signal cannot
         // eat the other's time and neither can hold the caller past the deadline.
         let (tx, rx) = mpsc::channel();
@@ -346,21 +354,24 @@ impl Otlp {
         if let Some(p) = self.tracer_provider.clone() {
             let tx = tx.clone();
             spawn_detached("gpuspan-otlp-stop", move || {
-                let _ = tx.send(p.shutdown_with_timeout(budget).is_ok());
+                let _ = p.shutdown_with_timeout(budget);
+                let _ = tx.send(());
             });
         }
         if let Some(p) = self.meter_provider.clone() {
             let tx = tx.clone();
             spawn_detached("gpuspan-otlp-stop", move || {
-                let _ = tx.send(p.shutdown_with_timeout(budget).is_ok());
+                let _ = p.shutdown_with_timeout(budget);
+                let _ = tx.send(());
             });
         }
         drop(tx);
         let expected = usize::from(self.tracer_provider.is_some()) + usize::from(self.meter_provider.is_some());
         let mut complete = true;
         for _ in 0..expected {
+            // A failed last export is already counted; only running out of time is incomplete.
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(ok) => complete &= ok,
+                Ok(()) => {}
                 Err(_) => {
                     complete = false;
                     break;

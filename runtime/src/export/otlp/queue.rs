@@ -63,6 +63,8 @@ struct State {
     spans: VecDeque<SpanData>,
     /// Room promised to record groups being built.
     reserved: usize,
+    /// Something was turned away since the last export: send now rather than on schedule.
+    full: bool,
     flush_requested: u64,
     flush_done: u64,
     shutdown: bool,
@@ -98,9 +100,7 @@ impl Queue {
     pub fn reserve(&self, n: usize) -> bool {
         let mut st = self.lock();
         if st.shutdown || st.spans.len() + st.reserved + n > self.capacity {
-            drop(st);
-            self.counts.drop_full(n as u64);
-            self.warn_full();
+            self.turned_away(st, n);
             return false;
         }
         st.reserved += n;
@@ -132,17 +132,24 @@ impl Queue {
         }
         // After shutdown nothing is exported any more: a span arriving then is lost too.
         if st.shutdown || (!granted && st.spans.len() + st.reserved >= self.capacity) {
-            drop(st);
-            self.counts.drop_full(1);
-            self.warn_full();
+            self.turned_away(st, 1);
             return;
         }
         st.spans.push_back(span);
         self.counts.enqueued.fetch_add(1, Relaxed);
         self.counts.pending.fetch_add(1, Relaxed);
-        if st.spans.len() == self.batch {
+        if st.spans.len() >= self.batch {
             self.work.notify_one();
         }
+    }
+
+    /// Counts `n` spans that did not fit, and has the export thread send what is queued now.
+    fn turned_away(&self, mut st: MutexGuard<'_, State>, n: usize) {
+        st.full = true;
+        drop(st);
+        self.work.notify_one();
+        self.counts.drop_full(n as u64);
+        self.warn_full();
     }
 
     fn warn_full(&self) {
@@ -252,7 +259,7 @@ fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Wo
                 if st.shutdown
                     || st.flush_requested > st.flush_done
                     || st.spans.len() >= q.batch
-                    || (due && !st.spans.is_empty())
+                    || (!st.spans.is_empty() && (due || st.full))
                 {
                     break;
                 }
@@ -264,6 +271,7 @@ fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Wo
             }
             let n = st.spans.len().min(q.batch);
             let batch: Vec<SpanData> = st.spans.drain(..n).collect();
+            st.full = false;
             let more = !st.spans.is_empty();
             // A flush or shutdown is complete once the queue has been emptied.
             let ticket = (!more).then_some(st.flush_requested);

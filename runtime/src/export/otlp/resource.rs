@@ -16,7 +16,8 @@ use std::collections::HashMap;
 /// [`OtlpConfig::resource_attribute`], then the service name from the builder or
 /// `OTEL_SERVICE_NAME`.
 pub(super) fn build(config: &OtlpConfig, report: &mut dyn FnMut(String)) -> Resource {
-    let mut attrs: Vec<KeyValue> = TelemetryResourceDetector.detect().iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
+    let mut attrs: Vec<KeyValue> =
+        TelemetryResourceDetector.detect().iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
     attrs.extend(host());
     attrs.extend(process());
     attrs.extend(gpus());
@@ -64,7 +65,10 @@ fn host() -> Vec<KeyValue> {
 
 /// The process, without its arguments: they can hold secrets.
 fn process() -> Vec<KeyValue> {
-    let mut v = vec![KeyValue::new("process.pid", i64::from(std::process::id())), KeyValue::new("process.runtime.name", "rust")];
+    let mut v = vec![
+        KeyValue::new("process.pid", i64::from(std::process::id())),
+        KeyValue::new("process.runtime.name", "rust"),
+    ];
     if let Ok(exe) = std::env::current_exe() {
         if let Some(name) = exe.file_name() {
             v.push(KeyValue::new("process.executable.name", name.to_string_lossy().into_owned()));
@@ -111,7 +115,9 @@ fn rank(report: &mut dyn FnMut(String)) -> Vec<KeyValue> {
                     out.push(KeyValue::new(attr, n));
                     return;
                 }
-                _ => report(format!("{var}={v:?} is not a rank (a whole number ≥ 0); leaving `{attr}` out of the resource")),
+                _ => report(format!(
+                    "{var}={v:?} is not a rank (a whole number ≥ 0); leaving `{attr}` out of the resource"
+                )),
             }
         }
     };
@@ -150,7 +156,8 @@ mod tests {
     fn service_name_prefers_the_builder_then_the_resource_variable_then_the_binary() {
         let r = build(&OtlpConfig::new().resource_attribute("service.name", "from-attrs"), &mut |_| {});
         assert_eq!(r.get(&Key::new("service.name")), Some(Value::from("from-attrs")));
-        let r = build(&OtlpConfig::new().resource_attribute("service.name", "from-attrs").service_name("svc"), &mut |_| {});
+        let r =
+            build(&OtlpConfig::new().resource_attribute("service.name", "from-attrs").service_name("svc"), &mut |_| {});
         assert_eq!(r.get(&Key::new("service.name")), Some(Value::from("svc")));
         let r = build(&OtlpConfig::new(), &mut |_| {});
         assert_eq!(r.get(&Key::new("service.name")), Some(Value::from(program_name())));

@@ -17,15 +17,17 @@ use opentelemetry_sdk::metrics::Temporality;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// The runtime exports run on, and the deadline shutdown imposes on them.
 #[derive(Debug)]
 pub(super) struct Io {
     handle: tokio::runtime::Handle,
-    /// Set while shutting down: no export may outlast it.
-    deadline: Mutex<Option<Instant>>,
+    /// Set when shutdown begins: no export, not even one already in flight, outlasts it.
+    deadline: tokio::sync::watch::Sender<Option<Instant>>,
 }
 
 static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -44,29 +46,38 @@ impl Io {
                 RUNTIME.get_or_init(|| rt)
             }
         };
-        Ok(Arc::new(Io { handle: rt.handle().clone(), deadline: Mutex::new(None) }))
+        Ok(Arc::new(Io { handle: rt.handle().clone(), deadline: tokio::sync::watch::Sender::new(None) }))
     }
 
-    /// Every export from now on ends by `deadline`.
+    /// Every export, those in flight included, ends by `deadline`.
     pub fn set_deadline(&self, deadline: Instant) {
-        if let Ok(mut d) = self.deadline.lock() {
-            *d = Some(deadline);
-        }
+        self.deadline.send_replace(Some(deadline));
     }
 
-    /// Runs one export on the runtime, for at most `timeout` (or until the shutdown deadline).
+    /// Runs one export on the runtime, for at most `timeout`, and never past the shutdown
+    /// deadline (even when shutdown begins while it runs).
     pub fn run<F: Future<Output = OTelSdkResult>>(&self, timeout: Duration, export: F) -> OTelSdkResult {
-        let limit = match self.deadline.lock().ok().and_then(|d| *d) {
-            Some(d) => timeout.min(d.saturating_duration_since(Instant::now())),
-            None => timeout,
-        };
-        if limit.is_zero() {
-            return Err(OTelSdkError::Timeout(limit));
+        let mut deadline = self.deadline.subscribe();
+        if deadline.borrow().is_some_and(|d| d <= Instant::now()) {
+            return Err(OTelSdkError::Timeout(Duration::ZERO));
         }
         let _quiet = opentelemetry::Context::enter_telemetry_suppressed_scope();
-        self.handle
-            .block_on(async { tokio::time::timeout(limit, export).await })
-            .unwrap_or(Err(OTelSdkError::Timeout(limit)))
+        self.handle.block_on(async move {
+            let export = std::pin::pin!(tokio::time::timeout(timeout, export));
+            let cut = std::pin::pin!(async move {
+                loop {
+                    let at = *deadline.borrow_and_update();
+                    if let Some(at) = at {
+                        tokio::time::sleep_until(at.into()).await;
+                        return;
+                    }
+                    if deadline.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            });
+            first_of(export, cut).await.map_or(Err(OTelSdkError::Timeout(timeout)), |r| r.unwrap_or(Err(OTelSdkError::Timeout(timeout))))
+        })
     }
 
     /// Builds an exporter where it can find the runtime (tonic spawns its connection task).
@@ -74,6 +85,20 @@ impl Io {
         let _g = self.handle.enter();
         f()
     }
+}
+
+/// `Some` of `main`'s output if it finishes first, `None` if `cut` does.
+async fn first_of<T>(mut main: Pin<&mut impl Future<Output = T>>, mut cut: Pin<&mut impl Future<Output = ()>>) -> Option<T> {
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = main.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        if cut.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// TLS material, read once for both signals.
@@ -138,9 +163,10 @@ fn metadata(config: &OtlpConfig) -> tonic::metadata::MetadataMap {
     let mut map = tonic::metadata::MetadataMap::new();
     for (k, v) in &config.headers {
         // Both were validated in config.rs; a failure here only leaves the header out.
-        if let (Ok(key), Ok(mut value)) =
-            (tonic::metadata::AsciiMetadataKey::from_bytes(k.as_bytes()), tonic::metadata::AsciiMetadataValue::try_from(v.as_str()))
-        {
+        if let (Ok(key), Ok(mut value)) = (
+            tonic::metadata::AsciiMetadataKey::from_bytes(k.as_bytes()),
+            tonic::metadata::AsciiMetadataValue::try_from(v.as_str()),
+        ) {
             value.set_sensitive(true);
             map.insert(key, value);
         }
@@ -162,7 +188,11 @@ fn is_https(url: &str) -> bool {
     url.starts_with("https://")
 }
 
-pub(super) fn span_exporter(config: &OtlpConfig, tls: &Tls, io: &Io) -> Result<opentelemetry_otlp::SpanExporter, OtlpError> {
+pub(super) fn span_exporter(
+    config: &OtlpConfig,
+    tls: &Tls,
+    io: &Io,
+) -> Result<opentelemetry_otlp::SpanExporter, OtlpError> {
     let url = config.traces_url();
     let built = match config.protocol {
         Protocol::Grpc => io.enter(|| {
@@ -194,7 +224,11 @@ pub(super) fn span_exporter(config: &OtlpConfig, tls: &Tls, io: &Io) -> Result<o
     built.map_err(|source| OtlpError::Exporter { signal: "span", url, source })
 }
 
-pub(super) fn metric_exporter(config: &OtlpConfig, tls: &Tls, io: &Io) -> Result<opentelemetry_otlp::MetricExporter, OtlpError> {
+pub(super) fn metric_exporter(
+    config: &OtlpConfig,
+    tls: &Tls,
+    io: &Io,
+) -> Result<opentelemetry_otlp::MetricExporter, OtlpError> {
     let url = config.metrics_url();
     // Cumulative: a failed export loses no counts, the next successful one carries them.
     let temporality = Temporality::Cumulative;
