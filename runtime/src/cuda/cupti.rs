@@ -19,7 +19,7 @@ use cudarc::cupti::sys::{
 use std::collections::HashSet;
 use std::ffi::{c_char, CStr};
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -39,6 +39,43 @@ static TX: OnceLock<Sender<Msg>> = OnceLock::new();
 static LIVE: OnceLock<Mutex<Live>> = OnceLock::new();
 /// Ended scopes sent but not yet taken by the resolver: tells its thread to flush soon.
 static WAITING: AtomicU64 = AtomicU64::new(0);
+/// Records resolved but not yet handed to the pipeline (submitted outside the lock): a flush
+/// is complete only when this is 0 too.
+static SUBMITTING: AtomicU64 = AtomicU64::new(0);
+/// CUPTI's CPU clock minus gpuspan's host clock, and the bound on that measurement.
+static CLOCK_OFFSET: AtomicI64 = AtomicI64::new(0);
+static CLOCK_ERROR: AtomicU64 = AtomicU64::new(0);
+
+/// Compares CUPTI's clock (which its records use) with gpuspan's host clock: both count
+/// Unix-epoch nanoseconds, but from different clocks that drift apart (wall clock versus
+/// monotonic), so the offset is measured at start and every second after.
+fn measure_clock() {
+    let mut best: Option<(u64, i64)> = None;
+    for _ in 0..5 {
+        let mut c = 0u64;
+        let h0 = clock::now_ns();
+        // SAFETY: plain out-parameter.
+        let ok = unsafe { sys::cuptiGetTimestamp(&mut c) } == CUptiResult::CUPTI_SUCCESS;
+        let h1 = clock::now_ns();
+        if !ok {
+            return;
+        }
+        let width = h1 - h0;
+        let offset = c as i64 - (h0 + width / 2) as i64;
+        if best.is_none_or(|(w, _)| width < w) {
+            best = Some((width, offset));
+        }
+    }
+    if let Some((width, offset)) = best {
+        CLOCK_OFFSET.store(offset, Ordering::Relaxed);
+        CLOCK_ERROR.store(width.div_ceil(2), Ordering::Relaxed);
+    }
+}
+
+/// The last measured CUPTI-minus-host clock offset and its error bound, in ns.
+pub(crate) fn clock() -> (i64, u64) {
+    (CLOCK_OFFSET.load(Ordering::Relaxed), CLOCK_ERROR.load(Ordering::Relaxed))
+}
 
 enum Msg {
     Requested(u64),
@@ -69,6 +106,7 @@ const SYMBOLS: &[&str] = &[
     "cuptiActivityGetNumDroppedRecords",
     "cuptiActivityPushExternalCorrelationId",
     "cuptiActivityPopExternalCorrelationId",
+    "cuptiGetTimestamp",
 ];
 
 /// Driver and runtime calls made at every launch that enqueue no GPU work: their API records
@@ -222,6 +260,7 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     check("cuptiActivityPopExternalCorrelationId", unsafe {
         sys::cuptiActivityPopExternalCorrelationId(KIND, &mut last)
     })?;
+    measure_clock();
     std::thread::Builder::new()
         .name("gpuspan-cupti".into())
         .spawn(resolver_thread)
@@ -362,6 +401,8 @@ impl Live {
 
     /// Takes everything the channel holds; returns resolved records.
     fn drain(&mut self) -> Vec<Record> {
+        let (offset, error) = clock();
+        self.resolver.set_clock(offset, error);
         let mut dropped = 0;
         while let Ok(msg) = self.rx.try_recv() {
             match msg {
@@ -440,13 +481,22 @@ fn process(flushed: Option<bool>) -> usize {
                 l.write(Frame::Flushed { host_ns: clock::now_ns(), forced });
             }
             let r = l.drain();
+            SUBMITTING.fetch_add(r.len() as u64, Ordering::SeqCst);
             let p = l.resolver.pending();
             (r, p)
         }
         Err(_) => return 0,
     };
-    records.into_iter().for_each(pipeline::submit);
+    for r in records {
+        pipeline::submit(r);
+        SUBMITTING.fetch_sub(1, Ordering::SeqCst);
+    }
     pending
+}
+
+/// Nothing pending and nothing being handed over by another thread.
+fn settled(pending: usize) -> bool {
+    pending == 0 && SUBMITTING.load(Ordering::SeqCst) == 0
 }
 
 /// Asks CUPTI for its buffers: only those whose records are all complete, or all (`forced`).
@@ -459,7 +509,12 @@ fn flush_all(forced: bool) {
 fn resolver_thread() {
     let mut pending = 0;
     let mut last_flush = Instant::now();
+    let mut last_clock = Instant::now();
     loop {
+        if last_clock.elapsed() >= Duration::from_secs(1) {
+            measure_clock();
+            last_clock = Instant::now();
+        }
         let busy = pending > 0 || WAITING.load(Ordering::Relaxed) > 0;
         std::thread::sleep(Duration::from_millis(if busy { 5 } else { 50 }));
         let busy = pending > 0 || WAITING.load(Ordering::Relaxed) > 0;
@@ -478,12 +533,12 @@ fn resolver_thread() {
 fn flush(deadline: Instant) -> bool {
     loop {
         flush_all(false);
-        if process(Some(false)) == 0 {
+        if settled(process(Some(false))) {
             return true;
         }
         if Instant::now() >= deadline {
             flush_all(true);
-            return process(Some(true)) == 0;
+            return settled(process(Some(true)));
         }
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -15,6 +15,7 @@ use crate::{clock, pipeline};
 use cudarc::driver::result::{self, event, stream as cstream};
 use cudarc::driver::sys::{CUevent, CUevent_flags, CUstream};
 use cudarc::driver::{CudaContext, CudaStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,8 @@ struct Waiting {
 static CONTEXTS: Mutex<Vec<ContextState>> = Mutex::new(Vec::new());
 static WAITING: Mutex<Vec<Waiting>> = Mutex::new(Vec::new());
 static THREAD: Once = Once::new();
+/// Calls taken off `WAITING` but not yet handed to the pipeline: a flush waits for them too.
+static SUBMITTING: AtomicU64 = AtomicU64::new(0);
 
 fn ev(e: usize) -> CUevent {
     e as CUevent
@@ -187,6 +190,7 @@ fn poll() -> usize {
         }
     }
     let left = waiting.len();
+    SUBMITTING.fetch_add(done.len() as u64, Ordering::SeqCst);
     drop(waiting);
     for (ok, w) in done {
         let timing = ok.then(|| {
@@ -218,6 +222,7 @@ fn poll() -> usize {
             }
         }
         pipeline::submit(record);
+        SUBMITTING.fetch_sub(1, Ordering::SeqCst);
     }
     left
 }
@@ -225,7 +230,7 @@ fn poll() -> usize {
 /// `gpuspan::flush()`: polls until every call is resolved or the deadline passes.
 fn flush(deadline: Instant) -> bool {
     loop {
-        if poll() == 0 {
+        if poll() == 0 && SUBMITTING.load(Ordering::SeqCst) == 0 {
             return true;
         }
         if Instant::now() >= deadline {

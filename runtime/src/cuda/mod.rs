@@ -140,6 +140,12 @@ pub fn cupti_counts() -> Option<resolve::Counts> {
     cupti::counts()
 }
 
+/// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
+/// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process).
+pub fn cupti_clock_offset() -> Option<(i64, u64)> {
+    (*TIMING.get()? == Timing::Cupti).then(cupti::clock)
+}
+
 /// Adds a line to the CUPTI dump being written (`GPUSPAN_CUPTI_DUMP=<path>`), to mark what a
 /// capturing program was doing. Does nothing otherwise.
 pub fn dump_note(text: impl Into<String>) {

@@ -118,6 +118,9 @@ pub struct Resolver {
     names: HashMap<u64, &'static str>,
     devices: Vec<DeviceLabel>,
     counts: Counts,
+    /// CUPTI's clock minus the host clock, and the error of that offset.
+    clock_offset_ns: i64,
+    clock_error_ns: u64,
 }
 
 impl Resolver {
@@ -133,7 +136,20 @@ impl Resolver {
             names: HashMap::new(),
             devices,
             counts: Counts::default(),
+            clock_offset_ns: 0,
+            clock_error_ns: 0,
         }
+    }
+
+    /// How CUPTI's timestamps map onto the host clock: `host = cupti - offset_ns`, within
+    /// `error_ns`. Replays of captured traffic leave it at 0.
+    pub fn set_clock(&mut self, offset_ns: i64, error_ns: u64) {
+        self.clock_offset_ns = offset_ns;
+        self.clock_error_ns = error_ns;
+    }
+
+    fn host_ns(&self, cupti_ns: u64) -> u64 {
+        (cupti_ns as i64 - self.clock_offset_ns).max(0) as u64
     }
 
     pub fn counts(&self) -> Counts {
@@ -209,7 +225,8 @@ impl Resolver {
                 }
                 self.api_waiting.swap_remove(i);
             } else if *seq <= prefix {
-                self.outside.insert(a.correlation_id, Interval { start_ns: a.start, end_ns: a.end });
+                let host = Interval { start_ns: self.host_ns(a.start), end_ns: self.host_ns(a.end) };
+                self.outside.insert(a.correlation_id, host);
                 self.api_waiting.swap_remove(i);
             } else {
                 i += 1;
@@ -228,7 +245,7 @@ impl Resolver {
                 let (_, _, a) = self.orphans.swap_remove(i);
                 let host = self.outside.get(&c).copied().unwrap_or(a.interval);
                 self.counts.unattributed_activities += 1;
-                out.push(unattributed(a, host));
+                out.push(unattributed(a, host, self.clock_error_ns));
             } else {
                 i += 1;
             }
@@ -265,7 +282,7 @@ impl Resolver {
             }
             let Some(e) = p.ended else { continue };
             self.counts.scopes_resolved += 1;
-            out.push(finish(e.record, p.activities.into_iter().map(|(_, a)| a).collect()));
+            out.push(finish(e.record, p.activities.into_iter().map(|(_, a)| a).collect(), self.clock_error_ns));
         }
         out
     }
@@ -287,7 +304,9 @@ impl Resolver {
     }
 
     fn activity(&mut self, r: &Raw, name: &mut dyn FnMut(u64) -> Option<String>) -> Option<Activity> {
-        let valid = |s: u64, e: u64| (s > 0 && e >= s).then_some(Interval { start_ns: s, end_ns: e });
+        let off = self.clock_offset_ns;
+        let host = |t: u64| (t as i64 - off).max(0) as u64;
+        let valid = |s: u64, e: u64| (s > 0 && e >= s).then(|| Interval { start_ns: host(s), end_ns: host(e) });
         Some(match r {
             Raw::Kernel(k) => {
                 let interval = valid(k.start, k.end)?;
@@ -355,7 +374,8 @@ pub fn busy_ns(intervals: &mut [Interval]) -> u64 {
 }
 
 /// The record of a call with its activities: GPU envelope, busy time, bytes, device.
-pub fn finish(mut record: Record, mut activities: Vec<Activity>) -> Record {
+/// `clock_error_ns` bounds the mapping of CUPTI's clock onto the host clock.
+pub fn finish(mut record: Record, mut activities: Vec<Activity>, clock_error_ns: u64) -> Record {
     activities.sort_by_key(|a| a.interval.start_ns);
     if activities.is_empty() {
         return record; // no GPU work was launched inside: host timing, labelled as such
@@ -370,7 +390,7 @@ pub fn finish(mut record: Record, mut activities: Vec<Activity>) -> Record {
         interval: envelope,
         busy_ns: busy_ns(&mut intervals),
         source: crate::record::TimingSource::Cupti,
-        clock_error_ns: 0,
+        clock_error_ns,
         bracketed: false,
         device,
     });
@@ -401,7 +421,7 @@ pub fn finish(mut record: Record, mut activities: Vec<Activity>) -> Record {
     record
 }
 
-fn unattributed(a: Activity, host: Interval) -> Record {
+fn unattributed(a: Activity, host: Interval, clock_error_ns: u64) -> Record {
     let bytes = match a.kind {
         ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => Some(bytes),
         ActivityKind::Kernel(_) => None,
@@ -418,7 +438,7 @@ fn unattributed(a: Activity, host: Interval) -> Record {
         #[cfg(feature = "otlp")]
         parent: None,
     };
-    finish(record, vec![a])
+    finish(record, vec![a], clock_error_ns)
 }
 
 /// Device labels for CUPTI device ids, from the driver's names.
