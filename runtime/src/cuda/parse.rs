@@ -621,7 +621,7 @@ mod tests {
     #[test]
     fn layouts_are_cuda_13_0() {
         // The offsets every parser above depends on; a cudarc upgrade that moves them fails here.
-        assert_eq!(offset_of!(Kernel, start), 8);
+        assert_eq!(offset_of!(Kernel, start), 16);
         assert_eq!(offset_of!(Memcpy, bytes), 8);
         assert_eq!(offset_of!(Api, correlationId), 32);
         assert_eq!(offset_of!(Ext, externalId), 8);
