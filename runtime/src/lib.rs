@@ -33,6 +33,7 @@
 //!   as written, and [`init`] returns a guard that does nothing.
 //! - `wgpu`: timestamp queries through wgpu-profiler. Implies `enabled`.
 //! - `cuda`: CUPTI activity records through cudarc, loaded at run time. Implies `enabled`.
+//! - `nvml`: device discovery and metrics through NVML, loaded at run time (module `monitor`).
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -108,6 +109,9 @@ pub mod wgpu;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+
+#[cfg(feature = "nvml")]
+pub mod monitor;
 
 #[cfg(feature = "enabled")]
 pub use {

@@ -228,6 +228,8 @@ impl Record {
         if self.error {
             a.push(("error", Bool(true)));
         }
+        #[cfg(feature = "nvml")]
+        a.extend(crate::monitor::record_attributes(self));
         a
     }
 }

@@ -161,6 +161,10 @@ impl fmt::Display for Summary {
                 writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
             }
         }
+        #[cfg(feature = "nvml")]
+        for l in crate::monitor::summary_lines() {
+            writeln!(f, "{l}")?;
+        }
         for (what, n) in &self.losses {
             writeln!(f, "lost: {n} {what}")?;
         }

@@ -1,0 +1,68 @@
+//! Loading NVML at run time, once per process, without ever panicking: a machine without the
+//! NVIDIA driver gets an error that says what to do, not a crash or a link failure.
+
+use super::MonitorError;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+use std::ffi::OsStr;
+use std::sync::OnceLock;
+
+/// Names tried in order. Driver installs and container runtimes provide the versioned name; the
+/// unversioned one (nvml-wrapper's default) often exists only with development packages.
+#[cfg(not(windows))]
+const NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
+#[cfg(windows)]
+const NAMES: [&str; 1] = ["nvml.dll"];
+
+/// Kept for the life of the process: NVML is reference counted and cheap to keep, expensive to
+/// load, and the sampler, discovery and adapter matching all use the same instance.
+static NVML: OnceLock<Result<Nvml, MonitorError>> = OnceLock::new();
+
+/// The process's NVML, loaded on first use (`GPUSPAN_NVML_LIBRARY` names the file to load).
+pub(super) fn nvml() -> Result<&'static Nvml, MonitorError> {
+    NVML.get_or_init(|| load(std::env::var_os("GPUSPAN_NVML_LIBRARY").as_deref())).as_ref().map_err(Clone::clone)
+}
+
+fn load(custom: Option<&OsStr>) -> Result<Nvml, MonitorError> {
+    let candidates: Vec<&OsStr> = match custom {
+        Some(path) => vec![path],
+        None => NAMES.iter().map(OsStr::new).collect(),
+    };
+    let mut missing = Vec::new();
+    for path in candidates {
+        match Nvml::builder().lib_path(path).init() {
+            Ok(nvml) => return Ok(nvml),
+            Err(NvmlError::LibloadingError(e)) => missing.push(format!("{}: {e}", path.to_string_lossy())),
+            Err(e) => return Err(init_error(e)),
+        }
+    }
+    Err(MonitorError::LibraryMissing { tried: missing.join("; ") })
+}
+
+/// The library loaded but could not start.
+fn init_error(e: NvmlError) -> MonitorError {
+    match e {
+        NvmlError::DriverNotLoaded => MonitorError::DriverNotLoaded,
+        NvmlError::NoPermission => MonitorError::NoPermission,
+        other => call_error("nvmlInit", other),
+    }
+}
+
+/// A failed NVML call as an error.
+pub(super) fn call_error(call: &'static str, e: NvmlError) -> MonitorError {
+    MonitorError::Call { call, message: e.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_an_error_that_names_the_path() {
+        let e = load(Some(OsStr::new("/nonexistent/libnvidia-ml.so.1"))).expect_err("no such file");
+        match &e {
+            MonitorError::LibraryMissing { tried } => assert!(tried.contains("/nonexistent/libnvidia-ml.so.1"), "{e}"),
+            other => panic!("expected LibraryMissing, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! The device side of the picture (feature `nvml`): which GPUs the machine has, and how busy,
+//! full, hot and power-hungry they are while the program runs.
+//!
+//! NVML (`libnvidia-ml`) is loaded at run time, so a program built with `nvml` still runs where
+//! there is no NVIDIA driver: the absence is said once and everything else goes on.
+//!
+//! - [`discover`] describes every GPU: name, UUID, PCI bus id, VRAM, compute capability, driver
+//!   and CUDA driver versions, and the PCIe link with its peak bandwidth.
+//! - [`MonitorConfig::start`] runs a background sampler (default every 100 ms) that keeps a
+//!   bounded history per device: utilization, VRAM, temperature, power, clocks, PCIe
+//!   throughput, throttle reasons. [`summary_lines`] turns it into peak/mean rows of the summary
+//!   table, [`register_metrics`] (feature `otlp`) into `hw.gpu.*` OpenTelemetry metrics.
+//! - Kernel and transfer spans over the threshold carry the sample nearest their time
+//!   ([`record_attributes`]), read from that history: no NVML call on the program's path.
+//!
+//! ```no_run
+//! let _guard = gpuspan::init();
+//! gpuspan::monitor::MonitorConfig::from_env().start().ok();
+//! // ... GPU work ...
+//! for gpu in gpuspan::monitor::devices() {
+//!     println!("{} {}", gpu.index, gpu.name);
+//! }
+//! ```
+//!
+//! docs/monitor.md explains the choices and what was measured.
+
+mod discovery;
+mod library;
+mod matching;
+#[cfg(feature = "otlp")]
+mod metrics;
+mod ring;
+mod sampler;
+mod snapshot;
+mod summary;
+
+pub use discovery::{lane_bytes_per_s, GpuInfo, PcieLink};
+#[cfg(feature = "wgpu")]
+pub use matching::{describe_adapter, AdapterDescription};
+#[cfg(feature = "otlp")]
+pub use metrics::register_metrics;
+pub use sampler::{throttle_reason_names, Sample, SamplerStats, THROTTLE_REASONS};
+pub use snapshot::record_attributes;
+pub use summary::{device_summaries, summary_lines, DeviceSummary, Peak};
+
+/// For `crate::wgpu::register`: remembers the adapter behind a registered device.
+#[cfg(feature = "wgpu")]
+#[allow(unused_imports)] // until `wgpu::register` calls it (docs/monitor.md, "wgpu")
+pub(crate) use matching::wgpu_registered;
+
+use ring::Ring;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+/// Why device monitoring is not available. Every message says what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MonitorError {
+    #[error(
+        "NVML could not be loaded ({tried}), so there are no device metrics; on a machine with an NVIDIA GPU, \
+         install its driver or add the directory holding libnvidia-ml.so.1 to LD_LIBRARY_PATH (or set \
+         GPUSPAN_NVML_LIBRARY to its path)"
+    )]
+    LibraryMissing { tried: String },
+    #[error(
+        "NVML is installed but the NVIDIA driver is not loaded, so there are no device metrics; load the driver \
+         (`nvidia-smi` should list the GPUs)"
+    )]
+    DriverNotLoaded,
+    #[error(
+        "NVML may not talk to the NVIDIA driver (permission denied), so there are no device metrics; run as a \
+         user that can open /dev/nvidia*"
+    )]
+    NoPermission,
+    #[error("NVML {call} failed ({message}), so there are no device metrics; check that `nvidia-smi` works here")]
+    Call { call: &'static str, message: String },
+    #[error("NVML sees no GPU, so there are no device metrics; `nvidia-smi -L` lists what the driver sees")]
+    NoDevices,
+    #[error("the device monitor is already running; call gpuspan::monitor::stop() before starting another")]
+    AlreadyRunning,
+    #[error("could not start the device sampler thread ({0}); the process may be out of threads or memory")]
+    Thread(String),
+}
+
+/// How the sampler runs. [`MonitorConfig::from_env`] reads:
+///
+/// | variable | effect |
+/// |---|---|
+/// | `GPUSPAN_MONITOR=off` | [`crate::init`] starts no sampler |
+/// | `GPUSPAN_MONITOR_INTERVAL_MS=n` | sample every `n` ms (default 100, at least 10) |
+/// | `GPUSPAN_MONITOR_HISTORY=n` | keep the last `n` samples per device (default 3000) |
+/// | `GPUSPAN_NVML_LIBRARY=path` | load NVML from this path instead of the loader's search |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonitorConfig {
+    interval: Duration,
+    history: usize,
+}
+
+/// Default sampling interval: fine enough to see a kernel's effect on clocks and power, coarse
+/// enough that the sampler costs well under 0.1 % of a core.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+/// Default history: five minutes at the default interval, about 300 KiB per device.
+pub const DEFAULT_HISTORY: usize = 3000;
+/// Shortest interval accepted: NVML's own utilization counters update no faster than this.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+/// How long [`stop`] waits for the sampler thread to finish its current round.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig { interval: DEFAULT_INTERVAL, history: DEFAULT_HISTORY }
+    }
+}
+
+impl MonitorConfig {
+    /// Defaults, then the `GPUSPAN_MONITOR_*` variables (a malformed one is said once and ignored).
+    pub fn from_env() -> Self {
+        let mut c = MonitorConfig::default();
+        if let Some(ms) = env_number("GPUSPAN_MONITOR_INTERVAL_MS") {
+            c = c.interval(Duration::from_millis(ms));
+        }
+        if let Some(n) = env_number("GPUSPAN_MONITOR_HISTORY") {
+            c = c.history(n as usize);
+        }
+        c
+    }
+
+    /// Sample every `interval` (at least [`MIN_INTERVAL`]).
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval.max(MIN_INTERVAL);
+        self
+    }
+
+    /// Keep the last `samples` samples per device (at least 1).
+    pub fn history(mut self, samples: usize) -> Self {
+        self.history = samples.max(1);
+        self
+    }
+
+    pub fn sampling_interval(&self) -> Duration {
+        self.interval
+    }
+
+    pub fn history_len(&self) -> usize {
+        self.history
+    }
+
+    /// Starts the sampler thread and returns at once: NVML is loaded and the devices discovered
+    /// on that thread, never on the caller's. Where NVML is missing the thread says so once and
+    /// ends; [`ready`] waits for the outcome. One sampler runs per process.
+    pub fn start(self) -> Result<(), MonitorError> {
+        let Ok(mut current) = CURRENT.write() else {
+            return Err(MonitorError::Thread("the monitor registry lock is poisoned".into()));
+        };
+        if current.as_ref().is_some_and(|s| {
+            let state = s.lock();
+            !state.stop_requested && !state.finished
+        }) {
+            return Err(MonitorError::AlreadyRunning);
+        }
+        let shared = Arc::new(Shared::new(self));
+        let worker = shared.clone();
+        std::thread::Builder::new()
+            .name("gpuspan-monitor".into())
+            .spawn(move || sampler::run(worker))
+            .map_err(|e| MonitorError::Thread(e.to_string()))?;
+        *current = Some(shared);
+        Ok(())
+    }
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    match v.trim().parse::<u64>() {
+        Ok(n) => Some(n),
+        Err(_) => {
+            crate::diagnostics::note_once(format_args!("{name}={v:?} is not a whole number; using the default"));
+            None
+        }
+    }
+}
+
+/// Starts the sampler as [`crate::init`] does: from the environment, unless `GPUSPAN_MONITOR=off`;
+/// a failure is said once, not returned (a sampler the program already started is left alone).
+pub fn start_from_env() {
+    let off = std::env::var("GPUSPAN_MONITOR")
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
+    if off {
+        return;
+    }
+    match MonitorConfig::from_env().start() {
+        Ok(()) | Err(MonitorError::AlreadyRunning) => {}
+        Err(e) => crate::diagnostics::note_once(e),
+    }
+}
+
+/// Stops the sampler, waiting at most [`STOP_TIMEOUT`] for its current round. The history stays
+/// readable (summary, spans resolved later). Returns whether the thread ended in time; a thread
+/// that did not ends by itself after its round and touches nothing of the program's.
+pub fn stop() -> bool {
+    let Some(shared) = current() else {
+        return true;
+    };
+    let mut state = shared.lock();
+    state.stop_requested = true;
+    shared.changed.notify_all();
+    let (state, _) = shared
+        .changed
+        .wait_timeout_while(state, STOP_TIMEOUT, |s| !s.finished)
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    state.finished
+}
+
+/// Waits at most `timeout` for the sampler to load NVML and discover the devices. `Ok` holds the
+/// devices; `Err` says why there are none. With no sampler started, discovers synchronously.
+pub fn ready(timeout: Duration) -> Result<Vec<GpuInfo>, MonitorError> {
+    let Some(shared) = current() else {
+        return discover();
+    };
+    let state = shared.lock();
+    let (state, _) = shared
+        .changed
+        .wait_timeout_while(state, timeout, |s| s.discovery.is_none())
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match &state.discovery {
+        Some(Ok(())) => Ok(shared.devices().iter().map(|d| d.info.clone()).collect()),
+        Some(Err(e)) => Err(e.clone()),
+        None => Err(MonitorError::Call {
+            call: "initialization",
+            message: format!("still not done after {:.1} s", timeout.as_secs_f64()),
+        }),
+    }
+}
+
+/// Describes every GPU now, on the calling thread (NVML is loaded on the first call: tens of
+/// milliseconds). Does not need the sampler.
+pub fn discover() -> Result<Vec<GpuInfo>, MonitorError> {
+    discovery::discover(library::nvml()?)
+}
+
+/// The GPUs the sampler found (empty before discovery or without NVML).
+pub fn devices() -> Vec<GpuInfo> {
+    current().map(|s| s.devices().iter().map(|d| d.info.clone()).collect()).unwrap_or_default()
+}
+
+/// The samples kept for the GPU with this NVML index, oldest first.
+pub fn history(index: u32) -> Vec<Sample> {
+    with_slot(index, |slot| slot.lock().ring.iter().cloned().collect()).unwrap_or_default()
+}
+
+/// The newest sample of the GPU with this NVML index.
+pub fn latest(index: u32) -> Option<Sample> {
+    with_slot(index, |slot| slot.lock().ring.latest().cloned()).flatten()
+}
+
+/// What the sampler did and what it cost; `None` when none was started.
+pub fn sampler_stats() -> Option<SamplerStats> {
+    current().map(|s| s.counters.stats(&s.config, !s.lock().finished))
+}
+
+fn with_slot<T>(index: u32, f: impl FnOnce(&DeviceSlot) -> T) -> Option<T> {
+    let shared = current()?;
+    let slot = shared.devices().iter().find(|d| d.info.index == index)?;
+    Some(f(slot))
+}
+
+/// The sampler of this process (running or stopped), if one was started.
+static CURRENT: RwLock<Option<Arc<Shared>>> = RwLock::new(None);
+
+fn current() -> Option<Arc<Shared>> {
+    CURRENT.read().ok()?.clone()
+}
+
+/// What the sampler thread and the readers share.
+#[derive(Debug)]
+struct Shared {
+    config: MonitorConfig,
+    state: Mutex<State>,
+    /// Signals changes of `state`: discovery done, stop asked, thread finished.
+    changed: Condvar,
+    devices: OnceLock<Vec<DeviceSlot>>,
+    counters: sampler::Counters,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    discovery: Option<Result<(), MonitorError>>,
+    stop_requested: bool,
+    finished: bool,
+}
+
+impl Shared {
+    fn new(config: MonitorConfig) -> Self {
+        Shared {
+            config,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            devices: OnceLock::new(),
+            counters: sampler::Counters::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn devices(&self) -> &[DeviceSlot] {
+        self.devices.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// Sleeps until `deadline` or until a stop is asked; returns whether to go on.
+    fn sleep_until(&self, deadline: Instant) -> bool {
+        let mut state = self.lock();
+        loop {
+            if state.stop_requested {
+                return false;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            state = self.changed.wait_timeout(state, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
+    }
+}
+
+/// One GPU and its history.
+#[derive(Debug)]
+struct DeviceSlot {
+    info: GpuInfo,
+    history: Mutex<History>,
+}
+
+impl DeviceSlot {
+    fn new(info: GpuInfo, capacity: usize) -> Self {
+        DeviceSlot { info, history: Mutex::new(History::new(capacity)) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, History> {
+        self.history.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The recent samples of one GPU, and the totals of all its samples since the start.
+#[derive(Debug)]
+struct History {
+    ring: Ring<Sample>,
+    totals: summary::Totals,
+    /// Bytes over PCIe since the sampler started, transmitted and received by the GPU.
+    io_tx_bytes: f64,
+    io_rx_bytes: f64,
+}
+
+impl History {
+    fn new(capacity: usize) -> Self {
+        History { ring: Ring::new(capacity), totals: summary::Totals::default(), io_tx_bytes: 0.0, io_rx_bytes: 0.0 }
+    }
+
+    fn push(&mut self, sample: Sample, io_tx: f64, io_rx: f64) {
+        self.totals.add(&sample);
+        self.io_tx_bytes += io_tx;
+        self.io_rx_bytes += io_rx;
+        self.ring.push(sample);
+    }
+}
+
+/// Monitors made of given devices and samples, for the unit tests of the readers.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    static LOCK: Mutex<()> = Mutex::new(());
+
+    /// Installs a finished monitor holding `devices` with their samples, for as long as the
+    /// returned guard lives (tests that install one run one at a time).
+    pub fn install(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) -> MutexGuard<'static, ()> {
+        let guard = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let shared = Shared::new(MonitorConfig::default().interval(interval));
+        let slots = devices
+            .into_iter()
+            .map(|(info, samples)| {
+                let slot = DeviceSlot::new(info, DEFAULT_HISTORY);
+                for s in samples {
+                    slot.lock().push(s, 1000.0, 2000.0);
+                }
+                slot
+            })
+            .collect();
+        let _ = shared.devices.set(slots);
+        {
+            let mut state = shared.lock();
+            state.discovery = Some(Ok(()));
+            state.stop_requested = true;
+            state.finished = true;
+        }
+        *CURRENT.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(shared));
+        guard
+    }
+
+    /// An H100 on a gen 5 x16 link.
+    pub fn h100(index: u32) -> GpuInfo {
+        GpuInfo {
+            index,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            vendor: "NVIDIA",
+            uuid: format!("GPU-{index:08x}-1111-2222-3333-444444444444"),
+            pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + index),
+            pci_device_id: 0x2330 << 16 | 0x10de,
+            memory_total_bytes: 81_559_187_456,
+            compute_capability: Some((9, 0)),
+            driver_version: "580.159.04".into(),
+            cuda_driver_version: Some((13, 0)),
+            pcie: PcieLink {
+                max_generation: Some(5),
+                max_width: Some(16),
+                current_generation: Some(5),
+                current_width: Some(16),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_clamps_what_makes_no_sense() {
+        let c = MonitorConfig::default().interval(Duration::from_millis(1)).history(0);
+        assert_eq!(c.sampling_interval(), MIN_INTERVAL);
+        assert_eq!(c.history_len(), 1);
+        assert_eq!(MonitorConfig::default().sampling_interval(), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = MonitorError::LibraryMissing { tried: "libnvidia-ml.so.1: not found".into() };
+        let m = e.to_string();
+        assert!(m.contains("LD_LIBRARY_PATH") && m.contains("GPUSPAN_NVML_LIBRARY"), "{m}");
+        assert!(MonitorError::AlreadyRunning.to_string().contains("stop()"));
+    }
+}
