@@ -5,9 +5,9 @@
 //! is exactly what the user wrote: no static, no registration, no call.
 
 use crate::parse::Args;
-use crate::validate::{self, Kind, Plan, Resource};
+use crate::validate::{self, BytesExpr, Kind, Plan, Resource};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote, ToTokens};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Expr, ItemFn, ReturnType, Type};
@@ -107,8 +107,15 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         quote!(#(#parts).*)
     });
     let field_values = plan.fields.iter().map(|(_, v)| v);
+    // Through a function rather than `as u64`, so that no cast lint fires in the user's code
+    // and a non-integer gets a type error at the expression.
     let bytes = match &plan.bytes {
-        Some(b) => quote!(::core::option::Option::Some(#b)),
+        Some(BytesExpr::Explicit(e)) => {
+            quote_spanned!(e.span()=> ::core::option::Option::Some(#p::byte_count(#e)))
+        }
+        Some(BytesExpr::SliceParam(n)) => {
+            quote!(::core::option::Option::Some(#p::byte_count(::core::mem::size_of_val(#n))))
+        }
         None => quote!(::core::option::Option::None),
     };
 

@@ -6,7 +6,7 @@
 
 use crate::parse::{Arg, ArgValue, Args, LevelValue};
 use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned, ToTokens};
+use quote::{quote, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, Path, Type};
 
@@ -47,12 +47,20 @@ impl Resource {
     }
 }
 
+/// How many bytes a transfer moves, as the macro knows it.
+pub enum BytesExpr {
+    /// `bytes = <expr>`: any integer type.
+    Explicit(TokenStream),
+    /// The one slice parameter.
+    SliceParam(Ident),
+}
+
 pub struct Plan {
     pub kind: Kind,
     pub name: String,
     pub resource: Resource,
     pub direction: Option<&'static str>,
-    pub bytes: Option<TokenStream>,
+    pub bytes: Option<BytesExpr>,
     pub threshold_us: Option<u64>,
     pub trace_all: bool,
     pub level: TokenStream,
@@ -147,7 +155,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                     )),
                 }
             }
-            ArgValue::Bytes(e) => bytes = Some(quote_spanned!(e.span()=> (#e) as u64)),
+            ArgValue::Bytes(e) => bytes = Some(BytesExpr::Explicit(e.to_token_stream())),
             ArgValue::ThresholdUs(lit) => match lit.base10_parse::<u64>() {
                 Ok(v) => threshold_us = Some(v),
                 Err(_) => push(syn::Error::new(lit.span(), "expected a whole number of microseconds")),
@@ -300,8 +308,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                     ),
                 ));
             } else if let Some(s) = slices.first() {
-                let n = s.name;
-                bytes = Some(quote!(::core::mem::size_of_val(#n) as u64));
+                bytes = Some(BytesExpr::SliceParam(s.name.clone()));
             } else if !matches!(resource, Resource::Cuda { .. }) {
                 push(syn::Error::new(
                     func.sig.ident.span(),

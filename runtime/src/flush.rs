@@ -24,7 +24,9 @@ pub(crate) fn register(f: Flusher) {
 pub fn flush_timeout(timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     let flushers = FLUSHERS.lock().map(|v| v.clone()).unwrap_or_default();
-    flushers.into_iter().fold(true, |done, f| f(deadline) && done)
+    // Every flusher runs, whatever the ones before it returned (so no short-circuiting `all`).
+    let results: Vec<bool> = flushers.into_iter().map(|f| f(deadline)).collect();
+    results.into_iter().all(|done| done)
 }
 
 /// [`flush_timeout`] with five seconds.

@@ -32,7 +32,13 @@ impl<F: Future> Future for ScopedFuture<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let entered = this.scope.as_ref().and_then(Scope::span).map(|s| s.clone().entered());
+        if let Some(s) = this.scope.as_mut() {
+            s.resume();
+        }
         let out = this.inner.poll(cx);
+        if let Some(s) = this.scope.as_mut() {
+            s.suspend();
+        }
         drop(entered);
         match out {
             Poll::Ready(value) => match this.scope.take() {

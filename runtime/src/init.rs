@@ -159,6 +159,10 @@ mod imp {
 
     pub(super) fn init(c: Config) -> Guard {
         crate::sampling::load_env();
+        // Start CUPTI now: work launched before the first annotated call is recorded (as
+        // `unattributed`), and its start-up cost is not charged to that call.
+        #[cfg(feature = "cuda")]
+        crate::cuda::start();
         if let Some(us) = c.threshold_us {
             crate::sampling::set_threshold_us(us);
         }

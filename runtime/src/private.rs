@@ -5,6 +5,17 @@ pub use crate::probe::{Exit, Probe, ProbeExit, ProbeOther};
 pub use crate::scope::Scope;
 pub use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind, SiteRef};
 pub use crate::switch::is_on;
+
+/// A transfer's size from whatever integer type the user's expression has; negative sizes
+/// count as 0 and sizes past `u64` saturate.
+#[inline]
+pub fn byte_count<T: TryInto<u64> + Copy + PartialOrd + Default>(n: T) -> u64 {
+    match n.try_into() {
+        Ok(v) => v,
+        Err(_) if n < T::default() => 0,
+        Err(_) => u64::MAX,
+    }
+}
 pub use crate::{__gpuspan_register_site as register_site, __gpuspan_select as select};
 pub use inventory;
 pub use tracing;

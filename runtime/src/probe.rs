@@ -63,6 +63,8 @@ mod tests {
     use super::*;
 
     #[test]
+    // The borrows are the point: the generated code borrows, and must pick the right impl.
+    #[allow(clippy::needless_borrow)]
     fn results_options_and_others_are_told_apart() {
         let ok: Result<u8, ()> = Ok(1);
         let err: Result<u8, ()> = Err(());

@@ -155,6 +155,23 @@ pub enum Value {
 }
 
 impl Record {
+    /// A record of a call with host timing only, no error, no bytes: backends and tests fill in
+    /// the rest.
+    pub fn new(site: &'static Site, scope_id: u64, thread: u32, host: Interval) -> Record {
+        Record {
+            site,
+            scope_id,
+            thread,
+            host,
+            error: false,
+            bytes: None,
+            gpu: None,
+            activities: Vec::new(),
+            #[cfg(feature = "otlp")]
+            parent: None,
+        }
+    }
+
     /// The duration this call is judged by: GPU busy time where a GPU source exists, else the
     /// host duration.
     pub fn duration_ns(&self) -> u64 {

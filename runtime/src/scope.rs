@@ -50,6 +50,24 @@ pub(crate) enum GpuScope {
     Cuda(crate::cuda::CudaScope),
 }
 
+impl GpuScope {
+    #[allow(unused_variables)] // without backends with per-thread state
+    fn suspend(&mut self, scope_id: u64) {
+        #[cfg(feature = "cuda")]
+        if let GpuScope::Cuda(c) = self {
+            c.suspend(scope_id);
+        }
+    }
+
+    #[allow(unused_variables)]
+    fn resume(&mut self, scope_id: u64) {
+        #[cfg(feature = "cuda")]
+        if let GpuScope::Cuda(c) = self {
+            c.resume(scope_id);
+        }
+    }
+}
+
 impl Scope {
     /// The scope of a call made while gpuspan is off at run time: records nothing.
     #[inline(always)]
@@ -112,8 +130,24 @@ impl Scope {
         self.exit(exit);
     }
 
+    /// An async call stops running on this thread: backends with per-thread state (CUPTI's
+    /// correlation stack) leave it until [`Scope::resume`].
+    pub(crate) fn suspend(&mut self) {
+        if let Some(a) = &mut self.active {
+            a.gpu.suspend(a.scope_id);
+        }
+    }
+
+    /// An async call runs again, perhaps on another thread.
+    pub(crate) fn resume(&mut self) {
+        if let Some(a) = &mut self.active {
+            a.gpu.resume(a.scope_id);
+        }
+    }
+
     /// For async functions: the span is entered per poll instead of for the whole call.
     pub(crate) fn detach_span(&mut self) {
+        self.suspend();
         if let Some(a) = &mut self.active {
             if let HostSpan::Entered(_) = a.span {
                 let HostSpan::Entered(e) = std::mem::replace(&mut a.span, HostSpan::Idle(Span::none())) else {
@@ -163,18 +197,15 @@ impl Active {
             span.record("error", true);
         }
         drop(span);
-        let record = Record {
-            site: a.site,
-            scope_id: a.scope_id,
-            thread: a.thread,
-            host: Interval { start_ns: clock::raw_to_ns(a.host_start), end_ns: clock::raw_to_ns(host_end) },
-            error: a.error,
-            bytes: a.bytes,
-            gpu: None,
-            activities: Vec::new(),
-            #[cfg(feature = "otlp")]
-            parent: a.parent,
-        };
+        let host = Interval { start_ns: clock::raw_to_ns(a.host_start), end_ns: clock::raw_to_ns(host_end) };
+        #[allow(unused_mut)] // mutated with the otlp feature
+        let mut record = Record::new(a.site, a.scope_id, a.thread, host);
+        record.error = a.error;
+        record.bytes = a.bytes;
+        #[cfg(feature = "otlp")]
+        {
+            record.parent = a.parent;
+        }
         match a.gpu {
             GpuScope::None => pipeline::submit(record),
             #[cfg(feature = "wgpu")]

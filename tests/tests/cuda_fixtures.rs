@@ -72,16 +72,8 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
             }
             Frame::Ended { scope_id, fence, host_ns, site: name } => {
                 now = *host_ns;
-                let record = Record {
-                    site: site(name),
-                    scope_id: *scope_id,
-                    thread: 1,
-                    host: Interval { start_ns: host_ns - 1, end_ns: *host_ns },
-                    error: false,
-                    bytes: None,
-                    gpu: None,
-                    activities: Vec::new(),
-                };
+                let record =
+                    Record::new(site(name), *scope_id, 1, Interval { start_ns: host_ns - 1, end_ns: *host_ns });
                 resolver.ended(record, *fence);
             }
             Frame::Note { text, .. } => notes.push((i, text.clone())),

@@ -82,6 +82,8 @@ fn methods_with_every_receiver_and_trait_impls() {
     }
 }
 
+// Bounds in both places on purpose: the attribute must keep each where it stands.
+#[allow(clippy::multiple_bound_locations)]
 #[gpu_kernel]
 fn generic<T: Copy + Into<f64>, const N: usize>(xs: [T; N]) -> f64
 where

@@ -189,6 +189,26 @@ impl CudaScope {
         }
     }
 
+    /// An async scope stops running on this thread (after a poll): CUPTI's correlation stack
+    /// is per thread, so the id comes off it until the next poll.
+    pub(crate) fn suspend(&mut self, scope_id: u64) {
+        if let CudaScope::Cupti { pushed } = self {
+            if *pushed {
+                cupti::pop(scope_id);
+                *pushed = false;
+            }
+        }
+    }
+
+    /// An async scope runs again, perhaps on another thread (before a poll).
+    pub(crate) fn resume(&mut self, scope_id: u64) {
+        if let CudaScope::Cupti { pushed } = self {
+            if !*pushed {
+                *pushed = cupti::push(scope_id);
+            }
+        }
+    }
+
     /// The scope ended: its record waits for the GPU's timing.
     pub(crate) fn finish(self, record: Record) {
         match self {

@@ -426,18 +426,8 @@ fn unattributed(a: Activity, host: Interval, clock_error_ns: u64) -> Record {
         ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => Some(bytes),
         ActivityKind::Kernel(_) => None,
     };
-    let record = Record {
-        site: &UNATTRIBUTED,
-        scope_id: 0,
-        thread: 0,
-        host,
-        error: false,
-        bytes,
-        gpu: None,
-        activities: Vec::new(),
-        #[cfg(feature = "otlp")]
-        parent: None,
-    };
+    let mut record = Record::new(&UNATTRIBUTED, 0, 0, host);
+    record.bytes = bytes;
     finish(record, vec![a], clock_error_ns)
 }
 

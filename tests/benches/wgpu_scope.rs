@@ -1,0 +1,56 @@
+//! Host-side cost of an annotated compute pass against the same pass in a raw wgpu-profiler
+//! scope (the user doing by hand what gpuspan automates), measured in one run. Target: gpuspan
+//! ≤ 1.1× the raw scope. Runs on whatever adapter is found (lavapipe in CI).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use gpuspan_tests::gpu::Gpu;
+
+#[gpuspan::gpu_kernel(name = "bench_pass", threshold_us = 1_000_000)]
+fn annotated_pass(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
+    gpu.record_pass(encoder, None);
+}
+
+fn passes(c: &mut Criterion) {
+    let Some(gpu) = Gpu::new(64, 1) else {
+        eprintln!("skipped: no wgpu adapter");
+        return;
+    };
+    let mut g = c.benchmark_group("wgpu_pass_host_time");
+    g.bench_function("bare", |b| {
+        b.iter(|| {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            gpu.record_pass(&mut encoder, None);
+            gpu.queue.submit([encoder.finish()]);
+            let _ = gpu.device.poll(wgpu::PollType::Poll);
+        })
+    });
+    let mut profiler = wgpu_profiler::GpuProfiler::new(&gpu.device, Default::default()).expect("profiler");
+    let period = gpu.queue.get_timestamp_period();
+    g.bench_function("raw_wgpu_profiler_scope", |b| {
+        b.iter(|| {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut scope = profiler.scope("pass", &mut encoder);
+                gpu.record_pass(&mut scope, None);
+            }
+            profiler.resolve_queries(&mut encoder);
+            gpu.queue.submit([encoder.finish()]);
+            profiler.end_frame().expect("end frame");
+            let _ = gpu.device.poll(wgpu::PollType::Poll);
+            std::hint::black_box(profiler.process_finished_frame(period));
+        })
+    });
+    g.bench_function("gpuspan_annotated", |b| {
+        b.iter(|| {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            annotated_pass(&gpu, &mut encoder);
+            gpu.queue.submit([encoder.finish()]);
+            let _ = gpu.device.poll(wgpu::PollType::Poll);
+        })
+    });
+    g.finish();
+    gpuspan::flush();
+}
+
+criterion_group!(benches, passes);
+criterion_main!(benches);
