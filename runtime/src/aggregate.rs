@@ -1,11 +1,14 @@
 //! Per-site aggregates: every call is counted here, sampled or not, so fast kernels called a
 //! million times are never invisible.
 //!
-//! Everything is a relaxed atomic living inside the site's `static`, so updating needs no lock
-//! and no allocation, and the aggregates of a site that was never reached cost only zeroed memory.
+//! A site's `static` holds only its index; the counts live in per-thread shards written with
+//! plain loads and stores, so a call takes no lock and no locked instruction, and a site that
+//! was never reached costs four bytes.
 
 use crate::record::{Record, TimingSource};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 /// Sub-buckets per power of two: quantiles are within 1/16 (6.25 %) of the true value.
 const SUB_BITS: u32 = 4;
@@ -43,28 +46,35 @@ impl Histogram {
         ((1u64 << exp) + sub * width, width)
     }
 
+    #[cfg(test)]
     pub fn record(&self, v: u64) {
         self.buckets[Self::index(v)].fetch_add(1, Relaxed);
     }
 
     /// The `q`-quantile (0..=1), as the midpoint of the bucket holding it; `None` when empty.
+    #[cfg(test)]
     pub fn quantile(&self, q: f64) -> Option<u64> {
         let counts: Vec<u64> = self.buckets.iter().map(|b| u64::from(b.load(Relaxed))).collect();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (i, c) in counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                let (lo, width) = Self::bounds(i);
-                return Some(lo + width / 2);
-            }
-        }
-        None
+        quantile_of(&counts, q)
     }
+}
+
+/// The `q`-quantile of histogram bucket counts, as the midpoint of the bucket holding it.
+fn quantile_of(counts: &[u64], q: f64) -> Option<u64> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    for (i, c) in counts.iter().enumerate() {
+        seen += c;
+        if seen >= rank {
+            let (lo, width) = Histogram::bounds(i);
+            return Some(lo + width / 2);
+        }
+    }
+    None
 }
 
 impl Default for Histogram {
@@ -73,28 +83,45 @@ impl Default for Histogram {
     }
 }
 
-/// What is known about every call of one site.
+/// The aggregates of one site, as its `static` holds them: only a dense index, assigned on the
+/// first call. The counts live in per-thread shards, so that a call updates memory no other
+/// thread writes (plain loads and stores, no locked instructions, no shared cache lines); a
+/// summary adds the shards up.
 #[derive(Debug)]
 pub struct SiteStats {
-    pub(crate) calls: AtomicU64,
-    pub(crate) errors: AtomicU64,
-    /// Sum of the measured durations (GPU time where a GPU source exists, else host time).
-    pub(crate) total_ns: AtomicU64,
-    pub(crate) min_ns: AtomicU64,
-    pub(crate) max_ns: AtomicU64,
-    /// Sum of the host-side durations of the calls (encoding, launching, waiting).
-    pub(crate) host_total_ns: AtomicU64,
-    pub(crate) bytes: AtomicU64,
-    /// Bit set of the `TimingSource`s the site's durations came from.
-    pub(crate) sources: AtomicU8,
-    /// Some durations were brackets around submissions (upper bounds), not exact queries.
-    pub(crate) bracketed: AtomicBool,
-    pub(crate) histogram: Histogram,
+    index: AtomicU32,
 }
 
-impl SiteStats {
-    pub const fn new() -> Self {
-        SiteStats {
+/// One thread's counts for one site. Written only by its thread; read by anyone.
+#[derive(Debug)]
+struct Shard {
+    site: usize,
+    calls: AtomicU64,
+    errors: AtomicU64,
+    /// Sum of the measured durations (GPU time where a GPU source exists, else host time).
+    total_ns: AtomicU64,
+    min_ns: AtomicU64,
+    max_ns: AtomicU64,
+    /// Sum of the host-side durations of the calls (encoding, launching, waiting).
+    host_total_ns: AtomicU64,
+    bytes: AtomicU64,
+    /// Bit set of the `TimingSource`s the durations came from.
+    sources: AtomicU8,
+    /// Some durations were brackets around submissions (upper bounds), not exact queries.
+    bracketed: AtomicBool,
+    histogram: Histogram,
+}
+
+/// Adds to a counter only its own thread writes: a load and a store, no atomic read-modify-write.
+#[inline(always)]
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+}
+
+impl Shard {
+    fn new(site: usize) -> Self {
+        Shard {
+            site,
             calls: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             total_ns: AtomicU64::new(0),
@@ -108,29 +135,171 @@ impl SiteStats {
         }
     }
 
-    pub(crate) fn add(&self, record: &Record) {
-        let d = record.duration_ns();
-        self.calls.fetch_add(1, Relaxed);
-        if record.error {
-            self.errors.fetch_add(1, Relaxed);
-        }
-        self.total_ns.fetch_add(d, Relaxed);
-        self.min_ns.fetch_min(d, Relaxed);
-        self.max_ns.fetch_max(d, Relaxed);
-        self.host_total_ns.fetch_add(record.host.duration_ns(), Relaxed);
-        if let Some(b) = record.bytes {
-            self.bytes.fetch_add(b, Relaxed);
-        }
-        self.sources.fetch_or(record.source().bit(), Relaxed);
-        if record.gpu.as_ref().is_some_and(|g| g.bracketed) {
-            self.bracketed.store(true, Relaxed);
-        }
-        self.histogram.record(d);
+    #[inline]
+    fn add(&self, record: &Record) {
+        self.add_parts(
+            record.duration_ns(),
+            record.host.duration_ns(),
+            record.error,
+            record.bytes,
+            record.source().bit(),
+            record.gpu.as_ref().is_some_and(|g| g.bracketed),
+        );
     }
 
-    pub(crate) fn sources(&self) -> Vec<TimingSource> {
-        let bits = self.sources.load(Relaxed);
-        TimingSource::ALL.into_iter().filter(|s| bits & s.bit() != 0).collect()
+    #[inline]
+    fn add_parts(&self, d: u64, host_ns: u64, error: bool, bytes: Option<u64>, source_bit: u8, bracketed: bool) {
+        bump(&self.calls, 1);
+        if error {
+            bump(&self.errors, 1);
+        }
+        bump(&self.total_ns, d);
+        if d < self.min_ns.load(Relaxed) {
+            self.min_ns.store(d, Relaxed);
+        }
+        if d > self.max_ns.load(Relaxed) {
+            self.max_ns.store(d, Relaxed);
+        }
+        bump(&self.host_total_ns, host_ns);
+        if let Some(b) = bytes {
+            bump(&self.bytes, b);
+        }
+        let sources = self.sources.load(Relaxed);
+        if sources & source_bit == 0 {
+            self.sources.store(sources | source_bit, Relaxed);
+        }
+        if bracketed {
+            self.bracketed.store(true, Relaxed);
+        }
+        let bucket = &self.histogram.buckets[Histogram::index(d)];
+        bucket.store(bucket.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+}
+
+static NEXT_SITE: AtomicU32 = AtomicU32::new(1);
+/// Every shard ever made, for summaries; shards outlive their threads.
+static SHARDS: Mutex<Vec<Arc<Shard>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// This thread's shards, by site index.
+    static LOCAL: RefCell<Vec<Option<Arc<Shard>>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Everything known about a site's calls, added up over all threads.
+#[derive(Debug, Clone)]
+pub(crate) struct Totals {
+    pub calls: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub host_total_ns: u64,
+    pub bytes: u64,
+    pub sources: Vec<TimingSource>,
+    pub bracketed: bool,
+    buckets: Vec<u64>,
+}
+
+impl Totals {
+    /// The `q`-quantile, clamped to the exact min and max (bucket midpoints can fall outside).
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        quantile_of(&self.buckets, q).map(|v| v.clamp(self.min_ns, self.max_ns))
+    }
+}
+
+impl SiteStats {
+    pub const fn new() -> Self {
+        SiteStats { index: AtomicU32::new(0) }
+    }
+
+    #[inline]
+    fn index(&self) -> usize {
+        match self.index.load(Relaxed) {
+            0 => self.assign_index(),
+            i => i as usize,
+        }
+    }
+
+    #[cold]
+    fn assign_index(&self) -> usize {
+        let fresh = NEXT_SITE.fetch_add(1, Relaxed);
+        match self.index.compare_exchange(0, fresh, Relaxed, Relaxed) {
+            Ok(_) => fresh as usize,
+            Err(won) => won as usize,
+        }
+    }
+
+    pub(crate) fn add(&self, record: &Record) {
+        self.with_shard(|shard| shard.add(record));
+    }
+
+    /// A host-timed call that produced no record (not sampled, no error).
+    #[inline]
+    pub(crate) fn add_host(&self, duration_ns: u64, bytes: Option<u64>) {
+        self.with_shard(|shard| {
+            shard.add_parts(duration_ns, duration_ns, false, bytes, TimingSource::Host.bit(), false)
+        });
+    }
+
+    #[inline]
+    fn with_shard(&self, f: impl FnOnce(&Shard)) {
+        let site = self.index();
+        LOCAL.with(|local| {
+            let Ok(mut local) = local.try_borrow_mut() else { return };
+            if let Some(Some(shard)) = local.get(site) {
+                f(shard);
+                return;
+            }
+            let shard = Arc::new(Shard::new(site));
+            f(&shard);
+            if local.len() <= site {
+                local.resize(site + 1, None);
+            }
+            local[site] = Some(shard.clone());
+            if let Ok(mut all) = SHARDS.lock() {
+                all.push(shard);
+            }
+        });
+    }
+
+    /// The site's counts over every thread.
+    pub(crate) fn totals(&self) -> Totals {
+        let site = self.index.load(Relaxed) as usize;
+        let mut t = Totals {
+            calls: 0,
+            errors: 0,
+            total_ns: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            host_total_ns: 0,
+            bytes: 0,
+            sources: Vec::new(),
+            bracketed: false,
+            buckets: vec![0; BUCKETS],
+        };
+        let mut source_bits = 0u8;
+        if site != 0 {
+            let shards = SHARDS.lock().map(|s| s.clone()).unwrap_or_default();
+            for s in shards.iter().filter(|s| s.site == site) {
+                t.calls += s.calls.load(Relaxed);
+                t.errors += s.errors.load(Relaxed);
+                t.total_ns += s.total_ns.load(Relaxed);
+                t.min_ns = t.min_ns.min(s.min_ns.load(Relaxed));
+                t.max_ns = t.max_ns.max(s.max_ns.load(Relaxed));
+                t.host_total_ns += s.host_total_ns.load(Relaxed);
+                t.bytes += s.bytes.load(Relaxed);
+                source_bits |= s.sources.load(Relaxed);
+                t.bracketed |= s.bracketed.load(Relaxed);
+                for (sum, b) in t.buckets.iter_mut().zip(&s.histogram.buckets) {
+                    *sum += u64::from(b.load(Relaxed));
+                }
+            }
+        }
+        if t.calls == 0 {
+            t.min_ns = 0;
+        }
+        t.sources = TimingSource::ALL.into_iter().filter(|s| source_bits & s.bit() != 0).collect();
+        t
     }
 }
 

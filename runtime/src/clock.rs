@@ -43,6 +43,12 @@ pub fn raw_to_ns(raw: u64) -> u64 {
     o.epoch_ns + o.clock.delta_as_nanos(o.raw, raw)
 }
 
+/// Nanoseconds between two raw readings.
+#[inline]
+pub fn raw_delta_ns(start: u64, end: u64) -> u64 {
+    origin().clock.delta_as_nanos(start, end)
+}
+
 /// Now, in Unix-epoch nanoseconds on the monotonic clock.
 #[inline]
 pub fn now_ns() -> u64 {

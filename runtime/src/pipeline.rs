@@ -38,6 +38,13 @@ pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
     }
 }
 
+/// Whether a call of `site` lasting `duration_ns` would reach any sink: it is sampled, or a
+/// capture wants every record. When not, the caller may count the call without building a record.
+#[inline]
+pub(crate) fn wants(site: &crate::Site, duration_ns: u64) -> bool {
+    WANT_ALL.load(Ordering::Relaxed) > 0 || crate::sampling::is_sampled_duration(site, duration_ns)
+}
+
 /// Takes a finished record.
 pub(crate) fn submit(record: Record) {
     record.site.stats.add(&record);

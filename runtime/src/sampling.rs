@@ -46,7 +46,12 @@ pub(crate) fn threshold_ns(site: &crate::Site) -> u64 {
 
 /// Whether a record is exported as a span / timeline event.
 pub(crate) fn is_sampled(record: &Record) -> bool {
+    is_sampled_duration(record.site, record.duration_ns())
+}
+
+/// Whether a call of `site` lasting `duration_ns` is exported.
+#[inline]
+pub(crate) fn is_sampled_duration(site: &crate::Site, duration_ns: u64) -> bool {
     load_env();
-    let site = record.site;
-    TRACE_ALL.load(Relaxed) || site.desc.trace_all || record.duration_ns() >= threshold_ns(site)
+    TRACE_ALL.load(Relaxed) || site.desc.trace_all || duration_ns >= threshold_ns(site)
 }

@@ -197,6 +197,15 @@ impl Active {
             span.record("error", true);
         }
         drop(span);
+        // The common case of a host-timed call too short to export: count it and stop, without
+        // building a record.
+        if matches!(a.gpu, GpuScope::None) {
+            let duration_ns = clock::raw_delta_ns(a.host_start, host_end);
+            if !a.error && !pipeline::wants(a.site, duration_ns) {
+                a.site.stats.add_host(duration_ns, a.bytes);
+                return;
+            }
+        }
         let host = Interval { start_ns: clock::raw_to_ns(a.host_start), end_ns: clock::raw_to_ns(host_end) };
         #[allow(unused_mut)] // mutated with the otlp feature
         let mut record = Record::new(a.site, a.scope_id, a.thread, host);

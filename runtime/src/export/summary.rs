@@ -5,7 +5,6 @@ use super::format;
 use crate::record::TimingSource;
 use crate::site::{all_sites, Site, SiteKind};
 use std::fmt;
-use std::sync::atomic::Ordering::Relaxed;
 
 /// Aggregates of one site at the time the summary was taken.
 #[derive(Debug, Clone)]
@@ -34,24 +33,20 @@ impl SiteSummary {
     }
 
     fn of(site: &'static Site) -> Self {
-        let s = &site.stats;
-        let calls = s.calls.load(Relaxed);
-        let max_ns = s.max_ns.load(Relaxed);
-        let min_ns = if calls == 0 { 0 } else { s.min_ns.load(Relaxed).min(max_ns) };
+        let t = site.stats.totals();
         SiteSummary {
             site,
-            calls,
-            errors: s.errors.load(Relaxed),
-            total_ns: s.total_ns.load(Relaxed),
-            min_ns,
-            // Bucket midpoints can fall outside what was seen; the exact extremes bound them.
-            p50_ns: s.histogram.quantile(0.5).unwrap_or(0).clamp(min_ns, max_ns),
-            p99_ns: s.histogram.quantile(0.99).unwrap_or(0).clamp(min_ns, max_ns),
-            max_ns,
-            host_total_ns: s.host_total_ns.load(Relaxed),
-            bytes: s.bytes.load(Relaxed),
-            sources: s.sources(),
-            bracketed: s.bracketed.load(Relaxed),
+            calls: t.calls,
+            errors: t.errors,
+            total_ns: t.total_ns,
+            min_ns: t.min_ns,
+            p50_ns: t.quantile(0.5).unwrap_or(0),
+            p99_ns: t.quantile(0.99).unwrap_or(0),
+            max_ns: t.max_ns,
+            host_total_ns: t.host_total_ns,
+            bytes: t.bytes,
+            bracketed: t.bracketed,
+            sources: t.sources,
         }
     }
 }
