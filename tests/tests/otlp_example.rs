@@ -93,7 +93,10 @@ fn the_example_sends_one_trace_under_traceparent_with_gpu_spans_and_ranks() {
     let r = &spans[0]["resource"];
     assert_eq!(r["service.name"], "otlp_trace", "the binary's name by default");
     assert_eq!(r["deployment.environment"], "test");
-    assert_eq!((r["job.rank"].as_i64(), r["job.local_rank"].as_i64(), r["job.world_size"].as_i64()), (Some(3), Some(1), Some(4)));
+    assert_eq!(
+        (r["job.rank"].as_i64(), r["job.local_rank"].as_i64(), r["job.world_size"].as_i64()),
+        (Some(3), Some(1), Some(4))
+    );
     assert!(r["process.pid"].as_i64().is_some() && r["host.name"].is_string());
 
     let root = by_name(&spans, "otlp_trace");
@@ -117,8 +120,14 @@ fn the_example_sends_one_trace_under_traceparent_with_gpu_spans_and_ranks() {
             assert_eq!(attr(host, "gpuspan.role"), "host");
             // The GPU ran the work after the CPU began recording it, on its own clock: the
             // GPU span is not the host interval.
-            assert!(gpu["start_ns"].as_u64() >= host["start_ns"].as_u64(), "{name}: GPU starts after the host call began");
-            assert_ne!((gpu["start_ns"].as_u64(), gpu["end_ns"].as_u64()), (host["start_ns"].as_u64(), host["end_ns"].as_u64()));
+            assert!(
+                gpu["start_ns"].as_u64() >= host["start_ns"].as_u64(),
+                "{name}: GPU starts after the host call began"
+            );
+            assert_ne!(
+                (gpu["start_ns"].as_u64(), gpu["end_ns"].as_u64()),
+                (host["start_ns"].as_u64(), host["end_ns"].as_u64())
+            );
             let gpu_ns = gpu["end_ns"].as_u64().unwrap() - gpu["start_ns"].as_u64().unwrap();
             let label = if name == "relax" { "gpu.duration_us" } else { "gpu_transfer.duration_us" };
             let busy_us = attr(gpu, label).as_f64().unwrap();

@@ -87,7 +87,10 @@ fn hung_collector_cannot_hold_shutdown_past_the_bound() {
     for protocol in [Protocol::Grpc, Protocol::HttpProtobuf] {
         let id = test_id("hung");
         // An export timeout far longer than the shutdown bound.
-        let otlp = pipeline(protocol, format!("http://127.0.0.1:{port}"), &id).timeout(Duration::from_secs(60)).start().unwrap();
+        let otlp = pipeline(protocol, format!("http://127.0.0.1:{port}"), &id)
+            .timeout(Duration::from_secs(60))
+            .start()
+            .unwrap();
         for i in 0..20 {
             work(i);
         }
@@ -222,7 +225,11 @@ fn a_burst_overflows_the_bounded_queue_and_every_drop_is_counted() {
     assert_eq!(s.spans_exported + s.spans_dropped, 5000, "every span is exported or counted: {report}");
     let received = collector.wait_spans(&id, Duration::from_secs(20), |r| r.len() as u64 >= s.spans_exported);
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(collector.spans(&id).len() as u64, s.spans_exported, "the collector got exactly what was counted as exported");
+    assert_eq!(
+        collector.spans(&id).len() as u64,
+        s.spans_exported,
+        "the collector got exactly what was counted as exported"
+    );
     assert_eq!(received.len() as u64, s.spans_exported);
     assert!(lost_in_summary("OTLP export queue full") - before >= s.spans_dropped);
 
@@ -246,7 +253,7 @@ fn a_burst_overflows_the_bounded_queue_and_every_drop_is_counted() {
     let report = otlp.shutdown();
     println!("burst of 2000 three-span records, queue of 64: {report}");
     let s = &report.stats;
-    assert!(s.spans_dropped > 0 && s.spans_dropped % 3 == 0, "whole records are dropped: {report}");
+    assert!(s.spans_dropped > 0 && s.spans_dropped.is_multiple_of(3), "whole records are dropped: {report}");
     assert_eq!(s.spans_exported + s.spans_dropped, 6000, "{report}");
     let received = collector.wait_spans(&id, Duration::from_secs(20), |r| r.len() as u64 >= s.spans_exported);
     assert_eq!(received.len() as u64, s.spans_exported);
@@ -263,7 +270,10 @@ fn make_ca(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, st
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
     let key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap().signed_by(&key, &ca).unwrap();
+    let server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
     let paths = (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"));
     std::fs::write(&paths.0, ca.pem()).unwrap();
     std::fs::write(&paths.1, server.pem()).unwrap();
@@ -298,9 +308,10 @@ fn tls_with_a_private_ca_and_a_header() {
         tls_proxy(&["http", &https.to_string(), &collector.http.to_string(), &c, &k, "x-gpuspan-token", secret]);
     let _grpc_proxy = tls_proxy(&["grpc", &grpcs.to_string(), &collector.grpc.to_string(), &c, &k]);
 
-    for (protocol, url) in
-        [(Protocol::HttpProtobuf, format!("https://localhost:{https}")), (Protocol::Grpc, format!("https://localhost:{grpcs}"))]
-    {
+    for (protocol, url) in [
+        (Protocol::HttpProtobuf, format!("https://localhost:{https}")),
+        (Protocol::Grpc, format!("https://localhost:{grpcs}")),
+    ] {
         let id = test_id("tls");
         let otlp = pipeline(protocol, url, &id).ca_certificate(&ca).header("x-gpuspan-token", secret).start().unwrap();
         for i in 0..5 {

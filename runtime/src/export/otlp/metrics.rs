@@ -8,7 +8,7 @@ use crate::diagnostics::{Losses, LOSSES};
 use crate::pipeline::Sink;
 use crate::record::{Record, TimingSource};
 use crate::site::{Site, SiteKind};
-use opentelemetry::metrics::{Counter, Histogram, Meter};
+use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram, Meter};
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -27,14 +27,22 @@ const BOUNDS_S: [f64; 22] = [
     5.0, 10.0,
 ];
 
-/// Attribute sets per (site address, timing source), built once: the hot path only looks them up.
-type AttrCache = RwLock<HashMap<(usize, TimingSource), Arc<[KeyValue]>>>;
+/// The instruments of one (site, timing source), bound to its attributes once: recording a call
+/// is then one atomic update, where an unbound record hashes every attribute on every call
+/// (measured: 400-600 ns a call, against about 100 ns for the whole scope).
+struct Bound {
+    duration: BoundHistogram<f64>,
+    bytes: Option<BoundCounter<u64>>,
+}
+
+/// Keyed by the site's address and the timing source.
+type BoundCache = RwLock<HashMap<(usize, TimingSource), Arc<Bound>>>;
 
 /// Records every call into the instruments.
 pub(super) struct MetricsSink {
     duration: Histogram<f64>,
     bytes: Counter<u64>,
-    attrs: AttrCache,
+    bound: BoundCache,
 }
 
 impl std::fmt::Debug for MetricsSink {
@@ -56,13 +64,13 @@ impl MetricsSink {
             .with_unit("By")
             .with_description("Bytes moved by the calls of an annotated transfer function")
             .build();
-        MetricsSink { duration, bytes, attrs: RwLock::new(HashMap::new()) }
+        MetricsSink { duration, bytes, bound: RwLock::new(HashMap::new()) }
     }
 
-    fn attributes(&self, site: &'static Site, source: TimingSource) -> Arc<[KeyValue]> {
+    fn bound(&self, site: &'static Site, source: TimingSource) -> Arc<Bound> {
         let key = (std::ptr::from_ref(site) as usize, source);
-        if let Some(a) = self.attrs.read().ok().and_then(|m| m.get(&key).cloned()) {
-            return a;
+        if let Some(b) = self.bound.read().ok().and_then(|m| m.get(&key).cloned()) {
+            return b;
         }
         let d = &site.desc;
         let mut a = vec![
@@ -75,22 +83,23 @@ impl MetricsSink {
         if let Some(dir) = d.direction {
             a.push(KeyValue::new("gpu_transfer.direction", dir.as_str()));
         }
-        let a: Arc<[KeyValue]> = a.into();
-        if let Ok(mut m) = self.attrs.write() {
-            m.insert(key, a.clone());
+        let b = Arc::new(Bound {
+            duration: self.duration.bind(&a),
+            bytes: (d.kind == SiteKind::Transfer).then(|| self.bytes.bind(&a)),
+        });
+        match self.bound.write() {
+            Ok(mut m) => m.entry(key).or_insert(b).clone(),
+            Err(_) => b,
         }
-        a
     }
 }
 
 impl Sink for MetricsSink {
     fn accept(&self, record: &Record) {
-        let attrs = self.attributes(record.site, record.source());
-        self.duration.record(record.duration_ns() as f64 * 1e-9, &attrs);
-        if record.site.desc.kind == SiteKind::Transfer {
-            if let Some(b) = record.bytes {
-                self.bytes.add(b, &attrs);
-            }
+        let bound = self.bound(record.site, record.source());
+        bound.duration.record(record.duration_ns() as f64 * 1e-9);
+        if let (Some(counter), Some(b)) = (&bound.bytes, record.bytes) {
+            counter.add(b);
         }
     }
 

@@ -76,7 +76,9 @@ impl Io {
                     }
                 }
             });
-            first_of(export, cut).await.map_or(Err(OTelSdkError::Timeout(timeout)), |r| r.unwrap_or(Err(OTelSdkError::Timeout(timeout))))
+            first_of(export, cut)
+                .await
+                .map_or(Err(OTelSdkError::Timeout(timeout)), |r| r.unwrap_or(Err(OTelSdkError::Timeout(timeout))))
         })
     }
 
@@ -88,7 +90,10 @@ impl Io {
 }
 
 /// `Some` of `main`'s output if it finishes first, `None` if `cut` does.
-async fn first_of<T>(mut main: Pin<&mut impl Future<Output = T>>, mut cut: Pin<&mut impl Future<Output = ()>>) -> Option<T> {
+async fn first_of<T>(
+    mut main: Pin<&mut impl Future<Output = T>>,
+    mut cut: Pin<&mut impl Future<Output = ()>>,
+) -> Option<T> {
     std::future::poll_fn(|cx| {
         if let Poll::Ready(v) = main.as_mut().poll(cx) {
             return Poll::Ready(Some(v));
