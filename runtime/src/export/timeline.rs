@@ -163,3 +163,73 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
     });
     serde_json::to_writer(out, &doc).map_err(io::Error::other)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{GpuTiming, Interval, TimingSource};
+    use crate::site::{Backend, Site, SiteDesc, SiteKind};
+    use proptest::prelude::*;
+
+    fn site(name: &str) -> &'static Site {
+        let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
+        Box::leak(Box::new(Site::new(SiteDesc {
+            name,
+            function: name,
+            kind: SiteKind::Kernel,
+            backend: Backend::Wgpu,
+            module_path: "m",
+            file: name,
+            line: 1,
+            direction: None,
+            threshold_us: None,
+            trace_all: true,
+        })))
+    }
+
+    proptest! {
+        /// Whatever a site is called (quotes, backslashes, control characters, any unicode), the
+        /// timeline is valid JSON and carries the name back unchanged.
+        #[test]
+        fn any_name_gives_valid_json(name in any::<String>(), start in 0u64..1u64 << 60) {
+            let mut r = Record::new(site(&name), 7, 1, Interval { start_ns: start, end_ns: start + 500 });
+            r.gpu = Some(GpuTiming {
+                interval: Interval { start_ns: start + 100, end_ns: start + 400 },
+                busy_ns: 300,
+                source: TimingSource::GpuTimestamp,
+                clock_error_ns: 5,
+                bracketed: false,
+                device: None,
+            });
+            let mut out = Vec::new();
+            write_events(&[r], &mut out).unwrap();
+            let json: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+            let events = json["traceEvents"].as_array().unwrap();
+            let named: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+            prop_assert_eq!(named.len(), 2, "a host and a GPU event");
+            for e in named {
+                prop_assert_eq!(e["name"].as_str(), Some(name.as_str()));
+            }
+        }
+    }
+
+    #[test]
+    fn gpu_events_are_placed_relative_to_the_earliest_time_with_nanosecond_precision() {
+        let base = 1_763_000_000_000_000_000; // a Unix-epoch time in ns, as CUPTI gives
+        let mut r = Record::new(site("k"), 1, 1, Interval { start_ns: base, end_ns: base + 1_000 });
+        r.gpu = Some(GpuTiming {
+            interval: Interval { start_ns: base + 1_234, end_ns: base + 2_345 },
+            busy_ns: 1_111,
+            source: TimingSource::Cupti,
+            clock_error_ns: 0,
+            bracketed: false,
+            device: None,
+        });
+        let mut out = Vec::new();
+        write_events(&[r], &mut out).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let gpu = json["traceEvents"].as_array().unwrap().iter().find(|e| e["cat"] == "gpu.kernel").unwrap();
+        assert_eq!(gpu["ts"].as_f64(), Some(1.234));
+        assert_eq!(gpu["dur"].as_f64(), Some(1.111));
+    }
+}
