@@ -9,7 +9,7 @@
 
 mod otlp_common;
 
-use otlp_common::{all_named, assert_no_orphans, by_name, free_port, test_id, Collector};
+use otlp_common::{all_named, assert_no_orphans, by_name, free_port, test_id, Collector, TempDir};
 use serde_json::Value as Json;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -35,15 +35,14 @@ fn example() -> PathBuf {
 /// Runs the example with a clean OTEL environment plus `env`; `None` when it found no GPU
 /// adapter outside CI (the run is then skipped, as the wgpu tests do).
 fn run(env: &[(&str, &str)]) -> Option<(Output, Duration)> {
-    let runtime_dir = std::env::temp_dir().join(test_id("gpuspan-xdg"));
-    std::fs::create_dir_all(&runtime_dir).unwrap();
+    let runtime_dir = TempDir::new("gpuspan-xdg");
     let mut cmd = Command::new(example());
     for (k, _) in std::env::vars() {
         if k.starts_with("OTEL_") || k == "TRACEPARENT" || k.starts_with("GPUSPAN") {
             cmd.env_remove(k);
         }
     }
-    cmd.env("XDG_RUNTIME_DIR", &runtime_dir).env("GPUSPAN_TRACE_ALL", "1").envs(env.iter().copied());
+    cmd.env("XDG_RUNTIME_DIR", &runtime_dir.0).env("GPUSPAN_TRACE_ALL", "1").envs(env.iter().copied());
     let t = Instant::now();
     let out = cmd.output().expect("the example runs");
     let took = t.elapsed();
@@ -86,7 +85,17 @@ fn the_example_sends_one_trace_under_traceparent_with_gpu_spans_and_ranks() {
     let expected = 1 + REQUESTS + REQUESTS * 6;
     let spans = collector.wait_spans(&id, Duration::from_secs(20), |s| s.len() >= expected);
     println!("the collector received {} spans from the example", spans.len());
-    assert_eq!(spans.len(), expected);
+    std::thread::sleep(Duration::from_millis(300)); // nothing more should come
+    let spans = collector.spans(&id);
+    assert_eq!(
+        spans.len(),
+        expected,
+        "{:#?}",
+        spans
+            .iter()
+            .map(|s| (s["name"].clone(), s["span_id"].clone(), s["parent_span_id"].clone()))
+            .collect::<Vec<_>>()
+    );
     assert!(spans.iter().all(|s| s["trace_id"] == TRACE_ID), "every span joins the launcher's trace");
     assert_no_orphans(&spans, &[LAUNCHER_SPAN]);
 

@@ -8,7 +8,7 @@ mod otlp_common;
 use gpuspan::otlp::{Otlp, OtlpConfig, Protocol};
 use gpuspan::record::{Activity, ActivityKind, GpuTiming, Interval, KernelGeometry, Record};
 use gpuspan::{gpu_kernel, Backend, Site, SiteDesc, SiteKind, TimingSource};
-use otlp_common::{assert_no_orphans, free_port, test_id, Collector, Proc};
+use otlp_common::{assert_no_orphans, free_port, test_id, Collector, Proc, TempDir};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -298,9 +298,8 @@ fn tls_proxy(args: &[&str]) -> Proc {
 fn tls_with_a_private_ca_and_a_header() {
     let _l = serial();
     let collector = Collector::shared_or_own();
-    let dir = std::env::temp_dir().join(test_id("gpuspan-tls"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (ca, cert, key) = make_ca(&dir);
+    let dir = TempDir::new("gpuspan-tls");
+    let (ca, cert, key) = make_ca(&dir.0);
     let (https, grpcs) = (free_port(), free_port());
     let secret = "s3cret-token-value";
     let (c, k) = (cert.to_string_lossy(), key.to_string_lossy());

@@ -28,6 +28,29 @@ pub fn test_id(what: &str) -> String {
     format!("{what}-{}-{nanos}", std::process::id())
 }
 
+/// A fresh directory under the system's temp dir, removed on drop unless the test failed (then
+/// it is kept, and named, for a look at what the collector received).
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(test_id(what));
+        std::fs::create_dir_all(&dir).expect("cannot create a temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for inspection: {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Collector {
     pub grpc: u16,
@@ -35,6 +58,8 @@ pub struct Collector {
     pub dir: PathBuf,
     /// Our own process: stopped on drop. `None` for the shared one.
     pid: Option<u32>,
+    /// Our own output directory (the shared collector's belongs to scripts/test).
+    _own_dir: Option<TempDir>,
 }
 
 fn script(args: &[&str]) -> String {
@@ -58,6 +83,7 @@ impl Collector {
                     http: h.parse().expect("GPUSPAN_TEST_COLLECTOR: HTTP port"),
                     dir: d.into(),
                     pid: None,
+                    _own_dir: None,
                 };
             }
             panic!("GPUSPAN_TEST_COLLECTOR={v:?}: expected GRPC_PORT,HTTP_PORT,DIR");
@@ -67,8 +93,9 @@ impl Collector {
 
     /// A collector of this test's own, on fresh ports.
     pub fn own() -> Collector {
-        let dir = std::env::temp_dir().join(test_id("gpuspan-collector"));
-        let mut c = Collector { grpc: free_port(), http: free_port(), dir, pid: None };
+        let dir = TempDir::new("gpuspan-collector");
+        let mut c =
+            Collector { grpc: free_port(), http: free_port(), dir: dir.0.clone(), pid: None, _own_dir: Some(dir) };
         c.start();
         c
     }

@@ -3,19 +3,73 @@
 //! parents of gpuspan's spans.
 
 use opentelemetry_sdk::trace::SdkTracer;
-use tracing::Subscriber;
-use tracing_subscriber::filter::{FilterFn, Filtered};
+use std::cell::Cell;
+use tracing::subscriber::Interest;
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::filter::Filtered;
+use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-/// The tracing-opentelemetry layer, without gpuspan's own host spans.
-pub type OtlpLayer<S> = Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, FilterFn, S>;
+/// The tracing-opentelemetry layer, for the application's spans only (see [`AppSpans`]).
+pub type OtlpLayer<S> = Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, AppSpans, S>;
 
-/// gpuspan exports its host spans itself, once the GPU time is known and only when sampled;
-/// the layer exporting them too would mean one span per call and duplicates.
-fn not_gpuspan(meta: &tracing::Metadata<'_>) -> bool {
+thread_local! {
+    /// This thread exports telemetry (gpuspan's runtime, export thread, or an export running
+    /// on the SDK's metric thread).
+    static EXPORTING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as one that only exports, for its whole life.
+pub(super) fn mark_export_thread() {
+    EXPORTING.with(|e| e.set(true));
+}
+
+/// Marks the calling thread as exporting until dropped.
+#[derive(Debug)]
+pub(super) struct Exporting {
+    before: bool,
+}
+
+impl Exporting {
+    pub fn enter() -> Self {
+        Exporting { before: EXPORTING.with(|e| e.replace(true)) }
+    }
+}
+
+impl Drop for Exporting {
+    fn drop(&mut self) {
+        let before = self.before;
+        EXPORTING.with(|e| e.set(before));
+    }
+}
+
+/// Which spans the layer exports: not gpuspan's host spans (gpuspan exports those itself, once
+/// the GPU time is known and only when sampled; the layer would export one per call), and
+/// nothing created while exporting. The exporter's own stack (tonic, h2, hyper) makes `tracing`
+/// spans; exported, each export would make more spans to export, without end.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AppSpans;
+
+fn is_gpuspan(meta: &Metadata<'_>) -> bool {
     let t = meta.target();
-    !(t == "gpuspan" || t.starts_with("gpuspan::"))
+    t == "gpuspan" || t.starts_with("gpuspan::")
+}
+
+impl<S> Filter<S> for AppSpans {
+    fn enabled(&self, meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
+        !is_gpuspan(meta) && !EXPORTING.with(Cell::get)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        // Whether a span is created while exporting depends on the thread, so the answer
+        // cannot be cached per call site, except for gpuspan's own.
+        if is_gpuspan(meta) {
+            Interest::never()
+        } else {
+            Interest::sometimes()
+        }
+    }
 }
 
 pub(super) fn layer<S>(tracer: SdkTracer) -> OtlpLayer<S>
@@ -24,7 +78,5 @@ where
 {
     // Context activation (the default) makes an entered span the current OpenTelemetry
     // context, which is where gpuspan reads the parent of its spans from.
-    tracing_opentelemetry::layer()
-        .with_tracer(tracer)
-        .with_filter(FilterFn::new(not_gpuspan as fn(&tracing::Metadata<'_>) -> bool))
+    tracing_opentelemetry::layer().with_tracer(tracer).with_filter(AppSpans)
 }

@@ -24,7 +24,7 @@ mod spans;
 mod transport;
 
 pub use config::{OtlpConfig, Protocol};
-pub use layer::OtlpLayer;
+pub use layer::{AppSpans, OtlpLayer};
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::Context;

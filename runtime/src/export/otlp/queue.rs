@@ -246,6 +246,7 @@ impl QueueProcessor {
 fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Worker<E>) {
     // Whatever the exporter does must not produce telemetry of its own.
     let _quiet = Context::enter_telemetry_suppressed_scope();
+    super::layer::mark_export_thread();
     let mut failing = false;
     let mut last = Instant::now();
     loop {

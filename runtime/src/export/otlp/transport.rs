@@ -40,6 +40,7 @@ impl Io {
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)
                     .thread_name("gpuspan-otlp-io")
+                    .on_thread_start(super::layer::mark_export_thread)
                     .enable_all()
                     .build()
                     .map_err(OtlpError::Runtime)?;
@@ -62,6 +63,7 @@ impl Io {
             return Err(OTelSdkError::Timeout(Duration::ZERO));
         }
         let _quiet = opentelemetry::Context::enter_telemetry_suppressed_scope();
+        let _exporting = super::layer::Exporting::enter();
         self.handle.block_on(async move {
             let export = std::pin::pin!(tokio::time::timeout(timeout, export));
             let cut = std::pin::pin!(async move {
@@ -85,6 +87,7 @@ impl Io {
     /// Builds an exporter where it can find the runtime (tonic spawns its connection task).
     fn enter<T>(&self, f: impl FnOnce() -> T) -> T {
         let _g = self.handle.enter();
+        let _exporting = super::layer::Exporting::enter();
         f()
     }
 }
