@@ -32,7 +32,8 @@ fn load(custom: Option<&OsStr>) -> Result<Nvml, MonitorError> {
     for path in candidates {
         match Nvml::builder().lib_path(path).init() {
             Ok(nvml) => return Ok(nvml),
-            Err(NvmlError::LibloadingError(e)) => missing.push(format!("{}: {e}", path.to_string_lossy())),
+            // libloading's message names the file.
+            Err(NvmlError::LibloadingError(e)) => missing.push(e.to_string()),
             Err(e) => return Err(init_error(e)),
         }
     }

@@ -39,7 +39,7 @@ pub use discovery::{lane_bytes_per_s, GpuInfo, PcieLink};
 pub use matching::{describe_adapter, AdapterDescription};
 #[cfg(feature = "otlp")]
 pub use metrics::register_metrics;
-pub use sampler::{throttle_reason_names, Sample, SamplerStats, THROTTLE_REASONS};
+pub use sampler::{throttle_reason_names, QueryStats, Sample, SamplerStats, THROTTLE_REASONS};
 pub use snapshot::record_attributes;
 pub use summary::{device_summaries, summary_lines, DeviceSummary, Peak};
 
@@ -89,11 +89,14 @@ pub enum MonitorError {
 /// | `GPUSPAN_MONITOR=off` | [`crate::init`] starts no sampler |
 /// | `GPUSPAN_MONITOR_INTERVAL_MS=n` | sample every `n` ms (default 100, at least 10) |
 /// | `GPUSPAN_MONITOR_HISTORY=n` | keep the last `n` samples per device (default 3000) |
+/// | `GPUSPAN_MONITOR_CPU_PERCENT=p` | CPU budget of the sampler in % of one core (default 0.1) |
 /// | `GPUSPAN_NVML_LIBRARY=path` | load NVML from this path instead of the loader's search |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MonitorConfig {
     interval: Duration,
     history: usize,
+    /// Parts per million of one core.
+    cpu_budget_ppm: u32,
 }
 
 /// Default sampling interval: fine enough to see a kernel's effect on clocks and power, coarse
@@ -101,6 +104,8 @@ pub struct MonitorConfig {
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 /// Default history: five minutes at the default interval, about 300 KiB per device.
 pub const DEFAULT_HISTORY: usize = 3000;
+/// Default CPU budget of the sampler: 0.1 % of one core.
+pub const DEFAULT_CPU_PERCENT: f64 = 0.1;
 /// Shortest interval accepted: NVML's own utilization counters update no faster than this.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// How long [`stop`] waits for the sampler thread to finish its current round.
@@ -108,7 +113,7 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Default for MonitorConfig {
     fn default() -> Self {
-        MonitorConfig { interval: DEFAULT_INTERVAL, history: DEFAULT_HISTORY }
+        MonitorConfig { interval: DEFAULT_INTERVAL, history: DEFAULT_HISTORY, cpu_budget_ppm: 1000 }
     }
 }
 
@@ -121,6 +126,14 @@ impl MonitorConfig {
         }
         if let Some(n) = env_number("GPUSPAN_MONITOR_HISTORY") {
             c = c.history(n as usize);
+        }
+        if let Ok(v) = std::env::var("GPUSPAN_MONITOR_CPU_PERCENT") {
+            match v.trim().parse::<f64>() {
+                Ok(p) if p > 0.0 => c = c.cpu_budget_percent(p),
+                _ => crate::diagnostics::note_once(format_args!(
+                    "GPUSPAN_MONITOR_CPU_PERCENT={v:?} is not a positive number; using {DEFAULT_CPU_PERCENT}"
+                )),
+            }
         }
         c
     }
@@ -135,6 +148,19 @@ impl MonitorConfig {
     pub fn history(mut self, samples: usize) -> Self {
         self.history = samples.max(1);
         self
+    }
+
+    /// The sampler's CPU budget, in percent of one core (default 0.1, at least 0.001). Readings
+    /// too dear to make every round within it are made less often; with a budget of 100 every
+    /// reading is made every round whatever it costs.
+    pub fn cpu_budget_percent(mut self, percent: f64) -> Self {
+        self.cpu_budget_ppm = (percent * 1e4).clamp(10.0, 1e6) as u32;
+        self
+    }
+
+    /// The CPU budget as a fraction of one core.
+    pub fn cpu_budget(&self) -> f64 {
+        f64::from(self.cpu_budget_ppm) / 1e6
     }
 
     pub fn sampling_interval(&self) -> Duration {
@@ -430,6 +456,8 @@ mod tests {
         assert_eq!(c.sampling_interval(), MIN_INTERVAL);
         assert_eq!(c.history_len(), 1);
         assert_eq!(MonitorConfig::default().sampling_interval(), Duration::from_millis(100));
+        assert_eq!(MonitorConfig::default().cpu_budget(), 0.001);
+        assert_eq!(MonitorConfig::default().cpu_budget_percent(1e9).cpu_budget(), 1.0);
     }
 
     #[test]

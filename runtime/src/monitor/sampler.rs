@@ -1,10 +1,16 @@
-//! The background sampler: one thread that reads every GPU's counters through NVML at a fixed
-//! interval into the bounded history, and accounts for its own cost.
+//! The background sampler: one thread that reads every GPU through NVML at a fixed interval
+//! into the bounded history, within a CPU budget it measures itself.
 //!
-//! A query a device answers "not supported" is not asked again. PCIe throughput comes from the
-//! cumulative byte counters where the driver has them (no waiting); otherwise from NVML's
-//! windowed throughput query, which blocks for its 20 ms window and is therefore asked at most
-//! once a second.
+//! NVML readings differ in cost by three orders of magnitude: on an H200 most are served from
+//! the driver's cache in under a microsecond, while a few go to the GPU's firmware and cost
+//! hundreds of microseconds of CPU. So every reading's CPU cost is measured as it is made, and
+//! each is scheduled on its own: cheap ones every round, dear ones as often as the budget
+//! (default 0.1 % of one core) allows. A value is held until it is read again, so every sample
+//! is complete; [`SamplerStats::queries`] says how old each kind can be. A reading a device
+//! answers "not supported" is not made again.
+//!
+//! PCIe throughput comes from GPM (Hopper and later: the exact average between two readings),
+//! else from 64-bit byte counters, else from NVML's windowed query (a 20 ms look, blocking).
 
 use super::discovery;
 use super::ring::Timed;
@@ -12,16 +18,19 @@ use super::{library, DeviceSlot, MonitorConfig, Shared};
 use crate::diagnostics::note_once;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::gpm::gpm_metrics_get;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::sys_exports::field_id::{NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES};
-use nvml_wrapper::Device;
+use nvml_wrapper::{Device, GpmSample, Nvml};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// One reading of one GPU. A field is `None` where the device does not report it.
+/// One reading of one GPU. A field is `None` where the device does not report it; a value too
+/// dear to read every round is held from its last reading (see [`SamplerStats::queries`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Sample {
@@ -35,15 +44,16 @@ pub struct Sample {
     pub memory_free_bytes: Option<u64>,
     pub temperature_c: Option<u32>,
     pub power_w: Option<f64>,
-    /// The enforced power limit (refreshed about once a second).
+    /// The enforced power limit.
     pub power_limit_w: Option<f64>,
     pub sm_clock_mhz: Option<u32>,
     pub memory_clock_mhz: Option<u32>,
-    /// Bytes per second the GPU sent over PCIe (to the host) since the previous reading.
+    /// Bytes per second the GPU sent over PCIe (to the host), averaged since the previous PCIe
+    /// reading (GPM, counters) or over a 20 ms look (windowed).
     pub pcie_tx_bytes_per_s: Option<f64>,
-    /// Bytes per second the GPU received over PCIe (from the host) since the previous reading.
+    /// Bytes per second the GPU received over PCIe (from the host), likewise.
     pub pcie_rx_bytes_per_s: Option<f64>,
-    /// The link's generation and width now (refreshed about once a second).
+    /// The link's generation and width (read at most once a second).
     pub pcie_generation: Option<u32>,
     pub pcie_width: Option<u32>,
     /// NVML's clock throttle reason bits; [`throttle_reason_names`] reads them.
@@ -91,9 +101,13 @@ pub struct SamplerStats {
     pub setup_cpu: Option<Duration>,
     pub mean_round: Duration,
     pub max_round: Duration,
-    /// Where PCIe throughput comes from: `counters`, `windowed` (NVML's 20 ms query, once a
-    /// second), `none`, or `mixed` when devices differ.
+    /// Where PCIe throughput comes from: `gpm`, `counters`, `windowed` (NVML's 20 ms query),
+    /// `none`, or `mixed` when devices differ.
     pub pcie_source: &'static str,
+    /// The CPU budget the schedule keeps to, as a fraction of one core.
+    pub cpu_budget: f64,
+    /// Each kind of reading: what it costs and how often it is made.
+    pub queries: Vec<QueryStats>,
 }
 
 impl SamplerStats {
@@ -118,6 +132,7 @@ pub(super) struct Counters {
     /// At the thread's end: time since the first round, and the thread's CPU time then.
     ended: Mutex<Option<(Duration, Option<u64>)>>,
     pcie_source: Mutex<&'static str>,
+    queries: Mutex<Vec<QueryStats>>,
 }
 
 impl Counters {
@@ -145,11 +160,38 @@ impl Counters {
             mean_round: Duration::from_nanos(self.round_ns_total.load(Relaxed) / rounds.max(1)),
             max_round: Duration::from_nanos(self.round_ns_max.load(Relaxed)),
             pcie_source: *self.pcie_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+            cpu_budget: config.cpu_budget(),
+            queries: self.queries.lock().map(|q| q.clone()).unwrap_or_default(),
         }
     }
 
-    fn set_pcie_source(&self, source: &'static str) {
-        *self.pcie_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = source;
+    /// Publishes the probes' state after a round: the PCIe source and the per-query costs.
+    fn publish(&self, probes: &[Probe<'_>], interval: Duration) {
+        let mut source = None;
+        for p in probes {
+            let s = p.pcie_source();
+            source = Some(if source.is_none_or(|t| t == s) { s } else { "mixed" });
+        }
+        *self.pcie_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = source.unwrap_or("none");
+        let Ok(mut queries) = self.queries.lock() else { return };
+        queries.clear();
+        for (i, (name, _)) in probes.first().into_iter().flat_map(|p| p.query_stats()).enumerate() {
+            let all = probes.iter().filter_map(|p| p.query_stats().nth(i).map(|(_, s)| s));
+            let (mut calls, mut total, mut max, mut period) = (0, 0, 0, 0);
+            for s in all {
+                calls += s.calls;
+                total += s.total_ns;
+                max = max.max(s.max_ns);
+                period = period.max(if s.unsupported { 0 } else { s.period });
+            }
+            queries.push(QueryStats {
+                name,
+                calls,
+                mean_cpu: Duration::from_nanos(total / calls.max(1)),
+                max_cpu: Duration::from_nanos(max),
+                period: interval * period as u32,
+            });
+        }
     }
 }
 
@@ -203,7 +245,7 @@ fn sample_until_stopped(shared: &Shared) -> Result<(), super::MonitorError> {
     for info in gpus {
         match nvml.device_by_index(info.index) {
             Ok(device) => {
-                probes.push(Probe::new(device, config.interval));
+                probes.push(Probe::new(device, nvml, config.interval));
                 slots.push(DeviceSlot::new(info, config.history));
             }
             Err(e) => note_once(format_args!("GPU {} is left out of device monitoring: {e}", info.index)),
@@ -225,16 +267,16 @@ fn sample_until_stopped(shared: &Shared) -> Result<(), super::MonitorError> {
     let _ = counters.started.set((start, thread_cpu_ns(None)));
     let mut next = start;
     let mut round = 0u64;
+    // Each device's share of the budget, in CPU ns per round, less a fifth for the sampler's
+    // own bookkeeping around the readings.
+    let budget_ns = config.cpu_budget() * 0.8 * config.interval.as_nanos() as f64 / probes.len() as f64;
     while shared.sleep_until(next) {
         let t = Instant::now();
-        let mut source = None;
         for (probe, slot) in probes.iter_mut().zip(slots) {
-            let (sample, tx, rx) = probe.read(round);
+            let (sample, tx, rx) = probe.read(round, budget_ns);
             slot.lock().push(sample, tx, rx);
-            let s = probe.pcie.source();
-            source = Some(if source.is_none_or(|t| t == s) { s } else { "mixed" });
         }
-        counters.set_pcie_source(source.unwrap_or("none"));
+        counters.publish(&probes, config.interval);
         let took = t.elapsed().as_nanos() as u64;
         counters.rounds.fetch_add(1, Relaxed);
         counters.round_ns_total.fetch_add(took, Relaxed);
@@ -253,198 +295,406 @@ fn sample_until_stopped(shared: &Shared) -> Result<(), super::MonitorError> {
     Ok(())
 }
 
-/// Queries, as bits of [`Probe::unsupported`].
-mod query {
-    pub const UTILIZATION: u32 = 1 << 0;
-    pub const MEMORY: u32 = 1 << 1;
-    pub const TEMPERATURE: u32 = 1 << 2;
-    pub const POWER: u32 = 1 << 3;
-    pub const POWER_LIMIT: u32 = 1 << 4;
-    pub const SM_CLOCK: u32 = 1 << 5;
-    pub const MEMORY_CLOCK: u32 = 1 << 6;
-    pub const THROTTLE: u32 = 1 << 7;
-    pub const LINK_GENERATION: u32 = 1 << 8;
-    pub const LINK_WIDTH: u32 = 1 << 9;
+/// The readings the sampler makes. Each is scheduled on its own, from what it costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Query {
+    Utilization,
+    Memory,
+    Temperature,
+    Power,
+    SmClock,
+    MemoryClock,
+    Throttle,
+    PowerLimit,
+    Link,
+    Pcie,
+}
+
+impl Query {
+    const ALL: [Query; 10] = [
+        Query::Utilization,
+        Query::Memory,
+        Query::Temperature,
+        Query::Power,
+        Query::SmClock,
+        Query::MemoryClock,
+        Query::Throttle,
+        Query::PowerLimit,
+        Query::Link,
+        Query::Pcie,
+    ];
+
+    fn name(self, pcie: &Pcie<'_>) -> &'static str {
+        match self {
+            Query::Utilization => "utilization",
+            Query::Memory => "memory",
+            Query::Temperature => "temperature",
+            Query::Power => "power",
+            Query::SmClock => "sm_clock",
+            Query::MemoryClock => "memory_clock",
+            Query::Throttle => "throttle_reasons",
+            Query::PowerLimit => "power_limit",
+            Query::Link => "pcie_link",
+            Query::Pcie => match pcie {
+                Pcie::Gpm { .. } => "pcie_throughput (gpm)",
+                Pcie::Counters(_) => "pcie_throughput (counters)",
+                Pcie::Windowed => "pcie_throughput (20 ms window)",
+            },
+        }
+    }
+
+    /// What changes slowly (limits, link state) is read about once a second at most; so is
+    /// NVML's windowed PCIe query, which blocks for 20 ms.
+    fn slow(self, pcie: &Pcie<'_>) -> bool {
+        matches!(self, Query::PowerLimit | Query::Link) || (self == Query::Pcie && matches!(pcie, Pcie::Windowed))
+    }
+}
+
+/// What one reading costs and when it is next due.
+#[derive(Debug, Clone, Copy, Default)]
+struct Schedule {
+    /// Smoothed CPU cost of one reading, in ns (0 until measured).
+    cost_ns: f64,
+    /// Read every `period` rounds, next at round `next`.
+    period: u64,
+    next: u64,
+    calls: u64,
+    total_ns: u64,
+    max_ns: u64,
+    unsupported: bool,
+}
+
+/// What one kind of reading costs, over every device.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct QueryStats {
+    pub name: &'static str,
+    pub calls: u64,
+    /// Sampler-thread CPU time per reading.
+    pub mean_cpu: Duration,
+    pub max_cpu: Duration,
+    /// How often it is read now (the longest over the devices): the age bound of its values.
+    pub period: Duration,
+}
+
+/// Spreads `budget_ns` of CPU per round over the readings: cheap ones are read every round,
+/// dear ones every `cost / share` rounds, where each takes an equal share of what the cheaper
+/// ones left (water filling). Periods stay within `min..=max` rounds.
+fn plan(schedules: &mut [Schedule], mins: &[u64], budget_ns: f64, max_period: u64) {
+    let mut order: Vec<usize> = (0..schedules.len()).filter(|&i| !schedules[i].unsupported).collect();
+    order.sort_by(|&a, &b| schedules[a].cost_ns.total_cmp(&schedules[b].cost_ns));
+    let mut left = budget_ns;
+    let mut count = order.len();
+    for i in order {
+        let s = &mut schedules[i];
+        let share = left / count as f64;
+        let period = if s.cost_ns <= 0.0 {
+            1
+        } else if share <= 0.0 {
+            max_period
+        } else {
+            (s.cost_ns / share).ceil().min(max_period as f64) as u64
+        };
+        s.period = period.clamp(mins[i].min(max_period), max_period);
+        left -= s.cost_ns / s.period as f64;
+        count -= 1;
+    }
+}
+
+/// The calling thread's CPU time in ns: what a reading costs the machine, whether NVML waits
+/// for the GPU's firmware by spinning or by sleeping. Wall time where there is no such clock.
+fn cost_clock() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid timespec to write to; the clock id is a constant Linux knows.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        }
+    }
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// Where a device's PCIe throughput comes from.
-#[derive(Debug)]
-enum Pcie {
-    /// NVML's cumulative byte counters (field values); the previous reading: (tx, rx, at ns).
+enum Pcie<'n> {
+    /// GPM (Hopper and later): the average over the period, from two performance samples; the
+    /// previous sample and when it was taken.
+    Gpm { previous: Option<(GpmSample<'n>, u64)> },
+    /// 64-bit cumulative byte counters (field values); the previous reading (tx, rx, at ns).
+    /// Drivers that give 32-bit counters are not used: those wrap every 70 ms at 63 GB/s.
     Counters(Option<(u64, u64, u64)>),
-    /// `nvmlDeviceGetPcieThroughput`: asked every `every` rounds; when it was last asked.
-    Windowed {
-        every: u64,
-        last_ns: Option<u64>,
-    },
-    None,
+    /// `nvmlDeviceGetPcieThroughput`: a 20 ms window, blocking, read at most once a second.
+    /// Where the device has not even that, the reading is marked unsupported.
+    Windowed,
 }
 
-impl Pcie {
+impl std::fmt::Debug for Pcie<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.source())
+    }
+}
+
+impl Pcie<'_> {
     fn source(&self) -> &'static str {
         match self {
+            Pcie::Gpm { .. } => "gpm",
             Pcie::Counters(_) => "counters",
-            Pcie::Windowed { .. } => "windowed",
-            Pcie::None => "none",
+            Pcie::Windowed => "windowed",
         }
     }
 }
 
-/// Reads one device, remembering what it does not support.
+/// Reads one device on the schedule its CPU budget allows, holding each value until it is
+/// read again.
 struct Probe<'n> {
     device: Device<'n>,
-    unsupported: u32,
+    nvml: &'n Nvml,
+    schedules: [Schedule; Query::ALL.len()],
+    mins: [u64; Query::ALL.len()],
+    max_period: u64,
+    /// The newest value of everything.
+    held: Sample,
+    /// When PCIe throughput was last read, for the bytes moved since.
+    pcie_read_ns: Option<u64>,
+    pcie: Pcie<'n>,
     lost: bool,
-    pcie: Pcie,
-    /// Rounds between readings of what changes slowly (power limit, link state): about 1 s.
-    slow_every: u64,
-    power_limit_w: Option<f64>,
-    link: (Option<u32>, Option<u32>),
 }
 
 impl<'n> Probe<'n> {
-    fn new(device: Device<'n>, interval: Duration) -> Self {
+    fn new(device: Device<'n>, nvml: &'n Nvml, interval: Duration) -> Self {
         let per_second = (Duration::from_secs(1).as_nanos() / interval.as_nanos().max(1)).max(1) as u64;
+        let pcie = choose_pcie(&device);
+        let mins = Query::ALL.map(|q| if q.slow(&pcie) { per_second } else { 1 });
         Probe {
             device,
-            unsupported: 0,
+            nvml,
+            schedules: [Schedule { period: 1, ..Schedule::default() }; Query::ALL.len()],
+            mins,
+            max_period: per_second * 10,
+            held: Sample::default(),
+            pcie_read_ns: None,
+            pcie,
             lost: false,
-            pcie: Pcie::Counters(None),
-            slow_every: per_second,
-            power_limit_w: None,
-            link: (None, None),
         }
     }
 
-    /// Asks one query unless the device said it does not support it.
-    fn ask<T>(&mut self, q: u32, f: impl FnOnce(&Device<'n>) -> Result<T, NvmlError>) -> Option<T> {
-        if self.unsupported & q != 0 {
-            return None;
-        }
+    /// Runs one reading unless the device said it does not support it.
+    fn ask<T>(&mut self, q: usize, f: impl FnOnce(&Device<'n>) -> Result<T, NvmlError>) -> Option<T> {
         match f(&self.device) {
             Ok(v) => Some(v),
             Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_) | NvmlError::NoPermission) => {
-                self.unsupported |= q;
+                self.schedules[q].unsupported = true;
                 None
             }
-            Err(NvmlError::GpuLost) if !self.lost => {
+            Err(NvmlError::GpuLost) => {
+                if !self.lost {
+                    note_once("NVML reports a GPU lost (fallen off the bus); its device metrics stop");
+                }
                 self.lost = true;
-                note_once("NVML reports a GPU lost (fallen off the bus); its device metrics stop");
                 None
             }
             Err(_) => None,
         }
     }
 
-    /// One sample, and the bytes sent and received over PCIe since the previous one.
-    fn read(&mut self, round: u64) -> (Sample, f64, f64) {
+    /// One sample, and the bytes sent and received over PCIe since the previous PCIe reading.
+    fn read(&mut self, round: u64, budget_ns: f64) -> (Sample, f64, f64) {
         let time_ns = crate::clock::now_ns();
-        if round % self.slow_every == 0 {
-            self.power_limit_w = self.ask(query::POWER_LIMIT, |d| d.enforced_power_limit()).map(|mw| mw as f64 / 1e3);
-            self.link = (
-                self.ask(query::LINK_GENERATION, |d| d.current_pcie_link_gen()),
-                self.ask(query::LINK_WIDTH, |d| d.current_pcie_link_width()),
-            );
+        let mut io = (0.0, 0.0);
+        for (i, q) in Query::ALL.into_iter().enumerate() {
+            let s = self.schedules[i];
+            if self.lost || s.unsupported || round < s.next {
+                continue;
+            }
+            let c0 = cost_clock();
+            match q {
+                Query::Utilization => {
+                    if let Some(u) = self.ask(i, |d| d.utilization_rates()) {
+                        self.held.gpu_utilization_pct = Some(u.gpu);
+                        self.held.memory_utilization_pct = Some(u.memory);
+                    }
+                }
+                Query::Memory => {
+                    if let Some(m) = self.ask(i, |d| d.memory_info()) {
+                        self.held.memory_used_bytes = Some(m.used);
+                        self.held.memory_free_bytes = Some(m.free);
+                    }
+                }
+                Query::Temperature => {
+                    if let Some(t) = self.ask(i, |d| d.temperature(TemperatureSensor::Gpu)) {
+                        self.held.temperature_c = Some(t);
+                    }
+                }
+                Query::Power => {
+                    if let Some(mw) = self.ask(i, |d| d.power_usage()) {
+                        self.held.power_w = Some(f64::from(mw) / 1e3);
+                    }
+                }
+                Query::SmClock => {
+                    if let Some(c) = self.ask(i, |d| d.clock_info(Clock::SM)) {
+                        self.held.sm_clock_mhz = Some(c);
+                    }
+                }
+                Query::MemoryClock => {
+                    if let Some(c) = self.ask(i, |d| d.clock_info(Clock::Memory)) {
+                        self.held.memory_clock_mhz = Some(c);
+                    }
+                }
+                Query::Throttle => {
+                    if let Some(r) = self.ask(i, |d| d.current_throttle_reasons()) {
+                        self.held.throttle_reasons = Some(r.bits());
+                    }
+                }
+                Query::PowerLimit => {
+                    if let Some(mw) = self.ask(i, |d| d.enforced_power_limit()) {
+                        self.held.power_limit_w = Some(f64::from(mw) / 1e3);
+                    }
+                }
+                Query::Link => {
+                    if let Some(g) = self.ask(i, |d| d.current_pcie_link_gen()) {
+                        self.held.pcie_generation = Some(g);
+                    }
+                    if let Some(w) = self.ask(i, |d| d.current_pcie_link_width()) {
+                        self.held.pcie_width = Some(w);
+                    }
+                }
+                Query::Pcie => io = self.read_pcie(i, time_ns),
+            }
+            let cost = cost_clock().saturating_sub(c0);
+            let s = &mut self.schedules[i];
+            s.cost_ns = if s.calls == 0 { cost as f64 } else { 0.75 * s.cost_ns + 0.25 * cost as f64 };
+            s.calls += 1;
+            s.total_ns += cost;
+            s.max_ns = s.max_ns.max(cost);
         }
-        let utilization = self.ask(query::UTILIZATION, |d| d.utilization_rates());
-        let memory = self.ask(query::MEMORY, |d| d.memory_info());
-        let (tx_rate, rx_rate, tx, rx) = self.pcie(time_ns, round);
-        let sample = Sample {
-            time_ns,
-            gpu_utilization_pct: utilization.as_ref().map(|u| u.gpu),
-            memory_utilization_pct: utilization.as_ref().map(|u| u.memory),
-            memory_used_bytes: memory.as_ref().map(|m| m.used),
-            memory_free_bytes: memory.as_ref().map(|m| m.free),
-            temperature_c: self.ask(query::TEMPERATURE, |d| d.temperature(TemperatureSensor::Gpu)),
-            power_w: self.ask(query::POWER, |d| d.power_usage()).map(|mw| mw as f64 / 1e3),
-            power_limit_w: self.power_limit_w,
-            sm_clock_mhz: self.ask(query::SM_CLOCK, |d| d.clock_info(Clock::SM)),
-            memory_clock_mhz: self.ask(query::MEMORY_CLOCK, |d| d.clock_info(Clock::Memory)),
-            pcie_tx_bytes_per_s: tx_rate,
-            pcie_rx_bytes_per_s: rx_rate,
-            pcie_generation: self.link.0,
-            pcie_width: self.link.1,
-            throttle_reasons: self.ask(query::THROTTLE, |d| d.current_throttle_reasons()).map(|r| r.bits()),
-        };
-        (sample, tx, rx)
+        plan(&mut self.schedules, &self.mins, budget_ns, self.max_period);
+        for s in &mut self.schedules {
+            if round >= s.next {
+                s.next = round + s.period;
+            }
+        }
+        if self.lost {
+            self.held = Sample::default();
+        }
+        self.held.time_ns = time_ns;
+        (self.held.clone(), io.0, io.1)
     }
 
-    /// PCIe rates (tx, rx in bytes/s) and bytes moved since the previous reading (tx, rx).
-    fn pcie(&mut self, now_ns: u64, round: u64) -> (Option<f64>, Option<f64>, f64, f64) {
-        match self.pcie {
-            Pcie::Counters(previous) => match read_counters(&self.device) {
-                Ok((tx, rx, at_ns)) => {
-                    let at_ns = if at_ns == 0 { now_ns } else { at_ns };
-                    self.pcie = Pcie::Counters(Some((tx, rx, at_ns)));
-                    match previous {
-                        // A counter that went backwards wrapped or was reset: skip that interval.
-                        Some((ptx, prx, pat)) if at_ns > pat && tx >= ptx && rx >= prx => {
-                            let s = (at_ns - pat) as f64 / 1e9;
-                            let (dtx, drx) = ((tx - ptx) as f64, (rx - prx) as f64);
-                            (Some(dtx / s), Some(drx / s), dtx, drx)
-                        }
-                        _ => (None, None, 0.0, 0.0),
-                    }
+    /// Updates the held PCIe rates; returns the bytes (tx, rx) moved since the previous reading.
+    fn read_pcie(&mut self, q: usize, now_ns: u64) -> (f64, f64) {
+        let secs = |from: u64| now_ns.saturating_sub(from) as f64 / 1e9;
+        // The rates, and the seconds they were averaged over (for the bytes they imply).
+        let reading: Option<((f64, f64), f64)> = match &mut self.pcie {
+            Pcie::Gpm { previous } => match self.device.gpm_sample() {
+                Ok(sample) => {
+                    let reading = previous.as_ref().and_then(|(old, at)| {
+                        let ids = [GpmMetricId::PcieTxPerSec, GpmMetricId::PcieRxPerSec];
+                        let values = gpm_metrics_get(self.nvml, old, &sample, &ids).ok()?;
+                        let mut rates =
+                            values.into_iter().map(|v| v.ok().map(|m| m.value * unit_bytes(&m.metric_info.unit)));
+                        Some(((rates.next()??, rates.next()??), secs(*at)))
+                    });
+                    *previous = Some((sample, now_ns));
+                    reading
                 }
-                Err(true) => {
-                    self.pcie = Pcie::Windowed { every: self.slow_every, last_ns: None };
-                    (None, None, 0.0, 0.0)
-                }
-                Err(false) => (None, None, 0.0, 0.0),
+                Err(_) => None,
             },
-            Pcie::Windowed { every, last_ns } => {
-                if round % every != 0 {
-                    return (None, None, 0.0, 0.0);
-                }
-                let rates = (
-                    self.device.pcie_throughput(PcieUtilCounter::Send),
-                    self.device.pcie_throughput(PcieUtilCounter::Receive),
-                );
-                match rates {
-                    (Ok(tx_kb), Ok(rx_kb)) => {
-                        let (tx, rx) = (f64::from(tx_kb) * 1e3, f64::from(rx_kb) * 1e3);
-                        self.pcie = Pcie::Windowed { every, last_ns: Some(now_ns) };
-                        // Bytes moved are estimated from the 20 ms window over the time since
-                        // the previous reading.
-                        let s = last_ns.map_or(0.0, |l| now_ns.saturating_sub(l) as f64 / 1e9);
-                        (Some(tx), Some(rx), tx * s, rx * s)
+            Pcie::Counters(previous) => {
+                let now = read_counters(&self.device);
+                let reading = match (now, *previous) {
+                    (Some((tx, rx, at)), Some((ptx, prx, pat))) if at > pat && tx >= ptx && rx >= prx => {
+                        let s = (at - pat) as f64 / 1e9;
+                        Some((((tx - ptx) as f64 / s, (rx - prx) as f64 / s), s))
                     }
-                    (Err(NvmlError::NotSupported), _) | (_, Err(NvmlError::NotSupported)) => {
-                        self.pcie = Pcie::None;
-                        (None, None, 0.0, 0.0)
-                    }
-                    _ => (None, None, 0.0, 0.0),
+                    _ => None,
+                };
+                if now.is_some() {
+                    *previous = now;
                 }
+                reading
             }
-            Pcie::None => (None, None, 0.0, 0.0),
+            Pcie::Windowed => {
+                let tx = self.ask(q, |d| d.pcie_throughput(PcieUtilCounter::Send));
+                let rx = self.ask(q, |d| d.pcie_throughput(PcieUtilCounter::Receive));
+                // NVML reports KB/s over a 20 ms look: the bytes over the whole time since the
+                // previous reading are an estimate.
+                let since = self.pcie_read_ns.map_or(0.0, secs);
+                tx.zip(rx).map(|(t, r)| ((f64::from(t) * 1e3, f64::from(r) * 1e3), since))
+            }
+        };
+        self.pcie_read_ns = Some(now_ns);
+        let Some(((tx, rx), s)) = reading else {
+            return (0.0, 0.0);
+        };
+        self.held.pcie_tx_bytes_per_s = Some(tx);
+        self.held.pcie_rx_bytes_per_s = Some(rx);
+        (tx * s, rx * s)
+    }
+
+    fn query_stats(&self) -> impl Iterator<Item = (&'static str, Schedule)> + '_ {
+        Query::ALL.into_iter().zip(self.schedules).map(|(q, s)| (q.name(&self.pcie), s))
+    }
+
+    fn pcie_source(&self) -> &'static str {
+        let i = Query::ALL.iter().position(|q| *q == Query::Pcie).unwrap_or(0);
+        if self.schedules[i].unsupported {
+            "none"
+        } else {
+            self.pcie.source()
         }
     }
 }
 
-/// The cumulative PCIe byte counters and their timestamp (ns); `Err(true)` when the device
-/// does not have them, `Err(false)` for a failure worth retrying.
-fn read_counters(device: &Device<'_>) -> Result<(u64, u64, u64), bool> {
+/// The best PCIe source this device has.
+fn choose_pcie<'n>(device: &Device<'n>) -> Pcie<'n> {
+    if device.gpm_support().unwrap_or(false) {
+        if let Ok(sample) = device.gpm_sample() {
+            return Pcie::Gpm { previous: Some((sample, crate::clock::now_ns())) };
+        }
+    }
+    if let Some(first) = read_counters(device) {
+        return Pcie::Counters(Some(first));
+    }
+    Pcie::Windowed
+}
+
+/// Bytes per unit of a GPM rate, from the unit NVML states (`MiB/sec` for PCIe on the drivers
+/// seen so far, which is also what nvml.h documents and the default here).
+fn unit_bytes(unit: &str) -> f64 {
+    let u = unit.to_ascii_lowercase();
+    if u.starts_with("gib") {
+        (1u64 << 30) as f64
+    } else if u.starts_with("gb") {
+        1e9
+    } else if u.starts_with("kib") {
+        1024.0
+    } else if u.starts_with("kb") {
+        1e3
+    } else if u.starts_with("mb") {
+        1e6
+    } else if u.starts_with("b/") || u.starts_with("bytes") {
+        1.0
+    } else {
+        (1u64 << 20) as f64
+    }
+}
+
+/// The cumulative PCIe byte counters and their timestamp (ns), when the driver gives them as
+/// 64-bit values.
+fn read_counters(device: &Device<'_>) -> Option<(u64, u64, u64)> {
     let ids = [FieldId(NVML_FI_DEV_PCIE_COUNT_TX_BYTES), FieldId(NVML_FI_DEV_PCIE_COUNT_RX_BYTES)];
-    let values = match device.field_values_for(&ids) {
-        Ok(v) => v,
-        Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_) | NvmlError::InvalidArg) => return Err(true),
-        Err(_) => return Err(false),
-    };
+    let values = device.field_values_for(&ids).ok()?;
     let mut out = [0u64; 2];
     let mut at_us = 0i64;
     for (slot, value) in out.iter_mut().zip(values) {
-        let sample = value.map_err(|_| true)?;
-        *slot = match sample.value {
-            Ok(SampleValue::U64(v)) => v,
-            Ok(SampleValue::U32(v)) => u64::from(v),
-            Ok(SampleValue::I64(v)) => u64::try_from(v).map_err(|_| false)?,
-            Ok(SampleValue::F64(_)) => return Err(true),
-            Err(NvmlError::NotSupported) => return Err(true),
-            Err(_) => return Err(false),
-        };
+        let sample = value.ok()?;
+        let Ok(SampleValue::U64(v)) = sample.value else { return None };
+        *slot = v;
         at_us = at_us.max(sample.timestamp);
     }
-    Ok((out[0], out[1], u64::try_from(at_us).unwrap_or(0).saturating_mul(1000)))
+    let at_ns = u64::try_from(at_us).ok().filter(|&t| t > 0)?.saturating_mul(1000);
+    Some((out[0], out[1], at_ns))
 }
 
 #[cfg(test)]
@@ -470,11 +720,61 @@ mod tests {
             setup_cpu: None,
             mean_round: Duration::ZERO,
             max_round: Duration::ZERO,
-            pcie_source: "counters",
+            pcie_source: "gpm",
+            cpu_budget: 0.001,
+            queries: Vec::new(),
         };
         assert_eq!(s.core_fraction(), Some(0.0005));
         assert_eq!(SamplerStats { cpu: None, ..s.clone() }.core_fraction(), None);
         assert_eq!(SamplerStats { wall: Duration::ZERO, ..s }.core_fraction(), None);
+    }
+
+    fn schedules(costs: &[f64]) -> Vec<Schedule> {
+        costs.iter().map(|&c| Schedule { cost_ns: c, period: 1, ..Schedule::default() }).collect()
+    }
+
+    #[test]
+    fn cheap_readings_every_round_dear_ones_as_the_budget_allows() {
+        // The H200's shape: most readings cached (under 1 µs), two at 300 µs, 80 µs per round.
+        let mut s = schedules(&[500.0, 5_000.0, 300.0, 300.0, 300.0, 300.0, 400.0, 300.0, 300_000.0, 320_000.0]);
+        let mins = [1, 1, 1, 1, 1, 1, 1, 10, 10, 1];
+        plan(&mut s, &mins, 80_000.0, 100);
+        let periods: Vec<u64> = s.iter().map(|x| x.period).collect();
+        assert_eq!(&periods[..7], [1; 7], "{periods:?}");
+        assert!(periods[8] >= 10 && periods[9] >= 4, "{periods:?}");
+        let per_round: f64 = s.iter().map(|x| x.cost_ns / x.period as f64).sum();
+        assert!(per_round <= 80_000.0, "{per_round} ns per round with {periods:?}");
+    }
+
+    #[test]
+    fn an_unmeasured_reading_is_made_at_once_and_a_hopeless_one_at_the_longest_period() {
+        let mut s = schedules(&[0.0, 1e9]);
+        s.push(Schedule { unsupported: true, cost_ns: 5.0, ..Schedule::default() });
+        plan(&mut s, &[1, 1, 1], 80_000.0, 100);
+        assert_eq!((s[0].period, s[1].period, s[2].period), (1, 100, 0));
+        // A generous budget reads everything every round.
+        let mut s = schedules(&[300_000.0, 300_000.0]);
+        plan(&mut s, &[1, 1], 1e9, 100);
+        assert_eq!((s[0].period, s[1].period), (1, 1));
+    }
+
+    #[test]
+    fn gpm_units() {
+        assert_eq!(unit_bytes("MiB/sec"), 1_048_576.0);
+        assert_eq!(unit_bytes("MB/s"), 1e6);
+        assert_eq!(unit_bytes("bytes/sec"), 1.0);
+        assert_eq!(unit_bytes(""), 1_048_576.0);
+    }
+
+    #[test]
+    fn the_cost_clock_advances_with_work() {
+        let a = cost_clock();
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(cost_clock() > a);
     }
 
     #[test]
