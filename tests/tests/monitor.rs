@@ -1,0 +1,93 @@
+//! Device monitoring where NVML is missing (CI, machines without an NVIDIA driver): the program
+//! runs on, says so in one message, and nothing panics or blocks. On a GPU machine the library
+//! is made missing on purpose (`GPUSPAN_NVML_LIBRARY` pointing nowhere), so the test means the
+//! same everywhere.
+#![cfg(feature = "nvml")]
+
+use gpuspan::monitor::{self, MonitorConfig, MonitorError};
+use gpuspan::{gpu_transfer, Capture};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CHILD: &str = "GPUSPAN_MONITOR_TEST_CHILD";
+const NOWHERE: &str = "/nonexistent/gpuspan-test/libnvidia-ml.so.1";
+
+#[gpu_transfer(direction = cpu_to_gpu, trace_all)]
+fn upload(data: &[u8]) -> usize {
+    data.len()
+}
+
+/// Runs in a child process (NVML is loaded once per process, so the missing library must be
+/// the first thing this process tries).
+#[test]
+fn child_without_nvml() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let guard = gpuspan::Config::from_env().no_trace_file().init();
+    let t = Instant::now();
+    MonitorConfig::from_env().interval(Duration::from_millis(10)).start().expect("the thread starts");
+    println!("start returned after {:?}", t.elapsed());
+    let e = monitor::ready(Duration::from_secs(10)).expect_err("no NVML here");
+    assert!(matches!(e, MonitorError::LibraryMissing { .. }), "{e:?}");
+    assert!(e.to_string().contains(NOWHERE), "{e}");
+    // Asking again, or starting again, says nothing new.
+    assert_eq!(monitor::discover(), Err(e.clone()));
+    monitor::start_from_env();
+    let _ = monitor::ready(Duration::from_secs(10));
+    assert!(monitor::devices().is_empty());
+    assert!(monitor::latest(0).is_none() && monitor::history(0).is_empty());
+    assert!(monitor::summary_lines().is_empty());
+    let capture = Capture::start();
+    assert_eq!(upload(&[0u8; 4096]), 4096);
+    gpuspan::flush();
+    let record = capture.of("upload").pop().expect("recorded");
+    assert!(monitor::record_attributes(&record).is_empty());
+    assert!(record.attributes().iter().all(|(k, _)| !k.starts_with("gpu.device.") && !k.contains("link_efficiency")));
+    let t = Instant::now();
+    assert!(monitor::stop(), "the sampler had ended already");
+    assert!(t.elapsed() < Duration::from_millis(100), "stop took {:?}", t.elapsed());
+    let stats = monitor::sampler_stats().expect("a sampler was started");
+    assert_eq!((stats.rounds, stats.devices, stats.running), (0, 0, false));
+    drop(guard); // prints the summary, whose notes hold the message
+}
+
+#[test]
+fn without_nvml_there_is_one_message_and_the_program_goes_on() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let out = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "child_without_nvml", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("GPUSPAN_NVML_LIBRARY", NOWHERE)
+        .env_remove("GPUSPAN_MONITOR")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "the child test did not run:\n{stdout}");
+    assert!(!stderr.contains("panicked") && !stdout.contains("panicked"), "{stdout}\n{stderr}");
+    let said = stderr.lines().filter(|l| l.starts_with("gpuspan: NVML could not be loaded")).count();
+    assert_eq!(said, 1, "the absence is said once:\n{stderr}");
+    assert!(stderr.contains("note: NVML could not be loaded"), "the summary keeps it:\n{stderr}");
+    assert!(stderr.contains("LD_LIBRARY_PATH"), "the message says what to do:\n{stderr}");
+}
+
+#[test]
+fn a_second_sampler_is_refused_while_one_runs() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    // Whatever this machine has, the first start succeeds (the thread finds NVML or not), and
+    // while its thread has not ended a second start is refused.
+    MonitorConfig::default().start().expect("first start");
+    match MonitorConfig::default().start() {
+        Err(MonitorError::AlreadyRunning) | Ok(()) => {} // Ok: the first ended already (no NVML)
+        Err(e) => panic!("unexpected {e}"),
+    }
+    assert!(monitor::stop());
+    let stats = monitor::sampler_stats().expect("started");
+    assert!(!stats.running);
+}
