@@ -67,11 +67,9 @@ impl MetricsSink {
         MetricsSink { duration, bytes, bound: RwLock::new(HashMap::new()) }
     }
 
-    fn bound(&self, site: &'static Site, source: TimingSource) -> Arc<Bound> {
+    /// Binds the instruments of a (site, source) seen for the first time.
+    fn bind(&self, site: &'static Site, source: TimingSource) -> Arc<Bound> {
         let key = (std::ptr::from_ref(site) as usize, source);
-        if let Some(b) = self.bound.read().ok().and_then(|m| m.get(&key).cloned()) {
-            return b;
-        }
         let d = &site.desc;
         let mut a = vec![
             KeyValue::new("gpuspan.site", d.name),
@@ -96,11 +94,21 @@ impl MetricsSink {
 
 impl Sink for MetricsSink {
     fn accept(&self, record: &Record) {
-        let bound = self.bound(record.site, record.source());
-        bound.duration.record(record.duration_ns() as f64 * 1e-9);
-        if let (Some(counter), Some(b)) = (&bound.bytes, record.bytes) {
-            counter.add(b);
+        let (site, source) = (record.site, record.source());
+        let measure = |bound: &Bound| {
+            bound.duration.record(record.duration_ns() as f64 * 1e-9);
+            if let (Some(counter), Some(b)) = (&bound.bytes, record.bytes) {
+                counter.add(b);
+            }
+        };
+        // The common case records under the read lock, without touching the entry's count.
+        if let Ok(m) = self.bound.read() {
+            if let Some(bound) = m.get(&(std::ptr::from_ref(site) as usize, source)) {
+                measure(bound);
+                return;
+            }
         }
+        measure(&self.bind(site, source));
     }
 
     fn wants_all(&self) -> bool {
