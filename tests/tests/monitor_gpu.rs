@@ -19,7 +19,7 @@ fn require_gpu() -> bool {
 
 /// Seconds of idle sampling measured for the overhead figure.
 fn idle_seconds() -> u64 {
-    std::env::var("GPUSPAN_MONITOR_IDLE_S").ok().and_then(|v| v.parse().ok()).unwrap_or(5)
+    std::env::var("GPUSPAN_MONITOR_IDLE_S").ok().and_then(|v| v.parse().ok()).unwrap_or(6)
 }
 
 /// One GPU as `nvidia-smi --query-gpu` prints it.
@@ -128,35 +128,37 @@ fn agrees_with_nvidia_smi(failures: &mut Vec<String>) {
 /// own pace, so NVML's caches are as cold or warm as they are in use) and how often it is made.
 fn query_costs() {
     let Some(s) = monitor::sampler_stats() else { return };
-    println!("readings (sampler thread CPU per reading; period = how often it is made within the budget):");
+    println!(
+        "readings (sampler thread CPU per reading, the cold first one included; rounds every {:?} on average):",
+        s.mean_spacing
+    );
     for q in &s.queries {
         println!(
-            "  {:<34} calls {:>5}  mean {:>9.1} µs  max {:>9.1} µs  every {:?}",
+            "  {:<34} calls {:>5}  mean {:>9.1} µs  max {:>9.1} µs  at most every {:?}",
             q.name,
             q.calls,
             q.mean_cpu.as_secs_f64() * 1e6,
             q.max_cpu.as_secs_f64() * 1e6,
-            q.period
+            q.min_period
         );
     }
 }
 
-/// The longest period of the PCIe reading, plus a margin: how long to wait for a fresh one.
+/// Long enough for a PCIe reading to be made: two of the sampler's mean spacings, and a margin.
 fn pcie_wait() -> Duration {
-    let period = monitor::sampler_stats()
-        .and_then(|s| s.queries.iter().find(|q| q.name.starts_with("pcie_throughput")).map(|q| q.period))
-        .unwrap_or(Duration::from_secs(1));
-    period + Duration::from_millis(300)
+    let spacing = monitor::sampler_stats().map_or(Duration::from_secs(1), |s| s.mean_spacing);
+    2 * spacing + Duration::from_millis(300)
 }
 
 fn print_stats(what: &str) -> Option<f64> {
     let s = monitor::sampler_stats()?;
     let fraction = s.core_fraction();
     println!(
-        "{what}: {} rounds over {:.2} s every {} ms on {} device(s); sampler CPU {:?} = {} of one core \
-         (budget {:.3} %); setup CPU {:?}; round mean {:?} max {:?}; PCIe from {}",
+        "{what}: {} rounds over {:.2} s (one every {:?}, grid {} ms) on {} device(s); sampler CPU {:?} = {} of \
+         one core (budget {:.3} %); setup CPU {:?}; round mean {:?} max {:?}; PCIe from {}",
         s.rounds,
         s.wall.as_secs_f64(),
+        s.mean_spacing,
         s.interval.as_millis(),
         s.devices,
         s.cpu,
@@ -328,12 +330,14 @@ mod cuda {
             down_bytes / 1e9,
             (sent / down_bytes - 1.0) * 100.0
         );
-        // GPM and 64-bit counters average over whole periods, so their totals are exact up to
-        // PCIe's own overhead; the windowed query's are estimates and only printed.
+        // GPM and 64-bit counters average over whole periods, so their totals are the link's
+        // bytes: the payload plus packet headers, and on the GPU's transmit side also the read
+        // requests of the uploads (the H200 run of docs/monitor.md: +7 % received, +22 % sent).
+        // The windowed query's totals are estimates and only printed.
         if source == "gpm" || source == "counters" {
-            let close = |x: f64, want: f64| (x / want - 1.0).abs() < 0.1;
-            check(failures, close(received, up_bytes), format!("received {received:.0} B vs uploaded {up_bytes:.0} B"));
-            check(failures, close(sent, down_bytes), format!("sent {sent:.0} B vs downloaded {down_bytes:.0} B"));
+            let link = |x: f64, payload: f64| x >= payload && x <= 1.3 * payload;
+            check(failures, link(received, up_bytes), format!("received {received:.0} B for {up_bytes:.0} B uploaded"));
+            check(failures, link(sent, down_bytes), format!("sent {sent:.0} B for {down_bytes:.0} B downloaded"));
         }
         let records = capture.records();
         for name in ["upload pinned", "download pinned", "spin 20 ms"] {

@@ -87,7 +87,7 @@ pub enum MonitorError {
 /// | variable | effect |
 /// |---|---|
 /// | `GPUSPAN_MONITOR=off` | [`crate::init`] starts no sampler |
-/// | `GPUSPAN_MONITOR_INTERVAL_MS=n` | sample every `n` ms (default 100, at least 10) |
+/// | `GPUSPAN_MONITOR_INTERVAL_MS=n` | rounds on a grid of `n` ms (default 100, at least 10) |
 /// | `GPUSPAN_MONITOR_HISTORY=n` | keep the last `n` samples per device (default 3000) |
 /// | `GPUSPAN_MONITOR_CPU_PERCENT=p` | CPU budget of the sampler in % of one core (default 0.1) |
 /// | `GPUSPAN_NVML_LIBRARY=path` | load NVML from this path instead of the loader's search |
@@ -99,8 +99,8 @@ pub struct MonitorConfig {
     cpu_budget_ppm: u32,
 }
 
-/// Default sampling interval: fine enough to see a kernel's effect on clocks and power, coarse
-/// enough that the sampler costs well under 0.1 % of a core.
+/// Default sampling interval: the grid rounds sit on, fine enough to see a kernel's effect on
+/// clocks and power where rounds are cheap enough to take that often (see [`MonitorConfig::cpu_budget_percent`]).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 /// Default history: five minutes at the default interval, about 300 KiB per device.
 pub const DEFAULT_HISTORY: usize = 3000;
@@ -138,7 +138,7 @@ impl MonitorConfig {
         c
     }
 
-    /// Sample every `interval` (at least [`MIN_INTERVAL`]).
+    /// Rounds on a grid of `interval` (at least [`MIN_INTERVAL`]), as often as the budget allows.
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval.max(MIN_INTERVAL);
         self
@@ -150,9 +150,10 @@ impl MonitorConfig {
         self
     }
 
-    /// The sampler's CPU budget, in percent of one core (default 0.1, at least 0.001). Readings
-    /// too dear to make every round within it are made less often; with a budget of 100 every
-    /// reading is made every round whatever it costs.
+    /// The sampler's CPU budget, in percent of one core (default 0.1, at least 0.001). Rounds
+    /// dearer than the budget allows on every grid point wait for the next point it allows
+    /// ([`SamplerStats::mean_spacing`] says how often they ran); with a budget of 100 every
+    /// grid point gets a round whatever it costs.
     pub fn cpu_budget_percent(mut self, percent: f64) -> Self {
         self.cpu_budget_ppm = (percent * 1e4).clamp(10.0, 1e6) as u32;
         self

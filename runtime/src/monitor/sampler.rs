@@ -1,13 +1,17 @@
-//! The background sampler: one thread that reads every GPU through NVML at a fixed interval
-//! into the bounded history, within a CPU budget it measures itself.
+//! The background sampler: one thread that reads every GPU through NVML into the bounded
+//! history, within a CPU budget it measures itself.
 //!
-//! NVML readings differ in cost by three orders of magnitude: on an H200 most are served from
-//! the driver's cache in under a microsecond, while a few go to the GPU's firmware and cost
-//! hundreds of microseconds of CPU. So every reading's CPU cost is measured as it is made, and
-//! each is scheduled on its own: cheap ones every round, dear ones as often as the budget
-//! (default 0.1 % of one core) allows. A value is held until it is read again, so every sample
-//! is complete; [`SamplerStats::queries`] says how old each kind can be. A reading a device
-//! answers "not supported" is not made again.
+//! Rounds sit on a grid of the configured interval (default 100 ms). A round makes every
+//! reading of every device, so a sample is coherent; the limit and link state, which change
+//! slowly, are read at most once a second and held in between. What a round costs differs by
+//! machine: on the H200 of docs/monitor.md a full round of NVML readings costs about 1 ms of
+//! CPU (the values come from the GPU's firmware), and waking the thread up about 60 µs more. So
+//! rounds are paid from a token bucket: it fills at 80 % of the budget (default 0.1 % of one
+//! core), each round is charged the thread's CPU time since the previous one (measured with
+//! `CLOCK_THREAD_CPUTIME_ID`, wake-up included), and a round waits for the grid point at which
+//! the bucket holds what a round costs. Where rounds are cheap they run on every grid point;
+//! where they are dear they run less often, and [`SamplerStats::mean_spacing`] says how often.
+//! A reading a device answers "not supported" is not made again.
 //!
 //! PCIe throughput comes from GPM (Hopper and later: the exact average between two readings),
 //! else from 64-bit byte counters, else from NVML's windowed query (a 20 ms look, blocking).
@@ -29,8 +33,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// One reading of one GPU. A field is `None` where the device does not report it; a value too
-/// dear to read every round is held from its last reading (see [`SamplerStats::queries`]).
+/// One round's reading of one GPU. A field is `None` where the device does not report it; the
+/// power limit and link state are held from their last reading (at most a second old).
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Sample {
@@ -91,13 +95,17 @@ pub struct SamplerStats {
     pub interval: Duration,
     pub running: bool,
     pub devices: usize,
-    /// Rounds taken; each reads every device once.
+    /// Rounds taken after the first (which is part of the setup); each reads every device.
     pub rounds: u64,
+    /// Mean time between rounds: the interval where rounds are cheap, longer where the CPU
+    /// budget makes them wait.
+    pub mean_spacing: Duration,
     /// Time since the first round (until the last, once stopped).
     pub wall: Duration,
     /// CPU time the sampler thread spent over `wall` (Linux; `None` elsewhere).
     pub cpu: Option<Duration>,
-    /// CPU time spent loading NVML and describing the devices, once, before the first round.
+    /// CPU time spent once, before `wall` starts: loading NVML, describing the devices, and a
+    /// first round that makes every reading to learn what each costs.
     pub setup_cpu: Option<Duration>,
     pub mean_round: Duration,
     pub max_round: Duration,
@@ -106,7 +114,7 @@ pub struct SamplerStats {
     pub pcie_source: &'static str,
     /// The CPU budget the schedule keeps to, as a fraction of one core.
     pub cpu_budget: f64,
-    /// Each kind of reading: what it costs and how often it is made.
+    /// Each kind of reading: what it costs and how many were made.
     pub queries: Vec<QueryStats>,
 }
 
@@ -144,7 +152,7 @@ impl Counters {
                 (wall, cpu_end.zip(*cpu_start).map(|(e, s)| e.saturating_sub(s)))
             }
             (None, Some((start, cpu_start))) => {
-                let now = thread_cpu_ns(self.tid.get().copied());
+                let now = self.tid.get().and_then(|&t| thread_cpu_ns(t));
                 (start.elapsed(), now.zip(*cpu_start).map(|(e, s)| e.saturating_sub(s)))
             }
             (_, None) => (Duration::ZERO, None),
@@ -154,6 +162,7 @@ impl Counters {
             running,
             devices: self.devices.load(Relaxed) as usize,
             rounds,
+            mean_spacing: if rounds == 0 { config.interval } else { wall / rounds as u32 },
             wall,
             cpu: cpu.map(Duration::from_nanos),
             setup_cpu: self.setup_cpu_ns.get().copied().flatten().map(Duration::from_nanos),
@@ -162,6 +171,15 @@ impl Counters {
             pcie_source: *self.pcie_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
             cpu_budget: config.cpu_budget(),
             queries: self.queries.lock().map(|q| q.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Mean time between rounds so far (the interval before the first).
+    pub fn spacing(&self, interval: Duration) -> Duration {
+        let rounds = self.rounds.load(Relaxed);
+        match self.started.get() {
+            Some((start, _)) if rounds > 0 => (start.elapsed() / rounds as u32).max(interval),
+            _ => interval,
         }
     }
 
@@ -189,20 +207,32 @@ impl Counters {
                 calls,
                 mean_cpu: Duration::from_nanos(total / calls.max(1)),
                 max_cpu: Duration::from_nanos(max),
-                period: interval * period as u32,
+                min_period: interval * period as u32,
             });
         }
     }
 }
 
-/// CPU time of a thread of this process, in ns: the on-CPU time of `/proc/.../schedstat`
-/// (nanosecond resolution, unlike `stat`'s clock ticks). `None` for the calling thread.
-fn thread_cpu_ns(tid: Option<u32>) -> Option<u64> {
-    let path = match tid {
-        Some(t) => format!("/proc/self/task/{t}/schedstat"),
-        None => "/proc/thread-self/schedstat".to_owned(),
-    };
+/// CPU time of another thread of this process, in ns: the on-CPU time of its `schedstat`
+/// (nanosecond resolution, unlike `stat`'s clock ticks; current as of its last switch, which
+/// for a sampler that sleeps between rounds is its last round).
+fn thread_cpu_ns(tid: u32) -> Option<u64> {
+    let path = format!("/proc/self/task/{tid}/schedstat");
     std::fs::read_to_string(path).ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// The calling thread's CPU time in ns, exact to the moment (`CLOCK_THREAD_CPUTIME_ID`
+/// includes the slice in progress); Linux only.
+fn own_cpu_ns() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid timespec to write to; the clock id is a constant Linux knows.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+        }
+    }
+    None
 }
 
 /// The calling thread's kernel id (`/proc/thread-self` links to `<pid>/task/<tid>`).
@@ -236,7 +266,7 @@ fn sample_until_stopped(shared: &Shared) -> Result<(), super::MonitorError> {
     if let Some(tid) = current_tid() {
         let _ = counters.tid.set(tid);
     }
-    let cpu_before_setup = thread_cpu_ns(None);
+    let cpu_before_setup = own_cpu_ns();
     let nvml = library::nvml()?;
     let gpus = discovery::discover(nvml)?;
     let config = &shared.config;
@@ -257,41 +287,56 @@ fn sample_until_stopped(shared: &Shared) -> Result<(), super::MonitorError> {
     counters.devices.store(slots.len() as u64, Relaxed);
     let _ = shared.devices.set(slots);
     let slots = shared.devices();
-    let _ = counters.setup_cpu_ns.set(thread_cpu_ns(None).zip(cpu_before_setup).map(|(a, b)| a.saturating_sub(b)));
     {
         let mut state = shared.lock();
         state.discovery = Some(Ok(()));
         shared.changed.notify_all();
     }
+    let interval_ns = config.interval.as_nanos() as u64;
+    // The first round makes every reading once, cold (NVML's first call of each kind costs
+    // several times the later ones): part of the setup.
+    for (probe, slot) in probes.iter_mut().zip(slots) {
+        let (sample, tx, rx) = probe.read(0);
+        slot.lock().push(sample, tx, rx);
+    }
+    counters.publish(&probes, config.interval);
+    let _ = counters.setup_cpu_ns.set(own_cpu_ns().zip(cpu_before_setup).map(|(a, b)| a.saturating_sub(b)));
     let start = Instant::now();
-    let _ = counters.started.set((start, thread_cpu_ns(None)));
-    let mut next = start;
-    let mut round = 0u64;
-    // Each device's share of the budget, in CPU ns per round, less a fifth for the sampler's
-    // own bookkeeping around the readings.
-    let budget_ns = config.cpu_budget() * 0.8 * config.interval.as_nanos() as f64 / probes.len() as f64;
-    while shared.sleep_until(next) {
+    let _ = counters.started.set((start, own_cpu_ns()));
+    // A fifth of the budget is left for what the bucket cannot see coming: a round dearer than
+    // the estimate, the last round of a run.
+    let mut bucket = Bucket::new(config.cpu_budget() * 0.8);
+    let mut filled_at = start;
+    let mut spent_until = cost_clock();
+    let mut step = 0u64;
+    loop {
+        let now = Instant::now();
+        bucket.fill(now.duration_since(filled_at).as_nanos() as f64);
+        filled_at = now;
+        // The first grid point after the previous round at which the bucket has filled.
+        let ready_ns = (now.duration_since(start).as_nanos() as f64 + bucket.wait_ns()) as u64;
+        step = (step + 1).max(ready_ns.div_ceil(interval_ns));
+        if !shared.sleep_until(start + Duration::from_nanos(step * interval_ns)) {
+            break;
+        }
         let t = Instant::now();
         for (probe, slot) in probes.iter_mut().zip(slots) {
-            let (sample, tx, rx) = probe.read(round, budget_ns);
+            let (sample, tx, rx) = probe.read(step);
             slot.lock().push(sample, tx, rx);
         }
         counters.publish(&probes, config.interval);
+        // Charged: the thread's CPU since the previous round, waking up included.
+        let spent = cost_clock();
+        bucket.fill(t.duration_since(filled_at).as_nanos() as f64);
+        filled_at = t;
+        bucket.charge(spent.saturating_sub(spent_until) as f64);
+        spent_until = spent;
         let took = t.elapsed().as_nanos() as u64;
         counters.rounds.fetch_add(1, Relaxed);
         counters.round_ns_total.fetch_add(took, Relaxed);
         counters.round_ns_max.fetch_max(took, Relaxed);
-        round += 1;
-        // A fixed rate; rounds missed (a suspended process, a slow driver) are skipped, not
-        // made up in a burst.
-        next += config.interval;
-        let now = Instant::now();
-        if next < now {
-            next = now + config.interval;
-        }
     }
-    *counters.ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-        Some((start.elapsed(), thread_cpu_ns(None)));
+    *counters.ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((start.elapsed(), own_cpu_ns()));
     Ok(())
 }
 
@@ -343,19 +388,16 @@ impl Query {
         }
     }
 
-    /// What changes slowly (limits, link state) is read about once a second at most; so is
-    /// NVML's windowed PCIe query, which blocks for 20 ms.
-    fn slow(self, pcie: &Pcie<'_>) -> bool {
-        matches!(self, Query::PowerLimit | Query::Link) || (self == Query::Pcie && matches!(pcie, Pcie::Windowed))
+    /// What changes slowly (limits, link state) is read about once a second at most.
+    fn slow(self) -> bool {
+        matches!(self, Query::PowerLimit | Query::Link)
     }
 }
 
-/// What one reading costs and when it is next due.
+/// What one kind of reading costs and when it is next due.
 #[derive(Debug, Clone, Copy, Default)]
 struct Schedule {
-    /// Smoothed CPU cost of one reading, in ns (0 until measured).
-    cost_ns: f64,
-    /// Read every `period` rounds, next at round `next`.
+    /// Read at most every `period` grid steps, next at step `next`.
     period: u64,
     next: u64,
     calls: u64,
@@ -370,47 +412,54 @@ struct Schedule {
 pub struct QueryStats {
     pub name: &'static str,
     pub calls: u64,
-    /// Sampler-thread CPU time per reading.
+    /// Sampler-thread CPU time per reading (the first, cold reading of each kind included).
     pub mean_cpu: Duration,
     pub max_cpu: Duration,
-    /// How often it is read now (the longest over the devices): the age bound of its values.
-    pub period: Duration,
+    /// Read at most this often (one interval, or a second for what changes slowly).
+    pub min_period: Duration,
 }
 
-/// Spreads `budget_ns` of CPU per round over the readings: cheap ones are read every round,
-/// dear ones every `cost / share` rounds, where each takes an equal share of what the cheaper
-/// ones left (water filling). Periods stay within `min..=max` rounds.
-fn plan(schedules: &mut [Schedule], mins: &[u64], budget_ns: f64, max_period: u64) {
-    let mut order: Vec<usize> = (0..schedules.len()).filter(|&i| !schedules[i].unsupported).collect();
-    order.sort_by(|&a, &b| schedules[a].cost_ns.total_cmp(&schedules[b].cost_ns));
-    let mut left = budget_ns;
-    let mut count = order.len();
-    for i in order {
-        let s = &mut schedules[i];
-        let share = left / count as f64;
-        let period = if s.cost_ns <= 0.0 {
-            1
-        } else if share <= 0.0 {
-            max_period
-        } else {
-            (s.cost_ns / share).ceil().min(max_period as f64) as u64
-        };
-        s.period = period.clamp(mins[i].min(max_period), max_period);
-        left -= s.cost_ns / s.period as f64;
-        count -= 1;
+/// Pays for rounds out of the CPU budget: fills at `rate` CPU-ns per wall-ns, is charged what
+/// each round cost, and lets a round start once it holds what rounds cost (a smoothed
+/// estimate), so the thread's CPU over any stretch of time stays within the rate.
+#[derive(Debug, Clone)]
+struct Bucket {
+    rate: f64,
+    tokens: f64,
+    /// Smoothed CPU cost of a round, in ns (0 until the first is measured).
+    estimate: f64,
+}
+
+impl Bucket {
+    fn new(rate: f64) -> Self {
+        Bucket { rate, tokens: 0.0, estimate: 0.0 }
+    }
+
+    /// At most two seconds of budget, or two rounds, whichever is more.
+    fn cap(&self) -> f64 {
+        (self.rate * 2e9).max(2.0 * self.estimate)
+    }
+
+    fn fill(&mut self, wall_ns: f64) {
+        self.tokens = (self.tokens + self.rate * wall_ns).min(self.cap());
+    }
+
+    /// Wall time until the bucket holds the price of a round.
+    fn wait_ns(&self) -> f64 {
+        ((self.estimate - self.tokens) / self.rate).max(0.0)
+    }
+
+    fn charge(&mut self, spent_ns: f64) {
+        self.tokens -= spent_ns;
+        self.estimate = if self.estimate == 0.0 { spent_ns } else { 0.7 * self.estimate + 0.3 * spent_ns };
     }
 }
 
 /// The calling thread's CPU time in ns: what a reading costs the machine, whether NVML waits
 /// for the GPU's firmware by spinning or by sleeping. Wall time where there is no such clock.
 fn cost_clock() -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid timespec to write to; the clock id is a constant Linux knows.
-        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
-            return ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-        }
+    if let Some(ns) = own_cpu_ns() {
+        return ns;
     }
     static BASE: OnceLock<Instant> = OnceLock::new();
     BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
@@ -451,8 +500,6 @@ struct Probe<'n> {
     device: Device<'n>,
     nvml: &'n Nvml,
     schedules: [Schedule; Query::ALL.len()],
-    mins: [u64; Query::ALL.len()],
-    max_period: u64,
     /// The newest value of everything.
     held: Sample,
     /// When PCIe throughput was last read, for the bytes moved since.
@@ -465,18 +512,9 @@ impl<'n> Probe<'n> {
     fn new(device: Device<'n>, nvml: &'n Nvml, interval: Duration) -> Self {
         let per_second = (Duration::from_secs(1).as_nanos() / interval.as_nanos().max(1)).max(1) as u64;
         let pcie = choose_pcie(&device);
-        let mins = Query::ALL.map(|q| if q.slow(&pcie) { per_second } else { 1 });
-        Probe {
-            device,
-            nvml,
-            schedules: [Schedule { period: 1, ..Schedule::default() }; Query::ALL.len()],
-            mins,
-            max_period: per_second * 10,
-            held: Sample::default(),
-            pcie_read_ns: None,
-            pcie,
-            lost: false,
-        }
+        let schedules =
+            Query::ALL.map(|q| Schedule { period: if q.slow() { per_second } else { 1 }, ..Schedule::default() });
+        Probe { device, nvml, schedules, held: Sample::default(), pcie_read_ns: None, pcie, lost: false }
     }
 
     /// Runs one reading unless the device said it does not support it.
@@ -498,13 +536,14 @@ impl<'n> Probe<'n> {
         }
     }
 
-    /// One sample, and the bytes sent and received over PCIe since the previous PCIe reading.
-    fn read(&mut self, round: u64, budget_ns: f64) -> (Sample, f64, f64) {
+    /// One sample at grid step `step`, and the bytes sent and received over PCIe since the
+    /// previous PCIe reading.
+    fn read(&mut self, step: u64) -> (Sample, f64, f64) {
         let time_ns = crate::clock::now_ns();
         let mut io = (0.0, 0.0);
         for (i, q) in Query::ALL.into_iter().enumerate() {
             let s = self.schedules[i];
-            if self.lost || s.unsupported || round < s.next {
+            if self.lost || s.unsupported || step < s.next {
                 continue;
             }
             let c0 = cost_clock();
@@ -563,16 +602,10 @@ impl<'n> Probe<'n> {
             }
             let cost = cost_clock().saturating_sub(c0);
             let s = &mut self.schedules[i];
-            s.cost_ns = if s.calls == 0 { cost as f64 } else { 0.75 * s.cost_ns + 0.25 * cost as f64 };
             s.calls += 1;
             s.total_ns += cost;
             s.max_ns = s.max_ns.max(cost);
-        }
-        plan(&mut self.schedules, &self.mins, budget_ns, self.max_period);
-        for s in &mut self.schedules {
-            if round >= s.next {
-                s.next = round + s.period;
-            }
+            s.next = step + s.period;
         }
         if self.lost {
             self.held = Sample::default();
@@ -715,6 +748,7 @@ mod tests {
             running: false,
             devices: 1,
             rounds: 100,
+            mean_spacing: Duration::from_millis(100),
             wall: Duration::from_secs(10),
             cpu: Some(Duration::from_millis(5)),
             setup_cpu: None,
@@ -729,33 +763,51 @@ mod tests {
         assert_eq!(SamplerStats { wall: Duration::ZERO, ..s }.core_fraction(), None);
     }
 
-    fn schedules(costs: &[f64]) -> Vec<Schedule> {
-        costs.iter().map(|&c| Schedule { cost_ns: c, period: 1, ..Schedule::default() }).collect()
+    /// Runs the bucket against a simulated sampler: rounds cost `round_ns` of CPU on a
+    /// `grid_ns` grid, for `seconds`; returns the CPU spent as a fraction of one core.
+    fn simulate(rate: f64, round_ns: f64, grid_ns: u64, seconds: u64) -> (f64, u64) {
+        let mut b = Bucket::new(rate);
+        let (mut now, mut spent, mut rounds, mut filled_at) = (0u64, 0.0, 0u64, 0u64);
+        let end = seconds * 1_000_000_000;
+        loop {
+            b.fill((now - filled_at) as f64);
+            filled_at = now;
+            let ready = now + b.wait_ns() as u64;
+            now = (now + grid_ns).max(ready.div_ceil(grid_ns) * grid_ns);
+            if now >= end {
+                return (spent / end as f64, rounds);
+            }
+            b.fill((now - filled_at) as f64);
+            filled_at = now;
+            b.charge(round_ns);
+            spent += round_ns;
+            rounds += 1;
+        }
     }
 
     #[test]
-    fn cheap_readings_every_round_dear_ones_as_the_budget_allows() {
-        // The H200's shape: most readings cached (under 1 µs), two at 300 µs, 80 µs per round.
-        let mut s = schedules(&[500.0, 5_000.0, 300.0, 300.0, 300.0, 300.0, 400.0, 300.0, 300_000.0, 320_000.0]);
-        let mins = [1, 1, 1, 1, 1, 1, 1, 10, 10, 1];
-        plan(&mut s, &mins, 80_000.0, 100);
-        let periods: Vec<u64> = s.iter().map(|x| x.period).collect();
-        assert_eq!(&periods[..7], [1; 7], "{periods:?}");
-        assert!(periods[8] >= 10 && periods[9] >= 4, "{periods:?}");
-        let per_round: f64 = s.iter().map(|x| x.cost_ns / x.period as f64).sum();
-        assert!(per_round <= 80_000.0, "{per_round} ns per round with {periods:?}");
+    fn dear_rounds_wait_for_the_budget_and_cheap_ones_run_on_every_grid_point() {
+        // The H200's shape: a full round about 1.06 ms of CPU, a 100 ms grid, 0.08 % of a core.
+        let (fraction, rounds) = simulate(0.0008, 1_060_000.0, 100_000_000, 60);
+        assert!(fraction <= 0.0008 && fraction > 0.0007, "{fraction}");
+        assert!((40..=50).contains(&rounds), "{rounds}");
+        // Rounds of 50 µs fit the budget at every grid point.
+        let (fraction, rounds) = simulate(0.0008, 50_000.0, 100_000_000, 10);
+        assert_eq!(rounds, 99);
+        assert!(fraction < 0.0008, "{fraction}");
     }
 
     #[test]
-    fn an_unmeasured_reading_is_made_at_once_and_a_hopeless_one_at_the_longest_period() {
-        let mut s = schedules(&[0.0, 1e9]);
-        s.push(Schedule { unsupported: true, cost_ns: 5.0, ..Schedule::default() });
-        plan(&mut s, &[1, 1, 1], 80_000.0, 100);
-        assert_eq!((s[0].period, s[1].period, s[2].period), (1, 100, 0));
-        // A generous budget reads everything every round.
-        let mut s = schedules(&[300_000.0, 300_000.0]);
-        plan(&mut s, &[1, 1], 1e9, 100);
-        assert_eq!((s[0].period, s[1].period), (1, 1));
+    fn a_round_dearer_than_the_estimate_is_paid_back_before_the_next() {
+        let mut b = Bucket::new(0.001);
+        b.charge(1_000_000.0);
+        assert_eq!(b.estimate, 1_000_000.0);
+        // 1 ms owed and 1 ms to save up: 2 s at 0.1 %.
+        assert_eq!(b.wait_ns(), 2e9);
+        b.fill(2e9);
+        assert_eq!(b.wait_ns(), 0.0);
+        b.fill(1e12);
+        assert_eq!(b.tokens, b.cap());
     }
 
     #[test]
@@ -780,15 +832,15 @@ mod tests {
     #[test]
     fn this_threads_cpu_time_is_readable_on_linux() {
         if cfg!(target_os = "linux") {
-            let before = thread_cpu_ns(None).expect("schedstat");
+            let before = own_cpu_ns().expect("CLOCK_THREAD_CPUTIME_ID");
             let mut x = 0u64;
             for i in 0..2_000_000u64 {
                 x = x.wrapping_add(i * i);
             }
             std::hint::black_box(x);
-            assert!(thread_cpu_ns(None).expect("schedstat") > before);
+            assert!(own_cpu_ns().expect("clock") > before);
             let tid = current_tid().expect("tid");
-            assert!(thread_cpu_ns(Some(tid)).is_some());
+            assert!(thread_cpu_ns(tid).is_some());
         }
     }
 }

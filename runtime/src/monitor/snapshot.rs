@@ -11,7 +11,7 @@ use crate::site::{Direction, SiteKind};
 /// | attribute | when |
 /// |---|---|
 /// | `gpu_transfer.link_efficiency` | transfers over PCIe: bandwidth ÷ the link's peak |
-/// | `gpu.device.uuid`, `gpu.device.sample_offset_ms` | calls over the threshold with a sample within one interval |
+/// | `gpu.device.uuid`, `gpu.device.sample_offset_ms` | calls over the threshold with a sample near their time |
 /// | `gpu.device.sm_clock_mhz`, `gpu.device.memory_clock_mhz` | same |
 /// | `gpu.device.temperature_c`, `gpu.device.power_w`, `gpu.device.power_limit_w` | same |
 /// | `gpu.device.utilization`, `gpu.device.throttle_reasons` | same |
@@ -34,7 +34,10 @@ pub fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
     }
     let interval = record.interval();
     let middle = interval.start_ns + interval.duration_ns() / 2;
-    let tolerance = shared.config.interval.as_nanos() as u64 + interval.duration_ns() / 2;
+    // Rounds are an interval apart where they are cheap, further where the CPU budget spaces
+    // them out: the nearest sample is the device's state at the call's time within that.
+    let spacing = shared.counters.spacing(shared.config.interval);
+    let tolerance = (spacing.as_nanos() as u64).saturating_mul(3) / 2 + interval.duration_ns() / 2;
     let history = slot.lock();
     let Some(s) = history.ring.nearest(middle, tolerance) else {
         return a;

@@ -151,10 +151,11 @@ pub fn summary_lines() -> Vec<String> {
         None => String::new(),
     };
     let mut lines = vec![format!(
-        "devices (NVML every {} ms, {} rounds over {:.1} s{cost}), peak / mean:",
-        stats.interval.as_millis(),
+        "devices (NVML: {} rounds over {:.1} s, one every {} ms on average, grid {} ms{cost}), peak / mean:",
         stats.rounds,
-        stats.wall.as_secs_f64()
+        stats.wall.as_secs_f64(),
+        stats.mean_spacing.as_millis(),
+        stats.interval.as_millis(),
     )];
     for d in &devices {
         lines.extend(device_lines(d));
