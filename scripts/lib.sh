@@ -4,7 +4,7 @@
 # The GPU the wgpu tests and the demo run on when the machine has none: Mesa's software Vulkan
 # driver (lavapipe). Installed only when no Vulkan driver is present.
 ensure_vulkan() {
-    if ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1 \
+    if { compgen -G "/usr/share/vulkan/icd.d/*.json" || compgen -G "/etc/vulkan/icd.d/*.json"; } >/dev/null \
         && ldconfig -p 2>/dev/null | grep -q libvulkan.so.1; then
         return 0
     fi
@@ -26,6 +26,28 @@ ensure_vulkan() {
         sleep 3
     done
     echo "error: could not install mesa-vulkan-drivers" >&2
+    return 1
+}
+
+# The OTLP tests' collector (rotel, from PyPI) embeds Python 3.11: it needs python3.11 with venv
+# and libpython3.11. Installed from Debian only when missing.
+ensure_python311() {
+    if command -v python3.11 >/dev/null && python3.11 -c 'import venv, ensurepip' 2>/dev/null \
+        && ldconfig -p 2>/dev/null | grep -q 'libpython3\.11\.so'; then
+        return 0
+    fi
+    echo "==> installing python3.11, python3.11-venv and libpython3.11 (the OTLP collector needs them)"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    for attempt in 1 2 3; do
+        if $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+            && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11 python3.11-venv libpython3.11 >/dev/null; then
+            return 0
+        fi
+        echo "apt-get failed (attempt $attempt); retrying" >&2
+        sleep 3
+    done
+    echo "error: could not install python3.11 for the OTLP collector" >&2
     return 1
 }
 

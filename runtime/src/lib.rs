@@ -33,6 +33,9 @@
 //!   as written, and [`init`] returns a guard that does nothing.
 //! - `wgpu`: timestamp queries through wgpu-profiler. Implies `enabled`.
 //! - `cuda`: CUPTI activity records through cudarc, loaded at run time. Implies `enabled`.
+//! - `otlp`: OpenTelemetry export over OTLP (gRPC or HTTP/protobuf), started by [`init`] when
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Implies `enabled`.
+//! - `nvml`: device discovery and metrics through NVML, loaded at run time. Implies `enabled`.
 //! - `nvml`: device discovery and metrics through NVML, loaded at run time (module `monitor`).
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
