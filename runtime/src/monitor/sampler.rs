@@ -307,7 +307,7 @@ fn sample_until_stopped(shared: &Shared) -> Result<(), super::MonitorError> {
     // the estimate, the last round of a run.
     let mut bucket = Bucket::new(config.cpu_budget() * 0.8);
     let mut filled_at = start;
-    let mut spent_until = cost_clock();
+    let mut cpu_until = own_cpu_ns();
     let mut step = 0u64;
     loop {
         let now = Instant::now();
@@ -325,13 +325,18 @@ fn sample_until_stopped(shared: &Shared) -> Result<(), super::MonitorError> {
             slot.lock().push(sample, tx, rx);
         }
         counters.publish(&probes, config.interval);
-        // Charged: the thread's CPU since the previous round, waking up included.
-        let spent = cost_clock();
+        // Charged: the thread's CPU since the previous round, waking up included (without a
+        // thread CPU clock, the round's wall time).
+        let took = t.elapsed().as_nanos() as u64;
+        let cpu = own_cpu_ns();
+        let spent = match (cpu, cpu_until) {
+            (Some(now), Some(before)) => now.saturating_sub(before),
+            _ => took,
+        };
+        cpu_until = cpu;
         bucket.fill(t.duration_since(filled_at).as_nanos() as f64);
         filled_at = t;
-        bucket.charge(spent.saturating_sub(spent_until) as f64);
-        spent_until = spent;
-        let took = t.elapsed().as_nanos() as u64;
+        bucket.charge(spent as f64);
         counters.rounds.fetch_add(1, Relaxed);
         counters.round_ns_total.fetch_add(took, Relaxed);
         counters.round_ns_max.fetch_max(took, Relaxed);
