@@ -36,7 +36,6 @@
 //! - `otlp`: OpenTelemetry export over OTLP (gRPC or HTTP/protobuf), started by [`init`] when
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Implies `enabled`.
 //! - `nvml`: device discovery and metrics through NVML, loaded at run time. Implies `enabled`.
-//! - `nvml`: device discovery and metrics through NVML, loaded at run time (module `monitor`).
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 #![cfg_attr(docsrs, feature(doc_cfg))]
