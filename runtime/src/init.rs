@@ -163,6 +163,9 @@ mod imp {
         // `unattributed`), and its start-up cost is not charged to that call.
         #[cfg(feature = "cuda")]
         crate::cuda::start();
+        // Device discovery and the background sampler (GPUSPAN_NVML_* settings).
+        #[cfg(feature = "nvml")]
+        crate::monitor::start_from_env();
         if let Some(us) = c.threshold_us {
             crate::sampling::set_threshold_us(us);
         }
@@ -224,6 +227,9 @@ mod imp {
                     "some GPU measurements were still pending at shutdown (flush timed out after 5 s)",
                 );
             }
+            // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
+            #[cfg(feature = "nvml")]
+            crate::monitor::stop();
             if let Some((t, path)) = self.timeline.take() {
                 let sink: Arc<dyn Sink> = t.clone();
                 pipeline::remove_sink(&sink);

@@ -262,7 +262,6 @@ mod wgpu_adapters {
 
     /// Remembers which adapter gpuspan's wgpu device `id` came from, so its records can be
     /// matched by PCI address rather than by name.
-    #[allow(dead_code)] // until `wgpu::register` calls it (docs/monitor.md, "wgpu")
     pub(crate) fn wgpu_registered(id: u32, info: &wgpu::AdapterInfo) {
         if let Ok(mut r) = REGISTERED.write() {
             r.retain(|(i, _)| *i != id);

@@ -45,7 +45,6 @@ pub use summary::{device_summaries, summary_lines, DeviceSummary, Peak};
 
 /// For `crate::wgpu::register`: remembers the adapter behind a registered device.
 #[cfg(feature = "wgpu")]
-#[allow(unused_imports)] // until `wgpu::register` calls it (docs/monitor.md, "wgpu")
 pub(crate) use matching::wgpu_registered;
 
 use ring::Ring;

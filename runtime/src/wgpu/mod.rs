@@ -51,6 +51,9 @@ pub fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Qu
     let info = adapter.get_info();
     let name = format!("{} ({:?})", info.name, info.backend);
     let state = device::register(device, Some(queue), Some(&name));
+    // Lets device snapshots match this device's records to its NVML GPU by PCI bus id.
+    #[cfg(feature = "nvml")]
+    crate::monitor::wgpu_registered(state.label.id, &info);
     check_features(&state);
 }
 

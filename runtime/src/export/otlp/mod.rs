@@ -252,6 +252,9 @@ impl Otlp {
             let provider = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
             use opentelemetry::metrics::MeterProvider as _;
             otlp.sinks.push(Arc::new(metrics::MetricsSink::new(&provider.meter("gpuspan"))));
+            // Device metrics (hw.gpu.*) through the same provider, when NVML is monitored.
+            #[cfg(feature = "nvml")]
+            crate::monitor::register_metrics(&provider.meter("gpuspan"));
             otlp.meter_provider = Some(provider);
         }
         for s in &otlp.sinks {
