@@ -96,6 +96,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let trace_all = plan.trace_all;
+    let track_memory = plan.track_memory;
     let level = &plan.level;
     let kind_str = match plan.kind {
         Kind::Kernel => "kernel",
@@ -160,6 +161,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             direction: #direction,
             threshold_us: #threshold,
             trace_all: #trace_all,
+            track_memory: #track_memory,
         });
         #p::register_site!(__GPUSPAN_SITE);
     };

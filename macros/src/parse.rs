@@ -23,6 +23,7 @@ pub const KNOWN: &[&str] = &[
     "fields",
     "skip",
     "level",
+    "track_memory",
     "crate",
 ];
 
@@ -46,6 +47,8 @@ pub enum ArgValue {
     ThresholdUs(LitInt),
     /// Bare `trace_all` or `trace_all = true|false`.
     TraceAll(Option<LitBool>),
+    /// Bare `track_memory` or `track_memory = true|false`.
+    TrackMemory(Option<LitBool>),
     Fields(Punctuated<Field, Token![,]>),
     Skip(Punctuated<Ident, Token![,]>),
     /// A level given as a string (`"debug"`) or an identifier (`debug`, `Level::DEBUG` is not
@@ -128,6 +131,13 @@ impl Parse for Arg {
                     ArgValue::TraceAll(Some(parse_eq_with(input, "`true` or `false`")?))
                 } else {
                     ArgValue::TraceAll(None)
+                }
+            }
+            "track_memory" => {
+                if input.peek(Token![=]) {
+                    ArgValue::TrackMemory(Some(parse_eq_with(input, "`true` or `false`")?))
+                } else {
+                    ArgValue::TrackMemory(None)
                 }
             }
             "fields" => ArgValue::Fields(parse_list(input, &key, Field::parse)?),

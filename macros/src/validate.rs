@@ -63,6 +63,7 @@ pub struct Plan {
     pub bytes: Option<BytesExpr>,
     pub threshold_us: Option<u64>,
     pub trace_all: bool,
+    pub track_memory: bool,
     pub level: TokenStream,
     pub krate: TokenStream,
     pub fields: Vec<(String, TokenStream)>,
@@ -119,6 +120,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
     let mut bytes = None;
     let mut threshold_us = None;
     let mut trace_all = false;
+    let mut track_memory = false;
     let mut level = quote!(Level::INFO);
     let mut krate = quote!(::gpuspan);
     let mut fields_arg = None;
@@ -161,6 +163,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                 Err(_) => push(syn::Error::new(lit.span(), "expected a whole number of microseconds")),
             },
             ArgValue::TraceAll(v) => trace_all = v.as_ref().is_none_or(|b| b.value),
+            ArgValue::TrackMemory(v) => track_memory = v.as_ref().is_none_or(|b| b.value),
             ArgValue::Fields(f) => fields_arg = Some(f),
             ArgValue::Skip(s) => skip.extend(s.iter()),
             ArgValue::Level(l) => match level_tokens(l) {
@@ -362,7 +365,19 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
 
     match errors {
         Some(e) => Err(e),
-        None => Ok(Plan { kind, name, resource, direction, bytes, threshold_us, trace_all, level, krate, fields }),
+        None => Ok(Plan {
+            kind,
+            name,
+            resource,
+            direction,
+            bytes,
+            threshold_us,
+            trace_all,
+            track_memory,
+            level,
+            krate,
+            fields,
+        }),
     }
 }
 

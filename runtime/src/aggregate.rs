@@ -7,7 +7,7 @@
 
 use crate::record::{Record, TimingSource};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 /// Sub-buckets per power of two: quantiles are within 1/16 (6.25 %) of the true value.
@@ -109,6 +109,9 @@ struct Shard {
     sources: AtomicU8,
     /// Some durations were brackets around submissions (upper bounds), not exact queries.
     bracketed: AtomicBool,
+    /// Largest growth of device memory / RSS over one call (`track_memory` sites; i64::MIN: none).
+    device_delta_max: AtomicI64,
+    rss_delta_max: AtomicI64,
     histogram: Histogram,
 }
 
@@ -131,6 +134,8 @@ impl Shard {
             bytes: AtomicU64::new(0),
             sources: AtomicU8::new(0),
             bracketed: AtomicBool::new(false),
+            device_delta_max: AtomicI64::new(i64::MIN),
+            rss_delta_max: AtomicI64::new(i64::MIN),
             histogram: Histogram::new(),
         }
     }
@@ -145,6 +150,18 @@ impl Shard {
             record.source().bit(),
             record.gpu.as_ref().is_some_and(|g| g.bracketed),
         );
+        if let Some((before, after)) = &record.memory {
+            let grow = |max: &AtomicI64, b: Option<u64>, a: Option<u64>| {
+                if let (Some(b), Some(a)) = (b, a) {
+                    let d = a as i64 - b as i64;
+                    if d > max.load(Relaxed) {
+                        max.store(d, Relaxed);
+                    }
+                }
+            };
+            grow(&self.device_delta_max, before.device_used_bytes, after.device_used_bytes);
+            grow(&self.rss_delta_max, before.process_rss_bytes, after.process_rss_bytes);
+        }
     }
 
     #[inline]
@@ -197,6 +214,8 @@ pub(crate) struct Totals {
     pub bytes: u64,
     pub sources: Vec<TimingSource>,
     pub bracketed: bool,
+    pub device_delta_max: Option<i64>,
+    pub rss_delta_max: Option<i64>,
     buckets: Vec<u64>,
 }
 
@@ -275,6 +294,8 @@ impl SiteStats {
             bytes: 0,
             sources: Vec::new(),
             bracketed: false,
+            device_delta_max: None,
+            rss_delta_max: None,
             buckets: vec![0; BUCKETS],
         };
         let mut source_bits = 0u8;
@@ -290,6 +311,10 @@ impl SiteStats {
                 t.bytes += s.bytes.load(Relaxed);
                 source_bits |= s.sources.load(Relaxed);
                 t.bracketed |= s.bracketed.load(Relaxed);
+                let seen = |d: i64| (d != i64::MIN).then_some(d);
+                let most = |a: Option<i64>, b: Option<i64>| a.max(b).or(a).or(b);
+                t.device_delta_max = most(t.device_delta_max, seen(s.device_delta_max.load(Relaxed)));
+                t.rss_delta_max = most(t.rss_delta_max, seen(s.rss_delta_max.load(Relaxed)));
                 for (sum, b) in t.buckets.iter_mut().zip(&s.histogram.buckets) {
                     *sum += u64::from(b.load(Relaxed));
                 }

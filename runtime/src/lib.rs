@@ -90,6 +90,8 @@ mod flush;
 #[cfg(feature = "enabled")]
 mod future;
 #[cfg(feature = "enabled")]
+pub mod memory;
+#[cfg(feature = "enabled")]
 mod pipeline;
 #[cfg(feature = "enabled")]
 mod probe;

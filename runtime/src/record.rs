@@ -139,6 +139,8 @@ pub struct Record {
     pub bytes: Option<u64>,
     pub gpu: Option<GpuTiming>,
     pub activities: Vec<Activity>,
+    /// Memory before and after the call, for sites with `track_memory`.
+    pub memory: Option<(crate::memory::MemoryMark, crate::memory::MemoryMark)>,
     /// The OpenTelemetry context of the application's innermost exported span when the call
     /// began: the parent of this record's spans (`None`: the process's parent, if any).
     #[cfg(feature = "otlp")]
@@ -167,6 +169,7 @@ impl Record {
             bytes: None,
             gpu: None,
             activities: Vec::new(),
+            memory: None,
             #[cfg(feature = "otlp")]
             parent: None,
         }
@@ -241,6 +244,25 @@ impl Record {
         }
         if !self.activities.is_empty() {
             a.push(("gpu.activity_count", I64(self.activities.len() as i64)));
+        }
+        if let Some((before, after)) = &self.memory {
+            let mut mem = |name: [&'static str; 3], b: Option<u64>, a2: Option<u64>| {
+                if let (Some(b), Some(x)) = (b, a2) {
+                    a.push((name[0], I64(b as i64)));
+                    a.push((name[1], I64(x as i64)));
+                    a.push((name[2], I64(x as i64 - b as i64)));
+                }
+            };
+            mem(
+                ["gpu.memory.used_before_bytes", "gpu.memory.used_after_bytes", "gpu.memory.used_delta_bytes"],
+                before.device_used_bytes,
+                after.device_used_bytes,
+            );
+            mem(
+                ["process.memory.rss_before_bytes", "process.memory.rss_after_bytes", "process.memory.rss_delta_bytes"],
+                before.process_rss_bytes,
+                after.process_rss_bytes,
+            );
         }
         if self.error {
             a.push(("error", Bool(true)));

@@ -34,6 +34,8 @@ pub(crate) struct Active {
     host_start: u64,
     bytes: Option<u64>,
     error: bool,
+    /// Taken before the call's clock starts, for `track_memory` sites.
+    memory_before: Option<crate::memory::MemoryMark>,
     pub gpu: GpuScope,
     /// Where this call's spans hang in the trace; read before the host span is entered.
     #[cfg(feature = "otlp")]
@@ -93,6 +95,7 @@ impl Scope {
             return Scope { active: None };
         }
         let (thread, scope_id) = thread::next_scope();
+        let memory_before = site.desc.track_memory.then(crate::memory::mark);
         let host_start = clock::raw();
         let gpu = start_gpu(scope_id);
         Scope {
@@ -106,6 +109,7 @@ impl Scope {
                 host_start,
                 bytes,
                 error: false,
+                memory_before,
                 gpu,
             }),
         }
@@ -186,6 +190,7 @@ impl Active {
     fn finish(self) {
         let host_end = clock::raw();
         let mut a = self;
+        let memory = a.memory_before.map(|before| (before, crate::memory::mark()));
         if std::thread::panicking() {
             a.error = true;
         }
@@ -199,7 +204,7 @@ impl Active {
         drop(span);
         // The common case of a host-timed call too short to export: count it and stop, without
         // building a record.
-        if matches!(a.gpu, GpuScope::None) {
+        if matches!(a.gpu, GpuScope::None) && memory.is_none() {
             let duration_ns = clock::raw_delta_ns(a.host_start, host_end);
             if !a.error && !pipeline::wants(a.site, duration_ns) {
                 a.site.stats.add_host(duration_ns, a.bytes);
@@ -211,6 +216,7 @@ impl Active {
         let mut record = Record::new(a.site, a.scope_id, a.thread, host);
         record.error = a.error;
         record.bytes = a.bytes;
+        record.memory = memory;
         #[cfg(feature = "otlp")]
         {
             record.parent = a.parent;

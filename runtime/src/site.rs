@@ -74,6 +74,8 @@ pub struct SiteDesc {
     pub threshold_us: Option<u64>,
     /// Export every call of this site, whatever its duration.
     pub trace_all: bool,
+    /// Record device memory used and the process's RSS before and after each call.
+    pub track_memory: bool,
 }
 
 /// One annotated function: its description and the aggregates of all its calls.

@@ -34,6 +34,7 @@ fn site(name: &str) -> &'static Site {
             direction: None,
             threshold_us: None,
             trace_all: false,
+            track_memory: false,
         })))
     })
 }

@@ -61,6 +61,7 @@ static IMPORTED: Site = Site::new(SiteDesc {
     direction: None,
     threshold_us: None,
     trace_all: true,
+    track_memory: false,
 });
 
 /// A record with GPU timing and two activities, as the CUDA backend makes them: the clocks of
@@ -109,6 +110,7 @@ fn gpu_record(base: u64) -> Record {
                 device: dev,
             },
         ],
+        memory: None,
         parent: None,
     }
 }

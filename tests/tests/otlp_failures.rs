@@ -161,6 +161,7 @@ static BURST_SITE: Site = Site::new(SiteDesc {
     direction: None,
     threshold_us: None,
     trace_all: true,
+    track_memory: false,
 });
 
 /// Host span, GPU span and one kernel: three spans that must arrive together or not at all.
@@ -187,6 +188,7 @@ fn gpu_record(t: u64) -> Record {
             stream: None,
             device: None,
         }],
+        memory: None,
         parent: None,
     }
 }

@@ -366,3 +366,25 @@ fn explicit_lifetimes() {
     let r = captured("with_local_lifetimes", || assert_eq!(with_local_lifetimes("xyz", "q"), "yz"));
     assert_eq!(r.len(), 1);
 }
+
+#[gpu_kernel(track_memory)]
+fn grows(mib: usize) -> Vec<u8> {
+    vec![1u8; mib << 20]
+}
+
+#[test]
+fn track_memory_records_the_growth_of_one_call() {
+    let mut kept = Vec::new();
+    let r = captured("grows", || kept.push(grows(64)));
+    let (before, after) = r[0].memory.expect("track_memory sites carry memory marks");
+    if cfg!(target_os = "linux") {
+        let (b, a) = (before.process_rss_bytes.unwrap(), after.process_rss_bytes.unwrap());
+        assert!(a >= b + (32 << 20), "RSS {b} -> {a} over a call that touched 64 MiB");
+        let attrs = r[0].attributes();
+        assert!(attrs.iter().any(|(k, _)| *k == "process.memory.rss_delta_bytes"));
+    }
+    let summary = gpuspan::summary().to_string();
+    assert!(summary.contains("memory per call (track_memory)"), "{summary}");
+    assert!(r.iter().all(|r| !r.error));
+    drop(kept);
+}

@@ -46,6 +46,7 @@ pub static UNATTRIBUTED: Site = Site::new(SiteDesc {
     direction: None,
     threshold_us: None,
     trace_all: false,
+    track_memory: false,
 });
 inventory::submit! { crate::site::SiteRef(&UNATTRIBUTED) }
 

@@ -24,6 +24,9 @@ pub struct SiteSummary {
     pub sources: Vec<TimingSource>,
     /// Some calls were timed by bracketing the queue: their GPU time is an upper bound.
     pub bracketed: bool,
+    /// `track_memory` sites: the largest growth of device memory / process RSS over one call.
+    pub device_delta_max_bytes: Option<i64>,
+    pub rss_delta_max_bytes: Option<i64>,
 }
 
 impl SiteSummary {
@@ -46,6 +49,8 @@ impl SiteSummary {
             host_total_ns: t.host_total_ns,
             bytes: t.bytes,
             bracketed: t.bracketed,
+            device_delta_max_bytes: t.device_delta_max,
+            rss_delta_max_bytes: t.rss_delta_max,
             sources: t.sources,
         }
     }
@@ -152,6 +157,28 @@ impl fmt::Display for Summary {
         }
         if rows.is_empty() {
             writeln!(f, "(no annotated function was called)")?;
+        }
+        let tracked: Vec<&SiteSummary> = self
+            .reached
+            .iter()
+            .filter(|s| s.device_delta_max_bytes.is_some() || s.rss_delta_max_bytes.is_some())
+            .collect();
+        if !tracked.is_empty() {
+            writeln!(f, "memory per call (track_memory), largest growth over one call:")?;
+            let signed = |d: Option<i64>| match d {
+                Some(d) if d < 0 => format!("-{}", format::bytes(d.unsigned_abs())),
+                Some(d) => format!("+{}", format::bytes(d as u64)),
+                None => "n/a".into(),
+            };
+            for s in tracked {
+                writeln!(
+                    f,
+                    "  {}: device {}, process RSS {}",
+                    s.site.desc.name,
+                    signed(s.device_delta_max_bytes),
+                    signed(s.rss_delta_max_bytes)
+                )?;
+            }
         }
         if !self.never_reached.is_empty() {
             writeln!(f, "never reached:")?;

@@ -184,6 +184,7 @@ mod tests {
             direction: None,
             threshold_us: None,
             trace_all: true,
+            track_memory: false,
         })))
     }
 

@@ -223,6 +223,17 @@ pub fn start_from_env() {
 /// Stops the sampler, waiting at most [`STOP_TIMEOUT`] for its current round. The history stays
 /// readable (summary, spans resolved later). Returns whether the thread ended in time; a thread
 /// that did not ends by itself after its round and touches nothing of the program's.
+/// Device memory in use now, summed over every GPU NVML sees: one NVML call per GPU, for sites
+/// with `track_memory`. `None` without NVML.
+pub(crate) fn device_memory_used() -> Option<u64> {
+    let nvml = library::nvml().ok()?;
+    let mut used = 0;
+    for i in 0..nvml.device_count().ok()? {
+        used += nvml.device_by_index(i).ok()?.memory_info().ok()?.used;
+    }
+    Some(used)
+}
+
 pub fn stop() -> bool {
     let Some(shared) = current() else {
         return true;

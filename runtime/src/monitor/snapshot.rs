@@ -102,6 +102,7 @@ mod tests {
             direction,
             threshold_us: Some(100),
             trace_all: false,
+            track_memory: false,
         })
     }
 
@@ -129,25 +130,17 @@ mod tests {
     }
 
     fn record(site: &'static Site, start_ns: u64, busy_ns: u64, bytes: Option<u64>, device: &str) -> Record {
-        Record {
-            site,
-            scope_id: 1,
-            thread: 0,
-            host: Interval { start_ns, end_ns: start_ns + busy_ns },
-            error: false,
-            bytes,
-            gpu: Some(GpuTiming {
-                interval: Interval { start_ns, end_ns: start_ns + busy_ns },
-                busy_ns,
-                source: TimingSource::Cupti,
-                clock_error_ns: 0,
-                bracketed: false,
-                device: Some(DeviceLabel { id: 0, name: device.into() }),
-            }),
-            activities: Vec::new(),
-            #[cfg(feature = "otlp")]
-            parent: None,
-        }
+        let mut r = Record::new(site, 1, 0, Interval { start_ns, end_ns: start_ns + busy_ns });
+        r.bytes = bytes;
+        r.gpu = Some(GpuTiming {
+            interval: Interval { start_ns, end_ns: start_ns + busy_ns },
+            busy_ns,
+            source: TimingSource::Cupti,
+            clock_error_ns: 0,
+            bracketed: false,
+            device: Some(DeviceLabel { id: 0, name: device.into() }),
+        });
+        r
     }
 
     fn get<'a>(a: &'a [(&'static str, Value)], key: &str) -> Option<&'a Value> {

@@ -33,6 +33,11 @@ impl S {
     }
 }
 
+#[gpu_kernel(track_memory, name = "tracked")]
+fn tracked(n: usize) -> Vec<u8> {
+    vec![0; n]
+}
+
 #[gpu_kernel]
 fn generic<T: Clone>(t: &T) -> impl Clone + use<T> {
     t.clone()
@@ -46,4 +51,5 @@ fn main() {
     *s.get() += 1;
     let _ = s.later();
     let _ = generic(&1u8);
+    assert_eq!(tracked(3).len(), 3);
 }
