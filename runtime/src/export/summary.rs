@@ -187,6 +187,10 @@ impl fmt::Display for Summary {
             }
         }
         #[cfg(feature = "nvml")]
+        for l in crate::monitor::transfer_efficiency_lines(&self.reached) {
+            writeln!(f, "{l}")?;
+        }
+        #[cfg(feature = "nvml")]
         for l in crate::monitor::summary_lines() {
             writeln!(f, "{l}")?;
         }

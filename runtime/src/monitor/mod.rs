@@ -41,7 +41,7 @@ pub use matching::{describe_adapter, AdapterDescription};
 pub use metrics::register_metrics;
 pub use sampler::{throttle_reason_names, QueryStats, Sample, SamplerStats, THROTTLE_REASONS};
 pub use snapshot::record_attributes;
-pub use summary::{device_summaries, summary_lines, DeviceSummary, Peak};
+pub use summary::{device_summaries, summary_lines, transfer_efficiency_lines, DeviceSummary, Peak};
 
 /// For `crate::wgpu::register`: remembers the adapter behind a registered device.
 #[cfg(feature = "wgpu")]

@@ -191,4 +191,34 @@ mod tests {
         let ambiguous = record(&KERNEL, T0 + 300 * MS, 5 * MS, None, "NVIDIA H100 80GB HBM3");
         assert!(record_attributes(&ambiguous).is_empty());
     }
+
+    #[test]
+    fn the_summary_gives_each_host_device_transfer_its_link_efficiency() {
+        let _m = install(Duration::from_millis(100), vec![(h100(0), Vec::new())]);
+        let peak = h100(0).pcie.peak_bytes_per_s().expect("h100 link peak");
+        let summary = |site: &'static Site, bytes: u64, total_ns: u64| crate::SiteSummary {
+            site,
+            calls: 1,
+            errors: 0,
+            total_ns,
+            min_ns: total_ns,
+            p50_ns: total_ns,
+            p99_ns: total_ns,
+            max_ns: total_ns,
+            host_total_ns: total_ns,
+            bytes,
+            sources: vec![TimingSource::Cupti],
+            bracketed: false,
+            device_delta_max_bytes: None,
+            rss_delta_max_bytes: None,
+        };
+        // Half the link's peak for one second, and a device-to-device copy that has no link.
+        let half = (peak / 2.0) as u64;
+        let lines = crate::monitor::transfer_efficiency_lines(&[
+            summary(&UPLOAD, half, 1_000_000_000),
+            summary(&COPY, half, 1),
+        ]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[1].starts_with("  upload: 0.50"), "{lines:?}");
+    }
 }
