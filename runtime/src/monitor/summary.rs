@@ -203,6 +203,40 @@ fn device_lines(d: &DeviceSummary) -> Vec<String> {
     lines
 }
 
+/// One line per host↔device transfer site: its bandwidth against the PCIe link's peak, when
+/// the process sees exactly one GPU (with several, a site's transfers cannot be assigned to one
+/// link from the aggregates; the spans carry `gpu_transfer.link_efficiency` per call instead).
+pub fn transfer_efficiency_lines(sites: &[crate::SiteSummary]) -> Vec<String> {
+    let devices = super::devices();
+    let [gpu] = devices.as_slice() else { return Vec::new() };
+    let Some(peak) = gpu.pcie.peak_bytes_per_s() else { return Vec::new() };
+    let host_device = |s: &crate::SiteSummary| {
+        s.site.desc.kind == crate::SiteKind::Transfer && s.site.desc.direction != Some(crate::Direction::GpuToGpu)
+    };
+    let rows: Vec<String> = sites
+        .iter()
+        .filter(|s| host_device(s))
+        .filter_map(|s| {
+            Some(format!(
+                "  {}: {:.2} ({:.2} GB/s)",
+                s.site.desc.name,
+                s.bandwidth_bytes_per_s()? / peak,
+                s.bandwidth_bytes_per_s()? / 1e9
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        return rows;
+    }
+    let mut out = vec![format!(
+        "link efficiency of transfers (bandwidth / PCIe peak of {} at {:.2} GB/s):",
+        gpu.name,
+        peak / 1e9
+    )];
+    out.extend(rows);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,38 +300,4 @@ mod tests {
         assert_eq!(lines[2], "    temperature 45 / 40 °C, power 310 / 120 W (limit 700 W)");
         assert_eq!(lines[3], "    PCIe to GPU 50.00 GB/s / 8.00 GB/s, clocks held back by gpu_idle 60 % of samples");
     }
-}
-
-/// One line per host↔device transfer site: its bandwidth against the PCIe link's peak, when
-/// the process sees exactly one GPU (with several, a site's transfers cannot be assigned to one
-/// link from the aggregates; the spans carry `gpu_transfer.link_efficiency` per call instead).
-pub fn transfer_efficiency_lines(sites: &[crate::SiteSummary]) -> Vec<String> {
-    let devices = super::devices();
-    let [gpu] = devices.as_slice() else { return Vec::new() };
-    let Some(peak) = gpu.pcie.peak_bytes_per_s() else { return Vec::new() };
-    let host_device = |s: &crate::SiteSummary| {
-        s.site.desc.kind == crate::SiteKind::Transfer && s.site.desc.direction != Some(crate::Direction::GpuToGpu)
-    };
-    let rows: Vec<String> = sites
-        .iter()
-        .filter(|s| host_device(s))
-        .filter_map(|s| {
-            Some(format!(
-                "  {}: {:.2} ({:.2} GB/s)",
-                s.site.desc.name,
-                s.bandwidth_bytes_per_s()? / peak,
-                s.bandwidth_bytes_per_s()? / 1e9
-            ))
-        })
-        .collect();
-    if rows.is_empty() {
-        return rows;
-    }
-    let mut out = vec![format!(
-        "link efficiency of transfers (bandwidth / PCIe peak of {} at {:.2} GB/s):",
-        gpu.name,
-        peak / 1e9
-    )];
-    out.extend(rows);
-    out
 }
