@@ -6,6 +6,7 @@ use crate::probe::Exit;
 use crate::record::{Interval, Record};
 use crate::site::Site;
 use crate::{clock, pipeline, switch, thread};
+use std::mem::ManuallyDrop;
 use tracing::span::EnteredSpan;
 use tracing::Span;
 
@@ -14,7 +15,9 @@ use tracing::Span;
 #[derive(Debug)]
 #[must_use]
 pub struct Scope {
-    active: Option<Active>,
+    /// `ManuallyDrop` so that the field has no drop glue of its own: `Drop for Scope` takes it
+    /// out, and a scope opened while off needs no out-of-line drop call.
+    active: ManuallyDrop<Option<Active>>,
 }
 
 /// The host `tracing` span: entered for the whole call of a sync function, per poll for async.
@@ -74,7 +77,7 @@ impl Scope {
     /// The scope of a call made while gpuspan is off at run time: records nothing.
     #[inline(always)]
     pub fn off() -> Scope {
-        Scope { active: None }
+        Scope { active: ManuallyDrop::new(None) }
     }
 
     /// A scope timed by the host clock only.
@@ -92,14 +95,14 @@ impl Scope {
         start_gpu: impl FnOnce(u64) -> GpuScope,
     ) -> Scope {
         if !switch::is_on() {
-            return Scope { active: None };
+            return Scope { active: ManuallyDrop::new(None) };
         }
         let (thread, scope_id) = thread::next_scope();
         let memory_before = site.desc.track_memory.then(crate::memory::mark);
         let host_start = clock::raw();
         let gpu = start_gpu(scope_id);
         Scope {
-            active: Some(Active {
+            active: ManuallyDrop::new(Some(Active {
                 site,
                 scope_id,
                 thread,
@@ -111,7 +114,7 @@ impl Scope {
                 error: false,
                 memory_before,
                 gpu,
-            }),
+            })),
         }
     }
 
@@ -123,7 +126,7 @@ impl Scope {
     /// The value leaving the function by `return` or its tail.
     #[inline]
     pub fn exit(&mut self, exit: Exit) {
-        if let (Some(a), Exit::Error) = (&mut self.active, exit) {
+        if let (Some(a), Exit::Error) = (&mut *self.active, exit) {
             a.error = true;
         }
     }
@@ -137,14 +140,14 @@ impl Scope {
     /// An async call stops running on this thread: backends with per-thread state (CUPTI's
     /// correlation stack) leave it until [`Scope::resume`].
     pub(crate) fn suspend(&mut self) {
-        if let Some(a) = &mut self.active {
+        if let Some(a) = &mut *self.active {
             a.gpu.suspend(a.scope_id);
         }
     }
 
     /// An async call runs again, perhaps on another thread.
     pub(crate) fn resume(&mut self) {
-        if let Some(a) = &mut self.active {
+        if let Some(a) = &mut *self.active {
             a.gpu.resume(a.scope_id);
         }
     }
@@ -152,7 +155,7 @@ impl Scope {
     /// For async functions: the span is entered per poll instead of for the whole call.
     pub(crate) fn detach_span(&mut self) {
         self.suspend();
-        if let Some(a) = &mut self.active {
+        if let Some(a) = &mut *self.active {
             if let HostSpan::Entered(_) = a.span {
                 let HostSpan::Entered(e) = std::mem::replace(&mut a.span, HostSpan::Idle(Span::none())) else {
                     unreachable!("matched above")
@@ -177,6 +180,7 @@ impl Drop for Scope {
     fn drop(&mut self) {
         // Test before taking: moving a `None` out still copies the whole (large) option.
         if self.active.is_some() {
+            // Leaves `None` behind, which needs no drop.
             if let Some(a) = self.active.take() {
                 a.finish();
             }
