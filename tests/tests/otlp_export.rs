@@ -68,51 +68,43 @@ static IMPORTED: Site = Site::new(SiteDesc {
 /// its spans must come back exactly.
 fn gpu_record(base: u64) -> Record {
     let dev = Some(DeviceLabel { id: 0, name: "Test GPU".into() });
-    Record {
-        site: &IMPORTED,
-        scope_id: 1,
-        thread: 0,
-        host: Interval { start_ns: base, end_ns: base + 20_000 },
-        error: false,
-        bytes: None,
-        gpu: Some(GpuTiming {
-            interval: Interval { start_ns: base + 35_000, end_ns: base + 235_000 },
-            busy_ns: 190_000,
-            source: TimingSource::Cupti,
-            clock_error_ns: 0,
-            bracketed: false,
+    let mut r = Record::new(&IMPORTED, 1, 0, Interval { start_ns: base, end_ns: base + 20_000 });
+    r.gpu = Some(GpuTiming {
+        interval: Interval { start_ns: base + 35_000, end_ns: base + 235_000 },
+        busy_ns: 190_000,
+        source: TimingSource::Cupti,
+        clock_error_ns: 0,
+        bracketed: false,
+        device: dev.clone(),
+    });
+    r.activities = vec![
+        Activity {
+            name: "sgemm_128x64".into(),
+            interval: Interval { start_ns: base + 35_000, end_ns: base + 175_000 },
+            kind: ActivityKind::Kernel(KernelGeometry {
+                grid: [64, 32, 1],
+                block: [256, 1, 1],
+                registers_per_thread: 96,
+                static_shared_bytes: 16384,
+                dynamic_shared_bytes: 0,
+            }),
+            stream: Some(7),
             device: dev.clone(),
-        }),
-        activities: vec![
-            Activity {
-                name: "sgemm_128x64".into(),
-                interval: Interval { start_ns: base + 35_000, end_ns: base + 175_000 },
-                kind: ActivityKind::Kernel(KernelGeometry {
-                    grid: [64, 32, 1],
-                    block: [256, 1, 1],
-                    registers_per_thread: 96,
-                    static_shared_bytes: 16384,
-                    dynamic_shared_bytes: 0,
-                }),
-                stream: Some(7),
-                device: dev.clone(),
+        },
+        Activity {
+            name: "memcpy DtoH".into(),
+            interval: Interval { start_ns: base + 185_000, end_ns: base + 235_000 },
+            kind: ActivityKind::Copy {
+                bytes: 1 << 20,
+                direction: Some(Direction::GpuToCpu),
+                src: MemoryKind::Device,
+                dst: MemoryKind::Pinned,
             },
-            Activity {
-                name: "memcpy DtoH".into(),
-                interval: Interval { start_ns: base + 185_000, end_ns: base + 235_000 },
-                kind: ActivityKind::Copy {
-                    bytes: 1 << 20,
-                    direction: Some(Direction::GpuToCpu),
-                    src: MemoryKind::Device,
-                    dst: MemoryKind::Pinned,
-                },
-                stream: Some(7),
-                device: dev,
-            },
-        ],
-        memory: None,
-        parent: None,
-    }
+            stream: Some(7),
+            device: dev,
+        },
+    ];
+    r
 }
 
 fn wall_now_ns() -> u64 {
