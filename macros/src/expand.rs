@@ -167,7 +167,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
     };
     // Off at run time: one relaxed load, no span, no argument evaluated.
     let enter = quote! {
-        if #p::is_on() {
+        if #p::might_be_on() {
             let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
             let __gpuspan_span = #span;
             #enter

@@ -6,7 +6,7 @@
 //! was never reached costs four bytes.
 
 use crate::record::{Record, TimingSource};
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
@@ -198,8 +198,10 @@ static NEXT_SITE: AtomicU32 = AtomicU32::new(1);
 static SHARDS: Mutex<Vec<Arc<Shard>>> = Mutex::new(Vec::new());
 
 thread_local! {
-    /// This thread's shards, by site index.
-    static LOCAL: RefCell<Vec<Option<Arc<Shard>>>> = const { RefCell::new(Vec::new()) };
+    /// This thread's shards, by site index. Only [`SiteStats::with_shard`] touches it, and
+    /// nothing it runs while holding the reference can reach it again (no re-entry), so the
+    /// borrow needs no run-time flag.
+    static LOCAL: UnsafeCell<Vec<Option<Arc<Shard>>>> = const { UnsafeCell::new(Vec::new()) };
 }
 
 /// Everything known about a site's calls, added up over all threads.
@@ -260,11 +262,13 @@ impl SiteStats {
         });
     }
 
+    /// Runs `f` on this thread's shard of the site. `f` only updates the shard's counters.
     #[inline]
     fn with_shard(&self, f: impl FnOnce(&Shard)) {
         let site = self.index();
         LOCAL.with(|local| {
-            let Ok(mut local) = local.try_borrow_mut() else { return };
+            // SAFETY: the only reference to this thread's table while it lives (see `LOCAL`).
+            let local = unsafe { &mut *local.get() };
             if let Some(Some(shard)) = local.get(site) {
                 f(shard);
                 return;

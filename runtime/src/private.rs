@@ -4,7 +4,7 @@ pub use crate::future::ScopedFuture;
 pub use crate::probe::{Exit, Probe, ProbeExit, ProbeOther};
 pub use crate::scope::Scope;
 pub use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind, SiteRef};
-pub use crate::switch::is_on;
+pub use crate::switch::might_be_on;
 
 /// A transfer's size from whatever integer type the user's expression has; negative sizes
 /// count as 0 and sizes past `u64` saturate.

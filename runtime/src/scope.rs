@@ -25,11 +25,38 @@ pub struct Scope {
 enum HostSpan {
     Entered(EnteredSpan),
     Idle(Span),
+    /// No subscriber wants the span (or it was closed): nothing to enter, exit or drop.
+    Off,
+}
+
+impl HostSpan {
+    #[inline]
+    fn enter(span: Span) -> HostSpan {
+        if span.is_disabled() {
+            HostSpan::Off
+        } else {
+            HostSpan::Entered(span.entered())
+        }
+    }
+
+    /// Exits and drops the span, marking it as an error first if the call failed.
+    #[inline]
+    fn close(&mut self, error: bool) {
+        let span = match std::mem::replace(self, HostSpan::Off) {
+            HostSpan::Entered(e) => e.exit(),
+            HostSpan::Idle(s) => s,
+            HostSpan::Off => return,
+        };
+        if error {
+            span.record("error", true);
+        }
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct Active {
     pub site: &'static Site,
+    /// 0 for a host-timed scope until it needs a record: most never do.
     pub scope_id: u64,
     pub thread: u32,
     span: HostSpan,
@@ -83,10 +110,11 @@ impl Scope {
     /// A scope timed by the host clock only.
     #[inline]
     pub fn host(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
-        Self::open(site, span, bytes, |_| GpuScope::None)
+        Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>)
     }
 
     /// Opens a scope, letting the backend start its measurement once the ids are known.
+    #[allow(dead_code)] // used by the backend features
     #[inline]
     pub(crate) fn open(
         site: &'static Site,
@@ -94,13 +122,28 @@ impl Scope {
         bytes: Option<u64>,
         start_gpu: impl FnOnce(u64) -> GpuScope,
     ) -> Scope {
+        Self::open_with(site, span, bytes, Some(start_gpu))
+    }
+
+    #[inline(always)]
+    fn open_with(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        start_gpu: Option<impl FnOnce(u64) -> GpuScope>,
+    ) -> Scope {
         if !switch::is_on() {
             return Scope { active: ManuallyDrop::new(None) };
         }
-        let (thread, scope_id) = thread::next_scope();
+        // A backend needs the id now (it tags GPU work with it); a host scope takes one only if
+        // it ends up as a record.
+        let (thread, scope_id) = if start_gpu.is_some() { thread::next_scope() } else { (0, 0) };
         let memory_before = site.desc.track_memory.then(crate::memory::mark);
         let host_start = clock::raw();
-        let gpu = start_gpu(scope_id);
+        let gpu = match start_gpu {
+            Some(start) => start(scope_id),
+            None => GpuScope::None,
+        };
         Scope {
             active: ManuallyDrop::new(Some(Active {
                 site,
@@ -108,7 +151,7 @@ impl Scope {
                 thread,
                 #[cfg(feature = "otlp")]
                 parent: crate::export::otlp::capture_parent(),
-                span: HostSpan::Entered(span.entered()),
+                span: HostSpan::enter(span),
                 host_start,
                 bytes,
                 error: false,
@@ -156,12 +199,10 @@ impl Scope {
     pub(crate) fn detach_span(&mut self) {
         self.suspend();
         if let Some(a) = &mut *self.active {
-            if let HostSpan::Entered(_) = a.span {
-                let HostSpan::Entered(e) = std::mem::replace(&mut a.span, HostSpan::Idle(Span::none())) else {
-                    unreachable!("matched above")
-                };
-                a.span = HostSpan::Idle(e.exit());
-            }
+            a.span = match std::mem::replace(&mut a.span, HostSpan::Off) {
+                HostSpan::Entered(e) => HostSpan::Idle(e.exit()),
+                other => other,
+            };
         }
     }
 
@@ -169,7 +210,7 @@ impl Scope {
     pub(crate) fn span(&self) -> Option<&Span> {
         match &self.active.as_ref()?.span {
             HostSpan::Idle(s) => Some(s),
-            HostSpan::Entered(_) => None,
+            HostSpan::Entered(_) | HostSpan::Off => None,
         }
     }
 }
@@ -178,54 +219,58 @@ impl Drop for Scope {
     /// Inlined so that a scope opened while gpuspan is off costs nothing more to close.
     #[inline]
     fn drop(&mut self) {
-        // Test before taking: moving a `None` out still copies the whole (large) option.
         if self.active.is_some() {
-            // Leaves `None` behind, which needs no drop.
-            if let Some(a) = self.active.take() {
-                a.finish();
-            }
+            close(&mut self.active);
         }
     }
 }
 
+/// Ends the measurement of an open scope and consumes its state (`slot` is never used again).
+/// Out of line, so the caller's code stays small; works in place, because `Active` is large
+/// and the common case (a short host call, only counted) needs none of it moved.
+#[inline(never)]
+fn close(slot: &mut ManuallyDrop<Option<Active>>) {
+    let host_end = clock::raw();
+    let Some(a) = slot.as_mut() else { return };
+    if std::thread::panicking() {
+        a.error = true;
+    }
+    a.span.close(a.error);
+    // The common case of a host-timed call too short to export: count it and stop, without
+    // building a record.
+    if matches!(a.gpu, GpuScope::None) && a.memory_before.is_none() && !a.error {
+        let duration_ns = clock::raw_delta_ns(a.host_start, host_end);
+        if !pipeline::wants(a.site, duration_ns) {
+            a.site.stats.add_host(duration_ns, a.bytes);
+            // SAFETY: `slot` is never read again: the scope is being dropped.
+            unsafe { ManuallyDrop::drop(slot) };
+            return;
+        }
+    }
+    // SAFETY: as above.
+    if let Some(a) = unsafe { ManuallyDrop::take(slot) } {
+        a.into_record(host_end);
+    }
+}
+
 impl Active {
-    /// Ends the measurement: out of line, so the caller's code stays small.
-    #[inline(never)]
-    fn finish(self) {
-        let host_end = clock::raw();
-        let mut a = self;
-        let memory = a.memory_before.map(|before| (before, crate::memory::mark()));
-        if std::thread::panicking() {
-            a.error = true;
+    /// Builds the record of a finished call and hands it to its backend (or the pipeline).
+    fn into_record(mut self, host_end: u64) {
+        let memory = self.memory_before.map(|before| (before, crate::memory::mark()));
+        if self.scope_id == 0 {
+            (self.thread, self.scope_id) = thread::next_scope();
         }
-        let span = match a.span {
-            HostSpan::Entered(e) => e.exit(),
-            HostSpan::Idle(s) => s,
-        };
-        if a.error {
-            span.record("error", true);
-        }
-        drop(span);
-        // The common case of a host-timed call too short to export: count it and stop, without
-        // building a record.
-        if matches!(a.gpu, GpuScope::None) && memory.is_none() {
-            let duration_ns = clock::raw_delta_ns(a.host_start, host_end);
-            if !a.error && !pipeline::wants(a.site, duration_ns) {
-                a.site.stats.add_host(duration_ns, a.bytes);
-                return;
-            }
-        }
-        let host = Interval { start_ns: clock::raw_to_ns(a.host_start), end_ns: clock::raw_to_ns(host_end) };
+        let host = Interval { start_ns: clock::raw_to_ns(self.host_start), end_ns: clock::raw_to_ns(host_end) };
         #[allow(unused_mut)] // mutated with the otlp feature
-        let mut record = Record::new(a.site, a.scope_id, a.thread, host);
-        record.error = a.error;
-        record.bytes = a.bytes;
+        let mut record = Record::new(self.site, self.scope_id, self.thread, host);
+        record.error = self.error;
+        record.bytes = self.bytes;
         record.memory = memory;
         #[cfg(feature = "otlp")]
         {
-            record.parent = a.parent;
+            record.parent = self.parent;
         }
-        match a.gpu {
+        match self.gpu {
             GpuScope::None => pipeline::submit(record),
             #[cfg(feature = "wgpu")]
             GpuScope::Wgpu(w) => w.finish(record),
