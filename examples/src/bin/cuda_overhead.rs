@@ -1,12 +1,16 @@
-//! Host cost of launching a tiny kernel, in three modes run as separate processes on the same
-//! machine (CUPTI, once on, stays on for the process):
+//! Host cost of launching a tiny kernel. CUPTI, once on, stays on for the process, so the
+//! CUPTI configurations are separate processes; within the gpuspan process the variants that
+//! share its configuration run in alternating batches, so that they are compared under the same
+//! conditions (the lent machines differ by up to 30 % from one process to the next).
 //!
 //! - `bare`: no gpuspan at run time (`GPUSPAN=off`, CUPTI never loaded): the baseline;
-//! - `cupti`: CUPTI activity on as gpuspan sets it up (kernels, copies, API and external
-//!   correlation records), launches not annotated;
-//! - `gpuspan`: the same launches through a `#[gpu_kernel]` function.
+//! - `cupti-kernel`: CUPTI with concurrent-kernel activity only (the issue's "CUPTI on" baseline);
+//! - `gpuspan`: CUPTI as gpuspan configures it (kernels, copies, sets, API and external
+//!   correlation records), then in turns: `unscoped` launches, `pushpop` (the CUPTI external id
+//!   pushed and popped around each launch, nothing else), and `annotated` (a `#[gpu_kernel]`).
 //!
-//! `cuda_overhead <bare|cupti|gpuspan> [launches]` prints ns per launch (median of 5 batches).
+//! `cuda_overhead <bare|cupti-kernel|gpuspan> [launches]` prints ns per launch (median of the
+//! batches) and the distribution of single launches. `PIN_CPU=n` pins the launching thread.
 //! docs/benchmarks.md records the runs; the PyTorch comparison is scripts/torch_overhead.py.
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
@@ -31,45 +35,163 @@ fn tiny(stream: &Arc<CudaStream>, f: &CudaFunction, x: &mut CudaSlice<f32>) -> R
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "gpuspan".into());
+    if let Some(cpu) = std::env::var("PIN_CPU").ok().and_then(|c| c.parse().ok()) {
+        pin_this_thread(cpu);
+    }
     let launches: usize = std::env::args().nth(2).and_then(|n| n.parse().ok()).unwrap_or(20_000);
     if let Err(e) = gpuspan::cuda::probe() {
         println!("cuda_overhead: no CUDA device found ({e})");
         return Ok(());
     }
-    let guard = match mode.as_str() {
+    let (guard, variants): (_, &[Variant]) = match mode.as_str() {
         "bare" => {
             gpuspan::set_enabled(false);
-            None
+            (None, &[Variant::Unscoped])
         }
-        "cupti" | "gpuspan" => {
+        "cupti-kernel" => {
+            gpuspan::set_enabled(false);
+            raw_cupti::kernel_only()?;
+            (None, &[Variant::Unscoped])
+        }
+        "gpuspan" => {
             let g = gpuspan::Config::from_env().summary(false).no_trace_file().init();
             println!("timing: {:?}", gpuspan::cuda::start());
-            Some(g)
+            (Some(g), &[Variant::Unscoped, Variant::PushPop, Variant::Annotated])
         }
-        other => return Err(format!("unknown mode {other:?}: bare, cupti or gpuspan").into()),
+        other => return Err(format!("unknown mode {other:?}: bare, cupti-kernel or gpuspan").into()),
     };
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
     let module = ctx.load_module(cudarc::nvrtc::compile_ptx(TINY)?)?;
     let f = module.load_function("tiny")?;
     let mut x = stream.alloc_zeros::<f32>(1)?;
-    let run = |x: &mut CudaSlice<f32>, n: usize| -> Result<f64, DriverError> {
+    let mut next_id = 0;
+    // Each launch is timed on its own too, so that a constant cost per call (the median moves)
+    // can be told from occasional stalls (only the mean and the tail move).
+    let mut run = |v: Variant, x: &mut CudaSlice<f32>, n: usize, each: &mut Vec<u32>| -> Result<f64, DriverError> {
         let t = Instant::now();
         for _ in 0..n {
-            if mode == "gpuspan" {
-                tiny(&stream, &f, x)?;
-            } else {
-                launch(&stream, &f, x)?;
+            let t0 = Instant::now();
+            match v {
+                Variant::Unscoped => launch(&stream, &f, x)?,
+                Variant::PushPop => {
+                    next_id += 1;
+                    raw_cupti::with_external_id(next_id, || launch(&stream, &f, x))?
+                }
+                Variant::Annotated => tiny(&stream, &f, x)?,
             }
+            each.push(t0.elapsed().as_nanos() as u32);
         }
         let per = t.elapsed().as_nanos() as f64 / n as f64;
         stream.synchronize()?;
         Ok(per)
     };
-    run(&mut x, 2_000)?; // warm-up
-    let mut batches = (0..5).map(|_| run(&mut x, launches)).collect::<Result<Vec<f64>, _>>()?;
-    batches.sort_by(f64::total_cmp);
-    println!("{mode}: {:.0} ns per launch (median of 5 × {launches}; batches {batches:.0?})", batches[2]);
+    const ROUNDS: usize = 9;
+    let mut batches = vec![Vec::new(); variants.len()];
+    let mut each = vec![Vec::new(); variants.len()];
+    for &v in variants {
+        run(v, &mut x, 2_000, &mut Vec::new())?; // warm-up
+    }
+    for round in 0..ROUNDS {
+        // Rotate the order so that no variant always follows the same one.
+        for k in 0..variants.len() {
+            let i = (round + k) % variants.len();
+            batches[i].push(run(variants[i], &mut x, launches, &mut each[i])?);
+        }
+    }
+    for (i, v) in variants.iter().enumerate() {
+        let b = &mut batches[i];
+        b.sort_by(f64::total_cmp);
+        let e = &mut each[i];
+        e.sort_unstable();
+        let at = |q: f64| e[((e.len() - 1) as f64 * q) as usize];
+        let name = if variants.len() == 1 { mode.clone() } else { format!("{mode}/{v:?}") };
+        println!(
+            "{name}: {:.0} ns per launch (median of {ROUNDS} × {launches}; batches {b:.0?}); single launches: \
+             p50 {} p90 {} p99 {} max {} ns",
+            b[ROUNDS / 2],
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0)
+        );
+    }
     drop(guard);
     Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Variant {
+    Unscoped,
+    PushPop,
+    Annotated,
+}
+
+/// CUPTI driven directly, without gpuspan's scopes.
+mod raw_cupti {
+    use cudarc::cupti::sys::{self, CUptiResult, CUpti_ActivityKind as K};
+
+    const BUF: usize = 8 << 20;
+
+    unsafe extern "C" fn requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+        let b = vec![0u64; BUF / 8].leak();
+        // SAFETY: CUPTI passes valid out-pointers.
+        unsafe {
+            *buffer = b.as_mut_ptr().cast();
+            *size = BUF;
+            *max = 0;
+        }
+    }
+
+    unsafe extern "C" fn completed(_: cudarc::driver::sys::CUcontext, _: u32, buffer: *mut u8, _: usize, valid: usize) {
+        let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+        // SAFETY: CUPTI hands back a buffer `requested` leaked; it is read, then freed.
+        unsafe {
+            while sys::cuptiActivityGetNextRecord(buffer, valid, &mut record) == CUptiResult::CUPTI_SUCCESS {}
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(buffer.cast::<u64>(), BUF / 8)));
+        }
+    }
+
+    /// The issue's baseline: CUPTI with concurrent-kernel activity only.
+    pub fn kernel_only() -> Result<(), String> {
+        let ok = |what: &str, r: CUptiResult| {
+            if r == CUptiResult::CUPTI_SUCCESS {
+                Ok(())
+            } else {
+                Err(format!("{what}: {r:?}"))
+            }
+        };
+        // SAFETY: CUPTI setup with valid arguments; the callbacks live for the whole process.
+        unsafe {
+            ok(
+                "cuptiActivityRegisterCallbacks",
+                sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)),
+            )?;
+            ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
+        }
+    }
+
+    /// What a gpuspan CUDA scope asks of CUPTI, and nothing else: push and pop an external id.
+    pub fn with_external_id<T>(id: u64, f: impl FnOnce() -> T) -> T {
+        let kind = sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+        let mut last = 0;
+        // SAFETY: a push and its pop on this thread.
+        unsafe { sys::cuptiActivityPushExternalCorrelationId(kind, id) };
+        let out = f();
+        // SAFETY: as above.
+        unsafe { sys::cuptiActivityPopExternalCorrelationId(kind, &mut last) };
+        out
+    }
+}
+
+/// Pins the calling thread (only it: CUPTI's and gpuspan's threads stay free) to `cpu`.
+fn pin_this_thread(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; 0 = the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!("cuda_overhead: could not pin to cpu {cpu}");
+        }
+    }
 }
