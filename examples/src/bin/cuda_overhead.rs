@@ -7,7 +7,8 @@
 //! - `cupti-kernel`: CUPTI with concurrent-kernel activity only (the "CUPTI on" baseline);
 //! - `gpuspan`: CUPTI as gpuspan configures it (kernels, copies, sets, API and external
 //!   correlation records), then in turns: `unscoped` launches, `pushpop` (the CUPTI external id
-//!   pushed and popped around each launch, nothing else), and `annotated` (a `#[gpu_kernel]`).
+//!   pushed and popped around each launch, nothing else), `host-scope` (the launch inside a
+//!   host-timed annotated function) and `annotated` (a `#[gpu_kernel]` with the stream).
 //!
 //! `cuda_overhead <bare|cupti-kernel|gpuspan> [launches]` prints ns per launch (median of the
 //! batches) and the distribution of single launches. `PIN_CPU=n` pins the launching thread.
@@ -26,6 +27,12 @@ fn launch(stream: &Arc<CudaStream>, f: &CudaFunction, x: &mut CudaSlice<f32>) ->
     b.arg(x);
     // SAFETY: one block of 32 threads writes x[0], which exists.
     unsafe { b.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 }) }.map(|_| ())
+}
+
+/// A host-timed scope around the same launch: what gpuspan's scope costs without CUPTI's part.
+#[gpuspan::gpu_kernel(name = "tiny on the host")]
+fn in_host_scope<T>(launch: impl FnOnce() -> T) -> T {
+    launch()
 }
 
 #[gpuspan::gpu_kernel(name = "tiny")]
@@ -56,7 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "gpuspan" => {
             let g = gpuspan::Config::from_env().summary(false).no_trace_file().init();
             println!("timing: {:?}", gpuspan::cuda::start());
-            (Some(g), &[Variant::Unscoped, Variant::PushPop, Variant::Annotated])
+            (Some(g), &[Variant::Unscoped, Variant::PushPop, Variant::HostScope, Variant::Annotated])
         }
         other => return Err(format!("unknown mode {other:?}: bare, cupti-kernel or gpuspan").into()),
     };
@@ -78,6 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     next_id += 1;
                     raw_cupti::with_external_id(next_id, || launch(&stream, &f, x))?
                 }
+                Variant::HostScope => in_host_scope(|| launch(&stream, &f, x))?,
                 Variant::Annotated => tiny(&stream, &f, x)?,
             }
             each.push(t0.elapsed().as_nanos() as u32);
@@ -124,6 +132,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 enum Variant {
     Unscoped,
     PushPop,
+    HostScope,
     Annotated,
 }
 

@@ -1,9 +1,13 @@
 //! A realistic CUDA loop for the wall-time overhead row of docs/benchmarks.md: each iteration
 //! uploads 16 MiB from pinned memory, runs three ~200 µs kernels, downloads 16 MiB, and waits.
-//! Run it twice, `GPUSPAN=off` (no CUPTI, no scopes) and on, and compare the time per iteration.
 //!
-//! `cuda_workload [iterations] [cupti-only]` (default 200). `cupti-only` starts CUPTI as gpuspan
-//! configures it, then turns scopes off: what CUPTI alone costs.
+//! One process, in batches of iterations: first `bare` (gpuspan off, CUPTI never started),
+//! then CUPTI is started as gpuspan configures it and batches alternate between `cupti-only`
+//! (scopes off) and `on` (every call annotated). The lent machines differ by more than the
+//! effect from one process to the next, so the comparison stays inside one.
+//!
+//! `cuda_workload [iterations per batch] [rounds]` (default 100, 9): prints the median time
+//! per iteration of each mode and the ratios.
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
 use gpuspan::{gpu_kernel, gpu_transfer};
@@ -48,17 +52,14 @@ fn download(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let iterations: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(200);
+    let per_batch: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(100);
+    let rounds: usize = std::env::args().nth(2).and_then(|n| n.parse().ok()).unwrap_or(9);
     if let Err(e) = gpuspan::cuda::probe() {
         println!("cuda_workload: no CUDA device found ({e})");
         return Ok(());
     }
     let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
-    let cupti_only = std::env::args().nth(2).as_deref() == Some("cupti-only");
-    if cupti_only {
-        gpuspan::cuda::start();
-        gpuspan::set_enabled(false);
-    }
+    gpuspan::set_enabled(false);
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
     let f = ctx.load_module(cudarc::nvrtc::compile_ptx(SPIN)?)?.load_function("spin")?;
@@ -68,30 +69,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SAFETY: written by the download before it is read.
     let mut down = unsafe { ctx.alloc_pinned::<f32>(N) }?;
     let mut dev = stream.alloc_zeros::<f32>(N)?;
-    let mut iteration = || -> Result<(), DriverError> {
-        upload(&stream, &up, &mut dev)?;
-        for _ in 0..3 {
-            spin(&stream, &f, &mut dev)?;
+    // Milliseconds per iteration over one batch.
+    let mut batch = |n: usize| -> Result<f64, DriverError> {
+        let t = Instant::now();
+        for _ in 0..n {
+            upload(&stream, &up, &mut dev)?;
+            for _ in 0..3 {
+                spin(&stream, &f, &mut dev)?;
+            }
+            download(&stream, &dev, &mut down)?;
+            stream.synchronize()?;
         }
-        download(&stream, &dev, &mut down)?;
-        stream.synchronize()
+        Ok(t.elapsed().as_secs_f64() * 1e3 / n as f64)
     };
-    for _ in 0..10 {
-        iteration()?; // warm-up
-    }
-    let t = Instant::now();
-    for _ in 0..iterations {
-        iteration()?;
-    }
-    let per = t.elapsed().as_secs_f64() * 1e3 / iterations as f64;
-    let mode = if cupti_only {
-        "off, CUPTI on"
-    } else if std::env::var("GPUSPAN").is_ok_and(|v| v == "off") {
-        "off"
-    } else {
-        "on"
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
     };
-    println!("gpuspan {mode}: {per:.4} ms per iteration over {iterations}");
+    batch(10)?; // warm-up
+    let bare = median((0..rounds).map(|_| batch(per_batch)).collect::<Result<_, _>>()?);
+    println!("timing: {:?}", gpuspan::cuda::start());
+    let (mut cupti_only, mut on) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        for scopes in [round % 2 == 0, round % 2 == 1] {
+            gpuspan::set_enabled(scopes);
+            let t = batch(per_batch)?;
+            if scopes {
+                on.push(t)
+            } else {
+                cupti_only.push(t)
+            }
+        }
+    }
+    gpuspan::set_enabled(true);
+    let (cupti_only, on) = (median(cupti_only), median(on));
+    let pct = |x: f64, base: f64| 100.0 * (x - base) / base;
+    println!(
+        "bare {bare:.4} ms, cupti-only {cupti_only:.4} ms ({:+.2} %), on {on:.4} ms ({:+.2} % over bare, {:+.2} % over \
+         cupti-only) per iteration; medians of {rounds} batches of {per_batch}",
+        pct(cupti_only, bare),
+        pct(on, bare),
+        pct(on, cupti_only)
+    );
     drop(guard);
     Ok(())
 }

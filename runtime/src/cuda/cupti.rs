@@ -19,7 +19,7 @@ use cudarc::cupti::sys::{
 use std::collections::HashSet;
 use std::ffi::{c_char, CStr};
 use std::io::Write;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -104,6 +104,7 @@ const SYMBOLS: &[&str] = &[
     "cuptiActivityEnableDriverApi",
     "cuptiActivityEnableRuntimeApi",
     "cuptiActivityFlushAll",
+    "cuptiActivityFlushPeriod",
     "cuptiActivityGetNextRecord",
     "cuptiActivityGetNumDroppedRecords",
     "cuptiActivityPushExternalCorrelationId",
@@ -246,6 +247,17 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     ] {
         // SAFETY: enabling a kind has no preconditions.
         check("cuptiActivityEnable", unsafe { sys::cuptiActivityEnable(kind) })?;
+    }
+    // SAFETY: setting the period has no preconditions.
+    let period = unsafe { sys::cuptiActivityFlushPeriod(FLUSH_PERIOD_MS) };
+    if period == CUptiResult::CUPTI_SUCCESS {
+        CUPTI_FLUSHES.store(true, Ordering::Relaxed);
+    } else {
+        note_once(format_args!(
+            "CUPTI refused a flush period ({}): gpuspan flushes its buffers itself, which slows CUDA calls \
+             slightly",
+            message(period)
+        ));
     }
     for cbid in QUIET_DRIVER {
         // SAFETY: as above; failure only means more records.
@@ -508,11 +520,18 @@ fn flush_all(forced: bool) {
     let _ = unsafe { sys::cuptiActivityFlushAll(u32::from(forced)) };
 }
 
-/// How often CUPTI is asked to hand back completed buffers while scopes wait for their records.
-/// A flush takes locks the application's own CUDA calls need: measured on an H200, flushing
-/// every 5 ms slowed a synchronous upload/kernels/download loop by 4 % while CUPTI alone cost
-/// nothing; every 50 ms keeps records arriving well within a second.
+/// How often CUPTI hands back its buffers, from its own worker thread
+/// (`cuptiActivityFlushPeriod`). Flushing from gpuspan's thread instead (`cuptiActivityFlushAll`)
+/// takes locks the application's CUDA calls need: measured on an H100 with an upload / three
+/// 200 µs kernels / download loop, flushing ourselves every 5 ms cost 3.4–3.8 % of its wall
+/// time, every 50 ms 0.4–0.6 %, every 2 s 0.0–0.2 %; CUPTI's own 50 ms period cost −0.1–0.2 %
+/// (docs/benchmarks.md).
+const FLUSH_PERIOD_MS: u32 = 50;
+/// How often the resolver takes what CUPTI handed back. Where CUPTI refused a flush period,
+/// it also flushes this often while scopes wait for their records (every 500 ms otherwise).
 const FLUSH_WHILE_PENDING: Duration = Duration::from_millis(50);
+/// CUPTI accepted [`FLUSH_PERIOD_MS`] and flushes on its own.
+static CUPTI_FLUSHES: AtomicBool = AtomicBool::new(false);
 
 fn resolver_thread() {
     let mut pending = 0;
@@ -523,10 +542,10 @@ fn resolver_thread() {
             measure_clock();
             last_clock = Instant::now();
         }
+        std::thread::sleep(FLUSH_WHILE_PENDING);
         let busy = pending > 0 || WAITING.load(Ordering::Relaxed) > 0;
-        std::thread::sleep(if busy { FLUSH_WHILE_PENDING } else { Duration::from_millis(50) });
-        let busy = pending > 0 || WAITING.load(Ordering::Relaxed) > 0;
-        let flushed = if busy || last_flush.elapsed() >= Duration::from_millis(500) {
+        let due = if busy { FLUSH_WHILE_PENDING } else { Duration::from_millis(500) };
+        let flushed = if !CUPTI_FLUSHES.load(Ordering::Relaxed) && last_flush.elapsed() >= due {
             flush_all(false);
             last_flush = Instant::now();
             Some(false)
