@@ -266,23 +266,37 @@ impl SiteStats {
     #[inline]
     fn with_shard(&self, f: impl FnOnce(&Shard)) {
         let site = self.index();
+        // SAFETY: the only reference to this thread's table while it lives (see `LOCAL`); the
+        // shard pointer stays valid while the table holds its `Arc`, which outlives this call.
+        let shard = LOCAL.with(|local| {
+            unsafe { &*local.get() }
+                .get(site)
+                .and_then(Option::as_deref)
+                .map_or(std::ptr::null(), |s| s as *const Shard)
+        });
+        match unsafe { shard.as_ref() } {
+            Some(shard) => f(shard),
+            None => Self::first_call_on_this_thread(site, f),
+        }
+    }
+
+    /// Makes this thread's shard of the site (once per thread and site).
+    #[cold]
+    #[inline(never)]
+    fn first_call_on_this_thread(site: usize, f: impl FnOnce(&Shard)) {
+        let shard = Arc::new(Shard::new(site));
+        f(&shard);
         LOCAL.with(|local| {
-            // SAFETY: the only reference to this thread's table while it lives (see `LOCAL`).
+            // SAFETY: as in `with_shard`.
             let local = unsafe { &mut *local.get() };
-            if let Some(Some(shard)) = local.get(site) {
-                f(shard);
-                return;
-            }
-            let shard = Arc::new(Shard::new(site));
-            f(&shard);
             if local.len() <= site {
                 local.resize(site + 1, None);
             }
             local[site] = Some(shard.clone());
-            if let Ok(mut all) = SHARDS.lock() {
-                all.push(shard);
-            }
         });
+        if let Ok(mut all) = SHARDS.lock() {
+            all.push(shard);
+        }
     }
 
     /// The site's counts over every thread.
