@@ -19,9 +19,8 @@ pub fn is_on() -> bool {
 }
 
 /// `false` only once gpuspan is known to be off. The generated code tests this: one load and
-/// one compare, with no call on the path to the plain body, so the compiler can leave the
-/// instrumented path's stack frame off that path. [`is_on`], inside the scope, settles the
-/// first call.
+/// one compare, with no call on the path to the plain body (`is_on`, inside the scope, reads
+/// the environment on the first call).
 #[inline(always)]
 pub fn might_be_on() -> bool {
     STATE.load(Ordering::Relaxed) != OFF

@@ -11,7 +11,8 @@
 //!   host-timed annotated function) and `annotated` (a `#[gpu_kernel]` with the stream).
 //!
 //! `cuda_overhead <bare|cupti-kernel|gpuspan> [launches]` prints ns per launch (median of the
-//! batches) and the distribution of single launches. `PIN_CPU=n` pins the launching thread.
+//! batches) and the distribution of single launches; `cuda_overhead parts [calls]` times the
+//! pieces of a CUDA scope without a launch. `PIN_CPU=n` pins the launching thread.
 //! docs/benchmarks.md records the runs; the PyTorch comparison is scripts/torch_overhead.py.
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
@@ -65,7 +66,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("timing: {:?}", gpuspan::cuda::start());
             (Some(g), &[Variant::Unscoped, Variant::PushPop, Variant::HostScope, Variant::Annotated])
         }
-        other => return Err(format!("unknown mode {other:?}: bare, cupti-kernel or gpuspan").into()),
+        "parts" => return parts(launches),
+        other => return Err(format!("unknown mode {other:?}: bare, cupti-kernel, gpuspan or parts").into()),
     };
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
@@ -128,6 +130,53 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// An annotated CUDA function that launches nothing: the scope alone.
+#[gpuspan::gpu_kernel(name = "empty CUDA scope")]
+fn empty_cuda_scope(_stream: &Arc<CudaStream>) {}
+
+/// An annotated host function that does nothing.
+#[gpuspan::gpu_kernel(name = "empty host scope")]
+fn empty_host_scope() {}
+
+/// `parts`: what each piece of a CUDA scope costs without a launch, CUPTI on as gpuspan
+/// configures it, the pieces in alternating batches (medians of 9 batches of `n` calls).
+fn parts(n: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
+    println!("timing: {:?}", gpuspan::cuda::start());
+    let ctx = CudaContext::new(0)?;
+    let stream = ctx.default_stream();
+    let mut id = 0;
+    let mut stamp = 0u64;
+    let names = ["empty host scope", "CUPTI push + pop", "cuptiGetTimestamp", "empty CUDA scope"];
+    let mut per: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    for round in 0..10 {
+        for (i, times) in per.iter_mut().enumerate() {
+            let t = Instant::now();
+            for _ in 0..n {
+                match i {
+                    0 => empty_host_scope(),
+                    1 => {
+                        id += 1;
+                        raw_cupti::with_external_id(id, || ())
+                    }
+                    2 => stamp ^= raw_cupti::timestamp(),
+                    _ => empty_cuda_scope(&stream),
+                }
+            }
+            if round > 0 {
+                times.push(t.elapsed().as_nanos() as f64 / n as f64); // round 0 warms up
+            }
+        }
+    }
+    for (name, mut times) in names.iter().zip(per) {
+        times.sort_by(f64::total_cmp);
+        println!("parts/{name}: {:.0} ns per call (median of 9 × {n}; batches {times:.0?})", times[4]);
+    }
+    std::hint::black_box(stamp);
+    drop(guard);
+    Ok(())
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Variant {
     Unscoped,
@@ -178,6 +227,14 @@ mod raw_cupti {
             )?;
             ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
         }
+    }
+
+    /// CUPTI's clock, which its API records use.
+    pub fn timestamp() -> u64 {
+        let mut t = 0;
+        // SAFETY: plain out-parameter.
+        unsafe { sys::cuptiGetTimestamp(&mut t) };
+        t
     }
 
     /// What a gpuspan CUDA scope asks of CUPTI, and nothing else: push and pop an external id.
