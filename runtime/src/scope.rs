@@ -254,28 +254,63 @@ fn close(slot: &mut ManuallyDrop<Option<Active>>) {
 }
 
 impl Active {
-    /// Builds the record of a finished call and hands it to its backend (or the pipeline).
+    /// Describes the finished call and hands it to its backend (or the pipeline).
     fn into_record(mut self, host_end: u64) {
-        let memory = self.memory_before.map(|before| (before, crate::memory::mark()));
+        let memory = self.memory_before.map(|before| Box::new((before, crate::memory::mark())));
         if self.scope_id == 0 {
             (self.thread, self.scope_id) = thread::next_scope();
         }
-        let host = Interval { start_ns: clock::raw_to_ns(self.host_start), end_ns: clock::raw_to_ns(host_end) };
-        #[allow(unused_mut)] // mutated with the otlp feature
+        let call = Call {
+            site: self.site,
+            scope_id: self.scope_id,
+            thread: self.thread,
+            error: self.error,
+            host_start: self.host_start,
+            host_end,
+            bytes: self.bytes,
+            memory,
+            #[cfg(feature = "otlp")]
+            parent: self.parent,
+        };
+        match self.gpu {
+            GpuScope::None => pipeline::submit(call.into_record()),
+            #[cfg(feature = "wgpu")]
+            GpuScope::Wgpu(w) => w.finish(call.into_record()),
+            #[cfg(feature = "cuda")]
+            GpuScope::Cuda(c) => c.finish(call),
+        }
+    }
+}
+
+/// A finished call as its scope saw it, before it becomes a [`Record`]: small (the clock still
+/// raw, memory marks boxed), so that a backend that resolves records on another thread (CUPTI)
+/// hands over ~100 bytes instead of a whole record and does the conversion there.
+#[derive(Debug)]
+pub(crate) struct Call {
+    pub site: &'static Site,
+    pub scope_id: u64,
+    pub thread: u32,
+    pub error: bool,
+    /// Raw host clock readings.
+    host_start: u64,
+    host_end: u64,
+    bytes: Option<u64>,
+    memory: Option<Box<(crate::memory::MemoryMark, crate::memory::MemoryMark)>>,
+    #[cfg(feature = "otlp")]
+    parent: Option<opentelemetry::Context>,
+}
+
+impl Call {
+    pub(crate) fn into_record(self) -> Record {
+        let host = Interval { start_ns: clock::raw_to_ns(self.host_start), end_ns: clock::raw_to_ns(self.host_end) };
         let mut record = Record::new(self.site, self.scope_id, self.thread, host);
         record.error = self.error;
         record.bytes = self.bytes;
-        record.memory = memory;
+        record.memory = self.memory.map(|m| *m);
         #[cfg(feature = "otlp")]
         {
             record.parent = self.parent;
         }
-        match self.gpu {
-            GpuScope::None => pipeline::submit(record),
-            #[cfg(feature = "wgpu")]
-            GpuScope::Wgpu(w) => w.finish(record),
-            #[cfg(feature = "cuda")]
-            GpuScope::Cuda(c) => c.finish(record),
-        }
+        record
     }
 }

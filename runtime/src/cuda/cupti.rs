@@ -11,6 +11,7 @@ use super::resolve::{Counts, Resolver};
 use super::CudaError;
 use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::record::{DeviceLabel, Record};
+use crate::scope::Call;
 use crate::{clock, pipeline};
 use cudarc::cupti::sys::{
     self as sys, CUptiResult, CUpti_Activity, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind,
@@ -81,9 +82,13 @@ pub(crate) fn clock() -> (i64, u64) {
 #[allow(clippy::large_enum_variant)]
 enum Msg {
     Requested(u64),
-    Buffer { base: usize, valid: usize },
+    Buffer {
+        base: usize,
+        valid: usize,
+    },
     Dropped(u64),
-    Ended(Record, u64),
+    /// A scope ended (the record is built on the resolver thread), with its fence.
+    Ended(Call, u64),
     Note(String),
 }
 
@@ -305,11 +310,11 @@ pub(crate) fn pop(id: u64) {
 }
 
 /// A scope ended: it waits for the buffers CUPTI requested so far.
-pub(crate) fn ended(record: Record) {
+pub(crate) fn ended(call: Call) {
     let fence = REQUESTED.load(Ordering::SeqCst);
     if let Some(tx) = TX.get() {
         WAITING.fetch_add(1, Ordering::Relaxed);
-        if tx.send(Msg::Ended(record, fence)).is_err() {
+        if tx.send(Msg::Ended(call, fence)).is_err() {
             Losses::add(&LOSSES.unresolved_scopes, 1);
         }
     }
@@ -423,7 +428,8 @@ impl Live {
                 Msg::Requested(seq) => self.write(Frame::Requested { seq }),
                 Msg::Dropped(n) => dropped += n,
                 Msg::Note(text) => self.write(Frame::Note { host_ns: clock::now_ns(), text }),
-                Msg::Ended(record, fence) => {
+                Msg::Ended(call, fence) => {
+                    let record = call.into_record();
                     WAITING.fetch_sub(1, Ordering::Relaxed);
                     if self.dump.is_some() {
                         let site = record.site.desc.name.to_owned();

@@ -19,8 +19,8 @@ pub mod resolve;
 pub mod resources;
 
 use crate::diagnostics::note_once;
-use crate::record::{DeviceLabel, Record};
-use crate::scope::{GpuScope, Scope};
+use crate::record::DeviceLabel;
+use crate::scope::{Call, GpuScope, Scope};
 use crate::site::Site;
 use cudarc::driver::CudaStream;
 use std::sync::OnceLock;
@@ -210,16 +210,16 @@ impl CudaScope {
     }
 
     /// The scope ended: its record waits for the GPU's timing.
-    pub(crate) fn finish(self, record: Record) {
+    pub(crate) fn finish(self, call: Call) {
         match self {
             CudaScope::Cupti { pushed } => {
                 if pushed {
-                    cupti::pop(record.scope_id);
+                    cupti::pop(call.scope_id);
                 }
-                cupti::ended(record);
+                cupti::ended(call);
             }
-            CudaScope::Events(e) => events::finish(e, record),
-            CudaScope::Host => crate::pipeline::submit(record),
+            CudaScope::Events(e) => events::finish(e, call.into_record()),
+            CudaScope::Host => crate::pipeline::submit(call.into_record()),
         }
     }
 }
