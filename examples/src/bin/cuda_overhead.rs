@@ -67,7 +67,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (Some(g), &[Variant::Unscoped, Variant::PushPop, Variant::HostScope, Variant::Annotated])
         }
         "parts" => return parts(launches),
-        other => return Err(format!("unknown mode {other:?}: bare, cupti-kernel, gpuspan or parts").into()),
+        "window-check" => return window_check(launches),
+        other => {
+            return Err(format!("unknown mode {other:?}: bare, cupti-kernel, gpuspan, parts or window-check").into())
+        }
     };
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
@@ -177,6 +180,46 @@ fn parts(n: usize) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// `window-check`: can a scope find its launches by thread and time instead of an external id?
+/// Reads CUPTI's clock around each launch and checks that the launch's API record lies inside
+/// that window, on the calling thread's OS id (the measurement behind the next step in
+/// docs/benchmarks.md).
+fn window_check(n: usize) -> Result<(), Box<dyn std::error::Error>> {
+    gpuspan::set_enabled(false);
+    raw_cupti::api_records()?;
+    let ctx = CudaContext::new(0)?;
+    let stream = ctx.default_stream();
+    let module = ctx.load_module(cudarc::nvrtc::compile_ptx(TINY)?)?;
+    let f = module.load_function("tiny")?;
+    let mut x = stream.alloc_zeros::<f32>(1)?;
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    let mut windows = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = raw_cupti::timestamp();
+        launch(&stream, &f, &mut x)?;
+        windows.push((start, raw_cupti::timestamp()));
+    }
+    stream.synchronize()?;
+    let launches = raw_cupti::launch_records()?;
+    let mine: Vec<_> = launches.iter().filter(|a| a.thread_id == tid).collect();
+    let (mut inside, mut lead, mut trail) = (0, u64::MAX, u64::MAX);
+    for (a, (start, end)) in mine.iter().zip(&windows) {
+        if *start <= a.start && a.end <= *end {
+            inside += 1;
+            lead = lead.min(a.start - start);
+            trail = trail.min(end - a.end);
+        }
+    }
+    println!(
+        "window-check: {n} launches, {} kernel-launch API records, {} on this thread (OS id {tid}); {inside} inside \
+         their window; closest margins: API start - window start {lead} ns, window end - API end {trail} ns",
+        launches.len(),
+        mine.len()
+    );
+    Ok(())
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Variant {
     Unscoped,
@@ -227,6 +270,70 @@ mod raw_cupti {
             )?;
             ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
         }
+    }
+
+    static RECORDS: std::sync::Mutex<Vec<gpuspan::cuda::parse::RawApi>> = std::sync::Mutex::new(Vec::new());
+
+    unsafe extern "C" fn completed_keep_api(
+        _: cudarc::driver::sys::CUcontext,
+        _: u32,
+        buffer: *mut u8,
+        _: usize,
+        valid: usize,
+    ) {
+        use gpuspan::cuda::parse::{self, Raw};
+        let mut offsets = Vec::new();
+        let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+        // SAFETY: CUPTI hands back a buffer `requested` leaked; it is read, then freed.
+        unsafe {
+            while sys::cuptiActivityGetNextRecord(buffer, valid, &mut record) == CUptiResult::CUPTI_SUCCESS {
+                offsets.push((record as usize - buffer as usize) as u32);
+            }
+            let bytes = std::slice::from_raw_parts(buffer, valid);
+            if let Ok(mut keep) = RECORDS.lock() {
+                for r in parse::dump::records(&offsets, bytes) {
+                    if let Ok(Raw::Api(a)) = parse::parse(r) {
+                        if parse::work_of(a.domain, a.cbid) == Some(parse::Work::Kernel) {
+                            keep.push(a);
+                        }
+                    }
+                }
+            }
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(buffer.cast::<u64>(), BUF / 8)));
+        }
+    }
+
+    /// Driver API records (and kernels), with OS thread ids.
+    pub fn api_records() -> Result<(), String> {
+        let ok = |what: &str, r: CUptiResult| {
+            if r == CUptiResult::CUPTI_SUCCESS {
+                Ok(())
+            } else {
+                Err(format!("{what}: {r:?}"))
+            }
+        };
+        // SAFETY: CUPTI setup with valid arguments; the callbacks live for the whole process.
+        unsafe {
+            ok(
+                "cuptiSetThreadIdType",
+                sys::cuptiSetThreadIdType(sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM),
+            )?;
+            ok(
+                "cuptiActivityRegisterCallbacks",
+                sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed_keep_api)),
+            )?;
+            ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))?;
+            ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_DRIVER))
+        }
+    }
+
+    /// Every kernel-launch API record so far, in correlation order.
+    pub fn launch_records() -> Result<Vec<gpuspan::cuda::parse::RawApi>, String> {
+        // SAFETY: a forced flush has no preconditions.
+        unsafe { sys::cuptiActivityFlushAll(1) };
+        let mut all = RECORDS.lock().map_err(|e| e.to_string())?.clone();
+        all.sort_by_key(|a| a.correlation_id);
+        Ok(all)
     }
 
     /// CUPTI's clock, which its API records use.
