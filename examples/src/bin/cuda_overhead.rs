@@ -244,43 +244,18 @@ mod raw_cupti {
         }
     }
 
-    unsafe extern "C" fn completed(_: cudarc::driver::sys::CUcontext, _: u32, buffer: *mut u8, _: usize, valid: usize) {
-        let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
-        // SAFETY: CUPTI hands back a buffer `requested` leaked; it is read, then freed.
-        unsafe {
-            while sys::cuptiActivityGetNextRecord(buffer, valid, &mut record) == CUptiResult::CUPTI_SUCCESS {}
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(buffer.cast::<u64>(), BUF / 8)));
+    fn ok(what: &str, r: CUptiResult) -> Result<(), String> {
+        if r == CUptiResult::CUPTI_SUCCESS {
+            Ok(())
+        } else {
+            Err(format!("{what}: {r:?}"))
         }
     }
 
-    /// The baseline: CUPTI with concurrent-kernel activity only.
-    pub fn kernel_only() -> Result<(), String> {
-        let ok = |what: &str, r: CUptiResult| {
-            if r == CUptiResult::CUPTI_SUCCESS {
-                Ok(())
-            } else {
-                Err(format!("{what}: {r:?}"))
-            }
-        };
-        // SAFETY: CUPTI setup with valid arguments; the callbacks live for the whole process.
-        unsafe {
-            ok(
-                "cuptiActivityRegisterCallbacks",
-                sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)),
-            )?;
-            ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
-        }
-    }
-
+    /// Kernel-launch API records seen so far (only `api_records` turns API records on).
     static RECORDS: std::sync::Mutex<Vec<gpuspan::cuda::parse::RawApi>> = std::sync::Mutex::new(Vec::new());
 
-    unsafe extern "C" fn completed_keep_api(
-        _: cudarc::driver::sys::CUcontext,
-        _: u32,
-        buffer: *mut u8,
-        _: usize,
-        valid: usize,
-    ) {
+    unsafe extern "C" fn completed(_: cudarc::driver::sys::CUcontext, _: u32, buffer: *mut u8, _: usize, valid: usize) {
         use gpuspan::cuda::parse::{self, Raw};
         let mut offsets = Vec::new();
         let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
@@ -303,15 +278,20 @@ mod raw_cupti {
         }
     }
 
+    /// The baseline: CUPTI with concurrent-kernel activity only.
+    pub fn kernel_only() -> Result<(), String> {
+        // SAFETY: CUPTI setup with valid arguments; the callbacks live for the whole process.
+        unsafe {
+            ok(
+                "cuptiActivityRegisterCallbacks",
+                sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)),
+            )?;
+            ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
+        }
+    }
+
     /// Driver API records (and kernels), with OS thread ids.
     pub fn api_records() -> Result<(), String> {
-        let ok = |what: &str, r: CUptiResult| {
-            if r == CUptiResult::CUPTI_SUCCESS {
-                Ok(())
-            } else {
-                Err(format!("{what}: {r:?}"))
-            }
-        };
         // SAFETY: CUPTI setup with valid arguments; the callbacks live for the whole process.
         unsafe {
             ok(
@@ -320,7 +300,7 @@ mod raw_cupti {
             )?;
             ok(
                 "cuptiActivityRegisterCallbacks",
-                sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed_keep_api)),
+                sys::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)),
             )?;
             ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))?;
             ok("cuptiActivityEnable", sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_DRIVER))
