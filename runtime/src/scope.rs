@@ -249,13 +249,13 @@ fn close(slot: &mut ManuallyDrop<Option<Active>>) {
     }
     // SAFETY: as above.
     if let Some(a) = unsafe { ManuallyDrop::take(slot) } {
-        a.into_record(host_end);
+        a.hand_over(host_end);
     }
 }
 
 impl Active {
     /// Describes the finished call and hands it to its backend (or the pipeline).
-    fn into_record(mut self, host_end: u64) {
+    fn hand_over(mut self, host_end: u64) {
         let memory = self.memory_before.map(|before| Box::new((before, crate::memory::mark())));
         if self.scope_id == 0 {
             (self.thread, self.scope_id) = thread::next_scope();

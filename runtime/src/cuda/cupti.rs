@@ -78,8 +78,6 @@ pub(crate) fn clock() -> (i64, u64) {
     (CLOCK_OFFSET.load(Ordering::Relaxed), CLOCK_ERROR.load(Ordering::Relaxed))
 }
 
-// `Ended` is the message of every scope; boxing it would add an allocation to each call.
-#[allow(clippy::large_enum_variant)]
 enum Msg {
     Requested(u64),
     Buffer {
