@@ -167,7 +167,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
     };
     // Off at run time: one relaxed load, no span, no argument evaluated.
     let enter = quote! {
-        if #p::might_be_on() {
+        if #p::is_on() {
             let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
             let __gpuspan_span = #span;
             #enter
@@ -178,8 +178,6 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
 
     let block = &mut func.block;
     if func.sig.asyncness.is_some() {
-        // The future is wrapped so the span is entered on every poll (never held across an
-        // `.await`) and the output is inspected once, when the body completes.
         // Name the async block's output type where it can be named, so that `?` inside it
         // infers its error conversion (the same trick as tracing-attributes).
         let fake_return = match &func.sig.output {
@@ -193,15 +191,16 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             _ => quote!(),
         };
         let stmts = &block.stmts;
-        *block = syn::parse_quote!({
-            #prelude
-            let __gpuspan_scope = #enter;
-            let (__gpuspan_out, mut __gpuspan_scope) =
-                #p::ScopedFuture::new(__gpuspan_scope, async move { #fake_return #(#stmts)* }).await;
-            __gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit());
-            ::core::mem::drop(__gpuspan_scope);
-            __gpuspan_out
-        });
+        let timed = timed_future(&p, &prelude, &enter, quote!({ #fake_return #(#stmts)* }));
+        *block = syn::parse_quote!({ #timed });
+        return func.into_token_stream();
+    }
+    // `#[async_trait]` has already turned the method into `Box::pin(async move { .. })`: time the
+    // future, not the call that boxes it (tracing-attributes' `AsyncInfo` does the same).
+    if let Some(inner) = async_trait_body(block) {
+        let stmts = &inner.block.stmts;
+        let timed = timed_future(&p, &prelude, &enter, quote!({ #(#stmts)* }));
+        inner.block = syn::parse_quote!({ #timed });
         return func.into_token_stream();
     }
 
@@ -209,20 +208,38 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         Resource::WgpuRecorder { recorder, .. } => Some(quote!(#p::as_recorder(#recorder))),
         _ => None,
     };
-    let diverges = matches!(&func.sig.output, ReturnType::Type(_, t) if matches!(**t, Type::Never(_)));
-    // The value's type must be known where it is probed; name it where it can be named.
-    let ret_ty = match &func.sig.output {
-        ReturnType::Type(_, ty) if !contains_impl_trait(ty) => Some(quote!(: #ty)),
-        ReturnType::Type(..) => None,
-        ReturnType::Default => Some(quote!(: ())),
-    };
-    let mut rewriter = ExitRewriter { p: p.clone(), recorder: recorder.clone(), ret_ty: ret_ty.clone() };
-    rewriter.visit_block_mut(block);
-    let body = &*block;
     let exit = match &recorder {
         Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&__gpuspan_out)).gpuspan_exit(), #r)),
         None => quote!(__gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit())),
     };
+    let diverges = matches!(&func.sig.output, ReturnType::Type(_, t) if matches!(**t, Type::Never(_)));
+    let named_return = match &func.sig.output {
+        ReturnType::Type(_, ty) if !contains_impl_trait(ty) => Some(quote!(: #ty)),
+        ReturnType::Type(..) => None,
+        ReturnType::Default => Some(quote!(: ())),
+    };
+    let track_caller = func.attrs.iter().any(|a| a.path().is_ident("track_caller"));
+    if let (Some(ret_ty), false, false) = (&named_return, diverges, track_caller) {
+        // The body runs in a closure called once, so every exit (`return`, `?`, and those
+        // hidden in macros such as `anyhow::bail!`) ends in the value probed below. The closure
+        // is passed as `FnOnce`, so a body may return borrows of its `&mut` parameters.
+        let body = &*block;
+        *block = syn::parse_quote!({
+            #prelude
+            let mut __gpuspan_scope = #enter;
+            #[allow(clippy::let_unit_value, clippy::redundant_closure_call)]
+            let __gpuspan_out #ret_ty = #p::call_once(|| #body);
+            #exit;
+            __gpuspan_out
+        });
+        return func.into_token_stream();
+    }
+    // A return type that cannot be named (`impl Trait`), `-> !` or `#[track_caller]` (a closure
+    // would change `Location::caller()`): the function's own exits are rewritten instead, so
+    // exits inside macro calls are not seen.
+    let mut rewriter = ExitRewriter { p: p.clone(), recorder: recorder.clone(), ret_ty: named_return.clone() };
+    rewriter.visit_block_mut(block);
+    let body = &*block;
     *block = if diverges {
         syn::parse_quote!({
             #prelude
@@ -234,13 +251,42 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             #prelude
             let mut __gpuspan_scope = #enter;
             #[allow(clippy::let_unit_value)]
-            let __gpuspan_out #ret_ty = #body;
+            let __gpuspan_out #named_return = #body;
             #[allow(unreachable_code)]
             #exit;
             __gpuspan_out
         })
     };
     func.into_token_stream()
+}
+
+/// The statements of an async body that open the scope at the first poll, run `body` as a
+/// future whose host span is entered per poll (the future stays `Send`), and probe its output.
+fn timed_future(p: &TokenStream, prelude: &TokenStream, enter: &TokenStream, body: TokenStream) -> TokenStream {
+    quote! {
+        #prelude
+        let __gpuspan_scope = #enter;
+        let (__gpuspan_out, mut __gpuspan_scope) =
+            #p::ScopedFuture::new(__gpuspan_scope, async move #body).await;
+        __gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit());
+        ::core::mem::drop(__gpuspan_scope);
+        __gpuspan_out
+    }
+}
+
+/// The `async move { .. }` block of a body shaped `Box::pin(async move { .. })` (what
+/// `#[async_trait]` generates), if this is one.
+fn async_trait_body(block: &mut syn::Block) -> Option<&mut syn::ExprAsync> {
+    let Some(syn::Stmt::Expr(Expr::Call(call), None)) = block.stmts.last_mut() else { return None };
+    let Expr::Path(f) = &*call.func else { return None };
+    let segments: Vec<String> = f.path.segments.iter().map(|s| s.ident.to_string()).collect();
+    if !segments.ends_with(&["Box".to_owned(), "pin".to_owned()]) || call.args.len() != 1 {
+        return None;
+    }
+    match call.args.first_mut() {
+        Some(Expr::Async(inner)) if inner.capture.is_some() => Some(inner),
+        _ => None,
+    }
 }
 
 fn contains_impl_trait(ty: &Type) -> bool {

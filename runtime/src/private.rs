@@ -4,7 +4,14 @@ pub use crate::future::ScopedFuture;
 pub use crate::probe::{Exit, Probe, ProbeExit, ProbeOther};
 pub use crate::scope::Scope;
 pub use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind, SiteRef};
-pub use crate::switch::might_be_on;
+pub use crate::switch::is_on;
+
+/// Runs an instrumented function's body. A closure passed as `FnOnce` may return borrows of
+/// the `&mut` parameters it captured, so every sync function shape can be wrapped this way.
+#[inline(always)]
+pub fn call_once<R>(body: impl FnOnce() -> R) -> R {
+    body()
+}
 
 /// A transfer's size from whatever integer type the user's expression has; negative sizes
 /// count as 0 and sizes past `u64` saturate.

@@ -7,7 +7,6 @@ use crate::record::{Interval, Record};
 use crate::site::Site;
 use crate::{clock, pipeline, switch, thread};
 use std::mem::ManuallyDrop;
-use tracing::span::EnteredSpan;
 use tracing::Span;
 
 /// An open measurement of one call. Created by the code `#[gpu_kernel]` and `#[gpu_transfer]`
@@ -21,9 +20,15 @@ pub struct Scope {
 }
 
 /// The host `tracing` span: entered for the whole call of a sync function, per poll for async.
+///
+/// A plain [`Span`] entered through its dispatcher rather than an `EnteredSpan`, so that a
+/// [`Scope`] is `Send` and an instrumented future can be `tokio::spawn`ed. A sync scope is a
+/// hidden local of a function that cannot suspend, so it is exited on the thread that entered it.
 #[derive(Debug)]
 enum HostSpan {
-    Entered(EnteredSpan),
+    /// Entered on the current thread; exited when the scope closes.
+    Entered(Span),
+    /// Not entered: an async call's span, entered around each poll.
     Idle(Span),
     /// No subscriber wants the span (or it was closed): nothing to enter, exit or drop.
     Off,
@@ -35,7 +40,16 @@ impl HostSpan {
         if span.is_disabled() {
             HostSpan::Off
         } else {
-            HostSpan::Entered(span.entered())
+            span.with_subscriber(|(id, dispatch)| dispatch.enter(id));
+            HostSpan::Entered(span)
+        }
+    }
+
+    /// Leaves the span entered by [`HostSpan::enter`] and keeps it, not entered.
+    fn detach(&mut self) {
+        if let HostSpan::Entered(span) = std::mem::replace(self, HostSpan::Off) {
+            span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
+            *self = HostSpan::Idle(span);
         }
     }
 
@@ -43,7 +57,10 @@ impl HostSpan {
     #[inline]
     fn close(&mut self, error: bool) {
         let span = match std::mem::replace(self, HostSpan::Off) {
-            HostSpan::Entered(e) => e.exit(),
+            HostSpan::Entered(span) => {
+                span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
+                span
+            }
             HostSpan::Idle(s) => s,
             HostSpan::Off => return,
         };
@@ -135,6 +152,7 @@ impl Scope {
         if !switch::is_on() {
             return Scope { active: ManuallyDrop::new(None) };
         }
+        site.mark_entered();
         // A backend needs the id now (it tags GPU work with it); a host scope takes one only if
         // it ends up as a record.
         let (thread, scope_id) = if start_gpu.is_some() { thread::next_scope() } else { (0, 0) };
@@ -199,10 +217,7 @@ impl Scope {
     pub(crate) fn detach_span(&mut self) {
         self.suspend();
         if let Some(a) = &mut *self.active {
-            a.span = match std::mem::replace(&mut a.span, HostSpan::Off) {
-                HostSpan::Entered(e) => HostSpan::Idle(e.exit()),
-                other => other,
-            };
+            a.span.detach();
         }
     }
 
@@ -313,4 +328,12 @@ impl Call {
         }
         record
     }
+}
+
+/// An instrumented future is `Send` whenever the body's future is: the scope it holds across
+/// `.await` must be.
+#[allow(dead_code)]
+fn _scope_is_send() {
+    fn is_send<T: Send>() {}
+    is_send::<Scope>();
 }

@@ -2,6 +2,7 @@
 //! can list every site, including those never reached.
 
 use crate::aggregate::SiteStats;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What an annotated function does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,11 +84,26 @@ pub struct SiteDesc {
 pub struct Site {
     pub desc: SiteDesc,
     pub(crate) stats: SiteStats,
+    /// A scope of this site was opened: a site with no finished call was still running at
+    /// shutdown (an annotated `main`), not never reached.
+    entered: AtomicBool,
 }
 
 impl Site {
     pub const fn new(desc: SiteDesc) -> Self {
-        Site { desc, stats: SiteStats::new() }
+        Site { desc, stats: SiteStats::new(), entered: AtomicBool::new(false) }
+    }
+
+    /// Notes that a call of this site started: a load, and a store only the first time.
+    #[inline]
+    pub(crate) fn mark_entered(&self) {
+        if !self.entered.load(Ordering::Relaxed) {
+            self.entered.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn was_entered(&self) -> bool {
+        self.entered.load(Ordering::Relaxed)
     }
 
     /// `module::function`, the name OpenTelemetry's `code.function.name` wants.

@@ -8,7 +8,9 @@ const OFF: u8 = 2;
 
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// Whether scopes record anything. The environment is read once, on the first call.
+/// Whether scopes record anything. The environment is read once, on the first call, so that
+/// with `GPUSPAN=off` not even the first call opens a span. The generated code tests this before
+/// evaluating anything else.
 #[inline(always)]
 pub fn is_on() -> bool {
     match STATE.load(Ordering::Relaxed) {
@@ -16,14 +18,6 @@ pub fn is_on() -> bool {
         OFF => false,
         _ => read_env(),
     }
-}
-
-/// `false` only once gpuspan is known to be off. The generated code tests this: one load and
-/// one compare, with no call on the path to the plain body (`is_on`, inside the scope, reads
-/// the environment on the first call).
-#[inline(always)]
-pub fn might_be_on() -> bool {
-    STATE.load(Ordering::Relaxed) != OFF
 }
 
 #[cold]

@@ -63,6 +63,11 @@ pub struct Summary {
     pub reached: Vec<SiteSummary>,
     /// Sites compiled into the program but never called.
     pub never_reached: Vec<&'static Site>,
+    /// Sites called, none of whose calls had finished when the summary was taken (an annotated
+    /// `main` whose `init()` guard drops inside it).
+    pub still_running: Vec<&'static Site>,
+    /// gpuspan was off at run time (`GPUSPAN=off` or `set_enabled(false)`): nothing was recorded.
+    pub off: bool,
     /// Measurements lost, by cause.
     pub losses: Vec<(&'static str, u64)>,
     /// Everything gpuspan said once (missing GPU features, fallbacks).
@@ -73,11 +78,14 @@ pub struct Summary {
 pub fn summary() -> Summary {
     let mut reached = Vec::new();
     let mut never_reached = Vec::new();
+    let mut still_running = Vec::new();
     for site in all_sites() {
         let s = SiteSummary::of(site);
         if s.calls == 0 {
-            // gpuspan's own sites (CUDA's `unattributed`) are not the user's to reach.
-            if !site.desc.module_path.starts_with("gpuspan::") {
+            if site.was_entered() {
+                still_running.push(site);
+            } else if !site.desc.module_path.starts_with("gpuspan::") {
+                // gpuspan's own sites (CUDA's `unattributed`) are not the user's to reach.
                 never_reached.push(site);
             }
         } else {
@@ -88,6 +96,8 @@ pub fn summary() -> Summary {
     Summary {
         reached,
         never_reached,
+        still_running,
+        off: !crate::switch::is_on(),
         losses: crate::diagnostics::LOSSES.snapshot(),
         notes: crate::diagnostics::notes(),
     }
@@ -136,6 +146,9 @@ impl fmt::Display for Summary {
                 *w = (*w).max(c.chars().count());
             }
         }
+        if self.off && self.reached.is_empty() {
+            return writeln!(f, "gpuspan was off (GPUSPAN=off or gpuspan::set_enabled(false)): nothing was recorded");
+        }
         writeln!(f, "gpuspan summary (time = GPU time where the source says so, else host time)")?;
         let line = |f: &mut fmt::Formatter<'_>, cells: &[String]| -> fmt::Result {
             for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
@@ -155,8 +168,17 @@ impl fmt::Display for Summary {
         for r in &rows {
             line(f, r)?;
         }
-        if rows.is_empty() {
+        if rows.is_empty() && self.still_running.is_empty() {
             writeln!(f, "(no annotated function was called)")?;
+        }
+        if self.off {
+            writeln!(f, "gpuspan was switched off during the run: later calls were not recorded")?;
+        }
+        if !self.still_running.is_empty() {
+            writeln!(f, "still running at shutdown (no call had finished; its time is not counted):")?;
+            for s in &self.still_running {
+                writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
+            }
         }
         let tracked: Vec<&SiteSummary> = self
             .reached
@@ -180,7 +202,7 @@ impl fmt::Display for Summary {
                 )?;
             }
         }
-        if !self.never_reached.is_empty() {
+        if !self.never_reached.is_empty() && !self.off {
             writeln!(f, "never reached:")?;
             for s in &self.never_reached {
                 writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
