@@ -36,6 +36,99 @@ fn try_run(kind: Kind, args: TokenStream, item: TokenStream) -> syn::Result<Toke
     })
 }
 
+/// The block form, `kernel!("name", args.., { .. })`: the same scope around a block, for code in
+/// `main`, loops and closures. `break`, `continue`, `return` and `?` keep their meaning in the
+/// enclosing code; the scope closes however the block is left, and a `?` that leaves marks the
+/// call as an error.
+pub fn run_block(kind: Kind, input: TokenStream) -> TokenStream {
+    match try_run_block(kind, input.clone()) {
+        Ok(ts) => ts,
+        Err(e) => {
+            // Keep the user's block so that its own errors still show and its value still types.
+            let block = input.into_iter().last();
+            let mut out = e.to_compile_error();
+            out.extend(quote!({ #block }));
+            quote!({ #out })
+        }
+    }
+}
+
+fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
+    let BlockInput { name, args, block } = syn::parse2(input)?;
+    let macro_name = kind.block_macro();
+    // Validated like the attribute on a function without parameters: resources and sizes are
+    // named explicitly.
+    let func: ItemFn = syn::parse_quote!(
+        fn block() {}
+    );
+    let args: Args = syn::parse2(quote!(name = #name, #args))?;
+    let plan = validate::plan(kind, args, &func)?;
+    let krate = &plan.krate;
+    let ScopeParts { p, prelude, enter } = scope_parts(&plan, &format!("{macro_name}!({})", name.value()));
+    let recorder = match &plan.resource {
+        Resource::WgpuRecorder { recorder, .. } => Some(quote!(#p::as_recorder(#recorder))),
+        _ => None,
+    };
+    let exit = match &recorder {
+        Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&__gpuspan_out)).gpuspan_exit(), #r)),
+        None => quote!(__gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit())),
+    };
+    let mut timed = block.clone();
+    // `return` leaves the enclosing function, whose type the block cannot name: only `?` is
+    // inspected (its operand's type is known), every other exit just closes the scope.
+    ExitRewriter { p: p.clone(), recorder, ret_ty: None, returns: false }.visit_block_mut(&mut timed);
+    Ok(quote! {
+        #krate::__private::select! {
+            {{
+                #prelude
+                let mut __gpuspan_scope = #enter;
+                #[allow(clippy::let_unit_value)]
+                let __gpuspan_out = #timed;
+                #[allow(unreachable_code)]
+                #exit;
+                __gpuspan_out
+            }}
+            { #block }
+        }
+    })
+}
+
+/// `"name", key = value, .., { block }`.
+struct BlockInput {
+    name: syn::LitStr,
+    args: TokenStream,
+    block: syn::Block,
+}
+
+impl syn::parse::Parse for BlockInput {
+    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
+        let name: syn::LitStr = input.parse().map_err(|e| {
+            syn::Error::new(e.span(), "expected the scope's name first, as a string: `kernel!(\"step\", { .. })`")
+        })?;
+        let mut args = TokenStream::new();
+        loop {
+            input.parse::<syn::Token![,]>()?;
+            if input.peek(syn::token::Brace) {
+                let block: syn::Block = input.parse()?;
+                input.parse::<Option<syn::Token![,]>>()?;
+                if !input.is_empty() {
+                    return Err(input.error("the block must be the last argument"));
+                }
+                return Ok(BlockInput { name, args, block });
+            }
+            if input.is_empty() {
+                return Err(input.error("expected the block to time last: `{ .. }`"));
+            }
+            // One argument: everything up to the next top-level comma.
+            let mut arg = TokenStream::new();
+            while !input.is_empty() && !input.peek(syn::Token![,]) {
+                arg.extend(std::iter::once(input.parse::<proc_macro2::TokenTree>()?));
+            }
+            args.extend(quote!(#arg,));
+        }
+    }
+}
+
 /// The item must be a function with a body; anything else is named in the error.
 fn parse_fn(kind: Kind, item: TokenStream) -> syn::Result<ItemFn> {
     if let Ok(f) = syn::parse2::<ItemFn>(item.clone()) {
@@ -70,18 +163,27 @@ fn parse_fn(kind: Kind, item: TokenStream) -> syn::Result<ItemFn> {
     Err(syn::Error::new(at, format!("{attr} applies to functions, not to {what}")))
 }
 
-fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
+/// What every instrumented form shares: the path to the expansion support, the site's static
+/// and registration, and the expression that opens the scope (or a closed one when off).
+struct ScopeParts {
+    p: TokenStream,
+    prelude: TokenStream,
+    enter: TokenStream,
+}
+
+fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     let krate = &plan.krate;
     let p = quote!(#krate::__private);
     let name = &plan.name;
-    let fn_name = func.sig.ident.to_string();
     let kind = match plan.kind {
         Kind::Kernel => quote!(#p::SiteKind::Kernel),
         Kind::Transfer => quote!(#p::SiteKind::Transfer),
     };
     let backend = match plan.resource {
         Resource::None => quote!(#p::Backend::Host),
-        Resource::WgpuRecorder { .. } | Resource::WgpuQueue { .. } => quote!(#p::Backend::Wgpu),
+        Resource::WgpuRecorder { .. } | Resource::WgpuQueue { .. } | Resource::WgpuDevice { .. } => {
+            quote!(#p::Backend::Wgpu)
+        }
         Resource::Cuda { .. } => quote!(#p::Backend::Cuda),
     };
     let direction = match plan.direction {
@@ -141,6 +243,9 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             let device = option_ref(&p, device, quote!(as_device));
             quote!(#p::Scope::wgpu_queue(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #p::as_queue(#queue), #device))
         }
+        Resource::WgpuDevice { device } => {
+            quote!(#p::Scope::wgpu_device(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #p::as_device(&#device)))
+        }
         Resource::Cuda { stream } => {
             let stream = option_ref(&p, stream, quote!(as_stream));
             quote!(#p::Scope::cuda(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #stream))
@@ -175,6 +280,11 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             #p::Scope::off()
         }
     };
+    ScopeParts { p, prelude, enter }
+}
+
+fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
+    let ScopeParts { p, prelude, enter } = scope_parts(plan, &func.sig.ident.to_string());
 
     let block = &mut func.block;
     if func.sig.asyncness.is_some() {
@@ -237,7 +347,8 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
     // A return type that cannot be named (`impl Trait`), `-> !` or `#[track_caller]` (a closure
     // would change `Location::caller()`): the function's own exits are rewritten instead, so
     // exits inside macro calls are not seen.
-    let mut rewriter = ExitRewriter { p: p.clone(), recorder: recorder.clone(), ret_ty: named_return.clone() };
+    let mut rewriter =
+        ExitRewriter { p: p.clone(), recorder: recorder.clone(), ret_ty: named_return.clone(), returns: true };
     rewriter.visit_block_mut(block);
     let body = &*block;
     *block = if diverges {
@@ -325,6 +436,9 @@ struct ExitRewriter {
     p: TokenStream,
     recorder: Option<TokenStream>,
     ret_ty: Option<TokenStream>,
+    /// `return` leaves the code being timed (false for the block form, where it leaves the
+    /// enclosing function: the scope then just closes).
+    returns: bool,
 }
 
 impl ExitRewriter {
@@ -341,6 +455,11 @@ impl VisitMut for ExitRewriter {
     fn visit_expr_mut(&mut self, expr: &mut Expr) {
         match expr {
             Expr::Closure(_) | Expr::Async(_) => {}
+            Expr::Return(ret) if !self.returns => {
+                if let Some(value) = &mut ret.expr {
+                    self.visit_expr_mut(value);
+                }
+            }
             Expr::Return(ret) => {
                 if let Some(value) = &mut ret.expr {
                     self.visit_expr_mut(value);

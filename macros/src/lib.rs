@@ -25,3 +25,15 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn gpu_transfer(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::run(Kind::Transfer, args.into(), item.into()).into()
 }
+
+/// Times a block that encodes or launches GPU work. See `gpuspan::kernel!`.
+#[proc_macro]
+pub fn kernel(input: TokenStream) -> TokenStream {
+    expand::run_block(Kind::Kernel, input.into()).into()
+}
+
+/// Times a block that moves data between host and device. See `gpuspan::transfer!`.
+#[proc_macro]
+pub fn transfer(input: TokenStream) -> TokenStream {
+    expand::run_block(Kind::Transfer, input.into()).into()
+}

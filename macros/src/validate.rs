@@ -8,7 +8,7 @@ use crate::parse::{Arg, ArgValue, Args, LevelValue};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, ToTokens};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, Pat, Path, Type};
+use syn::{FnArg, Ident, ItemFn, Pat, Type};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -17,6 +17,14 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The block form's macro name.
+    pub fn block_macro(self) -> &'static str {
+        match self {
+            Kind::Kernel => "kernel",
+            Kind::Transfer => "transfer",
+        }
+    }
+
     pub fn attr(self) -> &'static str {
         match self {
             Kind::Kernel => "#[gpu_kernel]",
@@ -33,6 +41,8 @@ pub enum Resource {
     WgpuRecorder { recorder: TokenStream, device: Option<TokenStream> },
     /// A queue: the call's submissions are bracketed by timestamp writes.
     WgpuQueue { queue: TokenStream, device: Option<TokenStream> },
+    /// Only a device: the submissions on its registered queue are bracketed.
+    WgpuDevice { device: TokenStream },
     /// CUDA: CUPTI correlation, or events on the stream when CUPTI is missing.
     Cuda { stream: Option<TokenStream> },
 }
@@ -41,7 +51,7 @@ impl Resource {
     pub fn backend_name(&self) -> &'static str {
         match self {
             Resource::None => "host",
-            Resource::WgpuRecorder { .. } | Resource::WgpuQueue { .. } => "wgpu",
+            Resource::WgpuRecorder { .. } | Resource::WgpuQueue { .. } | Resource::WgpuDevice { .. } => "wgpu",
             Resource::Cuda { .. } => "cuda",
         }
     }
@@ -81,6 +91,11 @@ enum ParamClass {
     Queue,
     Device,
     Stream,
+    /// A CUDA context: the function launches CUDA work on streams it makes itself.
+    CudaContext,
+    /// A command encoder or pass the function cannot have queries closed in: by shared
+    /// reference (queries need `&mut`) or by value (it may be finished in the body).
+    UnusableRecorder,
     Slice,
     Other,
 }
@@ -209,7 +224,10 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
 
     let recorders = of(ParamClass::Recorder);
     let queues = of(ParamClass::Queue);
+    let devices = of(ParamClass::Device);
     let streams = of(ParamClass::Stream);
+    let contexts = of(ParamClass::CudaContext);
+    let unusable_recorders = of(ParamClass::UnusableRecorder);
     let ambiguous = |list: &[&Param<'_>], what: &str, arg: &str| -> Option<syn::Error> {
         (list.len() > 1).then(|| {
             syn::Error::new(
@@ -236,6 +254,13 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             let n = q.name;
             return Ok(Resource::WgpuQueue { queue: quote!(#n), device: device_tokens.clone() });
         }
+        if let Some(r) = unusable_recorders.first() {
+            return Err(unusable_recorder(r, func));
+        }
+        // Only a device: its registered queue is bracketed.
+        if let Some(d) = &device_tokens {
+            return Ok(Resource::WgpuDevice { device: d.clone() });
+        }
         Err(syn::Error::new(
             backend.as_ref().map_or_else(Span::call_site, |b| b.span()),
             "backend `wgpu` needs a `&mut wgpu::CommandEncoder` (or `ComputePass`/`RenderPass`) or `&wgpu::Queue` \
@@ -260,7 +285,10 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             Some("wgpu") => wgpu_from_params(),
             Some("cuda") => cuda_from_params(),
             _ => {
-                let has_wgpu = !recorders.is_empty() || !queues.is_empty();
+                let has_wgpu = !recorders.is_empty()
+                    || !queues.is_empty()
+                    || !unusable_recorders.is_empty()
+                    || (devices.len() == 1 && device_tokens.is_some());
                 if has_wgpu && !streams.is_empty() {
                     Err(syn::Error::new(
                         streams[0].name.span(),
@@ -272,7 +300,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                     ))
                 } else if has_wgpu {
                     wgpu_from_params()
-                } else if !streams.is_empty() {
+                } else if !streams.is_empty() || !contexts.is_empty() {
                     cuda_from_params()
                 } else {
                     Ok(Resource::None)
@@ -426,33 +454,68 @@ fn classify_params(func: &ItemFn) -> Vec<Param<'_>> {
         .collect()
 }
 
-/// Recognises resource types by their last path segment, behind one reference.
+/// Recognises resource types by their last path segment, behind references and `Arc`/`Rc`/`Box`.
 fn classify(ty: &Type) -> ParamClass {
-    let Type::Reference(r) = ty else { return ParamClass::Other };
-    let mutable = r.mutability.is_some();
-    match &*r.elem {
-        Type::Slice(_) => ParamClass::Slice,
-        Type::Path(p) => match last_segment(&p.path).as_deref() {
-            Some("CommandEncoder" | "ComputePass" | "RenderPass") if mutable => ParamClass::Recorder,
-            Some("Queue") => ParamClass::Queue,
-            Some("Device") => ParamClass::Device,
-            Some("CudaStream") => ParamClass::Stream,
-            Some("Arc") if inner_is(&p.path, "CudaStream") => ParamClass::Stream,
-            _ => ParamClass::Other,
+    let (mut ty, mut refs, mut mutable) = (ty, 0, false);
+    while let Type::Reference(r) = ty {
+        refs += 1;
+        mutable = r.mutability.is_some();
+        ty = &r.elem;
+    }
+    let path = match ty {
+        Type::Slice(_) if refs > 0 => return ParamClass::Slice,
+        Type::Path(p) => &p.path,
+        _ => return ParamClass::Other,
+    };
+    let Some(last) = path.segments.last() else { return ParamClass::Other };
+    let name = last.ident.to_string();
+    let (name, has_args) = match name.as_str() {
+        "Arc" | "Rc" | "Box" => match single_type_arg(last) {
+            Some(Type::Path(inner)) => match inner.path.segments.last() {
+                Some(s) => (s.ident.to_string(), !s.arguments.is_none()),
+                None => return ParamClass::Other,
+            },
+            _ => return ParamClass::Other,
         },
+        _ => (name, false),
+    };
+    match name.as_str() {
+        "CommandEncoder" | "ComputePass" | "RenderPass" if refs > 0 && mutable => ParamClass::Recorder,
+        "CommandEncoder" | "ComputePass" | "RenderPass" => ParamClass::UnusableRecorder,
+        // A type with generic arguments is someone else's `Queue`.
+        "Queue" if !has_args => ParamClass::Queue,
+        "Device" if !has_args => ParamClass::Device,
+        "CudaStream" => ParamClass::Stream,
+        "CudaContext" => ParamClass::CudaContext,
         _ => ParamClass::Other,
     }
 }
 
-fn last_segment(path: &Path) -> Option<String> {
-    path.segments.last().map(|s| s.ident.to_string())
+fn single_type_arg(seg: &syn::PathSegment) -> Option<&Type> {
+    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else { return None };
+    match args.args.first() {
+        Some(syn::GenericArgument::Type(t)) if args.args.len() == 1 => Some(t),
+        _ => None,
+    }
 }
 
-fn inner_is(path: &Path, name: &str) -> bool {
-    let Some(seg) = path.segments.last() else { return false };
-    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else { return false };
-    args.args.iter().any(|a| match a {
-        syn::GenericArgument::Type(Type::Path(p)) => last_segment(&p.path).as_deref() == Some(name),
-        _ => false,
-    })
+/// The error for an encoder or pass parameter that queries cannot be closed in, with the fixes.
+fn unusable_recorder(r: &Param<'_>, func: &ItemFn) -> syn::Error {
+    let n = r.name;
+    let how = func
+        .sig
+        .inputs
+        .iter()
+        .find_map(|a| match a {
+            FnArg::Typed(pt) if matches!(&*pt.pat, Pat::Ident(pi) if &pi.ident == n) => Some(&*pt.ty),
+            _ => None,
+        })
+        .map_or("", |t| if matches!(t, Type::Reference(_)) { "by shared reference" } else { "by value" });
+    syn::Error::new(
+        n.span(),
+        format!(
+            "`{n}` is taken {how}, so gpuspan cannot close a timestamp query in it when the function returns; \
+             take `&mut` instead, bracket the submission with `queue = ...`, or `skip({n})` to time the call on the host"
+        ),
+    )
 }

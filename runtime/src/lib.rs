@@ -72,6 +72,41 @@ pub use gpuspan_macros::gpu_kernel;
 #[doc(inline)]
 pub use gpuspan_macros::gpu_transfer;
 
+/// Times a block that encodes or launches GPU work: code in `main`, a loop or a closure.
+///
+/// The name comes first, then any argument of [`gpu_kernel`], then the block; the macro's value
+/// is the block's. Resources are named explicitly (there is no signature to infer them from).
+/// `break`, `continue`, `return` and `?` keep their meaning; the scope closes however the block
+/// is left, and a `?` that leaves marks the call as an error. With the `enabled` feature off it
+/// is the block as written.
+///
+/// ```
+/// let mut frame_total = 0.0;
+/// for step in 0..3 {
+///     frame_total += gpuspan::kernel!("physics step", trace_all, {
+///         // record and submit work here; with a queue: `queue = &queue` before the block
+///         step as f32 * 0.5
+///     });
+/// }
+/// # assert_eq!(frame_total, 1.5);
+/// ```
+#[doc(inline)]
+pub use gpuspan_macros::kernel;
+
+/// Times a block that moves data between host and device; the block form of [`gpu_transfer`].
+///
+/// `direction` is required and `bytes` too (there is no slice parameter to take it from):
+///
+/// ```
+/// let data = vec![0u8; 4096];
+/// let copy = gpuspan::transfer!("stage", direction = cpu_to_gpu, bytes = data.len(), {
+///     data.clone()
+/// });
+/// # assert_eq!(copy.len(), 4096);
+/// ```
+#[doc(inline)]
+pub use gpuspan_macros::transfer;
+
 mod init;
 pub use init::{init, Config, Guard};
 

@@ -53,6 +53,7 @@ mod no_wgpu {
     }
 
     fn without_feature(site: &'static Site) {
+        site.timed_on_host("built without the wgpu feature");
         crate::diagnostics::note_once(format_args!(
             "`{}` uses wgpu, but gpuspan was built without its `wgpu` feature: timing it on the host",
             site.desc.name
@@ -80,6 +81,10 @@ mod no_wgpu {
             without_feature(site);
             Scope::host(site, span, bytes)
         }
+        pub fn wgpu_device<D: ?Sized>(site: &'static Site, span: Span, bytes: Option<u64>, _: &D) -> Scope {
+            without_feature(site);
+            Scope::host(site, span, bytes)
+        }
         pub fn exit_recorder<R: ?Sized>(&mut self, exit: Exit, _: &mut R) {
             self.exit(exit);
         }
@@ -104,6 +109,7 @@ mod no_cuda {
 
     impl Scope {
         pub fn cuda<S: ?Sized>(site: &'static Site, span: Span, bytes: Option<u64>, _: Option<&S>) -> Scope {
+            site.timed_on_host("built without the cuda feature");
             crate::diagnostics::note_once(format_args!(
                 "`{}` uses CUDA, but gpuspan was built without its `cuda` feature: timing it on the host",
                 site.desc.name

@@ -106,6 +106,10 @@ impl GpuScope {
         if let GpuScope::Cuda(c) = self {
             c.suspend(scope_id);
         }
+        #[cfg(feature = "wgpu")]
+        if let GpuScope::Wgpu(w) = self {
+            w.suspend();
+        }
     }
 
     #[allow(unused_variables)]

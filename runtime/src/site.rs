@@ -3,6 +3,7 @@
 
 use crate::aggregate::SiteStats;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 /// What an annotated function does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,11 +88,13 @@ pub struct Site {
     /// A scope of this site was opened: a site with no finished call was still running at
     /// shutdown (an annotated `main`), not never reached.
     entered: AtomicBool,
+    /// Why calls of a GPU site were timed on the host, when they were (first reason wins).
+    host_reason: OnceLock<&'static str>,
 }
 
 impl Site {
     pub const fn new(desc: SiteDesc) -> Self {
-        Site { desc, stats: SiteStats::new(), entered: AtomicBool::new(false) }
+        Site { desc, stats: SiteStats::new(), entered: AtomicBool::new(false), host_reason: OnceLock::new() }
     }
 
     /// Notes that a call of this site started: a load, and a store only the first time.
@@ -100,6 +103,22 @@ impl Site {
         if !self.entered.load(Ordering::Relaxed) {
             self.entered.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Records why a call of this site could not get GPU timing (said once per site and reason
+    /// by the caller, shown in the summary's source column).
+    #[allow(dead_code)] // used by the backend features
+    pub(crate) fn timed_on_host(&self, why: &'static str) {
+        let _ = self.host_reason.set(why);
+    }
+
+    /// Why this site's calls were timed on the host: a fallback seen at run time, or a
+    /// signature with no GPU resource in it.
+    pub fn host_reason(&self) -> Option<&'static str> {
+        self.host_reason
+            .get()
+            .copied()
+            .or_else(|| (self.desc.backend == Backend::Host).then_some("no GPU resource in its signature"))
     }
 
     pub(crate) fn was_entered(&self) -> bool {

@@ -119,7 +119,15 @@ impl fmt::Display for Summary {
             .iter()
             .map(|s| {
                 let errors = if s.errors > 0 { format!(" ({} err)", s.errors) } else { String::new() };
-                let mut sources = s.sources.iter().map(|x| x.as_str()).collect::<Vec<_>>().join("+");
+                let mut sources = s
+                    .sources
+                    .iter()
+                    .map(|x| match (x, s.site.host_reason()) {
+                        (TimingSource::Host, Some(why)) => format!("host ({why})"),
+                        _ => x.as_str().to_owned(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("+");
                 if s.bracketed {
                     sources.push_str(" (bracket: upper bound)");
                 }

@@ -153,6 +153,24 @@ impl Frame {
         Some(frame)
     }
 
+    /// An async scope's frame must not stay this thread's current frame while the scope is
+    /// suspended: other scopes on this thread would join it, and the scope may resume on another
+    /// thread. Returns `true` when the scope owns the frame (it was the outermost), and then the
+    /// frame is no longer any thread's; `false` when the scope was nested in another's frame.
+    pub fn detach_from_thread(self: &Arc<Self>) -> bool {
+        CURRENT.with(|c| {
+            let mut c = c.borrow_mut();
+            let Some(i) = c.iter().position(|(f, _)| Arc::ptr_eq(f, self)) else { return false };
+            c[i].1 -= 1;
+            if c[i].1 == 0 {
+                c.remove(i);
+                true
+            } else {
+                false
+            }
+        })
+    }
+
     /// Leaves one nesting level on this thread; `true` when it was the outermost scope.
     fn leave(self: &Arc<Self>) -> bool {
         CURRENT.with(|c| {
@@ -200,7 +218,16 @@ impl Frame {
 
     /// Closes a query opened in gpuspan's own command buffer (queue bracketing) with another
     /// one submitted right now.
-    pub fn end_in_queue(self: &Arc<Self>, scope_id: u64, query: GpuProfilerQuery, queue: &wgpu::Queue) {
+    ///
+    /// `detached`: for an async scope, whether it owns its detached frame (see
+    /// [`Frame::detach_from_thread`]); `None` for a scope still on its thread's frame stack.
+    pub fn end_in_queue(
+        self: &Arc<Self>,
+        scope_id: u64,
+        query: GpuProfilerQuery,
+        queue: &wgpu::Queue,
+        detached: Option<bool>,
+    ) {
         if let Ok(mut b) = self.bracketed.lock() {
             b.push(scope_id);
         }
@@ -209,7 +236,7 @@ impl Frame {
         let mut encoder =
             self.device.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan end") });
         p.end_query(&mut encoder, query);
-        let outermost = self.leave();
+        let outermost = detached.unwrap_or_else(|| self.leave());
         if outermost {
             p.resolve_queries(&mut encoder);
         }
@@ -224,9 +251,11 @@ impl Frame {
 
     /// A query that can no longer be closed (the function unwound, or left by an exit gpuspan
     /// could not see): the whole frame's timings are unusable.
-    pub fn abandon(self: &Arc<Self>, query: GpuProfilerQuery) {
+    pub fn abandon(self: &Arc<Self>, query: GpuProfilerQuery, detached: Option<bool>) {
         drop(query);
-        self.leave();
+        if detached.is_none() {
+            self.leave();
+        }
         if let Ok(mut s) = self.state.lock() {
             *s = State::Poisoned;
         }

@@ -77,6 +77,9 @@ pub(crate) struct WgpuScope {
     query: Option<GpuProfilerQuery>,
     /// Set for queue bracketing: the end bracket is submitted on this queue.
     queue: Option<wgpu::Queue>,
+    /// An async scope's frame left its thread at the first suspension: `Some(true)` when this
+    /// scope owns the frame, `Some(false)` when it was nested in another scope's.
+    detached: Option<bool>,
 }
 
 impl std::fmt::Debug for WgpuScope {
@@ -91,7 +94,7 @@ impl WgpuScope {
         scope_id: u64,
         recorder: &mut R,
         device: Option<&wgpu::Device>,
-    ) -> Option<WgpuScope> {
+    ) -> Result<WgpuScope, &'static str> {
         let state = match device {
             Some(d) => device::register(d, None, None),
             None => match device::only() {
@@ -103,7 +106,7 @@ impl WgpuScope {
                          timing it on the host",
                         site.desc.name
                     ));
-                    return None;
+                    return Err("device not registered");
                 }
             },
         };
@@ -113,7 +116,7 @@ impl WgpuScope {
             wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
         };
         if !check_features(&state) || !state.features.contains(inside) {
-            return None;
+            return Err("device without timestamp queries");
         }
         if state.queue.get().is_none() {
             note_once(format_args!(
@@ -121,11 +124,11 @@ impl WgpuScope {
                  gpuspan::wgpu::register(&adapter, &device, &queue) once; timing it on the host",
                 site.desc.name
             ));
-            return None;
+            return Err("queue not registered");
         }
-        let frame = Frame::enter(&state)?;
+        let frame = Frame::enter(&state).ok_or("too many frames in flight")?;
         let query = frame.begin(scope_id, recorder);
-        Some(WgpuScope { frame, query, queue: None })
+        Ok(WgpuScope { frame, query, queue: None, detached: None })
     }
 
     fn begin_on_queue(
@@ -133,7 +136,7 @@ impl WgpuScope {
         scope_id: u64,
         queue: &wgpu::Queue,
         device: Option<&wgpu::Device>,
-    ) -> Option<WgpuScope> {
+    ) -> Result<WgpuScope, &'static str> {
         let state = match device {
             Some(d) => device::register(d, Some(queue), None),
             None => match device::find_by_queue(queue) {
@@ -145,19 +148,34 @@ impl WgpuScope {
                          timing it on the host",
                         site.desc.name
                     ));
-                    return None;
+                    return Err("device not registered");
                 }
             },
         };
         if !check_features(&state) {
-            return None;
+            return Err("device without timestamp queries");
         }
-        let frame = Frame::enter(&state)?;
+        let frame = Frame::enter(&state).ok_or("too many frames in flight")?;
         let mut encoder =
             state.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan begin") });
         let query = frame.begin(scope_id, &mut encoder);
         queue.submit([encoder.finish()]);
-        Some(WgpuScope { frame, query, queue: Some(queue.clone()) })
+        Ok(WgpuScope { frame, query, queue: Some(queue.clone()), detached: None })
+    }
+
+    /// A function that only takes a device: the submissions on the queue registered with it
+    /// are bracketed.
+    fn begin_on_device(site: &'static Site, scope_id: u64, device: &wgpu::Device) -> Result<WgpuScope, &'static str> {
+        let state = device::register(device, None, None);
+        let Some(queue) = state.queue.get().cloned() else {
+            note_once(format_args!(
+                "`{}` takes only a wgpu device and gpuspan does not know its queue: call \
+                 gpuspan::wgpu::register(&adapter, &device, &queue) once (or add `queue = ...`); timing it on the host",
+                site.desc.name
+            ));
+            return Err("device's queue not registered");
+        };
+        Self::begin_on_queue(site, scope_id, &queue, Some(device))
     }
 
     fn end_in_recorder<R: Recorder>(&mut self, recorder: &mut R) {
@@ -169,14 +187,32 @@ impl WgpuScope {
         }
     }
 
+    /// An async scope stops running on this thread (see `Frame::detach_from_thread`).
+    pub(crate) fn suspend(&mut self) {
+        if self.detached.is_none() {
+            self.detached = Some(self.frame.detach_from_thread());
+        }
+    }
+
     pub(crate) fn finish(mut self, record: Record) {
         if let Some(q) = self.query.take() {
             match &self.queue {
-                Some(queue) => self.frame.end_in_queue(record.scope_id, q, queue),
-                None => self.frame.abandon(q),
+                Some(queue) => self.frame.end_in_queue(record.scope_id, q, queue, self.detached),
+                None => self.frame.abandon(q, self.detached),
             }
         }
         self.frame.attach(record);
+    }
+}
+
+/// The scope's GPU part, or host timing with the reason kept for the summary.
+fn started(site: &'static Site, begun: Result<WgpuScope, &'static str>) -> GpuScope {
+    match begun {
+        Ok(w) => GpuScope::Wgpu(w),
+        Err(why) => {
+            site.timed_on_host(why);
+            GpuScope::None
+        }
     }
 }
 
@@ -191,7 +227,7 @@ impl Scope {
         device: Option<&wgpu::Device>,
     ) -> Scope {
         Scope::open(site, span, bytes, |scope_id| {
-            WgpuScope::begin_in_recorder(site, scope_id, recorder, device).map_or(GpuScope::None, GpuScope::Wgpu)
+            started(site, WgpuScope::begin_in_recorder(site, scope_id, recorder, device))
         })
     }
 
@@ -205,8 +241,14 @@ impl Scope {
         device: Option<&wgpu::Device>,
     ) -> Scope {
         Scope::open(site, span, bytes, |scope_id| {
-            WgpuScope::begin_on_queue(site, scope_id, queue, device).map_or(GpuScope::None, GpuScope::Wgpu)
+            started(site, WgpuScope::begin_on_queue(site, scope_id, queue, device))
         })
+    }
+
+    /// A scope whose submissions on the device's registered queue are bracketed.
+    #[inline]
+    pub fn wgpu_device(site: &'static Site, span: Span, bytes: Option<u64>, device: &wgpu::Device) -> Scope {
+        Scope::open(site, span, bytes, |scope_id| started(site, WgpuScope::begin_on_device(site, scope_id, device)))
     }
 
     /// The function leaves: closes the query in the recorder it was opened in.
