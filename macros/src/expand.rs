@@ -31,9 +31,19 @@ fn try_run(kind: Kind, args: TokenStream, item: TokenStream) -> syn::Result<Toke
     let plan = validate::plan(kind, args, &func)?;
     let krate = &plan.krate;
     let instrumented = instrument(&plan, func.clone());
+    let off = off_arm(&plan, func);
     Ok(quote! {
-        #krate::__private::select! { { #instrumented } { #func } }
+        #krate::__private::select! { { #instrumented } { #off } }
     })
+}
+
+/// The function as written, plus `let _ = &x;` for each parameter the arguments use, so that a
+/// parameter only named in `fields(...)` or `bytes = ...` does not warn as unused when
+/// instrumentation is off. A borrow that is never read generates no machine code.
+fn off_arm(plan: &Plan, mut func: ItemFn) -> ItemFn {
+    let borrows = plan.used_params.iter().map(|p| -> syn::Stmt { syn::parse_quote!(let _ = &#p;) });
+    func.block.stmts.splice(0..0, borrows);
+    func
 }
 
 /// The item must be a function with a body; anything else is named in the error.
