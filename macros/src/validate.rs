@@ -6,7 +6,7 @@
 
 use crate::parse::{Arg, ArgValue, Args, LevelValue};
 use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned, ToTokens};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{Expr, FnArg, Ident, ItemFn, Lit, Pat, Path, Type, UnOp};
 
@@ -71,6 +71,11 @@ pub struct Plan {
     /// instrumentation off nothing else may use them, so the off arm borrows each one
     /// (`let _ = &x;`, no machine code) rather than let them warn as unused.
     pub used_params: Vec<Ident>,
+    /// One `let` per field, run before the span is built: it binds the field's value to the
+    /// name `fields` refers to, as `&dyn Debug` (a parameter) or `&dyn Value` (an expression),
+    /// with the user's spans. A value of the wrong type is then one error at the user's token
+    /// instead of three inside `tracing`'s macros, underlining the whole attribute.
+    pub field_lets: Vec<TokenStream>,
 }
 
 /// What the parameter list offers, by parameter.
@@ -305,10 +310,13 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
     let resource_invalid =
         ["encoder", "queue", "stream", "device", "backend"].iter().any(|k| invalid.iter().any(|i| i == k));
     let resource = if let Some((_, e)) = &encoder {
+        let e = operand(e);
         Ok(Resource::WgpuRecorder { recorder: quote_spanned!(e.span()=> &mut #e), device: device_tokens.clone() })
     } else if let Some((_, e)) = &queue {
+        let e = operand(e);
         Ok(Resource::WgpuQueue { queue: quote_spanned!(e.span()=> &#e), device: device_tokens.clone() })
     } else if let Some((_, e)) = &stream {
+        let e = operand(e);
         Ok(Resource::Cuda { stream: Some(quote_spanned!(e.span()=> &#e)) })
     } else if resource_invalid {
         Ok(Resource::None)
@@ -395,6 +403,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
 
     // Fields: bare names are parameters (recorded with Debug), `key = expr` records the expression.
     let mut fields = Vec::new();
+    let mut field_lets = Vec::new();
     let mut used_params: Vec<Ident> = Vec::new();
     let mut field_keys: Vec<String> = Vec::new();
     if let Some(list) = fields_arg {
@@ -416,7 +425,13 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                 continue;
             }
             match &f.value {
-                Some(v) => fields.push((key, v.to_token_stream())),
+                Some(v) => {
+                    let slot = format_ident!("__gpuspan_field_{}", fields.len());
+                    let v = operand(v);
+                    let value = quote!(#krate::__private::tracing::Value);
+                    field_lets.push(quote_spanned!(v.span()=> let #slot: &dyn #value = &#v;));
+                    fields.push((key, quote!(#slot)));
+                }
                 None => {
                     let ident = f.key.first().expect("parsed non-empty");
                     if f.key.len() > 1 || !params.iter().any(|p| p.name == ident) {
@@ -433,7 +448,9 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                         if !used_params.contains(ident) {
                             used_params.push(ident.clone());
                         }
-                        fields.push((key, quote!(?#ident)));
+                        let slot = format_ident!("__gpuspan_field_{}", fields.len());
+                        field_lets.push(quote_spanned!(ident.span()=> let #slot: &dyn ::core::fmt::Debug = &#ident;));
+                        fields.push((key, quote!(?#slot)));
                     }
                 }
             }
@@ -459,6 +476,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             krate,
             fields,
             used_params,
+            field_lets,
         }),
     }
 }
@@ -589,6 +607,34 @@ fn check_stacked(kind: Kind, func: &ItemFn) -> Option<syn::Error> {
         }
     }
     errors
+}
+
+/// `e` ready to be put after `&` or `&mut`: as is when it binds tighter than a prefix operator,
+/// so that a type error underlines all of it, else in parentheses (the span of generated
+/// parentheses is one token on stable, so the error then underlines the first token).
+fn operand(e: &Expr) -> TokenStream {
+    match e {
+        Expr::Path(_)
+        | Expr::Field(_)
+        | Expr::MethodCall(_)
+        | Expr::Call(_)
+        | Expr::Index(_)
+        | Expr::Lit(_)
+        | Expr::Paren(_)
+        | Expr::Tuple(_)
+        | Expr::Array(_)
+        | Expr::Macro(_)
+        | Expr::Struct(_)
+        | Expr::Block(_)
+        // Prefix operators nest: `&*x`, `&-x`, `&&x`.
+        | Expr::Unary(_)
+        | Expr::Reference(_) => e.to_token_stream(),
+        _ => {
+            let mut g = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, e.to_token_stream());
+            g.set_span(e.span());
+            g.into_token_stream()
+        }
+    }
 }
 
 /// Adds to `out` each parameter whose name appears in `tokens` (once).
