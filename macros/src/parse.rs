@@ -151,8 +151,7 @@ impl Parse for Args {
             } else {
                 // A value parsed but something follows it: say so at the first stray token, and
                 // drop the rest of the argument (one mistake, one error).
-                let stray = stray_tokens(input)?;
-                push(syn::Error::new(stray, "expected `,` between arguments"));
+                push(syn::Error::new(next_span(input), "expected `,` between arguments"));
                 skip_to_comma(input)?;
             }
         }
@@ -167,7 +166,7 @@ fn parse_key(input: ParseStream<'_>) -> syn::Result<Ident> {
         return Ok(Ident::new("crate", kw.span));
     }
     input.call(syn::ext::IdentExt::parse_any).map_err(|_| {
-        let at = input.cursor().token_tree().map_or_else(|| input.span(), |(tt, _)| tt.span());
+        let at = next_span(input);
         syn::Error::new(at, "expected an argument name, e.g. `name = \"...\"`")
     })
 }
@@ -251,7 +250,7 @@ fn parse_level(input: ParseStream<'_>) -> syn::Result<LevelValue> {
     } else if input.peek(Ident) || input.peek(Token![::]) {
         Ok(LevelValue::Path(input.call(Path::parse_mod_style)?))
     } else {
-        let at = input.cursor().token_tree().map_or_else(|| input.span(), |(tt, _)| tt.span());
+        let at = next_span(input);
         Err(syn::Error::new(
             at,
             "expected a level: `\"info\"`, `info` or `Level::INFO` (trace, debug, info, warn, error)",
@@ -262,8 +261,7 @@ fn parse_level(input: ParseStream<'_>) -> syn::Result<LevelValue> {
 /// `=`, or an error at the key saying the argument needs a value.
 fn parse_eq_sign(input: ParseStream<'_>, key: &Ident) -> syn::Result<()> {
     if !input.peek(Token![=]) {
-        let at = input.cursor().token_tree().map_or_else(|| key.span(), |(tt, _)| tt.span());
-        let at = if input.peek(Token![,]) { key.span() } else { at };
+        let at = if input.is_empty() || input.peek(Token![,]) { key.span() } else { next_span(input) };
         return Err(syn::Error::new(at, format!("expected `=` after `{key}`: `{key} = ...`")));
     }
     let eq: Token![=] = input.parse()?;
@@ -306,7 +304,7 @@ fn no_value(input: ParseStream<'_>, msg: &str) -> syn::Result<()> {
     if input.is_empty() || input.peek(Token![,]) {
         return Ok(());
     }
-    Err(syn::Error::new(stray_tokens(input)?, msg))
+    Err(syn::Error::new(next_span(input), msg))
 }
 
 fn parse_list<T>(
@@ -322,10 +320,10 @@ fn parse_list<T>(
     Punctuated::parse_terminated_with(&content, item)
 }
 
-/// The span of the tokens up to the next top-level comma (not consumed), for "unexpected
-/// tokens" errors. On stable only the first token's span can be used.
-fn stray_tokens(input: ParseStream<'_>) -> syn::Result<Span> {
-    Ok(input.cursor().token_tree().map_or_else(|| input.span(), |(tt, _)| tt.span()))
+/// The span of the next token (not consumed), for errors about what comes next; a whole token
+/// tree, so `(Display)` is underlined as one.
+fn next_span(input: ParseStream<'_>) -> Span {
+    input.cursor().token_tree().map_or_else(|| input.span(), |(tt, _)| tt.span())
 }
 
 /// Recovery after an error: drop the rest of the argument, up to the next top-level comma.
