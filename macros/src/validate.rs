@@ -239,7 +239,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
 
     // Resource: explicit expressions first, then inference from parameter types.
     let backend_name = backend.as_ref().map(|b| b.to_string());
-    let device_tokens = device.map(|e| e.to_token_stream()).or_else(|| {
+    let device_tokens = device.map(operand).or_else(|| {
         let devices = of(ParamClass::Device);
         (devices.len() == 1).then(|| devices[0].name.to_token_stream())
     });
