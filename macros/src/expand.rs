@@ -31,8 +31,9 @@ fn try_run(kind: Kind, args: TokenStream, item: TokenStream) -> syn::Result<Toke
     let plan = validate::plan(kind, args, &func)?;
     let krate = &plan.krate;
     let instrumented = instrument(&plan, func.clone());
+    let off = off_arm(&plan, func);
     Ok(quote! {
-        #krate::__private::select! { { #instrumented } { #func } }
+        #krate::__private::select! { { #instrumented } { #off } }
     })
 }
 
@@ -66,7 +67,7 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
     let krate = &plan.krate;
     let ScopeParts { p, prelude, enter } = scope_parts(&plan, &format!("{macro_name}!({})", name.value()));
     let recorder = match &plan.resource {
-        Resource::WgpuRecorder { recorder, .. } => Some(quote!(#p::as_recorder(#recorder))),
+        Resource::WgpuRecorder { recorder, .. } => Some(user_call(&p, quote!(as_recorder), recorder)),
         _ => None,
     };
     let exit = match &recorder {
@@ -127,6 +128,15 @@ impl syn::parse::Parse for BlockInput {
             args.extend(quote!(#arg,));
         }
     }
+}
+
+/// The function as written, plus `let _ = &x;` for each parameter the arguments use, so that a
+/// parameter only named in `fields(...)` or `bytes = ...` does not warn as unused when
+/// instrumentation is off. A borrow that is never read generates no machine code.
+fn off_arm(plan: &Plan, mut func: ItemFn) -> ItemFn {
+    let borrows = plan.used_params.iter().map(|p| -> syn::Stmt { syn::parse_quote!(let _ = &#p;) });
+    func.block.stmts.splice(0..0, borrows);
+    func
 }
 
 /// The item must be a function with a body; anything else is named in the error.
@@ -210,11 +220,13 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         quote!(#(#parts).*)
     });
     let field_values = plan.fields.iter().map(|(_, v)| v);
+    let field_lets = &plan.field_lets;
     // Through a function rather than `as u64`, so that no cast lint fires in the user's code
     // and a non-integer gets a type error at the expression.
     let bytes = match &plan.bytes {
         Some(BytesExpr::Explicit(e)) => {
-            quote_spanned!(e.span()=> ::core::option::Option::Some(#p::byte_count(#e)))
+            let at = respan(&p, e.span());
+            quote_spanned!(e.span()=> ::core::option::Option::Some(#at::byte_count(#e)))
         }
         Some(BytesExpr::SliceParam(n)) => {
             quote!(::core::option::Option::Some(#p::byte_count(::core::mem::size_of_val(#n))))
@@ -237,14 +249,17 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         Resource::None => quote!(#p::Scope::host(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes)),
         Resource::WgpuRecorder { recorder, device } => {
             let device = option_ref(&p, device, quote!(as_device));
-            quote!(#p::Scope::wgpu_recorder(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #p::as_recorder(#recorder), #device))
+            let recorder = user_call(&p, quote!(as_recorder), recorder);
+            quote!(#p::Scope::wgpu_recorder(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #recorder, #device))
         }
         Resource::WgpuQueue { queue, device } => {
             let device = option_ref(&p, device, quote!(as_device));
-            quote!(#p::Scope::wgpu_queue(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #p::as_queue(#queue), #device))
+            let queue = user_call(&p, quote!(as_queue), queue);
+            quote!(#p::Scope::wgpu_queue(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #queue, #device))
         }
         Resource::WgpuDevice { device } => {
-            quote!(#p::Scope::wgpu_device(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #p::as_device(&#device)))
+            let device = user_call(&p, quote!(as_device), &quote!(&#device));
+            quote!(#p::Scope::wgpu_device(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
         }
         Resource::Cuda { stream } => {
             let stream = option_ref(&p, stream, quote!(as_stream));
@@ -274,6 +289,7 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     let enter = quote! {
         if #p::is_on() {
             let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
+            #(#field_lets)*
             let __gpuspan_span = #span;
             #enter
         } else {
@@ -315,7 +331,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
     }
 
     let recorder = match &plan.resource {
-        Resource::WgpuRecorder { recorder, .. } => Some(quote!(#p::as_recorder(#recorder))),
+        Resource::WgpuRecorder { recorder, .. } => Some(user_call(&p, quote!(as_recorder), recorder)),
         _ => None,
     };
     let exit = match &recorder {
@@ -400,6 +416,25 @@ fn async_trait_body(block: &mut syn::Block) -> Option<&mut syn::ExprAsync> {
     }
 }
 
+/// `tokens` with every span set to `span`: a path to a runtime function, so that a type error in
+/// a call built around the user's expression is reported there, not across the whole attribute.
+fn respan(tokens: &TokenStream, span: proc_macro2::Span) -> TokenStream {
+    tokens
+        .clone()
+        .into_iter()
+        .map(|mut tt| {
+            if let proc_macro2::TokenTree::Group(g) = &tt {
+                let mut inner = proc_macro2::Group::new(g.delimiter(), respan(&g.stream(), span));
+                inner.set_span(span);
+                tt = inner.into();
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
+}
+
 fn contains_impl_trait(ty: &Type) -> bool {
     struct Finder(bool);
     impl<'a> syn::visit::Visit<'a> for Finder {
@@ -414,9 +449,21 @@ fn contains_impl_trait(ty: &Type) -> bool {
 
 fn option_ref(p: &TokenStream, t: &Option<TokenStream>, conv: TokenStream) -> TokenStream {
     match t {
-        Some(t) => quote!(::core::option::Option::Some(#p::#conv(&#t))),
+        Some(t) => {
+            let call = user_call(p, conv, &quote_spanned!(t.span()=> &#t));
+            quote!(::core::option::Option::Some(#call))
+        }
         None => quote!(::core::option::Option::None),
     }
+}
+
+/// `#p::#func(#arg)` spanned entirely at the user's expression `arg`: a value of the wrong type
+/// is reported once, there (the same error at every exit is deduplicated), with the message of
+/// the runtime trait's `#[diagnostic::on_unimplemented]`.
+fn user_call(p: &TokenStream, func: TokenStream, arg: &TokenStream) -> TokenStream {
+    let span = arg.span();
+    let path = respan(&quote!(#p::#func), span);
+    quote_spanned!(span=> #path(#arg))
 }
 
 fn camel(s: &str) -> String {

@@ -6,9 +6,9 @@
 
 use crate::parse::{Arg, ArgValue, Args, LevelValue};
 use proc_macro2::{Span, TokenStream};
-use quote::{quote, ToTokens};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, Pat, Type};
+use syn::{Expr, FnArg, Ident, ItemFn, Lit, Pat, Type, UnOp};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -77,6 +77,15 @@ pub struct Plan {
     pub level: TokenStream,
     pub krate: TokenStream,
     pub fields: Vec<(String, TokenStream)>,
+    /// Parameters that the arguments use (`fields(x)`, or inside an argument's expression). With
+    /// instrumentation off nothing else may use them, so the off arm borrows each one
+    /// (`let _ = &x;`, no machine code) rather than let them warn as unused.
+    pub used_params: Vec<Ident>,
+    /// One `let` per field, run before the span is built: it binds the field's value to the
+    /// name `fields` refers to, as `&dyn Debug` (a parameter) or `&dyn Value` (an expression),
+    /// with the user's spans. A value of the wrong type is then one error at the user's token
+    /// instead of three inside `tracing`'s macros, underlining the whole attribute.
+    pub field_lets: Vec<TokenStream>,
 }
 
 /// What the parameter list offers, by parameter.
@@ -103,23 +112,25 @@ enum ParamClass {
 const RESERVED_FIELDS: &[&str] = &["error", "otel.status_code", "gpu.kernel", "gpu.backend", "gpuspan.kind"];
 
 pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
-    let mut errors: Option<syn::Error> = None;
+    // Syntax errors of single arguments come first; the arguments that parsed are still checked.
+    let mut errors: Option<syn::Error> = args.errors;
     let mut push = |e: syn::Error| match &mut errors {
         Some(all) => all.combine(e),
         None => errors = Some(e),
     };
 
     check_shape(func).into_iter().for_each(&mut push);
+    check_stacked(kind, func).into_iter().for_each(&mut push);
 
     // Duplicates, and arguments that do not belong to this attribute.
     let mut seen: Vec<String> = Vec::new();
-    for Arg { key, value } in &args.args {
+    for Arg { key, .. } in &args.args {
         let k = key.to_string();
         if seen.contains(&k) {
             push(syn::Error::new(key.span(), format!("`{k}` specified more than once")));
         }
         seen.push(k.clone());
-        if kind == Kind::Kernel && matches!(value, ArgValue::Direction(_) | ArgValue::Bytes(_)) {
+        if kind == Kind::Kernel && (k == "direction" || k == "bytes") {
             push(syn::Error::new(
                 key.span(),
                 format!("`{k}` only applies to #[gpu_transfer]; a kernel moves no bytes between host and device"),
@@ -140,6 +151,12 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
     let mut krate = quote!(::gpuspan);
     let mut fields_arg = None;
     let mut skip: Vec<&Ident> = Vec::new();
+    let mut skip_all: Option<&Ident> = None;
+    let mut skip_list: Option<&Ident> = None;
+    // Keys whose value did not parse: treated as given, so no follow-on "missing" error.
+    let mut invalid: Vec<String> = Vec::new();
+    // Every expression the arguments evaluate, to find the parameters they use.
+    let mut exprs: Vec<&Expr> = Vec::new();
 
     for Arg { key, value } in &args.args {
         match value {
@@ -156,10 +173,22 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                     format!("unknown backend `{other}`; expected `wgpu`, `cuda` or `auto`"),
                 )),
             },
-            ArgValue::Encoder(e) => encoder = Some((key, e)),
-            ArgValue::Queue(e) => queue = Some((key, e)),
-            ArgValue::Device(e) => device = Some(e),
-            ArgValue::Stream(e) => stream = Some((key, e)),
+            ArgValue::Encoder(e) => {
+                exprs.push(e);
+                encoder = Some((key, e))
+            }
+            ArgValue::Queue(e) => {
+                exprs.push(e);
+                queue = Some((key, e))
+            }
+            ArgValue::Device(e) => {
+                exprs.push(e);
+                device = Some(e)
+            }
+            ArgValue::Stream(e) => {
+                exprs.push(e);
+                stream = Some((key, e))
+            }
             ArgValue::Direction(d) => {
                 direction_given = true;
                 match d.to_string().as_str() {
@@ -172,7 +201,13 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                     )),
                 }
             }
-            ArgValue::Bytes(e) => bytes = Some(BytesExpr::Explicit(e.to_token_stream())),
+            ArgValue::Bytes(e) => {
+                exprs.push(e);
+                match check_bytes_literal(e) {
+                    Some(err) => push(err),
+                    None => bytes = Some(BytesExpr::Explicit(e.to_token_stream())),
+                }
+            }
             ArgValue::ThresholdUs(lit) => match lit.base10_parse::<u64>() {
                 Ok(v) => threshold_us = Some(v),
                 Err(_) => push(syn::Error::new(lit.span(), "expected a whole number of microseconds")),
@@ -180,7 +215,26 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             ArgValue::TraceAll(v) => trace_all = v.as_ref().is_none_or(|b| b.value),
             ArgValue::TrackMemory(v) => track_memory = v.as_ref().is_none_or(|b| b.value),
             ArgValue::Fields(f) => fields_arg = Some(f),
-            ArgValue::Skip(s) => skip.extend(s.iter()),
+            ArgValue::Skip(s) => {
+                if let Some(all) = skip_all {
+                    push(redundant_skip(key, all));
+                }
+                skip_list = Some(key);
+                for id in s {
+                    if skip.contains(&id) {
+                        push(syn::Error::new(id.span(), format!("`{id}` is listed in `skip` more than once")));
+                    }
+                    skip.push(id);
+                }
+            }
+            ArgValue::SkipAll => {
+                if let Some(list) = skip_list {
+                    push(redundant_skip(key, list));
+                }
+                skip_all = Some(key);
+            }
+            ArgValue::Err => {}
+            ArgValue::Invalid => invalid.push(key.to_string()),
             ArgValue::Level(l) => match level_tokens(l) {
                 Ok(t) => level = t,
                 Err(e) => push(e),
@@ -195,12 +249,12 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             push(syn::Error::new(s.span(), format!("`skip({s})`: the function has no parameter named `{s}`")));
         }
     }
-    let usable: Vec<&Param<'_>> = params.iter().filter(|p| !skip.contains(&p.name)).collect();
+    let usable: Vec<&Param<'_>> = params.iter().filter(|p| skip_all.is_none() && !skip.contains(&p.name)).collect();
     let of = |class| usable.iter().filter(move |p| p.class == class).copied().collect::<Vec<_>>();
 
     // Resource: explicit expressions first, then inference from parameter types.
     let backend_name = backend.as_ref().map(|b| b.to_string());
-    let device_tokens = device.map(|e| e.to_token_stream()).or_else(|| {
+    let device_tokens = device.map(operand).or_else(|| {
         let devices = of(ParamClass::Device);
         (devices.len() == 1).then(|| devices[0].name.to_token_stream())
     });
@@ -245,14 +299,15 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
         }
         if let Some(r) = recorders.first() {
             let n = r.name;
-            return Ok(Resource::WgpuRecorder { recorder: quote!(&mut *#n), device: device_tokens.clone() });
+            let recorder = quote_spanned!(n.span()=> &mut *#n);
+            return Ok(Resource::WgpuRecorder { recorder, device: device_tokens.clone() });
         }
         if let Some(e) = ambiguous(&queues, "queue", "queue") {
             return Err(e);
         }
         if let Some(q) = queues.first() {
             let n = q.name;
-            return Ok(Resource::WgpuQueue { queue: quote!(#n), device: device_tokens.clone() });
+            return Ok(Resource::WgpuQueue { queue: quote_spanned!(n.span()=> #n), device: device_tokens.clone() });
         }
         if let Some(r) = unusable_recorders.first() {
             return Err(unusable_recorder(r, func));
@@ -261,11 +316,12 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
         if let Some(d) = &device_tokens {
             return Ok(Resource::WgpuDevice { device: d.clone() });
         }
-        Err(syn::Error::new(
-            backend.as_ref().map_or_else(Span::call_site, |b| b.span()),
-            "backend `wgpu` needs a `&mut wgpu::CommandEncoder` (or `ComputePass`/`RenderPass`) or `&wgpu::Queue` \
+        let why = match skip_all {
+            Some(_) => "backend `wgpu` needs `encoder = ...` or `queue = ...`: `skip_all` keeps every parameter out of inference",
+            None => "backend `wgpu` needs a `&mut wgpu::CommandEncoder` (or `ComputePass`/`RenderPass`) or `&wgpu::Queue` \
              parameter, or an explicit `encoder = ...` / `queue = ...`",
-        ))
+        };
+        Err(syn::Error::new(backend.as_ref().map_or_else(Span::call_site, |b| b.span()), why))
     };
     let cuda_from_params = || -> Result<Resource, syn::Error> {
         if let Some(e) = ambiguous(&streams, "CUDA stream", "stream") {
@@ -274,12 +330,21 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
         Ok(Resource::Cuda { stream: streams.first().map(|s| s.name.to_token_stream()) })
     };
 
+    // The user's expressions keep their own spans, and so does the `&`/`&mut` put before them,
+    // so that a type error underlines the expression rather than the whole attribute.
+    let resource_invalid =
+        ["encoder", "queue", "stream", "device", "backend"].iter().any(|k| invalid.iter().any(|i| i == k));
     let resource = if let Some((_, e)) = &encoder {
-        Ok(Resource::WgpuRecorder { recorder: quote!(&mut #e), device: device_tokens.clone() })
+        let e = operand(e);
+        Ok(Resource::WgpuRecorder { recorder: quote_spanned!(e.span()=> &mut #e), device: device_tokens.clone() })
     } else if let Some((_, e)) = &queue {
-        Ok(Resource::WgpuQueue { queue: quote!(&#e), device: device_tokens.clone() })
+        let e = operand(e);
+        Ok(Resource::WgpuQueue { queue: quote_spanned!(e.span()=> &#e), device: device_tokens.clone() })
     } else if let Some((_, e)) = &stream {
-        Ok(Resource::Cuda { stream: Some(quote!(&#e)) })
+        let e = operand(e);
+        Ok(Resource::Cuda { stream: Some(quote_spanned!(e.span()=> &#e)) })
+    } else if resource_invalid {
+        Ok(Resource::None)
     } else {
         match backend_name.as_deref() {
             Some("wgpu") => wgpu_from_params(),
@@ -328,7 +393,8 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
 
     // Transfers: bytes and direction.
     if kind == Kind::Transfer {
-        if bytes.is_none() {
+        let bytes_given = bytes.is_some() || args.args.iter().any(|a| a.key == "bytes");
+        if !bytes_given {
             let slices = of(ParamClass::Slice);
             if slices.len() > 1 {
                 push(syn::Error::new(
@@ -341,14 +407,20 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             } else if let Some(s) = slices.first() {
                 bytes = Some(BytesExpr::SliceParam(s.name.clone()));
             } else if !matches!(resource, Resource::Cuda { .. }) {
-                push(syn::Error::new(
-                    func.sig.ident.span(),
-                    "cannot tell how many bytes this transfer moves: take the data as a slice parameter or add \
-                     `bytes = <expr>`",
-                ));
+                let why = match skip_all {
+                    Some(_) => {
+                        "cannot tell how many bytes this transfer moves: `skip_all` keeps the slice parameters \
+                         out of inference; add `bytes = <expr>`"
+                    }
+                    None => {
+                        "cannot tell how many bytes this transfer moves: take the data as a slice parameter or add \
+                         `bytes = <expr>`"
+                    }
+                };
+                push(syn::Error::new(skip_all.map_or_else(|| func.sig.ident.span(), |k| k.span()), why));
             }
         }
-        if !direction_given && !matches!(resource, Resource::Cuda { .. }) {
+        if !direction_given && !invalid.iter().any(|k| k == "direction") && !matches!(resource, Resource::Cuda { .. }) {
             push(syn::Error::new(
                 Span::call_site(),
                 "#[gpu_transfer] needs `direction = cpu_to_gpu`, `gpu_to_cpu` or `gpu_to_gpu` \
@@ -359,9 +431,20 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
 
     // Fields: bare names are parameters (recorded with Debug), `key = expr` records the expression.
     let mut fields = Vec::new();
+    let mut field_lets = Vec::new();
+    let mut used_params: Vec<Ident> = Vec::new();
+    let mut field_keys: Vec<String> = Vec::new();
     if let Some(list) = fields_arg {
         for f in list {
             let key = f.key.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(".");
+            if field_keys.contains(&key) {
+                push(syn::Error::new_spanned(&f.key, format!("field `{key}` is recorded more than once")));
+                continue;
+            }
+            field_keys.push(key.clone());
+            if let Some(v) = &f.value {
+                exprs.push(v);
+            }
             if RESERVED_FIELDS.contains(&key.as_str()) {
                 push(syn::Error::new(
                     f.key.span(),
@@ -370,7 +453,13 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                 continue;
             }
             match &f.value {
-                Some(v) => fields.push((key, v.to_token_stream())),
+                Some(v) => {
+                    let slot = format_ident!("__gpuspan_field_{}", fields.len());
+                    let v = operand(v);
+                    let value = quote!(#krate::__private::tracing::Value);
+                    field_lets.push(quote_spanned!(v.span()=> let #slot: &dyn #value = &#v;));
+                    fields.push((key, quote!(#slot)));
+                }
                 None => {
                     let ident = f.key.first().expect("parsed non-empty");
                     if f.key.len() > 1 || !params.iter().any(|p| p.name == ident) {
@@ -384,11 +473,20 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
                             format!("`{key}` is both recorded in `fields` and listed in `skip`"),
                         ));
                     } else {
-                        fields.push((key, quote!(?#ident)));
+                        if !used_params.contains(ident) {
+                            used_params.push(ident.clone());
+                        }
+                        let slot = format_ident!("__gpuspan_field_{}", fields.len());
+                        field_lets.push(quote_spanned!(ident.span()=> let #slot: &dyn ::core::fmt::Debug = &#ident;));
+                        fields.push((key, quote!(?#slot)));
                     }
                 }
             }
         }
+    }
+
+    for e in exprs {
+        collect_params(e.to_token_stream(), &params, &mut used_params);
     }
 
     match errors {
@@ -405,6 +503,8 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             level,
             krate,
             fields,
+            used_params,
+            field_lets,
         }),
     }
 }
@@ -423,21 +523,163 @@ fn check_shape(func: &ItemFn) -> Option<syn::Error> {
     None
 }
 
+/// `"info"` (any case), `info`, `Level::INFO`, `tracing::Level::INFO` or `1`..=`5` (as
+/// `#[tracing::instrument]` numbers them) into the runtime's `Level` path.
 fn level_tokens(l: &LevelValue) -> syn::Result<TokenStream> {
-    let level = match l.text().to_ascii_lowercase().as_str() {
+    const EXPECTED: &str = "expected trace, debug, info, warn or error, written \"info\", info or Level::INFO";
+    let text = match l {
+        LevelValue::Str(s) => s.value(),
+        LevelValue::Int(i) => {
+            let name = match i.base10_parse::<u8>() {
+                Ok(1) => "trace",
+                Ok(2) => "debug",
+                Ok(3) => "info",
+                Ok(4) => "warn",
+                Ok(5) => "error",
+                _ => {
+                    return Err(syn::Error::new(
+                        i.span(),
+                        "unknown level: numeric levels go from 1 (trace) to 5 (error)",
+                    ))
+                }
+            };
+            name.to_owned()
+        }
+        LevelValue::Path(p) => {
+            let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+            if segs.len() > 1 && segs[segs.len() - 2] != "Level" {
+                return Err(syn::Error::new_spanned(
+                    p,
+                    format!("expected a level such as `Level::INFO`, found the path `{}`", segs.join("::")),
+                ));
+            }
+            segs.last().cloned().unwrap_or_default()
+        }
+    };
+    let level = match text.to_ascii_lowercase().as_str() {
         "trace" => quote!(TRACE),
         "debug" => quote!(DEBUG),
         "info" => quote!(INFO),
         "warn" => quote!(WARN),
         "error" => quote!(ERROR),
         other => {
-            return Err(syn::Error::new(
-                l.span(),
-                format!("unknown level `{other}`; expected \"trace\", \"debug\", \"info\", \"warn\" or \"error\""),
-            ))
+            let at = match l {
+                LevelValue::Path(p) => p.segments.last().map_or_else(Span::call_site, |s| s.ident.span()),
+                LevelValue::Str(s) => s.span(),
+                LevelValue::Int(i) => i.span(),
+            };
+            return Err(syn::Error::new(at, format!("unknown level `{other}`; {EXPECTED}")));
         }
     };
     Ok(quote!(Level::#level))
+}
+
+/// Both `skip(...)` and `skip_all`: the second one said is the error.
+fn redundant_skip(second: &Ident, first: &Ident) -> syn::Error {
+    syn::Error::new(
+        second.span(),
+        format!("`{second}` given together with `{first}`; `skip_all` already skips every parameter, keep one of them"),
+    )
+}
+
+/// A literal `bytes` that cannot be a byte count is an error at the literal (a non-literal
+/// expression of the wrong type is a type error, at the expression, from `ByteCount`).
+fn check_bytes_literal(e: &Expr) -> Option<syn::Error> {
+    match e {
+        Expr::Paren(p) => check_bytes_literal(&p.expr),
+        Expr::Group(g) => check_bytes_literal(&g.expr),
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) && matches!(&*u.expr, Expr::Lit(_)) => {
+            Some(syn::Error::new_spanned(e, "`bytes` cannot be negative: a transfer moves 0 or more bytes"))
+        }
+        Expr::Lit(l) => {
+            let what = match &l.lit {
+                Lit::Int(_) => return None,
+                Lit::Float(_) => "a float",
+                Lit::Str(_) | Lit::CStr(_) | Lit::ByteStr(_) => "a string",
+                Lit::Bool(_) => "a bool",
+                Lit::Char(_) | Lit::Byte(_) => "a character",
+                _ => "this literal",
+            };
+            Some(syn::Error::new_spanned(
+                e,
+                format!("`bytes` counts whole bytes: expected an integer expression, found {what}, e.g. `bytes = 4096` or `bytes = n * 4`"),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Another `#[gpu_kernel]`/`#[gpu_transfer]` below this one on the same function. The attribute
+/// being expanded has been removed from `func.attrs`, so any left is a second one: each call
+/// would be timed, and counted, twice.
+fn check_stacked(kind: Kind, func: &ItemFn) -> Option<syn::Error> {
+    let mut errors: Option<syn::Error> = None;
+    for attr in &func.attrs {
+        let Some(last) = attr.path().segments.last() else { continue };
+        let other = match last.ident.to_string().as_str() {
+            "gpu_kernel" => Kind::Kernel,
+            "gpu_transfer" => Kind::Transfer,
+            _ => continue,
+        };
+        let msg = if other == kind {
+            format!("{} is applied more than once: each call would be timed and counted twice", kind.attr())
+        } else {
+            "#[gpu_kernel] and #[gpu_transfer] on one function: a call is either a kernel or a transfer, \
+             and with both it would be counted twice; keep one"
+                .to_owned()
+        };
+        let e = syn::Error::new_spanned(attr, msg);
+        match &mut errors {
+            Some(all) => all.combine(e),
+            None => errors = Some(e),
+        }
+    }
+    errors
+}
+
+/// `e` ready to be put after `&` or `&mut`: as is when it binds tighter than a prefix operator,
+/// so that a type error underlines all of it, else in parentheses (the span of generated
+/// parentheses is one token on stable, so the error then underlines the first token).
+fn operand(e: &Expr) -> TokenStream {
+    match e {
+        Expr::Path(_)
+        | Expr::Field(_)
+        | Expr::MethodCall(_)
+        | Expr::Call(_)
+        | Expr::Index(_)
+        | Expr::Lit(_)
+        | Expr::Paren(_)
+        | Expr::Tuple(_)
+        | Expr::Array(_)
+        | Expr::Macro(_)
+        | Expr::Struct(_)
+        | Expr::Block(_)
+        // Prefix operators nest: `&*x`, `&-x`, `&&x`.
+        | Expr::Unary(_)
+        | Expr::Reference(_) => e.to_token_stream(),
+        _ => {
+            let mut g = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, e.to_token_stream());
+            g.set_span(e.span());
+            g.into_token_stream()
+        }
+    }
+}
+
+/// Adds to `out` each parameter whose name appears in `tokens` (once).
+fn collect_params(tokens: TokenStream, params: &[Param<'_>], out: &mut Vec<Ident>) {
+    for tt in tokens {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) => {
+                if let Some(p) = params.iter().find(|p| *p.name == i) {
+                    if !out.contains(p.name) {
+                        out.push(p.name.clone());
+                    }
+                }
+            }
+            proc_macro2::TokenTree::Group(g) => collect_params(g.stream(), params, out),
+            _ => {}
+        }
+    }
 }
 
 fn classify_params(func: &ItemFn) -> Vec<Param<'_>> {

@@ -16,13 +16,10 @@ pub fn call_once<R>(body: impl FnOnce() -> R) -> R {
 /// A transfer's size from whatever integer type the user's expression has; negative sizes
 /// count as 0 and sizes past `u64` saturate.
 #[inline]
-pub fn byte_count<T: TryInto<u64> + Copy + PartialOrd + Default>(n: T) -> u64 {
-    match n.try_into() {
-        Ok(v) => v,
-        Err(_) if n < T::default() => 0,
-        Err(_) => u64::MAX,
-    }
+pub fn byte_count<T: crate::probe::ByteCount>(n: T) -> u64 {
+    n.to_byte_count()
 }
+
 pub use crate::{__gpuspan_register_site as register_site, __gpuspan_select as select};
 pub use inventory;
 pub use tracing;

@@ -58,6 +58,36 @@ impl<T: ?Sized> ProbeOther for &Probe<'_, T> {
     }
 }
 
+// Here rather than in `__private` (which only re-exports `byte_count`): errors name a trait by
+// its path, and a user should read `gpuspan::probe::ByteCount`, not a `__private` one.
+/// The integer types `bytes = <expr>` accepts. A trait of its own (rather than
+/// `TryInto<u64>`) so that a float or other type gets one message that says what `bytes`
+/// needs, at the expression, instead of `From<f64>` bounds of `u64`.
+#[diagnostic::on_unimplemented(
+    message = "`bytes = ...` must be an integer, not `{Self}`",
+    label = "the number of bytes moved, of any integer type",
+    note = "negative counts are taken as 0; convert other types explicitly, e.g. `bytes = (mb * 1e6) as u64`"
+)]
+pub trait ByteCount: Copy {
+    fn to_byte_count(self) -> u64;
+}
+
+macro_rules! byte_count_for {
+    ($($t:ty),*) => {$(
+        impl ByteCount for $t {
+            #[inline]
+            fn to_byte_count(self) -> u64 {
+                match u64::try_from(self) {
+                    Ok(v) => v,
+                    Err(_) if self < <$t>::default() => 0,
+                    Err(_) => u64::MAX,
+                }
+            }
+        }
+    )*};
+}
+byte_count_for!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +107,13 @@ mod tests {
             (&Probe(&t)).gpuspan_exit()
         }
         assert_eq!(generic(err), Exit::Unknown, "generic types cannot be inspected");
+    }
+
+    #[test]
+    fn byte_counts_take_any_integer_and_clamp_to_u64() {
+        assert_eq!(4096u16.to_byte_count(), 4096);
+        assert_eq!((-5i32).to_byte_count(), 0, "negative counts are 0");
+        assert_eq!(u128::MAX.to_byte_count(), u64::MAX, "past u64 saturates");
+        assert_eq!(usize::MAX.to_byte_count(), usize::MAX as u64);
     }
 }

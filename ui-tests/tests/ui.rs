@@ -6,4 +6,10 @@ fn ui() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/fail/*.rs");
     t.pass("tests/ui/pass/*.rs");
+    // Type errors in the user's expressions exist only where the instrumented code is compiled:
+    // with the feature off the function is left as written and these compile.
+    #[cfg(feature = "enabled")]
+    t.compile_fail("tests/ui/fail-enabled/*.rs");
+    #[cfg(feature = "wgpu")]
+    t.compile_fail("tests/ui/fail-wgpu/*.rs");
 }

@@ -5,6 +5,12 @@ use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
 /// A value that names the CUDA stream a call works on (used by the CUDA-event fallback).
+///
+/// The message is what a user sees for `stream = <expr>` of the wrong type, at the expression.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a CUDA stream",
+    label = "`stream = ...` needs a `cudarc::driver::CudaStream` or an `Arc<CudaStream>`, or a reference to one"
+)]
 pub trait AsStream {
     fn as_cuda_stream(&self) -> &CudaStream;
 }

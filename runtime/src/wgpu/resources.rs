@@ -41,22 +41,41 @@ impl Recorder for wgpu::RenderPass<'_> {
 }
 
 /// A recorder, or a mutable reference to one.
+///
+/// The message is what a user sees for `encoder = <expr>` of the wrong type, at the expression:
+/// it must name the user's mistake, not this trait.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a wgpu command encoder, compute pass or render pass",
+    label = "`encoder = ...` needs a `wgpu::CommandEncoder`, `ComputePass` or `RenderPass`, or a `&mut` to one",
+    note = "pass the recorder the timed commands go into, e.g. `encoder = *enc` or `encoder = self.encoder`"
+)]
 pub trait AsRecorder {
     type Recorder: Recorder;
     fn as_recorder(&mut self) -> &mut Self::Recorder;
 }
 
-macro_rules! recorder_is_itself {
-    ($($t:ty),*) => {$(
-        impl AsRecorder for $t {
-            type Recorder = Self;
-            fn as_recorder(&mut self) -> &mut Self {
-                self
-            }
-        }
-    )*};
+// Written out rather than by a macro: rustc lists these impls in the error for a wrong
+// `encoder = ...`, and a macro would add "in this macro invocation" snippets to it.
+impl AsRecorder for wgpu::CommandEncoder {
+    type Recorder = Self;
+    fn as_recorder(&mut self) -> &mut Self {
+        self
+    }
 }
-recorder_is_itself!(wgpu::CommandEncoder, wgpu::ComputePass<'_>, wgpu::RenderPass<'_>);
+
+impl AsRecorder for wgpu::ComputePass<'_> {
+    type Recorder = Self;
+    fn as_recorder(&mut self) -> &mut Self {
+        self
+    }
+}
+
+impl AsRecorder for wgpu::RenderPass<'_> {
+    type Recorder = Self;
+    fn as_recorder(&mut self) -> &mut Self {
+        self
+    }
+}
 
 impl<T: AsRecorder + ?Sized> AsRecorder for &mut T {
     type Recorder = T::Recorder;
@@ -65,30 +84,51 @@ impl<T: AsRecorder + ?Sized> AsRecorder for &mut T {
     }
 }
 
-pub fn as_recorder<A: AsRecorder + ?Sized>(a: &mut A) -> &mut A::Recorder {
+/// The recorder type is a parameter bound by equality, not a projection in the return type: a
+/// value of the wrong type is then one unmet bound (one error), not a second one for
+/// normalising `A::Recorder`.
+pub fn as_recorder<A, R>(a: &mut A) -> &mut R
+where
+    A: AsRecorder<Recorder = R> + ?Sized,
+{
     a.as_recorder()
 }
 
 /// Borrowing a wgpu handle out of the ways programs hold one.
+///
+/// The message is what a user sees for `queue = <expr>` / `device = <expr>` of the wrong type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `{T}`",
+    label = "expected a `{T}`, a reference to one or an `Arc` of one"
+)]
 pub trait AsHandle<T> {
     fn as_handle(&self) -> &T;
 }
 
-macro_rules! handle {
-    ($($t:ty),*) => {$(
-        impl AsHandle<$t> for $t {
-            fn as_handle(&self) -> &$t {
-                self
-            }
-        }
-        impl AsHandle<$t> for Arc<$t> {
-            fn as_handle(&self) -> &$t {
-                self
-            }
-        }
-    )*};
+// Written out rather than by a macro, for the same reason as the `AsRecorder` impls.
+impl AsHandle<wgpu::Queue> for wgpu::Queue {
+    fn as_handle(&self) -> &wgpu::Queue {
+        self
+    }
 }
-handle!(wgpu::Queue, wgpu::Device);
+
+impl AsHandle<wgpu::Queue> for Arc<wgpu::Queue> {
+    fn as_handle(&self) -> &wgpu::Queue {
+        self
+    }
+}
+
+impl AsHandle<wgpu::Device> for wgpu::Device {
+    fn as_handle(&self) -> &wgpu::Device {
+        self
+    }
+}
+
+impl AsHandle<wgpu::Device> for Arc<wgpu::Device> {
+    fn as_handle(&self) -> &wgpu::Device {
+        self
+    }
+}
 
 impl<T, H: AsHandle<T> + ?Sized> AsHandle<T> for &H {
     fn as_handle(&self) -> &T {

@@ -1,0 +1,8 @@
+use gpuspan::gpu_kernel;
+
+struct Config;
+
+#[gpu_kernel(fields(config = Config))]
+fn saxpy() {}
+
+fn main() {}

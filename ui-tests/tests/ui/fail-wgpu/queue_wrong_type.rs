@@ -1,0 +1,6 @@
+use gpuspan::gpu_kernel;
+
+#[gpu_kernel(queue = device)]
+fn submit(device: &wgpu::Device) {}
+
+fn main() {}

@@ -1,0 +1,7 @@
+#![allow(unused_variables)]
+use gpuspan::gpu_kernel;
+
+#[gpu_kernel(name = "saxpy" threshold_us = 5)]
+fn saxpy() {}
+
+fn main() {}
