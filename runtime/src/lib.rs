@@ -100,7 +100,7 @@ mod site;
 pub mod clock;
 #[cfg(feature = "enabled")]
 mod capture;
-#[cfg(feature = "enabled")]
+#[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
 mod diagnostics;
 #[cfg(feature = "enabled")]
 mod flush;
