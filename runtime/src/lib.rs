@@ -41,7 +41,8 @@
 //! - `cuda`: CUPTI activity records through cudarc, loaded at run time.
 //! - `otlp`: OpenTelemetry export over OTLP (gRPC or HTTP/protobuf), started by [`init`] when
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
-//! - `nvml`: device discovery and metrics through NVML, loaded at run time.
+//! - `nvml`: device discovery and metrics through NVML, loaded at run time. For now it also
+//!   turns `enabled` on.
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -96,16 +97,18 @@ mod site;
 
 // The behaviour: with `enabled` off each of these is its no-op twin under `off/`, with the
 // same signatures.
-#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
-pub mod clock;
 #[cfg(feature = "enabled")]
 mod capture;
+#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
+pub mod clock;
 #[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
 mod diagnostics;
 #[cfg(feature = "enabled")]
 mod flush;
 #[cfg(feature = "enabled")]
 mod future;
+#[cfg(not(feature = "enabled"))]
+mod off;
 #[cfg(feature = "enabled")]
 mod pipeline;
 #[cfg(feature = "enabled")]
@@ -118,8 +121,6 @@ mod scope;
 mod switch;
 #[cfg(feature = "enabled")]
 mod thread;
-#[cfg(not(feature = "enabled"))]
-mod off;
 
 #[cfg(feature = "wgpu")]
 #[cfg_attr(not(feature = "enabled"), path = "off/wgpu.rs")]
@@ -130,7 +131,6 @@ pub mod wgpu;
 pub mod cuda;
 
 #[cfg(feature = "nvml")]
-#[cfg_attr(not(feature = "enabled"), path = "off/monitor.rs")]
 pub mod monitor;
 
 pub use {

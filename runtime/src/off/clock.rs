@@ -31,5 +31,6 @@ pub fn now_ns() -> u64 {
 /// Converts an `Instant` taken by the caller into the same scale as [`now_ns`].
 pub fn instant_ns(at: Instant) -> u64 {
     let (now, ns) = (Instant::now(), now_ns());
-    (ns + at.saturating_duration_since(now).as_nanos() as u64).saturating_sub(now.saturating_duration_since(at).as_nanos() as u64)
+    (ns + at.saturating_duration_since(now).as_nanos() as u64)
+        .saturating_sub(now.saturating_duration_since(at).as_nanos() as u64)
 }
