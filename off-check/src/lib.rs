@@ -7,6 +7,8 @@
 //! byte for byte. The bodies avoid calls and panics, whose relative addresses would differ
 //! between two copies at different places even when the code is the same.
 
+pub mod api;
+
 use gpuspan::{gpu_kernel, gpu_transfer};
 
 macro_rules! twins {

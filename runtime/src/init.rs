@@ -277,5 +277,20 @@ mod off {
         pub fn trace_file(&self) -> Option<&std::path::Path> {
             None
         }
+
+        /// Always `None` without the `enabled` feature: no export runs.
+        #[cfg(feature = "otlp")]
+        pub fn otlp(&self) -> Option<&crate::otlp::Otlp> {
+            None
+        }
+
+        /// Always `None` without the `enabled` feature (a `None` layer does nothing).
+        #[cfg(feature = "otlp")]
+        pub fn otlp_layer<S>(&self) -> Option<crate::otlp::OtlpLayer<S>>
+        where
+            S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+        {
+            None
+        }
     }
 }

@@ -30,12 +30,19 @@
 //!
 //! # Features
 //! - `enabled`: instrumentation on. Without it the attributes expand to the function exactly
-//!   as written, and [`init`] returns a guard that does nothing.
-//! - `wgpu`: timestamp queries through wgpu-profiler. Implies `enabled`.
-//! - `cuda`: CUPTI activity records through cudarc, loaded at run time. Implies `enabled`.
+//!   as written and every public item is still there, with the same signature, doing nothing:
+//!   [`init`] returns a guard that does nothing, [`summary`] is empty. Code never needs a
+//!   `#[cfg]` around gpuspan; make your own feature turn this one on
+//!   (`profile = ["gpuspan/enabled"]`).
+//!
+//! The backend features bring a backend's API and types (so that calls like
+//! `gpuspan::wgpu::register` compile); they time anything only together with `enabled`.
+//! - `wgpu`: timestamp queries through wgpu-profiler.
+//! - `cuda`: CUPTI activity records through cudarc, loaded at run time.
 //! - `otlp`: OpenTelemetry export over OTLP (gRPC or HTTP/protobuf), started by [`init`] when
-//!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Implies `enabled`.
-//! - `nvml`: device discovery and metrics through NVML, loaded at run time. Implies `enabled`.
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+//! - `nvml`: device discovery and metrics through NVML, loaded at run time. For now it also
+//!   turns `enabled` on.
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -110,68 +117,79 @@ pub use gpuspan_macros::transfer;
 mod init;
 pub use init::{init, Config, Guard};
 
-#[cfg(feature = "enabled")]
+// The data types (sites, records, summaries) are plain Rust and compile either way, so that code
+// reading them compiles with instrumentation off; what they would be filled by does not.
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod aggregate;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+mod export;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+pub mod memory;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+pub mod record;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+mod site;
+
+// The behaviour: with `enabled` off each of these is its no-op twin under `off/`, with the
+// same signatures.
 #[cfg(feature = "enabled")]
 mod capture;
-#[cfg(feature = "enabled")]
+#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
 pub mod clock;
-#[cfg(feature = "enabled")]
+#[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
 mod diagnostics;
-#[cfg(feature = "enabled")]
-mod export;
 #[cfg(feature = "enabled")]
 mod flush;
 #[cfg(feature = "enabled")]
 mod future;
-#[cfg(feature = "enabled")]
-pub mod memory;
+#[cfg(not(feature = "enabled"))]
+mod off;
 #[cfg(feature = "enabled")]
 mod pipeline;
 #[cfg(feature = "enabled")]
 mod probe;
 #[cfg(feature = "enabled")]
-pub mod record;
-#[cfg(feature = "enabled")]
 mod sampling;
 #[cfg(feature = "enabled")]
 mod scope;
-#[cfg(feature = "enabled")]
-mod site;
 #[cfg(feature = "enabled")]
 mod switch;
 #[cfg(feature = "enabled")]
 mod thread;
 
 #[cfg(feature = "wgpu")]
+#[cfg_attr(not(feature = "enabled"), path = "off/wgpu.rs")]
 pub mod wgpu;
 
 #[cfg(feature = "cuda")]
+#[cfg_attr(not(feature = "enabled"), path = "off/cuda.rs")]
 pub mod cuda;
 
 #[cfg(feature = "nvml")]
 pub mod monitor;
 
+pub use {
+    export::summary::{SiteSummary, Summary},
+    record::{Record, TimingSource},
+    site::{Backend, Direction, Site, SiteDesc, SiteKind},
+};
+
 #[cfg(feature = "enabled")]
 pub use {
     capture::Capture,
-    export::summary::{summary, SiteSummary, Summary},
+    export::summary::summary,
     flush::{flush, flush_timeout},
-    record::{Record, TimingSource},
     sampling::DEFAULT_THRESHOLD_US,
-    site::{all_sites, Backend, Direction, Site, SiteDesc, SiteKind},
+    site::all_sites,
     switch::set_enabled,
 };
+
+#[cfg(not(feature = "enabled"))]
+pub use off::{all_sites, flush, flush_timeout, set_enabled, summary, Capture, DEFAULT_THRESHOLD_US};
 
 /// OpenTelemetry export over OTLP: spans with GPU timestamps, metrics for every call.
 #[cfg(feature = "otlp")]
 pub use export::otlp;
-
-/// Without the `enabled` feature there is nothing to flush.
-#[cfg(not(feature = "enabled"))]
-pub fn flush() -> bool {
-    true
-}
 
 #[doc(hidden)]
 #[cfg(feature = "enabled")]

@@ -134,11 +134,14 @@ impl Site {
 /// The registration `inventory` collects; one per annotated function.
 #[doc(hidden)]
 #[derive(Debug)]
+#[cfg(feature = "enabled")]
 pub struct SiteRef(pub &'static Site);
 
+#[cfg(feature = "enabled")]
 inventory::collect!(SiteRef);
 
 /// Every site compiled into the program, in a stable order (file, line).
+#[cfg(feature = "enabled")]
 pub fn all_sites() -> Vec<&'static Site> {
     let mut sites: Vec<&'static Site> = inventory::iter::<SiteRef>.into_iter().map(|r| r.0).collect();
     sites.sort_by_key(|s| (s.desc.file, s.desc.line, s.desc.name));

@@ -10,6 +10,6 @@ fn ui() {
     // with the feature off the function is left as written and these compile.
     #[cfg(feature = "enabled")]
     t.compile_fail("tests/ui/fail-enabled/*.rs");
-    #[cfg(feature = "wgpu")]
+    #[cfg(all(feature = "wgpu", feature = "enabled"))]
     t.compile_fail("tests/ui/fail-wgpu/*.rs");
 }

@@ -3,6 +3,8 @@
 
 pub(crate) mod format;
 #[cfg(feature = "otlp")]
+#[cfg_attr(not(feature = "enabled"), path = "../off/otlp.rs")]
 pub mod otlp;
 pub mod summary;
+#[cfg(feature = "enabled")]
 pub(crate) mod timeline;

@@ -3,7 +3,7 @@
 
 use super::format;
 use crate::record::TimingSource;
-use crate::site::{all_sites, Site, SiteKind};
+use crate::site::{Site, SiteKind};
 use std::fmt;
 
 /// Aggregates of one site at the time the summary was taken.
@@ -35,6 +35,7 @@ impl SiteSummary {
         (self.bytes > 0 && self.total_ns > 0).then(|| self.bytes as f64 * 1e9 / self.total_ns as f64)
     }
 
+    #[cfg(feature = "enabled")]
     fn of(site: &'static Site) -> Self {
         let t = site.stats.totals();
         SiteSummary {
@@ -75,11 +76,12 @@ pub struct Summary {
 }
 
 /// Takes a snapshot of every site's aggregates.
+#[cfg(feature = "enabled")]
 pub fn summary() -> Summary {
     let mut reached = Vec::new();
     let mut never_reached = Vec::new();
     let mut still_running = Vec::new();
-    for site in all_sites() {
+    for site in crate::site::all_sites() {
         let s = SiteSummary::of(site);
         if s.calls == 0 {
             if site.was_entered() {

@@ -1,0 +1,16 @@
+//! The whole public API compiles and does nothing with gpuspan's `enabled` feature off
+//! (`src/api.rs`; the backends' part with `--features backends`).
+
+#[test]
+fn the_core_api_exists_and_does_nothing() {
+    gpuspan_off_check::api::call_core();
+}
+
+#[cfg(feature = "backends")]
+#[test]
+fn the_backend_api_exists_and_does_nothing() {
+    gpuspan_off_check::api::call_cuda();
+    gpuspan_off_check::api::call_otlp();
+    // Compiled, not run: it needs a wgpu device.
+    let _ = gpuspan_off_check::api::call_wgpu;
+}

@@ -1,0 +1,85 @@
+//! What the export reports: why it could not start, and what it did. Plain data, shared with
+//! the build without the `enabled` feature so that code reading it compiles either way.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why OTLP export could not start. Every variant says what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OtlpError {
+    #[error(
+        "OTLP export is already running in this process; shut the running one down (drop its guard or handle) first"
+    )]
+    AlreadyRunning,
+    #[error(
+        "could not start the thread that exports to the collector ({0}); the process may be out of threads or memory"
+    )]
+    Runtime(#[source] std::io::Error),
+    #[error("could not set up TLS for the OTLP exporter: {0}; check OTEL_EXPORTER_OTLP_CERTIFICATE and the system's CA certificates")]
+    Tls(String),
+    #[error("could not create the OTLP {signal} exporter for {url}: {source}; check OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_PROTOCOL")]
+    Exporter {
+        signal: &'static str,
+        url: String,
+        #[source]
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+}
+
+/// What happened to the spans and metric exports of one pipeline.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExportStats {
+    /// Spans accepted by the collector.
+    pub spans_exported: u64,
+    /// Spans dropped because the export queue was full.
+    pub spans_dropped: u64,
+    /// Spans the collector did not take (unreachable, refused, timed out).
+    pub spans_failed: u64,
+    /// Spans still queued when shutdown's deadline passed.
+    pub spans_abandoned: u64,
+    /// Spans waiting in the queue or in flight.
+    pub spans_pending: u64,
+    pub metric_exports: u64,
+    pub metric_exports_failed: u64,
+}
+
+impl ExportStats {
+    /// Spans that never reached the collector.
+    pub fn spans_lost(&self) -> u64 {
+        self.spans_dropped + self.spans_failed + self.spans_abandoned
+    }
+}
+
+/// The end of a pipeline: what it did and how long shutting it down took.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    pub stats: ExportStats,
+    pub elapsed: Duration,
+    /// Everything pending was exported or failed before the deadline.
+    pub complete: bool,
+}
+
+impl fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.stats;
+        write!(f, "{} spans exported", s.spans_exported)?;
+        if s.spans_lost() > 0 {
+            write!(
+                f,
+                ", {} lost ({} queue full, {} export failed, {} left at shutdown)",
+                s.spans_lost(),
+                s.spans_dropped,
+                s.spans_failed,
+                s.spans_abandoned
+            )?;
+        }
+        write!(f, "; {} metric exports", s.metric_exports)?;
+        if s.metric_exports_failed > 0 {
+            write!(f, ", {} failed", s.metric_exports_failed)?;
+        }
+        write!(f, "; shutdown took {:.2} s", self.elapsed.as_secs_f64())
+    }
+}
