@@ -131,7 +131,7 @@ fn child(test: &str, env: &[(&str, &str)], key: &str) -> u64 {
     }
     let out = cmd.output().expect("child test");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "child `{test}` failed:\n{text}");
+    assert!(out.status.success(), "child `{test}` failed ({}):\n{text}", out.status);
     text.lines()
         .find_map(|l| l.split_once(&format!("{key}=")).and_then(|(_, v)| v.split_whitespace().next()?.parse().ok()))
         .unwrap_or_else(|| panic!("child `{test}` printed no {key}=:\n{text}"))

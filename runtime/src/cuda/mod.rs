@@ -31,7 +31,7 @@ use crate::site::{Backend, Site};
 use cudarc::driver::CudaStream;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use tracing::Span;
 
 pub use resources::AsStream;
@@ -224,8 +224,9 @@ pub(crate) fn at_shutdown() {
 /// this thread, for the case that scope could not be given one: without CUPTI
 /// (`GPUSPAN_CUPTI=off`, or no libcupti) a scope is timed by CUDA events on its stream, and a
 /// bare `#[gpu_kernel]` or one whose stream is made in its body has none. The call is timed
-/// from here to its end on that stream. With CUPTI (which sees every stream) or without a
-/// device it does nothing, as it does when no scope is open or the scope has a stream already.
+/// from here to its end on that stream, which is kept alive until then (the body may drop it
+/// before the scope ends). With CUPTI (which sees every stream) or without a device it does
+/// nothing, as it does when no scope is open or the scope has a stream already.
 ///
 /// ```ignore
 /// #[gpuspan::gpu_kernel]
@@ -236,18 +237,17 @@ pub(crate) fn at_shutdown() {
 ///     Ok(())
 /// }
 /// ```
-pub fn attach<S: AsStream + ?Sized>(stream: &S) {
+pub fn attach(stream: &Arc<CudaStream>) {
     if start() != Timing::CudaEvent {
         return;
     }
-    let stream = stream.as_cuda_stream();
     let _ = OPEN.try_with(|open| {
         let Ok(mut open) = open.try_borrow_mut() else { return };
         let Some(top) = open.last_mut() else { return };
         if top.events.is_some() {
             return;
         }
-        match events::start(stream) {
+        match events::start_kept(stream) {
             Ok(e) => top.events = Some(e),
             Err(e) => note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host")),
         }
