@@ -159,10 +159,11 @@ mod imp {
 
     pub(super) fn init(c: Config) -> Guard {
         crate::sampling::load_env();
-        // Start CUPTI now: work launched before the first annotated call is recorded (as
-        // `unattributed`), and its start-up cost is not charged to that call.
+        // In a program that uses CUDA, start CUPTI now: work launched before the first annotated
+        // call is recorded (as `unattributed`), and its start-up is not charged to that call.
+        // A program that does not is told nothing about CUDA.
         #[cfg(feature = "cuda")]
-        crate::cuda::start();
+        crate::cuda::start_at_init();
         // Device discovery and the background sampler (GPUSPAN_NVML_* settings).
         #[cfg(feature = "nvml")]
         crate::monitor::start_from_env();
@@ -247,6 +248,8 @@ mod imp {
                 let to = o.destination();
                 eprintln!("gpuspan: OTLP export to {to}: {}", o.shutdown());
             }
+            #[cfg(feature = "cuda")]
+            crate::cuda::at_shutdown();
             if self.summary {
                 eprint!("{}", crate::summary());
             }

@@ -185,6 +185,17 @@ impl Record {
         self.gpu.as_ref().map_or(TimingSource::Host, |g| g.source)
     }
 
+    /// The backend that timed this call: the site's, except that a bare site's call whose CUDA
+    /// work CUPTI attributed to it (or that `gpuspan::cuda::attach` gave a stream) is CUDA's.
+    pub fn backend(&self) -> crate::site::Backend {
+        use crate::site::Backend;
+        match self.source() {
+            TimingSource::Cupti | TimingSource::CudaEvent => Backend::Cuda,
+            TimingSource::GpuTimestamp => Backend::Wgpu,
+            TimingSource::Host => self.site.desc.backend,
+        }
+    }
+
     /// The interval to draw: the GPU's when there is one, else the host's.
     pub fn interval(&self) -> Interval {
         self.gpu.as_ref().map_or(self.host, |g| g.interval)
@@ -203,7 +214,7 @@ impl Record {
         let desc = &self.site.desc;
         let us = |ns: u64| F64(ns as f64 / 1000.0);
         let mut a = vec![
-            ("gpu.backend", Str(desc.backend.as_str().into())),
+            ("gpu.backend", Str(self.backend().as_str().into())),
             ("gpu.timing.source", Str(self.source().as_str().into())),
             ("code.function.name", Str(self.site.qualified_function().into())),
             ("code.file.path", Str(desc.file.into())),

@@ -131,6 +131,11 @@ impl Scope {
     /// A scope timed by the host clock only.
     #[inline]
     pub fn host(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+        // Once CUDA is timed, a bare site's CUDA work is attributed to it (one load otherwise).
+        #[cfg(feature = "cuda")]
+        if crate::cuda::watching() {
+            return Self::cuda_watched(site, span, bytes);
+        }
         Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>)
     }
 

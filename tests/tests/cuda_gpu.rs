@@ -1,6 +1,8 @@
 //! CUDA on a real GPU: timing against raw CUPTI, transfers, cuBLAS attribution, many threads,
-//! and the CUDA-event fallback. Without a CUDA device every test says so and passes, unless
-//! `GPUSPAN_REQUIRE_GPU=1` (set by `scripts/gpu`) makes that a failure.
+//! bare and async functions, `cuda::attach` and the CUDA-event fallback. Every test here needs a
+//! GPU with CUPTI, so they are `#[ignore = "needs a GPU"]` and fail (never skip) when run without
+//! one: `scripts/gpu run` runs them with `--ignored`. Tests that need a process of their own
+//! (another timing source) run as a child: the same test again, with `GPUSPAN_CHILD` set.
 #![cfg(feature = "cuda")]
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
@@ -9,7 +11,7 @@ use cudarc::driver::{
 };
 use gpuspan::cuda::Timing;
 use gpuspan::record::{ActivityKind, MemoryKind};
-use gpuspan::{gpu_kernel, gpu_transfer, Capture, Direction, Record, TimingSource};
+use gpuspan::{gpu_kernel, gpu_transfer, Backend, Capture, Direction, Record, TimingSource};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -39,42 +41,34 @@ struct Gpu {
     tag: CudaFunction,
 }
 
-/// The GPU, or `None` (after saying why) where there is none.
-fn require_gpu() -> bool {
-    std::env::var_os("GPUSPAN_REQUIRE_GPU").is_some_and(|v| !v.is_empty() && v != "0")
-}
-
-fn gpu() -> Option<&'static Gpu> {
-    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
+/// The GPU; fails the test where there is none.
+fn gpu() -> &'static Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
     GPU.get_or_init(|| {
         if let Err(e) = gpuspan::cuda::probe() {
-            assert!(!require_gpu(), "GPUSPAN_REQUIRE_GPU is set but: {e}");
-            eprintln!("skipped: {e}");
-            return None;
+            panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
         }
         let ctx = CudaContext::new(0).expect("context");
         let stream = ctx.new_stream().expect("stream");
         let module = ctx.load_module(cudarc::nvrtc::compile_ptx(SRC).expect("NVRTC")).expect("module");
         let spin = module.load_function("spin").expect("spin");
         let tag = module.load_function("tag").expect("tag");
-        Some(Gpu { ctx, stream, spin, tag })
+        Gpu { ctx, stream, spin, tag }
     })
-    .as_ref()
 }
 
-/// The GPU, when CUPTI times this process.
-fn cupti_gpu() -> Option<&'static Gpu> {
-    if std::env::var_os("GPUSPAN_CHILD").is_some() {
-        return None;
-    }
-    let g = gpu()?;
+/// The GPU, with CUPTI timing this process; fails the test otherwise.
+fn cupti_gpu() -> &'static Gpu {
+    let g = gpu();
     let timing = gpuspan::cuda::start();
-    if timing != Timing::Cupti {
-        assert!(!require_gpu(), "GPUSPAN_REQUIRE_GPU is set but timing is {timing:?}");
-        eprintln!("skipped: CUDA is timed by {timing:?}, not CUPTI");
-        return None;
-    }
-    Some(g)
+    let notes = gpuspan::summary().notes;
+    assert_eq!(timing, Timing::Cupti, "this test needs CUPTI (libcupti on LD_LIBRARY_PATH): {notes:?}");
+    g
+}
+
+/// This process is the child a test started for `role`.
+fn is_child(role: &str) -> bool {
+    std::env::var("GPUSPAN_CHILD").as_deref() == Ok(role)
 }
 
 fn launch_spin(stream: &CudaStream, f: &CudaFunction, cycles: u64) {
@@ -126,28 +120,37 @@ fn spin_series(g: &Gpu, annotated: bool) {
     }
 }
 
-/// Runs one test of this binary in a child process and returns the line starting with `key=`.
+/// Runs one (ignored) test of this binary in a child process and returns the value of the line
+/// starting with `key=`.
 fn child(test: &str, env: &[(&str, &str)], key: &str) -> u64 {
     let exe = std::env::current_exe().expect("current exe");
     let mut cmd = std::process::Command::new(exe);
-    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"]);
+    cmd.args([test, "--exact", "--ignored", "--nocapture", "--test-threads=1"]);
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().expect("child test");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "child `{test}` failed:\n{text}");
+    assert!(out.status.success(), "child `{test}` failed ({}):\n{text}", out.status);
     text.lines()
         .find_map(|l| l.split_once(&format!("{key}=")).and_then(|(_, v)| v.split_whitespace().next()?.parse().ok()))
         .unwrap_or_else(|| panic!("child `{test}` printed no {key}=:\n{text}"))
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn spin_kernel_matches_raw_cupti_and_events_agree() {
+    const TEST: &str = "spin_kernel_matches_raw_cupti_and_events_agree";
+    if is_child("raw") {
+        return raw_cupti_child();
+    }
+    if is_child("events") {
+        return events_child();
+    }
     let _s = serial();
-    let Some(g) = cupti_gpu() else { return };
-    let raw = child("raw_cupti_child", &[("GPUSPAN_CHILD", "raw")], "RAW_MEDIAN_NS");
-    let events = child("events_child", &[("GPUSPAN_CHILD", "events"), ("GPUSPAN_CUPTI", "off")], "EVENT_MEDIAN_NS");
+    let g = cupti_gpu();
+    let raw = child(TEST, &[("GPUSPAN_CHILD", "raw")], "RAW_MEDIAN_NS");
+    let events = child(TEST, &[("GPUSPAN_CHILD", "events"), ("GPUSPAN_CUPTI", "off")], "EVENT_MEDIAN_NS");
 
     let capture = Capture::start();
     spin_series(g, true);
@@ -186,13 +189,9 @@ fn spin_kernel_matches_raw_cupti_and_events_agree() {
 }
 
 /// Child: the spin kernel timed by CUPTI directly, without gpuspan.
-#[test]
 fn raw_cupti_child() {
-    if std::env::var("GPUSPAN_CHILD").as_deref() != Ok("raw") {
-        return;
-    }
     gpuspan::set_enabled(false);
-    let g = gpu().expect("GPU");
+    let g = gpu();
     raw::start();
     spin_series(g, false);
     let d = raw::kernel_durations();
@@ -201,12 +200,8 @@ fn raw_cupti_child() {
 }
 
 /// Child: the spin kernel timed by gpuspan's CUDA-event fallback.
-#[test]
 fn events_child() {
-    if std::env::var("GPUSPAN_CHILD").as_deref() != Ok("events") {
-        return;
-    }
-    let g = gpu().expect("GPU");
+    let g = gpu();
     assert_eq!(gpuspan::cuda::start(), Timing::CudaEvent);
     let capture = Capture::start();
     spin_series(g, true);
@@ -297,9 +292,10 @@ fn d2d(stream: &Arc<CudaStream>, src: &CudaSlice<f32>, dst: &mut CudaSlice<f32>)
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn transfers_have_exact_bytes_memory_kinds_and_bandwidth() {
     let _s = serial();
-    let Some(g) = cupti_gpu() else { return };
+    let g = cupti_gpu();
     let n = 16 << 20; // 64 MiB of f32
     let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
     // SAFETY: filled before use.
@@ -368,9 +364,10 @@ fn sgemm(stream: &Arc<CudaStream>, blas: &CudaBlas, a: &CudaSlice<f32>, c: &mut 
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn cublas_kernels_attach_to_the_annotated_scope() {
     let _s = serial();
-    let Some(g) = cupti_gpu() else { return };
+    let g = cupti_gpu();
     let blas = CudaBlas::new(g.stream.clone()).expect("cuBLAS");
     let m = 1024;
     let a = g.stream.alloc_zeros::<f32>(m * m).expect("a");
@@ -416,9 +413,10 @@ fn outer(stream: &Arc<CudaStream>, tag: &CudaFunction) {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn nested_scopes_attribute_to_the_innermost_and_outside_work_is_unattributed() {
     let _s = serial();
-    let Some(g) = cupti_gpu() else { return };
+    let g = cupti_gpu();
     let capture = Capture::start();
     outer(&g.stream, &g.tag);
     launch_tag(&g.stream, &g.tag, (7, 7, 1));
@@ -437,9 +435,10 @@ fn tagged(stream: &Arc<CudaStream>, tag: &CudaFunction, t: u32, i: u32) {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn sixteen_threads_of_a_thousand_scopes_each_keep_their_kernels() {
     let _s = serial();
-    let Some(g) = cupti_gpu() else { return };
+    let g = cupti_gpu();
     const THREADS: u32 = 16;
     const SCOPES: u32 = 1000;
     let capture = Capture::start();
@@ -490,9 +489,10 @@ fn sixteen_threads_of_a_thousand_scopes_each_keep_their_kernels() {
 fn empty_scope() {}
 
 #[test]
+#[ignore = "needs a GPU"]
 fn what_a_scope_costs_on_the_host() {
     let _s = serial();
-    let Some(g) = cupti_gpu() else { return };
+    let g = cupti_gpu();
     let n = 20_000;
     let per = |f: &mut dyn FnMut()| {
         let t = Instant::now();
@@ -503,15 +503,159 @@ fn what_a_scope_costs_on_the_host() {
     };
     let capture = Capture::start();
     let empty = per(&mut || empty_scope());
+    let bare = per(&mut || bare_empty());
     let launch = per(&mut || launch_tag(&g.stream, &g.tag, (1, 1, 1)));
     let scoped = per(&mut || tagged(&g.stream, &g.tag, 0, 0));
     g.stream.synchronize().expect("sync");
     flush();
     assert_eq!(capture.of("tagged").len(), n);
     println!(
-        "host cost per call, CUPTI on, {n} calls: empty CUDA scope {empty:.0} ns; kernel launch {launch:.0} ns \
-         plain, {scoped:.0} ns inside a scope (+{:.0} ns)",
+        "host cost per call, CUPTI on, {n} calls: empty CUDA scope {empty:.0} ns, empty bare scope {bare:.0} ns; \
+         kernel launch {launch:.0} ns plain, {scoped:.0} ns inside a scope (+{:.0} ns)",
         scoped - launch
     );
+    assert!(bare < 50_000.0, "an empty bare scope costs {bare} ns");
     assert!(empty < 50_000.0, "an empty scope costs {empty} ns");
+}
+
+/// A bare annotation (no stream in the signature) on a function that makes its own stream.
+#[gpu_kernel]
+fn bare_own_stream(ctx: &Arc<CudaContext>, tag: &CudaFunction, n: u32) {
+    let stream = ctx.new_stream().expect("stream");
+    // Needed only without CUPTI; must be harmless with it.
+    gpuspan::cuda::attach(&stream);
+    for i in 0..n {
+        launch_tag(&stream, tag, (11, i + 1, 1));
+    }
+    stream.synchronize().expect("sync");
+}
+
+/// A bare annotation on a function that launches nothing.
+#[gpu_kernel]
+fn bare_empty() {}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn a_bare_function_gets_the_kernels_it_launches_on_its_own_stream() {
+    let _s = serial();
+    let g = cupti_gpu();
+    flush();
+    let capture = Capture::start();
+    bare_own_stream(&g.ctx, &g.tag, 3);
+    bare_empty();
+    flush();
+    let r = capture.of("bare_own_stream");
+    assert_eq!(r.len(), 1);
+    let r = &r[0];
+    assert_eq!(r.source(), TimingSource::Cupti);
+    assert_eq!(r.backend(), Backend::Cuda);
+    let grids: Vec<[u32; 3]> = kernels(r).into_iter().map(|k| k.1).collect();
+    assert_eq!(grids, vec![[11, 1, 1], [11, 2, 1], [11, 3, 1]]);
+    let leaked = capture.of("unattributed");
+    assert!(leaked.is_empty(), "GPU work left unattributed: {leaked:?}");
+    let empty = capture.of("bare_empty");
+    assert_eq!(empty.len(), 1);
+    assert_eq!(empty[0].source(), TimingSource::Host, "a bare call that launched nothing stays host-timed");
+    assert!(empty[0].gpu.is_none() && empty[0].activities.is_empty());
+    let summary = gpuspan::summary();
+    assert_eq!(summary.site("bare_own_stream").expect("row").backend_label(), "cuda (bare)");
+    assert_eq!(summary.site("bare_empty").expect("row").backend_label(), "host");
+    println!("bare_own_stream: {} ns on the GPU, kernels {:?}", r.duration_ns(), kernels(r));
+}
+
+/// A site that says it is CUDA but has no stream to name: `attach` gives it one.
+#[gpu_kernel(backend = cuda)]
+fn declared_own_stream(ctx: &Arc<CudaContext>, f: &CudaFunction) {
+    let stream = ctx.new_stream().expect("stream");
+    gpuspan::cuda::attach(&stream);
+    launch_spin(&stream, f, SPIN_CYCLES);
+    stream.synchronize().expect("sync");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn attach_gives_event_timing_a_stream_made_in_the_body() {
+    if is_child("attach") {
+        return attach_child();
+    }
+    let _s = serial();
+    let _ = gpu();
+    let ok = child(
+        "attach_gives_event_timing_a_stream_made_in_the_body",
+        &[("GPUSPAN_CHILD", "attach"), ("GPUSPAN_CUPTI", "off")],
+        "ATTACH_OK",
+    );
+    assert_eq!(ok, 1);
+}
+
+/// Child, under `GPUSPAN_CUPTI=off`: attached streams are timed by CUDA events.
+fn attach_child() {
+    let g = gpu();
+    assert_eq!(gpuspan::cuda::start(), Timing::CudaEvent);
+    let capture = Capture::start();
+    gpuspan::cuda::attach(&g.stream); // no scope open: nothing happens
+    bare_own_stream(&g.ctx, &g.tag, 2);
+    declared_own_stream(&g.ctx, &g.spin);
+    bare_empty();
+    flush();
+    for name in ["bare_own_stream", "declared_own_stream"] {
+        let r = capture.of(name);
+        assert_eq!(r.len(), 1, "{name}");
+        assert_eq!(r[0].source(), TimingSource::CudaEvent, "{name}");
+        assert_eq!(r[0].backend(), Backend::Cuda, "{name}");
+        let gpu = r[0].gpu.as_ref().expect("event timing");
+        assert!(gpu.busy_ns > 0 && gpu.busy_ns <= r[0].host.duration_ns() + gpu.clock_error_ns, "{name}: {r:?}");
+        println!("{name}: {} ns by CUDA events (host {} ns)", gpu.busy_ns, r[0].host.duration_ns());
+    }
+    let spin = &capture.of("declared_own_stream")[0];
+    assert!(spin.duration_ns() > 500_000, "the spin kernel (~1 ms) is inside the events: {spin:?}");
+    assert_eq!(capture.of("bare_empty")[0].source(), TimingSource::Host);
+    let notes = gpuspan::summary().notes;
+    assert!(!notes.iter().any(|n| n.contains("has no CUDA stream parameter")), "attach was not seen: {notes:?}");
+    println!("ATTACH_OK=1");
+}
+
+/// A bare async function whose launches straddle `.await`s, so that its polls run on
+/// different worker threads.
+#[gpu_kernel]
+async fn across_awaits(g: &'static Gpu, k: u32) {
+    let stream = g.ctx.new_stream().expect("stream");
+    launch_tag(&stream, &g.tag, (21, k, 1));
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    launch_tag(&stream, &g.tag, (21, k, 2));
+    tokio::task::yield_now().await;
+    launch_tag(&stream, &g.tag, (21, k, 3));
+    stream.synchronize().expect("sync");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn async_launches_across_awaits_on_a_multi_thread_runtime_are_attributed() {
+    let _s = serial();
+    let g = cupti_gpu();
+    flush();
+    const TASKS: u32 = 32;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_time().build().expect("runtime");
+    let capture = Capture::start();
+    rt.block_on(async {
+        let tasks: Vec<_> = (1..=TASKS).map(|k| tokio::spawn(across_awaits(g, k))).collect();
+        for t in tasks {
+            t.await.expect("task");
+        }
+    });
+    flush();
+    let records = capture.of("across_awaits");
+    assert_eq!(records.len(), TASKS as usize);
+    let mut seen = HashSet::new();
+    for r in &records {
+        assert_eq!(r.source(), TimingSource::Cupti);
+        let grids: Vec<[u32; 3]> = kernels(r).into_iter().map(|k| k.1).collect();
+        assert_eq!(grids.len(), 3, "three kernels per call: {grids:?}");
+        let k = grids[0][1];
+        assert!(seen.insert(k), "task {k} seen twice");
+        assert_eq!(grids, vec![[21, k, 1], [21, k, 2], [21, k, 3]]);
+    }
+    let leaked = capture.of("unattributed");
+    assert!(leaked.is_empty(), "GPU work left unattributed: {leaked:?}");
+    println!("{TASKS} async calls on 4 workers: each record holds its own 3 kernels, none unattributed");
 }

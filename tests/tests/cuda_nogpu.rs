@@ -1,5 +1,6 @@
 //! The CUDA feature where there may be no GPU (CI): CUDA sites still run, are recorded, timed on
-//! the host, and say why once. On a GPU machine the same tests check the CUPTI case instead.
+//! the host, and say why once, at the first CUDA call rather than at `init()`. On a GPU machine
+//! the same tests check the GPU case instead.
 #![cfg(feature = "cuda")]
 
 use cudarc::driver::CudaStream;
@@ -45,17 +46,59 @@ fn a_cuda_site_runs_and_is_recorded_whatever_the_machine() {
 #[test]
 fn without_a_driver_it_says_so_once_and_times_on_the_host() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Err(e) = gpuspan::cuda::probe() else {
-        eprintln!("a CUDA device is present: nothing to check here");
-        return;
-    };
-    assert!(matches!(e, CudaError::NoDriver | CudaError::NoDevice(_)));
-    assert_eq!(gpuspan::cuda::start(), Timing::Host);
+    let timing = gpuspan::cuda::start();
     no_stream(1);
     let notes = gpuspan::summary().notes;
     let said = notes.iter().filter(|n| n.contains("CUDA sites are timed on the host")).count();
-    assert_eq!(said, 1, "said once: {notes:?}");
-    if matches!(e, CudaError::NoDriver) {
-        assert!(notes.iter().any(|n| n.starts_with("no CUDA driver found: CUDA sites are timed on the host")));
+    match gpuspan::cuda::probe() {
+        Err(e) => {
+            assert!(matches!(e, CudaError::NoDriver | CudaError::NoDevice(_)));
+            assert_eq!(timing, Timing::Host);
+            assert_eq!(said, 1, "said once: {notes:?}");
+            if matches!(e, CudaError::NoDriver) {
+                assert!(notes.iter().any(|n| n.starts_with("no CUDA driver found: CUDA sites are timed on the host")));
+            }
+        }
+        // On a GPU machine: a device is used, and nothing claims otherwise.
+        Ok(devices) => {
+            assert!(!devices.is_empty());
+            assert_ne!(timing, Timing::Host);
+            assert_eq!(said, 0, "{notes:?}");
+        }
+    }
+}
+
+const LAZY: &str = "init_says_nothing_about_cuda_until_a_cuda_site_is_called";
+
+/// `init()` in a program with CUDA sites says nothing about CUDA; a missing driver is said at
+/// the first CUDA call, once. Runs in a child process: the choice is made once per process.
+#[test]
+fn init_says_nothing_about_cuda_until_a_cuda_site_is_called() {
+    if std::env::var("GPUSPAN_CHILD").as_deref() == Ok("lazy") {
+        let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
+        eprintln!("MARK init done");
+        match gpuspan::cuda::probe() {
+            // With a device (and a CUDA site compiled in) init starts CUDA timing, silently.
+            Ok(_) => assert!(gpuspan::cuda::timing().is_some()),
+            Err(_) => assert_eq!(gpuspan::cuda::timing(), None, "no driver: nothing started at init"),
+        }
+        no_stream(1);
+        eprintln!("MARK called");
+        drop(guard);
+        return;
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let out = std::process::Command::new(exe)
+        .args([LAZY, "--exact", "--nocapture", "--test-threads=1"])
+        .env("GPUSPAN_CHILD", "lazy")
+        .output()
+        .expect("child");
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "child failed:\n{text}{}", String::from_utf8_lossy(&out.stdout));
+    let (before, after) = text.split_once("MARK init done").expect("marker");
+    assert!(!before.contains("CUDA") && !before.contains("CUPTI"), "init spoke of CUDA:\n{before}");
+    if gpuspan::cuda::probe().is_err() {
+        let (call, _) = after.split_once("MARK called").expect("marker");
+        assert_eq!(call.matches("CUDA sites are timed on the host").count(), 1, "said at the first call:\n{text}");
     }
 }

@@ -45,6 +45,9 @@ pub(crate) struct EventScope {
     stream: usize,
     start: usize,
     anchor: Arc<Anchor>,
+    /// A stream handed over by `cuda::attach` was made in the call's body and is dropped at its
+    /// end, before the end event is recorded on it: kept alive until then.
+    keep: Option<Arc<CudaStream>>,
 }
 
 #[derive(Debug)]
@@ -121,11 +124,26 @@ pub(crate) fn start(stream: &CudaStream) -> Result<EventScope, result::DriverErr
     let start = take_event(s)?;
     // SAFETY: the event and the caller's stream are live in the bound context.
     unsafe { event::record(ev(start), stream.cu_stream())? };
-    Ok(EventScope { ctx: ctx.clone(), stream: stream.cu_stream() as usize, start, anchor: s.anchor.clone() })
+    Ok(EventScope {
+        ctx: ctx.clone(),
+        stream: stream.cu_stream() as usize,
+        start,
+        anchor: s.anchor.clone(),
+        keep: None,
+    })
+}
+
+/// [`start`] on a stream the call does not outlive (`cuda::attach`): it is kept until the end
+/// event is recorded.
+pub(crate) fn start_kept(stream: &Arc<CudaStream>) -> Result<EventScope, result::DriverError> {
+    let mut e = start(stream)?;
+    e.keep = Some(stream.clone());
+    Ok(e)
 }
 
 /// Records the end event and leaves the call to the events thread.
-pub(crate) fn finish(scope: EventScope, record: Record) {
+pub(crate) fn finish(mut scope: EventScope, record: Record) {
+    let keep = scope.keep.take();
     let end = (|| {
         scope.ctx.bind_to_thread()?;
         let e = {
@@ -137,6 +155,8 @@ pub(crate) fn finish(scope: EventScope, record: Record) {
         unsafe { event::record(ev(e), scope.stream as CUstream)? };
         Ok::<usize, result::DriverError>(e)
     })();
+    // The end event is recorded (or failed): an attached stream may go now.
+    drop(keep);
     match end {
         Ok(end) => {
             if let Ok(mut w) = WAITING.lock() {

@@ -1,7 +1,10 @@
 //! CUDA timing through cudarc, loaded at run time: the crate builds without a CUDA toolkit and an
 //! instrumented program runs unchanged where there is no GPU.
 //!
-//! Which source times a CUDA site is decided once, at the first CUDA call (or [`start`]):
+//! Which source times a CUDA site is decided once, at the first call of a CUDA site, at
+//! [`start`] or [`attach`], or at `gpuspan::init()` when the program has a CUDA site (or has
+//! already loaded libcuda) and a device is present; a program that never reaches CUDA is told
+//! nothing about it:
 //!
 //! | found | timing | `gpu.timing.source` |
 //! |---|---|---|
@@ -10,7 +13,10 @@
 //! | no driver or no device | the host clock | `host` |
 //!
 //! Each case is said once (stderr, or the `tracing` subscriber) and shown in the summary.
-//! See `docs/cuda.md` for how attribution works and what was measured.
+//! Once CUDA is timed, every scope takes part, bare ones (no stream in the signature)
+//! included: under CUPTI each pushes its correlation id, so the kernels of a bare
+//! `#[gpu_kernel]` are attributed to it; without CUPTI, [`attach`] hands a scope a stream
+//! created in its body. See `docs/cuda.md` for how attribution works and what was measured.
 
 pub(crate) mod cupti;
 pub(crate) mod events;
@@ -21,9 +27,11 @@ pub mod resources;
 use crate::diagnostics::note_once;
 use crate::record::DeviceLabel;
 use crate::scope::{Call, GpuScope, Scope};
-use crate::site::Site;
+use crate::site::{Backend, Site};
 use cudarc::driver::CudaStream;
-use std::sync::OnceLock;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 use tracing::Span;
 
 pub use resources::AsStream;
@@ -71,6 +79,12 @@ pub enum CudaError {
 }
 
 static TIMING: OnceLock<Timing> = OnceLock::new();
+/// What bare scopes (no stream in the signature) do: [`WATCH_OFF`] until CUDA timing started
+/// with a device, so a program without CUDA pays one relaxed load per scope and nothing more.
+static WATCH: AtomicU8 = AtomicU8::new(WATCH_OFF);
+const WATCH_OFF: u8 = 0;
+const WATCH_CUPTI: u8 = 1;
+const WATCH_EVENTS: u8 = 2;
 static PROBE: OnceLock<Result<Vec<DeviceLabel>, CudaError>> = OnceLock::new();
 
 /// Looks for a CUDA driver and devices without ever panicking (cudarc panics when libcuda is
@@ -109,30 +123,135 @@ pub(crate) fn devices() -> &'static [DeviceLabel] {
 }
 
 /// Chooses the timing source now instead of at the first CUDA call. Call it before launching
-/// work that no annotated function wraps if that work should be recorded too (as `unattributed`).
+/// work that no annotated function wraps if that work should be recorded too (as `unattributed`),
+/// and in a program whose CUDA functions are all bare `#[gpu_kernel]`s (no stream parameter),
+/// which nothing else starts CUDA timing for.
 pub fn start() -> Timing {
     *TIMING.get_or_init(|| {
-        let devices = match probe() {
-            Ok(d) => d.to_vec(),
-            Err(e) => {
-                note_once(e);
-                return Timing::Host;
-            }
+        let timing = choose();
+        let watch = match timing {
+            Timing::Cupti => WATCH_CUPTI,
+            Timing::CudaEvent => WATCH_EVENTS,
+            Timing::Host => WATCH_OFF,
         };
-        let off = std::env::var("GPUSPAN_CUPTI")
-            .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
-        if off {
-            note_once(CudaError::CuptiOff);
-            return Timing::CudaEvent;
-        }
-        match cupti::start(devices) {
-            Ok(_) => Timing::Cupti,
-            Err(e) => {
-                note_once(e);
-                Timing::CudaEvent
-            }
-        }
+        WATCH.store(watch, Ordering::Relaxed);
+        timing
     })
+}
+
+fn choose() -> Timing {
+    let devices = match probe() {
+        Ok(d) => d.to_vec(),
+        Err(e) => {
+            note_once(e);
+            return Timing::Host;
+        }
+    };
+    let off = std::env::var("GPUSPAN_CUPTI")
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
+    if off {
+        note_once(CudaError::CuptiOff);
+        return Timing::CudaEvent;
+    }
+    match cupti::start(devices) {
+        Ok(_) => Timing::Cupti,
+        Err(e) => {
+            note_once(e);
+            Timing::CudaEvent
+        }
+    }
+}
+
+/// The timing source, if it was chosen already (`None` before the first CUDA call).
+pub fn timing() -> Option<Timing> {
+    TIMING.get().copied()
+}
+
+/// `gpuspan::init()`: starts CUDA timing early (so that work launched before the first annotated
+/// call is seen, and CUPTI's start-up is not charged to that call) only in a program that uses
+/// CUDA: one with a CUDA site, or one that has loaded libcuda already, and a device present.
+/// Otherwise nothing happens and nothing is said: the first CUDA call decides, if one comes.
+pub(crate) fn start_at_init() {
+    if TIMING.get().is_some() {
+        return;
+    }
+    let cuda_site = crate::site::all_sites().iter().any(|s| s.desc.backend == Backend::Cuda && !is_own(s));
+    if (cuda_site || driver_loaded()) && probe().is_ok() {
+        start();
+    }
+}
+
+/// gpuspan's own sites (`unattributed`).
+fn is_own(site: &Site) -> bool {
+    site.desc.module_path.starts_with("gpuspan::")
+}
+
+/// Whether this process has loaded libcuda already (never loads it).
+fn driver_loaded() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        const RTLD_NOLOAD: std::ffi::c_int = 4;
+        cudarc::get_lib_name_candidates("cuda").iter().any(|name| {
+            let flags = libloading::os::unix::RTLD_LAZY | RTLD_NOLOAD;
+            // SAFETY: RTLD_NOLOAD only looks the library up; nothing is loaded or initialised.
+            unsafe { libloading::os::unix::Library::open(Some(name), flags) }.is_ok()
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// At shutdown: a program that used CUDA only through bare `#[gpu_kernel]`s, without ever
+/// starting CUDA timing, had its kernels go unseen. Say so once, with the fix.
+pub(crate) fn at_shutdown() {
+    if TIMING.get().is_some() {
+        return;
+    }
+    let bare_reached = crate::site::all_sites()
+        .iter()
+        .any(|s| s.desc.backend == Backend::Host && !is_own(s) && s.stats.totals().calls > 0);
+    if bare_reached && driver_loaded() {
+        note_once(
+            "this program used CUDA, but no annotated function names a CUDA stream, so gpuspan never started \
+             CUDA timing and their GPU work went unseen: call `gpuspan::cuda::start()` after `gpuspan::init()`",
+        );
+    }
+}
+
+/// Hands a stream created inside an annotated function to the innermost gpuspan scope open on
+/// this thread, for the case that scope could not be given one: without CUPTI
+/// (`GPUSPAN_CUPTI=off`, or no libcupti) a scope is timed by CUDA events on its stream, and a
+/// bare `#[gpu_kernel]` or one whose stream is made in its body has none. The call is timed
+/// from here to its end on that stream, which is kept alive until then (the body may drop it
+/// before the scope ends). With CUPTI (which sees every stream) or without a device it does
+/// nothing, as it does when no scope is open or the scope has a stream already.
+///
+/// ```ignore
+/// #[gpuspan::gpu_kernel]
+/// fn step(ctx: &Arc<CudaContext>) -> Result<(), DriverError> {
+///     let stream = ctx.new_stream()?;
+///     gpuspan::cuda::attach(&stream);
+///     // launches on `stream`
+///     Ok(())
+/// }
+/// ```
+pub fn attach(stream: &Arc<CudaStream>) {
+    if start() != Timing::CudaEvent {
+        return;
+    }
+    let _ = OPEN.try_with(|open| {
+        let Ok(mut open) = open.try_borrow_mut() else { return };
+        let Some(top) = open.last_mut() else { return };
+        if top.events.is_some() {
+            return;
+        }
+        match events::start_kept(stream) {
+            Ok(e) => top.events = Some(e),
+            Err(e) => note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host")),
+        }
+    });
 }
 
 /// What CUPTI attribution has done so far (`None` unless CUPTI times this process).
@@ -152,6 +271,41 @@ pub fn dump_note(text: impl Into<String>) {
     cupti::note(text.into());
 }
 
+/// Scopes open on this thread that CUDA events time (or could, once [`attach`] hands them a
+/// stream), innermost last. Only used without CUPTI.
+#[derive(Debug)]
+struct Open {
+    scope_id: u64,
+    events: Option<events::EventScope>,
+}
+
+thread_local! {
+    static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Puts a scope on this thread's list; gives the events back if the list is not available
+/// (the thread is ending).
+fn register(scope_id: u64, events: Option<events::EventScope>) -> Option<Option<events::EventScope>> {
+    let mut slot = Some(events);
+    let _ = OPEN.try_with(|open| {
+        if let (Ok(mut open), Some(events)) = (open.try_borrow_mut(), slot.take()) {
+            open.push(Open { scope_id, events });
+        }
+    });
+    slot
+}
+
+/// Takes a scope off this thread's list, with its events (`None` if it is not there).
+fn unregister(scope_id: u64) -> Option<Option<events::EventScope>> {
+    OPEN.try_with(|open| {
+        let mut open = open.try_borrow_mut().ok()?;
+        let i = open.iter().rposition(|o| o.scope_id == scope_id)?;
+        Some(open.remove(i).events)
+    })
+    .ok()
+    .flatten()
+}
+
 /// The CUDA part of an open scope.
 #[derive(Debug)]
 pub(crate) enum CudaScope {
@@ -159,53 +313,88 @@ pub(crate) enum CudaScope {
     Cupti {
         pushed: bool,
     },
-    Events(events::EventScope),
+    /// Without CUPTI: CUDA events on the site's stream, or on the one [`attach`] hands over.
+    /// While the scope runs on a thread its events are on that thread's [`OPEN`] list
+    /// (`parked: None`), while an async scope is suspended they are here.
+    Events {
+        parked: Option<Option<events::EventScope>>,
+        /// The site named a stream (so a missing one is not the site's fault).
+        named_stream: bool,
+    },
     Host,
 }
 
+// An async scope moves between threads with its future.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<CudaScope>();
+};
+
 impl CudaScope {
     #[inline]
-    fn start(site: &'static Site, scope_id: u64, stream: Option<&CudaStream>) -> CudaScope {
+    fn start(scope_id: u64, stream: Option<&CudaStream>) -> CudaScope {
         match start() {
             Timing::Cupti => CudaScope::Cupti { pushed: cupti::push(scope_id) },
-            Timing::CudaEvent => match stream {
-                Some(s) => match events::start(s) {
-                    Ok(e) => CudaScope::Events(e),
-                    Err(e) => {
-                        note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host"));
-                        CudaScope::Host
-                    }
-                },
-                None => {
-                    note_once(format_args!(
-                        "`{}` has no CUDA stream parameter: without CUPTI it is timed on the host; add \
-                         `stream = <expr>` to time it with CUDA events",
-                        site.desc.name
-                    ));
-                    CudaScope::Host
-                }
-            },
+            Timing::CudaEvent => {
+                let events = stream.and_then(|s| {
+                    events::start(s)
+                        .map_err(|e| {
+                            note_once(format_args!(
+                                "recording a CUDA event failed ({e:?}): a call is timed on the host"
+                            ))
+                        })
+                        .ok()
+                });
+                CudaScope::Events { parked: register(scope_id, events), named_stream: stream.is_some() }
+            }
             Timing::Host => CudaScope::Host,
         }
     }
 
+    /// A bare scope (no stream in the signature) in a process that times CUDA.
+    #[inline]
+    fn bare(scope_id: u64) -> CudaScope {
+        match WATCH.load(Ordering::Relaxed) {
+            WATCH_CUPTI => CudaScope::Cupti { pushed: cupti::push(scope_id) },
+            WATCH_EVENTS => CudaScope::Events { parked: register(scope_id, None), named_stream: false },
+            _ => CudaScope::Host,
+        }
+    }
+
     /// An async scope stops running on this thread (after a poll): CUPTI's correlation stack
-    /// is per thread, so the id comes off it until the next poll.
+    /// and the list [`attach`] looks at are per thread, so the scope leaves them until the
+    /// next poll.
     pub(crate) fn suspend(&mut self, scope_id: u64) {
-        if let CudaScope::Cupti { pushed } = self {
-            if *pushed {
-                cupti::pop(scope_id);
-                *pushed = false;
+        match self {
+            CudaScope::Cupti { pushed } => {
+                if *pushed {
+                    cupti::pop(scope_id);
+                    *pushed = false;
+                }
             }
+            CudaScope::Events { parked, .. } => {
+                if parked.is_none() {
+                    *parked = Some(unregister(scope_id).flatten());
+                }
+            }
+            CudaScope::Host => {}
         }
     }
 
     /// An async scope runs again, perhaps on another thread (before a poll).
     pub(crate) fn resume(&mut self, scope_id: u64) {
-        if let CudaScope::Cupti { pushed } = self {
-            if !*pushed {
-                *pushed = cupti::push(scope_id);
+        match self {
+            CudaScope::Cupti { pushed } => {
+                if !*pushed {
+                    *pushed = cupti::push(scope_id);
+                }
             }
+            CudaScope::Events { parked, .. } => {
+                if let Some(events) = parked.take() {
+                    *parked = register(scope_id, events);
+                }
+            }
+            CudaScope::Host => {}
         }
     }
 
@@ -216,9 +405,29 @@ impl CudaScope {
                 if pushed {
                     cupti::pop(call.scope_id);
                 }
+                // A call that launched nothing keeps its host timing (resolve::finish).
                 cupti::ended(call);
             }
-            CudaScope::Events(e) => events::finish(e, call.into_record()),
+            CudaScope::Events { parked, named_stream } => {
+                let events = match parked {
+                    Some(events) => events,
+                    None => unregister(call.scope_id).flatten(),
+                };
+                match events {
+                    Some(e) => events::finish(e, call.into_record()),
+                    None => {
+                        if !named_stream && call.site.desc.backend == Backend::Cuda {
+                            note_once(format_args!(
+                                "`{}` has no CUDA stream parameter: without CUPTI it is timed on the host; add \
+                                 `stream = <expr>`, or call `gpuspan::cuda::attach(&stream)` in its body, to time it \
+                                 with CUDA events",
+                                call.site.desc.name
+                            ));
+                        }
+                        crate::pipeline::submit(call.into_record());
+                    }
+                }
+            }
             CudaScope::Host => crate::pipeline::submit(call.into_record()),
         }
     }
@@ -228,6 +437,21 @@ impl Scope {
     /// Opens the scope of a CUDA site; `stream` is the site's stream, if it names one.
     #[inline]
     pub fn cuda(site: &'static Site, span: Span, bytes: Option<u64>, stream: Option<&CudaStream>) -> Scope {
-        Scope::open(site, span, bytes, |id| GpuScope::Cuda(CudaScope::start(site, id, stream)))
+        Scope::open(site, span, bytes, |id| GpuScope::Cuda(CudaScope::start(id, stream)))
     }
+
+    /// The scope of a bare site (no GPU resource in its signature) once CUDA is timed: under
+    /// CUPTI the CUDA work it launches is attributed to it; a call that launched none stays
+    /// host-timed.
+    #[inline(never)]
+    pub(crate) fn cuda_watched(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+        Scope::open(site, span, bytes, |id| GpuScope::Cuda(CudaScope::bare(id)))
+    }
+}
+
+/// Whether bare scopes take part in CUDA timing: one relaxed load, false unless CUDA timing
+/// started with a device.
+#[inline(always)]
+pub(crate) fn watching() -> bool {
+    WATCH.load(Ordering::Relaxed) != WATCH_OFF
 }

@@ -35,6 +35,17 @@ impl SiteSummary {
         (self.bytes > 0 && self.total_ns > 0).then(|| self.bytes as f64 * 1e9 / self.total_ns as f64)
     }
 
+    /// The site's backend as declared, except for a bare site (no GPU resource in its
+    /// signature) some of whose calls CUDA timing found GPU work in: `cuda (bare)`.
+    pub fn backend_label(&self) -> &'static str {
+        let cuda = self.sources.iter().any(|s| matches!(s, TimingSource::Cupti | TimingSource::CudaEvent));
+        if self.site.desc.backend == crate::site::Backend::Host && cuda {
+            "cuda (bare)"
+        } else {
+            self.site.desc.backend.as_str()
+        }
+    }
+
     #[cfg(feature = "enabled")]
     fn of(site: &'static Site) -> Self {
         let t = site.stats.totals();
@@ -136,7 +147,7 @@ impl fmt::Display for Summary {
                 let is_transfer = s.site.desc.kind == SiteKind::Transfer;
                 [
                     s.site.desc.name.to_owned(),
-                    format!("{}/{}", s.site.desc.kind.as_str(), s.site.desc.backend.as_str()),
+                    format!("{}/{}", s.site.desc.kind.as_str(), s.backend_label()),
                     format!("{}{errors}", s.calls),
                     format::duration(s.total_ns),
                     format::duration(s.total_ns / s.calls.max(1)),

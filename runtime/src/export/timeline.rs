@@ -105,7 +105,7 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
         let tid = gpu_tid(device, None);
         gpu_tracks.entry(tid).or_insert_with(|| {
             let label = gpu.device.as_ref().map_or_else(|| "GPU".to_owned(), |d| format!("GPU {}: {}", d.id, d.name));
-            format!("{label} ({})", r.site.desc.backend.as_str())
+            format!("{label} ({})", r.backend().as_str())
         });
         events.push(json!({
             "ph": "X", "name": name, "cat": format!("gpu.{cat}"), "pid": GPU_PID, "tid": tid,

@@ -92,7 +92,7 @@ impl SpansSink {
     fn activity_attributes(record: &Record, act: &Activity) -> Vec<KeyValue> {
         let mut a = vec![
             KeyValue::new(ROLE, "activity"),
-            KeyValue::new("gpu.backend", record.site.desc.backend.as_str()),
+            KeyValue::new("gpu.backend", record.backend().as_str()),
             KeyValue::new("gpu.timing.source", record.source().as_str()),
         ];
         let d = act.interval.duration_ns();
