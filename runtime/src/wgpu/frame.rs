@@ -158,17 +158,8 @@ impl Frame {
     /// thread. Returns `true` when the scope owns the frame (it was the outermost), and then the
     /// frame is no longer any thread's; `false` when the scope was nested in another's frame.
     pub fn detach_from_thread(self: &Arc<Self>) -> bool {
-        CURRENT.with(|c| {
-            let mut c = c.borrow_mut();
-            let Some(i) = c.iter().position(|(f, _)| Arc::ptr_eq(f, self)) else { return false };
-            c[i].1 -= 1;
-            if c[i].1 == 0 {
-                c.remove(i);
-                true
-            } else {
-                false
-            }
-        })
+        // Leaving the last nesting level takes the frame off this thread's stack.
+        self.leave()
     }
 
     /// Leaves one nesting level on this thread; `true` when it was the outermost scope.
