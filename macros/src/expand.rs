@@ -66,14 +66,7 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
     let plan = validate::plan(kind, args, &func)?;
     let krate = &plan.krate;
     let ScopeParts { p, prelude, enter } = scope_parts(&plan, &format!("{macro_name}!({})", name.value()));
-    let recorder = match &plan.resource {
-        Resource::WgpuRecorder { recorder, .. } => Some(user_call(&p, quote!(as_recorder), recorder)),
-        _ => None,
-    };
-    let exit = match &recorder {
-        Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&__gpuspan_out)).gpuspan_exit(), #r)),
-        None => quote!(__gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit())),
-    };
+    let (recorder, exit) = recorder_and_exit(&plan, &p);
     let mut timed = block.clone();
     // `return` leaves the enclosing function, whose type the block cannot name: only `?` is
     // inspected (its operand's type is known), every other exit just closes the scope.
@@ -330,14 +323,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         return func.into_token_stream();
     }
 
-    let recorder = match &plan.resource {
-        Resource::WgpuRecorder { recorder, .. } => Some(user_call(&p, quote!(as_recorder), recorder)),
-        _ => None,
-    };
-    let exit = match &recorder {
-        Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&__gpuspan_out)).gpuspan_exit(), #r)),
-        None => quote!(__gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit())),
-    };
+    let (recorder, exit) = recorder_and_exit(plan, &p);
     let diverges = matches!(&func.sig.output, ReturnType::Type(_, t) if matches!(**t, Type::Never(_)));
     let named_return = match &func.sig.output {
         ReturnType::Type(_, ty) if !contains_impl_trait(ty) => Some(quote!(: #ty)),
@@ -433,6 +419,20 @@ fn respan(tokens: &TokenStream, span: proc_macro2::Span) -> TokenStream {
             tt
         })
         .collect()
+}
+
+/// The recorder expression (when the scope's queries are in one) and the statement that hands
+/// the scope the value leaving the timed code, closing the query in the recorder if any.
+fn recorder_and_exit(plan: &Plan, p: &TokenStream) -> (Option<TokenStream>, TokenStream) {
+    let recorder = match &plan.resource {
+        Resource::WgpuRecorder { recorder, .. } => Some(user_call(p, quote!(as_recorder), recorder)),
+        _ => None,
+    };
+    let exit = match &recorder {
+        Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&__gpuspan_out)).gpuspan_exit(), #r)),
+        None => quote!(__gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit())),
+    };
+    (recorder, exit)
 }
 
 fn contains_impl_trait(ty: &Type) -> bool {

@@ -70,7 +70,7 @@ pub(crate) fn note_once(message: impl fmt::Display) {
         if tracing::dispatcher::has_been_set() {
             tracing::warn!(target: "gpuspan", "{message}");
         } else {
-            eprintln!("gpuspan: {message}");
+            say(format_args!("gpuspan: {message}"));
         }
     }
 }
@@ -78,4 +78,11 @@ pub(crate) fn note_once(message: impl fmt::Display) {
 /// Everything said so far, for the summary.
 pub(crate) fn notes() -> Vec<String> {
     NOTES.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
+}
+
+/// Writes one line to stderr, ignoring errors: a closed or full stderr must not panic the
+/// program (`eprintln!` does). Every line gpuspan prints goes through here.
+pub(crate) fn say(line: fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

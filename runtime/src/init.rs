@@ -235,23 +235,26 @@ mod imp {
                 let sink: Arc<dyn Sink> = t.clone();
                 pipeline::remove_sink(&sink);
                 match t.write_file(&path) {
-                    Ok(()) => eprintln!(
+                    Ok(()) => crate::diagnostics::say(format_args!(
                         "gpuspan: timeline with {} calls written to {} (open it in https://ui.perfetto.dev)",
                         t.len(),
                         path.display()
-                    ),
-                    Err(e) => eprintln!("gpuspan: could not write the timeline to {}: {e}", path.display()),
+                    )),
+                    Err(e) => crate::diagnostics::say(format_args!(
+                        "gpuspan: could not write the timeline to {}: {e}",
+                        path.display()
+                    )),
                 }
             }
             #[cfg(feature = "otlp")]
             if let Some(o) = self.otlp.take() {
                 let to = o.destination();
-                eprintln!("gpuspan: OTLP export to {to}: {}", o.shutdown());
+                crate::diagnostics::say(format_args!("gpuspan: OTLP export to {to}: {}", o.shutdown()));
             }
             #[cfg(feature = "cuda")]
             crate::cuda::at_shutdown();
             if self.summary {
-                eprint!("{}", crate::summary());
+                crate::diagnostics::say(format_args!("{}", crate::summary().to_string().trim_end()));
             }
         }
     }
