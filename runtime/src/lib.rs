@@ -44,8 +44,15 @@
 //! - `nvml`: device discovery and metrics through NVML, loaded at run time. For now it also
 //!   turns `enabled` on.
 //!
+//! For tests, `testing` adds `Capture` (every finished call as a record, to assert on), the
+//! record model (`gpuspan::record`), the clock records are on, and gpuspan's own diagnostics; it
+//! turns nothing on. Enable it in `[dev-dependencies]`.
+//!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Every public item is documented and every `pub` is reachable: the public API is what the docs
+// show, and nothing more.
+#![warn(missing_docs, unreachable_pub)]
 
 /// Times a function that encodes or launches GPU work.
 ///
@@ -124,18 +131,37 @@ mod aggregate;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+mod site;
+
+// The record model is what a test sees of a call (`Capture`), so it is public with the
+// `testing` feature; a program sees sites, summaries, spans and the timeline.
+#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 pub mod memory;
+#[cfg(not(feature = "testing"))]
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[allow(unreachable_pub)]
+mod memory;
+#[cfg(feature = "testing")]
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 pub mod record;
+#[cfg(not(feature = "testing"))]
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
-mod site;
+#[allow(unreachable_pub)]
+mod record;
 
 // The behaviour: with `enabled` off each of these is its no-op twin under `off/`, with the
 // same signatures.
-#[cfg(feature = "enabled")]
+#[cfg(all(feature = "enabled", feature = "testing"))]
 mod capture;
+#[cfg(feature = "testing")]
 #[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
 pub mod clock;
+// `now_ns` is for the backends and exporters, which may all be compiled out.
+#[cfg(not(feature = "testing"))]
+#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
+#[allow(dead_code, unreachable_pub)]
+mod clock;
 #[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
 mod diagnostics;
 #[cfg(feature = "enabled")]
@@ -146,7 +172,9 @@ mod future;
 mod off;
 #[cfg(feature = "enabled")]
 mod pipeline;
+// Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(feature = "enabled")]
+#[allow(missing_docs)]
 mod probe;
 #[cfg(feature = "enabled")]
 mod sampling;
@@ -170,22 +198,25 @@ pub mod monitor;
 
 pub use {
     export::summary::{SiteSummary, Summary},
-    record::{Record, TimingSource},
+    record::{DeviceLabel, TimingSource},
     site::{Backend, Direction, Site, SiteDesc, SiteKind},
 };
 
 #[cfg(feature = "enabled")]
 pub use {
-    capture::Capture,
     export::summary::summary,
     flush::{flush, flush_timeout},
-    sampling::DEFAULT_THRESHOLD_US,
-    site::all_sites,
     switch::set_enabled,
 };
 
 #[cfg(not(feature = "enabled"))]
-pub use off::{all_sites, flush, flush_timeout, set_enabled, summary, Capture, DEFAULT_THRESHOLD_US};
+pub use off::{flush, flush_timeout, set_enabled, summary};
+
+#[cfg(all(feature = "testing", feature = "enabled"))]
+pub use {capture::Capture, record::Record};
+
+#[cfg(all(feature = "testing", not(feature = "enabled")))]
+pub use {off::Capture, record::Record};
 
 /// OpenTelemetry export over OTLP: spans with GPU timestamps, metrics for every call.
 #[cfg(feature = "otlp")]

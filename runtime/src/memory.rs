@@ -7,7 +7,9 @@
 /// One reading. A field is `None` where it cannot be read: RSS off Linux, device memory without
 /// the `nvml` feature or without NVML.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MemoryMark {
+    /// The process's resident set (`VmRSS`), Linux only.
     pub process_rss_bytes: Option<u64>,
     /// Summed over every GPU NVML sees.
     pub device_used_bytes: Option<u64>,

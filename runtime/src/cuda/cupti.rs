@@ -319,6 +319,7 @@ pub(crate) fn ended(call: Call) {
 }
 
 /// Writes a line into the CUPTI dump, if one is being written (what a capture was doing).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn note(text: String) {
     if let Some(tx) = TX.get() {
         let _ = tx.send(Msg::Note(text));
@@ -326,6 +327,7 @@ pub(crate) fn note(text: String) {
 }
 
 /// What the resolver has done so far.
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn counts() -> Option<Counts> {
     Some(LIVE.get()?.lock().ok()?.resolver.counts())
 }

@@ -534,7 +534,8 @@ pub mod dump {
         }
     }
 
-    /// A dump that cannot be read.
+    /// A dump that cannot be read. Reading is replay's business (tests), writing the live one's.
+    #[cfg(any(test, feature = "testing"))]
     #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
     pub enum DumpError {
         #[error("not a gpuspan CUPTI dump (it must start with {MAGIC:?}); write one with GPUSPAN_CUPTI_DUMP=<path>")]
@@ -545,11 +546,13 @@ pub mod dump {
         Tag { tag: u8, at: usize },
     }
 
+    #[cfg(any(test, feature = "testing"))]
     struct Reader<'a> {
         b: &'a [u8],
         at: usize,
     }
 
+    #[cfg(any(test, feature = "testing"))]
     impl Reader<'_> {
         fn take(&mut self, n: usize) -> Result<&[u8], DumpError> {
             let end = self.at.checked_add(n).filter(|e| *e <= self.b.len()).ok_or(DumpError::Truncated(self.at))?;
@@ -570,6 +573,7 @@ pub mod dump {
     }
 
     /// Reads every frame of a dump.
+    #[cfg(any(test, feature = "testing"))]
     pub fn read(b: &[u8]) -> Result<Vec<Frame>, DumpError> {
         if !b.starts_with(MAGIC) {
             return Err(DumpError::Magic);

@@ -5,6 +5,6 @@ pub(crate) mod format;
 #[cfg(feature = "otlp")]
 #[cfg_attr(not(feature = "enabled"), path = "../off/otlp.rs")]
 pub mod otlp;
-pub mod summary;
+pub(crate) mod summary;
 #[cfg(feature = "enabled")]
 pub(crate) mod timeline;

@@ -8,24 +8,35 @@ use std::fmt;
 
 /// Aggregates of one site at the time the summary was taken.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SiteSummary {
+    /// The annotated function.
     pub site: &'static Site,
+    /// Calls finished.
     pub calls: u64,
+    /// Calls that returned `Err` or panicked.
     pub errors: u64,
     /// Sum of the calls' durations (GPU time where measured, else host time).
     pub total_ns: u64,
+    /// Shortest call.
     pub min_ns: u64,
+    /// Median call (from a histogram: within a few percent).
     pub p50_ns: u64,
+    /// 99th percentile call (from the same histogram).
     pub p99_ns: u64,
+    /// Longest call.
     pub max_ns: u64,
     /// Sum of the calls' host-side durations.
     pub host_total_ns: u64,
+    /// Bytes moved, summed over the calls of a transfer.
     pub bytes: u64,
+    /// Where the calls' times came from (more than one when a fallback was needed).
     pub sources: Vec<TimingSource>,
     /// Some calls were timed by bracketing the queue: their GPU time is an upper bound.
     pub bracketed: bool,
     /// `track_memory` sites: the largest growth of device memory / process RSS over one call.
     pub device_delta_max_bytes: Option<i64>,
+    /// The largest growth of the process's resident set over one call.
     pub rss_delta_max_bytes: Option<i64>,
 }
 
@@ -70,6 +81,7 @@ impl SiteSummary {
 
 /// A snapshot of everything gpuspan measured so far.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Summary {
     /// Sites that were called, most total time first.
     pub reached: Vec<SiteSummary>,

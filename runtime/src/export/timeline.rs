@@ -24,21 +24,21 @@ pub(crate) struct Timeline {
 }
 
 impl Timeline {
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Timeline { records: Mutex::new(Vec::new()), capacity }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.records.lock().map_or(0, |r| r.len())
     }
 
     /// Writes the timeline as JSON to `out`.
-    pub fn write_json(&self, out: impl Write) -> io::Result<()> {
+    pub(crate) fn write_json(&self, out: impl Write) -> io::Result<()> {
         let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
         write_events(&records, out)
     }
 
-    pub fn write_file(&self, path: &Path) -> io::Result<()> {
+    pub(crate) fn write_file(&self, path: &Path) -> io::Result<()> {
         let file = std::fs::File::create(path)?;
         let mut w = BufWriter::new(file);
         self.write_json(&mut w)?;

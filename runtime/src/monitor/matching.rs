@@ -19,7 +19,7 @@ pub(super) struct PciAddress {
 }
 
 impl PciAddress {
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(super) fn parse(s: &str) -> Option<Self> {
         let s = s.trim();
         let (rest, function) = s.rsplit_once('.')?;
         let mut parts = rest.rsplit(':');
@@ -46,8 +46,8 @@ pub(super) enum MatchedBy {
 }
 
 impl MatchedBy {
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
-    pub fn as_str(self) -> &'static str {
+    #[cfg_attr(not(all(feature = "wgpu", any(test, feature = "testing"))), allow(dead_code))]
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             MatchedBy::Uuid => "uuid",
             MatchedBy::PciAddress => "pci_bus_id",
@@ -139,7 +139,7 @@ mod cuda {
 
     static IDENTITIES: OnceLock<Vec<Identity>> = OnceLock::new();
 
-    pub fn identity(ordinal: u32) -> Option<Identity> {
+    pub(super) fn identity(ordinal: u32) -> Option<Identity> {
         IDENTITIES.get_or_init(read).get(ordinal as usize).cloned()
     }
 
@@ -180,29 +180,39 @@ mod cuda {
 use self::wgpu_adapters::wgpu_identity;
 #[cfg(feature = "wgpu")]
 pub(crate) use self::wgpu_adapters::wgpu_registered;
-#[cfg(feature = "wgpu")]
+#[cfg(all(feature = "wgpu", feature = "testing"))]
 pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
 
 #[cfg(feature = "wgpu")]
 mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
-    use super::{find, Identity, PciAddress};
-    use crate::monitor::GpuInfo;
+    use super::{Identity, PciAddress};
     use std::sync::RwLock;
+    #[cfg(any(test, feature = "testing"))]
+    use {super::find, crate::monitor::GpuInfo};
 
-    /// A wgpu adapter, and the NVML device it is when one matches.
+    /// A wgpu adapter, and the NVML device it is when one matches: a diagnostic of the matching
+    /// (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
     #[derive(Debug, Clone, PartialEq)]
     #[non_exhaustive]
     pub struct AdapterDescription {
+        /// The adapter's name.
         pub name: String,
         /// The vendor's name where the PCI vendor id is a known one, else the id in hex.
         pub vendor: String,
+        /// The PCI vendor id.
         pub vendor_id: u32,
+        /// The PCI device id.
         pub device_id: u32,
+        /// Discrete, integrated, virtual, CPU.
         pub device_type: String,
+        /// Vulkan, Metal, DX12, GL.
         pub backend: String,
+        /// The driver's name.
         pub driver: String,
+        /// The driver's version text.
         pub driver_info: String,
         /// Where the backend reports it (Vulkan with `VK_EXT_pci_bus_info`).
         pub pci_bus_id: Option<String>,
@@ -222,6 +232,7 @@ mod wgpu_adapters {
     }
 
     /// PCI vendor ids of GPU makers, and Vulkan's ids for vendors without one.
+    #[cfg(any(test, feature = "testing"))]
     fn vendor_name(id: u32) -> Option<&'static str> {
         Some(match id {
             0x10de => "NVIDIA",
@@ -239,8 +250,9 @@ mod wgpu_adapters {
     }
 
     /// Describes `info` and finds its NVML device (NVML is loaded on first use).
+    #[cfg(any(test, feature = "testing"))]
     pub fn describe_adapter(info: &wgpu::AdapterInfo) -> AdapterDescription {
-        let gpus = crate::monitor::discover().unwrap_or_default();
+        let gpus = crate::monitor::discover_now().unwrap_or_default();
         let found = find(&identity(info), gpus.iter());
         AdapterDescription {
             name: info.name.clone(),

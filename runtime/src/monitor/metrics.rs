@@ -79,7 +79,7 @@ fn each<T>(o: &dyn AsyncInstrument<T>, extra: &[KeyValue], value: impl Fn(&View,
 /// | `gpuspan.gpu.power.limit` | gauge, W | enforced power limit |
 /// | `gpuspan.gpu.clock.sm`, `gpuspan.gpu.clock.memory` | gauge, MHz | clocks |
 /// | `gpuspan.gpu.throttled` | gauge, 1 | 1 while `gpuspan.gpu.throttle_reason` holds the clocks back, else 0 |
-pub fn register_metrics(meter: &Meter) {
+pub(crate) fn register_metrics(meter: &Meter) {
     let ratio = |pct: Option<u32>| pct.map(|p| f64::from(p) / 100.0);
     let bytes = |b: Option<u64>| b.and_then(|b| i64::try_from(b).ok());
     meter

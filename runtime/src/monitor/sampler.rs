@@ -44,13 +44,19 @@ pub struct Sample {
     pub gpu_utilization_pct: Option<u32>,
     /// Percent of the last sample period in which device memory was read or written.
     pub memory_utilization_pct: Option<u32>,
+    /// Device memory in use.
     pub memory_used_bytes: Option<u64>,
+    /// Device memory free.
     pub memory_free_bytes: Option<u64>,
+    /// GPU die temperature, °C.
     pub temperature_c: Option<u32>,
+    /// Power drawn, W.
     pub power_w: Option<f64>,
     /// The enforced power limit.
     pub power_limit_w: Option<f64>,
+    /// SM clock, MHz.
     pub sm_clock_mhz: Option<u32>,
+    /// Memory clock, MHz.
     pub memory_clock_mhz: Option<u32>,
     /// Bytes per second the GPU sent over PCIe (to the host), averaged since the previous PCIe
     /// reading (GPM, counters) or over a 20 ms look (windowed).
@@ -59,8 +65,9 @@ pub struct Sample {
     pub pcie_rx_bytes_per_s: Option<f64>,
     /// The link's generation and width (read at most once a second).
     pub pcie_generation: Option<u32>,
+    /// The link's width in lanes (read at most once a second).
     pub pcie_width: Option<u32>,
-    /// NVML's clock throttle reason bits; [`throttle_reason_names`] reads them.
+    /// NVML's clock throttle reason bits (spans and the summary show them by name).
     pub throttle_reasons: Option<u64>,
 }
 
@@ -71,7 +78,7 @@ impl Timed for Sample {
 }
 
 /// NVML's clock throttle reasons (`nvmlClocksThrottleReason*`, stable values) and their names.
-pub const THROTTLE_REASONS: [(u64, &str); 9] = [
+pub(crate) const THROTTLE_REASONS: [(u64, &str); 9] = [
     (0x1, "gpu_idle"),
     (0x2, "applications_clocks_setting"),
     (0x4, "sw_power_cap"),
@@ -84,7 +91,7 @@ pub const THROTTLE_REASONS: [(u64, &str); 9] = [
 ];
 
 /// The names of the reasons set in `bits` (unknown bits are left out).
-pub fn throttle_reason_names(bits: u64) -> Vec<&'static str> {
+pub(crate) fn throttle_reason_names(bits: u64) -> Vec<&'static str> {
     THROTTLE_REASONS.iter().filter(|(bit, _)| bits & bit != 0).map(|(_, name)| *name).collect()
 }
 
@@ -92,8 +99,11 @@ pub fn throttle_reason_names(bits: u64) -> Vec<&'static str> {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct SamplerStats {
+    /// The grid rounds sit on.
     pub interval: Duration,
+    /// The thread is still sampling.
     pub running: bool,
+    /// GPUs sampled.
     pub devices: usize,
     /// Rounds taken after the first (which is part of the setup); each reads every device.
     pub rounds: u64,
@@ -107,7 +117,9 @@ pub struct SamplerStats {
     /// CPU time spent once, before `wall` starts: loading NVML, describing the devices, and a
     /// first round that makes every reading to learn what each costs.
     pub setup_cpu: Option<Duration>,
+    /// Mean wall time of a round.
     pub mean_round: Duration,
+    /// Longest round.
     pub max_round: Duration,
     /// Where PCIe throughput comes from: `gpm`, `counters`, `windowed` (NVML's 20 ms query),
     /// `none`, or `mixed` when devices differ.
@@ -126,7 +138,7 @@ impl SamplerStats {
     }
 }
 
-/// The sampler's running counts, shared with [`super::sampler_stats`].
+/// The sampler's running counts, read by the summary and the `testing` diagnostics.
 #[derive(Debug, Default)]
 pub(super) struct Counters {
     rounds: AtomicU64,
@@ -144,7 +156,7 @@ pub(super) struct Counters {
 }
 
 impl Counters {
-    pub fn stats(&self, config: &MonitorConfig, running: bool) -> SamplerStats {
+    pub(super) fn stats(&self, config: &MonitorConfig, running: bool) -> SamplerStats {
         let rounds = self.rounds.load(Relaxed);
         let ended = *self.ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (wall, cpu) = match (ended, self.started.get()) {
@@ -175,7 +187,7 @@ impl Counters {
     }
 
     /// Mean time between rounds so far (the interval before the first).
-    pub fn spacing(&self, interval: Duration) -> Duration {
+    pub(super) fn spacing(&self, interval: Duration) -> Duration {
         let rounds = self.rounds.load(Relaxed);
         match self.started.get() {
             Some((start, _)) if rounds > 0 => (start.elapsed() / rounds as u32).max(interval),
@@ -415,10 +427,13 @@ struct Schedule {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct QueryStats {
+    /// The reading (`utilization`, `memory`, `pcie_gpm`, ...).
     pub name: &'static str,
+    /// Readings made.
     pub calls: u64,
     /// Sampler-thread CPU time per reading (the first, cold reading of each kind included).
     pub mean_cpu: Duration,
+    /// The dearest reading.
     pub max_cpu: Duration,
     /// Read at most this often (one interval, or a second for what changes slowly).
     pub min_period: Duration,

@@ -15,7 +15,7 @@ use crate::site::{Direction, SiteKind};
 /// | `gpu.device.sm_clock_mhz`, `gpu.device.memory_clock_mhz` | same |
 /// | `gpu.device.temperature_c`, `gpu.device.power_w`, `gpu.device.power_limit_w` | same |
 /// | `gpu.device.utilization`, `gpu.device.throttle_reasons` | same |
-pub fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
+pub(crate) fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
     let mut a = Vec::new();
     let Some(shared) = super::current() else {
         return a;

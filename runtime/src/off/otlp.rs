@@ -14,7 +14,6 @@ pub use config::{OtlpConfig, Protocol};
 pub use layer::{AppSpans, OtlpLayer};
 pub use report::{ExportStats, OtlpError, ShutdownReport};
 
-use crate::record::Record;
 use opentelemetry_sdk::trace::SdkTracer;
 use std::time::Duration;
 use tracing::Subscriber;
@@ -49,7 +48,8 @@ impl Otlp {
     }
 
     /// Does nothing without the `enabled` feature.
-    pub fn export(&self, _record: &Record) {}
+    #[cfg(feature = "testing")]
+    pub fn export(&self, _record: &crate::Record) {}
 
     /// The configuration it was started with.
     pub fn config(&self) -> &OtlpConfig {

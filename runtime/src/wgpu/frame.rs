@@ -92,7 +92,7 @@ impl Drop for ExecutedSignal {
 impl Frame {
     /// The frame this thread is recording for `device`, or a new one; `None` when too many are
     /// in flight (counted).
-    pub fn enter(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
+    pub(super) fn enter(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
         let current = CURRENT.with(|c| {
             let mut c = c.borrow_mut();
             c.iter_mut().find(|(f, _)| Arc::ptr_eq(&f.device, device)).map(|(f, depth)| {
@@ -157,7 +157,7 @@ impl Frame {
     /// suspended: other scopes on this thread would join it, and the scope may resume on another
     /// thread. Returns `true` when the scope owns the frame (it was the outermost), and then the
     /// frame is no longer any thread's; `false` when the scope was nested in another's frame.
-    pub fn detach_from_thread(self: &Arc<Self>) -> bool {
+    pub(super) fn detach_from_thread(self: &Arc<Self>) -> bool {
         // Leaving the last nesting level takes the frame off this thread's stack.
         self.leave()
     }
@@ -178,7 +178,7 @@ impl Frame {
     }
 
     /// Opens a query in `recorder` for the scope `scope_id`.
-    pub fn begin<R: super::Recorder>(&self, scope_id: u64, recorder: &mut R) -> Option<GpuProfilerQuery> {
+    pub(super) fn begin<R: super::Recorder>(&self, scope_id: u64, recorder: &mut R) -> Option<GpuProfilerQuery> {
         let profiler = self.profiler.lock().ok()?;
         let q = profiler.as_ref()?.begin_query(scope_id.to_string(), recorder);
         self.open_scopes.fetch_add(1, Ordering::AcqRel);
@@ -187,7 +187,7 @@ impl Frame {
 
     /// Closes a query in the recorder it was opened in. At the outermost scope, arranges for
     /// the frame to be resolved once the recorder's commands have executed.
-    pub fn end_in_recorder<R: super::Recorder>(self: &Arc<Self>, query: GpuProfilerQuery, recorder: &mut R) {
+    pub(super) fn end_in_recorder<R: super::Recorder>(self: &Arc<Self>, query: GpuProfilerQuery, recorder: &mut R) {
         let Ok(mut profiler) = self.profiler.lock() else { return };
         let Some(p) = profiler.as_mut() else { return };
         p.end_query(recorder, query);
@@ -212,7 +212,7 @@ impl Frame {
     ///
     /// `detached`: for an async scope, whether it owns its detached frame (see
     /// [`Frame::detach_from_thread`]); `None` for a scope still on its thread's frame stack.
-    pub fn end_in_queue(
+    pub(super) fn end_in_queue(
         self: &Arc<Self>,
         scope_id: u64,
         query: GpuProfilerQuery,
@@ -242,7 +242,7 @@ impl Frame {
 
     /// A query that can no longer be closed (the function unwound, or left by an exit gpuspan
     /// could not see): the whole frame's timings are unusable.
-    pub fn abandon(self: &Arc<Self>, query: GpuProfilerQuery, detached: Option<bool>) {
+    pub(super) fn abandon(self: &Arc<Self>, query: GpuProfilerQuery, detached: Option<bool>) {
         drop(query);
         if detached.is_none() {
             self.leave();
@@ -261,7 +261,7 @@ impl Frame {
     }
 
     /// Hands the record of a finished scope to the frame; it is delivered with the frame.
-    pub fn attach(&self, record: Record) {
+    pub(super) fn attach(&self, record: Record) {
         if let Ok(mut r) = self.records.lock() {
             r.push(record);
         }
@@ -270,7 +270,7 @@ impl Frame {
     }
 
     /// Moves the frame one step on, if it can. Returns `true` once delivered.
-    pub fn advance(self: &Arc<Self>) -> bool {
+    pub(super) fn advance(self: &Arc<Self>) -> bool {
         let Ok(mut state) = self.state.lock() else { return false };
         if let State::AwaitingExecution { resolve_ourselves } = *state {
             if self.abandoned.load(Ordering::Acquire) && !self.executed.load(Ordering::Acquire) {
@@ -362,7 +362,7 @@ impl Frame {
     }
 
     /// Still waiting on the GPU (not on an open scope).
-    pub fn is_pending(&self) -> bool {
+    pub(super) fn is_pending(&self) -> bool {
         self.state.lock().is_ok_and(|s| *s != State::Recording)
     }
 }

@@ -32,7 +32,7 @@ pub(super) struct Exporting {
 }
 
 impl Exporting {
-    pub fn enter() -> Self {
+    pub(super) fn enter() -> Self {
         Exporting { before: EXPORTING.with(|e| e.replace(true)) }
     }
 }

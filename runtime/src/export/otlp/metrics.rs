@@ -52,7 +52,7 @@ impl std::fmt::Debug for MetricsSink {
 }
 
 impl MetricsSink {
-    pub fn new(meter: &Meter) -> Self {
+    pub(super) fn new(meter: &Meter) -> Self {
         let duration = meter
             .f64_histogram("gpuspan.call.duration")
             .with_unit("s")
@@ -128,7 +128,7 @@ pub(super) struct CountingMetricExporter {
 }
 
 impl CountingMetricExporter {
-    pub fn new(
+    pub(super) fn new(
         inner: opentelemetry_otlp::MetricExporter,
         io: Arc<Io>,
         timeout: Duration,

@@ -41,7 +41,6 @@ use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::pipeline::{self, Sink};
-use crate::record::Record;
 
 /// Whether an export pipeline is running: scopes read it (one relaxed load) to decide whether
 /// to capture their parent context.
@@ -71,6 +70,7 @@ pub struct Otlp {
     tracer_provider: Option<SdkTracerProvider>,
     meter_provider: Option<SdkMeterProvider>,
     queue: Option<Arc<Queue>>,
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     spans_sink: Option<Arc<spans::SpansSink>>,
     sinks: Vec<Arc<dyn Sink>>,
     metric_exported: Arc<AtomicU64>,
@@ -202,8 +202,10 @@ impl Otlp {
 
     /// Exports one record now, as spans, whatever the sampling says. The annotated functions
     /// need not call this (their sampled records are exported already); it is for
-    /// measurements made elsewhere, such as GPU profiles imported from another tool.
-    pub fn export(&self, record: &Record) {
+    /// measurements made elsewhere, such as GPU profiles imported from another tool. Feature
+    /// `testing`, as records are.
+    #[cfg(feature = "testing")]
+    pub fn export(&self, record: &crate::Record) {
         if let Some(s) = &self.spans_sink {
             s.export(record);
         }
@@ -219,6 +221,7 @@ impl Otlp {
         format!("{} ({})", self.config.traces_url(), self.config.protocol.as_str())
     }
 
+    /// What this pipeline has exported, dropped and lost so far.
     pub fn stats(&self) -> ExportStats {
         let mut s = ExportStats {
             metric_exports: self.metric_exported.load(Relaxed),

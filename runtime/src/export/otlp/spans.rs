@@ -76,7 +76,7 @@ fn dims(d: [u32; 3]) -> opentelemetry::Value {
 }
 
 impl SpansSink {
-    pub fn new(tracer: SdkTracer, queue: Arc<Queue>, process_parent: Option<Context>) -> Self {
+    pub(super) fn new(tracer: SdkTracer, queue: Arc<Queue>, process_parent: Option<Context>) -> Self {
         SpansSink { tracer, queue, process_parent }
     }
 
@@ -138,7 +138,7 @@ impl SpansSink {
 
     /// Ends the spans of one record. They are admitted to the export queue together or not
     /// at all, so the collector never gets a GPU span without its host span.
-    pub fn export(&self, record: &Record) {
+    pub(super) fn export(&self, record: &Record) {
         let n = 1 + usize::from(record.gpu.is_some()) + record.activities.len();
         if !self.queue.reserve(n) {
             return;
