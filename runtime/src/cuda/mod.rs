@@ -20,15 +20,6 @@
 
 pub(crate) mod cupti;
 pub(crate) mod events;
-// Decoding and attribution are gpuspan's own business; `replay` (feature `testing`) lends them
-// to the tests that replay captured CUPTI buffers.
-// The raw records' fields mirror CUPTI's structs and keep their names: CUPTI's headers
-// document them.
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
-#[allow(missing_docs)]
-pub(crate) mod parse;
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
-pub(crate) mod resolve;
 pub(crate) mod resources;
 mod timing;
 
@@ -36,8 +27,13 @@ mod timing;
 /// attribution, as gpuspan's fixture tests do. Feature `testing`; not a stable API.
 #[cfg(feature = "testing")]
 pub mod replay {
-    pub use super::parse::*;
-    pub use super::resolve::{device_labels, Counts, Resolver, EXTERNAL_KIND};
+    pub use super::cupti::attribution::{device_labels, Counts, Resolver, EXTERNAL_KIND};
+    pub use super::cupti::callbacks::{work_of, Work};
+    /// The capture file's format.
+    pub mod dump {
+        pub use crate::cuda::cupti::dump::*;
+    }
+    pub use super::cupti::records::*;
 }
 
 use crate::diagnostics::note_once;
@@ -85,7 +81,7 @@ fn probe_devices() -> Result<Vec<DeviceLabel>, CudaError> {
             .collect()
     });
     match names {
-        Ok(Ok(names)) if !names.is_empty() => Ok(resolve::device_labels(names)),
+        Ok(Ok(names)) if !names.is_empty() => Ok(cupti::attribution::device_labels(names)),
         Ok(Ok(_)) => Err(CudaError::NoDevice("the driver reports 0 devices".into())),
         Ok(Err(e)) => Err(CudaError::NoDevice(e)),
         Err(_) => Err(CudaError::NoDriver),
@@ -243,7 +239,7 @@ pub fn cupti_counts() -> Option<replay::Counts> {
 /// Feature `testing`.
 #[cfg(feature = "testing")]
 pub fn cupti_clock_offset() -> Option<(i64, u64)> {
-    (*TIMING.get()? == Timing::Cupti).then(cupti::clock)
+    (*TIMING.get()? == Timing::Cupti).then(cupti::clock::offset)
 }
 
 /// Adds a line to the CUPTI dump being written (`GPUSPAN_CUPTI_DUMP=<path>`), to mark what a
@@ -387,7 +383,7 @@ impl CudaScope {
                 if pushed {
                     cupti::pop(call.scope_id);
                 }
-                // A call that launched nothing keeps its host timing (resolve::finish).
+                // A call that launched nothing keeps its host timing (attribution::finish).
                 cupti::ended(call);
             }
             CudaScope::Events { parked, named_stream } => {

@@ -27,7 +27,8 @@
 //! makes rare: only a graph launch whose records straddle buffers). A scope whose expectations
 //! are still unmet [`STALE_NS`] after its fence passed is resolved with what it has, and counted.
 
-use super::parse::{self, Raw, RawApi, Work};
+use super::callbacks::{work_of, Work};
+use super::records::{self, Raw, RawApi};
 use crate::record::{Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, KernelGeometry, MemoryKind, Record};
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use std::borrow::Cow;
@@ -188,7 +189,7 @@ impl Resolver {
         for r in records {
             match r {
                 Raw::Api(a) => {
-                    let Some(work) = parse::work_of(a.domain, a.cbid) else { continue };
+                    let Some(work) = work_of(a.domain, a.cbid) else { continue };
                     if a.return_value != 0 {
                         continue; // a failed call enqueues nothing
                     }
@@ -226,7 +227,7 @@ impl Resolver {
         while i < self.api_waiting.len() {
             let (seq, a) = &self.api_waiting[i];
             if let Some(scope) = self.correlation.get(&a.correlation_id) {
-                if let Some(work) = parse::work_of(a.domain, a.cbid) {
+                if let Some(work) = work_of(a.domain, a.cbid) {
                     self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work));
                 }
                 self.api_waiting.swap_remove(i);
@@ -332,13 +333,13 @@ impl Resolver {
                 }
             }
             Raw::Memcpy(m) => Activity {
-                name: Cow::Borrowed(parse::copy_name(m.copy_kind)),
+                name: Cow::Borrowed(records::copy_name(m.copy_kind)),
                 interval: valid(m.start, m.end)?,
                 kind: ActivityKind::Copy {
                     bytes: m.bytes,
-                    direction: parse::copy_direction(m.copy_kind),
-                    src: parse::memory_kind(m.src_kind.into()),
-                    dst: parse::memory_kind(m.dst_kind.into()),
+                    direction: records::copy_direction(m.copy_kind),
+                    src: records::memory_kind(m.src_kind.into()),
+                    dst: records::memory_kind(m.dst_kind.into()),
                 },
                 stream: Some(m.stream.into()),
                 device: self.device(m.device),
