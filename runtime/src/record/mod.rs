@@ -5,6 +5,11 @@
 //! events and aggregates. The data types are `#[non_exhaustive]` (a backend may learn more);
 //! tests build them with their constructors and set the public fields.
 
+mod attributes;
+
+#[cfg_attr(not(any(feature = "enabled", feature = "testing")), allow(unused_imports))]
+pub use attributes::Value;
+
 use crate::site::{Direction, Site};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -237,20 +242,6 @@ pub struct Record {
     pub parent: Option<opentelemetry::Context>,
 }
 
-/// A value of a record attribute, for the exporters.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Value {
-    /// Text.
-    Str(Cow<'static, str>),
-    /// A whole number.
-    I64(i64),
-    /// A real number.
-    F64(f64),
-    /// A flag.
-    Bool(bool),
-}
-
 impl Record {
     /// A record of a call with host timing only, no error, no bytes: backends and tests fill in
     /// the rest.
@@ -302,80 +293,5 @@ impl Record {
         let bytes = self.bytes?;
         let d = self.duration_ns();
         (d > 0).then(|| bytes as f64 * 1e9 / d as f64)
-    }
-
-    /// The span attributes of this record, with the names of DESIGN.md.
-    pub fn attributes(&self) -> Vec<(&'static str, Value)> {
-        use Value::*;
-        let desc = &self.site.desc;
-        let us = |ns: u64| F64(ns as f64 / 1000.0);
-        let mut a = vec![
-            ("gpu.backend", Str(self.backend().as_str().into())),
-            ("gpu.timing.source", Str(self.source().as_str().into())),
-            ("code.function.name", Str(self.site.qualified_function().into())),
-            ("code.file.path", Str(desc.file.into())),
-            ("code.line.number", I64(desc.line.into())),
-            ("gpu.host_duration_us", us(self.host.duration_ns())),
-        ];
-        match desc.kind {
-            crate::SiteKind::Kernel => {
-                a.push(("gpu.kernel", Str(desc.name.into())));
-                a.push(("gpu.duration_us", us(self.duration_ns())));
-            }
-            crate::SiteKind::Transfer => {
-                a.push(("gpu_transfer.name", Str(desc.name.into())));
-                a.push(("gpu_transfer.duration_us", us(self.duration_ns())));
-                if let Some(d) = desc.direction {
-                    a.push(("gpu_transfer.direction", Str(d.as_str().into())));
-                }
-                if let Some(b) = self.bytes {
-                    a.push(("gpu_transfer.bytes", I64(b as i64)));
-                }
-                if let Some(bw) = self.bandwidth_bytes_per_s() {
-                    a.push(("gpu_transfer.bandwidth_bytes_per_s", F64(bw)));
-                }
-            }
-        }
-        if let Some(g) = &self.gpu {
-            a.push(("gpu.clock_error_us", us(g.clock_error_ns)));
-            if g.bracketed {
-                a.push(("gpu.timing.bracketed", Bool(true)));
-            }
-            if g.interval.duration_ns() > g.busy_ns {
-                a.push(("gpu.span_us", us(g.interval.duration_ns())));
-            }
-            if let Some(d) = &g.device {
-                a.push(("gpu.device.id", I64(d.id.into())));
-                a.push(("gpu.device.name", Str(d.name.to_string().into())));
-            }
-        }
-        if !self.activities.is_empty() {
-            a.push(("gpu.activity_count", I64(self.activities.len() as i64)));
-        }
-        if let Some((before, after)) = &self.memory {
-            let mut mem = |name: [&'static str; 3], b: Option<u64>, a2: Option<u64>| {
-                if let (Some(b), Some(x)) = (b, a2) {
-                    a.push((name[0], I64(b as i64)));
-                    a.push((name[1], I64(x as i64)));
-                    a.push((name[2], I64(x as i64 - b as i64)));
-                }
-            };
-            mem(
-                ["gpu.memory.used_before_bytes", "gpu.memory.used_after_bytes", "gpu.memory.used_delta_bytes"],
-                before.device_used_bytes,
-                after.device_used_bytes,
-            );
-            mem(
-                ["process.memory.rss_before_bytes", "process.memory.rss_after_bytes", "process.memory.rss_delta_bytes"],
-                before.process_rss_bytes,
-                after.process_rss_bytes,
-            );
-        }
-        if self.error {
-            a.push(("error", Bool(true)));
-        }
-        #[cfg(feature = "nvml")]
-        a.extend(crate::monitor::record_attributes(self));
-        a
     }
 }
