@@ -164,9 +164,14 @@ mod imp {
         // A program that does not is told nothing about CUDA.
         #[cfg(feature = "cuda")]
         crate::cuda::start_at_init();
-        // Device discovery and the background sampler (GPUSPAN_NVML_* settings).
+        // The device monitor is a leaf: it adds to records, the summary, `track_memory` marks
+        // and the metrics through the core's hooks, plugged in here before anything it adds to
+        // starts. Then device discovery and the background sampler (GPUSPAN_NVML_* settings).
         #[cfg(feature = "nvml")]
-        crate::monitor::start_from_env();
+        {
+            crate::monitor::register_hooks();
+            crate::monitor::start_from_env();
+        }
         if let Some(us) = c.threshold_us {
             crate::sampling::set_threshold_us(us);
         }

@@ -131,6 +131,8 @@ mod aggregate;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+mod hooks;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod site;
 
 // The record model is what a test sees of a call (`Capture`), so it is public with the
@@ -219,8 +221,33 @@ pub use {capture::Capture, record::Record};
 pub use {off::Capture, record::Record};
 
 /// OpenTelemetry export over OTLP: spans with GPU timestamps, metrics for every call.
-#[cfg(feature = "otlp")]
-pub use export::otlp;
+#[cfg(all(feature = "otlp", feature = "enabled"))]
+#[path = "export/otlp/mod.rs"]
+pub mod otlp;
+#[cfg(all(feature = "otlp", not(feature = "enabled")))]
+#[path = "off/otlp.rs"]
+pub mod otlp;
+
+// The trace context a call's spans hang under, taken when its scope opens: OpenTelemetry's when
+// the OTLP export is compiled in, nothing (zero-sized) otherwise. Chosen here so that the scope
+// and the record name no exporter.
+#[cfg(all(feature = "otlp", feature = "enabled"))]
+mod parent {
+    pub(crate) use crate::otlp::{capture_parent as capture, Parent};
+}
+#[cfg(not(all(feature = "otlp", feature = "enabled")))]
+mod parent {
+    /// No exporter takes a parent: nothing to carry.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) struct Parent;
+
+    /// Nothing to capture.
+    #[cfg(feature = "enabled")]
+    #[inline(always)]
+    pub(crate) fn capture() -> Parent {
+        Parent
+    }
+}
 
 #[doc(hidden)]
 #[cfg(feature = "enabled")]

@@ -46,12 +46,14 @@ pub(crate) fn wants(site: &crate::Site, duration_ns: u64) -> bool {
 }
 
 /// Takes a finished record.
-pub(crate) fn submit(record: Record) {
+pub(crate) fn submit(mut record: Record) {
     record.site.stats.add(&record);
     let sampled = crate::sampling::is_sampled(&record);
     if !sampled && WANT_ALL.load(Ordering::Relaxed) == 0 {
         return;
     }
+    // Once, here, so that every sink shows the same values.
+    record.extra = crate::hooks::record_attributes(&record);
     if let Ok(sinks) = SINKS.read() {
         for s in sinks.iter().filter(|s| sampled || s.wants_all()) {
             s.accept(&record);

@@ -79,7 +79,8 @@ impl SiteSummary {
     }
 }
 
-/// A snapshot of everything gpuspan measured so far.
+/// A snapshot of everything gpuspan measured so far. Printing it shows what it holds: nothing
+/// is read at printing time.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Summary {
@@ -96,6 +97,8 @@ pub struct Summary {
     pub losses: Vec<(&'static str, u64)>,
     /// Everything gpuspan said once (missing GPU features, fallbacks).
     pub notes: Vec<String>,
+    /// What the leaves (the device monitor) add after the sites, taken with the rest.
+    sections: Vec<String>,
 }
 
 /// Takes a snapshot of every site's aggregates.
@@ -119,6 +122,7 @@ pub fn summary() -> Summary {
     }
     reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
     Summary {
+        sections: crate::hooks::summary_sections(&reached),
         reached,
         never_reached,
         still_running,
@@ -129,6 +133,20 @@ pub fn summary() -> Summary {
 }
 
 impl Summary {
+    /// Nothing measured, nothing said.
+    #[cfg_attr(feature = "enabled", allow(dead_code))] // the summary without `enabled`
+    pub(crate) fn empty() -> Summary {
+        Summary {
+            reached: Vec::new(),
+            never_reached: Vec::new(),
+            still_running: Vec::new(),
+            off: false,
+            losses: Vec::new(),
+            notes: Vec::new(),
+            sections: Vec::new(),
+        }
+    }
+
     /// The row of the site with this display name, if it was reached.
     pub fn site(&self, name: &str) -> Option<&SiteSummary> {
         self.reached.iter().find(|s| s.site.desc.name == name)
@@ -241,12 +259,7 @@ impl fmt::Display for Summary {
                 writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
             }
         }
-        #[cfg(feature = "nvml")]
-        for l in crate::monitor::transfer_efficiency_lines(&self.reached) {
-            writeln!(f, "{l}")?;
-        }
-        #[cfg(feature = "nvml")]
-        for l in crate::monitor::summary_lines() {
+        for l in &self.sections {
             writeln!(f, "{l}")?;
         }
         for (what, n) in &self.losses {

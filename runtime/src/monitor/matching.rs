@@ -178,8 +178,6 @@ mod cuda {
 
 #[cfg(feature = "wgpu")]
 use self::wgpu_adapters::wgpu_identity;
-#[cfg(feature = "wgpu")]
-pub(crate) use self::wgpu_adapters::wgpu_registered;
 #[cfg(all(feature = "wgpu", feature = "testing"))]
 pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
 
@@ -188,7 +186,6 @@ mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
     use super::{Identity, PciAddress};
-    use std::sync::RwLock;
     #[cfg(any(test, feature = "testing"))]
     use {super::find, crate::monitor::GpuInfo};
 
@@ -269,20 +266,9 @@ mod wgpu_adapters {
         }
     }
 
-    /// Identities of registered wgpu devices, by gpuspan's registration index.
-    static REGISTERED: RwLock<Vec<(u32, Identity)>> = RwLock::new(Vec::new());
-
-    /// Remembers which adapter gpuspan's wgpu device `id` came from, so its records can be
-    /// matched by PCI address rather than by name.
-    pub(crate) fn wgpu_registered(id: u32, info: &wgpu::AdapterInfo) {
-        if let Ok(mut r) = REGISTERED.write() {
-            r.retain(|(i, _)| *i != id);
-            r.push((id, identity(info)));
-        }
-    }
-
+    /// The identity of gpuspan's wgpu device `id`: the adapter it was registered with.
     pub(super) fn wgpu_identity(id: u32) -> Option<Identity> {
-        REGISTERED.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, identity)| identity.clone())
+        crate::wgpu::adapter_info(id).map(|info| identity(&info))
     }
 }
 

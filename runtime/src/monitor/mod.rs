@@ -9,7 +9,7 @@
 //! - [`MonitorConfig::start`] (which [`crate::init`] calls) runs a background sampler (default
 //!   every 100 ms) that keeps a bounded history per device: utilization, VRAM, temperature,
 //!   power, clocks, PCIe throughput, throttle reasons. The summary table shows its peak/mean
-//!   rows, the OTLP export (feature `otlp`) its `hw.gpu.*` metrics.
+//!   rows, an exporter of metrics (the OTLP export) its `hw.gpu.*` metrics.
 //! - Kernel and transfer spans over the threshold carry the sample nearest their time, read from
 //!   that history: no NVML call on the program's path.
 //!
@@ -34,7 +34,6 @@ mod library;
 // Items of these are `pub` where the feature `testing` lends them out below.
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod matching;
-#[cfg(feature = "otlp")]
 mod metrics;
 mod ring;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
@@ -54,15 +53,25 @@ pub use {
     summary::{device_summaries, DeviceSummary, Peak},
 };
 
-#[cfg(feature = "otlp")]
-pub(crate) use metrics::register_metrics;
 pub(crate) use sampler::throttle_reason_names;
-pub(crate) use snapshot::record_attributes;
-pub(crate) use summary::{summary_lines, transfer_efficiency_lines};
 
-/// For `crate::wgpu::register`: remembers the adapter behind a registered device.
-#[cfg(feature = "wgpu")]
-pub(crate) use matching::wgpu_registered;
+/// Plugs the monitor into the core (`crate::hooks`): the device's state on records, the device
+/// section of the summary, the device memory of `track_memory` sites, and the `hw.gpu.*`
+/// metrics. `init` calls it, and so does [`MonitorConfig::start`], so that a sampler started
+/// without `init` still adds what it knows.
+pub(crate) fn register_hooks() {
+    crate::hooks::add_record_attributes(snapshot::record_attributes);
+    crate::hooks::add_summary_section(summary_section);
+    crate::hooks::set_device_memory(device_memory_used);
+    crate::hooks::add_metric_source(metrics::gauges);
+}
+
+/// The summary's device lines: each transfer's efficiency against its link, then the devices.
+fn summary_section(reached: &[crate::SiteSummary]) -> Vec<String> {
+    let mut lines = summary::transfer_efficiency_lines(reached);
+    lines.extend(summary::summary_lines());
+    lines
+}
 
 use ring::Ring;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
@@ -210,6 +219,7 @@ impl MonitorConfig {
     /// on that thread, never on the caller's. Where NVML is missing the thread says so once and
     /// ends; [`ready`] waits for the outcome. One sampler runs per process.
     pub fn start(self) -> Result<(), MonitorError> {
+        register_hooks();
         let Ok(mut current) = CURRENT.write() else {
             return Err(MonitorError::Thread("the monitor registry lock is poisoned".into()));
         };
@@ -257,7 +267,7 @@ pub(crate) fn start_from_env() {
 
 /// Device memory in use now, summed over every GPU NVML sees: one NVML call per GPU, for sites
 /// with `track_memory`. `None` without NVML.
-pub(crate) fn device_memory_used() -> Option<u64> {
+fn device_memory_used() -> Option<u64> {
     let nvml = library::nvml().ok()?;
     let mut used = 0;
     for i in 0..nvml.device_count().ok()? {

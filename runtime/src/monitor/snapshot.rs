@@ -214,7 +214,7 @@ mod tests {
         };
         // Half the link's peak for one second, and a device-to-device copy that has no link.
         let half = (peak / 2.0) as u64;
-        let lines = crate::monitor::transfer_efficiency_lines(&[
+        let lines = crate::monitor::summary::transfer_efficiency_lines(&[
             summary(&UPLOAD, half, 1_000_000_000),
             summary(&COPY, half, 1),
         ]);

@@ -22,14 +22,7 @@ pub fn flush() -> bool {
 /// Empty without the `enabled` feature: nothing was measured. It still prints, as a table with
 /// no rows.
 pub fn summary() -> Summary {
-    Summary {
-        reached: Vec::new(),
-        never_reached: Vec::new(),
-        still_running: Vec::new(),
-        off: false,
-        losses: Vec::new(),
-        notes: Vec::new(),
-    }
+    Summary::empty()
 }
 
 /// Captures nothing without the `enabled` feature: no call produces a record.

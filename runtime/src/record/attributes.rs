@@ -98,8 +98,7 @@ impl Record {
         let threshold = threshold_ns(self.site);
         a.push(("gpu.threshold_us", us(threshold)));
         a.push(("gpu.is_slow", Bool(self.duration_ns() >= threshold)));
-        #[cfg(feature = "nvml")]
-        a.extend(crate::monitor::record_attributes(self));
+        a.extend(self.extra.iter().cloned());
         a
     }
 }

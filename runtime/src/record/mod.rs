@@ -236,10 +236,13 @@ pub struct Record {
     pub activities: Vec<Activity>,
     /// Memory before and after the call, for sites with `track_memory`.
     pub memory: Option<(crate::memory::MemoryMark, crate::memory::MemoryMark)>,
-    /// The OpenTelemetry context of the application's innermost exported span when the call
-    /// began: the parent of this record's spans (`None`: the process's parent, if any).
-    #[cfg(feature = "otlp")]
-    pub parent: Option<opentelemetry::Context>,
+    /// What the leaves (the device monitor) said about the call when it was submitted, so
+    /// that every sink sees the same values.
+    pub(crate) extra: Vec<(&'static str, Value)>,
+    /// The trace context of the application's innermost exported span when the call began:
+    /// the parent of this record's spans (`None`: the process's parent, if any). Nothing
+    /// without an exporter that takes one (`crate::parent`).
+    pub(crate) parent: crate::parent::Parent,
 }
 
 impl Record {
@@ -256,8 +259,8 @@ impl Record {
             gpu: None,
             activities: Vec::new(),
             memory: None,
-            #[cfg(feature = "otlp")]
-            parent: None,
+            extra: Vec::new(),
+            parent: Default::default(),
         }
     }
 

@@ -46,11 +46,14 @@ use crate::pipeline::{self, Sink};
 /// to capture their parent context.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// What a scope carries to its record for [`capture_parent`].
+pub(crate) type Parent = Option<Context>;
+
 /// The OpenTelemetry context a scope's spans will be children of: the innermost span the
 /// application has entered and exported (through [`Otlp::layer`] or the OpenTelemetry API).
 /// `None` when no export runs, or no such span is open (the process parent applies then).
 #[inline]
-pub(crate) fn capture_parent() -> Option<Context> {
+pub(crate) fn capture_parent() -> Parent {
     if !ACTIVE.load(Relaxed) {
         return None;
     }
@@ -174,9 +177,8 @@ impl Otlp {
             let provider = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
             use opentelemetry::metrics::MeterProvider as _;
             otlp.sinks.push(Arc::new(metrics::MetricsSink::new(&provider.meter("gpuspan"))));
-            // Device metrics (hw.gpu.*) through the same provider, when NVML is monitored.
-            #[cfg(feature = "nvml")]
-            crate::monitor::register_metrics(&provider.meter("gpuspan"));
+            // What the leaves offer as metrics (the monitor's hw.gpu.*), through the same provider.
+            metrics::observe_gauges(&provider.meter("gpuspan"), &crate::hooks::gauges());
             otlp.meter_provider = Some(provider);
         }
         for s in &otlp.sinks {
@@ -207,7 +209,10 @@ impl Otlp {
     #[cfg(feature = "testing")]
     pub fn export(&self, record: &crate::Record) {
         if let Some(s) = &self.spans_sink {
-            s.export(record);
+            // What the leaves add, as a submitted record has it.
+            let mut record = record.clone();
+            record.extra = crate::hooks::record_attributes(&record);
+            s.export(&record);
         }
     }
 

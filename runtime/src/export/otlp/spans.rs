@@ -58,7 +58,8 @@ impl WallClock {
     }
 }
 
-fn value(v: Value) -> opentelemetry::Value {
+/// An attribute value as OpenTelemetry takes it.
+pub(super) fn value(v: Value) -> opentelemetry::Value {
     match v {
         Value::Str(s) => opentelemetry::Value::String(StringValue::from(s.into_owned())),
         Value::I64(i) => i.into(),
