@@ -146,7 +146,7 @@ impl fmt::Display for Summary {
                 }
                 let is_transfer = s.site.desc.kind == SiteKind::Transfer;
                 [
-                    s.site.desc.name.to_owned(),
+                    format::name(s.site.desc.name),
                     format!("{}/{}", s.site.desc.kind.as_str(), s.backend_label()),
                     format!("{}{errors}", s.calls),
                     format::duration(s.total_ns),
@@ -198,7 +198,7 @@ impl fmt::Display for Summary {
         if !self.still_running.is_empty() {
             writeln!(f, "still running at shutdown (no call had finished; its time is not counted):")?;
             for s in &self.still_running {
-                writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
+                writeln!(f, "  {} ({} at {}:{})", format::name(s.desc.name), s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
             }
         }
         let tracked: Vec<&SiteSummary> = self
@@ -217,7 +217,7 @@ impl fmt::Display for Summary {
                 writeln!(
                     f,
                     "  {}: device {}, process RSS {}",
-                    s.site.desc.name,
+                    format::name(s.site.desc.name),
                     signed(s.device_delta_max_bytes),
                     signed(s.rss_delta_max_bytes)
                 )?;
@@ -226,7 +226,7 @@ impl fmt::Display for Summary {
         if !self.never_reached.is_empty() && !self.off {
             writeln!(f, "never reached:")?;
             for s in &self.never_reached {
-                writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
+                writeln!(f, "  {} ({} at {}:{})", format::name(s.desc.name), s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
             }
         }
         #[cfg(feature = "nvml")]
@@ -241,7 +241,7 @@ impl fmt::Display for Summary {
             writeln!(f, "lost: {n} {what}")?;
         }
         for n in &self.notes {
-            writeln!(f, "note: {n}")?;
+            writeln!(f, "note: {}", format::escaped(n))?;
         }
         Ok(())
     }
