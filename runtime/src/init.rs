@@ -13,7 +13,8 @@ enum TraceFile {
 }
 
 /// What [`init`] sets up. [`Config::from_env`] reads the `GPUSPAN_*` variables; the methods
-/// override them in code.
+/// override them in code. Switches take `on`/`off`, `1`/`0`, `true`/`false` or `yes`/`no` in
+/// any case; a value that cannot be used is said once and the default applies.
 ///
 /// | variable | effect |
 /// |---|---|
@@ -21,7 +22,7 @@ enum TraceFile {
 /// | `GPUSPAN_TRACE_FILE=path` / `off` | where the timeline is written, or no timeline |
 /// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
 /// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
-/// | `GPUSPAN_TRACE_ALL=1` | export every call |
+/// | `GPUSPAN_TRACE_ALL=on` | export every call |
 /// | `OTEL_EXPORTER_OTLP_ENDPOINT=url` | (feature `otlp`) spans and metrics to that collector; see [`crate::otlp::OtlpConfig`] |
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -48,21 +49,25 @@ impl Default for Config {
     }
 }
 
-fn env_off(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"))
-}
-
 impl Config {
-    /// Defaults, then the `GPUSPAN_*` environment variables.
+    /// Defaults, then the `GPUSPAN_*` environment variables of the table above (`GPUSPAN`
+    /// itself is read by the run-time switch, on the first annotated call or at [`init`]).
     pub fn from_env() -> Self {
         let mut c = Config::default();
-        if env_off("GPUSPAN_SUMMARY") {
-            c.summary = false;
-        }
-        match std::env::var_os("GPUSPAN_TRACE_FILE") {
-            Some(v) if env_off("GPUSPAN_TRACE_FILE") || v.is_empty() => c.trace_file = TraceFile::Off,
-            Some(v) => c.trace_file = TraceFile::Path(v.into()),
-            None => {}
+        #[cfg(feature = "enabled")]
+        {
+            use crate::env;
+            if let Some(on) = env::summary() {
+                c.summary = on;
+            }
+            match env::trace_file() {
+                Some(env::TraceFile::Off) => c.trace_file = TraceFile::Off,
+                Some(env::TraceFile::Default) => c.trace_file = TraceFile::Default,
+                Some(env::TraceFile::Path(p)) => c.trace_file = TraceFile::Path(p),
+                None => {}
+            }
+            c.threshold_us = env::threshold_us();
+            c.trace_all = env::trace_all();
         }
         #[cfg(feature = "otlp")]
         if crate::otlp::OtlpConfig::env_requests_export() {

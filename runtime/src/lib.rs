@@ -46,6 +46,11 @@
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Every byte gpuspan writes to stderr goes through `diagnostics::say`, which ignores write
+// errors: `eprintln!` panics on a closed or full stderr, and the program must not die of that.
+// `cargo clippy` (scripts/test) fails on any print macro in the runtime.
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
+
 
 /// Times a function that encodes or launches GPU work.
 ///
@@ -138,6 +143,8 @@ mod capture;
 pub mod clock;
 #[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
 mod diagnostics;
+#[cfg(feature = "enabled")]
+mod env;
 #[cfg(feature = "enabled")]
 mod flush;
 #[cfg(feature = "enabled")]
