@@ -51,7 +51,6 @@
 // `cargo clippy` (scripts/test) fails on any print macro in the runtime.
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
-
 /// Times a function that encodes or launches GPU work.
 ///
 /// | argument | meaning |
@@ -120,7 +119,7 @@ pub use gpuspan_macros::kernel;
 pub use gpuspan_macros::transfer;
 
 mod init;
-pub use init::{init, Config, Guard};
+pub use init::{init, shutdown, Config, Guard};
 
 // The data types (sites, records, summaries) are plain Rust and compile either way, so that code
 // reading them compiles with instrumentation off; what they would be filled by does not.
@@ -159,6 +158,8 @@ mod probe;
 mod sampling;
 #[cfg(feature = "enabled")]
 mod scope;
+#[cfg(feature = "enabled")]
+mod signal;
 #[cfg(feature = "enabled")]
 mod switch;
 #[cfg(feature = "enabled")]

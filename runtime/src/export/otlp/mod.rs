@@ -75,7 +75,8 @@ pub struct Otlp {
     sinks: Vec<Arc<dyn Sink>>,
     metric_exported: Arc<AtomicU64>,
     metric_failed: Arc<AtomicU64>,
-    done: bool,
+    /// Shut down already (by [`Otlp::shutdown`], `gpuspan::shutdown()` or a drop).
+    done: AtomicBool,
 }
 
 impl fmt::Debug for Otlp {
@@ -134,7 +135,7 @@ impl Otlp {
             sinks: Vec::new(),
             metric_exported: Arc::default(),
             metric_failed: Arc::default(),
-            done: false,
+            done: AtomicBool::new(false),
             config: config.clone(),
         };
         if config.traces {
@@ -253,18 +254,19 @@ impl Otlp {
 
     /// Stops exporting: the last spans and metrics are sent, within the shutdown timeout
     /// (5 s by default) whether or not the collector answers.
-    pub fn shutdown(mut self) -> ShutdownReport {
-        self.shutdown_inner()
+    pub fn shutdown(self) -> ShutdownReport {
+        self.shutdown_shared()
     }
 
-    fn shutdown_inner(&mut self) -> ShutdownReport {
+    /// [`Otlp::shutdown`] through a shared reference, for `gpuspan::shutdown()`, which ends the
+    /// export the guard still refers to. The first call does the work; later ones report it done.
+    pub(crate) fn shutdown_shared(&self) -> ShutdownReport {
         let start = Instant::now();
-        if self.done {
+        if self.done.swap(true, Relaxed) {
             return ShutdownReport { stats: self.stats(), elapsed: Duration::ZERO, complete: true };
         }
-        self.done = true;
-        for s in self.sinks.drain(..) {
-            pipeline::remove_sink(&s);
+        for s in &self.sinks {
+            pipeline::remove_sink(s);
         }
         ACTIVE.store(false, Relaxed);
         let bound = self.config.shutdown_timeout;
@@ -318,7 +320,7 @@ impl Otlp {
 
 impl Drop for Otlp {
     fn drop(&mut self) {
-        self.shutdown_inner();
+        self.shutdown_shared();
     }
 }
 
