@@ -458,6 +458,20 @@ fn otlp_to_a_closed_port_with_stderr_closed_ends_normally() {
     assert!(r.stdout.contains("after the guard"), "{}", r.stdout);
 }
 
+/// With an export running, scopes read OpenTelemetry's thread-local context: an annotated call
+/// in a thread-local destructor must not touch it after its destruction.
+#[cfg(feature = "otlp")]
+#[test]
+fn annotated_calls_in_thread_local_destructors_with_otlp_do_not_abort() {
+    let s = Scratch::new("otlp-tls");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let mut cmd = child("tls", 0, &s);
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{port}"));
+    let r = run(cmd);
+    assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
+    assert!(r.stdout.contains("destructor call done"), "{}", r.stdout);
+}
+
 /// `OTEL_METRIC_EXPORT_INTERVAL=0` is raised to the minimum, with one message.
 #[cfg(feature = "otlp")]
 #[test]

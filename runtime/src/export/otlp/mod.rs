@@ -33,6 +33,7 @@ use opentelemetry::Context;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use queue::{Queue, QueueProcessor, Worker};
+use std::cell::Cell;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, RwLock};
@@ -61,7 +62,33 @@ pub(crate) fn capture_parent() -> Option<Context> {
 #[cold]
 fn current_parent() -> Option<Context> {
     use opentelemetry::trace::TraceContextExt;
-    Context::map_current(|cx| cx.has_active_span().then(|| cx.clone()))
+    // OpenTelemetry's context is a thread-local read with `with`, which panics once it is
+    // destroyed, and a panic in a thread-local destructor aborts: an annotated call made from
+    // another thread-local's destructor would take the program down. So: no parent once this
+    // thread has begun destroying its thread-locals.
+    if ENDING.get() {
+        return None;
+    }
+    let parent = Context::map_current(|cx| cx.has_active_span().then(|| cx.clone()));
+    // First used after OpenTelemetry's context (just read), so destroyed before it (thread-locals
+    // are destroyed in reverse order of first use): ENDING is set before the context goes.
+    let _ = WATCH.try_with(|_| ());
+    parent
+}
+
+thread_local! {
+    /// This thread is destroying its thread-locals. A `Cell` without destructor: always readable.
+    static ENDING: Cell<bool> = const { Cell::new(false) };
+    static WATCH: EndingWatch = const { EndingWatch };
+}
+
+/// Sets [`ENDING`] when destroyed.
+struct EndingWatch;
+
+impl Drop for EndingWatch {
+    fn drop(&mut self) {
+        ENDING.set(true);
+    }
 }
 
 /// A running export pipeline. Dropping it shuts it down (bounded by the shutdown timeout).
