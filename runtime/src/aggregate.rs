@@ -209,7 +209,8 @@ impl Shard {
         if other.bracketed.load(Relaxed) {
             self.bracketed.store(true, Relaxed);
         }
-        let most = |mine: &AtomicI64, theirs: &AtomicI64| mine.store(mine.load(Relaxed).max(theirs.load(Relaxed)), Relaxed);
+        let most =
+            |mine: &AtomicI64, theirs: &AtomicI64| mine.store(mine.load(Relaxed).max(theirs.load(Relaxed)), Relaxed);
         most(&self.device_delta_max, &other.device_delta_max);
         most(&self.rss_delta_max, &other.rss_delta_max);
         for (mine, theirs) in self.histogram.buckets.iter().zip(&other.histogram.buckets) {

@@ -57,6 +57,8 @@ impl Config {
     /// Defaults, then the `GPUSPAN_*` environment variables of the table above (`GPUSPAN`
     /// itself is read by the run-time switch, on the first annotated call or at [`init`]).
     pub fn from_env() -> Self {
+        // Without `enabled` nothing here would be used, so nothing is read.
+        #[cfg_attr(not(feature = "enabled"), allow(unused_mut))]
         let mut c = Config::default();
         #[cfg(feature = "enabled")]
         {
@@ -181,9 +183,9 @@ pub fn shutdown() {
 }
 
 #[cfg(feature = "enabled")]
-pub use imp::Guard;
-#[cfg(feature = "enabled")]
 pub(crate) use imp::shutdown_then;
+#[cfg(feature = "enabled")]
+pub use imp::Guard;
 
 #[cfg(feature = "enabled")]
 mod imp {

@@ -45,6 +45,10 @@
 //!   turns `enabled` on.
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
+//!
+//! The guard's drop writes the summary and the timeline; a program that ends by
+//! `std::process::exit` calls [`shutdown`] first, and [`Config::flush_on_signal`] (opt-in) does
+//! the same on SIGINT/SIGTERM.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Every byte gpuspan writes to stderr goes through `diagnostics::say`, which ignores write
 // errors: `eprintln!` panics on a closed or full stderr, and the program must not die of that.

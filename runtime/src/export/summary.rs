@@ -198,7 +198,14 @@ impl fmt::Display for Summary {
         if !self.still_running.is_empty() {
             writeln!(f, "still running at shutdown (no call had finished; its time is not counted):")?;
             for s in &self.still_running {
-                writeln!(f, "  {} ({} at {}:{})", format::name(s.desc.name), s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
+                writeln!(
+                    f,
+                    "  {} ({} at {}:{})",
+                    format::name(s.desc.name),
+                    s.desc.kind.as_str(),
+                    s.desc.file,
+                    s.desc.line
+                )?;
             }
         }
         let tracked: Vec<&SiteSummary> = self
@@ -226,7 +233,14 @@ impl fmt::Display for Summary {
         if !self.never_reached.is_empty() && !self.off {
             writeln!(f, "never reached:")?;
             for s in &self.never_reached {
-                writeln!(f, "  {} ({} at {}:{})", format::name(s.desc.name), s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
+                writeln!(
+                    f,
+                    "  {} ({} at {}:{})",
+                    format::name(s.desc.name),
+                    s.desc.kind.as_str(),
+                    s.desc.file,
+                    s.desc.line
+                )?;
             }
         }
         #[cfg(feature = "nvml")]

@@ -112,7 +112,8 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
     events.push(&json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}}))?;
     events.push(&json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "GPU"}}))?;
     for (index, name) in crate::thread::names() {
-        events.push(&json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": index, "args": {"name": name}}))?;
+        events
+            .push(&json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": index, "args": {"name": name}}))?;
     }
     let mut gpu_tracks = std::collections::BTreeMap::new();
 
