@@ -184,9 +184,10 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     };
     let backend = match plan.resource {
         Resource::None => quote!(#p::Backend::Host),
-        Resource::WgpuRecorder { .. } | Resource::WgpuQueue { .. } | Resource::WgpuDevice { .. } => {
-            quote!(#p::Backend::Wgpu)
-        }
+        Resource::WgpuRecorder { .. }
+        | Resource::WgpuQueue { .. }
+        | Resource::WgpuDevice { .. }
+        | Resource::WgpuAttachable { .. } => quote!(#p::Backend::Wgpu),
         Resource::Cuda { .. } => quote!(#p::Backend::Cuda),
     };
     let direction = match plan.direction {
@@ -253,6 +254,10 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         Resource::WgpuDevice { device } => {
             let device = user_call(&p, quote!(as_device), &quote!(&#device));
             quote!(#p::Scope::wgpu_device(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
+        }
+        Resource::WgpuAttachable { device } => {
+            let device = user_call(&p, quote!(as_device), &quote!(&#device));
+            quote!(#p::Scope::wgpu_attachable(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
         }
         Resource::Cuda { stream } => {
             let stream = option_ref(&p, stream, quote!(as_stream));

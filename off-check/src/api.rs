@@ -63,6 +63,8 @@ pub fn call_cuda() {
     assert_eq!(gpuspan::cuda::cupti_counts(), None::<gpuspan::cuda::resolve::Counts>);
     assert_eq!(gpuspan::cuda::cupti_clock_offset(), None);
     gpuspan::cuda::dump_note("off");
+    assert_eq!(gpuspan::cuda::timing(), None);
+    let _ = gpuspan::cuda::attach;
     let _: Option<gpuspan::cuda::CudaError> = None;
     fn takes_stream<S: gpuspan::cuda::AsStream>(_: S) {}
     let _ = takes_stream::<&cudarc::driver::CudaStream>;
@@ -109,5 +111,7 @@ pub fn call_wgpu(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Q
     fn takes_recorder<R: gpuspan::wgpu::AsRecorder>(_: R) {}
     fn takes_queue<Q: gpuspan::wgpu::AsHandle<wgpu::Queue>>(_: Q) {}
     let _ = (takes_recorder::<&mut wgpu::CommandEncoder>, takes_queue::<&wgpu::Queue>);
+    let mut encoder = device.create_command_encoder(&Default::default());
+    drop(gpuspan::wgpu::attach(&mut encoder).begin_compute_pass(&Default::default()));
     gpuspan::wgpu::timestamp_features(adapter)
 }

@@ -54,6 +54,14 @@ pub fn start() -> Timing {
     Timing::Host
 }
 
+/// Always `None` without the `enabled` feature: nothing was started.
+pub fn timing() -> Option<Timing> {
+    None
+}
+
+/// Does nothing without the `enabled` feature.
+pub fn attach(_stream: &std::sync::Arc<cudarc::driver::CudaStream>) {}
+
 /// Always `None` without the `enabled` feature: CUPTI never times this process.
 pub fn cupti_counts() -> Option<resolve::Counts> {
     None

@@ -269,6 +269,12 @@ impl Frame {
         resolver::wake();
     }
 
+    /// A scope begun in this frame will never hand over its record.
+    pub fn forget_scope(&self) {
+        self.open_scopes.fetch_sub(1, Ordering::AcqRel);
+        resolver::wake();
+    }
+
     /// Moves the frame one step on, if it can. Returns `true` once delivered.
     pub fn advance(self: &Arc<Self>) -> bool {
         let Ok(mut state) = self.state.lock() else { return false };

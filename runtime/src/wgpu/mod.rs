@@ -19,12 +19,14 @@
 //! # }
 //! ```
 
+pub(crate) mod attach;
 mod calibration;
 mod device;
 mod frame;
 mod resolver;
 pub(crate) mod resources;
 
+pub use attach::{attach, Attached};
 pub use resources::{AsHandle, AsRecorder, Recorder};
 
 use crate::diagnostics::note_once;
@@ -194,6 +196,12 @@ impl WgpuScope {
         }
     }
 
+    /// A measurement no scope will collect (an attached recorder outlived its scope): its
+    /// frame stops waiting for a record.
+    pub(crate) fn forget(self) {
+        self.frame.forget_scope();
+    }
+
     pub(crate) fn finish(mut self, record: Record) {
         if let Some(q) = self.query.take() {
             match &self.queue {
@@ -243,6 +251,17 @@ impl Scope {
         Scope::open(site, span, bytes, |scope_id| {
             started(site, WgpuScope::begin_on_queue(site, scope_id, queue, device))
         })
+    }
+
+    /// A host-timed scope whose function records into a recorder it creates and hands over with
+    /// [`attach`]: the attachment uses `device`.
+    #[inline]
+    pub fn wgpu_attachable(site: &'static Site, span: Span, bytes: Option<u64>, device: &wgpu::Device) -> Scope {
+        let scope = Scope::open(site, span, bytes, |_| GpuScope::None);
+        if scope.is_active() {
+            attach::set_device(device);
+        }
+        scope
     }
 
     /// A scope whose submissions on the device's registered queue are bracketed.
