@@ -82,6 +82,8 @@ pub struct Summary {
     pub off: bool,
     /// Measurements lost, by cause.
     pub losses: Vec<(&'static str, u64)>,
+    /// The causality check of GPU placements, per timing source that produced records.
+    pub trust: Vec<crate::Trust>,
     /// Everything gpuspan said once (missing GPU features, fallbacks).
     pub notes: Vec<String>,
 }
@@ -112,6 +114,7 @@ pub fn summary() -> Summary {
         still_running,
         off: !crate::switch::is_on(),
         losses: crate::diagnostics::LOSSES.snapshot(),
+        trust: crate::causality::report(),
         notes: crate::diagnostics::notes(),
     }
 }
@@ -236,6 +239,9 @@ impl fmt::Display for Summary {
         #[cfg(feature = "nvml")]
         for l in crate::monitor::summary_lines() {
             writeln!(f, "{l}")?;
+        }
+        for t in &self.trust {
+            writeln!(f, "{}", t.line())?;
         }
         for (what, n) in &self.losses {
             writeln!(f, "lost: {n} {what}")?;
