@@ -148,17 +148,22 @@ impl fmt::Display for Summary {
                     sources.push_str(" (bracket: upper bound)");
                 }
                 let is_transfer = s.site.desc.kind == SiteKind::Transfer;
+                // A bracket times the submissions and whatever the GPU waited on between them:
+                // its durations are bounds, shown as such, and give no bandwidth.
+                let bound = if s.bracketed { "≤ " } else { "" };
+                let time = |ns: u64| format!("{bound}{}", format::duration(ns));
+                let bandwidth = if s.bracketed { None } else { s.bandwidth_bytes_per_s() };
                 [
                     s.site.desc.name.to_owned(),
                     format!("{}/{}", s.site.desc.kind.as_str(), s.backend_label()),
                     format!("{}{errors}", s.calls),
-                    format::duration(s.total_ns),
-                    format::duration(s.total_ns / s.calls.max(1)),
-                    format::duration(s.p50_ns),
-                    format::duration(s.p99_ns),
-                    format::duration(s.max_ns),
+                    time(s.total_ns),
+                    time(s.total_ns / s.calls.max(1)),
+                    time(s.p50_ns),
+                    time(s.p99_ns),
+                    time(s.max_ns),
                     if is_transfer { format::bytes(s.bytes) } else { "-".into() },
-                    s.bandwidth_bytes_per_s().map_or_else(|| "-".into(), format::bandwidth),
+                    bandwidth.map_or_else(|| "-".into(), format::bandwidth),
                     format::duration(s.host_total_ns),
                     sources,
                 ]
