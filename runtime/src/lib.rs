@@ -130,6 +130,8 @@ pub use init::{init, shutdown, Config, Guard};
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod aggregate;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+mod causality;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 pub mod memory;
@@ -181,6 +183,7 @@ pub mod cuda;
 pub mod monitor;
 
 pub use {
+    causality::Trust,
     export::summary::{SiteSummary, Summary},
     record::{Record, TimingSource},
     site::{Backend, Direction, Site, SiteDesc, SiteKind},

@@ -138,6 +138,9 @@ pub struct Record {
     /// Bytes moved, for transfers.
     pub bytes: Option<u64>,
     pub gpu: Option<GpuTiming>,
+    /// How far the GPU interval and activities were moved forward because the clock mapping
+    /// placed them before the call began (0: not moved). `gpu.clock_corrected_ns` in exports.
+    pub clock_corrected_ns: u64,
     pub activities: Vec<Activity>,
     /// Memory before and after the call, for sites with `track_memory`.
     pub memory: Option<(crate::memory::MemoryMark, crate::memory::MemoryMark)>,
@@ -168,6 +171,7 @@ impl Record {
             error: false,
             bytes: None,
             gpu: None,
+            clock_corrected_ns: 0,
             activities: Vec::new(),
             memory: None,
             #[cfg(feature = "otlp")]

@@ -82,6 +82,8 @@ pub struct Summary {
     pub off: bool,
     /// Measurements lost, by cause.
     pub losses: Vec<(&'static str, u64)>,
+    /// The causality check of GPU placements, per timing source that produced records.
+    pub trust: Vec<crate::Trust>,
     /// Everything gpuspan said once (missing GPU features, fallbacks).
     pub notes: Vec<String>,
 }
@@ -112,6 +114,7 @@ pub fn summary() -> Summary {
         still_running,
         off: !crate::switch::is_on(),
         losses: crate::diagnostics::LOSSES.snapshot(),
+        trust: crate::causality::report(),
         notes: crate::diagnostics::notes(),
     }
 }
@@ -145,17 +148,22 @@ impl fmt::Display for Summary {
                     sources.push_str(" (bracket: upper bound)");
                 }
                 let is_transfer = s.site.desc.kind == SiteKind::Transfer;
+                // A bracket times the submissions and whatever the GPU waited on between them:
+                // its durations are bounds, shown as such, and give no bandwidth.
+                let bound = if s.bracketed { "≤ " } else { "" };
+                let time = |ns: u64| format!("{bound}{}", format::duration(ns));
+                let bandwidth = if s.bracketed { None } else { s.bandwidth_bytes_per_s() };
                 [
                     format::name(s.site.desc.name),
                     format!("{}/{}", s.site.desc.kind.as_str(), s.backend_label()),
                     format!("{}{errors}", s.calls),
-                    format::duration(s.total_ns),
-                    format::duration(s.total_ns / s.calls.max(1)),
-                    format::duration(s.p50_ns),
-                    format::duration(s.p99_ns),
-                    format::duration(s.max_ns),
+                    time(s.total_ns),
+                    time(s.total_ns / s.calls.max(1)),
+                    time(s.p50_ns),
+                    time(s.p99_ns),
+                    time(s.max_ns),
                     if is_transfer { format::bytes(s.bytes) } else { "-".into() },
-                    s.bandwidth_bytes_per_s().map_or_else(|| "-".into(), format::bandwidth),
+                    bandwidth.map_or_else(|| "-".into(), format::bandwidth),
                     format::duration(s.host_total_ns),
                     sources,
                 ]
@@ -250,6 +258,9 @@ impl fmt::Display for Summary {
         #[cfg(feature = "nvml")]
         for l in crate::monitor::summary_lines() {
             writeln!(f, "{l}")?;
+        }
+        for t in &self.trust {
+            writeln!(f, "{}", t.line())?;
         }
         for (what, n) in &self.losses {
             writeln!(f, "lost: {n} {what}")?;

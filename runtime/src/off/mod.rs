@@ -39,6 +39,7 @@ pub fn summary() -> Summary {
         still_running: Vec::new(),
         off: false,
         losses: Vec::new(),
+        trust: Vec::new(),
         notes: Vec::new(),
     }
 }

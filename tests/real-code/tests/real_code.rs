@@ -75,6 +75,15 @@ fn the_library_runs_on_tokio_with_errors_from_macros() {
             }
             records
         };
+        // No GPU interval is placed before the call that made it (corrected when the clock
+        // mapping said otherwise, and counted in the trust report).
+        for r in capture.records() {
+            if let Some(g) = &r.gpu {
+                assert!(g.interval.start_ns >= r.host.start_ns, "GPU work before its call: {r:?}");
+            }
+        }
+        let trust = gpuspan::summary().trust;
+        assert!(trust.iter().any(|t| t.source == TimingSource::GpuTimestamp && t.checked > 0), "{trust:?}");
         let uploads = gpu_timed("upload");
         assert_eq!(uploads[0].bytes, Some(4 << 12), "bytes from the slice behind an &Arc<Queue> call");
         let steps = gpu_timed("step");
