@@ -128,7 +128,7 @@ impl WgpuScope {
             ));
             return Err("queue not registered");
         }
-        let frame = Frame::enter(&state).ok_or("too many frames in flight")?;
+        let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
         let query = frame.begin(scope_id, recorder);
         Ok(WgpuScope { frame, query, queue: None, detached: None })
     }
@@ -157,7 +157,7 @@ impl WgpuScope {
         if !check_features(&state) {
             return Err("device without timestamp queries");
         }
-        let frame = Frame::enter(&state).ok_or("too many frames in flight")?;
+        let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
         let mut encoder =
             state.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan begin") });
         let query = frame.begin(scope_id, &mut encoder);
