@@ -45,11 +45,14 @@ pub fn run_block(kind: Kind, input: TokenStream) -> TokenStream {
     match try_run_block(kind, input.clone()) {
         Ok(ts) => ts,
         Err(e) => {
-            // Keep the user's block so that its own errors still show and its value still types.
-            let block = input.into_iter().last();
-            let mut out = e.to_compile_error();
-            out.extend(quote!({ #block }));
-            quote!({ #out })
+            // Keep the user's block, when it is there, so that its own errors still show and its
+            // value still types; nothing else, which would only add errors of its own.
+            let block = input.into_iter().last().filter(
+                |t| matches!(t, proc_macro2::TokenTree::Group(g) if g.delimiter() == proc_macro2::Delimiter::Brace),
+            );
+            let out = e.to_compile_error();
+            let value = block.map(|b| quote!(#[allow(unused_braces)] let __gpuspan_out = #b; __gpuspan_out));
+            quote!({ #out #value })
         }
     }
 }
@@ -76,7 +79,7 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
             {{
                 #prelude
                 let mut __gpuspan_scope = #enter;
-                #[allow(clippy::let_unit_value)]
+                #[allow(clippy::let_unit_value, unused_braces)]
                 let __gpuspan_out = #timed;
                 #[allow(unreachable_code)]
                 #exit;
@@ -101,6 +104,9 @@ impl syn::parse::Parse for BlockInput {
         })?;
         let mut args = TokenStream::new();
         loop {
+            if input.is_empty() {
+                return Err(input.error("expected the block to time last: `kernel!(\"step\", { .. })`"));
+            }
             input.parse::<syn::Token![,]>()?;
             if input.peek(syn::token::Brace) {
                 let block: syn::Block = input.parse()?;
@@ -184,9 +190,10 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     };
     let backend = match plan.resource {
         Resource::None => quote!(#p::Backend::Host),
-        Resource::WgpuRecorder { .. } | Resource::WgpuQueue { .. } | Resource::WgpuDevice { .. } => {
-            quote!(#p::Backend::Wgpu)
-        }
+        Resource::WgpuRecorder { .. }
+        | Resource::WgpuQueue { .. }
+        | Resource::WgpuDevice { .. }
+        | Resource::WgpuAttachable { .. } => quote!(#p::Backend::Wgpu),
         Resource::Cuda { .. } => quote!(#p::Backend::Cuda),
     };
     let direction = match plan.direction {
@@ -253,6 +260,10 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         Resource::WgpuDevice { device } => {
             let device = user_call(&p, quote!(as_device), &quote!(&#device));
             quote!(#p::Scope::wgpu_device(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
+        }
+        Resource::WgpuAttachable { device } => {
+            let device = user_call(&p, quote!(as_device), &quote!(&#device));
+            quote!(#p::Scope::wgpu_attachable(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
         }
         Resource::Cuda { stream } => {
             let stream = option_ref(&p, stream, quote!(as_stream));

@@ -43,6 +43,9 @@ pub enum Resource {
     WgpuQueue { queue: TokenStream, device: Option<TokenStream> },
     /// Only a device: the submissions on its registered queue are bracketed.
     WgpuDevice { device: TokenStream },
+    /// Only a device, and the body hands its own recorder over with `gpuspan::wgpu::attach`:
+    /// timed by that query rather than a queue bracket.
+    WgpuAttachable { device: TokenStream },
     /// CUDA: CUPTI correlation, or events on the stream when CUPTI is missing.
     Cuda { stream: Option<TokenStream> },
 }
@@ -51,7 +54,10 @@ impl Resource {
     pub fn backend_name(&self) -> &'static str {
         match self {
             Resource::None => "host",
-            Resource::WgpuRecorder { .. } | Resource::WgpuQueue { .. } | Resource::WgpuDevice { .. } => "wgpu",
+            Resource::WgpuRecorder { .. }
+            | Resource::WgpuQueue { .. }
+            | Resource::WgpuDevice { .. }
+            | Resource::WgpuAttachable { .. } => "wgpu",
             Resource::Cuda { .. } => "cuda",
         }
     }
@@ -312,8 +318,12 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
         if let Some(r) = unusable_recorders.first() {
             return Err(unusable_recorder(r, func));
         }
-        // Only a device: its registered queue is bracketed.
+        // Only a device: its registered queue is bracketed, unless the body attaches its own
+        // recorder (a bracket would then time the same work less exactly, and first).
         if let Some(d) = &device_tokens {
+            if calls_attach(func.block.to_token_stream()) {
+                return Ok(Resource::WgpuAttachable { device: d.clone() });
+            }
             return Ok(Resource::WgpuDevice { device: d.clone() });
         }
         let why = match skip_all {
@@ -760,4 +770,19 @@ fn unusable_recorder(r: &Param<'_>, func: &ItemFn) -> syn::Error {
              take `&mut` instead, bracket the submission with `queue = ...`, or `skip({n})` to time the call on the host"
         ),
     )
+}
+
+/// Whether `body` calls `...::attach(..)` (`gpuspan::wgpu::attach`, however imported as a path).
+fn calls_attach(body: TokenStream) -> bool {
+    let tokens: Vec<proc_macro2::TokenTree> = body.into_iter().collect();
+    tokens.iter().enumerate().any(|(i, t)| match t {
+        proc_macro2::TokenTree::Group(g) => calls_attach(g.stream()),
+        proc_macro2::TokenTree::Ident(id) => {
+            id == "attach"
+                && i >= 1
+                && matches!(&tokens[i - 1], proc_macro2::TokenTree::Punct(p) if p.as_char() == ':')
+                && matches!(tokens.get(i + 1), Some(proc_macro2::TokenTree::Group(g)) if g.delimiter() == proc_macro2::Delimiter::Parenthesis)
+        }
+        _ => false,
+    })
 }

@@ -14,9 +14,13 @@ pub fn call_core() {
         .threshold_us(100)
         .trace_all(true)
         .timeline_capacity(16)
+        .flush_on_signal(true)
         .init();
     assert!(guard.trace_file().is_none());
     drop(gpuspan::init());
+    // Ends nothing (nothing runs); the guard's drop after it does nothing either.
+    gpuspan::shutdown();
+    drop(guard);
 
     gpuspan::set_enabled(true);
     assert!(gpuspan::flush());
@@ -78,6 +82,7 @@ pub fn call_cuda() {
     assert_eq!(gpuspan::cuda::cupti_counts(), None::<gpuspan::cuda::replay::Counts>);
     assert_eq!(gpuspan::cuda::cupti_clock_offset(), None);
     gpuspan::cuda::dump_note("off");
+    let _ = gpuspan::cuda::attach;
     let _: Option<gpuspan::cuda::CudaError> = None;
     fn takes_stream<S: gpuspan::cuda::AsStream>(_: S) {}
     let _ = takes_stream::<&cudarc::driver::CudaStream>;
@@ -128,7 +133,6 @@ pub fn call_otlp() {
     let report: gpuspan::otlp::ShutdownReport = otlp.shutdown();
     assert!(report.complete && report.stats == gpuspan::otlp::ExportStats::default());
     let _: Option<gpuspan::otlp::OtlpError> = None;
-    let _ = gpuspan::otlp::AppSpans;
 }
 
 /// Calls the wgpu API. Needs a device, so tests only compile it; both calls are empty bodies.
@@ -138,5 +142,7 @@ pub fn call_wgpu(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Q
     fn takes_recorder<R: gpuspan::wgpu::AsRecorder>(_: R) {}
     fn takes_queue<Q: gpuspan::wgpu::AsHandle<wgpu::Queue>>(_: Q) {}
     let _ = (takes_recorder::<&mut wgpu::CommandEncoder>, takes_queue::<&wgpu::Queue>);
+    let mut encoder = device.create_command_encoder(&Default::default());
+    drop(gpuspan::wgpu::attach(&mut encoder).begin_compute_pass(&Default::default()));
     gpuspan::wgpu::timestamp_features(adapter)
 }

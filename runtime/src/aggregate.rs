@@ -3,7 +3,8 @@
 //!
 //! A site's `static` holds only its index; the counts live in per-thread shards written with
 //! plain loads and stores, so a call takes no lock and no locked instruction, and a site that
-//! was never reached costs four bytes.
+//! was never reached costs four bytes. When a thread ends, its shards are folded into per-site
+//! totals of ended threads and freed (about 4 KiB each, the histogram).
 
 use crate::record::{Record, TimingSource};
 use std::cell::UnsafeCell;
@@ -193,15 +194,83 @@ impl Shard {
     }
 }
 
+impl Shard {
+    /// Adds another shard's counts of the same site to this one. The caller is the only writer
+    /// of `self` (it holds the registry's lock).
+    fn absorb(&self, other: &Shard) {
+        bump(&self.calls, other.calls.load(Relaxed));
+        bump(&self.errors, other.errors.load(Relaxed));
+        bump(&self.total_ns, other.total_ns.load(Relaxed));
+        self.min_ns.store(self.min_ns.load(Relaxed).min(other.min_ns.load(Relaxed)), Relaxed);
+        self.max_ns.store(self.max_ns.load(Relaxed).max(other.max_ns.load(Relaxed)), Relaxed);
+        bump(&self.host_total_ns, other.host_total_ns.load(Relaxed));
+        bump(&self.bytes, other.bytes.load(Relaxed));
+        self.sources.store(self.sources.load(Relaxed) | other.sources.load(Relaxed), Relaxed);
+        if other.bracketed.load(Relaxed) {
+            self.bracketed.store(true, Relaxed);
+        }
+        let most =
+            |mine: &AtomicI64, theirs: &AtomicI64| mine.store(mine.load(Relaxed).max(theirs.load(Relaxed)), Relaxed);
+        most(&self.device_delta_max, &other.device_delta_max);
+        most(&self.rss_delta_max, &other.rss_delta_max);
+        for (mine, theirs) in self.histogram.buckets.iter().zip(&other.histogram.buckets) {
+            mine.store(mine.load(Relaxed).wrapping_add(theirs.load(Relaxed)), Relaxed);
+        }
+    }
+}
+
 static NEXT_SITE: AtomicU32 = AtomicU32::new(1);
-/// Every shard ever made, for summaries; shards outlive their threads.
-static SHARDS: Mutex<Vec<Arc<Shard>>> = Mutex::new(Vec::new());
+
+/// Where summaries find the counts: the shards of live threads, and per site one shard holding
+/// what threads that ended had counted. A thread's shards are folded into the latter and freed
+/// when it exits, so memory stays flat however many threads come and go.
+struct Registry {
+    live: Vec<Arc<Shard>>,
+    /// By site index.
+    retired: Vec<Option<Box<Shard>>>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry { live: Vec::new(), retired: Vec::new() });
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    // The registry holds plain counts: a panic elsewhere while it was locked leaves them usable.
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Registry {
+    fn retired(&mut self, site: usize) -> &Shard {
+        if self.retired.len() <= site {
+            self.retired.resize_with(site + 1, || None);
+        }
+        self.retired[site].get_or_insert_with(|| Box::new(Shard::new(site)))
+    }
+}
+
+/// A thread's shards, by site index; folded into the registry's retired counts when the thread
+/// ends.
+struct Local(UnsafeCell<Vec<Option<Arc<Shard>>>>);
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let shards = std::mem::take(self.0.get_mut());
+        if shards.iter().all(Option::is_none) {
+            return;
+        }
+        let mut r = registry();
+        for shard in shards.into_iter().flatten() {
+            if let Some(i) = r.live.iter().position(|s| Arc::ptr_eq(s, &shard)) {
+                r.live.swap_remove(i);
+            }
+            r.retired(shard.site).absorb(&shard);
+        }
+    }
+}
 
 thread_local! {
     /// This thread's shards, by site index. Only [`SiteStats::with_shard`] touches it, and
     /// nothing it runs while holding the reference can reach it again (no re-entry), so the
     /// borrow needs no run-time flag.
-    static LOCAL: UnsafeCell<Vec<Option<Arc<Shard>>>> = const { UnsafeCell::new(Vec::new()) };
+    static LOCAL: Local = const { Local(UnsafeCell::new(Vec::new())) };
 }
 
 /// Everything known about a site's calls, added up over all threads.
@@ -268,15 +337,18 @@ impl SiteStats {
         let site = self.index();
         // SAFETY: the only reference to this thread's table while it lives (see `LOCAL`); the
         // shard pointer stays valid while the table holds its `Arc`, which outlives this call.
-        let shard = LOCAL.with(|local| {
-            unsafe { &*local.get() }
+        let shard = LOCAL.try_with(|local| {
+            unsafe { &*local.0.get() }
                 .get(site)
                 .and_then(Option::as_deref)
                 .map_or(std::ptr::null(), |s| s as *const Shard)
         });
-        match unsafe { shard.as_ref() } {
-            Some(shard) => f(shard),
-            None => Self::first_call_on_this_thread(site, f),
+        match shard {
+            Ok(shard) => match unsafe { shard.as_ref() } {
+                Some(shard) => f(shard),
+                None => Self::first_call_on_this_thread(site, f),
+            },
+            Err(_) => Self::thread_ending(site, f),
         }
     }
 
@@ -286,17 +358,29 @@ impl SiteStats {
     fn first_call_on_this_thread(site: usize, f: impl FnOnce(&Shard)) {
         let shard = Arc::new(Shard::new(site));
         f(&shard);
-        LOCAL.with(|local| {
+        let kept = LOCAL.try_with(|local| {
             // SAFETY: as in `with_shard`.
-            let local = unsafe { &mut *local.get() };
+            let local = unsafe { &mut *local.0.get() };
             if local.len() <= site {
                 local.resize(site + 1, None);
             }
             local[site] = Some(shard.clone());
         });
-        if let Ok(mut all) = SHARDS.lock() {
-            all.push(shard);
+        let mut r = registry();
+        match kept {
+            Ok(()) => r.live.push(shard),
+            // The thread's table went away meanwhile: count the call with the ended threads.
+            Err(_) => r.retired(site).absorb(&shard),
         }
+    }
+
+    /// A call on a thread whose table is gone (an annotated function called from another
+    /// thread-local's destructor): counted straight into the ended threads' shard, under the
+    /// registry's lock, instead of touching the destroyed table (which would abort).
+    #[cold]
+    #[inline(never)]
+    fn thread_ending(site: usize, f: impl FnOnce(&Shard)) {
+        f(registry().retired(site));
     }
 
     /// The site's counts over every thread.
@@ -318,8 +402,9 @@ impl SiteStats {
         };
         let mut source_bits = 0u8;
         if site != 0 {
-            let shards = SHARDS.lock().map(|s| s.clone()).unwrap_or_default();
-            for s in shards.iter().filter(|s| s.site == site) {
+            let r = registry();
+            let retired = r.retired.get(site).and_then(Option::as_deref);
+            for s in r.live.iter().map(|s| &**s).filter(|s| s.site == site).chain(retired) {
                 t.calls += s.calls.load(Relaxed);
                 t.errors += s.errors.load(Relaxed);
                 t.total_ns += s.total_ns.load(Relaxed);
@@ -374,6 +459,51 @@ mod tests {
             let got = h.quantile(q).unwrap() as f64;
             prop_assert!((got - exact).abs() <= exact / SUB as f64 + 1.0, "q={q} exact={exact} got={got}");
         }
+    }
+
+    fn live_shards_of(stats: &SiteStats) -> usize {
+        let site = stats.index.load(Relaxed) as usize;
+        registry().live.iter().filter(|s| s.site == site).count()
+    }
+
+    #[test]
+    fn an_ended_thread_leaves_its_counts_and_frees_its_shard() {
+        static STATS: SiteStats = SiteStats::new();
+        for round in 1..=50u64 {
+            std::thread::spawn(|| STATS.add_host(1_000, Some(8))).join().unwrap();
+            assert_eq!(STATS.totals().calls, round);
+            assert_eq!(live_shards_of(&STATS), 0, "the ended thread's shard was freed");
+        }
+        let t = STATS.totals();
+        assert_eq!((t.calls, t.bytes, t.total_ns, t.min_ns, t.max_ns), (50, 400, 50_000, 1_000, 1_000));
+        assert_eq!(t.quantile(0.5), Some(1_000));
+    }
+
+    #[test]
+    fn a_call_from_a_thread_local_destructor_is_counted_without_aborting() {
+        static STATS: SiteStats = SiteStats::new();
+        static FALLBACK_USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        struct CallsOnDrop;
+        impl Drop for CallsOnDrop {
+            fn drop(&mut self) {
+                // Thread-local destructors run in reverse order of first use: the table, first
+                // used after this value, is gone by now.
+                FALLBACK_USED.store(LOCAL.try_with(|_| ()).is_err(), Relaxed);
+                STATS.add_host(5, None);
+            }
+        }
+        thread_local! {
+            static CALLER: CallsOnDrop = const { CallsOnDrop };
+        }
+        std::thread::spawn(|| {
+            CALLER.with(|_| ());
+            STATS.add_host(7, None);
+        })
+        .join()
+        .unwrap();
+        assert!(FALLBACK_USED.load(Relaxed), "the destructor ran after the shard table's");
+        let t = STATS.totals();
+        assert_eq!((t.calls, t.total_ns, t.min_ns, t.max_ns), (2, 12, 5, 7));
     }
 
     #[test]

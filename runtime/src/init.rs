@@ -6,22 +6,25 @@ use std::path::PathBuf;
 /// Where the timeline goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum TraceFile {
-    /// `$TMPDIR/gpuspan-<program>-<pid>.trace.json`.
+    /// `<program>-<pid>.trace.json` in a private per-user directory: `$XDG_RUNTIME_DIR/gpuspan/`,
+    /// else `gpuspan-<uid>/` in the temporary directory (created 0700).
     Default,
     Path(PathBuf),
     Off,
 }
 
 /// What [`init`] sets up. [`Config::from_env`] reads the `GPUSPAN_*` variables; the methods
-/// override them in code.
+/// override them in code. Switches take `on`/`off`, `1`/`0`, `true`/`false` or `yes`/`no` in
+/// any case; a value that cannot be used is said once and the default applies.
 ///
 /// | variable | effect |
 /// |---|---|
-/// | `GPUSPAN=off` | no measurement at all (each call costs one atomic load) |
+/// | `GPUSPAN=off` | no measurement at all (each call costs one atomic load); at exit only the summary's one line saying so |
 /// | `GPUSPAN_TRACE_FILE=path` / `off` | where the timeline is written, or no timeline |
 /// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
 /// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
-/// | `GPUSPAN_TRACE_ALL=1` | export every call |
+/// | `GPUSPAN_TRACE_ALL=on` | export every call |
+/// | `GPUSPAN_ON_SIGNAL=flush` | on SIGINT/SIGTERM, write everything as [`shutdown`] does, then let the signal take its course |
 /// | `OTEL_EXPORTER_OTLP_ENDPOINT=url` | (feature `otlp`) spans and metrics to that collector; see [`crate::otlp::OtlpConfig`] |
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -29,6 +32,7 @@ pub struct Config {
     trace_file: TraceFile,
     threshold_us: Option<u64>,
     trace_all: Option<bool>,
+    flush_on_signal: bool,
     timeline_capacity: usize,
     #[cfg(feature = "otlp")]
     otlp: Option<crate::otlp::OtlpConfig>,
@@ -41,6 +45,7 @@ impl Default for Config {
             trace_file: TraceFile::Default,
             threshold_us: None,
             trace_all: None,
+            flush_on_signal: false,
             timeline_capacity: 200_000,
             #[cfg(feature = "otlp")]
             otlp: None,
@@ -48,21 +53,30 @@ impl Default for Config {
     }
 }
 
-fn env_off(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"))
-}
-
 impl Config {
-    /// Defaults, then the `GPUSPAN_*` environment variables.
+    /// Defaults, then the `GPUSPAN_*` environment variables of the table above (`GPUSPAN`
+    /// itself is read by the run-time switch, on the first annotated call or at [`init`]).
     pub fn from_env() -> Self {
+        // Without `enabled` nothing here would be used, so nothing is read.
+        #[cfg_attr(not(feature = "enabled"), allow(unused_mut))]
         let mut c = Config::default();
-        if env_off("GPUSPAN_SUMMARY") {
-            c.summary = false;
-        }
-        match std::env::var_os("GPUSPAN_TRACE_FILE") {
-            Some(v) if env_off("GPUSPAN_TRACE_FILE") || v.is_empty() => c.trace_file = TraceFile::Off,
-            Some(v) => c.trace_file = TraceFile::Path(v.into()),
-            None => {}
+        #[cfg(feature = "enabled")]
+        {
+            use crate::env;
+            if let Some(on) = env::summary() {
+                c.summary = on;
+            }
+            match env::trace_file() {
+                Some(env::TraceFile::Off) => c.trace_file = TraceFile::Off,
+                Some(env::TraceFile::Default) => c.trace_file = TraceFile::Default,
+                Some(env::TraceFile::Path(p)) => c.trace_file = TraceFile::Path(p),
+                None => {}
+            }
+            c.threshold_us = env::threshold_us();
+            c.trace_all = env::trace_all();
+            if let Some(on) = env::on_signal() {
+                c.flush_on_signal = on;
+            }
         }
         #[cfg(feature = "otlp")]
         if crate::otlp::OtlpConfig::env_requests_export() {
@@ -92,7 +106,9 @@ impl Config {
         self
     }
 
-    /// Write the timeline to `path` at shutdown.
+    /// Write the timeline to `path` at shutdown. Whatever is at `path` must be a regular file
+    /// (it is replaced whole) or nothing: a symbolic link, a FIFO or a device is left alone and
+    /// the timeline is not written (said once).
     pub fn trace_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.trace_file = TraceFile::Path(path.into());
         self
@@ -113,6 +129,17 @@ impl Config {
     /// Export every call whatever its duration.
     pub fn trace_all(mut self, on: bool) -> Self {
         self.trace_all = Some(on);
+        self
+    }
+
+    /// On SIGINT or SIGTERM, write everything as [`shutdown`] does (summary, timeline, last
+    /// exports; bounded in time), then let the signal take its course: the program's own handler
+    /// if it installed one before [`init`] (it runs at once, as before), else the default action
+    /// (the process ends by that signal). A second signal during the flush acts at once. Off by
+    /// default: gpuspan installs no signal handler unless asked (`GPUSPAN_ON_SIGNAL=flush`).
+    /// Unix only; elsewhere it is said once and ignored.
+    pub fn flush_on_signal(mut self, on: bool) -> Self {
+        self.flush_on_signal = on;
         self
     }
 
@@ -137,6 +164,26 @@ pub fn init() -> Guard {
     Config::from_env().init()
 }
 
+/// Ends every measurement [`init`] started, now: flushes pending GPU work (bounded by five
+/// seconds), writes the timeline, ends OTLP export (bounded by its shutdown timeout) and prints
+/// the summary, as dropping the guard would. For programs that leave by
+/// [`std::process::exit`], which runs no destructors:
+///
+/// ```no_run
+/// let _guard = gpuspan::init();
+/// // ... work ...
+/// gpuspan::shutdown();
+/// std::process::exit(3);
+/// ```
+///
+/// Calling it again does nothing, and so does the guard's drop afterwards. Calls made after it
+/// are still counted, but no longer written anywhere.
+pub fn shutdown() {
+    imp::shutdown();
+}
+
+#[cfg(feature = "enabled")]
+pub(crate) use imp::shutdown_then;
 #[cfg(feature = "enabled")]
 pub use imp::Guard;
 
@@ -146,19 +193,66 @@ mod imp {
     use crate::export::timeline::Timeline;
     use crate::pipeline::{self, Sink};
     use std::path::PathBuf;
-    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, MutexGuard};
 
-    /// Ends the measurement when dropped; see [`init`](super::init).
+    /// Ends the measurement when dropped; see [`init`](super::init) and [`shutdown`](super::shutdown).
     #[derive(Debug)]
     pub struct Guard {
+        id: u64,
+        trace_file: Option<PathBuf>,
+        #[cfg(feature = "otlp")]
+        otlp: Option<Arc<crate::otlp::Otlp>>,
+    }
+
+    /// What one [`init`](super::init) started and its end must finish. Kept process-wide, not in
+    /// the guard, so that [`shutdown`](super::shutdown) (before `process::exit`) and the signal
+    /// watcher can reach it; the guard's drop finishes its own.
+    #[derive(Debug)]
+    struct Running {
+        id: u64,
         summary: bool,
         timeline: Option<(Arc<Timeline>, PathBuf)>,
         #[cfg(feature = "otlp")]
-        otlp: Option<crate::otlp::Otlp>,
+        otlp: Option<Arc<crate::otlp::Otlp>>,
+    }
+
+    static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+    /// Held for a whole shutdown: a second caller (the guard's drop while the signal watcher is
+    /// writing) waits until the files are complete instead of letting the process exit under it.
+    static ENDING: Mutex<()> = Mutex::new(());
+
+    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn init(c: Config) -> Guard {
         crate::sampling::load_env();
+        if let Some(us) = c.threshold_us {
+            crate::sampling::set_threshold_us(us);
+        }
+        if let Some(on) = c.trace_all {
+            crate::sampling::set_trace_all(on);
+        }
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        // GPUSPAN=off: nothing starts (no timeline, no export, no CUDA or NVML), and the end says
+        // only that gpuspan was off.
+        if !crate::switch::is_on() {
+            lock(&RUNNING).push(Running {
+                id,
+                summary: c.summary,
+                timeline: None,
+                #[cfg(feature = "otlp")]
+                otlp: None,
+            });
+            return Guard {
+                id,
+                trace_file: None,
+                #[cfg(feature = "otlp")]
+                otlp: None,
+            };
+        }
         // In a program that uses CUDA, start CUPTI now: work launched before the first annotated
         // call is recorded (as `unattributed`), and its start-up is not charged to that call.
         // A program that does not is told nothing about CUDA.
@@ -172,53 +266,130 @@ mod imp {
             crate::monitor::register_hooks();
             crate::monitor::start_from_env();
         }
-        if let Some(us) = c.threshold_us {
-            crate::sampling::set_threshold_us(us);
-        }
-        if let Some(on) = c.trace_all {
-            crate::sampling::set_trace_all(on);
-        }
         let path = match c.trace_file {
             TraceFile::Off => None,
             TraceFile::Path(p) => Some(p),
-            TraceFile::Default => {
-                let program = std::env::current_exe()
-                    .ok()
-                    .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-                    .unwrap_or_else(|| "program".into());
-                Some(std::env::temp_dir().join(format!("gpuspan-{program}-{}.trace.json", std::process::id())))
-            }
+            TraceFile::Default => default_trace_path(),
         };
         let timeline = path.map(|p| {
             let t = Arc::new(Timeline::new(c.timeline_capacity));
             pipeline::add_sink(t.clone());
             (t, p)
         });
-        Guard {
+        // A collector that cannot be set up is said once; measuring goes on without it.
+        #[cfg(feature = "otlp")]
+        let otlp = c.otlp.and_then(|o| o.start().map_err(crate::diagnostics::note_once).ok()).map(Arc::new);
+        let guard = Guard {
+            id,
+            trace_file: timeline.as_ref().map(|(_, p)| p.clone()),
+            #[cfg(feature = "otlp")]
+            otlp: otlp.clone(),
+        };
+        lock(&RUNNING).push(Running {
+            id,
             summary: c.summary,
             timeline,
-            // A collector that cannot be set up is said once; measuring goes on without it.
             #[cfg(feature = "otlp")]
-            otlp: c.otlp.and_then(|o| o.start().map_err(crate::diagnostics::note_once).ok()),
+            otlp,
+        });
+        if c.flush_on_signal {
+            crate::signal::flush_on_signal();
+        }
+        guard
+    }
+
+    /// `<program>-<pid>.trace.json` in the private directory; `None` (said once) when there is
+    /// no private directory to be had.
+    fn default_trace_path() -> Option<PathBuf> {
+        let program = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "program".into());
+        match crate::export::file::private_dir() {
+            Ok(dir) => Some(dir.join(format!("{program}-{}.trace.json", std::process::id()))),
+            Err(e) => {
+                crate::diagnostics::note_once(format_args!(
+                    "no timeline: there is no private directory to write it to ({e}); set GPUSPAN_TRACE_FILE to a path"
+                ));
+                None
+            }
+        }
+    }
+
+    /// Finishes everything running (see [`super::shutdown`]).
+    pub(super) fn shutdown() {
+        shutdown_then(|| {});
+    }
+
+    /// Finishes everything running, then runs `then` before any other shutdown can proceed (the
+    /// signal watcher re-raises the signal there, so the guard's drop cannot exit normally first).
+    pub(crate) fn shutdown_then(then: impl FnOnce()) {
+        let _one = lock(&ENDING);
+        let all = std::mem::take(&mut *lock(&RUNNING));
+        for r in all {
+            r.finish();
+        }
+        then();
+    }
+
+    impl Running {
+        fn finish(self) {
+            let off = !crate::switch::is_on();
+            if !off && !crate::flush() {
+                crate::diagnostics::note_once(
+                    "some GPU measurements were still pending at shutdown (flush timed out after 5 s)",
+                );
+            }
+            // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
+            #[cfg(feature = "nvml")]
+            crate::monitor::stop();
+            if let Some((t, path)) = self.timeline {
+                let sink: Arc<dyn Sink> = t.clone();
+                pipeline::remove_sink(&sink);
+                let calls = t.len();
+                // Switched off before anything was recorded: an empty file would say nothing.
+                if !(off && calls == 0) {
+                    match t.write_file(&path) {
+                        Ok(()) => crate::diagnostics::say(format_args!(
+                            "gpuspan: timeline with {calls} calls written to {} (open it in https://ui.perfetto.dev)",
+                            path.display()
+                        )),
+                        Err(e) => crate::diagnostics::say(format_args!(
+                            "gpuspan: could not write the timeline to {}: {e}",
+                            path.display()
+                        )),
+                    }
+                }
+            }
+            #[cfg(feature = "otlp")]
+            if let Some(o) = self.otlp {
+                let to = o.destination();
+                crate::diagnostics::say(format_args!("gpuspan: OTLP export to {to}: {}", o.shutdown_shared()));
+            }
+            #[cfg(feature = "cuda")]
+            crate::cuda::at_shutdown();
+            if self.summary {
+                crate::diagnostics::say(format_args!("{}", crate::summary().to_string().trim_end()));
+            }
         }
     }
 
     impl Guard {
         /// The path the timeline will be written to, if any.
         pub fn trace_file(&self) -> Option<&std::path::Path> {
-            self.timeline.as_ref().map(|(_, p)| p.as_path())
+            self.trace_file.as_deref()
         }
 
         /// The running OTLP export, if any.
         #[cfg(feature = "otlp")]
         pub fn otlp(&self) -> Option<&crate::otlp::Otlp> {
-            self.otlp.as_ref()
+            self.otlp.as_deref()
         }
 
         /// The `tracing` layer exporting the application's own spans through the OTLP export
         /// (`None`, a layer that does nothing, when there is no export).
         #[cfg(feature = "otlp")]
-        pub fn otlp_layer<S>(&self) -> Option<crate::otlp::OtlpLayer<S>>
+        pub fn otlp_layer<S>(&self) -> Option<impl tracing_subscriber::Layer<S>>
         where
             S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
         {
@@ -228,38 +399,14 @@ mod imp {
 
     impl Drop for Guard {
         fn drop(&mut self) {
-            if !crate::flush() {
-                crate::diagnostics::note_once(
-                    "some GPU measurements were still pending at shutdown (flush timed out after 5 s)",
-                );
-            }
-            // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
-            #[cfg(feature = "nvml")]
-            crate::monitor::stop();
-            if let Some((t, path)) = self.timeline.take() {
-                let sink: Arc<dyn Sink> = t.clone();
-                pipeline::remove_sink(&sink);
-                match t.write_file(&path) {
-                    Ok(()) => crate::diagnostics::say(format_args!(
-                        "gpuspan: timeline with {} calls written to {} (open it in https://ui.perfetto.dev)",
-                        t.len(),
-                        path.display()
-                    )),
-                    Err(e) => crate::diagnostics::say(format_args!(
-                        "gpuspan: could not write the timeline to {}: {e}",
-                        path.display()
-                    )),
-                }
-            }
-            #[cfg(feature = "otlp")]
-            if let Some(o) = self.otlp.take() {
-                let to = o.destination();
-                crate::diagnostics::say(format_args!("gpuspan: OTLP export to {to}: {}", o.shutdown()));
-            }
-            #[cfg(feature = "cuda")]
-            crate::cuda::at_shutdown();
-            if self.summary {
-                crate::diagnostics::say(format_args!("{}", crate::summary().to_string().trim_end()));
+            let _one = lock(&ENDING);
+            let mine = {
+                let mut running = lock(&RUNNING);
+                running.iter().position(|r| r.id == self.id).map(|i| running.remove(i))
+            };
+            // Already finished by `shutdown()`: nothing left to do.
+            if let Some(r) = mine {
+                r.finish();
             }
         }
     }
@@ -273,6 +420,8 @@ mod imp {
     pub(super) fn init(_: super::Config) -> super::Guard {
         super::Guard { _private: () }
     }
+
+    pub(super) fn shutdown() {}
 }
 
 #[cfg(not(feature = "enabled"))]
@@ -297,11 +446,11 @@ mod off {
 
         /// Always `None` without the `enabled` feature (a `None` layer does nothing).
         #[cfg(feature = "otlp")]
-        pub fn otlp_layer<S>(&self) -> Option<crate::otlp::OtlpLayer<S>>
+        pub fn otlp_layer<S>(&self) -> Option<impl tracing_subscriber::Layer<S>>
         where
             S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
         {
-            None
+            None::<tracing_subscriber::layer::Identity>
         }
     }
 }

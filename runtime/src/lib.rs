@@ -49,10 +49,18 @@
 //! turns nothing on. Enable it in `[dev-dependencies]`.
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
+//!
+//! The guard's drop writes the summary and the timeline; a program that ends by
+//! `std::process::exit` calls [`shutdown`] first, and [`Config::flush_on_signal`] (opt-in) does
+//! the same on SIGINT/SIGTERM.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Every public item is documented and every `pub` is reachable: the public API is what the docs
 // show, and nothing more.
 #![warn(missing_docs, unreachable_pub)]
+// Every byte gpuspan writes to stderr goes through `diagnostics::say`, which ignores write
+// errors: `eprintln!` panics on a closed or full stderr, and the program must not die of that.
+// `cargo clippy` (scripts/test) fails on any print macro in the runtime.
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
 /// Times a function that encodes or launches GPU work.
 ///
@@ -122,12 +130,14 @@ pub use gpuspan_macros::kernel;
 pub use gpuspan_macros::transfer;
 
 mod init;
-pub use init::{init, Config, Guard};
+pub use init::{init, shutdown, Config, Guard};
 
 // The data types (sites, records, summaries) are plain Rust and compile either way, so that code
 // reading them compiles with instrumentation off; what they would be filled by does not.
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod aggregate;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+mod causality;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
@@ -167,6 +177,8 @@ mod clock;
 #[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
 mod diagnostics;
 #[cfg(feature = "enabled")]
+mod env;
+#[cfg(feature = "enabled")]
 mod flush;
 #[cfg(feature = "enabled")]
 mod future;
@@ -182,6 +194,8 @@ mod probe;
 mod sampling;
 #[cfg(feature = "enabled")]
 mod scope;
+#[cfg(feature = "enabled")]
+mod signal;
 #[cfg(feature = "enabled")]
 mod switch;
 #[cfg(feature = "enabled")]
@@ -199,6 +213,7 @@ pub mod cuda;
 pub mod monitor;
 
 pub use {
+    causality::Trust,
     export::summary::{SiteSummary, Summary},
     record::{DeviceLabel, TimingSource},
     site::{Backend, Direction, Site, SiteDesc, SiteKind},
@@ -220,7 +235,7 @@ pub use {capture::Capture, record::Record};
 #[cfg(all(feature = "testing", not(feature = "enabled")))]
 pub use {off::Capture, record::Record};
 
-/// OpenTelemetry export over OTLP: spans with GPU timestamps, metrics for every call.
+// OpenTelemetry export over OTLP (its own docs are the module's).
 #[cfg(all(feature = "otlp", feature = "enabled"))]
 #[path = "export/otlp/mod.rs"]
 pub mod otlp;

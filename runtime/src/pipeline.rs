@@ -47,6 +47,7 @@ pub(crate) fn wants(site: &crate::Site, duration_ns: u64) -> bool {
 
 /// Takes a finished record.
 pub(crate) fn submit(mut record: Record) {
+    crate::causality::enforce(&mut record);
     record.site.stats.add(&record);
     let sampled = crate::sampling::is_sampled(&record);
     if !sampled && WANT_ALL.load(Ordering::Relaxed) == 0 {

@@ -82,6 +82,10 @@ mod no_wgpu {
             without_feature(site);
             Scope::host(site, span, bytes)
         }
+        pub fn wgpu_attachable<D: ?Sized>(site: &'static Site, span: Span, bytes: Option<u64>, _: &D) -> Scope {
+            without_feature(site);
+            Scope::host(site, span, bytes)
+        }
         pub fn exit_recorder<R: ?Sized>(&mut self, exit: Exit, _: &mut R) {
             self.exit(exit);
         }

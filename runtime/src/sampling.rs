@@ -15,16 +15,11 @@ static FROM_ENV: Once = Once::new();
 /// Reads `GPUSPAN_THRESHOLD_US` and `GPUSPAN_TRACE_ALL` once.
 pub(crate) fn load_env() {
     FROM_ENV.call_once(|| {
-        if let Ok(v) = std::env::var("GPUSPAN_THRESHOLD_US") {
-            match v.trim().parse::<u64>() {
-                Ok(us) => THRESHOLD_NS.store(us.saturating_mul(1000), Relaxed),
-                Err(_) => crate::diagnostics::note_once(format_args!(
-                    "GPUSPAN_THRESHOLD_US={v:?} is not a whole number of microseconds; using {DEFAULT_THRESHOLD_US}"
-                )),
-            }
+        if let Some(us) = crate::env::threshold_us() {
+            THRESHOLD_NS.store(us.saturating_mul(1000), Relaxed);
         }
-        if let Ok(v) = std::env::var("GPUSPAN_TRACE_ALL") {
-            TRACE_ALL.store(matches!(v.trim(), "1" | "true" | "yes" | "on"), Relaxed);
+        if let Some(on) = crate::env::trace_all() {
+            TRACE_ALL.store(on, Relaxed);
         }
     });
 }

@@ -84,6 +84,9 @@ pub(crate) struct Active {
     /// Taken before the call's clock starts, for `track_memory` sites.
     memory_before: Option<crate::memory::MemoryMark>,
     pub gpu: GpuScope,
+    /// This scope has a slot on its thread's `wgpu::attach` stack.
+    #[cfg(feature = "wgpu")]
+    attach_slot: bool,
     /// Where this call's spans hang in the trace; read before the host span is entered.
     parent: crate::parent::Parent,
 }
@@ -170,6 +173,8 @@ impl Scope {
             Some(start) => start(scope_id),
             None => GpuScope::None,
         };
+        #[cfg(feature = "wgpu")]
+        let attach_slot = crate::wgpu::attach::push(site, !matches!(gpu, GpuScope::None));
         Scope {
             active: ManuallyDrop::new(Some(Active {
                 site,
@@ -182,8 +187,16 @@ impl Scope {
                 error: false,
                 memory_before,
                 gpu,
+                #[cfg(feature = "wgpu")]
+                attach_slot,
             })),
         }
+    }
+
+    /// Measuring (gpuspan was on when the scope opened).
+    #[allow(dead_code)] // used by the backend features
+    pub(crate) fn is_active(&self) -> bool {
+        self.active.is_some()
     }
 
     #[allow(dead_code)] // used by the backend features
@@ -209,6 +222,8 @@ impl Scope {
     /// correlation stack) leave it until [`Scope::resume`].
     pub(crate) fn suspend(&mut self) {
         if let Some(a) = &mut *self.active {
+            #[cfg(feature = "wgpu")]
+            a.collect_attachment();
             a.gpu.suspend(a.scope_id);
         }
     }
@@ -216,6 +231,10 @@ impl Scope {
     /// An async call runs again, perhaps on another thread.
     pub(crate) fn resume(&mut self) {
         if let Some(a) = &mut *self.active {
+            #[cfg(feature = "wgpu")]
+            {
+                a.attach_slot = crate::wgpu::attach::push(a.site, !matches!(a.gpu, GpuScope::None));
+            }
             a.gpu.resume(a.scope_id);
         }
     }
@@ -258,6 +277,8 @@ fn close(slot: &mut ManuallyDrop<Option<Active>>) {
         a.error = true;
     }
     a.span.close(a.error);
+    #[cfg(feature = "wgpu")]
+    a.collect_attachment();
     // The common case of a host-timed call too short to export: count it and stop, without
     // building a record.
     if matches!(a.gpu, GpuScope::None) && a.memory_before.is_none() && !a.error {
@@ -276,6 +297,23 @@ fn close(slot: &mut ManuallyDrop<Option<Active>>) {
 }
 
 impl Active {
+    /// Takes this scope's slot off the `wgpu::attach` stack, with the measurement an attached
+    /// recorder left there.
+    #[cfg(feature = "wgpu")]
+    fn collect_attachment(&mut self) {
+        if !std::mem::take(&mut self.attach_slot) {
+            return;
+        }
+        if let Some(((thread, scope_id), w)) = crate::wgpu::attach::pop() {
+            if matches!(self.gpu, GpuScope::None) {
+                (self.thread, self.scope_id) = (thread, scope_id);
+                self.gpu = GpuScope::Wgpu(w);
+            } else {
+                w.forget();
+            }
+        }
+    }
+
     /// Describes the finished call and hands it to its backend (or the pipeline).
     fn hand_over(mut self, host_end: u64) {
         let memory = self.memory_before.map(|before| Box::new((before, crate::memory::mark())));

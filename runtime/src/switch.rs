@@ -22,10 +22,10 @@ pub fn is_on() -> bool {
 
 #[cold]
 fn read_env() -> bool {
-    let off = std::env::var("GPUSPAN")
-        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
-    STATE.store(if off { OFF } else { ON }, Ordering::Relaxed);
-    !off
+    let on = crate::env::enabled();
+    // A race with `set_enabled` keeps the explicit setting: the environment only fills UNKNOWN.
+    let _ = STATE.compare_exchange(UNKNOWN, if on { ON } else { OFF }, Ordering::Relaxed, Ordering::Relaxed);
+    STATE.load(Ordering::Relaxed) == ON
 }
 
 /// Turns instrumentation on or off for the whole process, overriding `GPUSPAN`.

@@ -104,6 +104,10 @@ fn hung_collector_cannot_hold_shutdown_past_the_bound() {
         assert_eq!(report.stats.spans_lost(), 20, "{report}");
     }
     drop(hung);
+    // The export cut off says the bound that applied (5 s), not its own timeout (60 s).
+    let notes = gpuspan::summary().notes;
+    assert!(notes.iter().any(|n| n.contains("cut off by the shutdown bound (5.0 s")), "{notes:?}");
+    assert!(notes.iter().all(|n| !n.contains("timed out after 60s")), "{notes:?}");
 }
 
 fn restart(protocol: Protocol) {

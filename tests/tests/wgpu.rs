@@ -150,6 +150,10 @@ fn queue_bracket_covers_the_work_within_the_host_observed_window() {
     assert!(g.busy_ns as f64 >= raw * 0.99, "the bracket covers the work");
     assert!(g.interval.start_ns + g.clock_error_ns >= r.host.start_ns);
     assert!(g.interval.end_ns <= done + g.clock_error_ns);
+    // The summary shows a bracket's durations as bounds.
+    let table = gpuspan::summary().to_string();
+    let row = table.lines().find(|l| l.starts_with("busy_on_queue ")).expect("row");
+    assert!(row.contains("≤ ") && row.contains("bracket: upper bound"), "{row}");
 }
 
 #[gpu_transfer(direction = cpu_to_gpu)]

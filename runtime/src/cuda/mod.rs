@@ -118,8 +118,7 @@ fn choose() -> Timing {
             return Timing::Host;
         }
     };
-    let off = std::env::var("GPUSPAN_CUPTI")
-        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
+    let off = !crate::env::cupti();
     if off {
         note_once(CudaError::CuptiOff);
         return Timing::CudaEvent;

@@ -95,6 +95,8 @@ pub struct Summary {
     pub off: bool,
     /// Measurements lost, by cause.
     pub losses: Vec<(&'static str, u64)>,
+    /// The causality check of GPU placements, per timing source that produced records.
+    pub trust: Vec<crate::Trust>,
     /// Everything gpuspan said once (missing GPU features, fallbacks).
     pub notes: Vec<String>,
     /// What the leaves (the device monitor) add after the sites, taken with the rest.
@@ -128,6 +130,7 @@ pub fn summary() -> Summary {
         still_running,
         off: !crate::switch::is_on(),
         losses: crate::diagnostics::LOSSES.snapshot(),
+        trust: crate::causality::report(),
         notes: crate::diagnostics::notes(),
     }
 }
@@ -142,6 +145,7 @@ impl Summary {
             still_running: Vec::new(),
             off: false,
             losses: Vec::new(),
+            trust: Vec::new(),
             notes: Vec::new(),
             sections: Vec::new(),
         }
@@ -175,17 +179,22 @@ impl fmt::Display for Summary {
                     sources.push_str(" (bracket: upper bound)");
                 }
                 let is_transfer = s.site.desc.kind == SiteKind::Transfer;
+                // A bracket times the submissions and whatever the GPU waited on between them:
+                // its durations are bounds, shown as such, and give no bandwidth.
+                let bound = if s.bracketed { "≤ " } else { "" };
+                let time = |ns: u64| format!("{bound}{}", format::duration(ns));
+                let bandwidth = if s.bracketed { None } else { s.bandwidth_bytes_per_s() };
                 [
-                    s.site.desc.name.to_owned(),
+                    format::name(s.site.desc.name),
                     format!("{}/{}", s.site.desc.kind.as_str(), s.backend_label()),
                     format!("{}{errors}", s.calls),
-                    format::duration(s.total_ns),
-                    format::duration(s.total_ns / s.calls.max(1)),
-                    format::duration(s.p50_ns),
-                    format::duration(s.p99_ns),
-                    format::duration(s.max_ns),
+                    time(s.total_ns),
+                    time(s.total_ns / s.calls.max(1)),
+                    time(s.p50_ns),
+                    time(s.p99_ns),
+                    time(s.max_ns),
                     if is_transfer { format::bytes(s.bytes) } else { "-".into() },
-                    s.bandwidth_bytes_per_s().map_or_else(|| "-".into(), format::bandwidth),
+                    bandwidth.map_or_else(|| "-".into(), format::bandwidth),
                     format::duration(s.host_total_ns),
                     sources,
                 ]
@@ -228,7 +237,14 @@ impl fmt::Display for Summary {
         if !self.still_running.is_empty() {
             writeln!(f, "still running at shutdown (no call had finished; its time is not counted):")?;
             for s in &self.still_running {
-                writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
+                writeln!(
+                    f,
+                    "  {} ({} at {}:{})",
+                    format::name(s.desc.name),
+                    s.desc.kind.as_str(),
+                    s.desc.file,
+                    s.desc.line
+                )?;
             }
         }
         let tracked: Vec<&SiteSummary> = self
@@ -247,7 +263,7 @@ impl fmt::Display for Summary {
                 writeln!(
                     f,
                     "  {}: device {}, process RSS {}",
-                    s.site.desc.name,
+                    format::name(s.site.desc.name),
                     signed(s.device_delta_max_bytes),
                     signed(s.rss_delta_max_bytes)
                 )?;
@@ -256,17 +272,27 @@ impl fmt::Display for Summary {
         if !self.never_reached.is_empty() && !self.off {
             writeln!(f, "never reached:")?;
             for s in &self.never_reached {
-                writeln!(f, "  {} ({} at {}:{})", s.desc.name, s.desc.kind.as_str(), s.desc.file, s.desc.line)?;
+                writeln!(
+                    f,
+                    "  {} ({} at {}:{})",
+                    format::name(s.desc.name),
+                    s.desc.kind.as_str(),
+                    s.desc.file,
+                    s.desc.line
+                )?;
             }
         }
         for l in &self.sections {
             writeln!(f, "{l}")?;
         }
+        for t in &self.trust {
+            writeln!(f, "{}", t.line())?;
+        }
         for (what, n) in &self.losses {
             writeln!(f, "lost: {n} {what}")?;
         }
         for n in &self.notes {
-            writeln!(f, "note: {n}")?;
+            writeln!(f, "note: {}", format::escaped(n))?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use crate::diagnostics::{Losses, LOSSES};
 use crate::pipeline::Sink;
 use crate::record::{Record, Value};
 use serde_json::{json, Map, Value as Json};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -32,17 +32,18 @@ impl Timeline {
         self.records.lock().map_or(0, |r| r.len())
     }
 
-    /// Writes the timeline as JSON to `out`.
+    /// Writes the timeline as JSON to `out`, streamed: memory stays bounded by one record's
+    /// events, whatever the number of records (the records are not copied either).
     pub(crate) fn write_json(&self, out: impl Write) -> io::Result<()> {
-        let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
-        write_events(&records, out)
+        match self.records.lock() {
+            Ok(records) => write_events(&records, out),
+            Err(_) => write_events(&[], out),
+        }
     }
 
+    /// Writes the timeline to `path` whole or not at all (see [`super::file`]).
     pub(crate) fn write_file(&self, path: &Path) -> io::Result<()> {
-        let file = std::fs::File::create(path)?;
-        let mut w = BufWriter::new(file);
-        self.write_json(&mut w)?;
-        w.flush()
+        super::file::write_atomically(path, |w| self.write_json(w))
     }
 }
 
@@ -79,13 +80,41 @@ fn gpu_tid(device: u32, stream: Option<u64>) -> u64 {
     (u64::from(device) << 32) | stream.map_or(0, |s| s + 1)
 }
 
+/// The Chrome Trace Event document, written one event at a time: `{"traceEvents":[...], ...}`.
+struct Events<W: Write> {
+    out: W,
+    first: bool,
+}
+
+impl<W: Write> Events<W> {
+    fn start(mut out: W) -> io::Result<Self> {
+        out.write_all(b"{\"traceEvents\":[")?;
+        Ok(Events { out, first: true })
+    }
+
+    fn push(&mut self, event: &Json) -> io::Result<()> {
+        if !std::mem::take(&mut self.first) {
+            self.out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut self.out, event).map_err(io::Error::from)
+    }
+
+    fn finish(mut self, base: u64) -> io::Result<()> {
+        self.out.write_all(b"],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
+        serde_json::to_writer(&mut self.out, &json!({"generator": "gpuspan", "epoch_base_ns": base}))?;
+        self.out.write_all(b"}")?;
+        self.out.flush()
+    }
+}
+
 pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()> {
     let base = records.iter().map(|r| r.host.start_ns.min(r.interval().start_ns)).min().unwrap_or(0);
-    let mut events: Vec<Json> = Vec::with_capacity(records.len() * 3 + 8);
-    events.push(json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}}));
-    events.push(json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "GPU"}}));
+    let mut events = Events::start(out)?;
+    events.push(&json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}}))?;
+    events.push(&json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "GPU"}}))?;
     for (index, name) in crate::thread::names() {
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": index, "args": {"name": name}}));
+        events
+            .push(&json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": index, "args": {"name": name}}))?;
     }
     let mut gpu_tracks = std::collections::BTreeMap::new();
 
@@ -93,10 +122,10 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
         let args = Json::Object(r.attributes().into_iter().map(|(k, v)| (k.to_owned(), to_json(&v))).collect());
         let name = r.site.desc.name;
         let cat = r.site.desc.kind.as_str();
-        events.push(json!({
+        events.push(&json!({
             "ph": "X", "name": name, "cat": cat, "pid": HOST_PID, "tid": r.thread,
-            "ts": us(r.host.start_ns, base), "dur": us(r.host.end_ns, r.host.start_ns), "args": args,
-        }));
+            "ts": us(r.host.start_ns, base), "dur": us(r.host.end_ns, r.host.start_ns), "args": &args,
+        }))?;
         let Some(gpu) = &r.gpu else { continue };
         let device = gpu.device.as_ref().map_or(0, |d| d.id);
         let tid = gpu_tid(device, None);
@@ -104,13 +133,13 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
             let label = gpu.device.as_ref().map_or_else(|| "GPU".to_owned(), |d| format!("GPU {}: {}", d.id, d.name));
             format!("{label} ({})", r.backend().as_str())
         });
-        events.push(json!({
+        events.push(&json!({
             "ph": "X", "name": name, "cat": format!("gpu.{cat}"), "pid": GPU_PID, "tid": tid,
             "ts": us(gpu.interval.start_ns, base), "dur": us(gpu.interval.end_ns, gpu.interval.start_ns), "args": args,
-        }));
+        }))?;
         // Flow arrow from the host call to the GPU work it caused.
-        events.push(json!({"ph": "s", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": HOST_PID, "tid": r.thread, "ts": us(r.host.start_ns, base)}));
-        events.push(json!({"ph": "f", "bp": "e", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": GPU_PID, "tid": tid, "ts": us(gpu.interval.start_ns, base)}));
+        events.push(&json!({"ph": "s", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": HOST_PID, "tid": r.thread, "ts": us(r.host.start_ns, base)}))?;
+        events.push(&json!({"ph": "f", "bp": "e", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": GPU_PID, "tid": tid, "ts": us(gpu.interval.start_ns, base)}))?;
         for a in &r.activities {
             let dev = a.device.as_ref().map_or(device, |d| d.id);
             let tid = gpu_tid(dev, a.stream);
@@ -120,21 +149,16 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
             });
             let aargs: Map<String, Json> =
                 a.attributes(r).into_iter().map(|(k, v)| (k.to_owned(), to_json(&v))).collect();
-            events.push(json!({
+            events.push(&json!({
                 "ph": "X", "name": a.name, "cat": "gpu.activity", "pid": GPU_PID, "tid": tid,
                 "ts": us(a.interval.start_ns, base), "dur": us(a.interval.end_ns, a.interval.start_ns), "args": aargs,
-            }));
+            }))?;
         }
     }
     for (tid, name) in gpu_tracks {
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": GPU_PID, "tid": tid, "args": {"name": name}}));
+        events.push(&json!({"ph": "M", "name": "thread_name", "pid": GPU_PID, "tid": tid, "args": {"name": name}}))?;
     }
-    let doc = json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {"generator": "gpuspan", "epoch_base_ns": base},
-    });
-    serde_json::to_writer(out, &doc).map_err(io::Error::other)
+    events.finish(base)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ static NVML: OnceLock<Result<Nvml, MonitorError>> = OnceLock::new();
 
 /// The process's NVML, loaded on first use (`GPUSPAN_NVML_LIBRARY` names the file to load).
 pub(super) fn nvml() -> Result<&'static Nvml, MonitorError> {
-    NVML.get_or_init(|| load(std::env::var_os("GPUSPAN_NVML_LIBRARY").as_deref())).as_ref().map_err(Clone::clone)
+    NVML.get_or_init(|| load(crate::env::nvml_library().as_deref())).as_ref().map_err(Clone::clone)
 }
 
 fn load(custom: Option<&OsStr>) -> Result<Nvml, MonitorError> {

@@ -46,7 +46,7 @@ pub(super) enum MatchedBy {
 }
 
 impl MatchedBy {
-    #[cfg_attr(not(all(feature = "wgpu", any(test, feature = "testing"))), allow(dead_code))]
+    #[cfg_attr(not(all(feature = "wgpu", feature = "testing")), allow(dead_code))]
     pub(super) fn as_str(self) -> &'static str {
         match self {
             MatchedBy::Uuid => "uuid",
@@ -186,12 +186,12 @@ mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
     use super::{Identity, PciAddress};
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(feature = "testing")]
     use {super::find, crate::monitor::GpuInfo};
 
     /// A wgpu adapter, and the NVML device it is when one matches: a diagnostic of the matching
     /// (feature `testing`).
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(feature = "testing")]
     #[derive(Debug, Clone, PartialEq)]
     #[non_exhaustive]
     pub struct AdapterDescription {
@@ -229,7 +229,7 @@ mod wgpu_adapters {
     }
 
     /// PCI vendor ids of GPU makers, and Vulkan's ids for vendors without one.
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(feature = "testing")]
     fn vendor_name(id: u32) -> Option<&'static str> {
         Some(match id {
             0x10de => "NVIDIA",
@@ -247,7 +247,7 @@ mod wgpu_adapters {
     }
 
     /// Describes `info` and finds its NVML device (NVML is loaded on first use).
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(feature = "testing")]
     pub fn describe_adapter(info: &wgpu::AdapterInfo) -> AdapterDescription {
         let gpus = crate::monitor::discover_now().unwrap_or_default();
         let found = find(&identity(info), gpus.iter());

@@ -161,19 +161,14 @@ impl MonitorConfig {
     /// Defaults, then the `GPUSPAN_MONITOR_*` variables (a malformed one is said once and ignored).
     pub fn from_env() -> Self {
         let mut c = MonitorConfig::default();
-        if let Some(ms) = env_number("GPUSPAN_MONITOR_INTERVAL_MS") {
-            c = c.interval(Duration::from_millis(ms));
+        if let Some(interval) = crate::env::monitor_interval(DEFAULT_INTERVAL, MIN_INTERVAL) {
+            c = c.interval(interval);
         }
-        if let Some(n) = env_number("GPUSPAN_MONITOR_HISTORY") {
-            c = c.history(n as usize);
+        if let Some(n) = crate::env::monitor_history(DEFAULT_HISTORY) {
+            c = c.history(n);
         }
-        if let Ok(v) = std::env::var("GPUSPAN_MONITOR_CPU_PERCENT") {
-            match v.trim().parse::<f64>() {
-                Ok(p) if p > 0.0 => c = c.cpu_budget_percent(p),
-                _ => crate::diagnostics::note_once(format_args!(
-                    "GPUSPAN_MONITOR_CPU_PERCENT={v:?} is not a positive number; using {DEFAULT_CPU_PERCENT}"
-                )),
-            }
+        if let Some(p) = crate::env::monitor_cpu_percent(DEFAULT_CPU_PERCENT) {
+            c = c.cpu_budget_percent(p);
         }
         c
     }
@@ -240,22 +235,10 @@ impl MonitorConfig {
     }
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    match v.trim().parse::<u64>() {
-        Ok(n) => Some(n),
-        Err(_) => {
-            crate::diagnostics::note_once(format_args!("{name}={v:?} is not a whole number; using the default"));
-            None
-        }
-    }
-}
-
 /// Starts the sampler as [`crate::init`] does: from the environment, unless `GPUSPAN_MONITOR=off`;
 /// a failure is said once, not returned (a sampler the program already started is left alone).
 pub(crate) fn start_from_env() {
-    let off = std::env::var("GPUSPAN_MONITOR")
-        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"));
+    let off = !crate::env::monitor();
     if off {
         return;
     }
@@ -326,7 +309,7 @@ fn discover_now() -> Result<Vec<GpuInfo>, MonitorError> {
 }
 
 /// The GPUs the sampler found (empty before discovery or without NVML).
-pub fn devices() -> Vec<GpuInfo> {
+fn devices() -> Vec<GpuInfo> {
     current().map(|s| s.devices().iter().map(|d| d.info.clone()).collect()).unwrap_or_default()
 }
 

@@ -28,11 +28,14 @@ pub fn start() -> Timing {
     Timing::Host
 }
 
-/// Always `None` without the `enabled` feature: no timing source is ever chosen.
+/// Always `None` without the `enabled` feature: nothing was started.
 #[cfg(feature = "testing")]
 pub fn timing() -> Option<Timing> {
     None
 }
+
+/// Does nothing without the `enabled` feature.
+pub fn attach(_stream: &std::sync::Arc<cudarc::driver::CudaStream>) {}
 
 /// Always `None` without the `enabled` feature: CUPTI never times this process.
 #[cfg(feature = "testing")]

@@ -232,6 +232,9 @@ pub struct Record {
     pub bytes: Option<u64>,
     /// The GPU's timing, where a GPU source measured the call.
     pub gpu: Option<GpuTiming>,
+    /// How far the GPU interval and activities were moved forward because the clock mapping
+    /// placed them before the call began (0: not moved). `gpu.clock_corrected_ns` in exports.
+    pub clock_corrected_ns: u64,
     /// The kernels and copies inside the call (CUPTI).
     pub activities: Vec<Activity>,
     /// Memory before and after the call, for sites with `track_memory`.
@@ -257,6 +260,7 @@ impl Record {
             error: false,
             bytes: None,
             gpu: None,
+            clock_corrected_ns: 0,
             activities: Vec::new(),
             memory: None,
             extra: Vec::new(),

@@ -91,21 +91,34 @@ impl Drop for ExecutedSignal {
 
 impl Frame {
     /// The frame this thread is recording for `device`, or a new one; `None` when too many are
-    /// in flight (counted).
+    /// in flight (counted), or in a thread-local destructor, where this thread's frames are gone
+    /// (the scope is then timed on the host).
     pub(super) fn enter(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
-        let current = CURRENT.with(|c| {
-            let mut c = c.borrow_mut();
-            c.iter_mut().find(|(f, _)| Arc::ptr_eq(&f.device, device)).map(|(f, depth)| {
-                *depth += 1;
-                f.clone()
+        let current = CURRENT
+            .try_with(|c| {
+                let mut c = c.borrow_mut();
+                c.iter_mut().find(|(f, _)| Arc::ptr_eq(&f.device, device)).map(|(f, depth)| {
+                    *depth += 1;
+                    f.clone()
+                })
             })
-        });
+            .ok()?;
         if current.is_some() {
             return current;
         }
         let frame = Self::open(device)?;
-        CURRENT.with(|c| c.borrow_mut().push((frame.clone(), 1)));
+        if CURRENT.try_with(|c| c.borrow_mut().push((frame.clone(), 1))).is_err() {
+            frame.abandon_unused();
+            return None;
+        }
         Some(frame)
+    }
+
+    /// A frame opened for a thread that can no longer record it: taken out of flight.
+    fn abandon_unused(self: &Arc<Self>) {
+        if let Ok(mut in_flight) = self.device.in_flight.lock() {
+            in_flight.retain(|f| !Arc::ptr_eq(f, self));
+        }
     }
 
     fn open(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
@@ -164,17 +177,21 @@ impl Frame {
 
     /// Leaves one nesting level on this thread; `true` when it was the outermost scope.
     fn leave(self: &Arc<Self>) -> bool {
-        CURRENT.with(|c| {
-            let mut c = c.borrow_mut();
-            let Some(i) = c.iter().position(|(f, _)| Arc::ptr_eq(f, self)) else { return false };
-            c[i].1 -= 1;
-            if c[i].1 == 0 {
-                c.remove(i);
-                true
-            } else {
-                false
-            }
-        })
+        CURRENT
+            .try_with(|c| {
+                let mut c = c.borrow_mut();
+                let Some(i) = c.iter().position(|(f, _)| Arc::ptr_eq(f, self)) else { return false };
+                c[i].1 -= 1;
+                if c[i].1 == 0 {
+                    c.remove(i);
+                    true
+                } else {
+                    false
+                }
+            })
+            // In a thread-local destructor the thread's frame stack is gone: nothing nests this
+            // frame any more.
+            .unwrap_or(true)
     }
 
     /// Opens a query in `recorder` for the scope `scope_id`.
@@ -265,6 +282,12 @@ impl Frame {
         if let Ok(mut r) = self.records.lock() {
             r.push(record);
         }
+        self.open_scopes.fetch_sub(1, Ordering::AcqRel);
+        resolver::wake();
+    }
+
+    /// A scope begun in this frame will never hand over its record.
+    pub(super) fn forget_scope(&self) {
         self.open_scopes.fetch_sub(1, Ordering::AcqRel);
         resolver::wake();
     }

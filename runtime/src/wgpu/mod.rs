@@ -19,13 +19,18 @@
 //! # }
 //! ```
 
+pub(crate) mod attach;
 mod calibration;
 mod device;
 mod frame;
 mod resolver;
 pub(crate) mod resources;
 
-pub use resources::{AsHandle, AsRecorder, Recorder};
+pub use attach::{attach, Attached};
+pub use resources::{AsHandle, AsRecorder};
+// Sealed: the bound of `attach` and of `AsRecorder::Recorder`, implemented by wgpu's encoder and
+// passes only, so nameable nowhere outside.
+use resources::Recorder;
 
 use crate::diagnostics::note_once;
 use crate::probe::Exit;
@@ -141,7 +146,7 @@ impl WgpuScope {
             ));
             return Err("queue not registered");
         }
-        let frame = Frame::enter(&state).ok_or("too many frames in flight")?;
+        let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
         let query = frame.begin(scope_id, recorder);
         Ok(WgpuScope { frame, query, queue: None, detached: None })
     }
@@ -170,7 +175,7 @@ impl WgpuScope {
         if !check_features(&state) {
             return Err("device without timestamp queries");
         }
-        let frame = Frame::enter(&state).ok_or("too many frames in flight")?;
+        let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
         let mut encoder =
             state.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan begin") });
         let query = frame.begin(scope_id, &mut encoder);
@@ -207,6 +212,12 @@ impl WgpuScope {
         if self.detached.is_none() {
             self.detached = Some(self.frame.detach_from_thread());
         }
+    }
+
+    /// A measurement no scope will collect (an attached recorder outlived its scope): its
+    /// frame stops waiting for a record.
+    pub(crate) fn forget(self) {
+        self.frame.forget_scope();
     }
 
     pub(crate) fn finish(mut self, record: Record) {
@@ -258,6 +269,17 @@ impl Scope {
         Scope::open(site, span, bytes, |scope_id| {
             started(site, WgpuScope::begin_on_queue(site, scope_id, queue, device))
         })
+    }
+
+    /// A host-timed scope whose function records into a recorder it creates and hands over with
+    /// [`attach`]: the attachment uses `device`.
+    #[inline]
+    pub fn wgpu_attachable(site: &'static Site, span: Span, bytes: Option<u64>, device: &wgpu::Device) -> Scope {
+        let scope = Scope::open(site, span, bytes, |_| GpuScope::None);
+        if scope.is_active() {
+            attach::set_device(device);
+        }
+        scope
     }
 
     /// A scope whose submissions on the device's registered queue are bracketed.

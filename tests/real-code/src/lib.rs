@@ -3,6 +3,9 @@
 //! on tokio) and annotated with gpuspan without reshaping anything. It builds and runs with the
 //! `profile` feature (gpuspan's instrumentation) on and off.
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
 use anyhow::{bail, ensure, Context as _};
 use async_trait::async_trait;
 use gpuspan::{gpu_kernel, gpu_transfer};
@@ -115,6 +118,41 @@ impl Compute {
             bail!("{passes} passes is more than 4");
         }
         Ok(passes)
+    }
+
+    /// Makes its own encoder from the device field and hands it to gpuspan with `attach`:
+    /// timed by a query around exactly the passes recorded through the guard.
+    #[gpu_kernel(device = self.device)]
+    pub fn step_attached(&self, passes: u32) -> anyhow::Result<()> {
+        ensure!(passes > 0, "a step needs at least one pass");
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut timed = gpuspan::wgpu::attach(&mut encoder);
+            for _ in 0..passes {
+                self.dispatch(&mut timed);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// No arguments at all: the attached pass is timed on the one registered device.
+    #[gpu_kernel]
+    pub async fn step_attached_async(&self) {
+        tokio::task::yield_now().await;
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut timed = gpuspan::wgpu::attach(&mut encoder);
+            self.dispatch(&mut timed);
+        }
+        self.queue.submit([encoder.finish()]);
+    }
+
+    fn dispatch(&self, encoder: &mut wgpu::CommandEncoder) {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.elements.div_ceil(64), 1, 1);
     }
 
     /// An async method spawned on tokio: its future must be `Send`.

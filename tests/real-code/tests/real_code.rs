@@ -50,10 +50,16 @@ fn the_library_runs_on_tokio_with_errors_from_macros() {
         let compute = compute.clone();
         async move { compute.step_async(2).await }
     });
+    compute.step_attached(2).expect("step_attached");
+    let attached_async = rt.spawn({
+        let compute = compute.clone();
+        async move { compute.step_attached_async().await }
+    });
     let model: Arc<dyn Model> = compute.clone();
     let forward = rt.spawn(async move { model.forward(1).await });
     rt.block_on(async {
         spawned.await.expect("join").expect("step_async");
+        attached_async.await.expect("join");
         assert_eq!(forward.await.expect("join").expect("forward"), 1);
     });
     assert!(gpuspan::flush(), "every GPU timing arrives");
@@ -69,6 +75,15 @@ fn the_library_runs_on_tokio_with_errors_from_macros() {
             }
             records
         };
+        // No GPU interval is placed before the call that made it (corrected when the clock
+        // mapping said otherwise, and counted in the trust report).
+        for r in capture.records() {
+            if let Some(g) = &r.gpu {
+                assert!(g.interval.start_ns >= r.host.start_ns, "GPU work before its call: {r:?}");
+            }
+        }
+        let trust = gpuspan::summary().trust;
+        assert!(trust.iter().any(|t| t.source == TimingSource::GpuTimestamp && t.checked > 0), "{trust:?}");
         let uploads = gpu_timed("upload");
         assert_eq!(uploads[0].bytes, Some(4 << 12), "bytes from the slice behind an &Arc<Queue> call");
         let steps = gpu_timed("step");
@@ -77,6 +92,13 @@ fn the_library_runs_on_tokio_with_errors_from_macros() {
         assert_eq!(records.iter().filter(|r| r.error).count(), 1, "bail! marks only the failing call");
         gpu_timed("record");
         gpu_timed("step_async");
+        // An encoder made in the body and handed over with `attach`: timed by its own query,
+        // not by a bracket around the submission.
+        for name in ["step_attached", "step_attached_async"] {
+            for r in gpu_timed(name) {
+                assert!(r.gpu.as_ref().is_some_and(|g| !g.bracketed), "{name} is timed by its query: {r:?}");
+            }
+        }
         let forward = gpu_timed("forward");
         // The async-trait body waits 20 ms before its work: the call's host interval covers it.
         assert!(

@@ -75,8 +75,8 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     // SAFETY: plain out-parameter.
     library::check("cuptiGetVersion", unsafe { sys::cuptiGetVersion(&mut version) })?;
     let (tx, rx) = channel();
-    let dump = std::env::var_os("GPUSPAN_CUPTI_DUMP").and_then(|path| {
-        let file = std::fs::File::create(&path)
+    let dump = crate::env::cupti_dump().and_then(|path| {
+        let file = crate::export::file::create(path.as_ref())
             .map_err(|e| note_once(format_args!("cannot write the CUPTI dump to {}: {e}", path.to_string_lossy())))
             .ok()?;
         let mut w = std::io::BufWriter::new(file);

@@ -42,6 +42,9 @@ const DEFAULT_BATCH: usize = 512;
 const DEFAULT_SCHEDULE_DELAY: Duration = Duration::from_secs(5);
 const DEFAULT_METRIC_INTERVAL: Duration = Duration::from_secs(60);
 const DEFAULT_SHUTDOWN: Duration = Duration::from_secs(5);
+/// Metric exports come at most this often: `OTEL_METRIC_EXPORT_INTERVAL=0` sent ~700 exports a
+/// second, a busy loop against the collector.
+pub(super) const MIN_METRIC_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Where and how spans and metrics are sent. [`OtlpConfig::from_env`] reads the standard
 /// variables; the methods override them in code.
@@ -326,6 +329,15 @@ impl OtlpConfig {
         c.max_export_batch_size = env.count("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_BATCH);
         c.schedule_delay = env.millis("OTEL_BSP_SCHEDULE_DELAY", DEFAULT_SCHEDULE_DELAY);
         c.metric_interval = env.millis("OTEL_METRIC_EXPORT_INTERVAL", DEFAULT_METRIC_INTERVAL);
+        if c.metric_interval < MIN_METRIC_INTERVAL {
+            (env.report)(format!(
+                "OTEL_METRIC_EXPORT_INTERVAL={} is below the minimum of {} ms; using {} ms",
+                c.metric_interval.as_millis(),
+                MIN_METRIC_INTERVAL.as_millis(),
+                MIN_METRIC_INTERVAL.as_millis()
+            ));
+            c.metric_interval = MIN_METRIC_INTERVAL;
+        }
         c.traces = env.exporter_on("OTEL_TRACES_EXPORTER");
         c.metrics = env.exporter_on("OTEL_METRICS_EXPORTER");
         c
@@ -404,9 +416,9 @@ impl OtlpConfig {
         self
     }
 
-    /// Time between metric exports (default 60 s).
+    /// Time between metric exports (default 60 s, at least 100 ms).
     pub fn metric_interval(mut self, interval: Duration) -> Self {
-        self.metric_interval = interval;
+        self.metric_interval = interval.max(MIN_METRIC_INTERVAL);
         self
     }
 
@@ -487,6 +499,17 @@ mod tests {
         assert_eq!(c.endpoint, None);
         assert_eq!(msgs.len(), 4, "{msgs:?}");
         assert!(msgs.iter().any(|m| m.contains("OTEL_EXPORTER_OTLP_TIMEOUT") && m.contains("10000")));
+    }
+
+    #[test]
+    fn a_metric_interval_of_zero_is_raised_to_the_minimum_with_a_message() {
+        let (c, msgs) = parse(&[("OTEL_METRIC_EXPORT_INTERVAL", "0")]);
+        assert_eq!(c.metric_interval, MIN_METRIC_INTERVAL);
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert!(msgs[0].contains("OTEL_METRIC_EXPORT_INTERVAL=0") && msgs[0].contains("100 ms"), "{msgs:?}");
+        assert_eq!(OtlpConfig::new().metric_interval(Duration::ZERO).metric_interval, MIN_METRIC_INTERVAL);
+        let (c, msgs) = parse(&[("OTEL_METRIC_EXPORT_INTERVAL", "250")]);
+        assert_eq!((c.metric_interval, msgs.len()), (Duration::from_millis(250), 0));
     }
 
     #[test]

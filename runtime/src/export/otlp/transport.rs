@@ -28,6 +28,8 @@ pub(super) struct Io {
     handle: tokio::runtime::Handle,
     /// Set when shutdown begins: no export, not even one already in flight, outlasts it.
     deadline: tokio::sync::watch::Sender<Option<Instant>>,
+    /// The shutdown bound the deadline comes from, for messages about exports it cut off.
+    bound: std::sync::Mutex<Duration>,
 }
 
 static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -47,12 +49,30 @@ impl Io {
                 RUNTIME.get_or_init(|| rt)
             }
         };
-        Ok(Arc::new(Io { handle: rt.handle().clone(), deadline: tokio::sync::watch::Sender::new(None) }))
+        Ok(Arc::new(Io {
+            handle: rt.handle().clone(),
+            deadline: tokio::sync::watch::Sender::new(None),
+            bound: std::sync::Mutex::new(Duration::ZERO),
+        }))
     }
 
-    /// Every export, those in flight included, ends by `deadline`.
-    pub(super) fn set_deadline(&self, deadline: Instant) {
+    /// Every export, those in flight included, ends by `deadline`, which the shutdown bound
+    /// `bound` set.
+    pub(super) fn set_deadline(&self, deadline: Instant, bound: Duration) {
+        if let Ok(mut b) = self.bound.lock() {
+            *b = bound;
+        }
         self.deadline.send_replace(Some(deadline));
+    }
+
+    /// Why an export did not finish: shutdown's bound cut it off. Says the bound that applied,
+    /// not the per-export timeout (which did not).
+    fn cut_off(&self) -> OTelSdkError {
+        let bound = self.bound.lock().map_or(Duration::ZERO, |b| *b);
+        OTelSdkError::InternalFailure(format!(
+            "cut off by the shutdown bound ({:.1} s; OtlpConfig::shutdown_timeout)",
+            bound.as_secs_f64()
+        ))
     }
 
     /// Runs one export on the runtime, for at most `timeout`, and never past the shutdown
@@ -60,7 +80,7 @@ impl Io {
     pub(super) fn run<F: Future<Output = OTelSdkResult>>(&self, timeout: Duration, export: F) -> OTelSdkResult {
         let mut deadline = self.deadline.subscribe();
         if deadline.borrow().is_some_and(|d| d <= Instant::now()) {
-            return Err(OTelSdkError::Timeout(Duration::ZERO));
+            return Err(self.cut_off());
         }
         let _quiet = opentelemetry::Context::enter_telemetry_suppressed_scope();
         let _exporting = super::layer::Exporting::enter();
@@ -78,9 +98,10 @@ impl Io {
                     }
                 }
             });
+            // `None`: the shutdown deadline came first; `Some(Err(_))`: the export's own timeout.
             first_of(export, cut)
                 .await
-                .map_or(Err(OTelSdkError::Timeout(timeout)), |r| r.unwrap_or(Err(OTelSdkError::Timeout(timeout))))
+                .map_or_else(|| Err(self.cut_off()), |r| r.unwrap_or(Err(OTelSdkError::Timeout(timeout))))
         })
     }
 

@@ -1,0 +1,224 @@
+//! The only reader of `GPUSPAN_*` variables (and of `XDG_RUNTIME_DIR`, for where files go).
+//!
+//! One vocabulary for switches, case-insensitive: `on`, `1`, `true`, `yes` / `off`, `0`,
+//! `false`, `no`. An empty value counts as unset. A value that cannot be used is said once,
+//! naming the variable, the value and the default used instead, and the program runs on with
+//! that default; a number below its sane minimum is raised to it, with a message.
+//!
+//! | variable | read by | default |
+//! |---|---|---|
+//! | `GPUSPAN` | the run-time switch | on |
+//! | `GPUSPAN_SUMMARY` | [`crate::Config::from_env`] | on |
+//! | `GPUSPAN_TRACE_FILE` | [`crate::Config::from_env`]: a path, or a switch (off: no timeline) | a private per-user directory |
+//! | `GPUSPAN_THRESHOLD_US` | [`crate::Config::from_env`], sampling | 100 |
+//! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
+//! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | off |
+//! | `GPUSPAN_CUPTI` | CUDA timing | on |
+//! | `GPUSPAN_CUPTI_DUMP` | CUDA timing: a path | none |
+//! | `GPUSPAN_MONITOR` | the NVML monitor | on |
+//! | `GPUSPAN_MONITOR_INTERVAL_MS` | the NVML monitor | 100 (at least 10) |
+//! | `GPUSPAN_MONITOR_HISTORY` | the NVML monitor | 3000 (at least 1) |
+//! | `GPUSPAN_MONITOR_CPU_PERCENT` | the NVML monitor | 0.1 |
+//! | `GPUSPAN_NVML_LIBRARY` | the NVML monitor: a path | the driver's library |
+//!
+//! Several readers are used only by some features; without them they are dead code, which is
+//! why this module allows it rather than naming the features (the core names none).
+#![allow(dead_code)]
+
+use crate::diagnostics::note_once;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+const VOCABULARY: &str = "on/off, 1/0, true/false or yes/no";
+
+/// The raw value, trimmed; `None` when unset or empty. Not UTF-8 is a bad value (said once).
+fn text(name: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) => Some(v.trim().to_owned()).filter(|v| !v.is_empty()),
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(v)) => {
+            note_once(format_args!("{name}={v:?} is not valid UTF-8; ignoring it"));
+            None
+        }
+    }
+}
+
+/// The value as the OS gives it (paths need not be UTF-8); `None` when unset or empty.
+fn os(name: &str) -> Option<OsString> {
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}
+
+/// `Some(true)` for on/1/true/yes, `Some(false)` for off/0/false/no, `None` for anything else.
+pub(crate) fn parse_switch(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" | "yes" => Some(true),
+        "off" | "0" | "false" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// A switch: `None` when unset; a bad value is said once and gives `None` (the default).
+fn switch(name: &str, default: bool) -> Option<bool> {
+    let v = text(name)?;
+    let parsed = parse_switch(&v);
+    if parsed.is_none() {
+        note_once(format_args!("{name}={v:?} is not {VOCABULARY}; using {} (the default)", on_off(default)));
+    }
+    parsed
+}
+
+/// A number of at least `min`: `None` when unset or unparsable (said once, with `default`);
+/// a smaller one is raised to `min`, with a message.
+fn number<T>(name: &str, what: &str, default: T, min: T) -> Option<T>
+where
+    T: FromStr + PartialOrd + Copy + std::fmt::Display,
+{
+    let v = text(name)?;
+    match v.parse::<T>() {
+        Ok(n) if n < min => {
+            note_once(format_args!("{name}={v:?} is below the minimum of {min}; using {min}"));
+            Some(min)
+        }
+        Ok(n) => Some(n),
+        Err(_) => {
+            note_once(format_args!("{name}={v:?} is not {what}; using {default} (the default)"));
+            None
+        }
+    }
+}
+
+/// `GPUSPAN`: whether gpuspan measures at all (default on).
+pub(crate) fn enabled() -> bool {
+    switch("GPUSPAN", true).unwrap_or(true)
+}
+
+/// `GPUSPAN_SUMMARY`: whether the summary table is printed at shutdown.
+pub(crate) fn summary() -> Option<bool> {
+    switch("GPUSPAN_SUMMARY", true)
+}
+
+/// What `GPUSPAN_TRACE_FILE` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TraceFile {
+    /// A switch saying on: the default location.
+    Default,
+    /// A switch saying off: no timeline.
+    Off,
+    Path(PathBuf),
+}
+
+/// `GPUSPAN_TRACE_FILE`: a path, or a switch word (`off`: no timeline, `on`: the default place).
+pub(crate) fn trace_file() -> Option<TraceFile> {
+    let v = os("GPUSPAN_TRACE_FILE")?;
+    Some(match v.to_str().and_then(parse_switch) {
+        Some(true) => TraceFile::Default,
+        Some(false) => TraceFile::Off,
+        None => TraceFile::Path(v.into()),
+    })
+}
+
+/// `GPUSPAN_THRESHOLD_US`: calls shorter than this many µs are aggregated only.
+pub(crate) fn threshold_us() -> Option<u64> {
+    number("GPUSPAN_THRESHOLD_US", "a whole number of microseconds", crate::sampling::DEFAULT_THRESHOLD_US, 0)
+}
+
+/// `GPUSPAN_TRACE_ALL`: export every call.
+pub(crate) fn trace_all() -> Option<bool> {
+    switch("GPUSPAN_TRACE_ALL", false)
+}
+
+/// `GPUSPAN_ON_SIGNAL`: `flush` (or a switch saying on) flushes and writes everything on
+/// SIGINT/SIGTERM before the signal takes its course.
+pub(crate) fn on_signal() -> Option<bool> {
+    let v = text("GPUSPAN_ON_SIGNAL")?;
+    if v.eq_ignore_ascii_case("flush") {
+        return Some(true);
+    }
+    let parsed = parse_switch(&v);
+    if parsed.is_none() {
+        note_once(format_args!(
+            "GPUSPAN_ON_SIGNAL={v:?} is not `flush` or {VOCABULARY}; using off (the default: signals are left alone)"
+        ));
+    }
+    parsed
+}
+
+/// `GPUSPAN_CUPTI`: CUDA timing through CUPTI (default on; off: CUDA events).
+pub(crate) fn cupti() -> bool {
+    switch("GPUSPAN_CUPTI", true).unwrap_or(true)
+}
+
+/// `GPUSPAN_CUPTI_DUMP`: where to dump every CUPTI buffer, if anywhere.
+pub(crate) fn cupti_dump() -> Option<OsString> {
+    os("GPUSPAN_CUPTI_DUMP")
+}
+
+/// `GPUSPAN_MONITOR`: whether `init` starts the NVML monitor (default on).
+pub(crate) fn monitor() -> bool {
+    switch("GPUSPAN_MONITOR", true).unwrap_or(true)
+}
+
+/// `GPUSPAN_MONITOR_INTERVAL_MS`, at least `min`.
+pub(crate) fn monitor_interval(default: Duration, min: Duration) -> Option<Duration> {
+    let min_ms = u64::try_from(min.as_millis()).unwrap_or(u64::MAX);
+    let default_ms = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+    number("GPUSPAN_MONITOR_INTERVAL_MS", "a whole number of milliseconds", default_ms, min_ms)
+        .map(Duration::from_millis)
+}
+
+/// `GPUSPAN_MONITOR_HISTORY`: samples kept per device, at least 1.
+pub(crate) fn monitor_history(default: usize) -> Option<usize> {
+    number("GPUSPAN_MONITOR_HISTORY", "a whole number of samples", default, 1)
+}
+
+/// `GPUSPAN_MONITOR_CPU_PERCENT`: the sampler's CPU budget in percent of one core (> 0).
+pub(crate) fn monitor_cpu_percent(default: f64) -> Option<f64> {
+    let v = text("GPUSPAN_MONITOR_CPU_PERCENT")?;
+    match v.parse::<f64>() {
+        Ok(p) if p > 0.0 && p.is_finite() => Some(p),
+        _ => {
+            note_once(format_args!(
+                "GPUSPAN_MONITOR_CPU_PERCENT={v:?} is not a positive number; using {default} (the default)"
+            ));
+            None
+        }
+    }
+}
+
+/// `GPUSPAN_NVML_LIBRARY`: the NVML library to load instead of the driver's.
+pub(crate) fn nvml_library() -> Option<OsString> {
+    os("GPUSPAN_NVML_LIBRARY")
+}
+
+/// `XDG_RUNTIME_DIR`, where the per-user runtime directory is (not checked here).
+pub(crate) fn runtime_dir() -> Option<PathBuf> {
+    os("XDG_RUNTIME_DIR").map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_switch;
+
+    #[test]
+    fn one_vocabulary_for_switches_in_any_case() {
+        for on in ["on", "1", "true", "yes", "ON", " True ", "Yes"] {
+            assert_eq!(parse_switch(on), Some(true), "{on:?}");
+        }
+        for off in ["off", "0", "false", "no", "OFF", " False", "NO "] {
+            assert_eq!(parse_switch(off), Some(false), "{off:?}");
+        }
+        for bad in ["", "2", "maybe", "enabled", "y", "onn"] {
+            assert_eq!(parse_switch(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! `gpuspan::wgpu::attach`: the encoder or pass an annotated function creates in its own body,
+//! handed to the function's scope once it exists (the guard pattern of wgpu-profiler's `scope`).
+//!
+//! Every scope open on a thread has a slot here, innermost last: pushed when the scope opens (or
+//! an async scope resumes), popped when it closes (or suspends). [`attach`] opens a query for the
+//! innermost slot's scope in the recorder; the guard closes it when dropped and leaves the
+//! measurement in the slot, where the scope collects it when it closes.
+
+use super::{device, Recorder, WgpuScope};
+use crate::diagnostics::note_once;
+use crate::site::Site;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// One open scope, as `attach` sees it.
+struct Slot {
+    site: &'static Site,
+    /// `(thread, scope id)`, taken when a host-timed scope gets its first attachment.
+    ids: Option<(u32, u64)>,
+    /// The scope already has a GPU source (a recorder parameter, a queue bracket, CUDA).
+    timed: bool,
+    /// The device the function named (`device = ...`), for attachments in it.
+    device: Option<Arc<device::DeviceState>>,
+    /// A guard is open on this scope.
+    guarded: bool,
+    /// The measurement of a closed guard, waiting for the scope to close.
+    attached: Option<WgpuScope>,
+}
+
+thread_local! {
+    static OPEN: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A scope opens (or an async one resumes) on this thread. Returns whether a slot was pushed.
+pub(crate) fn push(site: &'static Site, timed: bool) -> bool {
+    let slot = Slot { site, ids: None, timed, device: None, guarded: false, attached: None };
+    OPEN.try_with(|o| o.borrow_mut().push(slot)).is_ok()
+}
+
+/// The scope just opened names its device: attachments in it use that device.
+pub(crate) fn set_device(device: &wgpu::Device) {
+    let state = device::register(device, None, None);
+    let _ = OPEN.try_with(|o| {
+        if let Some(slot) = o.borrow_mut().last_mut() {
+            slot.device = Some(state);
+        }
+    });
+}
+
+/// The innermost scope closes (or suspends): its attachment, if a guard left one.
+pub(crate) fn pop() -> Option<((u32, u64), WgpuScope)> {
+    let slot = OPEN.try_with(|o| o.borrow_mut().pop()).ok().flatten()?;
+    Some((slot.ids?, slot.attached?))
+}
+
+/// The recorder `attach` was given, timed for the enclosing gpuspan scope until dropped.
+/// Dereferences to the recorder, so encoding goes through it; drop it before `finish()`.
+#[must_use = "the query closes when this guard is dropped: encode through it, then drop it"]
+pub struct Attached<'a, R: Recorder> {
+    recorder: &'a mut R,
+    scope: Option<(u64, WgpuScope)>,
+}
+
+impl<R: Recorder> std::fmt::Debug for Attached<'_, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attached").field("timed", &self.scope.is_some()).finish_non_exhaustive()
+    }
+}
+
+/// Times the commands recorded into `recorder` as the GPU work of the innermost annotated
+/// function running on this thread, for recorders the function creates itself:
+///
+/// ```no_run
+/// # struct Compute { device: wgpu::Device, queue: wgpu::Queue }
+/// # impl Compute {
+/// #[gpuspan::gpu_kernel]
+/// fn step(&self) {
+///     let mut encoder = self.device.create_command_encoder(&Default::default());
+///     {
+///         let mut timed = gpuspan::wgpu::attach(&mut encoder);
+///         let pass = timed.begin_compute_pass(&Default::default());
+///         // ... dispatches
+///     }
+///     self.queue.submit([encoder.finish()]);
+/// }
+/// # }
+/// ```
+///
+/// The query opens here and closes when the guard is dropped, so its interval covers exactly
+/// the commands recorded through the guard. The device is the one the function names
+/// (`device = ...`) or the only registered one. One attachment per call is timed; a function
+/// that already has a GPU source (a recorder or queue parameter) keeps it. Outside an
+/// annotated function, or with gpuspan off, the guard only passes the recorder through.
+pub fn attach<R: Recorder>(recorder: &mut R) -> Attached<'_, R> {
+    let scope = begin(recorder);
+    Attached { recorder, scope }
+}
+
+fn begin<R: Recorder>(recorder: &mut R) -> Option<(u64, WgpuScope)> {
+    let (site, scope_id, device) = OPEN
+        .try_with(|o| {
+            let mut open = o.borrow_mut();
+            let slot = open.last_mut()?;
+            if slot.timed || slot.guarded || slot.attached.is_some() {
+                note_once(format_args!(
+                    "`{}`: gpuspan::wgpu::attach in a call that already has its GPU timing (a recorder or queue \
+                     parameter, or an earlier attach); this recorder is not timed",
+                    slot.site.desc.name
+                ));
+                return None;
+            }
+            let (_, scope_id) = *slot.ids.get_or_insert_with(crate::thread::next_scope);
+            slot.guarded = true;
+            Some((slot.site, scope_id, slot.device.clone()))
+        })
+        .ok()
+        .flatten()?;
+    match WgpuScope::begin_in_recorder(site, scope_id, recorder, device.as_deref().map(|d| &d.device)) {
+        Ok(w) => Some((scope_id, w)),
+        Err(why) => {
+            site.timed_on_host(why);
+            release(scope_id, None);
+            None
+        }
+    }
+}
+
+/// The guard closed: its measurement goes to its scope's slot, or, if that scope has already
+/// closed (the guard outlived it), the query is dropped from its frame.
+fn release(scope_id: u64, scope: Option<WgpuScope>) {
+    let mut scope = scope;
+    let _ = OPEN.try_with(|o| {
+        let mut open = o.borrow_mut();
+        if let Some(slot) = open.iter_mut().rev().find(|s| s.ids.is_some_and(|(_, id)| id == scope_id)) {
+            slot.guarded = false;
+            slot.attached = scope.take();
+        }
+    });
+    if let Some(orphan) = scope {
+        orphan.forget();
+    }
+}
+
+impl<R: Recorder> Drop for Attached<'_, R> {
+    fn drop(&mut self) {
+        if let Some((scope_id, mut w)) = self.scope.take() {
+            w.end_in_recorder(self.recorder);
+            release(scope_id, Some(w));
+        }
+    }
+}
+
+impl<R: Recorder> std::ops::Deref for Attached<'_, R> {
+    type Target = R;
+    fn deref(&self) -> &R {
+        self.recorder
+    }
+}
+
+impl<R: Recorder> std::ops::DerefMut for Attached<'_, R> {
+    fn deref_mut(&mut self) -> &mut R {
+        self.recorder
+    }
+}
