@@ -102,8 +102,9 @@ pub struct TransferRow {
     pub bracketed: bool,
 }
 
-/// A site whose GPU work per call is shorter than the host time of the call: the GPU waits
-/// on launching (batch the work, or launch less often).
+/// A kernel site whose GPU work per call is shorter than the host time of the call: the GPU
+/// waits on launching (batch the work, or launch less often). Transfers are left out: a
+/// synchronous copy's host time includes waiting for the copy, which says nothing of launching.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LaunchBound {
     pub site: String,
@@ -366,7 +367,8 @@ fn transfer_rows(capture: &Capture, index: &Index<'_>) -> Vec<TransferRow> {
 fn launch_bound(capture: &Capture, index: &Index<'_>) -> Vec<LaunchBound> {
     let mut by_site: BTreeMap<u32, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
     for r in &capture.records {
-        if let Some(g) = &r.gpu {
+        let kernel = index.site(r.site).is_some_and(|s| s.kind == SiteKind::Kernel);
+        if let (Some(g), true) = (&r.gpu, kernel) {
             let e = by_site.entry(r.site).or_default();
             e.0.push(g.busy_ns);
             e.1.push(r.host.duration_ns());
@@ -626,7 +628,7 @@ impl Report {
             "no idle time between recorded GPU work",
         );
         section(
-            "Launch-bound sites (median GPU time per call below the call's host time)",
+            "Launch-bound kernel sites (median GPU time per call below the call's host time)",
             self.launch_bound_table(),
             "none",
         );
