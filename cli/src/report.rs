@@ -435,34 +435,82 @@ fn transfer_findings(capture: &Capture) -> Vec<Finding> {
     out
 }
 
-fn opt_duration(ns: Option<u64>) -> String {
-    ns.map_or_else(|| "-".into(), table::duration)
+/// How table cells are written: for people (units chosen per value, bounds marked) or raw for
+/// scripts (`--format csv`: nanoseconds, bytes, bytes per second, with the unit in the header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Units {
+    pub raw: bool,
 }
 
-fn opt_rate(r: Option<f64>) -> String {
-    r.map_or_else(|| "-".into(), table::bandwidth)
+impl Units {
+    fn head(self, name: &str, unit: &str) -> String {
+        if self.raw && !unit.is_empty() {
+            format!("{name} ({unit})")
+        } else {
+            name.to_owned()
+        }
+    }
+
+    fn ns(self, ns: u64) -> String {
+        if self.raw {
+            ns.to_string()
+        } else {
+            table::duration(ns)
+        }
+    }
+
+    fn opt_ns(self, ns: Option<u64>) -> String {
+        ns.map_or_else(|| "-".into(), |n| self.ns(n))
+    }
+
+    fn bytes(self, b: u64) -> String {
+        if self.raw {
+            b.to_string()
+        } else {
+            table::bytes(b)
+        }
+    }
+
+    fn rate(self, r: Option<f64>) -> String {
+        match r {
+            None => "-".into(),
+            Some(r) if self.raw => format!("{r:.0}"),
+            Some(r) => table::bandwidth(r),
+        }
+    }
+
+    /// A bound marker (`≤ `, `≥ `) where it applies, for people only: raw cells stay numbers
+    /// (the JSON says which rows are bounds).
+    fn bound(self, on: bool, mark: &str) -> &str {
+        if on && !self.raw {
+            mark
+        } else {
+            ""
+        }
+    }
 }
 
 impl Report {
-    pub fn sites_table(&self) -> Table {
-        let mut t = Table::new(&[
-            "site",
-            "kind",
-            "source",
-            "recorded",
-            "all calls",
-            "total",
-            "mean",
-            "p50",
-            "p99",
-            "host",
-            "bytes",
-            "bandwidth",
-            "errors",
-        ]);
+    pub fn sites_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "site".into(),
+            "kind".into(),
+            "source".into(),
+            "recorded".into(),
+            "all calls".into(),
+            u.head("total", "ns"),
+            u.head("mean", "ns"),
+            u.head("p50", "ns"),
+            u.head("p99", "ns"),
+            u.head("host", "ns"),
+            u.head("bytes", "B"),
+            u.head("bandwidth", "B/s"),
+            "errors".into(),
+        ];
         for s in &self.sites {
-            let bound = if s.bracketed { "≤ " } else { "" };
-            let d = |ns: Option<u64>| ns.map_or_else(|| "-".into(), |n| format!("{bound}{}", table::duration(n)));
+            let bound = u.bound(s.bracketed, "≤ ");
+            let d = |ns: Option<u64>| ns.map_or_else(|| "-".into(), |n| format!("{bound}{}", u.ns(n)));
             t.row(vec![
                 s.site.clone(),
                 format!("{}/{}", s.kind, s.backend),
@@ -473,33 +521,52 @@ impl Report {
                 d(s.mean_ns),
                 d(s.p50_ns),
                 d(s.p99_ns),
-                table::duration(s.host_total_ns),
-                if s.bytes > 0 { table::bytes(s.bytes) } else { "-".into() },
-                if s.bracketed { "-".into() } else { opt_rate(s.bandwidth_bytes_per_s) },
+                u.ns(s.host_total_ns),
+                if s.bytes > 0 { u.bytes(s.bytes) } else { "-".into() },
+                // A bracketed duration is an upper bound: its bandwidth would be a guess.
+                if s.bracketed { "-".into() } else { u.rate(s.bandwidth_bytes_per_s) },
                 s.errors.to_string(),
             ]);
         }
         t
     }
 
-    pub fn kernels_table(&self) -> Table {
-        let mut t = Table::new(&["kernel", "from", "count", "total", "p50", "p99", "geometry"]);
+    pub fn kernels_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "kernel".into(),
+            "from".into(),
+            "count".into(),
+            u.head("total", "ns"),
+            u.head("p50", "ns"),
+            u.head("p99", "ns"),
+            "geometry".into(),
+        ];
         for k in &self.kernels {
             t.row(vec![
                 k.kernel.clone(),
                 k.from.clone(),
                 k.count.to_string(),
-                table::duration(k.total_ns),
-                opt_duration(k.p50_ns),
-                opt_duration(k.p99_ns),
+                u.ns(k.total_ns),
+                u.opt_ns(k.p50_ns),
+                u.opt_ns(k.p99_ns),
                 k.geometry.clone().unwrap_or_else(|| "-".into()),
             ]);
         }
         t
     }
 
-    pub fn transfers_table(&self) -> Table {
-        let mut t = Table::new(&["transfer", "direction", "memory", "count", "bytes", "total", "bandwidth"]);
+    pub fn transfers_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "transfer".into(),
+            "direction".into(),
+            "memory".into(),
+            "count".into(),
+            u.head("bytes", "B"),
+            u.head("total", "ns"),
+            u.head("bandwidth", "B/s"),
+        ];
         for x in &self.transfers {
             let memory = match (&x.src_kind, &x.dst_kind) {
                 (Some(s), Some(d)) => format!("{s} → {d}"),
@@ -510,37 +577,47 @@ impl Report {
                 x.direction.clone().unwrap_or_else(|| "-".into()),
                 memory,
                 x.count.to_string(),
-                table::bytes(x.bytes),
-                format!("{}{}", if x.bracketed { "≤ " } else { "" }, table::duration(x.total_ns)),
-                format!("{}{}", if x.bracketed { "≥ " } else { "" }, opt_rate(x.bandwidth_bytes_per_s)),
+                u.bytes(x.bytes),
+                format!("{}{}", u.bound(x.bracketed, "≤ "), u.ns(x.total_ns)),
+                format!("{}{}", u.bound(x.bracketed, "≥ "), u.rate(x.bandwidth_bytes_per_s)),
             ]);
         }
         t
     }
 
-    pub fn devices_table(&self) -> Table {
-        let mut t = Table::new(&["device", "window", "busy", "idle", "busy %"]);
+    pub fn devices_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header =
+            vec!["device".into(), u.head("window", "ns"), u.head("busy", "ns"), u.head("idle", "ns"), "busy %".into()];
         for d in &self.devices {
             t.row(vec![
                 d.device.clone(),
-                table::duration(d.window_ns),
-                table::duration(d.busy_ns),
-                table::duration(d.idle_ns),
+                u.ns(d.window_ns),
+                u.ns(d.busy_ns),
+                u.ns(d.idle_ns),
                 format!("{:.1}", d.busy_percent),
             ]);
         }
         t
     }
 
-    pub fn idle_table(&self) -> Table {
-        let mut t = Table::new(&["device", "launching thread", "host was in", "idle", "% of idle", "gaps"]);
+    pub fn idle_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "device".into(),
+            "launching thread".into(),
+            "host was in".into(),
+            u.head("idle", "ns"),
+            "% of idle".into(),
+            "gaps".into(),
+        ];
         for d in &self.devices {
             for s in &d.shares {
                 t.row(vec![
                     d.device.clone(),
                     s.thread.clone(),
                     s.holder().to_owned(),
-                    table::duration(s.idle_ns),
+                    u.ns(s.idle_ns),
                     format!("{:.1}", idle::percent(s.idle_ns, d.idle_ns)),
                     s.gaps.to_string(),
                 ]);
@@ -549,15 +626,11 @@ impl Report {
         t
     }
 
-    pub fn launch_bound_table(&self) -> Table {
-        let mut t = Table::new(&["site", "recorded", "GPU p50", "host p50"]);
+    pub fn launch_bound_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec!["site".into(), "recorded".into(), u.head("GPU p50", "ns"), u.head("host p50", "ns")];
         for l in &self.launch_bound {
-            t.row(vec![
-                l.site.clone(),
-                l.recorded.to_string(),
-                table::duration(l.gpu_p50_ns),
-                table::duration(l.host_p50_ns),
-            ]);
+            t.row(vec![l.site.clone(), l.recorded.to_string(), u.ns(l.gpu_p50_ns), u.ns(l.host_p50_ns)]);
         }
         t
     }
@@ -570,15 +643,16 @@ impl Report {
         t
     }
 
-    /// The table `--format csv --table NAME` prints.
+    /// The table `--format csv --table NAME` prints, raw numbers.
     pub fn table(&self, name: CsvTable) -> Table {
+        let u = Units { raw: true };
         match name {
-            CsvTable::Sites => self.sites_table(),
-            CsvTable::Kernels => self.kernels_table(),
-            CsvTable::Transfers => self.transfers_table(),
-            CsvTable::Devices => self.devices_table(),
-            CsvTable::Idle => self.idle_table(),
-            CsvTable::LaunchBound => self.launch_bound_table(),
+            CsvTable::Sites => self.sites_table(u),
+            CsvTable::Kernels => self.kernels_table(u),
+            CsvTable::Transfers => self.transfers_table(u),
+            CsvTable::Devices => self.devices_table(u),
+            CsvTable::Idle => self.idle_table(u),
+            CsvTable::LaunchBound => self.launch_bound_table(u),
             CsvTable::Findings => self.findings_table(),
         }
     }
@@ -602,6 +676,7 @@ impl Report {
             table::duration(c.duration_ns),
             if c.complete { "" } else { " (incomplete capture)" }
         );
+        let people = Units { raw: false };
         let mut section = |title: &str, t: Table, empty: &str| {
             let _ = writeln!(out, "\n{title}");
             if t.rows.is_empty() {
@@ -612,24 +687,28 @@ impl Report {
         };
         section(
             "Sites (figures over recorded calls; \"all calls\" counts every call; ≤: upper bound)",
-            self.sites_table(),
+            self.sites_table(people),
             "no annotated function was called",
         );
-        section("Kernels", self.kernels_table(), "no kernel was recorded");
-        section("Transfers (≤ / ≥: bounds from queue brackets)", self.transfers_table(), "no transfer was recorded");
+        section("Kernels", self.kernels_table(people), "no kernel was recorded");
+        section(
+            "Transfers (≤ / ≥: bounds from queue brackets)",
+            self.transfers_table(people),
+            "no transfer was recorded",
+        );
         section(
             "Devices (busy: union of GPU work from the first to the last)",
-            self.devices_table(),
+            self.devices_table(people),
             "no GPU work was recorded",
         );
         section(
             "GPU idle time, by what the thread that launched the next work was doing",
-            self.idle_table(),
+            self.idle_table(people),
             "no idle time between recorded GPU work",
         );
         section(
             "Launch-bound kernel sites (median GPU time per call below the call's host time)",
-            self.launch_bound_table(),
+            self.launch_bound_table(people),
             "none",
         );
         let _ = writeln!(out, "\nFindings");

@@ -164,9 +164,9 @@ fn idle_time_is_attributed_exactly_on_a_synthetic_capture() {
     let path = save(&b.c, "idle.gpuspan");
     let (code, out, err) = gpuspan(&["report", path.to_str().unwrap(), "--format", "csv", "--table", "idle"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.lines().next(), Some("device,launching thread,host was in,idle,% of idle,gaps"));
-    assert!(out.contains("GPU 1: gpu-b,worker,(no annotated call),180 ns,97.3,1"), "{out}");
-    assert!(out.contains("GPU 0: gpu-a,main,frame,25 ns,41.7,1"), "{out}");
+    assert_eq!(out.lines().next(), Some("device,launching thread,host was in,idle (ns),% of idle,gaps"));
+    assert!(out.contains("GPU 1: gpu-b,worker,(no annotated call),180,97.3,1"), "{out}");
+    assert!(out.contains("GPU 0: gpu-a,main,frame,25,41.7,1"), "{out}");
 }
 
 #[test]
