@@ -94,14 +94,19 @@ pub struct Diff {
 /// Duration samples by (what, name).
 fn samples(capture: &Capture) -> BTreeMap<(&'static str, String), Vec<f64>> {
     let index = Index::new(capture);
+    // By site id first: a name per record would be a string allocation per record.
+    let mut by_site: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     let mut out: BTreeMap<(&'static str, String), Vec<f64>> = BTreeMap::new();
     for r in &capture.records {
-        out.entry(("site", index.site_name(r.site))).or_default().push(r.duration_ns() as f64);
+        by_site.entry(r.site).or_default().push(r.duration_ns() as f64);
         for a in &r.activities {
             if matches!(a.kind, ActivityKind::Kernel { .. }) {
                 out.entry(("kernel", a.name.clone())).or_default().push(a.interval.duration_ns() as f64);
             }
         }
+    }
+    for (id, v) in by_site {
+        out.entry(("site", index.site_name(id))).or_default().extend(v);
     }
     out
 }

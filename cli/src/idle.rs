@@ -98,17 +98,18 @@ pub fn analyse(capture: &Capture) -> Vec<DeviceIdle> {
         let window = Interval::new(first.start_ns, last.end_ns);
         let busy_ns: u64 = busy.iter().map(Interval::duration_ns).sum();
         let mut shares: BTreeMap<(u32, Option<u32>), (u64, u64)> = BTreeMap::new();
+        let mut scratch = Scratch::default();
         for pair in busy.windows(2) {
             let (a, b) = (pair[0].end_ns, pair[1].start_ns);
             // The work that ends the gap: the first to start at its end.
             let k = work.partition_point(|w| w.interval.start_ns < b);
             let Some(next) = work.get(k) else { continue };
             let thread = capture.records[next.record].thread;
-            for (site, ns) in charge(by_thread.get(&thread), capture, a, b) {
+            charge(by_thread.get(&thread), capture, a, b, &mut scratch, |site, ns| {
                 let e = shares.entry((thread, site)).or_insert((0, 0));
                 e.0 += ns;
                 e.1 += 1;
-            }
+            });
         }
         let idle_ns = window.duration_ns() - busy_ns;
         let mut shares: Vec<IdleShare> = shares
@@ -141,35 +142,53 @@ pub(crate) fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// Splits `[a, b)` by the innermost call of the thread running at each moment: `(site, ns)`
-/// pieces (`None`: no call), adding up to `b - a`.
-fn charge(calls: Option<&ThreadCalls>, capture: &Capture, a: u64, b: u64) -> Vec<(Option<u32>, u64)> {
-    let Some(calls) = calls else { return vec![(None, b - a)] };
-    let over: Vec<(u64, u64, usize)> = calls.overlapping(a, b).map(|&(s, e, i)| (s.max(a), e.min(b), i)).collect();
-    let mut cuts: Vec<u64> = over.iter().flat_map(|c| [c.0, c.1]).chain([a, b]).collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    let mut pieces: Vec<(Option<u32>, u64)> = Vec::new();
-    for seg in cuts.windows(2) {
+/// Buffers [`charge`] reuses from gap to gap (millions of gaps: no allocation per gap).
+#[derive(Default)]
+struct Scratch {
+    over: Vec<(u64, u64, usize)>,
+    cuts: Vec<u64>,
+    pieces: Vec<(Option<u32>, u64)>,
+}
+
+/// Splits `[a, b)` by the innermost call of the thread running at each moment and hands each
+/// holder's total to `add` once (`None`: no call); the totals add up to `b - a`.
+fn charge(
+    calls: Option<&ThreadCalls>,
+    capture: &Capture,
+    a: u64,
+    b: u64,
+    s: &mut Scratch,
+    mut add: impl FnMut(Option<u32>, u64),
+) {
+    s.over.clear();
+    if let Some(calls) = calls {
+        s.over.extend(calls.overlapping(a, b).map(|&(x, y, i)| (x.max(a), y.min(b), i)));
+    }
+    if s.over.is_empty() {
+        add(None, b - a);
+        return;
+    }
+    s.cuts.clear();
+    s.cuts.extend(s.over.iter().flat_map(|c| [c.0, c.1]).chain([a, b]));
+    s.cuts.sort_unstable();
+    s.cuts.dedup();
+    s.pieces.clear();
+    for seg in s.cuts.windows(2) {
         let (p, q) = (seg[0], seg[1]);
         // Calls nest, so the innermost one covering the piece is the one that started last.
-        let holder = over
+        let holder = s
+            .over
             .iter()
             .filter(|c| c.0 <= p && c.1 >= q)
             .max_by_key(|c| (capture.records[c.2].host.start_ns, std::cmp::Reverse(capture.records[c.2].host.end_ns)))
             .map(|c| capture.records[c.2].site);
-        match pieces.last_mut() {
-            Some(last) if last.0 == holder => last.1 += q - p,
-            _ => pieces.push((holder, q - p)),
+        // One gap counts once per holder, however many pieces it was cut into.
+        match s.pieces.iter_mut().find(|m| m.0 == holder) {
+            Some(m) => m.1 += q - p,
+            None => s.pieces.push((holder, q - p)),
         }
     }
-    // One gap counts once per holder, however many pieces it was cut into.
-    let mut merged: Vec<(Option<u32>, u64)> = Vec::new();
-    for (h, ns) in pieces {
-        match merged.iter_mut().find(|m| m.0 == h) {
-            Some(m) => m.1 += ns,
-            None => merged.push((h, ns)),
-        }
+    for &(h, ns) in &s.pieces {
+        add(h, ns);
     }
-    merged
 }

@@ -264,6 +264,8 @@ fn kernel_rows(capture: &Capture, index: &Index<'_>) -> Vec<KernelRow> {
         geometry: BTreeMap<String, u64>,
     }
     let mut acc: BTreeMap<(String, &'static str), Acc> = BTreeMap::new();
+    // Kernel sites' own GPU time, by site id (named at the end: no string per record).
+    let mut scopes: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for r in &capture.records {
         let kernels: Vec<_> = r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel { .. })).collect();
         for a in &kernels {
@@ -276,9 +278,12 @@ fn kernel_rows(capture: &Capture, index: &Index<'_>) -> Vec<KernelRow> {
         let kernel_site = index.site(r.site).is_some_and(|s| s.kind == SiteKind::Kernel);
         if r.activities.is_empty() && kernel_site {
             if let Some(g) = &r.gpu {
-                acc.entry((index.site_name(r.site), "scope")).or_default().durations.push(g.busy_ns);
+                scopes.entry(r.site).or_default().push(g.busy_ns);
             }
         }
+    }
+    for (id, d) in scopes {
+        acc.entry((index.site_name(id), "scope")).or_default().durations.extend(d);
     }
     let mut rows: Vec<KernelRow> = acc
         .into_iter()
@@ -310,6 +315,8 @@ type TransferKey = (String, Option<String>, Option<String>, Option<String>);
 
 fn transfer_rows(capture: &Capture, index: &Index<'_>) -> Vec<TransferRow> {
     let mut acc: BTreeMap<TransferKey, (u64, u64, u64, bool)> = BTreeMap::new();
+    // Transfer sites without reported copies, by site id (named at the end).
+    let mut sites: BTreeMap<u32, (u64, u64, u64, bool)> = BTreeMap::new();
     let mut add = |key: TransferKey, bytes: u64, ns: u64, bracketed: bool| {
         let e = acc.entry(key).or_insert((0, 0, 0, false));
         e.0 += 1;
@@ -339,12 +346,21 @@ fn transfer_rows(capture: &Capture, index: &Index<'_>) -> Vec<TransferRow> {
                 ActivityKind::Kernel { .. } => {}
             }
         }
-        let site = index.site(r.site);
-        if !copies && site.is_some_and(|s| s.kind == SiteKind::Transfer) {
-            let direction = site.and_then(|s| s.direction).map(|d| d.as_str().to_owned());
-            let bracketed = r.gpu.as_ref().is_some_and(|g| g.bracketed);
-            add((index.site_name(r.site), direction, None, None), r.bytes.unwrap_or(0), r.duration_ns(), bracketed);
+        if !copies && index.site(r.site).is_some_and(|s| s.kind == SiteKind::Transfer) {
+            let e = sites.entry(r.site).or_insert((0, 0, 0, false));
+            e.0 += 1;
+            e.1 += r.bytes.unwrap_or(0);
+            e.2 += r.duration_ns();
+            e.3 |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
         }
+    }
+    for (id, (count, bytes, ns, bracketed)) in sites {
+        let direction = index.site(id).and_then(|s| s.direction).map(|d| d.as_str().to_owned());
+        let e = acc.entry((index.site_name(id), direction, None, None)).or_insert((0, 0, 0, false));
+        e.0 += count;
+        e.1 += bytes;
+        e.2 += ns;
+        e.3 |= bracketed;
     }
     let mut rows: Vec<TransferRow> = acc
         .into_iter()
