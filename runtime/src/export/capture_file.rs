@@ -1,5 +1,5 @@
 //! The capture file: every sampled record, written as it arrives, in the versioned format of
-//! the `gpuspan-capture` crate, which the `gpuspan` CLI reads (docs/decisions.md, decision 18).
+//! the `gpuspan-capture` crate, which the `gpuspan` CLI reads (docs/decisions.md, decision 20).
 //!
 //! Written incrementally so that a process killed mid-run leaves a readable file: frames go into
 //! a 64 KiB buffer under a lock on the resolver's thread (never the caller's), and a small
