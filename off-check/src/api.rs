@@ -11,12 +11,14 @@ pub fn call_core() {
         .summary(false)
         .trace_file("/nonexistent/gpuspan-off-check.trace.json")
         .no_trace_file()
+        .capture("/nonexistent/gpuspan-off-check.gpuspan")
+        .no_capture()
         .threshold_us(100)
         .trace_all(true)
         .timeline_capacity(16)
         .flush_on_signal(true)
         .init();
-    assert!(guard.trace_file().is_none());
+    assert!(guard.trace_file().is_none() && guard.capture_file().is_none());
     drop(gpuspan::init());
     // Ends nothing (nothing runs); the guard's drop after it does nothing either.
     gpuspan::shutdown();
