@@ -289,13 +289,16 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         });
         #p::register_site!(__GPUSPAN_SITE);
     };
-    // Off at run time: one relaxed load, no span, no argument evaluated.
+    // Off at run time: one relaxed load and a compare, no span, no argument evaluated; the
+    // scope is opened out of line, so that the off path is the plain function's.
     let enter = quote! {
-        if #p::is_on() {
-            let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
-            #(#field_lets)*
-            let __gpuspan_span = #span;
-            #enter
+        if #p::might_be_on() {
+            #p::open(|| {
+                let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
+                #(#field_lets)*
+                let __gpuspan_span = #span;
+                #enter
+            })
         } else {
             #p::Scope::off()
         }
