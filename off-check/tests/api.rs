@@ -6,6 +6,11 @@ fn the_core_api_exists_and_does_nothing() {
     gpuspan_off_check::api::call_core();
 }
 
+#[test]
+fn the_test_api_exists_and_does_nothing() {
+    gpuspan_off_check::api::call_testing();
+}
+
 #[cfg(feature = "backends")]
 #[test]
 fn the_backend_api_exists_and_does_nothing() {

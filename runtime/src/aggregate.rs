@@ -18,12 +18,12 @@ const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
 
 /// A log-linear histogram of nanosecond durations with atomic buckets.
 #[derive(Debug)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     buckets: [AtomicU32; BUCKETS],
 }
 
 impl Histogram {
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Histogram { buckets: [const { AtomicU32::new(0) }; BUCKETS] }
     }
 
@@ -48,13 +48,13 @@ impl Histogram {
     }
 
     #[cfg(test)]
-    pub fn record(&self, v: u64) {
+    pub(crate) fn record(&self, v: u64) {
         self.buckets[Self::index(v)].fetch_add(1, Relaxed);
     }
 
     /// The `q`-quantile (0..=1), as the midpoint of the bucket holding it; `None` when empty.
     #[cfg(test)]
-    pub fn quantile(&self, q: f64) -> Option<u64> {
+    pub(crate) fn quantile(&self, q: f64) -> Option<u64> {
         let counts: Vec<u64> = self.buckets.iter().map(|b| u64::from(b.load(Relaxed))).collect();
         quantile_of(&counts, q)
     }
@@ -89,7 +89,7 @@ impl Default for Histogram {
 /// thread writes (plain loads and stores, no locked instructions, no shared cache lines); a
 /// summary adds the shards up.
 #[derive(Debug)]
-pub struct SiteStats {
+pub(crate) struct SiteStats {
     index: AtomicU32,
 }
 
@@ -292,13 +292,13 @@ pub(crate) struct Totals {
 
 impl Totals {
     /// The `q`-quantile, clamped to the exact min and max (bucket midpoints can fall outside).
-    pub fn quantile(&self, q: f64) -> Option<u64> {
+    pub(crate) fn quantile(&self, q: f64) -> Option<u64> {
         quantile_of(&self.buckets, q).map(|v| v.clamp(self.min_ns, self.max_ns))
     }
 }
 
 impl SiteStats {
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         SiteStats { index: AtomicU32::new(0) }
     }
 

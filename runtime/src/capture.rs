@@ -35,6 +35,7 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// Starts capturing: every call finished from now on, sampled or not, until it is dropped.
     pub fn start() -> Capture {
         let sink = Arc::new(CaptureSink::default());
         pipeline::add_sink(sink.clone());

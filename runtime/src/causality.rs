@@ -25,7 +25,9 @@ static COUNTERS: [Counters; 4] = [Counters::new(), Counters::new(), Counters::ne
 
 /// What the causality check did for one timing source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Trust {
+    /// The GPU timing source.
     pub source: TimingSource,
     /// Records whose GPU interval was checked.
     pub checked: u64,

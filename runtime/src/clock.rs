@@ -2,17 +2,16 @@
 //! source so that intervals never go backwards when the wall clock is adjusted.
 //!
 //! OpenTelemetry and CUPTI both speak Unix-epoch nanoseconds, so CUPTI timestamps need no
-//! mapping and other GPU clocks are mapped onto this one. Scopes read raw ticks ([`raw`]: the
+//! mapping and other GPU clocks are mapped onto this one. Scopes read raw ticks (`raw`: the
 //! TSC through `quanta` where it is invariant, a few ns) and convert them only when the record is
-//! built ([`raw_to_ns`]), which keeps two clock reads off the cost of a scope.
+//! built (`raw_to_ns`), which keeps two clock reads off the cost of a scope.
 
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 struct Origin {
     clock: quanta::Clock,
     raw: u64,
-    instant: Instant,
     epoch_ns: u64,
 }
 
@@ -23,7 +22,6 @@ fn origin() -> &'static Origin {
         let clock = quanta::Clock::new();
         Origin {
             raw: clock.raw(),
-            instant: Instant::now(),
             epoch_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
             clock,
         }
@@ -32,34 +30,27 @@ fn origin() -> &'static Origin {
 
 /// A raw reading of the host clock; only differences and [`raw_to_ns`] mean anything.
 #[inline(always)]
-pub fn raw() -> u64 {
+pub(crate) fn raw() -> u64 {
     origin().clock.raw()
 }
 
 /// A raw reading as Unix-epoch nanoseconds.
 #[inline]
-pub fn raw_to_ns(raw: u64) -> u64 {
+pub(crate) fn raw_to_ns(raw: u64) -> u64 {
     let o = origin();
     o.epoch_ns + o.clock.delta_as_nanos(o.raw, raw)
 }
 
 /// Nanoseconds between two raw readings.
 #[inline]
-pub fn raw_delta_ns(start: u64, end: u64) -> u64 {
+pub(crate) fn raw_delta_ns(start: u64, end: u64) -> u64 {
     origin().clock.delta_as_nanos(start, end)
 }
 
-/// Now, in Unix-epoch nanoseconds on the monotonic clock.
+/// Now, in Unix-epoch nanoseconds on the monotonic clock: the scale of every record's times.
 #[inline]
 pub fn now_ns() -> u64 {
     raw_to_ns(raw())
-}
-
-/// Converts an `Instant` taken by the caller into the same scale as [`now_ns`].
-pub fn instant_ns(at: Instant) -> u64 {
-    let o = origin();
-    let since = |a: Instant, b: Instant| a.saturating_duration_since(b).as_nanos() as u64;
-    (o.epoch_ns + since(at, o.instant)).saturating_sub(since(o.instant, at))
 }
 
 #[cfg(test)]

@@ -36,12 +36,12 @@ pub(crate) static LOSSES: Losses = Losses {
 };
 
 impl Losses {
-    pub fn add(counter: &AtomicU64, n: u64) {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
     /// `(what, count)` for every non-zero counter.
-    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+    pub(crate) fn snapshot(&self) -> Vec<(&'static str, u64)> {
         [
             ("timeline events over capacity", &self.timeline_events),
             ("GPU query frames dropped (too many pending)", &self.pending_frames),

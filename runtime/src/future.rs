@@ -20,6 +20,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<F: Future> ScopedFuture<F> {
+    /// Runs `inner` inside `scope`, entering its host span around each poll.
     pub fn new(mut scope: Scope, inner: F) -> Self {
         scope.detach_span();
         ScopedFuture { scope: Some(scope), inner }

@@ -258,9 +258,14 @@ mod imp {
         // A program that does not is told nothing about CUDA.
         #[cfg(feature = "cuda")]
         crate::cuda::start_at_init();
-        // Device discovery and the background sampler (GPUSPAN_NVML_* settings).
+        // The device monitor is a leaf: it adds to records, the summary, `track_memory` marks
+        // and the metrics through the core's hooks, plugged in here before anything it adds to
+        // starts. Then device discovery and the background sampler (GPUSPAN_NVML_* settings).
         #[cfg(feature = "nvml")]
-        crate::monitor::start_from_env();
+        {
+            crate::monitor::register_hooks();
+            crate::monitor::start_from_env();
+        }
         let path = match c.trace_file {
             TraceFile::Off => None,
             TraceFile::Path(p) => Some(p),
@@ -384,7 +389,7 @@ mod imp {
         /// The `tracing` layer exporting the application's own spans through the OTLP export
         /// (`None`, a layer that does nothing, when there is no export).
         #[cfg(feature = "otlp")]
-        pub fn otlp_layer<S>(&self) -> Option<crate::otlp::OtlpLayer<S>>
+        pub fn otlp_layer<S>(&self) -> Option<impl tracing_subscriber::Layer<S>>
         where
             S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
         {
@@ -441,11 +446,11 @@ mod off {
 
         /// Always `None` without the `enabled` feature (a `None` layer does nothing).
         #[cfg(feature = "otlp")]
-        pub fn otlp_layer<S>(&self) -> Option<crate::otlp::OtlpLayer<S>>
+        pub fn otlp_layer<S>(&self) -> Option<impl tracing_subscriber::Layer<S>>
         where
             S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
         {
-            None
+            None::<tracing_subscriber::layer::Identity>
         }
     }
 }

@@ -44,12 +44,19 @@
 //! - `nvml`: device discovery and metrics through NVML, loaded at run time. For now it also
 //!   turns `enabled` on.
 //!
+//! For tests, `testing` adds `Capture` (every finished call as a record, to assert on), the
+//! record model (`gpuspan::record`), the clock records are on, and gpuspan's own diagnostics; it
+//! turns nothing on. Enable it in `[dev-dependencies]`.
+//!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 //!
 //! The guard's drop writes the summary and the timeline; a program that ends by
 //! `std::process::exit` calls [`shutdown`] first, and [`Config::flush_on_signal`] (opt-in) does
 //! the same on SIGINT/SIGTERM.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Every public item is documented and every `pub` is reachable: the public API is what the docs
+// show, and nothing more.
+#![warn(missing_docs, unreachable_pub)]
 // Every byte gpuspan writes to stderr goes through `diagnostics::say`, which ignores write
 // errors: `eprintln!` panics on a closed or full stderr, and the program must not die of that.
 // `cargo clippy` (scripts/test) fails on any print macro in the runtime.
@@ -134,18 +141,39 @@ mod causality;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
-pub mod memory;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
-pub mod record;
+mod hooks;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod site;
 
+// The record model is what a test sees of a call (`Capture`), so it is public with the
+// `testing` feature; a program sees sites, summaries, spans and the timeline.
+#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+pub mod memory;
+#[cfg(not(feature = "testing"))]
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[allow(unreachable_pub)]
+mod memory;
+#[cfg(feature = "testing")]
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+pub mod record;
+#[cfg(not(feature = "testing"))]
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[allow(unreachable_pub)]
+mod record;
+
 // The behaviour: with `enabled` off each of these is its no-op twin under `off/`, with the
 // same signatures.
-#[cfg(feature = "enabled")]
+#[cfg(all(feature = "enabled", feature = "testing"))]
 mod capture;
+#[cfg(feature = "testing")]
 #[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
 pub mod clock;
+// `now_ns` is for the backends and exporters, which may all be compiled out.
+#[cfg(not(feature = "testing"))]
+#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
+#[allow(dead_code, unreachable_pub)]
+mod clock;
 #[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
 mod diagnostics;
 #[cfg(feature = "enabled")]
@@ -158,7 +186,9 @@ mod future;
 mod off;
 #[cfg(feature = "enabled")]
 mod pipeline;
+// Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(feature = "enabled")]
+#[allow(missing_docs)]
 mod probe;
 #[cfg(feature = "enabled")]
 mod sampling;
@@ -185,26 +215,54 @@ pub mod monitor;
 pub use {
     causality::Trust,
     export::summary::{SiteSummary, Summary},
-    record::{Record, TimingSource},
+    record::{DeviceLabel, TimingSource},
     site::{Backend, Direction, Site, SiteDesc, SiteKind},
 };
 
 #[cfg(feature = "enabled")]
 pub use {
-    capture::Capture,
     export::summary::summary,
     flush::{flush, flush_timeout},
-    sampling::DEFAULT_THRESHOLD_US,
-    site::all_sites,
     switch::set_enabled,
 };
 
 #[cfg(not(feature = "enabled"))]
-pub use off::{all_sites, flush, flush_timeout, set_enabled, summary, Capture, DEFAULT_THRESHOLD_US};
+pub use off::{flush, flush_timeout, set_enabled, summary};
 
-/// OpenTelemetry export over OTLP: spans with GPU timestamps, metrics for every call.
-#[cfg(feature = "otlp")]
-pub use export::otlp;
+#[cfg(all(feature = "testing", feature = "enabled"))]
+pub use {capture::Capture, record::Record};
+
+#[cfg(all(feature = "testing", not(feature = "enabled")))]
+pub use {off::Capture, record::Record};
+
+// OpenTelemetry export over OTLP (its own docs are the module's).
+#[cfg(all(feature = "otlp", feature = "enabled"))]
+#[path = "export/otlp/mod.rs"]
+pub mod otlp;
+#[cfg(all(feature = "otlp", not(feature = "enabled")))]
+#[path = "off/otlp.rs"]
+pub mod otlp;
+
+// The trace context a call's spans hang under, taken when its scope opens: OpenTelemetry's when
+// the OTLP export is compiled in, nothing (zero-sized) otherwise. Chosen here so that the scope
+// and the record name no exporter.
+#[cfg(all(feature = "otlp", feature = "enabled"))]
+mod parent {
+    pub(crate) use crate::otlp::{capture_parent as capture, Parent};
+}
+#[cfg(not(all(feature = "otlp", feature = "enabled")))]
+mod parent {
+    /// No exporter takes a parent: nothing to carry.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) struct Parent;
+
+    /// Nothing to capture.
+    #[cfg(feature = "enabled")]
+    #[inline(always)]
+    pub(crate) fn capture() -> Parent {
+        Parent
+    }
+}
 
 #[doc(hidden)]
 #[cfg(feature = "enabled")]

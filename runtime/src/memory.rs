@@ -5,9 +5,11 @@
 //! outside the call's host interval so it does not inflate the timing.
 
 /// One reading. A field is `None` where it cannot be read: RSS off Linux, device memory without
-/// the `nvml` feature or without NVML.
+/// the `nvml` feature, without NVML or before `gpuspan::init()`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MemoryMark {
+    /// The process's resident set (`VmRSS`), Linux only.
     pub process_rss_bytes: Option<u64>,
     /// Summed over every GPU NVML sees.
     pub device_used_bytes: Option<u64>,
@@ -26,14 +28,9 @@ fn rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-#[cfg(feature = "nvml")]
+/// From the reader a leaf registered (the device monitor: an NVML call per GPU).
 fn device_used_bytes() -> Option<u64> {
-    crate::monitor::device_memory_used()
-}
-
-#[cfg(not(feature = "nvml"))]
-fn device_used_bytes() -> Option<u64> {
-    None
+    crate::hooks::device_memory_used()
 }
 
 #[cfg(test)]

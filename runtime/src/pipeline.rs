@@ -53,6 +53,8 @@ pub(crate) fn submit(mut record: Record) {
     if !sampled && WANT_ALL.load(Ordering::Relaxed) == 0 {
         return;
     }
+    // Once, here, so that every sink shows the same values.
+    record.extra = crate::hooks::record_attributes(&record);
     if let Ok(sinks) = SINKS.read() {
         for s in sinks.iter().filter(|s| sampled || s.wants_all()) {
             s.accept(&record);

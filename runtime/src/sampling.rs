@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Once;
 
 /// The default threshold: calls shorter than this are only aggregated.
-pub const DEFAULT_THRESHOLD_US: u64 = 100;
+pub(crate) const DEFAULT_THRESHOLD_US: u64 = 100;
 
 static THRESHOLD_NS: AtomicU64 = AtomicU64::new(DEFAULT_THRESHOLD_US * 1000);
 static TRACE_ALL: AtomicBool = AtomicBool::new(false);

@@ -88,8 +88,7 @@ pub(crate) struct Active {
     #[cfg(feature = "wgpu")]
     attach_slot: bool,
     /// Where this call's spans hang in the trace; read before the host span is entered.
-    #[cfg(feature = "otlp")]
-    parent: Option<opentelemetry::Context>,
+    parent: crate::parent::Parent,
 }
 
 /// The backend's part of an open scope.
@@ -181,8 +180,7 @@ impl Scope {
                 site,
                 scope_id,
                 thread,
-                #[cfg(feature = "otlp")]
-                parent: crate::export::otlp::capture_parent(),
+                parent: crate::parent::capture(),
                 span: HostSpan::enter(span),
                 host_start,
                 bytes,
@@ -331,7 +329,6 @@ impl Active {
             host_end,
             bytes: self.bytes,
             memory,
-            #[cfg(feature = "otlp")]
             parent: self.parent,
         };
         match self.gpu {
@@ -358,8 +355,7 @@ pub(crate) struct Call {
     host_end: u64,
     bytes: Option<u64>,
     memory: Option<Box<(crate::memory::MemoryMark, crate::memory::MemoryMark)>>,
-    #[cfg(feature = "otlp")]
-    parent: Option<opentelemetry::Context>,
+    parent: crate::parent::Parent,
 }
 
 impl Call {
@@ -369,10 +365,7 @@ impl Call {
         record.error = self.error;
         record.bytes = self.bytes;
         record.memory = self.memory.map(|m| *m);
-        #[cfg(feature = "otlp")]
-        {
-            record.parent = self.parent;
-        }
+        record.parent = self.parent;
         record
     }
 }

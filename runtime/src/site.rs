@@ -15,6 +15,7 @@ pub enum SiteKind {
 }
 
 impl SiteKind {
+    /// `kernel` or `transfer`.
     pub fn as_str(self) -> &'static str {
         match self {
             SiteKind::Kernel => "kernel",
@@ -26,13 +27,16 @@ impl SiteKind {
 /// Which backend times a site, as decided by the macro from the function's signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// wgpu timestamp queries.
     Wgpu,
+    /// CUDA: CUPTI records or CUDA events.
     Cuda,
     /// No GPU resource in the signature: the host clock, labelled as such.
     Host,
 }
 
 impl Backend {
+    /// `wgpu`, `cuda` or `host` (`gpu.backend`).
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Wgpu => "wgpu",
@@ -45,12 +49,16 @@ impl Backend {
 /// Direction of a transfer (`gpu_transfer.direction`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
+    /// Host to device (upload).
     CpuToGpu,
+    /// Device to host (download).
     GpuToCpu,
+    /// Device to device.
     GpuToGpu,
 }
 
 impl Direction {
+    /// `cpu_to_gpu`, `gpu_to_cpu` or `gpu_to_gpu` (`gpu_transfer.direction`).
     pub fn as_str(self) -> &'static str {
         match self {
             Direction::CpuToGpu => "cpu_to_gpu",
@@ -65,12 +73,19 @@ impl Direction {
 pub struct SiteDesc {
     /// Display name: the `name = "..."` argument or the function's name.
     pub name: &'static str,
+    /// The function's own name.
     pub function: &'static str,
+    /// Kernel or transfer.
     pub kind: SiteKind,
+    /// The backend the signature names.
     pub backend: Backend,
+    /// The module it is defined in (`module_path!()`).
     pub module_path: &'static str,
+    /// The source file (`file!()`).
     pub file: &'static str,
+    /// The line of the function (`line!()`).
     pub line: u32,
+    /// A transfer's direction, when the attribute or the backend says it.
     pub direction: Option<Direction>,
     /// Per-site sampling threshold, overriding the global one.
     pub threshold_us: Option<u64>,
@@ -83,6 +98,7 @@ pub struct SiteDesc {
 /// One annotated function: its description and the aggregates of all its calls.
 #[derive(Debug)]
 pub struct Site {
+    /// What the attribute said about it.
     pub desc: SiteDesc,
     pub(crate) stats: SiteStats,
     /// A scope of this site was opened: a site with no finished call was still running at
@@ -93,6 +109,7 @@ pub struct Site {
 }
 
 impl Site {
+    /// A site with no calls yet (the attributes make one `static` per function).
     pub const fn new(desc: SiteDesc) -> Self {
         Site { desc, stats: SiteStats::new(), entered: AtomicBool::new(false), host_reason: OnceLock::new() }
     }
@@ -142,7 +159,7 @@ inventory::collect!(SiteRef);
 
 /// Every site compiled into the program, in a stable order (file, line).
 #[cfg(feature = "enabled")]
-pub fn all_sites() -> Vec<&'static Site> {
+pub(crate) fn all_sites() -> Vec<&'static Site> {
     let mut sites: Vec<&'static Site> = inventory::iter::<SiteRef>.into_iter().map(|r| r.0).collect();
     sites.sort_by_key(|s| (s.desc.file, s.desc.line, s.desc.name));
     sites.dedup_by(|a, b| std::ptr::eq(*a, *b));

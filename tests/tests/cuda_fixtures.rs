@@ -3,8 +3,8 @@
 //! parser and resolver the live path uses.
 #![cfg(feature = "cuda")]
 
-use gpuspan::cuda::parse::{self, dump::Frame, Raw};
-use gpuspan::cuda::resolve::Resolver;
+use gpuspan::cuda::replay::Resolver;
+use gpuspan::cuda::replay::{self as parse, dump::Frame, Raw};
 use gpuspan::record::{ActivityKind, Interval, MemoryKind, Record};
 use gpuspan::{Backend, Direction, Site, SiteDesc, SiteKind};
 use std::collections::{BTreeMap, HashMap};
@@ -61,7 +61,7 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
             _ => None,
         })
         .collect();
-    let mut resolver = Resolver::new(gpuspan::cuda::resolve::device_labels(vec!["captured GPU".into()]));
+    let mut resolver = Resolver::new(gpuspan::cuda::replay::device_labels(vec!["captured GPU".into()]));
     let mut out = Vec::new();
     let mut notes = Vec::new();
     let mut now = 0;
@@ -123,7 +123,7 @@ fn every_captured_record_parses_with_valid_fields() {
                     "api"
                 }
                 Raw::External(e) => {
-                    assert_eq!(e.external_kind, gpuspan::cuda::resolve::EXTERNAL_KIND);
+                    assert_eq!(e.external_kind, gpuspan::cuda::replay::EXTERNAL_KIND);
                     "external"
                 }
                 Raw::Other { .. } => "other",

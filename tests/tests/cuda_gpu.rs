@@ -219,7 +219,7 @@ fn events_child() {
 /// CUPTI used directly, as a reference: kernel records only, one buffer per flush.
 mod raw {
     use cudarc::cupti::sys::{self, CUptiResult, CUpti_Activity, CUpti_ActivityKind};
-    use gpuspan::cuda::parse::{self, Raw};
+    use gpuspan::cuda::replay::{self as parse, Raw};
     use std::sync::Mutex;
 
     static DURATIONS: Mutex<Vec<u64>> = Mutex::new(Vec::new());

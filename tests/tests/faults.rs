@@ -405,7 +405,7 @@ fn long_and_control_character_names_are_escaped_and_cut_in_the_table_and_whole_i
 /// `n: <value> KiB` after `label` in `text`.
 fn kib(text: &str, label: &str) -> u64 {
     let rest = &text[text.find(label).unwrap_or_else(|| panic!("{label:?} in {text}")) + label.len()..];
-    rest.trim_start().split_whitespace().next().and_then(|v| v.parse().ok()).expect("a number of KiB")
+    rest.split_whitespace().next().and_then(|v| v.parse().ok()).expect("a number of KiB")
 }
 
 #[test]

@@ -69,43 +69,32 @@ static IMPORTED: Site = Site::new(SiteDesc {
 /// A record with GPU timing and two activities, as the CUDA backend makes them: the clocks of
 /// its spans must come back exactly.
 fn gpu_record(base: u64) -> Record {
-    let dev = Some(DeviceLabel { id: 0, name: "Test GPU".into() });
+    let dev = Some(DeviceLabel::new(0, "Test GPU"));
     let mut r = Record::new(&IMPORTED, 1, 0, Interval { start_ns: base, end_ns: base + 20_000 });
-    r.gpu = Some(GpuTiming {
-        interval: Interval { start_ns: base + 35_000, end_ns: base + 235_000 },
-        busy_ns: 190_000,
-        source: TimingSource::Cupti,
-        clock_error_ns: 0,
-        bracketed: false,
-        device: dev.clone(),
-    });
-    r.activities = vec![
-        Activity {
-            name: "sgemm_128x64".into(),
-            interval: Interval { start_ns: base + 35_000, end_ns: base + 175_000 },
-            kind: ActivityKind::Kernel(KernelGeometry {
-                grid: [64, 32, 1],
-                block: [256, 1, 1],
-                registers_per_thread: 96,
-                static_shared_bytes: 16384,
-                dynamic_shared_bytes: 0,
-            }),
-            stream: Some(7),
-            device: dev.clone(),
-        },
-        Activity {
-            name: "memcpy DtoH".into(),
-            interval: Interval { start_ns: base + 185_000, end_ns: base + 235_000 },
-            kind: ActivityKind::Copy {
-                bytes: 1 << 20,
-                direction: Some(Direction::GpuToCpu),
-                src: MemoryKind::Device,
-                dst: MemoryKind::Pinned,
-            },
-            stream: Some(7),
-            device: dev,
-        },
-    ];
+    let mut gpu = GpuTiming::new(Interval { start_ns: base + 35_000, end_ns: base + 235_000 }, TimingSource::Cupti);
+    gpu.busy_ns = 190_000;
+    gpu.device = dev.clone();
+    r.gpu = Some(gpu);
+    let mut geometry = KernelGeometry::default();
+    geometry.grid = [64, 32, 1];
+    geometry.block = [256, 1, 1];
+    geometry.registers_per_thread = 96;
+    geometry.static_shared_bytes = 16384;
+    let mut kernel = Activity::new(
+        "sgemm_128x64",
+        Interval { start_ns: base + 35_000, end_ns: base + 175_000 },
+        ActivityKind::Kernel(geometry),
+    );
+    let copy = ActivityKind::Copy {
+        bytes: 1 << 20,
+        direction: Some(Direction::GpuToCpu),
+        src: MemoryKind::Device,
+        dst: MemoryKind::Pinned,
+    };
+    let mut copy = Activity::new("memcpy DtoH", Interval { start_ns: base + 185_000, end_ns: base + 235_000 }, copy);
+    (kernel.stream, kernel.device) = (Some(7), dev.clone());
+    (copy.stream, copy.device) = (Some(7), dev);
+    r.activities = vec![kernel, copy];
     r
 }
 

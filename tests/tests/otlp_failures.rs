@@ -171,21 +171,9 @@ static BURST_SITE: Site = Site::new(SiteDesc {
 /// Host span, GPU span and one kernel: three spans that must arrive together or not at all.
 fn gpu_record(t: u64) -> Record {
     let mut r = Record::new(&BURST_SITE, t, 0, Interval { start_ns: t, end_ns: t + 5_000 });
-    r.gpu = Some(GpuTiming {
-        interval: Interval { start_ns: t + 8_000, end_ns: t + 150_000 },
-        busy_ns: 142_000,
-        source: TimingSource::Cupti,
-        clock_error_ns: 0,
-        bracketed: false,
-        device: None,
-    });
-    r.activities = vec![Activity {
-        name: "gemm_kernel".into(),
-        interval: Interval { start_ns: t + 8_000, end_ns: t + 150_000 },
-        kind: ActivityKind::Kernel(KernelGeometry::default()),
-        stream: None,
-        device: None,
-    }];
+    let gpu = Interval { start_ns: t + 8_000, end_ns: t + 150_000 };
+    r.gpu = Some(GpuTiming::new(gpu, TimingSource::Cupti));
+    r.activities = vec![Activity::new("gemm_kernel", gpu, ActivityKind::Kernel(KernelGeometry::default()))];
     r
 }
 

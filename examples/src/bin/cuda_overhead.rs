@@ -253,10 +253,10 @@ mod raw_cupti {
     }
 
     /// Kernel-launch API records seen so far (only `api_records` turns API records on).
-    static RECORDS: std::sync::Mutex<Vec<gpuspan::cuda::parse::RawApi>> = std::sync::Mutex::new(Vec::new());
+    static RECORDS: std::sync::Mutex<Vec<gpuspan::cuda::replay::RawApi>> = std::sync::Mutex::new(Vec::new());
 
     unsafe extern "C" fn completed(_: cudarc::driver::sys::CUcontext, _: u32, buffer: *mut u8, _: usize, valid: usize) {
-        use gpuspan::cuda::parse::{self, Raw};
+        use gpuspan::cuda::replay::{self as parse, Raw};
         let mut offsets = Vec::new();
         let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
         // SAFETY: CUPTI hands back a buffer `requested` leaked; it is read, then freed.
@@ -308,7 +308,7 @@ mod raw_cupti {
     }
 
     /// Every kernel-launch API record so far, in correlation order.
-    pub fn launch_records() -> Result<Vec<gpuspan::cuda::parse::RawApi>, String> {
+    pub fn launch_records() -> Result<Vec<gpuspan::cuda::replay::RawApi>, String> {
         // SAFETY: a forced flush has no preconditions.
         unsafe { sys::cuptiActivityFlushAll(1) };
         let mut all = RECORDS.lock().map_err(|e| e.to_string())?.clone();

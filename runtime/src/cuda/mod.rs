@@ -20,9 +20,21 @@
 
 pub(crate) mod cupti;
 pub(crate) mod events;
-pub mod parse;
-pub mod resolve;
-pub mod resources;
+pub(crate) mod resources;
+mod timing;
+
+/// Replaying captured CUPTI buffers (`GPUSPAN_CUPTI_DUMP`) through the decoder and the
+/// attribution, as gpuspan's fixture tests do. Feature `testing`; not a stable API.
+#[cfg(feature = "testing")]
+pub mod replay {
+    pub use super::cupti::attribution::{device_labels, Counts, Resolver, EXTERNAL_KIND};
+    pub use super::cupti::callbacks::{work_of, Work};
+    /// The capture file's format.
+    pub mod dump {
+        pub use crate::cuda::cupti::dump::*;
+    }
+    pub use super::cupti::records::*;
+}
 
 use crate::diagnostics::note_once;
 use crate::record::DeviceLabel;
@@ -35,48 +47,7 @@ use std::sync::{Arc, OnceLock};
 use tracing::Span;
 
 pub use resources::AsStream;
-
-/// What times CUDA sites in this process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Timing {
-    /// CUPTI activity records: every kernel, copy and set inside the call, with GPU timestamps.
-    Cupti,
-    /// CUDA events around the call on its stream.
-    CudaEvent,
-    /// No usable CUDA device: the host clock.
-    Host,
-}
-
-/// Why a better timing source is not used. Each message says what to do about it.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum CudaError {
-    #[error(
-        "no CUDA driver found: CUDA sites are timed on the host (install the NVIDIA driver, or put the \
-         directory of libcuda.so on LD_LIBRARY_PATH)"
-    )]
-    NoDriver,
-    #[error("no CUDA device found ({0}): CUDA sites are timed on the host")]
-    NoDevice(String),
-    #[error(
-        "CUPTI (libcupti) not found: CUDA sites are timed with CUDA events on their stream; for per-kernel \
-         records put CUDA's library directory (e.g. /usr/local/cuda/targets/x86_64-linux/lib) on LD_LIBRARY_PATH"
-    )]
-    NoCupti,
-    #[error(
-        "{path} has no `{symbol}` (CUPTI older than CUDA 12.5): CUDA sites are timed with CUDA events; put a \
-         CUDA 13 libcupti on LD_LIBRARY_PATH for per-kernel records"
-    )]
-    CuptiTooOld { path: String, symbol: &'static str },
-    #[error(
-        "CUPTI refused `{call}`: {message}; CUDA sites are timed with CUDA events (is another profiler such as \
-         Nsight attached? CUPTI serves one at a time)"
-    )]
-    Cupti { call: &'static str, message: String },
-    #[error("GPUSPAN_CUPTI=off: CUDA sites are timed with CUDA events on their stream")]
-    CuptiOff,
-    #[error("could not start gpuspan's CUPTI thread ({0}): CUDA sites are timed with CUDA events")]
-    Thread(String),
-}
+pub use timing::{CudaError, Timing};
 
 static TIMING: OnceLock<Timing> = OnceLock::new();
 /// What bare scopes (no stream in the signature) do: [`WATCH_OFF`] until CUDA timing started
@@ -110,7 +81,7 @@ fn probe_devices() -> Result<Vec<DeviceLabel>, CudaError> {
             .collect()
     });
     match names {
-        Ok(Ok(names)) if !names.is_empty() => Ok(resolve::device_labels(names)),
+        Ok(Ok(names)) if !names.is_empty() => Ok(cupti::attribution::device_labels(names)),
         Ok(Ok(_)) => Err(CudaError::NoDevice("the driver reports 0 devices".into())),
         Ok(Err(e)) => Err(CudaError::NoDevice(e)),
         Err(_) => Err(CudaError::NoDriver),
@@ -161,7 +132,9 @@ fn choose() -> Timing {
     }
 }
 
-/// The timing source, if it was chosen already (`None` before the first CUDA call).
+/// The timing source, if it was chosen already (`None` before the first CUDA call). Feature
+/// `testing`: tests use it to see that nothing started CUDA behind their back.
+#[cfg(feature = "testing")]
 pub fn timing() -> Option<Timing> {
     TIMING.get().copied()
 }
@@ -253,19 +226,24 @@ pub fn attach(stream: &Arc<CudaStream>) {
     });
 }
 
-/// What CUPTI attribution has done so far (`None` unless CUPTI times this process).
-pub fn cupti_counts() -> Option<resolve::Counts> {
+/// What CUPTI attribution has done so far (`None` unless CUPTI times this process). Feature
+/// `testing`.
+#[cfg(feature = "testing")]
+pub fn cupti_counts() -> Option<replay::Counts> {
     cupti::counts()
 }
 
 /// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
 /// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process).
+/// Feature `testing`.
+#[cfg(feature = "testing")]
 pub fn cupti_clock_offset() -> Option<(i64, u64)> {
-    (*TIMING.get()? == Timing::Cupti).then(cupti::clock)
+    (*TIMING.get()? == Timing::Cupti).then(cupti::clock::offset)
 }
 
 /// Adds a line to the CUPTI dump being written (`GPUSPAN_CUPTI_DUMP=<path>`), to mark what a
-/// capturing program was doing. Does nothing otherwise.
+/// capturing program was doing. Does nothing otherwise. Feature `testing`.
+#[cfg(feature = "testing")]
 pub fn dump_note(text: impl Into<String>) {
     cupti::note(text.into());
 }
@@ -404,7 +382,7 @@ impl CudaScope {
                 if pushed {
                     cupti::pop(call.scope_id);
                 }
-                // A call that launched nothing keeps its host timing (resolve::finish).
+                // A call that launched nothing keeps its host timing (attribution::finish).
                 cupti::ended(call);
             }
             CudaScope::Events { parked, named_stream } => {

@@ -12,6 +12,7 @@ use std::sync::Arc;
     label = "`stream = ...` needs a `cudarc::driver::CudaStream` or an `Arc<CudaStream>`, or a reference to one"
 )]
 pub trait AsStream {
+    /// The stream.
     fn as_cuda_stream(&self) -> &CudaStream;
 }
 

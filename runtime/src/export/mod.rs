@@ -1,12 +1,9 @@
 //! Where sampled records leave the process: the Perfetto timeline file and the summary table.
-//! (OpenTelemetry export lives beside them when its feature is on.)
+//! (OpenTelemetry export lives beside them, in `otlp/`, declared by `lib.rs` with its feature.)
 
 #[cfg(feature = "enabled")]
 pub(crate) mod file;
 pub(crate) mod format;
-#[cfg(feature = "otlp")]
-#[cfg_attr(not(feature = "enabled"), path = "../off/otlp.rs")]
-pub mod otlp;
-pub mod summary;
+pub(crate) mod summary;
 #[cfg(feature = "enabled")]
 pub(crate) mod timeline;

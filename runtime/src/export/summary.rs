@@ -8,24 +8,35 @@ use std::fmt;
 
 /// Aggregates of one site at the time the summary was taken.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SiteSummary {
+    /// The annotated function.
     pub site: &'static Site,
+    /// Calls finished.
     pub calls: u64,
+    /// Calls that returned `Err` or panicked.
     pub errors: u64,
     /// Sum of the calls' durations (GPU time where measured, else host time).
     pub total_ns: u64,
+    /// Shortest call.
     pub min_ns: u64,
+    /// Median call (from a histogram: within a few percent).
     pub p50_ns: u64,
+    /// 99th percentile call (from the same histogram).
     pub p99_ns: u64,
+    /// Longest call.
     pub max_ns: u64,
     /// Sum of the calls' host-side durations.
     pub host_total_ns: u64,
+    /// Bytes moved, summed over the calls of a transfer.
     pub bytes: u64,
+    /// Where the calls' times came from (more than one when a fallback was needed).
     pub sources: Vec<TimingSource>,
     /// Some calls were timed by bracketing the queue: their GPU time is an upper bound.
     pub bracketed: bool,
     /// `track_memory` sites: the largest growth of device memory / process RSS over one call.
     pub device_delta_max_bytes: Option<i64>,
+    /// The largest growth of the process's resident set over one call.
     pub rss_delta_max_bytes: Option<i64>,
 }
 
@@ -68,8 +79,10 @@ impl SiteSummary {
     }
 }
 
-/// A snapshot of everything gpuspan measured so far.
+/// A snapshot of everything gpuspan measured so far. Printing it shows what it holds: nothing
+/// is read at printing time.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Summary {
     /// Sites that were called, most total time first.
     pub reached: Vec<SiteSummary>,
@@ -86,6 +99,8 @@ pub struct Summary {
     pub trust: Vec<crate::Trust>,
     /// Everything gpuspan said once (missing GPU features, fallbacks).
     pub notes: Vec<String>,
+    /// What the leaves (the device monitor) add after the sites, taken with the rest.
+    sections: Vec<String>,
 }
 
 /// Takes a snapshot of every site's aggregates.
@@ -109,6 +124,7 @@ pub fn summary() -> Summary {
     }
     reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
     Summary {
+        sections: crate::hooks::summary_sections(&reached),
         reached,
         never_reached,
         still_running,
@@ -120,6 +136,21 @@ pub fn summary() -> Summary {
 }
 
 impl Summary {
+    /// Nothing measured, nothing said.
+    #[cfg_attr(feature = "enabled", allow(dead_code))] // the summary without `enabled`
+    pub(crate) fn empty() -> Summary {
+        Summary {
+            reached: Vec::new(),
+            never_reached: Vec::new(),
+            still_running: Vec::new(),
+            off: false,
+            losses: Vec::new(),
+            trust: Vec::new(),
+            notes: Vec::new(),
+            sections: Vec::new(),
+        }
+    }
+
     /// The row of the site with this display name, if it was reached.
     pub fn site(&self, name: &str) -> Option<&SiteSummary> {
         self.reached.iter().find(|s| s.site.desc.name == name)
@@ -251,12 +282,7 @@ impl fmt::Display for Summary {
                 )?;
             }
         }
-        #[cfg(feature = "nvml")]
-        for l in crate::monitor::transfer_efficiency_lines(&self.reached) {
-            writeln!(f, "{l}")?;
-        }
-        #[cfg(feature = "nvml")]
-        for l in crate::monitor::summary_lines() {
+        for l in &self.sections {
             writeln!(f, "{l}")?;
         }
         for t in &self.trust {

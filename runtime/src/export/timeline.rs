@@ -7,7 +7,7 @@
 
 use crate::diagnostics::{Losses, LOSSES};
 use crate::pipeline::Sink;
-use crate::record::{ActivityKind, Record, Value};
+use crate::record::{Record, Value};
 use serde_json::{json, Map, Value as Json};
 use std::io::{self, Write};
 use std::path::Path;
@@ -24,17 +24,17 @@ pub(crate) struct Timeline {
 }
 
 impl Timeline {
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Timeline { records: Mutex::new(Vec::new()), capacity }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.records.lock().map_or(0, |r| r.len())
     }
 
     /// Writes the timeline as JSON to `out`, streamed: memory stays bounded by one record's
     /// events, whatever the number of records (the records are not copied either).
-    pub fn write_json(&self, out: impl Write) -> io::Result<()> {
+    pub(crate) fn write_json(&self, out: impl Write) -> io::Result<()> {
         match self.records.lock() {
             Ok(records) => write_events(&records, out),
             Err(_) => write_events(&[], out),
@@ -42,7 +42,7 @@ impl Timeline {
     }
 
     /// Writes the timeline to `path` whole or not at all (see [`super::file`]).
-    pub fn write_file(&self, path: &Path) -> io::Result<()> {
+    pub(crate) fn write_file(&self, path: &Path) -> io::Result<()> {
         super::file::write_atomically(path, |w| self.write_json(w))
     }
 }
@@ -65,6 +65,7 @@ fn to_json(v: &Value) -> Json {
         Value::I64(i) => json!(i),
         Value::F64(f) => json!(f),
         Value::Bool(b) => json!(b),
+        Value::I64Array(v) => json!(v),
     }
 }
 
@@ -118,11 +119,7 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
     let mut gpu_tracks = std::collections::BTreeMap::new();
 
     for r in records {
-        let mut args = Map::new();
-        for (k, v) in r.attributes() {
-            args.insert(k.to_owned(), to_json(&v));
-        }
-        let args = Json::Object(args);
+        let args = Json::Object(r.attributes().into_iter().map(|(k, v)| (k.to_owned(), to_json(&v))).collect());
         let name = r.site.desc.name;
         let cat = r.site.desc.kind.as_str();
         events.push(&json!({
@@ -150,32 +147,8 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
                 Some(s) => format!("GPU {dev} stream {s}"),
                 None => format!("GPU {dev}"),
             });
-            let mut aargs = Map::new();
-            match &a.kind {
-                ActivityKind::Kernel(g) => {
-                    aargs.insert("gpu.cuda.grid_dim".into(), json!(g.grid));
-                    aargs.insert("gpu.cuda.block_dim".into(), json!(g.block));
-                    aargs.insert("gpu.cuda.registers_per_thread".into(), json!(g.registers_per_thread));
-                    aargs.insert(
-                        "gpu.cuda.shared_mem_bytes".into(),
-                        json!(g.static_shared_bytes + g.dynamic_shared_bytes),
-                    );
-                }
-                ActivityKind::Copy { bytes, direction, src, dst } => {
-                    aargs.insert("gpu_transfer.bytes".into(), json!(bytes));
-                    if let Some(d) = direction {
-                        aargs.insert("gpu_transfer.direction".into(), json!(d.as_str()));
-                    }
-                    aargs.insert("gpu_transfer.src_kind".into(), json!(src.as_str()));
-                    aargs.insert("gpu_transfer.dst_kind".into(), json!(dst.as_str()));
-                }
-                ActivityKind::Set { bytes } => {
-                    aargs.insert("gpu_transfer.bytes".into(), json!(bytes));
-                }
-            }
-            if let Some(s) = a.stream {
-                aargs.insert("gpu.cuda.stream_id".into(), json!(s));
-            }
+            let aargs: Map<String, Json> =
+                a.attributes(r).into_iter().map(|(k, v)| (k.to_owned(), to_json(&v))).collect();
             events.push(&json!({
                 "ph": "X", "name": a.name, "cat": "gpu.activity", "pid": GPU_PID, "tid": tid,
                 "ts": us(a.interval.start_ns, base), "dur": us(a.interval.end_ns, a.interval.start_ns), "args": aargs,

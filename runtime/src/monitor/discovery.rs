@@ -14,6 +14,7 @@ pub struct GpuInfo {
     pub index: u32,
     /// Exactly as `nvidia-smi` prints it, e.g. `NVIDIA H100 80GB HBM3`.
     pub name: String,
+    /// `NVIDIA` (`hw.vendor`).
     pub vendor: &'static str,
     /// `GPU-xxxxxxxx-...`: unique on the host, used as `hw.id`.
     pub uuid: String,
@@ -21,22 +22,30 @@ pub struct GpuInfo {
     pub pci_bus_id: String,
     /// PCI device id in the high 16 bits, vendor id in the low 16 bits.
     pub pci_device_id: u32,
+    /// Device memory in total.
     pub memory_total_bytes: u64,
     /// CUDA compute capability (major, minor).
     pub compute_capability: Option<(u32, u32)>,
+    /// The NVIDIA driver's version, e.g. `580.159.04`.
     pub driver_version: String,
     /// The CUDA version the driver supports (major, minor).
     pub cuda_driver_version: Option<(u32, u32)>,
+    /// The PCIe link to the host.
     pub pcie: PcieLink,
 }
 
 /// A PCIe link's generation and width: the most the device and slot allow, and what the link
 /// runs at now (GPUs drop to a lower generation when idle to save power).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PcieLink {
+    /// The highest generation the device and slot allow.
     pub max_generation: Option<u32>,
+    /// The most lanes the device and slot allow.
     pub max_width: Option<u32>,
+    /// The generation the link runs at now.
     pub current_generation: Option<u32>,
+    /// The lanes the link uses now.
     pub current_width: Option<u32>,
 }
 
@@ -56,7 +65,7 @@ impl PcieLink {
 /// Usable bytes per second of one PCIe lane in one direction: the transfer rate times the line
 /// code's efficiency (8b/10b for generations 1–2, 128b/130b for 3–5, 242/256 FLIT for 6–7).
 /// Packet overhead is not subtracted, so large copies reach about 80–90 % of it.
-pub fn lane_bytes_per_s(generation: u32) -> Option<f64> {
+pub(crate) fn lane_bytes_per_s(generation: u32) -> Option<f64> {
     let (transfers_per_s, code): (f64, f64) = match generation {
         1 => (2.5e9, 8.0 / 10.0),
         2 => (5e9, 8.0 / 10.0),

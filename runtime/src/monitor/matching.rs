@@ -19,7 +19,7 @@ pub(super) struct PciAddress {
 }
 
 impl PciAddress {
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(super) fn parse(s: &str) -> Option<Self> {
         let s = s.trim();
         let (rest, function) = s.rsplit_once('.')?;
         let mut parts = rest.rsplit(':');
@@ -46,8 +46,8 @@ pub(super) enum MatchedBy {
 }
 
 impl MatchedBy {
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
-    pub fn as_str(self) -> &'static str {
+    #[cfg_attr(not(all(feature = "wgpu", feature = "testing")), allow(dead_code))]
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             MatchedBy::Uuid => "uuid",
             MatchedBy::PciAddress => "pci_bus_id",
@@ -139,7 +139,7 @@ mod cuda {
 
     static IDENTITIES: OnceLock<Vec<Identity>> = OnceLock::new();
 
-    pub fn identity(ordinal: u32) -> Option<Identity> {
+    pub(super) fn identity(ordinal: u32) -> Option<Identity> {
         IDENTITIES.get_or_init(read).get(ordinal as usize).cloned()
     }
 
@@ -178,31 +178,38 @@ mod cuda {
 
 #[cfg(feature = "wgpu")]
 use self::wgpu_adapters::wgpu_identity;
-#[cfg(feature = "wgpu")]
-pub(crate) use self::wgpu_adapters::wgpu_registered;
-#[cfg(feature = "wgpu")]
+#[cfg(all(feature = "wgpu", feature = "testing"))]
 pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
 
 #[cfg(feature = "wgpu")]
 mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
-    use super::{find, Identity, PciAddress};
-    use crate::monitor::GpuInfo;
-    use std::sync::RwLock;
+    use super::{Identity, PciAddress};
+    #[cfg(feature = "testing")]
+    use {super::find, crate::monitor::GpuInfo};
 
-    /// A wgpu adapter, and the NVML device it is when one matches.
+    /// A wgpu adapter, and the NVML device it is when one matches: a diagnostic of the matching
+    /// (feature `testing`).
+    #[cfg(feature = "testing")]
     #[derive(Debug, Clone, PartialEq)]
     #[non_exhaustive]
     pub struct AdapterDescription {
+        /// The adapter's name.
         pub name: String,
         /// The vendor's name where the PCI vendor id is a known one, else the id in hex.
         pub vendor: String,
+        /// The PCI vendor id.
         pub vendor_id: u32,
+        /// The PCI device id.
         pub device_id: u32,
+        /// Discrete, integrated, virtual, CPU.
         pub device_type: String,
+        /// Vulkan, Metal, DX12, GL.
         pub backend: String,
+        /// The driver's name.
         pub driver: String,
+        /// The driver's version text.
         pub driver_info: String,
         /// Where the backend reports it (Vulkan with `VK_EXT_pci_bus_info`).
         pub pci_bus_id: Option<String>,
@@ -222,6 +229,7 @@ mod wgpu_adapters {
     }
 
     /// PCI vendor ids of GPU makers, and Vulkan's ids for vendors without one.
+    #[cfg(feature = "testing")]
     fn vendor_name(id: u32) -> Option<&'static str> {
         Some(match id {
             0x10de => "NVIDIA",
@@ -239,8 +247,9 @@ mod wgpu_adapters {
     }
 
     /// Describes `info` and finds its NVML device (NVML is loaded on first use).
+    #[cfg(feature = "testing")]
     pub fn describe_adapter(info: &wgpu::AdapterInfo) -> AdapterDescription {
-        let gpus = crate::monitor::discover().unwrap_or_default();
+        let gpus = crate::monitor::discover_now().unwrap_or_default();
         let found = find(&identity(info), gpus.iter());
         AdapterDescription {
             name: info.name.clone(),
@@ -257,20 +266,9 @@ mod wgpu_adapters {
         }
     }
 
-    /// Identities of registered wgpu devices, by gpuspan's registration index.
-    static REGISTERED: RwLock<Vec<(u32, Identity)>> = RwLock::new(Vec::new());
-
-    /// Remembers which adapter gpuspan's wgpu device `id` came from, so its records can be
-    /// matched by PCI address rather than by name.
-    pub(crate) fn wgpu_registered(id: u32, info: &wgpu::AdapterInfo) {
-        if let Ok(mut r) = REGISTERED.write() {
-            r.retain(|(i, _)| *i != id);
-            r.push((id, identity(info)));
-        }
-    }
-
+    /// The identity of gpuspan's wgpu device `id`: the adapter it was registered with.
     pub(super) fn wgpu_identity(id: u32) -> Option<Identity> {
-        REGISTERED.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, identity)| identity.clone())
+        crate::wgpu::adapter_info(id).map(|info| identity(&info))
     }
 }
 

@@ -4,20 +4,25 @@
 //! NVML (`libnvidia-ml`) is loaded at run time, so a program built with `nvml` still runs where
 //! there is no NVIDIA driver: the absence is said once and everything else goes on.
 //!
-//! - [`discover`] describes every GPU: name, UUID, PCI bus id, VRAM, compute capability, driver
+//! - [`ready`] describes every GPU: name, UUID, PCI bus id, VRAM, compute capability, driver
 //!   and CUDA driver versions, and the PCIe link with its peak bandwidth.
-//! - [`MonitorConfig::start`] runs a background sampler (default every 100 ms) that keeps a
-//!   bounded history per device: utilization, VRAM, temperature, power, clocks, PCIe
-//!   throughput, throttle reasons. [`summary_lines`] turns it into peak/mean rows of the summary
-//!   table, [`register_metrics`] (feature `otlp`) into `hw.gpu.*` OpenTelemetry metrics.
-//! - Kernel and transfer spans over the threshold carry the sample nearest their time
-//!   ([`record_attributes`]), read from that history: no NVML call on the program's path.
+//! - [`MonitorConfig::start`] (which [`crate::init`] calls) runs a background sampler (default
+//!   every 100 ms) that keeps a bounded history per device: utilization, VRAM, temperature,
+//!   power, clocks, PCIe throughput, throttle reasons. The summary table shows its peak/mean
+//!   rows, an exporter of metrics (the OTLP export) its `hw.gpu.*` metrics.
+//! - Kernel and transfer spans over the threshold carry the sample nearest their time, read from
+//!   that history: no NVML call on the program's path.
+//!
+//! The monitor is a leaf: `init` registers what it adds to records, to the summary and to the
+//! metrics, and it reads the device memory of `track_memory` sites. With the feature `testing`
+//! it also lends out its own diagnostics (`discover`, `sampler_stats`, `device_summaries`,
+//! `describe_adapter`).
 //!
 //! ```no_run
 //! let _guard = gpuspan::init();
 //! gpuspan::monitor::MonitorConfig::from_env().start().ok();
 //! // ... GPU work ...
-//! for gpu in gpuspan::monitor::devices() {
+//! for gpu in gpuspan::monitor::ready(std::time::Duration::from_secs(1)).unwrap_or_default() {
 //!     println!("{} {}", gpu.index, gpu.name);
 //! }
 //! ```
@@ -26,26 +31,47 @@
 
 mod discovery;
 mod library;
+// Items of these are `pub` where the feature `testing` lends them out below.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod matching;
-#[cfg(feature = "otlp")]
 mod metrics;
 mod ring;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod sampler;
 mod snapshot;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod summary;
 
-pub use discovery::{lane_bytes_per_s, GpuInfo, PcieLink};
-#[cfg(feature = "wgpu")]
-pub use matching::{describe_adapter, AdapterDescription};
-#[cfg(feature = "otlp")]
-pub use metrics::register_metrics;
-pub use sampler::{throttle_reason_names, QueryStats, Sample, SamplerStats, THROTTLE_REASONS};
-pub use snapshot::record_attributes;
-pub use summary::{device_summaries, summary_lines, transfer_efficiency_lines, DeviceSummary, Peak};
+pub use discovery::{GpuInfo, PcieLink};
+pub use sampler::Sample;
 
-/// For `crate::wgpu::register`: remembers the adapter behind a registered device.
-#[cfg(feature = "wgpu")]
-pub(crate) use matching::wgpu_registered;
+#[cfg(all(feature = "testing", feature = "wgpu"))]
+pub use matching::{describe_adapter, AdapterDescription};
+#[cfg(feature = "testing")]
+pub use {
+    sampler::{QueryStats, SamplerStats},
+    summary::{device_summaries, DeviceSummary, Peak},
+};
+
+pub(crate) use sampler::throttle_reason_names;
+
+/// Plugs the monitor into the core (`crate::hooks`): the device's state on records, the device
+/// section of the summary, the device memory of `track_memory` sites, and the `hw.gpu.*`
+/// metrics. `init` calls it, and so does [`MonitorConfig::start`], so that a sampler started
+/// without `init` still adds what it knows.
+pub(crate) fn register_hooks() {
+    crate::hooks::add_record_attributes(snapshot::record_attributes);
+    crate::hooks::add_summary_section(summary_section);
+    crate::hooks::set_device_memory(device_memory_used);
+    crate::hooks::add_metric_source(metrics::gauges);
+}
+
+/// The summary's device lines: each transfer's efficiency against its link, then the devices.
+fn summary_section(reached: &[crate::SiteSummary]) -> Vec<String> {
+    let mut lines = summary::transfer_efficiency_lines(reached);
+    lines.extend(summary::summary_lines());
+    lines
+}
 
 use ring::Ring;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
@@ -55,28 +81,43 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MonitorError {
+    /// libnvidia-ml could not be loaded.
     #[error(
         "NVML could not be loaded ({tried}), so there are no device metrics; on a machine with an NVIDIA GPU, \
          install its driver or add the directory holding libnvidia-ml.so.1 to LD_LIBRARY_PATH (or set \
          GPUSPAN_NVML_LIBRARY to its path)"
     )]
-    LibraryMissing { tried: String },
+    LibraryMissing {
+        /// Where it was looked for, and what the loader said.
+        tried: String,
+    },
+    /// NVML is there, the driver is not.
     #[error(
         "NVML is installed but the NVIDIA driver is not loaded, so there are no device metrics; load the driver \
          (`nvidia-smi` should list the GPUs)"
     )]
     DriverNotLoaded,
+    /// NVML may not talk to the driver.
     #[error(
         "NVML may not talk to the NVIDIA driver (permission denied), so there are no device metrics; run as a \
          user that can open /dev/nvidia*"
     )]
     NoPermission,
+    /// An NVML call failed.
     #[error("NVML {call} failed ({message}), so there are no device metrics; check that `nvidia-smi` works here")]
-    Call { call: &'static str, message: String },
+    Call {
+        /// The NVML function.
+        call: &'static str,
+        /// What NVML said.
+        message: String,
+    },
+    /// NVML sees no GPU.
     #[error("NVML sees no GPU, so there are no device metrics; `nvidia-smi -L` lists what the driver sees")]
     NoDevices,
+    /// A sampler runs already.
     #[error("the device monitor is already running; call gpuspan::monitor::stop() before starting another")]
     AlreadyRunning,
+    /// The sampler thread could not be started.
     #[error("could not start the device sampler thread ({0}); the process may be out of threads or memory")]
     Thread(String),
 }
@@ -100,15 +141,15 @@ pub struct MonitorConfig {
 
 /// Default sampling interval: the grid rounds sit on, fine enough to see a kernel's effect on
 /// clocks and power where rounds are cheap enough to take that often (see [`MonitorConfig::cpu_budget_percent`]).
-pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 /// Default history: five minutes at the default interval, about 300 KiB per device.
-pub const DEFAULT_HISTORY: usize = 3000;
+const DEFAULT_HISTORY: usize = 3000;
 /// Default CPU budget of the sampler: 0.1 % of one core.
-pub const DEFAULT_CPU_PERCENT: f64 = 0.1;
+const DEFAULT_CPU_PERCENT: f64 = 0.1;
 /// Shortest interval accepted: NVML's own utilization counters update no faster than this.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// How long [`stop`] waits for the sampler thread to finish its current round.
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
+const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Default for MonitorConfig {
     fn default() -> Self {
@@ -132,7 +173,8 @@ impl MonitorConfig {
         c
     }
 
-    /// Rounds on a grid of `interval` (at least [`MIN_INTERVAL`]), as often as the budget allows.
+    /// Rounds on a grid of `interval` (at least 10 ms: NVML's own utilization counters update no
+    /// faster), as often as the budget allows.
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval.max(MIN_INTERVAL);
         self
@@ -146,7 +188,7 @@ impl MonitorConfig {
 
     /// The sampler's CPU budget, in percent of one core (default 0.1, at least 0.001). Rounds
     /// dearer than the budget allows on every grid point wait for the next point it allows
-    /// ([`SamplerStats::mean_spacing`] says how often they ran); with a budget of 100 every
+    /// (the summary says how often they ran); with a budget of 100 every
     /// grid point gets a round whatever it costs.
     pub fn cpu_budget_percent(mut self, percent: f64) -> Self {
         self.cpu_budget_ppm = (percent * 1e4).clamp(10.0, 1e6) as u32;
@@ -158,10 +200,12 @@ impl MonitorConfig {
         f64::from(self.cpu_budget_ppm) / 1e6
     }
 
+    /// The grid rounds sit on.
     pub fn sampling_interval(&self) -> Duration {
         self.interval
     }
 
+    /// Samples kept per device.
     pub fn history_len(&self) -> usize {
         self.history
     }
@@ -170,6 +214,7 @@ impl MonitorConfig {
     /// on that thread, never on the caller's. Where NVML is missing the thread says so once and
     /// ends; [`ready`] waits for the outcome. One sampler runs per process.
     pub fn start(self) -> Result<(), MonitorError> {
+        register_hooks();
         let Ok(mut current) = CURRENT.write() else {
             return Err(MonitorError::Thread("the monitor registry lock is poisoned".into()));
         };
@@ -192,7 +237,7 @@ impl MonitorConfig {
 
 /// Starts the sampler as [`crate::init`] does: from the environment, unless `GPUSPAN_MONITOR=off`;
 /// a failure is said once, not returned (a sampler the program already started is left alone).
-pub fn start_from_env() {
+pub(crate) fn start_from_env() {
     let off = !crate::env::monitor();
     if off {
         return;
@@ -203,12 +248,9 @@ pub fn start_from_env() {
     }
 }
 
-/// Stops the sampler, waiting at most [`STOP_TIMEOUT`] for its current round. The history stays
-/// readable (summary, spans resolved later). Returns whether the thread ended in time; a thread
-/// that did not ends by itself after its round and touches nothing of the program's.
 /// Device memory in use now, summed over every GPU NVML sees: one NVML call per GPU, for sites
 /// with `track_memory`. `None` without NVML.
-pub(crate) fn device_memory_used() -> Option<u64> {
+fn device_memory_used() -> Option<u64> {
     let nvml = library::nvml().ok()?;
     let mut used = 0;
     for i in 0..nvml.device_count().ok()? {
@@ -217,6 +259,9 @@ pub(crate) fn device_memory_used() -> Option<u64> {
     Some(used)
 }
 
+/// Stops the sampler, waiting at most one second for its current round. The history stays
+/// readable (summary, spans resolved later). Returns whether the thread ended in time; a thread
+/// that did not ends by itself after its round and touches nothing of the program's.
 pub fn stop() -> bool {
     let Some(shared) = current() else {
         return true;
@@ -235,7 +280,7 @@ pub fn stop() -> bool {
 /// devices; `Err` says why there are none. With no sampler started, discovers synchronously.
 pub fn ready(timeout: Duration) -> Result<Vec<GpuInfo>, MonitorError> {
     let Some(shared) = current() else {
-        return discover();
+        return discover_now();
     };
     let state = shared.lock();
     let (state, _) = shared
@@ -253,13 +298,18 @@ pub fn ready(timeout: Duration) -> Result<Vec<GpuInfo>, MonitorError> {
 }
 
 /// Describes every GPU now, on the calling thread (NVML is loaded on the first call: tens of
-/// milliseconds). Does not need the sampler.
+/// milliseconds). Does not need the sampler. Feature `testing`: programs ask [`ready`].
+#[cfg(feature = "testing")]
 pub fn discover() -> Result<Vec<GpuInfo>, MonitorError> {
+    discover_now()
+}
+
+fn discover_now() -> Result<Vec<GpuInfo>, MonitorError> {
     discovery::discover(library::nvml()?)
 }
 
 /// The GPUs the sampler found (empty before discovery or without NVML).
-pub fn devices() -> Vec<GpuInfo> {
+fn devices() -> Vec<GpuInfo> {
     current().map(|s| s.devices().iter().map(|d| d.info.clone()).collect()).unwrap_or_default()
 }
 
@@ -273,8 +323,14 @@ pub fn latest(index: u32) -> Option<Sample> {
     with_slot(index, |slot| slot.lock().ring.latest().cloned()).flatten()
 }
 
-/// What the sampler did and what it cost; `None` when none was started.
+/// What the sampler did and what it cost; `None` when none was started. Feature `testing`
+/// (the summary shows it).
+#[cfg(feature = "testing")]
 pub fn sampler_stats() -> Option<SamplerStats> {
+    stats()
+}
+
+fn stats() -> Option<sampler::SamplerStats> {
     current().map(|s| s.counters.stats(&s.config, !s.lock().finished))
 }
 
@@ -393,7 +449,7 @@ pub(crate) mod testing {
 
     /// Installs a finished monitor holding `devices` with their samples, for as long as the
     /// returned guard lives (tests that install one run one at a time).
-    pub fn install(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) -> MutexGuard<'static, ()> {
+    pub(crate) fn install(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) -> MutexGuard<'static, ()> {
         let guard = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let shared = Shared::new(MonitorConfig::default().interval(interval));
         let slots = devices
@@ -418,7 +474,7 @@ pub(crate) mod testing {
     }
 
     /// An H100 on a gen 5 x16 link.
-    pub fn h100(index: u32) -> GpuInfo {
+    pub(crate) fn h100(index: u32) -> GpuInfo {
         GpuInfo {
             index,
             name: "NVIDIA H100 80GB HBM3".into(),

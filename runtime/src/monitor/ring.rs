@@ -15,23 +15,23 @@ pub(super) struct Ring<T> {
 }
 
 impl<T> Ring<T> {
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Ring { items: VecDeque::with_capacity(capacity), capacity }
     }
 
-    pub fn push(&mut self, item: T) {
+    pub(super) fn push(&mut self, item: T) {
         if self.items.len() == self.capacity {
             self.items.pop_front();
         }
         self.items.push_back(item);
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = &T> {
         self.items.iter()
     }
 
-    pub fn latest(&self) -> Option<&T> {
+    pub(super) fn latest(&self) -> Option<&T> {
         self.items.back()
     }
 }
@@ -39,7 +39,7 @@ impl<T> Ring<T> {
 impl<T: Timed> Ring<T> {
     /// The item taken nearest to `time_ns`, if one is within `tolerance_ns` of it. Items are in
     /// time order (pushed as taken), so this is a binary search.
-    pub fn nearest(&self, time_ns: u64, tolerance_ns: u64) -> Option<&T> {
+    pub(super) fn nearest(&self, time_ns: u64, tolerance_ns: u64) -> Option<&T> {
         let after = self.items.partition_point(|s| s.time_ns() < time_ns);
         let before = after.checked_sub(1).and_then(|i| self.items.get(i));
         let candidates = [before, self.items.get(after)];

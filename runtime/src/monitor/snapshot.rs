@@ -15,7 +15,7 @@ use crate::site::{Direction, SiteKind};
 /// | `gpu.device.sm_clock_mhz`, `gpu.device.memory_clock_mhz` | same |
 /// | `gpu.device.temperature_c`, `gpu.device.power_w`, `gpu.device.power_limit_w` | same |
 /// | `gpu.device.utilization`, `gpu.device.throttle_reasons` | same |
-pub fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
+pub(crate) fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
     let mut a = Vec::new();
     let Some(shared) = super::current() else {
         return a;
@@ -214,7 +214,7 @@ mod tests {
         };
         // Half the link's peak for one second, and a device-to-device copy that has no link.
         let half = (peak / 2.0) as u64;
-        let lines = crate::monitor::transfer_efficiency_lines(&[
+        let lines = crate::monitor::summary::transfer_efficiency_lines(&[
             summary(&UPLOAD, half, 1_000_000_000),
             summary(&COPY, half, 1),
         ]);

@@ -7,9 +7,13 @@ use crate::export::format;
 
 /// Peak and mean of one quantity over the samples that reported it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Peak {
+    /// The largest sample.
     pub peak: f64,
+    /// The mean of the samples.
     pub mean: f64,
+    /// Samples that reported it.
     pub samples: u64,
 }
 
@@ -55,7 +59,7 @@ pub(super) struct Totals {
 }
 
 impl Totals {
-    pub fn add(&mut self, s: &Sample) {
+    pub(super) fn add(&mut self, s: &Sample) {
         let f = |v: Option<u32>| v.map(f64::from);
         self.samples += 1;
         self.gpu_utilization.add(f(s.gpu_utilization_pct));
@@ -81,20 +85,33 @@ impl Totals {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct DeviceSummary {
+    /// The device.
     pub gpu: GpuInfo,
+    /// Samples taken.
     pub samples: u64,
+    /// Percent of time a kernel ran.
     pub gpu_utilization_pct: Option<Peak>,
+    /// Percent of time device memory was read or written.
     pub memory_utilization_pct: Option<Peak>,
+    /// Device memory in use.
     pub memory_used_bytes: Option<Peak>,
+    /// GPU die temperature, °C.
     pub temperature_c: Option<Peak>,
+    /// Power drawn, W.
     pub power_w: Option<Peak>,
+    /// The last enforced power limit, W.
     pub power_limit_w: Option<f64>,
+    /// SM clock, MHz.
     pub sm_clock_mhz: Option<Peak>,
+    /// Memory clock, MHz.
     pub memory_clock_mhz: Option<Peak>,
+    /// PCIe throughput to the host.
     pub pcie_tx_bytes_per_s: Option<Peak>,
+    /// PCIe throughput from the host.
     pub pcie_rx_bytes_per_s: Option<Peak>,
-    /// Bytes the GPU sent and received over PCIe while the sampler ran.
+    /// Bytes the GPU sent over PCIe while the sampler ran.
     pub pcie_tx_bytes: f64,
+    /// Bytes the GPU received over PCIe while the sampler ran.
     pub pcie_rx_bytes: f64,
     /// Each throttle reason seen, with the fraction of samples in which it was set.
     pub throttled: Vec<(&'static str, f64)>,
@@ -139,8 +156,8 @@ pub fn device_summaries() -> Vec<DeviceSummary> {
 
 /// The device part of the summary table: per device, peak / mean of each quantity. Empty when
 /// no sampler ran or NVML was missing (that is said in the notes).
-pub fn summary_lines() -> Vec<String> {
-    let (Some(stats), devices) = (super::sampler_stats(), device_summaries()) else {
+pub(crate) fn summary_lines() -> Vec<String> {
+    let (Some(stats), devices) = (super::stats(), device_summaries()) else {
         return Vec::new();
     };
     if devices.is_empty() {
@@ -206,7 +223,7 @@ fn device_lines(d: &DeviceSummary) -> Vec<String> {
 /// One line per host↔device transfer site: its bandwidth against the PCIe link's peak, when
 /// the process sees exactly one GPU (with several, a site's transfers cannot be assigned to one
 /// link from the aggregates; the spans carry `gpu_transfer.link_efficiency` per call instead).
-pub fn transfer_efficiency_lines(sites: &[crate::SiteSummary]) -> Vec<String> {
+pub(crate) fn transfer_efficiency_lines(sites: &[crate::SiteSummary]) -> Vec<String> {
     let devices = super::devices();
     let [gpu] = devices.as_slice() else { return Vec::new() };
     let Some(peak) = gpu.pcie.peak_bytes_per_s() else { return Vec::new() };

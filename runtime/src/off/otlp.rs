@@ -4,17 +4,12 @@
 #[allow(dead_code)]
 #[path = "../export/otlp/config.rs"]
 mod config;
-#[allow(dead_code)]
-#[path = "../export/otlp/layer.rs"]
-mod layer;
 #[path = "../export/otlp/report.rs"]
 mod report;
 
 pub use config::{OtlpConfig, Protocol};
-pub use layer::{AppSpans, OtlpLayer};
 pub use report::{ExportStats, OtlpError, ShutdownReport};
 
-use crate::record::Record;
 use opentelemetry_sdk::trace::SdkTracer;
 use std::time::Duration;
 use tracing::Subscriber;
@@ -41,15 +36,16 @@ impl Otlp {
     }
 
     /// Always `None` without the `enabled` feature (a `None` layer does nothing).
-    pub fn layer<S>(&self) -> Option<OtlpLayer<S>>
+    pub fn layer<S>(&self) -> Option<impl tracing_subscriber::Layer<S>>
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        None
+        None::<tracing_subscriber::layer::Identity>
     }
 
     /// Does nothing without the `enabled` feature.
-    pub fn export(&self, _record: &Record) {}
+    #[cfg(feature = "testing")]
+    pub fn export(&self, _record: &crate::Record) {}
 
     /// The configuration it was started with.
     pub fn config(&self) -> &OtlpConfig {

@@ -2,11 +2,14 @@
 
 // The traits that say which wgpu values a site accepts are plain trait impls with no state:
 // the same file either way, so user impls for wrapper types compile off too.
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 #[path = "../wgpu/resources.rs"]
 pub(crate) mod resources;
 
-pub use resources::{AsHandle, AsRecorder, Recorder};
+pub use resources::{AsHandle, AsRecorder};
+// Sealed: the bound of `attach` and of `AsRecorder::Recorder`, implemented by wgpu's encoder and
+// passes only, so nameable nowhere outside.
+use resources::Recorder;
 
 /// Empty without the `enabled` feature: nothing is timed, so no timestamp feature is needed.
 pub fn timestamp_features(_adapter: &wgpu::Adapter) -> wgpu::Features {

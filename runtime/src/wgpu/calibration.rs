@@ -21,7 +21,7 @@ pub(crate) struct ClockMap {
 }
 
 impl ClockMap {
-    pub fn to_host(self, gpu_ns: f64) -> u64 {
+    pub(super) fn to_host(self, gpu_ns: f64) -> u64 {
         (gpu_ns.round() as i128 + self.offset_ns).max(0) as u64
     }
 }

@@ -27,15 +27,15 @@ impl std::fmt::Debug for DeviceState {
 }
 
 impl DeviceState {
-    pub fn timestamp_period(&self) -> Option<f32> {
+    pub(super) fn timestamp_period(&self) -> Option<f32> {
         self.queue.get().map(wgpu::Queue::get_timestamp_period)
     }
 
-    pub fn clock(&self) -> Option<ClockMap> {
+    pub(super) fn clock(&self) -> Option<ClockMap> {
         self.clock.lock().ok().and_then(|c| *c)
     }
 
-    pub fn in_flight_count(&self) -> usize {
+    pub(super) fn in_flight_count(&self) -> usize {
         self.in_flight.lock().map_or(0, |f| f.len())
     }
 }

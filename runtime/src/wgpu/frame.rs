@@ -93,7 +93,7 @@ impl Frame {
     /// The frame this thread is recording for `device`, or a new one; `None` when too many are
     /// in flight (counted), or in a thread-local destructor, where this thread's frames are gone
     /// (the scope is then timed on the host).
-    pub fn enter(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
+    pub(super) fn enter(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
         let current = CURRENT
             .try_with(|c| {
                 let mut c = c.borrow_mut();
@@ -170,7 +170,7 @@ impl Frame {
     /// suspended: other scopes on this thread would join it, and the scope may resume on another
     /// thread. Returns `true` when the scope owns the frame (it was the outermost), and then the
     /// frame is no longer any thread's; `false` when the scope was nested in another's frame.
-    pub fn detach_from_thread(self: &Arc<Self>) -> bool {
+    pub(super) fn detach_from_thread(self: &Arc<Self>) -> bool {
         // Leaving the last nesting level takes the frame off this thread's stack.
         self.leave()
     }
@@ -195,7 +195,7 @@ impl Frame {
     }
 
     /// Opens a query in `recorder` for the scope `scope_id`.
-    pub fn begin<R: super::Recorder>(&self, scope_id: u64, recorder: &mut R) -> Option<GpuProfilerQuery> {
+    pub(super) fn begin<R: super::Recorder>(&self, scope_id: u64, recorder: &mut R) -> Option<GpuProfilerQuery> {
         let profiler = self.profiler.lock().ok()?;
         let q = profiler.as_ref()?.begin_query(scope_id.to_string(), recorder);
         self.open_scopes.fetch_add(1, Ordering::AcqRel);
@@ -204,7 +204,7 @@ impl Frame {
 
     /// Closes a query in the recorder it was opened in. At the outermost scope, arranges for
     /// the frame to be resolved once the recorder's commands have executed.
-    pub fn end_in_recorder<R: super::Recorder>(self: &Arc<Self>, query: GpuProfilerQuery, recorder: &mut R) {
+    pub(super) fn end_in_recorder<R: super::Recorder>(self: &Arc<Self>, query: GpuProfilerQuery, recorder: &mut R) {
         let Ok(mut profiler) = self.profiler.lock() else { return };
         let Some(p) = profiler.as_mut() else { return };
         p.end_query(recorder, query);
@@ -229,7 +229,7 @@ impl Frame {
     ///
     /// `detached`: for an async scope, whether it owns its detached frame (see
     /// [`Frame::detach_from_thread`]); `None` for a scope still on its thread's frame stack.
-    pub fn end_in_queue(
+    pub(super) fn end_in_queue(
         self: &Arc<Self>,
         scope_id: u64,
         query: GpuProfilerQuery,
@@ -259,7 +259,7 @@ impl Frame {
 
     /// A query that can no longer be closed (the function unwound, or left by an exit gpuspan
     /// could not see): the whole frame's timings are unusable.
-    pub fn abandon(self: &Arc<Self>, query: GpuProfilerQuery, detached: Option<bool>) {
+    pub(super) fn abandon(self: &Arc<Self>, query: GpuProfilerQuery, detached: Option<bool>) {
         drop(query);
         if detached.is_none() {
             self.leave();
@@ -278,7 +278,7 @@ impl Frame {
     }
 
     /// Hands the record of a finished scope to the frame; it is delivered with the frame.
-    pub fn attach(&self, record: Record) {
+    pub(super) fn attach(&self, record: Record) {
         if let Ok(mut r) = self.records.lock() {
             r.push(record);
         }
@@ -287,13 +287,13 @@ impl Frame {
     }
 
     /// A scope begun in this frame will never hand over its record.
-    pub fn forget_scope(&self) {
+    pub(super) fn forget_scope(&self) {
         self.open_scopes.fetch_sub(1, Ordering::AcqRel);
         resolver::wake();
     }
 
     /// Moves the frame one step on, if it can. Returns `true` once delivered.
-    pub fn advance(self: &Arc<Self>) -> bool {
+    pub(super) fn advance(self: &Arc<Self>) -> bool {
         let Ok(mut state) = self.state.lock() else { return false };
         if let State::AwaitingExecution { resolve_ourselves } = *state {
             if self.abandoned.load(Ordering::Acquire) && !self.executed.load(Ordering::Acquire) {
@@ -385,7 +385,7 @@ impl Frame {
     }
 
     /// Still waiting on the GPU (not on an open scope).
-    pub fn is_pending(&self) -> bool {
+    pub(super) fn is_pending(&self) -> bool {
         self.state.lock().is_ok_and(|s| *s != State::Recording)
     }
 }

@@ -27,7 +27,10 @@ mod resolver;
 pub(crate) mod resources;
 
 pub use attach::{attach, Attached};
-pub use resources::{AsHandle, AsRecorder, Recorder};
+pub use resources::{AsHandle, AsRecorder};
+// Sealed: the bound of `attach` and of `AsRecorder::Recorder`, implemented by wgpu's encoder and
+// passes only, so nameable nowhere outside.
+use resources::Recorder;
 
 use crate::diagnostics::note_once;
 use crate::probe::Exit;
@@ -53,10 +56,25 @@ pub fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Qu
     let info = adapter.get_info();
     let name = format!("{} ({:?})", info.name, info.backend);
     let state = device::register(device, Some(queue), Some(&name));
-    // Lets device snapshots match this device's records to its NVML GPU by PCI bus id.
-    #[cfg(feature = "nvml")]
-    crate::monitor::wgpu_registered(state.label.id, &info);
+    // Lets the device monitor match this device's records to its GPU by PCI bus id.
+    remember_adapter(state.label.id, info);
     check_features(&state);
+}
+
+/// The adapters registered devices came from, by gpuspan's device index.
+static ADAPTERS: std::sync::RwLock<Vec<(u32, wgpu::AdapterInfo)>> = std::sync::RwLock::new(Vec::new());
+
+fn remember_adapter(id: u32, info: wgpu::AdapterInfo) {
+    if let Ok(mut a) = ADAPTERS.write() {
+        a.retain(|(i, _)| *i != id);
+        a.push((id, info));
+    }
+}
+
+/// The adapter the registered device `id` came from.
+#[allow(dead_code)] // read by the device monitor, when it is compiled in
+pub(crate) fn adapter_info(id: u32) -> Option<wgpu::AdapterInfo> {
+    ADAPTERS.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, info)| info.clone())
 }
 
 fn check_features(d: &DeviceState) -> bool {

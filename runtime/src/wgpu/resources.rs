@@ -50,7 +50,9 @@ impl Recorder for wgpu::RenderPass<'_> {
     note = "pass the recorder the timed commands go into, e.g. `encoder = *enc` or `encoder = self.encoder`"
 )]
 pub trait AsRecorder {
+    /// The encoder or pass the queries are written into.
     type Recorder: Recorder;
+    /// The recorder behind this value.
     fn as_recorder(&mut self) -> &mut Self::Recorder;
 }
 
@@ -102,6 +104,7 @@ where
     label = "expected a `{T}`, a reference to one or an `Arc` of one"
 )]
 pub trait AsHandle<T> {
+    /// The handle behind this value.
     fn as_handle(&self) -> &T;
 }
 
@@ -142,10 +145,12 @@ impl<T, H: AsHandle<T> + ?Sized> AsHandle<T> for &mut H {
     }
 }
 
+/// Called by the generated code on `queue = <expr>` or a `&Queue` parameter.
 pub fn as_queue<Q: AsHandle<wgpu::Queue> + ?Sized>(q: &Q) -> &wgpu::Queue {
     q.as_handle()
 }
 
+/// Called by the generated code on `device = <expr>` or a `&Device` parameter.
 pub fn as_device<D: AsHandle<wgpu::Device> + ?Sized>(d: &D) -> &wgpu::Device {
     d.as_handle()
 }

@@ -44,14 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..records {
         let start = base + i * 1_000;
         let mut r = Record::new(&SITE, i + 1, 1, Interval { start_ns: start, end_ns: start + 400 });
-        r.gpu = Some(GpuTiming {
-            interval: Interval { start_ns: start + 500, end_ns: start + 900 },
-            busy_ns: 400,
-            source: TimingSource::Cupti,
-            clock_error_ns: 0,
-            bracketed: false,
-            device: None,
-        });
+        r.gpu = Some(GpuTiming::new(Interval { start_ns: start + 500, end_ns: start + 900 }, TimingSource::Cupti));
         otlp.export(&r);
     }
     let queued = t.elapsed();

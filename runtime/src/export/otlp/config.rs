@@ -18,6 +18,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The name `OTEL_EXPORTER_OTLP_PROTOCOL` uses: `grpc` or `http/protobuf`.
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Grpc => "grpc",
@@ -355,6 +356,7 @@ impl OtlpConfig {
         self
     }
 
+    /// Sends over this protocol (default: `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf`).
     pub fn protocol(mut self, protocol: Protocol) -> Self {
         self.protocol = protocol;
         self

@@ -12,7 +12,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 /// The tracing-opentelemetry layer, for the application's spans only (see [`AppSpans`]).
-pub type OtlpLayer<S> = Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, AppSpans, S>;
+pub(super) type OtlpLayer<S> = Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, AppSpans, S>;
 
 thread_local! {
     /// This thread exports telemetry (gpuspan's runtime, export thread, or an export running
@@ -32,7 +32,7 @@ pub(super) struct Exporting {
 }
 
 impl Exporting {
-    pub fn enter() -> Self {
+    pub(super) fn enter() -> Self {
         Exporting { before: EXPORTING.with(|e| e.replace(true)) }
     }
 }
@@ -49,7 +49,7 @@ impl Drop for Exporting {
 /// nothing created while exporting. The exporter's own stack (tonic, h2, hyper) makes `tracing`
 /// spans; exported, each export would make more spans to export, without end.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AppSpans;
+pub(super) struct AppSpans;
 
 fn is_gpuspan(meta: &Metadata<'_>) -> bool {
     let t = meta.target();

@@ -5,8 +5,9 @@
 
 use super::transport::Io;
 use crate::diagnostics::{Losses, LOSSES};
+use crate::hooks::{Gauge, GaugeKind};
 use crate::pipeline::Sink;
-use crate::record::{Record, TimingSource};
+use crate::record::{Record, TimingSource, Value};
 use crate::site::{Site, SiteKind};
 use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -52,7 +53,7 @@ impl std::fmt::Debug for MetricsSink {
 }
 
 impl MetricsSink {
-    pub fn new(meter: &Meter) -> Self {
+    pub(super) fn new(meter: &Meter) -> Self {
         let duration = meter
             .f64_histogram("gpuspan.call.duration")
             .with_unit("s")
@@ -116,6 +117,54 @@ impl Sink for MetricsSink {
     }
 }
 
+/// Makes an observable instrument of each metric a leaf offers (the monitor's `hw.gpu.*`), of
+/// its kind: whenever the reader collects, the gauge is read.
+pub(super) fn observe_gauges(meter: &Meter, gauges: &[Gauge]) {
+    fn points(g: Gauge, mut each: impl FnMut(f64, &[KeyValue])) {
+        (g.observe)(&mut |v, attributes: &[(&'static str, Value)]| {
+            let kv: Vec<KeyValue> =
+                attributes.iter().map(|(k, a)| KeyValue::new(*k, super::spans::value(a.clone()))).collect();
+            each(v, &kv);
+        });
+    }
+    for &g in gauges {
+        match g.kind {
+            GaugeKind::F64Gauge => {
+                meter
+                    .f64_observable_gauge(g.name)
+                    .with_unit(g.unit)
+                    .with_description(g.description)
+                    .with_callback(move |o| points(g, |v, a| o.observe(v, a)))
+                    .build();
+            }
+            GaugeKind::I64Gauge => {
+                meter
+                    .i64_observable_gauge(g.name)
+                    .with_unit(g.unit)
+                    .with_description(g.description)
+                    .with_callback(move |o| points(g, |v, a| o.observe(v as i64, a)))
+                    .build();
+            }
+            GaugeKind::I64UpDownCounter => {
+                meter
+                    .i64_observable_up_down_counter(g.name)
+                    .with_unit(g.unit)
+                    .with_description(g.description)
+                    .with_callback(move |o| points(g, |v, a| o.observe(v as i64, a)))
+                    .build();
+            }
+            GaugeKind::U64Counter => {
+                meter
+                    .u64_observable_counter(g.name)
+                    .with_unit(g.unit)
+                    .with_description(g.description)
+                    .with_callback(move |o| points(g, |v, a| o.observe(v as u64, a)))
+                    .build();
+            }
+        }
+    }
+}
+
 /// The OTLP metric exporter, run on gpuspan's runtime with a time bound, and counted.
 pub(super) struct CountingMetricExporter {
     pub inner: opentelemetry_otlp::MetricExporter,
@@ -128,7 +177,7 @@ pub(super) struct CountingMetricExporter {
 }
 
 impl CountingMetricExporter {
-    pub fn new(
+    pub(super) fn new(
         inner: opentelemetry_otlp::MetricExporter,
         io: Arc<Io>,
         timeout: Duration,
@@ -181,5 +230,99 @@ impl PushMetricExporter for CountingMetricExporter {
 
     fn temporality(&self) -> Temporality {
         self.inner.temporality()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::metrics::MeterProvider as _;
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+    use std::sync::Mutex;
+
+    /// (metric, unit, value, attributes) of every data point exported.
+    type Points = Arc<Mutex<Vec<(String, String, f64, Vec<(String, String)>)>>>;
+
+    #[derive(Debug, Default)]
+    struct Keep(Points);
+
+    impl PushMetricExporter for Keep {
+        async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+            let mut out = self.0.lock().unwrap();
+            for m in metrics.scope_metrics().flat_map(|s| s.metrics()) {
+                let mut push = |v: f64, attrs: Vec<(String, String)>| {
+                    out.push((m.name().to_owned(), m.unit().to_owned(), v, attrs));
+                };
+                let attrs = |a: &mut dyn Iterator<Item = &KeyValue>| {
+                    a.map(|kv| (kv.key.to_string(), kv.value.to_string())).collect::<Vec<_>>()
+                };
+                macro_rules! points {
+                    ($data:expr) => {
+                        match $data {
+                            MetricData::Gauge(g) => {
+                                g.data_points().for_each(|p| push(p.value() as f64, attrs(&mut p.attributes())))
+                            }
+                            MetricData::Sum(s) => {
+                                s.data_points().for_each(|p| push(p.value() as f64, attrs(&mut p.attributes())))
+                            }
+                            _ => {}
+                        }
+                    };
+                }
+                match m.data() {
+                    AggregatedMetrics::F64(d) => points!(d),
+                    AggregatedMetrics::U64(d) => points!(d),
+                    AggregatedMetrics::I64(d) => points!(d),
+                }
+            }
+            Ok(())
+        }
+        fn force_flush(&self) -> OTelSdkResult {
+            Ok(())
+        }
+        fn shutdown_with_timeout(&self, _: Duration) -> OTelSdkResult {
+            Ok(())
+        }
+        fn temporality(&self) -> Temporality {
+            Temporality::Cumulative
+        }
+    }
+
+    fn gauge(name: &'static str, kind: GaugeKind, observe: crate::hooks::Observe) -> Gauge {
+        Gauge { name, unit: "By", description: "a test gauge", kind, observe }
+    }
+
+    #[test]
+    fn every_offered_gauge_becomes_an_instrument_of_its_kind_with_its_attributes() {
+        let gauges = [
+            gauge("test.f64", GaugeKind::F64Gauge, |e| e(0.75, &[("hw.id", Value::Str("GPU-1".into()))])),
+            gauge("test.i64", GaugeKind::I64Gauge, |e| e(1.0, &[])),
+            gauge("test.updown", GaugeKind::I64UpDownCounter, |e| e(81_559_187_456.0, &[])),
+            gauge("test.counter", GaugeKind::U64Counter, |e| {
+                e(2000.0, &[("network.io.direction", Value::Str("transmit".into()))]);
+                e(4000.0, &[("network.io.direction", Value::Str("receive".into()))]);
+            }),
+        ];
+        let points = Points::default();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(Keep(points.clone())).with_interval(Duration::from_secs(3600)).build())
+            .build();
+        observe_gauges(&provider.meter("gpuspan"), &gauges);
+        provider.force_flush().expect("flush");
+        let points = points.lock().unwrap().clone();
+        let find = |name: &str| {
+            points.iter().filter(|p| p.0 == name).map(|p| (p.1.as_str(), p.2, p.3.clone())).collect::<Vec<_>>()
+        };
+        assert_eq!(find("test.f64"), [("By", 0.75, vec![("hw.id".to_owned(), "GPU-1".to_owned())])]);
+        assert_eq!(find("test.i64"), [("By", 1.0, vec![])]);
+        assert_eq!(find("test.updown"), [("By", 81_559_187_456.0, vec![])]);
+        let mut io = find("test.counter");
+        io.sort_by(|a, b| a.1.total_cmp(&b.1));
+        assert_eq!(
+            io.iter().map(|p| (p.1, p.2[0].1.as_str())).collect::<Vec<_>>(),
+            [(2000.0, "transmit"), (4000.0, "receive")]
+        );
+        let _ = provider.shutdown();
     }
 }

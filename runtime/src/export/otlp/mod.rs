@@ -25,8 +25,8 @@ mod spans;
 mod transport;
 
 pub use config::{OtlpConfig, Protocol};
-pub use layer::{AppSpans, OtlpLayer};
 pub use report::{ExportStats, OtlpError, ShutdownReport};
+use tracing_subscriber::Layer;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::Context;
@@ -42,17 +42,19 @@ use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::pipeline::{self, Sink};
-use crate::record::Record;
 
 /// Whether an export pipeline is running: scopes read it (one relaxed load) to decide whether
 /// to capture their parent context.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// What a scope carries to its record for [`capture_parent`].
+pub(crate) type Parent = Option<Context>;
+
 /// The OpenTelemetry context a scope's spans will be children of: the innermost span the
 /// application has entered and exported (through [`Otlp::layer`] or the OpenTelemetry API).
 /// `None` when no export runs, or no such span is open (the process parent applies then).
 #[inline]
-pub(crate) fn capture_parent() -> Option<Context> {
+pub(crate) fn capture_parent() -> Parent {
     if !ACTIVE.load(Relaxed) {
         return None;
     }
@@ -98,6 +100,7 @@ pub struct Otlp {
     tracer_provider: Option<SdkTracerProvider>,
     meter_provider: Option<SdkMeterProvider>,
     queue: Option<Arc<Queue>>,
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     spans_sink: Option<Arc<spans::SpansSink>>,
     sinks: Vec<Arc<dyn Sink>>,
     metric_exported: Arc<AtomicU64>,
@@ -202,9 +205,8 @@ impl Otlp {
             let provider = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
             use opentelemetry::metrics::MeterProvider as _;
             otlp.sinks.push(Arc::new(metrics::MetricsSink::new(&provider.meter("gpuspan"))));
-            // Device metrics (hw.gpu.*) through the same provider, when NVML is monitored.
-            #[cfg(feature = "nvml")]
-            crate::monitor::register_metrics(&provider.meter("gpuspan"));
+            // What the leaves offer as metrics (the monitor's hw.gpu.*), through the same provider.
+            metrics::observe_gauges(&provider.meter("gpuspan"), &crate::hooks::gauges());
             otlp.meter_provider = Some(provider);
         }
         for s in &otlp.sinks {
@@ -220,8 +222,9 @@ impl Otlp {
 
     /// The `tracing` layer that exports the application's own spans through this pipeline
     /// (gpuspan's host spans excluded: gpuspan exports those itself). `None` when spans are
-    /// not exported.
-    pub fn layer<S>(&self) -> Option<OtlpLayer<S>>
+    /// not exported. It is tracing-opentelemetry's layer with a filter that leaves out
+    /// gpuspan's own spans and those of the exporter's threads.
+    pub fn layer<S>(&self) -> Option<impl Layer<S>>
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
@@ -230,10 +233,15 @@ impl Otlp {
 
     /// Exports one record now, as spans, whatever the sampling says. The annotated functions
     /// need not call this (their sampled records are exported already); it is for
-    /// measurements made elsewhere, such as GPU profiles imported from another tool.
-    pub fn export(&self, record: &Record) {
+    /// measurements made elsewhere, such as GPU profiles imported from another tool. Feature
+    /// `testing`, as records are.
+    #[cfg(feature = "testing")]
+    pub fn export(&self, record: &crate::Record) {
         if let Some(s) = &self.spans_sink {
-            s.export(record);
+            // What the leaves add, as a submitted record has it.
+            let mut record = record.clone();
+            record.extra = crate::hooks::record_attributes(&record);
+            s.export(&record);
         }
     }
 
@@ -247,6 +255,7 @@ impl Otlp {
         format!("{} ({})", self.config.traces_url(), self.config.protocol.as_str())
     }
 
+    /// What this pipeline has exported, dropped and lost so far.
     pub fn stats(&self) -> ExportStats {
         let mut s = ExportStats {
             metric_exports: self.metric_exported.load(Relaxed),

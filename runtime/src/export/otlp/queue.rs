@@ -97,7 +97,7 @@ impl Queue {
 
     /// Reserves room for `n` spans that the calling thread is about to end; `false` (and the
     /// `n` spans counted as dropped) when they do not all fit.
-    pub fn reserve(&self, n: usize) -> bool {
+    pub(super) fn reserve(&self, n: usize) -> bool {
         let mut st = self.lock();
         if st.shutdown || st.spans.len() + st.reserved + n > self.capacity {
             self.turned_away(st, n);
@@ -110,7 +110,7 @@ impl Queue {
 
     /// Gives back what the calling thread reserved and did not use (spans the sampler did not
     /// record).
-    pub fn release_unused(&self) {
+    pub(super) fn release_unused(&self) {
         let left = GRANTED.with(|g| g.replace(0));
         if left > 0 {
             let mut st = self.lock();
@@ -163,7 +163,7 @@ impl Queue {
     }
 
     /// Asks the export thread to send everything queued now, waiting until `deadline`.
-    pub fn flush(&self, deadline: Instant) -> bool {
+    pub(super) fn flush(&self, deadline: Instant) -> bool {
         let mut st = self.lock();
         st.flush_requested += 1;
         let ticket = st.flush_requested;
@@ -219,7 +219,11 @@ pub(super) struct Worker<E> {
 }
 
 impl QueueProcessor {
-    pub fn start<E: SpanExporter + 'static>(capacity: usize, batch: usize, worker: Worker<E>) -> std::io::Result<Self> {
+    pub(super) fn start<E: SpanExporter + 'static>(
+        capacity: usize,
+        batch: usize,
+        worker: Worker<E>,
+    ) -> std::io::Result<Self> {
         let queue = Arc::new(Queue {
             state: Mutex::new(State::default()),
             work: Condvar::new(),
@@ -236,7 +240,7 @@ impl QueueProcessor {
         Ok(QueueProcessor { queue, thread: Mutex::new(Some(thread)), resource })
     }
 
-    pub fn queue(&self) -> Arc<Queue> {
+    pub(super) fn queue(&self) -> Arc<Queue> {
         self.queue.clone()
     }
 }

@@ -11,17 +11,24 @@ pub enum OtlpError {
     #[error(
         "OTLP export is already running in this process; shut the running one down (drop its guard or handle) first"
     )]
+    /// Another pipeline runs in this process.
     AlreadyRunning,
     #[error(
         "could not start the thread that exports to the collector ({0}); the process may be out of threads or memory"
     )]
+    /// The export thread could not be started.
     Runtime(#[source] std::io::Error),
     #[error("could not set up TLS for the OTLP exporter: {0}; check OTEL_EXPORTER_OTLP_CERTIFICATE and the system's CA certificates")]
+    /// The TLS configuration could not be built.
     Tls(String),
     #[error("could not create the OTLP {signal} exporter for {url}: {source}; check OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_PROTOCOL")]
+    /// The OpenTelemetry exporter for a signal could not be built.
     Exporter {
+        /// `span` or `metric`.
         signal: &'static str,
+        /// Where it would have exported to.
         url: String,
+        /// What the exporter said.
         #[source]
         source: opentelemetry_otlp::ExporterBuildError,
     },
@@ -41,7 +48,9 @@ pub struct ExportStats {
     pub spans_abandoned: u64,
     /// Spans waiting in the queue or in flight.
     pub spans_pending: u64,
+    /// Metric exports the collector accepted.
     pub metric_exports: u64,
+    /// Metric exports that failed (the next success carries their counts).
     pub metric_exports_failed: u64,
 }
 
@@ -56,7 +65,9 @@ impl ExportStats {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ShutdownReport {
+    /// What the pipeline did over its life.
     pub stats: ExportStats,
+    /// How long shutting down took.
     pub elapsed: Duration,
     /// Everything pending was exported or failed before the deadline.
     pub complete: bool,

@@ -9,7 +9,7 @@
 
 use super::queue::Queue;
 use crate::pipeline::Sink;
-use crate::record::{Activity, ActivityKind, Record, Value};
+use crate::record::{Activity, Record, Value};
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue, StringValue};
 use opentelemetry_sdk::trace::SdkTracer;
@@ -58,87 +58,37 @@ impl WallClock {
     }
 }
 
-fn value(v: Value) -> opentelemetry::Value {
+/// An attribute value as OpenTelemetry takes it.
+pub(super) fn value(v: Value) -> opentelemetry::Value {
     match v {
         Value::Str(s) => opentelemetry::Value::String(StringValue::from(s.into_owned())),
         Value::I64(i) => i.into(),
         Value::F64(f) => f.into(),
         Value::Bool(b) => b.into(),
+        Value::I64Array(v) => opentelemetry::Value::Array(v.into()),
     }
-}
-
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1000.0
-}
-
-fn dims(d: [u32; 3]) -> opentelemetry::Value {
-    opentelemetry::Value::Array(d.iter().map(|x| i64::from(*x)).collect::<Vec<_>>().into())
 }
 
 impl SpansSink {
-    pub fn new(tracer: SdkTracer, queue: Arc<Queue>, process_parent: Option<Context>) -> Self {
+    pub(super) fn new(tracer: SdkTracer, queue: Arc<Queue>, process_parent: Option<Context>) -> Self {
         SpansSink { tracer, queue, process_parent }
     }
 
-    /// The attributes of the record (DESIGN.md names) plus the sampling verdict.
+    /// The attributes of the record: the mapping every sink uses.
     fn record_attributes(record: &Record) -> Vec<KeyValue> {
-        let mut a: Vec<KeyValue> = record.attributes().into_iter().map(|(k, v)| KeyValue::new(k, value(v))).collect();
-        let threshold = crate::sampling::threshold_ns(record.site);
-        a.push(KeyValue::new("gpu.threshold_us", us(threshold)));
-        a.push(KeyValue::new("gpu.is_slow", record.duration_ns() >= threshold));
-        a
+        record.attributes().into_iter().map(|(k, v)| KeyValue::new(k, value(v))).collect()
     }
 
+    /// The attributes of one kernel or copy (the mapping every sink uses) plus its role.
     fn activity_attributes(record: &Record, act: &Activity) -> Vec<KeyValue> {
-        let mut a = vec![
-            KeyValue::new(ROLE, "activity"),
-            KeyValue::new("gpu.backend", record.backend().as_str()),
-            KeyValue::new("gpu.timing.source", record.source().as_str()),
-        ];
-        let d = act.interval.duration_ns();
-        match &act.kind {
-            ActivityKind::Kernel(g) => {
-                a.push(KeyValue::new("gpu.kernel", act.name.to_string()));
-                a.push(KeyValue::new("gpu.duration_us", us(d)));
-                a.push(KeyValue::new("gpu.cuda.grid_dim", dims(g.grid)));
-                a.push(KeyValue::new("gpu.cuda.block_dim", dims(g.block)));
-                a.push(KeyValue::new("gpu.cuda.registers_per_thread", i64::from(g.registers_per_thread)));
-                a.push(KeyValue::new(
-                    "gpu.cuda.shared_mem_bytes",
-                    i64::from(g.static_shared_bytes) + i64::from(g.dynamic_shared_bytes),
-                ));
-            }
-            ActivityKind::Copy { bytes, direction, src, dst } => {
-                a.push(KeyValue::new("gpu_transfer.bytes", *bytes as i64));
-                a.push(KeyValue::new("gpu_transfer.duration_us", us(d)));
-                if d > 0 {
-                    a.push(KeyValue::new("gpu_transfer.bandwidth_bytes_per_s", *bytes as f64 * 1e9 / d as f64));
-                }
-                if let Some(dir) = direction {
-                    a.push(KeyValue::new("gpu_transfer.direction", dir.as_str()));
-                }
-                a.push(KeyValue::new("gpu_transfer.src_kind", src.as_str()));
-                a.push(KeyValue::new("gpu_transfer.dst_kind", dst.as_str()));
-            }
-            ActivityKind::Set { bytes } => {
-                a.push(KeyValue::new("gpu_transfer.bytes", *bytes as i64));
-                a.push(KeyValue::new("gpu_transfer.duration_us", us(d)));
-            }
-        }
-        if let Some(s) = act.stream {
-            a.push(KeyValue::new("gpu.cuda.stream_id", s as i64));
-        }
-        let device = act.device.as_ref().or_else(|| record.gpu.as_ref().and_then(|g| g.device.as_ref()));
-        if let Some(dev) = device {
-            a.push(KeyValue::new("gpu.device.id", i64::from(dev.id)));
-            a.push(KeyValue::new("gpu.device.name", dev.name.to_string()));
-        }
+        let mut a = vec![KeyValue::new(ROLE, "activity")];
+        a.extend(act.attributes(record).into_iter().map(|(k, v)| KeyValue::new(k, value(v))));
         a
     }
 
     /// Ends the spans of one record. They are admitted to the export queue together or not
     /// at all, so the collector never gets a GPU span without its host span.
-    pub fn export(&self, record: &Record) {
+    pub(super) fn export(&self, record: &Record) {
         let n = 1 + usize::from(record.gpu.is_some()) + record.activities.len();
         if !self.queue.reserve(n) {
             return;
@@ -197,5 +147,114 @@ impl SpansSink {
 impl Sink for SpansSink {
     fn accept(&self, record: &Record) {
         self.export(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::timeline::write_events;
+    use crate::record::{ActivityKind, DeviceLabel, GpuTiming, Interval, KernelGeometry, MemoryKind, TimingSource};
+    use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind};
+    use serde_json::{json, Value as Json};
+    use std::collections::BTreeMap;
+
+    static SITE: Site = Site::new(SiteDesc {
+        name: "step",
+        function: "step",
+        kind: SiteKind::Kernel,
+        backend: Backend::Cuda,
+        module_path: "spans_tests",
+        file: "spans.rs",
+        line: 1,
+        direction: None,
+        threshold_us: Some(50),
+        trace_all: true,
+        track_memory: false,
+    });
+
+    /// A CUDA call with a kernel on a stream and a copy that names no device of its own.
+    fn record() -> Record {
+        let t = 1_763_000_000_000_000_000;
+        let dev = DeviceLabel::new(3, "Test GPU");
+        let mut r = Record::new(&SITE, 9, 1, Interval { start_ns: t, end_ns: t + 20_000 });
+        let mut gpu = GpuTiming::new(Interval { start_ns: t + 30_000, end_ns: t + 230_000 }, TimingSource::Cupti);
+        gpu.busy_ns = 190_000;
+        gpu.device = Some(dev.clone());
+        r.gpu = Some(gpu);
+        let mut geometry = KernelGeometry::default();
+        (geometry.grid, geometry.block, geometry.registers_per_thread) = ([64, 32, 1], [256, 1, 1], 96);
+        (geometry.static_shared_bytes, geometry.dynamic_shared_bytes) = (16384, 1024);
+        let mut kernel = Activity::new(
+            "sgemm_128x64",
+            Interval { start_ns: t + 30_000, end_ns: t + 170_000 },
+            ActivityKind::Kernel(geometry),
+        );
+        (kernel.stream, kernel.device) = (Some(7), Some(dev));
+        let copy = ActivityKind::Copy {
+            bytes: 1 << 20,
+            direction: Some(Direction::GpuToCpu),
+            src: MemoryKind::Device,
+            dst: MemoryKind::Pinned,
+        };
+        r.activities =
+            vec![kernel, Activity::new("memcpy DtoH", Interval { start_ns: t + 180_000, end_ns: t + 230_000 }, copy)];
+        r
+    }
+
+    fn json_of(v: &opentelemetry::Value) -> Json {
+        match v {
+            opentelemetry::Value::Bool(b) => json!(b),
+            opentelemetry::Value::I64(i) => json!(i),
+            opentelemetry::Value::F64(f) => json!(f),
+            opentelemetry::Value::String(s) => json!(s.as_str()),
+            opentelemetry::Value::Array(opentelemetry::Array::I64(a)) => json!(a),
+            other => panic!("no attribute of this type is made: {other:?}"),
+        }
+    }
+
+    /// The span's attributes as the timeline writes them, without the span's role.
+    fn span_args(attributes: Vec<KeyValue>) -> BTreeMap<String, Json> {
+        attributes
+            .iter()
+            .filter(|kv| kv.key.as_str() != ROLE)
+            .map(|kv| (kv.key.to_string(), json_of(&kv.value)))
+            .collect()
+    }
+
+    #[test]
+    fn the_timeline_and_the_spans_carry_the_same_attributes_for_the_same_record() {
+        let r = record();
+        let mut out = Vec::new();
+        write_events(std::slice::from_ref(&r), &mut out).expect("timeline");
+        let json: Json = serde_json::from_slice(&out).expect("valid JSON");
+        let events = json["traceEvents"].as_array().expect("events");
+        let args = |cat: &str, name: &str| -> BTreeMap<String, Json> {
+            let e = events.iter().find(|e| e["ph"] == "X" && e["cat"] == cat && e["name"] == name);
+            let e = e.unwrap_or_else(|| panic!("a {cat} event named {name}"));
+            e["args"].as_object().expect("args").iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+
+        let call = span_args(SpansSink::record_attributes(&r));
+        assert_eq!(args("kernel", "step"), call, "host event vs host span");
+        assert_eq!(args("gpu.kernel", "step"), call, "GPU event vs GPU span");
+        for act in &r.activities {
+            let span = span_args(SpansSink::activity_attributes(&r, act));
+            assert_eq!(args("gpu.activity", &act.name), span, "{}", act.name);
+        }
+
+        // What the timeline used to leave out of its activity events.
+        let kernel = args("gpu.activity", "sgemm_128x64");
+        assert_eq!(kernel["gpu.kernel"], json!("sgemm_128x64"));
+        assert_eq!(kernel["gpu.duration_us"], json!(140.0));
+        assert_eq!(kernel["gpu.backend"], json!("cuda"));
+        assert_eq!(kernel["gpu.timing.source"], json!("cupti"));
+        assert_eq!(kernel["gpu.cuda.grid_dim"], json!([64, 32, 1]));
+        assert_eq!(kernel["gpu.cuda.shared_mem_bytes"], json!(17408));
+        assert_eq!((&kernel["gpu.device.id"], &kernel["gpu.device.name"]), (&json!(3), &json!("Test GPU")));
+        let copy = args("gpu.activity", "memcpy DtoH");
+        assert_eq!(copy["gpu_transfer.bandwidth_bytes_per_s"], json!((1u64 << 20) as f64 * 1e9 / 50_000.0));
+        assert_eq!(copy["gpu.device.id"], json!(3), "the call's device when the copy names none");
+        assert_eq!((&call["gpu.threshold_us"], &call["gpu.is_slow"]), (&json!(50.0), &json!(true)));
     }
 }

@@ -35,7 +35,7 @@ pub(super) struct Io {
 static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
 
 impl Io {
-    pub fn new() -> Result<Arc<Io>, OtlpError> {
+    pub(super) fn new() -> Result<Arc<Io>, OtlpError> {
         let rt = match RUNTIME.get() {
             Some(rt) => rt,
             None => {
@@ -58,7 +58,7 @@ impl Io {
 
     /// Every export, those in flight included, ends by `deadline`, which the shutdown bound
     /// `bound` set.
-    pub fn set_deadline(&self, deadline: Instant, bound: Duration) {
+    pub(super) fn set_deadline(&self, deadline: Instant, bound: Duration) {
         if let Ok(mut b) = self.bound.lock() {
             *b = bound;
         }
@@ -77,7 +77,7 @@ impl Io {
 
     /// Runs one export on the runtime, for at most `timeout`, and never past the shutdown
     /// deadline (even when shutdown begins while it runs).
-    pub fn run<F: Future<Output = OTelSdkResult>>(&self, timeout: Duration, export: F) -> OTelSdkResult {
+    pub(super) fn run<F: Future<Output = OTelSdkResult>>(&self, timeout: Duration, export: F) -> OTelSdkResult {
         let mut deadline = self.deadline.subscribe();
         if deadline.borrow().is_some_and(|d| d <= Instant::now()) {
             return Err(self.cut_off());
@@ -138,7 +138,7 @@ pub(super) struct Tls {
 impl Tls {
     /// Reads the CA file. A file that cannot be used is said once and left out: the system's
     /// roots still apply, so verification is never weakened.
-    pub fn load(config: &OtlpConfig, report: &mut dyn FnMut(String)) -> Tls {
+    pub(super) fn load(config: &OtlpConfig, report: &mut dyn FnMut(String)) -> Tls {
         let Some(path) = &config.ca_certificate else { return Tls { ca_pem: None } };
         let checked = std::fs::read(path).map_err(|e| e.to_string()).and_then(|pem| {
             let n = CertificateDer::pem_slice_iter(&pem).filter(Result::is_ok).count();

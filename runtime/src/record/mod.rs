@@ -1,5 +1,14 @@
 //! What a resolved measurement is: one record per call of an annotated function, with the
 //! GPU's own timing when a GPU source exists, and the activities (kernels, copies) inside it.
+//!
+//! Public with the feature `testing`, for `Capture`: a program sees records as spans, timeline
+//! events and aggregates. The data types are `#[non_exhaustive]` (a backend may learn more);
+//! tests build them with their constructors and set the public fields.
+
+mod attributes;
+
+#[cfg_attr(not(any(feature = "enabled", feature = "testing")), allow(unused_imports))]
+pub use attributes::Value;
 
 use crate::site::{Direction, Site};
 use std::borrow::Cow;
@@ -19,8 +28,10 @@ pub enum TimingSource {
 }
 
 impl TimingSource {
+    /// Every source, in the order of the summary's columns.
     pub const ALL: [TimingSource; 4] = [Self::GpuTimestamp, Self::Cupti, Self::CudaEvent, Self::Host];
 
+    /// The value of `gpu.timing.source`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::GpuTimestamp => "gpu_timestamp",
@@ -35,14 +46,18 @@ impl TimingSource {
     }
 }
 
-/// A closed interval on the host clock, in Unix-epoch nanoseconds.
+/// A closed interval on the host clock, in Unix-epoch nanoseconds. A complete value (as a
+/// `Range` is), so not `#[non_exhaustive]`: write it as a literal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Interval {
+    /// The first nanosecond.
     pub start_ns: u64,
+    /// The last nanosecond.
     pub end_ns: u64,
 }
 
 impl Interval {
+    /// `end_ns - start_ns` (0 for an interval that ends before it starts).
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
@@ -50,39 +65,78 @@ impl Interval {
 
 /// The device a measurement ran on.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceLabel {
+    /// The backend's index: the CUDA ordinal, or the order of `gpuspan::wgpu::register` calls.
     pub id: u32,
+    /// The device's name as its backend reports it (`gpu.device.name`).
     pub name: Arc<str>,
+}
+
+impl DeviceLabel {
+    /// A device with this index and name.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // for tests that build records
+    pub fn new(id: u32, name: impl Into<Arc<str>>) -> Self {
+        DeviceLabel { id, name: name.into() }
+    }
 }
 
 /// GPU-side timing of a call.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GpuTiming {
     /// From the first GPU work's start to the last one's end, mapped onto the host clock.
     pub interval: Interval,
     /// Time the GPU spent on the call's work (≤ the interval when work had gaps).
     pub busy_ns: u64,
+    /// What measured it.
     pub source: TimingSource,
     /// Bound on the error of mapping the GPU clock onto the host clock (0 when none is needed).
     pub clock_error_ns: u64,
     /// Measured by timestamps submitted before and after the call's own submissions: an upper
     /// bound that also holds submission latency while the GPU was idle.
     pub bracketed: bool,
+    /// The device, where the backend knows it.
     pub device: Option<DeviceLabel>,
+}
+
+impl GpuTiming {
+    /// Timing over `interval` by `source`, busy for all of it, with no clock error, no bracket
+    /// and no device: set the fields that differ.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // for tests that build records
+    pub fn new(interval: Interval, source: TimingSource) -> Self {
+        GpuTiming {
+            interval,
+            busy_ns: interval.duration_ns(),
+            source,
+            clock_error_ns: 0,
+            bracketed: false,
+            device: None,
+        }
+    }
 }
 
 /// Kind of memory on either side of a copy (`gpu_transfer.src_kind` / `dst_kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // made by the backends that see copies, which may all be compiled out
+#[non_exhaustive]
 pub enum MemoryKind {
+    /// Ordinary host memory: the driver stages it through a pinned buffer.
     Pageable,
+    /// Page-locked host memory: copied by DMA directly.
     Pinned,
+    /// Device memory.
     Device,
+    /// Unified memory, migrated on demand.
     Managed,
+    /// A CUDA array (texture layout).
     Array,
+    /// The backend did not say.
     Unknown,
 }
 
 impl MemoryKind {
+    /// The value of `gpu_transfer.src_kind` / `dst_kind`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pageable => "pageable",
@@ -95,37 +149,76 @@ impl MemoryKind {
     }
 }
 
-/// Launch geometry and resources of one kernel.
+/// Launch geometry and resources of one kernel. Build it from `KernelGeometry::default()`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KernelGeometry {
+    /// Blocks in the grid, x y z (`gpu.cuda.grid_dim`).
     pub grid: [u32; 3],
+    /// Threads in a block, x y z (`gpu.cuda.block_dim`).
     pub block: [u32; 3],
+    /// `gpu.cuda.registers_per_thread`.
     pub registers_per_thread: u32,
+    /// Shared memory declared in the kernel, per block.
     pub static_shared_bytes: u32,
+    /// Shared memory given at launch, per block.
     pub dynamic_shared_bytes: u32,
 }
 
 /// What one piece of GPU work inside a call was.
 #[derive(Debug, Clone)]
+#[allow(dead_code)] // made by the backends that see activities, which may all be compiled out
+#[non_exhaustive]
 pub enum ActivityKind {
+    /// A kernel launch.
     Kernel(KernelGeometry),
-    Copy { bytes: u64, direction: Option<Direction>, src: MemoryKind, dst: MemoryKind },
-    Set { bytes: u64 },
+    /// A copy.
+    Copy {
+        /// Bytes copied.
+        bytes: u64,
+        /// Between host and device, or within devices, when the backend says.
+        direction: Option<Direction>,
+        /// The source's memory.
+        src: MemoryKind,
+        /// The destination's memory.
+        dst: MemoryKind,
+    },
+    /// A memset.
+    Set {
+        /// Bytes set.
+        bytes: u64,
+    },
 }
 
 /// One piece of GPU work (a kernel, a copy) attributed to a call.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Activity {
+    /// The kernel's (demangled) name, or the copy's kind (`memcpy HtoD`).
     pub name: Cow<'static, str>,
+    /// When the GPU ran it, on the host clock.
     pub interval: Interval,
+    /// What it was.
     pub kind: ActivityKind,
+    /// The stream it ran on (`gpu.cuda.stream_id`).
     pub stream: Option<u64>,
+    /// The device it ran on, where it differs from the call's or the call has none.
     pub device: Option<DeviceLabel>,
+}
+
+impl Activity {
+    /// `name` over `interval`, on no particular stream or device.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // for tests that build records
+    pub fn new(name: impl Into<Cow<'static, str>>, interval: Interval, kind: ActivityKind) -> Self {
+        Activity { name: name.into(), interval, kind, stream: None, device: None }
+    }
 }
 
 /// One call of an annotated function, resolved.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Record {
+    /// The annotated function.
     pub site: &'static Site,
     /// Unique within the process; also the CUPTI external correlation id.
     pub scope_id: u64,
@@ -137,26 +230,22 @@ pub struct Record {
     pub error: bool,
     /// Bytes moved, for transfers.
     pub bytes: Option<u64>,
+    /// The GPU's timing, where a GPU source measured the call.
     pub gpu: Option<GpuTiming>,
     /// How far the GPU interval and activities were moved forward because the clock mapping
     /// placed them before the call began (0: not moved). `gpu.clock_corrected_ns` in exports.
     pub clock_corrected_ns: u64,
+    /// The kernels and copies inside the call (CUPTI).
     pub activities: Vec<Activity>,
     /// Memory before and after the call, for sites with `track_memory`.
     pub memory: Option<(crate::memory::MemoryMark, crate::memory::MemoryMark)>,
-    /// The OpenTelemetry context of the application's innermost exported span when the call
-    /// began: the parent of this record's spans (`None`: the process's parent, if any).
-    #[cfg(feature = "otlp")]
-    pub parent: Option<opentelemetry::Context>,
-}
-
-/// A value of a record attribute, for the exporters.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Str(Cow<'static, str>),
-    I64(i64),
-    F64(f64),
-    Bool(bool),
+    /// What the leaves (the device monitor) said about the call when it was submitted, so
+    /// that every sink sees the same values.
+    pub(crate) extra: Vec<(&'static str, Value)>,
+    /// The trace context of the application's innermost exported span when the call began:
+    /// the parent of this record's spans (`None`: the process's parent, if any). Nothing
+    /// without an exporter that takes one (`crate::parent`).
+    pub(crate) parent: crate::parent::Parent,
 }
 
 impl Record {
@@ -174,8 +263,8 @@ impl Record {
             clock_corrected_ns: 0,
             activities: Vec::new(),
             memory: None,
-            #[cfg(feature = "otlp")]
-            parent: None,
+            extra: Vec::new(),
+            parent: Default::default(),
         }
     }
 
@@ -185,6 +274,7 @@ impl Record {
         self.gpu.as_ref().map_or_else(|| self.host.duration_ns(), |g| g.busy_ns)
     }
 
+    /// Where [`Record::duration_ns`] came from.
     pub fn source(&self) -> TimingSource {
         self.gpu.as_ref().map_or(TimingSource::Host, |g| g.source)
     }
@@ -210,80 +300,5 @@ impl Record {
         let bytes = self.bytes?;
         let d = self.duration_ns();
         (d > 0).then(|| bytes as f64 * 1e9 / d as f64)
-    }
-
-    /// The span attributes of this record, with the names of DESIGN.md.
-    pub fn attributes(&self) -> Vec<(&'static str, Value)> {
-        use Value::*;
-        let desc = &self.site.desc;
-        let us = |ns: u64| F64(ns as f64 / 1000.0);
-        let mut a = vec![
-            ("gpu.backend", Str(self.backend().as_str().into())),
-            ("gpu.timing.source", Str(self.source().as_str().into())),
-            ("code.function.name", Str(self.site.qualified_function().into())),
-            ("code.file.path", Str(desc.file.into())),
-            ("code.line.number", I64(desc.line.into())),
-            ("gpu.host_duration_us", us(self.host.duration_ns())),
-        ];
-        match desc.kind {
-            crate::SiteKind::Kernel => {
-                a.push(("gpu.kernel", Str(desc.name.into())));
-                a.push(("gpu.duration_us", us(self.duration_ns())));
-            }
-            crate::SiteKind::Transfer => {
-                a.push(("gpu_transfer.name", Str(desc.name.into())));
-                a.push(("gpu_transfer.duration_us", us(self.duration_ns())));
-                if let Some(d) = desc.direction {
-                    a.push(("gpu_transfer.direction", Str(d.as_str().into())));
-                }
-                if let Some(b) = self.bytes {
-                    a.push(("gpu_transfer.bytes", I64(b as i64)));
-                }
-                if let Some(bw) = self.bandwidth_bytes_per_s() {
-                    a.push(("gpu_transfer.bandwidth_bytes_per_s", F64(bw)));
-                }
-            }
-        }
-        if let Some(g) = &self.gpu {
-            a.push(("gpu.clock_error_us", us(g.clock_error_ns)));
-            if g.bracketed {
-                a.push(("gpu.timing.bracketed", Bool(true)));
-            }
-            if g.interval.duration_ns() > g.busy_ns {
-                a.push(("gpu.span_us", us(g.interval.duration_ns())));
-            }
-            if let Some(d) = &g.device {
-                a.push(("gpu.device.id", I64(d.id.into())));
-                a.push(("gpu.device.name", Str(d.name.to_string().into())));
-            }
-        }
-        if !self.activities.is_empty() {
-            a.push(("gpu.activity_count", I64(self.activities.len() as i64)));
-        }
-        if let Some((before, after)) = &self.memory {
-            let mut mem = |name: [&'static str; 3], b: Option<u64>, a2: Option<u64>| {
-                if let (Some(b), Some(x)) = (b, a2) {
-                    a.push((name[0], I64(b as i64)));
-                    a.push((name[1], I64(x as i64)));
-                    a.push((name[2], I64(x as i64 - b as i64)));
-                }
-            };
-            mem(
-                ["gpu.memory.used_before_bytes", "gpu.memory.used_after_bytes", "gpu.memory.used_delta_bytes"],
-                before.device_used_bytes,
-                after.device_used_bytes,
-            );
-            mem(
-                ["process.memory.rss_before_bytes", "process.memory.rss_after_bytes", "process.memory.rss_delta_bytes"],
-                before.process_rss_bytes,
-                after.process_rss_bytes,
-            );
-        }
-        if self.error {
-            a.push(("error", Bool(true)));
-        }
-        #[cfg(feature = "nvml")]
-        a.extend(crate::monitor::record_attributes(self));
-        a
     }
 }

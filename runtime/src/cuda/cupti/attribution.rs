@@ -27,7 +27,8 @@
 //! makes rare: only a graph launch whose records straddle buffers). A scope whose expectations
 //! are still unmet [`STALE_NS`] after its fence passed is resolved with what it has, and counted.
 
-use super::parse::{self, ApiDomain, Raw, RawApi, Work};
+use super::callbacks::{work_of, Work};
+use super::records::{self, Raw, RawApi};
 use crate::record::{Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, KernelGeometry, MemoryKind, Record};
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use std::borrow::Cow;
@@ -35,7 +36,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// The site of GPU work launched outside every annotated call.
-pub static UNATTRIBUTED: Site = Site::new(SiteDesc {
+pub(crate) static UNATTRIBUTED: Site = Site::new(SiteDesc {
     name: "unattributed",
     function: "unattributed",
     kind: SiteKind::Kernel,
@@ -52,7 +53,7 @@ inventory::submit! { crate::site::SiteRef(&UNATTRIBUTED) }
 
 /// How long a scope past its fence waits for missing device records before it is resolved
 /// with what it has.
-pub const STALE_NS: u64 = 30_000_000_000;
+pub(crate) const STALE_NS: u64 = 30_000_000_000;
 
 /// External correlation kind gpuspan pushes (`CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0`).
 pub const EXTERNAL_KIND: u32 =
@@ -95,16 +96,20 @@ impl Delivered {
 
 /// Counts of what a resolver did, for tests and the GPU report.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counts {
+    /// Scopes handed on with their activities.
     pub scopes_resolved: u64,
+    /// Activities no scope claimed: recorded under the `unattributed` site.
     pub unattributed_activities: u64,
+    /// Scopes resolved with what they had once their records stopped coming.
     pub stale_scopes: u64,
     /// Activities without valid timestamps (incomplete records from a forced flush).
     pub invalid_activities: u64,
 }
 
 /// The attribution state. Fed with buffers and ended scopes in any order; hands out resolved
-/// records. Public so that tests can replay captured CUPTI traffic through it.
+/// records. Lent to tests by `replay` so that they can replay captured CUPTI traffic through it.
 #[derive(Debug)]
 pub struct Resolver {
     scopes: HashMap<u64, Pending>,
@@ -153,6 +158,7 @@ impl Resolver {
         (cupti_ns as i64 - self.clock_offset_ns).max(0) as u64
     }
 
+    /// What it has done so far.
     pub fn counts(&self) -> Counts {
         self.counts
     }
@@ -183,7 +189,7 @@ impl Resolver {
         for r in records {
             match r {
                 Raw::Api(a) => {
-                    let Some(work) = parse::work_of(a.domain, a.cbid) else { continue };
+                    let Some(work) = work_of(a.domain, a.cbid) else { continue };
                     if a.return_value != 0 {
                         continue; // a failed call enqueues nothing
                     }
@@ -211,7 +217,7 @@ impl Resolver {
         self.delivered.mark(seq);
     }
 
-    /// Resolves everything that can be; `now_ns` is the host clock (for [`STALE_NS`]).
+    /// Resolves everything that can be; `now_ns` is the host clock (for `STALE_NS`).
     pub fn poll(&mut self, now_ns: u64) -> Vec<Record> {
         let mut out = Vec::new();
         let prefix = self.delivered.prefix;
@@ -221,7 +227,7 @@ impl Resolver {
         while i < self.api_waiting.len() {
             let (seq, a) = &self.api_waiting[i];
             if let Some(scope) = self.correlation.get(&a.correlation_id) {
-                if let Some(work) = parse::work_of(a.domain, a.cbid) {
+                if let Some(work) = work_of(a.domain, a.cbid) {
                     self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work));
                 }
                 self.api_waiting.swap_remove(i);
@@ -327,13 +333,13 @@ impl Resolver {
                 }
             }
             Raw::Memcpy(m) => Activity {
-                name: Cow::Borrowed(parse::copy_name(m.copy_kind)),
+                name: Cow::Borrowed(records::copy_name(m.copy_kind)),
                 interval: valid(m.start, m.end)?,
                 kind: ActivityKind::Copy {
                     bytes: m.bytes,
-                    direction: parse::copy_direction(m.copy_kind),
-                    src: parse::memory_kind(m.src_kind.into()),
-                    dst: parse::memory_kind(m.dst_kind.into()),
+                    direction: records::copy_direction(m.copy_kind),
+                    src: records::memory_kind(m.src_kind.into()),
+                    dst: records::memory_kind(m.dst_kind.into()),
                 },
                 stream: Some(m.stream.into()),
                 device: self.device(m.device),
@@ -351,12 +357,12 @@ impl Resolver {
 }
 
 /// Demangles a C++ kernel name; `extern "C"` names and anything unparsable stay as they are.
-pub fn demangle(mangled: &str) -> String {
+pub(crate) fn demangle(mangled: &str) -> String {
     cpp_demangle::Symbol::new(mangled).ok().and_then(|s| s.demangle().ok()).unwrap_or_else(|| mangled.to_owned())
 }
 
 /// Length of the union of the intervals (time the GPU was busy with at least one of them).
-pub fn busy_ns(intervals: &mut [Interval]) -> u64 {
+pub(crate) fn busy_ns(intervals: &mut [Interval]) -> u64 {
     intervals.sort_by_key(|i| i.start_ns);
     let mut total = 0;
     let mut cur: Option<Interval> = None;
@@ -376,7 +382,7 @@ pub fn busy_ns(intervals: &mut [Interval]) -> u64 {
 
 /// The record of a call with its activities: GPU envelope, busy time, bytes, device.
 /// `clock_error_ns` bounds the mapping of CUPTI's clock onto the host clock.
-pub fn finish(mut record: Record, mut activities: Vec<Activity>, clock_error_ns: u64) -> Record {
+pub(crate) fn finish(mut record: Record, mut activities: Vec<Activity>, clock_error_ns: u64) -> Record {
     activities.sort_by_key(|a| a.interval.start_ns);
     if activities.is_empty() {
         return record; // no GPU work was launched inside: host timing, labelled as such
@@ -435,14 +441,6 @@ fn unattributed(a: Activity, host: Interval, clock_error_ns: u64) -> Record {
 /// Device labels for CUPTI device ids, from the driver's names.
 pub fn device_labels(names: Vec<String>) -> Vec<DeviceLabel> {
     names.into_iter().enumerate().map(|(i, n)| DeviceLabel { id: i as u32, name: Arc::from(n) }).collect()
-}
-
-/// Which API produced a record, for reports.
-pub fn domain_name(d: ApiDomain) -> &'static str {
-    match d {
-        ApiDomain::Driver => "driver",
-        ApiDomain::Runtime => "runtime",
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,185 @@
+//! The CUPTI activity API, live: turning recording on, the scope id pushed around each call,
+//! and the hand-over to the thread that resolves records off the caller's path.
+//!
+//! One job per file: [`library`] finds libcupti and checks its entry points, [`callbacks`] holds
+//! the callback-id tables (which calls enqueue work, which are not worth recording),
+//! [`buffers`] lends CUPTI its activity buffers, [`records`] decodes them, [`clock`] maps CUPTI's
+//! clock onto the host's, [`attribution`] ties records to scopes, [`thread`] drains and resolves,
+//! [`dump`] writes and reads the capture file the fixture tests replay.
+//!
+//! Threads: CUPTI calls `buffers::requested` and `buffers::completed` on its own threads (or
+//! inside a flush); both only hand data over through a channel. Decoding and attribution happen
+//! under one lock, taken by gpuspan's `gpuspan-cupti` thread every few milliseconds and by
+//! `gpuspan::flush()`; records are submitted after the lock is released.
+
+// Decoding, the callback tables, attribution and the dump format are lent to tests by
+// `cuda::replay` (feature `testing`): their items are `pub`.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+pub(super) mod attribution;
+mod buffers;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+pub(super) mod callbacks;
+pub(super) mod clock;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+pub(super) mod dump;
+mod library;
+// The raw records' fields mirror CUPTI's structs and keep their names: CUPTI's headers
+// document them.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+#[allow(missing_docs)]
+pub(super) mod records;
+mod thread;
+
+use super::CudaError;
+use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::record::DeviceLabel;
+use crate::scope::Call;
+use attribution::{Counts, Resolver};
+use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind};
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Mutex, OnceLock};
+
+const KIND: CUpti_ExternalCorrelationKind = CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+
+static TX: OnceLock<Sender<Msg>> = OnceLock::new();
+static LIVE: OnceLock<Mutex<Live>> = OnceLock::new();
+/// Ended scopes sent but not yet taken by the resolver: tells its thread to flush soon.
+static WAITING: AtomicU64 = AtomicU64::new(0);
+
+enum Msg {
+    Requested(u64),
+    Buffer {
+        base: usize,
+        valid: usize,
+    },
+    Dropped(u64),
+    /// A scope ended (the record is built on the resolver thread), with its fence.
+    Ended(Call, u64),
+    Note(String),
+}
+
+struct Live {
+    resolver: Resolver,
+    rx: Receiver<Msg>,
+    dump: Option<std::io::BufWriter<std::fs::File>>,
+    dumped_names: HashSet<u64>,
+}
+
+/// Turns CUPTI activity recording on and starts the resolver thread.
+pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
+    library::check_library()?;
+    let mut version = 0u32;
+    // SAFETY: plain out-parameter.
+    library::check("cuptiGetVersion", unsafe { sys::cuptiGetVersion(&mut version) })?;
+    let (tx, rx) = channel();
+    let dump = crate::env::cupti_dump().and_then(|path| {
+        let file = crate::export::file::create(path.as_ref())
+            .map_err(|e| note_once(format_args!("cannot write the CUPTI dump to {}: {e}", path.to_string_lossy())))
+            .ok()?;
+        let mut w = std::io::BufWriter::new(file);
+        w.write_all(dump::MAGIC).ok()?;
+        Some(w)
+    });
+    let _ = TX.set(tx);
+    let _ = LIVE.set(Mutex::new(Live { resolver: Resolver::new(devices), rx, dump, dumped_names: HashSet::new() }));
+    // SAFETY: the callbacks are `extern "C"` functions valid for the whole process.
+    library::check("cuptiActivityRegisterCallbacks", unsafe {
+        sys::cuptiActivityRegisterCallbacks(Some(buffers::requested), Some(buffers::completed))
+    })?;
+    for kind in [
+        K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+        K::CUPTI_ACTIVITY_KIND_MEMCPY,
+        K::CUPTI_ACTIVITY_KIND_MEMSET,
+        K::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+        // External-correlation records are only written for API calls that CUPTI records.
+        K::CUPTI_ACTIVITY_KIND_DRIVER,
+        K::CUPTI_ACTIVITY_KIND_RUNTIME,
+    ] {
+        // SAFETY: enabling a kind has no preconditions.
+        library::check("cuptiActivityEnable", unsafe { sys::cuptiActivityEnable(kind) })?;
+    }
+    // SAFETY: setting the period has no preconditions.
+    let period = unsafe { sys::cuptiActivityFlushPeriod(thread::FLUSH_PERIOD_MS) };
+    if period == CUptiResult::CUPTI_SUCCESS {
+        thread::CUPTI_FLUSHES.store(true, Ordering::Relaxed);
+    } else {
+        note_once(format_args!(
+            "CUPTI refused a flush period ({}): gpuspan flushes its buffers itself, which slows CUDA calls \
+             slightly",
+            library::message(period)
+        ));
+    }
+    for cbid in callbacks::QUIET_DRIVER {
+        // SAFETY: as above; failure only means more records.
+        let _ = unsafe { sys::cuptiActivityEnableDriverApi(*cbid as u32, 0) };
+    }
+    for cbid in callbacks::QUIET_RUNTIME {
+        // SAFETY: as above.
+        let _ = unsafe { sys::cuptiActivityEnableRuntimeApi(*cbid as u32, 0) };
+    }
+    // Resolve the hot-path symbols now, while a missing one can still be reported.
+    let mut last = 0;
+    // SAFETY: push then pop on this thread's stack leaves it as it was.
+    library::check("cuptiActivityPushExternalCorrelationId", unsafe {
+        sys::cuptiActivityPushExternalCorrelationId(KIND, 0)
+    })?;
+    library::check("cuptiActivityPopExternalCorrelationId", unsafe {
+        sys::cuptiActivityPopExternalCorrelationId(KIND, &mut last)
+    })?;
+    clock::measure();
+    std::thread::Builder::new()
+        .name("gpuspan-cupti".into())
+        .spawn(thread::run)
+        .map_err(|e| CudaError::Thread(e.to_string()))?;
+    crate::flush::register(thread::flush);
+    Ok(version)
+}
+
+/// Enters a scope: CUPTI tags every API call of this thread with `id` until [`pop`].
+#[inline]
+pub(crate) fn push(id: u64) -> bool {
+    // SAFETY: the symbol was resolved in `start`; pushing has no preconditions.
+    unsafe { sys::cuptiActivityPushExternalCorrelationId(KIND, id) == CUptiResult::CUPTI_SUCCESS }
+}
+
+/// Leaves a scope; says once if the id on top of the thread's stack was not `id`.
+#[inline]
+pub(crate) fn pop(id: u64) {
+    let mut last = 0;
+    // SAFETY: as `push`.
+    let ok = unsafe { sys::cuptiActivityPopExternalCorrelationId(KIND, &mut last) } == CUptiResult::CUPTI_SUCCESS;
+    if !ok || last != id {
+        note_once(
+            "CUDA scopes on one thread ended out of order (or an async CUDA scope moved threads): some GPU work \
+             may be attributed to the wrong call",
+        );
+    }
+}
+
+/// A scope ended: it waits for the buffers CUPTI requested so far.
+pub(crate) fn ended(call: Call) {
+    let fence = buffers::REQUESTED.load(Ordering::SeqCst);
+    if let Some(tx) = TX.get() {
+        WAITING.fetch_add(1, Ordering::Relaxed);
+        if tx.send(Msg::Ended(call, fence)).is_err() {
+            Losses::add(&LOSSES.unresolved_scopes, 1);
+        }
+    }
+}
+
+/// Writes a line into the CUPTI dump, if one is being written (what a capture was doing).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) fn note(text: String) {
+    if let Some(tx) = TX.get() {
+        let _ = tx.send(Msg::Note(text));
+    }
+}
+
+/// What the resolver has done so far.
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) fn counts() -> Option<Counts> {
+    Some(LIVE.get()?.lock().ok()?.resolver.counts())
+}

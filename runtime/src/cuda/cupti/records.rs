@@ -1,0 +1,298 @@
+//! CUPTI activity records, read from raw bytes.
+//!
+//! Nothing here calls CUPTI, so the same code reads live buffers and buffers captured on a GPU
+//! machine (test fixtures, see [`super::dump`]). Fields are read at the offsets of cudarc's bindings for
+//! CUDA 13.0 (`CUpti_ActivityKernel10`, `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`,
+//! `CUpti_ActivityAPI`, `CUpti_ActivityExternalCorrelation`) as plain little-endian integers,
+//! never by casting bytes to those structs: an unknown enum value in a buffer must not be
+//! undefined behaviour.
+
+use crate::record::MemoryKind;
+use crate::site::Direction;
+use cudarc::cupti::sys::{
+    CUpti_ActivityAPI as Api, CUpti_ActivityExternalCorrelation as Ext, CUpti_ActivityKernel10 as Kernel,
+    CUpti_ActivityKind as K, CUpti_ActivityMemcpy6 as Memcpy, CUpti_ActivityMemset4 as Memset,
+};
+use std::mem::{offset_of, size_of};
+
+/// A record that is shorter than the struct its kind promises.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "CUPTI activity record of kind {kind} has {have} bytes but CUDA 13.0's layout needs {need}: \
+     use a libcupti from CUDA 13.0 or newer"
+)]
+pub struct Truncated {
+    pub kind: u32,
+    pub need: usize,
+    pub have: usize,
+}
+
+/// One parsed activity record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Raw {
+    Kernel(RawKernel),
+    Memcpy(RawMemcpy),
+    Memset(RawMemset),
+    Api(RawApi),
+    External(RawExternal),
+    /// A kind gpuspan does not read.
+    Other {
+        kind: u32,
+    },
+}
+
+/// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL` / `KERNEL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawKernel {
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub grid: [i32; 3],
+    pub block: [i32; 3],
+    pub registers_per_thread: u16,
+    pub static_shared: i32,
+    pub dynamic_shared: i32,
+    pub correlation_id: u32,
+    /// Address of the kernel's (mangled) name, owned by CUPTI and shared by all its records.
+    pub name_ptr: u64,
+}
+
+/// `CUPTI_ACTIVITY_KIND_MEMCPY`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawMemcpy {
+    pub copy_kind: u8,
+    pub src_kind: u8,
+    pub dst_kind: u8,
+    pub bytes: u64,
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation_id: u32,
+}
+
+/// `CUPTI_ACTIVITY_KIND_MEMSET`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawMemset {
+    pub bytes: u64,
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation_id: u32,
+    pub memory_kind: u16,
+}
+
+/// Which API a [`RawApi`] record is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiDomain {
+    Driver,
+    Runtime,
+}
+
+/// `CUPTI_ACTIVITY_KIND_DRIVER` / `RUNTIME`: one API call on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawApi {
+    pub domain: ApiDomain,
+    pub cbid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub thread_id: u32,
+    pub correlation_id: u32,
+    pub return_value: u32,
+}
+
+/// `CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION`: an API call made while an external id was pushed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawExternal {
+    pub external_kind: u32,
+    pub external_id: u64,
+    pub correlation_id: u32,
+}
+
+fn u8_at(b: &[u8], off: usize) -> u8 {
+    b[off]
+}
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+fn i32_at(b: &[u8], off: usize) -> i32 {
+    u32_at(b, off) as i32
+}
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+
+fn need<T>(kind: u32, b: &[u8]) -> Result<(), Truncated> {
+    if b.len() < size_of::<T>() {
+        return Err(Truncated { kind, need: size_of::<T>(), have: b.len() });
+    }
+    Ok(())
+}
+
+/// The kind of the record starting at `b[0]`.
+pub fn kind_of(b: &[u8]) -> Option<u32> {
+    (b.len() >= 4).then(|| u32_at(b, 0))
+}
+
+/// Parses the record that starts at `b[0]`; `b` may extend past it.
+pub fn parse(b: &[u8]) -> Result<Raw, Truncated> {
+    let Some(kind) = kind_of(b) else { return Err(Truncated { kind: 0, need: 4, have: b.len() }) };
+    const KERNEL: u32 = K::CUPTI_ACTIVITY_KIND_KERNEL as u32;
+    const CONCURRENT_KERNEL: u32 = K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32;
+    const MEMCPY: u32 = K::CUPTI_ACTIVITY_KIND_MEMCPY as u32;
+    const MEMSET: u32 = K::CUPTI_ACTIVITY_KIND_MEMSET as u32;
+    const DRIVER: u32 = K::CUPTI_ACTIVITY_KIND_DRIVER as u32;
+    const RUNTIME: u32 = K::CUPTI_ACTIVITY_KIND_RUNTIME as u32;
+    const EXTERNAL: u32 = K::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION as u32;
+    Ok(match kind {
+        KERNEL | CONCURRENT_KERNEL => {
+            need::<Kernel>(kind, b)?;
+            Raw::Kernel(RawKernel {
+                start: u64_at(b, offset_of!(Kernel, start)),
+                end: u64_at(b, offset_of!(Kernel, end)),
+                device: u32_at(b, offset_of!(Kernel, deviceId)),
+                context: u32_at(b, offset_of!(Kernel, contextId)),
+                stream: u32_at(b, offset_of!(Kernel, streamId)),
+                grid: [
+                    i32_at(b, offset_of!(Kernel, gridX)),
+                    i32_at(b, offset_of!(Kernel, gridY)),
+                    i32_at(b, offset_of!(Kernel, gridZ)),
+                ],
+                block: [
+                    i32_at(b, offset_of!(Kernel, blockX)),
+                    i32_at(b, offset_of!(Kernel, blockY)),
+                    i32_at(b, offset_of!(Kernel, blockZ)),
+                ],
+                registers_per_thread: u16_at(b, offset_of!(Kernel, registersPerThread)),
+                static_shared: i32_at(b, offset_of!(Kernel, staticSharedMemory)),
+                dynamic_shared: i32_at(b, offset_of!(Kernel, dynamicSharedMemory)),
+                correlation_id: u32_at(b, offset_of!(Kernel, correlationId)),
+                name_ptr: u64_at(b, offset_of!(Kernel, name)),
+            })
+        }
+        MEMCPY => {
+            need::<Memcpy>(kind, b)?;
+            Raw::Memcpy(RawMemcpy {
+                copy_kind: u8_at(b, offset_of!(Memcpy, copyKind)),
+                src_kind: u8_at(b, offset_of!(Memcpy, srcKind)),
+                dst_kind: u8_at(b, offset_of!(Memcpy, dstKind)),
+                bytes: u64_at(b, offset_of!(Memcpy, bytes)),
+                start: u64_at(b, offset_of!(Memcpy, start)),
+                end: u64_at(b, offset_of!(Memcpy, end)),
+                device: u32_at(b, offset_of!(Memcpy, deviceId)),
+                context: u32_at(b, offset_of!(Memcpy, contextId)),
+                stream: u32_at(b, offset_of!(Memcpy, streamId)),
+                correlation_id: u32_at(b, offset_of!(Memcpy, correlationId)),
+            })
+        }
+        MEMSET => {
+            need::<Memset>(kind, b)?;
+            Raw::Memset(RawMemset {
+                bytes: u64_at(b, offset_of!(Memset, bytes)),
+                start: u64_at(b, offset_of!(Memset, start)),
+                end: u64_at(b, offset_of!(Memset, end)),
+                device: u32_at(b, offset_of!(Memset, deviceId)),
+                context: u32_at(b, offset_of!(Memset, contextId)),
+                stream: u32_at(b, offset_of!(Memset, streamId)),
+                correlation_id: u32_at(b, offset_of!(Memset, correlationId)),
+                memory_kind: u16_at(b, offset_of!(Memset, memoryKind)),
+            })
+        }
+        DRIVER | RUNTIME => {
+            need::<Api>(kind, b)?;
+            Raw::Api(RawApi {
+                domain: if kind == DRIVER { ApiDomain::Driver } else { ApiDomain::Runtime },
+                cbid: u32_at(b, offset_of!(Api, cbid)),
+                start: u64_at(b, offset_of!(Api, start)),
+                end: u64_at(b, offset_of!(Api, end)),
+                thread_id: u32_at(b, offset_of!(Api, threadId)),
+                correlation_id: u32_at(b, offset_of!(Api, correlationId)),
+                return_value: u32_at(b, offset_of!(Api, returnValue)),
+            })
+        }
+        EXTERNAL => {
+            need::<Ext>(kind, b)?;
+            Raw::External(RawExternal {
+                external_kind: u32_at(b, offset_of!(Ext, externalKind)),
+                external_id: u64_at(b, offset_of!(Ext, externalId)),
+                correlation_id: u32_at(b, offset_of!(Ext, correlationId)),
+            })
+        }
+        other => Raw::Other { kind: other },
+    })
+}
+
+impl Raw {
+    /// The CUPTI correlation id tying the record to the API call that caused it.
+    pub fn correlation_id(&self) -> Option<u32> {
+        match self {
+            Raw::Kernel(k) => Some(k.correlation_id),
+            Raw::Memcpy(m) => Some(m.correlation_id),
+            Raw::Memset(m) => Some(m.correlation_id),
+            Raw::Api(a) => Some(a.correlation_id),
+            Raw::External(e) => Some(e.correlation_id),
+            Raw::Other { .. } => None,
+        }
+    }
+}
+
+/// CUPTI's `CUpti_ActivityMemoryKind` as gpuspan names it.
+pub fn memory_kind(code: u32) -> MemoryKind {
+    match code {
+        1 => MemoryKind::Pageable,
+        2 => MemoryKind::Pinned,
+        3 | 6 => MemoryKind::Device,
+        4 => MemoryKind::Array,
+        5 | 7 => MemoryKind::Managed,
+        _ => MemoryKind::Unknown,
+    }
+}
+
+/// CUPTI's `CUpti_ActivityMemcpyKind` as a transfer direction (host↔host has none).
+pub fn copy_direction(code: u8) -> Option<Direction> {
+    match code {
+        1 | 3 => Some(Direction::CpuToGpu),      // HtoD, HtoA
+        2 | 4 => Some(Direction::GpuToCpu),      // DtoH, AtoH
+        5..=8 | 10 => Some(Direction::GpuToGpu), // AtoA, AtoD, DtoA, DtoD, PtoP
+        _ => None,
+    }
+}
+
+/// The label CUPTI's tools use for a copy kind, used as the activity's name.
+pub fn copy_name(code: u8) -> &'static str {
+    match code {
+        1 => "memcpy HtoD",
+        2 => "memcpy DtoH",
+        3 => "memcpy HtoA",
+        4 => "memcpy AtoH",
+        5 => "memcpy AtoA",
+        6 => "memcpy AtoD",
+        7 => "memcpy DtoA",
+        8 => "memcpy DtoD",
+        9 => "memcpy HtoH",
+        10 => "memcpy PtoP",
+        _ => "memcpy",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_are_cuda_13_0() {
+        // The offsets every parser above depends on; a cudarc upgrade that moves them fails here.
+        assert_eq!(offset_of!(Kernel, start), 16);
+        assert_eq!(offset_of!(Memcpy, bytes), 8);
+        assert_eq!(offset_of!(Api, correlationId), 32);
+        assert_eq!(offset_of!(Ext, externalId), 8);
+    }
+}
