@@ -234,13 +234,15 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         None => quote!(::core::option::Option::None),
     };
 
+    // The site's constant facts (kind, backend) are in the target, part of the callsite's static
+    // metadata, rather than fields every call would record and a formatting subscriber format;
+    // exporters take them from the site.
+    let target = format!("gpuspan::{kind_str}::{backend_str}");
     let span = quote! {
         #p::tracing::span!(
-            target: "gpuspan",
+            target: #target,
             #p::tracing::#level,
             #name,
-            gpuspan.kind = #kind_str,
-            gpu.backend = #backend_str,
             error = #p::tracing::field::Empty,
             #(#field_keys = #field_values,)*
         )
