@@ -145,7 +145,7 @@ fn peers(c: &mut Criterion) {
 }
 
 /// Runs one case `n` times under its subscriber, without criterion: the mode used to count
-/// instructions per call with callgrind (two runs, `n` and `2n`, subtracted).
+/// instructions per call with callgrind (`scripts/count-calls`).
 #[inline(never)]
 fn calls(case: &str, n: u64) {
     let (what, config) = case.split_once('/').unwrap_or((case, "no_subscriber"));
@@ -158,30 +158,19 @@ fn calls(case: &str, n: u64) {
         "gpuspan_host" => gpuspan_scope,
         "tracing_instrument" => tracing_instrument,
         "tracy_ondemand" => {
-            std::mem::forget(tracy_client::Client::start());
+            let _ = tracy_client::Client::start();
             tracy_span
         }
         "fastrace_local" => {
-            let mut collector = Some(fastrace::local::LocalCollector::start());
-            batched(
-                n,
-                || {
-                    black_box(fastrace_span(black_box(7)));
-                },
-                || {
-                    black_box(collector.take().map(|c| c.collect()));
-                    collector = Some(fastrace::local::LocalCollector::start());
-                },
-            );
+            black_box(fastrace_span(black_box(0)));
+            counted_fastrace(n);
             return;
         }
         other => panic!("no case {other} in calls mode"),
     };
-    let run = || {
-        for i in 0..n {
-            black_box(f(black_box(i)));
-        }
-    };
+    // One call first, outside the counted loop: clock calibration, thread-local set-up.
+    black_box(f(black_box(0)));
+    let run = || counted(f, n);
     match config {
         "no_subscriber" => run(),
         "registry" => tracing::subscriber::with_default(tracing_subscriber::registry(), run),
@@ -192,6 +181,30 @@ fn calls(case: &str, n: u64) {
         }
         other => panic!("no configuration {other}"),
     }
+}
+
+/// The loop callgrind counts (`--toggle-collect='peers::counted*'`).
+#[inline(never)]
+fn counted(f: fn(u64) -> u64, n: u64) {
+    for i in 0..n {
+        black_box(f(black_box(i)));
+    }
+}
+
+/// [`counted`] for fastrace: spans under a `LocalCollector`, collected every [`BATCH`] calls.
+#[inline(never)]
+fn counted_fastrace(n: u64) {
+    let mut collector = Some(fastrace::local::LocalCollector::start());
+    batched(
+        n,
+        || {
+            black_box(fastrace_span(black_box(7)));
+        },
+        || {
+            black_box(collector.take().map(|c| c.collect()));
+            collector = Some(fastrace::local::LocalCollector::start());
+        },
+    );
 }
 
 criterion_group!(benches, peers);
