@@ -11,12 +11,14 @@ pub fn call_core() {
         .summary(false)
         .trace_file("/nonexistent/gpuspan-off-check.trace.json")
         .no_trace_file()
+        .capture("/nonexistent/gpuspan-off-check.gpuspan")
+        .no_capture()
         .threshold_us(100)
         .trace_all(true)
         .timeline_capacity(16)
         .flush_on_signal(true)
         .init();
-    assert!(guard.trace_file().is_none());
+    assert!(guard.trace_file().is_none() && guard.capture_file().is_none());
     drop(gpuspan::init());
     // Ends nothing (nothing runs); the guard's drop after it does nothing either.
     gpuspan::shutdown();
@@ -86,6 +88,22 @@ pub fn call_cuda() {
     let _: Option<gpuspan::cuda::CudaError> = None;
     fn takes_stream<S: gpuspan::cuda::AsStream>(_: S) {}
     let _ = takes_stream::<&cudarc::driver::CudaStream>;
+}
+
+/// Calls the device monitor's API: it loads no NVML and samples nothing.
+#[cfg(feature = "backends")]
+pub fn call_monitor() {
+    use gpuspan::monitor::{MonitorConfig, MonitorError, Sample};
+    use std::time::Duration;
+    let config = MonitorConfig::from_env().interval(Duration::from_millis(50)).history(10).cpu_budget_percent(1.0);
+    assert_eq!((config.sampling_interval(), config.history_len()), (Duration::from_millis(50), 10));
+    assert!(config.cpu_budget() > 0.0);
+    assert_eq!(config.start(), Ok(()));
+    assert!(gpuspan::monitor::ready(Duration::ZERO).is_ok_and(|d| d.is_empty()));
+    assert!(gpuspan::monitor::history(0).is_empty());
+    assert_eq!(gpuspan::monitor::latest(0), None::<Sample>);
+    assert!(gpuspan::monitor::stop());
+    let _: Option<(gpuspan::monitor::GpuInfo, gpuspan::monitor::PcieLink, MonitorError)> = None;
 }
 
 /// Calls the OTLP API: the configuration is real, the pipeline exports nothing.

@@ -16,6 +16,7 @@ fn the_test_api_exists_and_does_nothing() {
 fn the_backend_api_exists_and_does_nothing() {
     gpuspan_off_check::api::call_cuda();
     gpuspan_off_check::api::call_otlp();
+    gpuspan_off_check::api::call_monitor();
     // Compiled, not run: it needs a wgpu device.
     let _ = gpuspan_off_check::api::call_wgpu;
 }

@@ -10,6 +10,7 @@
 //! | `GPUSPAN` | the run-time switch | on |
 //! | `GPUSPAN_SUMMARY` | [`crate::Config::from_env`] | on |
 //! | `GPUSPAN_TRACE_FILE` | [`crate::Config::from_env`]: a path, or a switch (off: no timeline) | a private per-user directory |
+//! | `GPUSPAN_CAPTURE` | [`crate::Config::from_env`]: a path, or a switch (on: the private directory) | off |
 //! | `GPUSPAN_THRESHOLD_US` | [`crate::Config::from_env`], sampling | 100 |
 //! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
 //! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | off |
@@ -120,6 +121,17 @@ pub(crate) enum TraceFile {
 /// `GPUSPAN_TRACE_FILE`: a path, or a switch word (`off`: no timeline, `on`: the default place).
 pub(crate) fn trace_file() -> Option<TraceFile> {
     let v = os("GPUSPAN_TRACE_FILE")?;
+    Some(match v.to_str().and_then(parse_switch) {
+        Some(true) => TraceFile::Default,
+        Some(false) => TraceFile::Off,
+        None => TraceFile::Path(v.into()),
+    })
+}
+
+/// `GPUSPAN_CAPTURE`: a path, or a switch word (`on`: the default place, `off`: no capture).
+/// The same three answers as `GPUSPAN_TRACE_FILE`.
+pub(crate) fn capture() -> Option<TraceFile> {
+    let v = os("GPUSPAN_CAPTURE")?;
     Some(match v.to_str().and_then(parse_switch) {
         Some(true) => TraceFile::Default,
         Some(false) => TraceFile::Off,

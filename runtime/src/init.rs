@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-/// Where the timeline goes.
+/// Where the timeline (or the capture) goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum TraceFile {
     /// `<program>-<pid>.trace.json` in a private per-user directory: `$XDG_RUNTIME_DIR/gpuspan/`,
@@ -21,6 +21,7 @@ enum TraceFile {
 /// |---|---|
 /// | `GPUSPAN=off` | no measurement at all (each call costs one atomic load); at exit only the summary's one line saying so |
 /// | `GPUSPAN_TRACE_FILE=path` / `off` | where the timeline is written, or no timeline |
+/// | `GPUSPAN_CAPTURE=path` / `on` | write a capture file for the `gpuspan` CLI there (`on`: next to the timeline, as `<program>-<pid>.gpuspan`); off by default |
 /// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
 /// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
 /// | `GPUSPAN_TRACE_ALL=on` | export every call |
@@ -30,6 +31,7 @@ enum TraceFile {
 pub struct Config {
     summary: bool,
     trace_file: TraceFile,
+    capture: TraceFile,
     threshold_us: Option<u64>,
     trace_all: Option<bool>,
     flush_on_signal: bool,
@@ -43,6 +45,7 @@ impl Default for Config {
         Config {
             summary: true,
             trace_file: TraceFile::Default,
+            capture: TraceFile::Off,
             threshold_us: None,
             trace_all: None,
             flush_on_signal: false,
@@ -70,6 +73,12 @@ impl Config {
                 Some(env::TraceFile::Off) => c.trace_file = TraceFile::Off,
                 Some(env::TraceFile::Default) => c.trace_file = TraceFile::Default,
                 Some(env::TraceFile::Path(p)) => c.trace_file = TraceFile::Path(p),
+                None => {}
+            }
+            match env::capture() {
+                Some(env::TraceFile::Off) => c.capture = TraceFile::Off,
+                Some(env::TraceFile::Default) => c.capture = TraceFile::Default,
+                Some(env::TraceFile::Path(p)) => c.capture = TraceFile::Path(p),
                 None => {}
             }
             c.threshold_us = env::threshold_us();
@@ -117,6 +126,22 @@ impl Config {
     /// Write no timeline.
     pub fn no_trace_file(mut self) -> Self {
         self.trace_file = TraceFile::Off;
+        self
+    }
+
+    /// Write a capture file to `path` as the program runs, for the `gpuspan` CLI (`gpuspan report
+    /// <path>`): every sampled call with its host and GPU intervals and activities, then at the
+    /// end every site's aggregates and what was lost. It is written as records arrive (flushed
+    /// every 100 ms), so a killed program leaves a readable capture. The same rules as for
+    /// [`Config::trace_file`] apply to what is at `path`.
+    pub fn capture(mut self, path: impl Into<PathBuf>) -> Self {
+        self.capture = TraceFile::Path(path.into());
+        self
+    }
+
+    /// Write no capture file (the default, unless `GPUSPAN_CAPTURE` asks for one).
+    pub fn no_capture(mut self) -> Self {
+        self.capture = TraceFile::Off;
         self
     }
 
@@ -190,6 +215,7 @@ pub use imp::Guard;
 #[cfg(feature = "enabled")]
 mod imp {
     use super::{Config, TraceFile};
+    use crate::export::capture_file::{self, CaptureFile};
     use crate::export::timeline::Timeline;
     use crate::pipeline::{self, Sink};
     use std::path::PathBuf;
@@ -201,6 +227,7 @@ mod imp {
     pub struct Guard {
         id: u64,
         trace_file: Option<PathBuf>,
+        capture_file: Option<PathBuf>,
         #[cfg(feature = "otlp")]
         otlp: Option<Arc<crate::otlp::Otlp>>,
     }
@@ -213,6 +240,7 @@ mod imp {
         id: u64,
         summary: bool,
         timeline: Option<(Arc<Timeline>, PathBuf)>,
+        capture: Option<(Arc<CaptureFile>, PathBuf)>,
         #[cfg(feature = "otlp")]
         otlp: Option<Arc<crate::otlp::Otlp>>,
     }
@@ -243,12 +271,14 @@ mod imp {
                 id,
                 summary: c.summary,
                 timeline: None,
+                capture: None,
                 #[cfg(feature = "otlp")]
                 otlp: None,
             });
             return Guard {
                 id,
                 trace_file: None,
+                capture_file: None,
                 #[cfg(feature = "otlp")]
                 otlp: None,
             };
@@ -269,12 +299,36 @@ mod imp {
         let path = match c.trace_file {
             TraceFile::Off => None,
             TraceFile::Path(p) => Some(p),
-            TraceFile::Default => default_trace_path(),
+            TraceFile::Default => default_path("trace.json", "timeline", "GPUSPAN_TRACE_FILE"),
         };
         let timeline = path.map(|p| {
             let t = Arc::new(Timeline::new(c.timeline_capacity));
             pipeline::add_sink(t.clone());
             (t, p)
+        });
+        let capture_path = match c.capture {
+            TraceFile::Off => None,
+            TraceFile::Path(p) => Some(p),
+            TraceFile::Default => default_path("gpuspan", "capture", "GPUSPAN_CAPTURE"),
+        };
+        // The sampling in force, for the capture's header: what was set here, else the environment.
+        let sampling = capture_file::Sampling {
+            threshold_us: c
+                .threshold_us
+                .or_else(crate::env::threshold_us)
+                .unwrap_or(crate::sampling::DEFAULT_THRESHOLD_US),
+            trace_all: c.trace_all.or_else(crate::env::trace_all).unwrap_or(false),
+        };
+        // A capture that cannot be created is said; measuring goes on without it.
+        let capture = capture_path.and_then(|p| match CaptureFile::create(&p, sampling) {
+            Ok(f) => {
+                pipeline::add_sink(f.clone());
+                Some((f, p))
+            }
+            Err(e) => {
+                crate::diagnostics::say(format_args!("gpuspan: could not write the capture to {}: {e}", p.display()));
+                None
+            }
         });
         // A collector that cannot be set up is said once; measuring goes on without it.
         #[cfg(feature = "otlp")]
@@ -282,6 +336,7 @@ mod imp {
         let guard = Guard {
             id,
             trace_file: timeline.as_ref().map(|(_, p)| p.clone()),
+            capture_file: capture.as_ref().map(|(_, p)| p.clone()),
             #[cfg(feature = "otlp")]
             otlp: otlp.clone(),
         };
@@ -289,6 +344,7 @@ mod imp {
             id,
             summary: c.summary,
             timeline,
+            capture,
             #[cfg(feature = "otlp")]
             otlp,
         });
@@ -298,18 +354,15 @@ mod imp {
         guard
     }
 
-    /// `<program>-<pid>.trace.json` in the private directory; `None` (said once) when there is
+    /// `<program>-<pid>.<extension>` in the private directory; `None` (said once) when there is
     /// no private directory to be had.
-    fn default_trace_path() -> Option<PathBuf> {
-        let program = std::env::current_exe()
-            .ok()
-            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "program".into());
+    fn default_path(extension: &str, what: &str, variable: &str) -> Option<PathBuf> {
+        let program = capture_file::program_name();
         match crate::export::file::private_dir() {
-            Ok(dir) => Some(dir.join(format!("{program}-{}.trace.json", std::process::id()))),
+            Ok(dir) => Some(dir.join(format!("{program}-{}.{extension}", std::process::id()))),
             Err(e) => {
                 crate::diagnostics::note_once(format_args!(
-                    "no timeline: there is no private directory to write it to ({e}); set GPUSPAN_TRACE_FILE to a path"
+                    "no {what}: there is no private directory to write it to ({e}); set {variable} to a path"
                 ));
                 None
             }
@@ -343,6 +396,25 @@ mod imp {
             // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
             #[cfg(feature = "nvml")]
             crate::monitor::stop();
+            if let Some((f, path)) = self.capture {
+                let sink: Arc<dyn Sink> = f.clone();
+                pipeline::remove_sink(&sink);
+                let w = f.finish();
+                let lost = if w.lost > 0 { format!(" ({} not written)", w.lost) } else { String::new() };
+                match w.error {
+                    None => crate::diagnostics::say(format_args!(
+                        "gpuspan: capture with {} calls{lost} written to {} (read it with `gpuspan report {}`)",
+                        w.records,
+                        path.display(),
+                        path.display()
+                    )),
+                    Some(e) => crate::diagnostics::say(format_args!(
+                        "gpuspan: the capture at {} stopped after {} calls{lost}: {e}",
+                        path.display(),
+                        w.records
+                    )),
+                }
+            }
             if let Some((t, path)) = self.timeline {
                 let sink: Arc<dyn Sink> = t.clone();
                 pipeline::remove_sink(&sink);
@@ -378,6 +450,11 @@ mod imp {
         /// The path the timeline will be written to, if any.
         pub fn trace_file(&self) -> Option<&std::path::Path> {
             self.trace_file.as_deref()
+        }
+
+        /// The path the capture file is being written to, if any.
+        pub fn capture_file(&self) -> Option<&std::path::Path> {
+            self.capture_file.as_deref()
         }
 
         /// The running OTLP export, if any.
@@ -435,6 +512,11 @@ mod off {
     impl Guard {
         /// Always `None`: no timeline is written with instrumentation compiled out.
         pub fn trace_file(&self) -> Option<&std::path::Path> {
+            None
+        }
+
+        /// Always `None`: no capture is written with instrumentation compiled out.
+        pub fn capture_file(&self) -> Option<&std::path::Path> {
             None
         }
 

@@ -41,8 +41,7 @@
 //! - `cuda`: CUPTI activity records through cudarc, loaded at run time.
 //! - `otlp`: OpenTelemetry export over OTLP (gRPC or HTTP/protobuf), started by [`init`] when
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
-//! - `nvml`: device discovery and metrics through NVML, loaded at run time. For now it also
-//!   turns `enabled` on.
+//! - `nvml`: device discovery and metrics through NVML, loaded at run time.
 //!
 //! For tests, `testing` adds `Capture` (every finished call as a record, to assert on), the
 //! record model (`gpuspan::record`), the clock records are on, and gpuspan's own diagnostics; it
@@ -212,6 +211,7 @@ pub mod wgpu;
 pub mod cuda;
 
 #[cfg(feature = "nvml")]
+#[cfg_attr(not(feature = "enabled"), path = "off/monitor.rs")]
 pub mod monitor;
 
 pub use {

@@ -2,82 +2,9 @@
 //! link, read once through NVML. The link's peak is what transfer efficiency is measured against.
 
 use super::library::call_error;
-use super::MonitorError;
+use super::{GpuInfo, MonitorError, PcieLink};
 use crate::diagnostics::note_once;
 use nvml_wrapper::{Device, Nvml};
-
-/// One GPU as NVML describes it.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct GpuInfo {
-    /// NVML's index (PCI bus order; CUDA's ordinals may differ, see docs/monitor.md).
-    pub index: u32,
-    /// Exactly as `nvidia-smi` prints it, e.g. `NVIDIA H100 80GB HBM3`.
-    pub name: String,
-    /// `NVIDIA` (`hw.vendor`).
-    pub vendor: &'static str,
-    /// `GPU-xxxxxxxx-...`: unique on the host, used as `hw.id`.
-    pub uuid: String,
-    /// NVML's form, `00000000:18:00.0`.
-    pub pci_bus_id: String,
-    /// PCI device id in the high 16 bits, vendor id in the low 16 bits.
-    pub pci_device_id: u32,
-    /// Device memory in total.
-    pub memory_total_bytes: u64,
-    /// CUDA compute capability (major, minor).
-    pub compute_capability: Option<(u32, u32)>,
-    /// The NVIDIA driver's version, e.g. `580.159.04`.
-    pub driver_version: String,
-    /// The CUDA version the driver supports (major, minor).
-    pub cuda_driver_version: Option<(u32, u32)>,
-    /// The PCIe link to the host.
-    pub pcie: PcieLink,
-}
-
-/// A PCIe link's generation and width: the most the device and slot allow, and what the link
-/// runs at now (GPUs drop to a lower generation when idle to save power).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PcieLink {
-    /// The highest generation the device and slot allow.
-    pub max_generation: Option<u32>,
-    /// The most lanes the device and slot allow.
-    pub max_width: Option<u32>,
-    /// The generation the link runs at now.
-    pub current_generation: Option<u32>,
-    /// The lanes the link uses now.
-    pub current_width: Option<u32>,
-}
-
-impl PcieLink {
-    /// Bytes per second the link can carry in one direction at its maximum generation and width:
-    /// the figure transfer efficiency is measured against.
-    pub fn peak_bytes_per_s(&self) -> Option<f64> {
-        Some(lane_bytes_per_s(self.max_generation?)? * f64::from(self.max_width?))
-    }
-
-    /// The same at the generation and width the link runs at now.
-    pub fn current_bytes_per_s(&self) -> Option<f64> {
-        Some(lane_bytes_per_s(self.current_generation?)? * f64::from(self.current_width?))
-    }
-}
-
-/// Usable bytes per second of one PCIe lane in one direction: the transfer rate times the line
-/// code's efficiency (8b/10b for generations 1–2, 128b/130b for 3–5, 242/256 FLIT for 6–7).
-/// Packet overhead is not subtracted, so large copies reach about 80–90 % of it.
-pub(crate) fn lane_bytes_per_s(generation: u32) -> Option<f64> {
-    let (transfers_per_s, code): (f64, f64) = match generation {
-        1 => (2.5e9, 8.0 / 10.0),
-        2 => (5e9, 8.0 / 10.0),
-        3 => (8e9, 128.0 / 130.0),
-        4 => (16e9, 128.0 / 130.0),
-        5 => (32e9, 128.0 / 130.0),
-        6 => (64e9, 242.0 / 256.0),
-        7 => (128e9, 242.0 / 256.0),
-        _ => return None,
-    };
-    Some(transfers_per_s * code / 8.0)
-}
 
 /// Describes every GPU NVML sees. A GPU that cannot be described (fallen off the bus, say) is
 /// said once and left out; no GPU at all is an error.
@@ -145,6 +72,7 @@ pub(super) fn link(d: &Device<'_>) -> PcieLink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::types::lane_bytes_per_s;
 
     #[test]
     fn gen5_x16_peaks_at_63_gb_per_s() {

@@ -20,8 +20,9 @@
 //! | `gpuspan.gpu.clock.sm`, `gpuspan.gpu.clock.memory` | gauge, MHz | clocks |
 //! | `gpuspan.gpu.throttled` | gauge, 1 | 1 while `gpuspan.gpu.throttle_reason` holds the clocks back, else 0 |
 
-use super::sampler::{Sample, THROTTLE_REASONS};
+use super::sampler::THROTTLE_REASONS;
 use super::GpuInfo;
+use super::Sample;
 use crate::hooks::{Gauge, GaugeKind, Observe};
 use crate::record::Value;
 

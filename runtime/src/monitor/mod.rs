@@ -31,6 +31,7 @@
 
 mod discovery;
 mod library;
+mod types;
 // Items of these are `pub` where the feature `testing` lends them out below.
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod matching;
@@ -42,8 +43,8 @@ mod snapshot;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod summary;
 
-pub use discovery::{GpuInfo, PcieLink};
-pub use sampler::Sample;
+pub use types::{GpuInfo, MonitorConfig, MonitorError, PcieLink, Sample};
+use types::{DEFAULT_CPU_PERCENT, DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL, STOP_TIMEOUT};
 
 #[cfg(all(feature = "testing", feature = "wgpu"))]
 pub use matching::{describe_adapter, AdapterDescription};
@@ -77,86 +78,6 @@ use ring::Ring;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-/// Why device monitoring is not available. Every message says what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum MonitorError {
-    /// libnvidia-ml could not be loaded.
-    #[error(
-        "NVML could not be loaded ({tried}), so there are no device metrics; on a machine with an NVIDIA GPU, \
-         install its driver or add the directory holding libnvidia-ml.so.1 to LD_LIBRARY_PATH (or set \
-         GPUSPAN_NVML_LIBRARY to its path)"
-    )]
-    LibraryMissing {
-        /// Where it was looked for, and what the loader said.
-        tried: String,
-    },
-    /// NVML is there, the driver is not.
-    #[error(
-        "NVML is installed but the NVIDIA driver is not loaded, so there are no device metrics; load the driver \
-         (`nvidia-smi` should list the GPUs)"
-    )]
-    DriverNotLoaded,
-    /// NVML may not talk to the driver.
-    #[error(
-        "NVML may not talk to the NVIDIA driver (permission denied), so there are no device metrics; run as a \
-         user that can open /dev/nvidia*"
-    )]
-    NoPermission,
-    /// An NVML call failed.
-    #[error("NVML {call} failed ({message}), so there are no device metrics; check that `nvidia-smi` works here")]
-    Call {
-        /// The NVML function.
-        call: &'static str,
-        /// What NVML said.
-        message: String,
-    },
-    /// NVML sees no GPU.
-    #[error("NVML sees no GPU, so there are no device metrics; `nvidia-smi -L` lists what the driver sees")]
-    NoDevices,
-    /// A sampler runs already.
-    #[error("the device monitor is already running; call gpuspan::monitor::stop() before starting another")]
-    AlreadyRunning,
-    /// The sampler thread could not be started.
-    #[error("could not start the device sampler thread ({0}); the process may be out of threads or memory")]
-    Thread(String),
-}
-
-/// How the sampler runs. [`MonitorConfig::from_env`] reads:
-///
-/// | variable | effect |
-/// |---|---|
-/// | `GPUSPAN_MONITOR=off` | [`crate::init`] starts no sampler |
-/// | `GPUSPAN_MONITOR_INTERVAL_MS=n` | rounds on a grid of `n` ms (default 100, at least 10) |
-/// | `GPUSPAN_MONITOR_HISTORY=n` | keep the last `n` samples per device (default 3000) |
-/// | `GPUSPAN_MONITOR_CPU_PERCENT=p` | CPU budget of the sampler in % of one core (default 0.1) |
-/// | `GPUSPAN_NVML_LIBRARY=path` | load NVML from this path instead of the loader's search |
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MonitorConfig {
-    interval: Duration,
-    history: usize,
-    /// Parts per million of one core.
-    cpu_budget_ppm: u32,
-}
-
-/// Default sampling interval: the grid rounds sit on, fine enough to see a kernel's effect on
-/// clocks and power where rounds are cheap enough to take that often (see [`MonitorConfig::cpu_budget_percent`]).
-const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
-/// Default history: five minutes at the default interval, about 300 KiB per device.
-const DEFAULT_HISTORY: usize = 3000;
-/// Default CPU budget of the sampler: 0.1 % of one core.
-const DEFAULT_CPU_PERCENT: f64 = 0.1;
-/// Shortest interval accepted: NVML's own utilization counters update no faster than this.
-const MIN_INTERVAL: Duration = Duration::from_millis(10);
-/// How long [`stop`] waits for the sampler thread to finish its current round.
-const STOP_TIMEOUT: Duration = Duration::from_secs(1);
-
-impl Default for MonitorConfig {
-    fn default() -> Self {
-        MonitorConfig { interval: DEFAULT_INTERVAL, history: DEFAULT_HISTORY, cpu_budget_ppm: 1000 }
-    }
-}
-
 impl MonitorConfig {
     /// Defaults, then the `GPUSPAN_MONITOR_*` variables (a malformed one is said once and ignored).
     pub fn from_env() -> Self {
@@ -171,43 +92,6 @@ impl MonitorConfig {
             c = c.cpu_budget_percent(p);
         }
         c
-    }
-
-    /// Rounds on a grid of `interval` (at least 10 ms: NVML's own utilization counters update no
-    /// faster), as often as the budget allows.
-    pub fn interval(mut self, interval: Duration) -> Self {
-        self.interval = interval.max(MIN_INTERVAL);
-        self
-    }
-
-    /// Keep the last `samples` samples per device (at least 1).
-    pub fn history(mut self, samples: usize) -> Self {
-        self.history = samples.max(1);
-        self
-    }
-
-    /// The sampler's CPU budget, in percent of one core (default 0.1, at least 0.001). Rounds
-    /// dearer than the budget allows on every grid point wait for the next point it allows
-    /// (the summary says how often they ran); with a budget of 100 every
-    /// grid point gets a round whatever it costs.
-    pub fn cpu_budget_percent(mut self, percent: f64) -> Self {
-        self.cpu_budget_ppm = (percent * 1e4).clamp(10.0, 1e6) as u32;
-        self
-    }
-
-    /// The CPU budget as a fraction of one core.
-    pub fn cpu_budget(&self) -> f64 {
-        f64::from(self.cpu_budget_ppm) / 1e6
-    }
-
-    /// The grid rounds sit on.
-    pub fn sampling_interval(&self) -> Duration {
-        self.interval
-    }
-
-    /// Samples kept per device.
-    pub fn history_len(&self) -> usize {
-        self.history
     }
 
     /// Starts the sampler thread and returns at once: NVML is loaded and the devices discovered

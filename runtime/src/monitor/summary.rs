@@ -1,8 +1,9 @@
 //! Peak and mean of every device quantity over the whole run (not only the history the ring
 //! still holds), as data and as the lines of the summary table.
 
-use super::sampler::{Sample, THROTTLE_REASONS};
+use super::sampler::THROTTLE_REASONS;
 use super::GpuInfo;
+use super::Sample;
 use crate::export::format;
 
 /// Peak and mean of one quantity over the samples that reported it.

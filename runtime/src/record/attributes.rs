@@ -61,6 +61,9 @@ impl Record {
             if g.bracketed {
                 a.push(("gpu.timing.bracketed", Bool(true)));
             }
+            if self.clock_corrected_ns > 0 {
+                a.push(("gpu.clock_corrected_ns", I64(self.clock_corrected_ns as i64)));
+            }
             if g.interval.duration_ns() > g.busy_ns {
                 a.push(("gpu.span_us", us(g.interval.duration_ns())));
             }

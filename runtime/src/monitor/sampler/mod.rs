@@ -26,7 +26,6 @@ mod reader;
 mod sample;
 mod stats;
 
-pub use sample::Sample;
 pub(crate) use sample::{throttle_reason_names, THROTTLE_REASONS};
 pub(crate) use stats::Counters;
 #[cfg(feature = "testing")]

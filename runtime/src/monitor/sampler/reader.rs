@@ -3,8 +3,8 @@
 
 use super::budget::cost_clock;
 use super::pcie::{self, Pcie};
-use super::sample::Sample;
 use crate::diagnostics::note_once;
+use crate::monitor::Sample;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;

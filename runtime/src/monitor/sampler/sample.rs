@@ -1,44 +1,7 @@
 //! What one round reads from one GPU, and NVML's throttle reasons by name.
 
 use super::super::ring::Timed;
-
-/// One round's reading of one GPU. A field is `None` where the device does not report it; the
-/// power limit and link state are held from their last reading (at most a second old).
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct Sample {
-    /// When it was taken, on gpuspan's host clock (Unix-epoch ns, like every record).
-    pub time_ns: u64,
-    /// Percent of the last sample period (1/6 s to 1 s, by product) in which a kernel ran.
-    pub gpu_utilization_pct: Option<u32>,
-    /// Percent of the last sample period in which device memory was read or written.
-    pub memory_utilization_pct: Option<u32>,
-    /// Device memory in use.
-    pub memory_used_bytes: Option<u64>,
-    /// Device memory free.
-    pub memory_free_bytes: Option<u64>,
-    /// GPU die temperature, °C.
-    pub temperature_c: Option<u32>,
-    /// Power drawn, W.
-    pub power_w: Option<f64>,
-    /// The enforced power limit.
-    pub power_limit_w: Option<f64>,
-    /// SM clock, MHz.
-    pub sm_clock_mhz: Option<u32>,
-    /// Memory clock, MHz.
-    pub memory_clock_mhz: Option<u32>,
-    /// Bytes per second the GPU sent over PCIe (to the host), averaged since the previous PCIe
-    /// reading (GPM, counters) or over a 20 ms look (windowed).
-    pub pcie_tx_bytes_per_s: Option<f64>,
-    /// Bytes per second the GPU received over PCIe (from the host), likewise.
-    pub pcie_rx_bytes_per_s: Option<f64>,
-    /// The link's generation and width (read at most once a second).
-    pub pcie_generation: Option<u32>,
-    /// The link's width in lanes (read at most once a second).
-    pub pcie_width: Option<u32>,
-    /// NVML's clock throttle reason bits (spans and the summary show them by name).
-    pub throttle_reasons: Option<u64>,
-}
+use super::super::types::Sample;
 
 impl Timed for Sample {
     fn time_ns(&self) -> u64 {

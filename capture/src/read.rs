@@ -1,0 +1,383 @@
+//! Reading frames, telling a file cut short (readable up to its last complete frame) from one
+//! that is damaged or not a capture at all (an error, never a panic).
+
+use crate::{Aggregate, Device, End, Frame, Header, Record, Site, Thread, MAGIC, MAX_FRAME, VERSION};
+use std::fmt;
+use std::io::{self, Read};
+use std::path::Path;
+
+/// Why a capture cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read it: {0}")]
+    Io(#[from] io::Error),
+    #[error("it is empty: the process wrote nothing (it ended before gpuspan's first write)")]
+    Empty,
+    #[error("it is not a gpuspan capture (it does not start with the capture signature)")]
+    NotACapture,
+    #[error("it is a gpuspan capture of format version {found}, which this build does not read (it reads version {known}); use the gpuspan that wrote it")]
+    UnknownVersion { found: u16, known: u16 },
+    #[error("it ends before its header was complete: the process was stopped as it started")]
+    NoHeader,
+    #[error("it is damaged at byte {offset}: {why}")]
+    Corrupt { offset: u64, why: String },
+}
+
+/// A capture that ended before its writer finished it: everything up to `offset` was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// Bytes of complete frames, header included.
+    pub offset: u64,
+    /// Complete frames read, header included.
+    pub frames: u64,
+    pub records: u64,
+    /// The last frame was cut (not merely the end marker missing).
+    pub cut_frame: bool,
+}
+
+impl fmt::Display for Truncation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = if self.cut_frame { "its last frame is cut short" } else { "it has no end marker" };
+        write!(
+            f,
+            "the capture is incomplete ({how}: the process was killed or is still running); read {} records up to byte {}",
+            self.records, self.offset
+        )
+    }
+}
+
+/// Frames one at a time, in file order; memory is one frame's.
+#[derive(Debug)]
+pub struct Reader<R: Read> {
+    inp: R,
+    header: Header,
+    offset: u64,
+    frames: u64,
+    records: u64,
+    payload: Vec<u8>,
+    ended: bool,
+    truncation: Option<Truncation>,
+}
+
+/// Reads until `buf` is full or the input ends; how much was read.
+fn fill(inp: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match inp.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// What reading one frame found.
+enum Next {
+    Frame(Frame),
+    /// The input ended exactly at a frame boundary.
+    Eof,
+    /// The input ended inside a frame.
+    Cut,
+}
+
+impl<R: Read> Reader<R> {
+    /// Checks the signature and version and reads the header.
+    pub fn new(mut inp: R) -> Result<Reader<R>, ReadError> {
+        let mut start = [0u8; 10];
+        let n = fill(&mut inp, &mut start)?;
+        if n == 0 {
+            return Err(ReadError::Empty);
+        }
+        if n < MAGIC.len() || start[..MAGIC.len()] != MAGIC {
+            return Err(ReadError::NotACapture);
+        }
+        if n < start.len() {
+            return Err(ReadError::NoHeader);
+        }
+        let version = u16::from_le_bytes([start[8], start[9]]);
+        if version != VERSION {
+            return Err(ReadError::UnknownVersion { found: version, known: VERSION });
+        }
+        let mut r = Reader {
+            inp,
+            header: Header::new("", 0),
+            offset: start.len() as u64,
+            frames: 0,
+            records: 0,
+            payload: Vec::new(),
+            ended: false,
+            truncation: None,
+        };
+        match r.read_frame()? {
+            Next::Frame(Frame::Header(h)) => r.header = h,
+            Next::Frame(_) => {
+                return Err(ReadError::Corrupt {
+                    offset: start.len() as u64,
+                    why: "the first frame is not the header".into(),
+                })
+            }
+            Next::Eof | Next::Cut => return Err(ReadError::NoHeader),
+        }
+        Ok(r)
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Bytes consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Set once [`Reader::next_frame`] has returned `None` on a capture that was not finished.
+    pub fn truncation(&self) -> Option<&Truncation> {
+        self.truncation.as_ref()
+    }
+
+    fn corrupt(&self, why: impl Into<String>) -> ReadError {
+        ReadError::Corrupt { offset: self.offset, why: why.into() }
+    }
+
+    fn read_frame(&mut self) -> Result<Next, ReadError> {
+        let mut head = [0u8; 8];
+        match fill(&mut self.inp, &mut head)? {
+            0 => return Ok(Next::Eof),
+            8 => {}
+            _ => return Ok(Next::Cut),
+        }
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        if len > MAX_FRAME {
+            return Err(self.corrupt(format!("a frame claims {len} bytes, more than any frame can have")));
+        }
+        self.payload.resize(len as usize, 0);
+        if fill(&mut self.inp, &mut self.payload)? < len as usize {
+            return Ok(Next::Cut);
+        }
+        if crc32fast::hash(&self.payload) != crc {
+            return Err(self.corrupt("a frame's checksum does not match its contents"));
+        }
+        let frame: Frame =
+            postcard::from_bytes(&self.payload).map_err(|e| self.corrupt(format!("a frame does not decode ({e})")))?;
+        self.offset += 8 + u64::from(len);
+        self.frames += 1;
+        Ok(Next::Frame(frame))
+    }
+
+    /// The next frame after the header; `None` at the end (see [`Reader::truncation`]).
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, ReadError> {
+        if self.truncation.is_some() {
+            return Ok(None);
+        }
+        let cut = match self.read_frame()? {
+            Next::Frame(Frame::Header(_)) => return Err(self.corrupt("a second header")),
+            Next::Frame(f) if self.ended => {
+                let _ = f;
+                return Err(self.corrupt("frames after the end marker"));
+            }
+            Next::Frame(f) => {
+                match &f {
+                    Frame::Record(_) => self.records += 1,
+                    Frame::End(_) => self.ended = true,
+                    _ => {}
+                }
+                return Ok(Some(f));
+            }
+            Next::Eof if self.ended => return Ok(None),
+            Next::Eof => false,
+            Next::Cut => true,
+        };
+        self.truncation =
+            Some(Truncation { offset: self.offset, frames: self.frames, records: self.records, cut_frame: cut });
+        Ok(None)
+    }
+}
+
+/// A whole capture in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capture {
+    pub header: Header,
+    pub sites: Vec<Site>,
+    pub threads: Vec<Thread>,
+    pub devices: Vec<Device>,
+    pub records: Vec<Record>,
+    pub aggregates: Vec<Aggregate>,
+    /// `None` when the writer did not finish (then `truncation` says how far it got).
+    pub end: Option<End>,
+    pub truncation: Option<Truncation>,
+}
+
+impl Capture {
+    /// Reads every frame.
+    pub fn from_reader(inp: impl Read) -> Result<Capture, ReadError> {
+        let mut r = Reader::new(inp)?;
+        let mut c = Capture {
+            header: r.header().clone(),
+            sites: Vec::new(),
+            threads: Vec::new(),
+            devices: Vec::new(),
+            records: Vec::new(),
+            aggregates: Vec::new(),
+            end: None,
+            truncation: None,
+        };
+        while let Some(f) = r.next_frame()? {
+            c.push(f);
+        }
+        c.truncation = r.truncation().cloned();
+        Ok(c)
+    }
+
+    /// Reads the file at `path` (buffered).
+    pub fn open(path: impl AsRef<Path>) -> Result<Capture, ReadError> {
+        let f = std::fs::File::open(path)?;
+        Capture::from_reader(io::BufReader::with_capacity(1 << 20, f))
+    }
+
+    /// Adds one frame read from a file (a header is ignored: a capture has one).
+    pub fn push(&mut self, frame: Frame) {
+        match frame {
+            Frame::Header(_) => {}
+            Frame::Site(s) => self.sites.push(s),
+            Frame::Thread(t) => self.threads.push(t),
+            Frame::Device(d) => self.devices.push(d),
+            Frame::Record(r) => self.records.push(r),
+            Frame::Aggregate(a) => self.aggregates.push(a),
+            Frame::End(e) => self.end = Some(e),
+        }
+    }
+
+    pub fn site(&self, id: u32) -> Option<&Site> {
+        self.sites.iter().find(|s| s.id == id)
+    }
+
+    pub fn thread_name(&self, index: u32) -> Option<&str> {
+        self.threads.iter().find(|t| t.index == index).map(|t| t.name.as_str())
+    }
+
+    pub fn device(&self, key: u32) -> Option<&Device> {
+        self.devices.iter().find(|d| d.key == key)
+    }
+
+    /// Writes this capture as a file (finished or not, as it was read).
+    pub fn write_to(&self, out: impl io::Write) -> io::Result<()> {
+        let mut w = crate::Writer::new(out, &self.header)?;
+        for s in &self.sites {
+            w.write(&Frame::Site(s.clone()))?;
+        }
+        for t in &self.threads {
+            w.write(&Frame::Thread(t.clone()))?;
+        }
+        for d in &self.devices {
+            w.write(&Frame::Device(d.clone()))?;
+        }
+        for r in &self.records {
+            w.write(&Frame::Record(r.clone()))?;
+        }
+        for a in &self.aggregates {
+            w.write(&Frame::Aggregate(a.clone()))?;
+        }
+        if let Some(e) = &self.end {
+            w.write(&Frame::End(e.clone()))?;
+        }
+        w.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::*;
+
+    fn sample() -> Vec<u8> {
+        let mut c = Capture {
+            header: Header::new("t", 1),
+            sites: vec![Site::new(0, "k", SiteKind::Kernel)],
+            threads: vec![Thread { index: 1, name: "main".into() }],
+            devices: vec![Device { key: 0, id: 0, name: "llvmpipe".into() }],
+            records: Vec::new(),
+            aggregates: vec![Aggregate { site: 0, calls: 5, ..Default::default() }],
+            end: Some(End { end_ns: 9, records: 5, losses: vec![], notes: vec!["n".into()] }),
+            truncation: None,
+        };
+        for i in 0..5 {
+            let mut r = Record::new(0, i, 1, Interval::new(i * 10, i * 10 + 5));
+            r.gpu = Some(Gpu::new(Interval::new(i * 10 + 1, i * 10 + 4), TimingSource::GpuTimestamp));
+            r.activities.push(Activity {
+                name: "k".into(),
+                interval: Interval::new(i * 10 + 1, i * 10 + 4),
+                kind: ActivityKind::Copy {
+                    bytes: 7,
+                    direction: Some(Direction::CpuToGpu),
+                    src: MemoryKind::Pageable,
+                    dst: MemoryKind::Device,
+                },
+                stream: Some(3),
+                device: Some(0),
+            });
+            c.records.push(r);
+        }
+        let mut out = Vec::new();
+        c.write_to(&mut out).unwrap();
+        let back = Capture::from_reader(&out[..]).unwrap();
+        assert_eq!(back, c, "a capture reads back as written");
+        out
+    }
+
+    #[test]
+    fn every_prefix_reads_or_fails_with_a_message_never_a_panic() {
+        let full = sample();
+        let whole = Capture::from_reader(&full[..]).unwrap();
+        assert!(whole.truncation.is_none());
+        let mut last_records = 0;
+        for cut in 0..full.len() {
+            match Capture::from_reader(&full[..cut]) {
+                Ok(c) => {
+                    let t = c.truncation.expect("a prefix is incomplete");
+                    assert_eq!(t.records as usize, c.records.len());
+                    assert!(c.records.len() >= last_records, "more bytes never read fewer records");
+                    last_records = c.records.len();
+                    assert_eq!(c.records[..], whole.records[..c.records.len()]);
+                }
+                Err(ReadError::Empty) => assert_eq!(cut, 0),
+                Err(ReadError::NotACapture) => assert!(cut < 8),
+                Err(ReadError::NoHeader) => assert!(cut < 60),
+                Err(e) => panic!("a prefix of {cut} bytes: {e}"),
+            }
+        }
+        assert_eq!(last_records, 5);
+    }
+
+    #[test]
+    fn a_flipped_byte_is_corruption_or_still_a_valid_read() {
+        let full = sample();
+        for i in 10..full.len() {
+            let mut bad = full.clone();
+            bad[i] ^= 0x40;
+            // A length field may now point past the end (read as cut short) or the CRC fails.
+            match Capture::from_reader(&bad[..]) {
+                Err(ReadError::Corrupt { .. }) => {}
+                // The header's own length field, made to point past the end.
+                Err(ReadError::NoHeader) => assert!((10..14).contains(&i), "byte {i}"),
+                Ok(c) => assert!(c.truncation.is_some(), "byte {i}: a damaged length reads as cut short"),
+                Err(e) => panic!("byte {i}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn foreign_files_and_other_versions_are_refused_clearly() {
+        assert!(matches!(Capture::from_reader(&b"{\"traceEvents\":[]}"[..]), Err(ReadError::NotACapture)));
+        let mut v2 = sample();
+        v2[8] = 2;
+        let e = Capture::from_reader(&v2[..]).unwrap_err();
+        assert!(matches!(e, ReadError::UnknownVersion { found: 2, known: 1 }));
+        assert!(e.to_string().contains("version 2"), "{e}");
+        let mut trailing = sample();
+        trailing.extend_from_slice(&sample()[10..]);
+        assert!(matches!(Capture::from_reader(&trailing[..]), Err(ReadError::Corrupt { .. })));
+    }
+}

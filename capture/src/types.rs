@@ -1,0 +1,364 @@
+//! What a capture holds. Times are Unix-epoch nanoseconds on the writing process's host clock
+//! (gpuspan's monotonic clock anchored on the wall clock at start), so captures of several
+//! processes on one machine, or of machines with synchronised clocks, share one time axis.
+
+use serde::{Deserialize, Serialize};
+
+/// One unit of a capture file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Frame {
+    Header(Header),
+    Site(Site),
+    Thread(Thread),
+    Device(Device),
+    Record(Record),
+    Aggregate(Aggregate),
+    End(End),
+}
+
+/// Who wrote the capture and how it sampled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// The program's file name, without directory.
+    pub program: String,
+    pub pid: u32,
+    /// The host's name, where the OS tells it.
+    pub hostname: Option<String>,
+    /// The version of the gpuspan runtime that wrote it.
+    pub writer: String,
+    /// When the capture started.
+    pub start_ns: u64,
+    /// Calls whose measured duration was below this (µs) were aggregated but not recorded,
+    /// unless `trace_all` (globally or per site) said otherwise.
+    pub threshold_us: u64,
+    pub trace_all: bool,
+}
+
+impl Header {
+    /// A header with no host name, start at 0, threshold 0 and `trace_all` on: what a test
+    /// or a synthetic capture wants.
+    pub fn new(program: &str, pid: u32) -> Header {
+        Header {
+            program: program.to_owned(),
+            pid,
+            hostname: None,
+            writer: String::new(),
+            start_ns: 0,
+            threshold_us: 0,
+            trace_all: true,
+        }
+    }
+}
+
+/// What an annotated function does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SiteKind {
+    Kernel,
+    Transfer,
+}
+
+impl SiteKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteKind::Kernel => "kernel",
+            SiteKind::Transfer => "transfer",
+        }
+    }
+}
+
+/// The backend a site was compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Backend {
+    Wgpu,
+    Cuda,
+    Host,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Wgpu => "wgpu",
+            Backend::Cuda => "cuda",
+            Backend::Host => "host",
+        }
+    }
+}
+
+/// Direction of a transfer or copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Direction {
+    CpuToGpu,
+    GpuToCpu,
+    GpuToGpu,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::CpuToGpu => "cpu_to_gpu",
+            Direction::GpuToCpu => "gpu_to_cpu",
+            Direction::GpuToGpu => "gpu_to_gpu",
+        }
+    }
+}
+
+/// One annotated function. `id` is what records name it by, local to the capture.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Site {
+    pub id: u32,
+    pub name: String,
+    pub function: String,
+    pub module_path: String,
+    pub file: String,
+    pub line: u32,
+    pub kind: SiteKind,
+    pub backend: Backend,
+    pub direction: Option<Direction>,
+    pub threshold_us: Option<u64>,
+    pub trace_all: bool,
+}
+
+impl Site {
+    /// A host-backend site with its name as function name and no source location.
+    pub fn new(id: u32, name: &str, kind: SiteKind) -> Site {
+        Site {
+            id,
+            name: name.to_owned(),
+            function: name.to_owned(),
+            module_path: String::new(),
+            file: String::new(),
+            line: 0,
+            kind,
+            backend: Backend::Host,
+            direction: None,
+            threshold_us: None,
+            trace_all: false,
+        }
+    }
+}
+
+/// A thread that made annotated calls: gpuspan's small index and the thread's name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thread {
+    pub index: u32,
+    pub name: String,
+}
+
+/// A device records ran on. `key` is what records name it by (two backends may both call
+/// their first device 0); `id` is the backend's own number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub key: u32,
+    pub id: u32,
+    pub name: String,
+}
+
+/// A closed interval, Unix-epoch nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Interval {
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+impl Interval {
+    pub fn new(start_ns: u64, end_ns: u64) -> Interval {
+        Interval { start_ns, end_ns }
+    }
+
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Where a duration came from (`gpu.timing.source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TimingSource {
+    GpuTimestamp,
+    Cupti,
+    CudaEvent,
+    Host,
+}
+
+impl TimingSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::GpuTimestamp => "gpu_timestamp",
+            Self::Cupti => "cupti",
+            Self::CudaEvent => "cuda_event",
+            Self::Host => "host",
+        }
+    }
+}
+
+/// GPU-side timing of a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gpu {
+    /// First GPU work's start to last one's end, on the host clock.
+    pub interval: Interval,
+    /// Time the GPU spent on the call's work (≤ the interval's length).
+    pub busy_ns: u64,
+    pub source: TimingSource,
+    /// Bound on the error of mapping the GPU clock onto the host clock.
+    pub clock_error_ns: u64,
+    /// Timestamps around the call's submissions: an upper bound.
+    pub bracketed: bool,
+    /// A [`Device::key`].
+    pub device: Option<u32>,
+}
+
+impl Gpu {
+    /// Busy for the whole interval, no clock error, no device.
+    pub fn new(interval: Interval, source: TimingSource) -> Gpu {
+        Gpu { interval, busy_ns: interval.duration_ns(), source, clock_error_ns: 0, bracketed: false, device: None }
+    }
+}
+
+/// Memory kind on either side of a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum MemoryKind {
+    Pageable,
+    Pinned,
+    Device,
+    Managed,
+    Array,
+    Unknown,
+}
+
+impl MemoryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pageable => "pageable",
+            Self::Pinned => "pinned",
+            Self::Device => "device",
+            Self::Managed => "managed",
+            Self::Array => "array",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// What a piece of GPU work was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ActivityKind {
+    Kernel {
+        grid: [u32; 3],
+        block: [u32; 3],
+        registers_per_thread: u32,
+        static_shared_bytes: u32,
+        dynamic_shared_bytes: u32,
+    },
+    Copy {
+        bytes: u64,
+        direction: Option<Direction>,
+        src: MemoryKind,
+        dst: MemoryKind,
+    },
+    Set {
+        bytes: u64,
+    },
+}
+
+/// One kernel, copy or memset inside a call (CUDA through CUPTI).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Activity {
+    pub name: String,
+    pub interval: Interval,
+    pub kind: ActivityKind,
+    pub stream: Option<u64>,
+    /// A [`Device::key`].
+    pub device: Option<u32>,
+}
+
+/// Memory in use at one moment (`track_memory` sites).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Memory {
+    pub process_rss_bytes: Option<u64>,
+    pub device_used_bytes: Option<u64>,
+}
+
+/// One sampled call of an annotated function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// A [`Site::id`].
+    pub site: u32,
+    /// Unique in the process; the CUPTI external correlation id.
+    pub scope_id: u64,
+    /// A [`Thread::index`].
+    pub thread: u32,
+    /// The call on the host: entering the function to leaving it.
+    pub host: Interval,
+    pub error: bool,
+    pub bytes: Option<u64>,
+    pub gpu: Option<Gpu>,
+    /// How far the GPU interval was moved forward because the clock mapping put it before the
+    /// call began (0: not moved).
+    pub clock_corrected_ns: u64,
+    pub activities: Vec<Activity>,
+    /// Before and after the call.
+    pub memory: Option<[Memory; 2]>,
+}
+
+impl Record {
+    /// A host-timed call with nothing else known.
+    pub fn new(site: u32, scope_id: u64, thread: u32, host: Interval) -> Record {
+        Record {
+            site,
+            scope_id,
+            thread,
+            host,
+            error: false,
+            bytes: None,
+            gpu: None,
+            clock_corrected_ns: 0,
+            activities: Vec::new(),
+            memory: None,
+        }
+    }
+
+    /// The duration the call is judged by: GPU busy time where a GPU source exists, else the
+    /// host's (as the runtime's summary does).
+    pub fn duration_ns(&self) -> u64 {
+        self.gpu.as_ref().map_or_else(|| self.host.duration_ns(), |g| g.busy_ns)
+    }
+
+    pub fn source(&self) -> TimingSource {
+        self.gpu.as_ref().map_or(TimingSource::Host, |g| g.source)
+    }
+}
+
+/// Every call of one site, sampled or not, as the runtime aggregated them at the end.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Aggregate {
+    /// A [`Site::id`].
+    pub site: u32,
+    pub calls: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    /// Quantiles from the runtime's histogram (within 6.25 %).
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub host_total_ns: u64,
+    pub bytes: u64,
+    pub sources: Vec<TimingSource>,
+    pub bracketed: bool,
+}
+
+/// Something the runtime lost, by cause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Loss {
+    pub what: String,
+    pub count: u64,
+}
+
+/// The last frame of a capture that ended normally.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct End {
+    pub end_ns: u64,
+    /// Records the writer wrote: a reader that saw fewer read a damaged file.
+    pub records: u64,
+    pub losses: Vec<Loss>,
+    /// What the runtime said once during the run (fallbacks, missing libraries).
+    pub notes: Vec<String>,
+}

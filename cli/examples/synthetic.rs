@@ -1,0 +1,82 @@
+//! Writes or reads a large synthetic capture, for docs/benchmarks.md:
+//!
+//! ```sh
+//! cargo run --release -p gpuspan-cli --example synthetic -- write big.gpuspan 10000000
+//! cargo run --release -p gpuspan-cli --example synthetic -- read big.gpuspan
+//! ```
+//!
+//! The records look like the demo's (wgpu: GPU interval and busy time, no activities; a transfer
+//! in four with bytes), from two threads on one device, with durations that vary.
+
+use gpuspan_capture::*;
+use std::io::{BufReader, BufWriter};
+use std::time::Instant;
+
+fn write(path: &str, n: u64) -> std::io::Result<()> {
+    let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    let mut header = Header::new("synthetic", 1);
+    header.start_ns = 1_700_000_000_000_000_000;
+    header.trace_all = true;
+    let mut w = Writer::new(file, &header)?;
+    let names = ["saxpy", "square", "relax", "upload"];
+    for (i, name) in names.iter().enumerate() {
+        let kind = if i == 3 { SiteKind::Transfer } else { SiteKind::Kernel };
+        let mut s = Site::new(i as u32, name, kind);
+        s.backend = Backend::Wgpu;
+        w.write(&Frame::Site(s))?;
+    }
+    for t in 1..=2 {
+        w.write(&Frame::Thread(Thread { index: t, name: format!("worker {t}") }))?;
+    }
+    w.write(&Frame::Device(Device { key: 0, id: 0, name: "synthetic GPU".into() }))?;
+    let mut t = header.start_ns;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let site = (i % 4) as u32;
+        let d = 20_000 + x % 60_000;
+        let mut r = Record::new(site, i + 1, 1 + (i % 2) as u32, Interval::new(t, t + 5_000));
+        let mut g = Gpu::new(Interval::new(t + 6_000, t + 6_000 + d), TimingSource::GpuTimestamp);
+        g.device = Some(0);
+        g.clock_error_ns = 800;
+        r.gpu = Some(g);
+        if site == 3 {
+            r.bytes = Some(4 << 20);
+        }
+        w.write(&Frame::Record(r))?;
+        t += d + 10_000;
+    }
+    w.write(&Frame::End(End { end_ns: t, records: n, losses: Vec::new(), notes: Vec::new() }))?;
+    w.flush()
+}
+
+fn read(path: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let mut r = Reader::new(BufReader::with_capacity(1 << 20, std::fs::File::open(path)?))?;
+    let (mut records, mut busy) = (0u64, 0u64);
+    while let Some(f) = r.next_frame()? {
+        if let Frame::Record(rec) = f {
+            records += 1;
+            busy += rec.gpu.map_or(0, |g| g.busy_ns);
+        }
+    }
+    let s = start.elapsed().as_secs_f64();
+    println!(
+        "{records} records ({} bytes, {} ns busy) streamed in {s:.2} s: {:.2} M records/s",
+        r.offset(),
+        busy,
+        records as f64 / s / 1e6
+    );
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("write") if args.len() == 4 => Ok(write(&args[2], args[3].parse()?)?),
+        Some("read") if args.len() == 3 => read(&args[2]),
+        _ => Err("usage: synthetic write OUT N | synthetic read IN".into()),
+    }
+}

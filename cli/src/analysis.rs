@@ -1,0 +1,160 @@
+//! What every command derives from a capture: names by id, the GPU work as intervals per
+//! device, and how calls nest on each thread.
+
+use gpuspan_capture::{Capture, Interval, Record, Site};
+use std::collections::HashMap;
+
+/// Lookups by id, built once per capture.
+#[derive(Debug)]
+pub struct Index<'a> {
+    pub capture: &'a Capture,
+    sites: HashMap<u32, &'a Site>,
+    threads: HashMap<u32, &'a str>,
+}
+
+impl<'a> Index<'a> {
+    pub fn new(capture: &'a Capture) -> Index<'a> {
+        Index {
+            capture,
+            sites: capture.sites.iter().map(|s| (s.id, s)).collect(),
+            threads: capture.threads.iter().map(|t| (t.index, t.name.as_str())).collect(),
+        }
+    }
+
+    pub fn site(&self, id: u32) -> Option<&'a Site> {
+        self.sites.get(&id).copied()
+    }
+
+    /// The site's display name; a record naming a site the file never described (a damaged
+    /// file's) still gets one.
+    pub fn site_name(&self, id: u32) -> String {
+        self.site(id).map_or_else(|| format!("site #{id}"), |s| s.name.clone())
+    }
+
+    pub fn thread_name(&self, index: u32) -> String {
+        self.threads.get(&index).map_or_else(|| format!("thread {index}"), |n| (*n).to_owned())
+    }
+
+    /// `GPU <id>: <name>`, or `GPU (unnamed)` for work with no device.
+    pub fn device_label(&self, key: Option<u32>) -> String {
+        match key.and_then(|k| self.capture.device(k)) {
+            Some(d) => format!("GPU {}: {}", d.id, d.name),
+            None => "GPU (unnamed)".to_owned(),
+        }
+    }
+}
+
+/// One stretch of GPU work: a kernel, copy or memset, or, for a call with GPU timing but no
+/// activities (wgpu), its GPU interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    pub device: Option<u32>,
+    pub stream: Option<u64>,
+    pub interval: Interval,
+    /// Index into `capture.records`.
+    pub record: usize,
+}
+
+/// Every piece of GPU work in the capture, in record order.
+pub fn work(capture: &Capture) -> Vec<Work> {
+    let mut out = Vec::new();
+    for (i, r) in capture.records.iter().enumerate() {
+        let Some(g) = &r.gpu else { continue };
+        if r.activities.is_empty() {
+            out.push(Work { device: g.device, stream: None, interval: g.interval, record: i });
+        } else {
+            for a in &r.activities {
+                out.push(Work { device: a.device.or(g.device), stream: a.stream, interval: a.interval, record: i });
+            }
+        }
+    }
+    out
+}
+
+/// Merges intervals into their union, sorted; empty intervals are dropped.
+pub fn union(mut intervals: Vec<Interval>) -> Vec<Interval> {
+    intervals.retain(|i| i.end_ns > i.start_ns);
+    intervals.sort_by_key(|i| (i.start_ns, i.end_ns));
+    let mut out: Vec<Interval> = Vec::with_capacity(intervals.len());
+    for i in intervals {
+        match out.last_mut() {
+            Some(last) if i.start_ns <= last.end_ns => last.end_ns = last.end_ns.max(i.end_ns),
+            _ => out.push(i),
+        }
+    }
+    out
+}
+
+/// The enclosing call of each record: the innermost record on the same thread whose host
+/// interval contains this one's (annotated calls on a thread nest like a call stack).
+///
+/// The capture does not carry the enclosing `tracing` spans' names, so this is the stack the
+/// flamegraph and the idle attribution use. Only sampled calls are in a capture: an enclosing
+/// call that was not sampled is missing from the stack.
+pub fn parents(records: &[Record]) -> Vec<Option<usize>> {
+    let mut order: Vec<usize> = (0..records.len()).collect();
+    // By thread, then start, the longer first when two start together (it encloses the other).
+    order.sort_by_key(|&i| {
+        let r = &records[i];
+        (r.thread, r.host.start_ns, std::cmp::Reverse(r.host.end_ns), i)
+    });
+    let mut parent = vec![None; records.len()];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut thread = None;
+    for i in order {
+        let r = &records[i];
+        if thread != Some(r.thread) {
+            stack.clear();
+            thread = Some(r.thread);
+        }
+        while let Some(&top) = stack.last() {
+            if records[top].host.end_ns >= r.host.end_ns && records[top].host.start_ns <= r.host.start_ns {
+                break;
+            }
+            stack.pop();
+        }
+        parent[i] = stack.last().copied();
+        stack.push(i);
+    }
+    parent
+}
+
+/// The chain of enclosing records, outermost first, ending with `i` itself.
+pub fn stack(parents: &[Option<usize>], i: usize) -> Vec<usize> {
+    let mut chain = vec![i];
+    let mut at = i;
+    // Bounded by the record count: a cycle cannot come out of `parents`, but a bound costs nothing.
+    while let Some(p) = parents[at] {
+        if chain.len() > parents.len() {
+            break;
+        }
+        chain.push(p);
+        at = p;
+    }
+    chain.reverse();
+    chain
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(thread: u32, start: u64, end: u64) -> Record {
+        Record::new(0, 0, thread, Interval::new(start, end))
+    }
+
+    #[test]
+    fn calls_nest_by_host_interval_per_thread() {
+        let records =
+            vec![rec(1, 0, 100), rec(1, 10, 20), rec(1, 30, 90), rec(1, 40, 50), rec(2, 15, 16), rec(1, 95, 120)];
+        let p = parents(&records);
+        assert_eq!(p, vec![None, Some(0), Some(0), Some(2), None, None]);
+        assert_eq!(stack(&p, 3), vec![0, 2, 3]);
+    }
+
+    #[test]
+    fn union_merges_overlaps_and_touching_intervals() {
+        let u = union(vec![Interval::new(5, 10), Interval::new(0, 3), Interval::new(3, 4), Interval::new(8, 12)]);
+        assert_eq!(u, vec![Interval::new(0, 4), Interval::new(5, 12)]);
+    }
+}

@@ -1,0 +1,199 @@
+//! `gpuspan timeline` and `gpuspan merge`: Chrome Trace Event JSON, which Perfetto
+//! (ui.perfetto.dev) and chrome://tracing open.
+//!
+//! One process per capture (a rank of a job, for a merge), named after the program, its pid
+//! and host; in it one track per host thread with the annotated calls, one per device with the
+//! calls' GPU intervals, one per (device, stream) with the kernels and copies; flow arrows from
+//! each call to its GPU work; and counter tracks derived from the records: GPU work in flight
+//! per device and bytes moved by transfers. Captures are aligned on their timestamps, which
+//! are Unix-epoch nanoseconds of each process's clock: on one machine they share one clock; on
+//! several, the alignment is as good as the machines' clock synchronisation (each process's
+//! GPU mapping error is in its process's arguments).
+
+use crate::analysis::{self, Index};
+use gpuspan_capture::{ActivityKind, Capture};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+/// First track id of GPU tracks in a process: host thread indexes stay below it.
+const GPU_TID: u64 = 1 << 32;
+
+/// Streams events into the JSON document, one at a time.
+struct Events<W: Write> {
+    out: W,
+    first: bool,
+}
+
+impl<W: Write> Events<W> {
+    fn push(&mut self, event: &Value) -> io::Result<()> {
+        if !std::mem::take(&mut self.first) {
+            self.out.write_all(b",\n")?;
+        }
+        serde_json::to_writer(&mut self.out, event).map_err(io::Error::from)
+    }
+}
+
+/// Microseconds since `base`, as the format wants (f64 keeps ns precision for hours).
+fn us(ns: u64, base: u64) -> f64 {
+    ns.saturating_sub(base) as f64 / 1000.0
+}
+
+/// Writes the captures as one trace, capture `i` as process `i + 1`, labelled `labels[i]`.
+pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
+    let base = captures
+        .iter()
+        .flat_map(|(_, c)| {
+            c.records.iter().map(|r| r.host.start_ns.min(r.gpu.as_ref().map_or(u64::MAX, |g| g.interval.start_ns)))
+        })
+        .min()
+        .unwrap_or(0);
+    let mut ev = Events { out, first: true };
+    ev.out.write_all(b"{\"traceEvents\":[\n")?;
+    for (n, (label, c)) in captures.iter().enumerate() {
+        process(&mut ev, n as u64 + 1, label, c, base)?;
+    }
+    ev.out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
+    let sources: Vec<Value> = captures
+        .iter()
+        .map(|(label, c)| json!({"label": label, "program": c.header.program, "pid": c.header.pid, "host": c.header.hostname}))
+        .collect();
+    serde_json::to_writer(&mut ev.out, &json!({"generator": "gpuspan", "epoch_base_ns": base, "captures": sources}))?;
+    ev.out.write_all(b"}\n")?;
+    ev.out.flush()
+}
+
+fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, base: u64) -> io::Result<()> {
+    let index = Index::new(c);
+    let h = &c.header;
+    let host = h.hostname.as_deref().map(|h| format!(" on {h}")).unwrap_or_default();
+    let clock_error = c.records.iter().filter_map(|r| r.gpu.as_ref().map(|g| g.clock_error_ns)).max().unwrap_or(0);
+    ev.push(&json!({"ph": "M", "name": "process_name", "pid": pid,
+        "args": {"name": format!("{} (pid {}){host} [{label}]", h.program, h.pid)}}))?;
+    ev.push(&json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}))?;
+    ev.push(&json!({"ph": "M", "name": "process_labels", "pid": pid,
+        "args": {"labels": format!("GPU clock mapping error ≤ {:.1} µs", clock_error as f64 / 1000.0)}}))?;
+    for t in &c.threads {
+        ev.push(&json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": t.index, "args": {"name": t.name}}))?;
+    }
+    // GPU tracks: (device, stream) -> tid; stream None is the device's call track.
+    let mut tracks: BTreeMap<(Option<u32>, Option<u64>), u64> = BTreeMap::new();
+    let mut track = |device: Option<u32>, stream: Option<u64>| {
+        let next = GPU_TID + tracks.len() as u64;
+        *tracks.entry((device, stream)).or_insert(next)
+    };
+    for r in &c.records {
+        let site = index.site(r.site);
+        let name = index.site_name(r.site);
+        let cat = site.map_or("call", |s| s.kind.as_str());
+        let mut args = json!({"scope_id": r.scope_id, "gpu.timing.source": r.source().as_str()});
+        if let Some(b) = r.bytes {
+            args["bytes"] = json!(b);
+        }
+        if r.error {
+            args["error"] = json!(true);
+        }
+        ev.push(&json!({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": r.thread,
+            "ts": us(r.host.start_ns, base), "dur": us(r.host.end_ns, r.host.start_ns), "args": args}))?;
+        let Some(g) = &r.gpu else { continue };
+        let tid = track(g.device, None);
+        let mut gargs = json!({"gpu.busy_us": g.busy_ns as f64 / 1000.0, "gpu.clock_error_us": g.clock_error_ns as f64 / 1000.0,
+            "gpu.timing.source": g.source.as_str()});
+        if g.bracketed {
+            gargs["gpu.timing.bracketed"] = json!(true);
+        }
+        if r.clock_corrected_ns > 0 {
+            gargs["gpu.clock_corrected_ns"] = json!(r.clock_corrected_ns);
+        }
+        ev.push(&json!({"ph": "X", "name": name, "cat": format!("gpu.{cat}"), "pid": pid, "tid": tid,
+            "ts": us(g.interval.start_ns, base), "dur": us(g.interval.end_ns, g.interval.start_ns), "args": gargs}))?;
+        // Flow ids must be unique across the merged processes: scope ids are unique per process.
+        let flow = format!("{pid}:{}", r.scope_id);
+        ev.push(&json!({"ph": "s", "id": flow, "name": "launch", "cat": "gpuspan.flow", "pid": pid, "tid": r.thread,
+            "ts": us(r.host.start_ns, base)}))?;
+        ev.push(
+            &json!({"ph": "f", "bp": "e", "id": flow, "name": "launch", "cat": "gpuspan.flow", "pid": pid, "tid": tid,
+            "ts": us(g.interval.start_ns, base)}),
+        )?;
+        for a in &r.activities {
+            let tid = track(a.device.or(g.device), a.stream);
+            let args = match &a.kind {
+                ActivityKind::Kernel {
+                    grid,
+                    block,
+                    registers_per_thread,
+                    static_shared_bytes,
+                    dynamic_shared_bytes,
+                } => {
+                    json!({"gpu.cuda.grid_dim": grid, "gpu.cuda.block_dim": block,
+                        "gpu.cuda.registers_per_thread": registers_per_thread,
+                        "gpu.cuda.shared_mem_bytes": static_shared_bytes + dynamic_shared_bytes})
+                }
+                ActivityKind::Copy { bytes, direction, src, dst } => json!({"gpu_transfer.bytes": bytes,
+                    "gpu_transfer.direction": direction.map(|d| d.as_str()),
+                    "gpu_transfer.src_kind": src.as_str(), "gpu_transfer.dst_kind": dst.as_str()}),
+                ActivityKind::Set { bytes } => json!({"gpu_transfer.bytes": bytes}),
+            };
+            ev.push(&json!({"ph": "X", "name": a.name, "cat": "gpu.activity", "pid": pid, "tid": tid,
+                "ts": us(a.interval.start_ns, base), "dur": us(a.interval.end_ns, a.interval.start_ns), "args": args}))?;
+        }
+    }
+    for ((device, stream), tid) in &tracks {
+        let label = index.device_label(*device);
+        let name = match stream {
+            Some(s) => format!("{label} stream {s}"),
+            None => format!("{label} calls"),
+        };
+        ev.push(&json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}))?;
+    }
+    counters(ev, pid, c, &index, base)
+}
+
+/// Counter tracks derived from the records: GPU work in flight per device (kernels, copies, or
+/// calls' GPU intervals overlapping in time) and the cumulative bytes moved.
+fn counters<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'_>, base: u64) -> io::Result<()> {
+    let mut edges: BTreeMap<Option<u32>, Vec<(u64, i64)>> = BTreeMap::new();
+    for w in analysis::work(c) {
+        let e = edges.entry(w.device).or_default();
+        e.push((w.interval.start_ns, 1));
+        e.push((w.interval.end_ns, -1));
+    }
+    for (device, mut e) in edges {
+        // Ends before starts at the same instant: back-to-back work is not counted as overlap.
+        e.sort_unstable();
+        let name = format!("{} work in flight", index.device_label(device));
+        let mut level = 0i64;
+        let mut i = 0;
+        while i < e.len() {
+            let t = e[i].0;
+            while i < e.len() && e[i].0 == t {
+                level += e[i].1;
+                i += 1;
+            }
+            ev.push(&json!({"ph": "C", "name": name, "pid": pid, "ts": us(t, base), "args": {"work": level}}))?;
+        }
+    }
+    let mut moved: Vec<(u64, u64)> = Vec::new();
+    for r in &c.records {
+        let copies: Vec<(u64, u64)> = r
+            .activities
+            .iter()
+            .filter_map(|a| match a.kind {
+                ActivityKind::Copy { bytes, .. } => Some((a.interval.end_ns, bytes)),
+                _ => None,
+            })
+            .collect();
+        if !copies.is_empty() {
+            moved.extend(copies);
+        } else if let Some(b) = r.bytes {
+            moved.push((r.gpu.as_ref().map_or(r.host.end_ns, |g| g.interval.end_ns), b));
+        }
+    }
+    moved.sort_unstable();
+    let mut total = 0u64;
+    for (t, b) in moved {
+        total += b;
+        ev.push(&json!({"ph": "C", "name": "bytes moved", "pid": pid, "ts": us(t, base), "args": {"bytes": total}}))?;
+    }
+    Ok(())
+}

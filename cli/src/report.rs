@@ -1,0 +1,770 @@
+//! `gpuspan report`: per-site, per-kernel and per-transfer tables, device busy time, GPU idle
+//! time attributed to the host, launch-bound sites and transfer findings.
+//!
+//! Every figure but the "all calls" columns is computed from the recorded (sampled) calls, so
+//! it can be checked against the records; "all calls" comes from the runtime's aggregates of
+//! every call.
+
+use crate::analysis::Index;
+use crate::idle::{self, DeviceIdle};
+use crate::stats::quantile;
+use crate::table::{self, Table};
+use gpuspan_capture::{ActivityKind, Capture, MemoryKind, SiteKind, TimingSource};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// Everything the report says, as `--format json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub capture: About,
+    pub sites: Vec<SiteRow>,
+    pub kernels: Vec<KernelRow>,
+    pub transfers: Vec<TransferRow>,
+    pub devices: Vec<DeviceIdle>,
+    pub launch_bound: Vec<LaunchBound>,
+    pub findings: Vec<Finding>,
+    /// Sites compiled in that no call reached.
+    pub never_reached: Vec<String>,
+    pub losses: Vec<(String, u64)>,
+    pub notes: Vec<String>,
+    /// What this capture cannot answer, and why.
+    pub limits: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct About {
+    pub program: String,
+    pub pid: u32,
+    pub hostname: Option<String>,
+    pub writer: String,
+    pub start_ns: u64,
+    /// From the start to the end marker (or the last record of an unfinished capture).
+    pub duration_ns: u64,
+    pub threshold_us: u64,
+    pub trace_all: bool,
+    pub records: usize,
+    /// The writer finished the file (an end marker was read).
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SiteRow {
+    pub site: String,
+    pub kind: String,
+    pub backend: String,
+    /// Timing sources of the recorded calls.
+    pub sources: Vec<String>,
+    /// Recorded (sampled) calls.
+    pub recorded: u64,
+    /// Every call, from the aggregates (absent in an unfinished capture).
+    pub calls: Option<u64>,
+    pub total_all_ns: Option<u64>,
+    /// Over the recorded calls: GPU busy time where measured, else host time.
+    pub total_ns: u64,
+    pub mean_ns: Option<u64>,
+    pub p50_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+    pub host_total_ns: u64,
+    pub bytes: u64,
+    pub bandwidth_bytes_per_s: Option<f64>,
+    pub errors: u64,
+    /// Some durations are queue brackets: upper bounds.
+    pub bracketed: bool,
+    /// Recorded calls whose GPU interval was moved to start at the call (clock correction).
+    pub clock_corrected: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelRow {
+    pub kernel: String,
+    /// `activity`: kernels the GPU reported (CUPTI); `scope`: a kernel site's GPU time (wgpu).
+    pub from: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub p50_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+    /// The most frequent launch geometry, and how many others were seen.
+    pub geometry: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TransferRow {
+    pub transfer: String,
+    pub direction: Option<String>,
+    pub src_kind: Option<String>,
+    pub dst_kind: Option<String>,
+    pub count: u64,
+    pub bytes: u64,
+    pub total_ns: u64,
+    pub bandwidth_bytes_per_s: Option<f64>,
+    /// Some times are queue brackets (upper bounds): the bandwidth is a lower bound.
+    pub bracketed: bool,
+}
+
+/// A kernel site whose GPU work per call is shorter than the host time of the call: the GPU
+/// waits on launching (batch the work, or launch less often). Transfers are left out: a
+/// synchronous copy's host time includes waiting for the copy, which says nothing of launching.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaunchBound {
+    pub site: String,
+    pub recorded: u64,
+    pub gpu_p50_ns: u64,
+    pub host_p50_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// `pageable_copy`, `upper_bound`, `sampled`, `incomplete`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// Builds the report of one capture.
+pub fn build(capture: &Capture) -> Report {
+    let index = Index::new(capture);
+    let h = &capture.header;
+    let last_ns =
+        capture.records.iter().map(|r| r.host.end_ns.max(r.gpu.as_ref().map_or(0, |g| g.interval.end_ns))).max();
+    let end_ns = capture.end.as_ref().map(|e| e.end_ns).or(last_ns).unwrap_or(h.start_ns);
+    let about = About {
+        program: h.program.clone(),
+        pid: h.pid,
+        hostname: h.hostname.clone(),
+        writer: h.writer.clone(),
+        start_ns: h.start_ns,
+        duration_ns: end_ns.saturating_sub(h.start_ns),
+        threshold_us: h.threshold_us,
+        trace_all: h.trace_all,
+        records: capture.records.len(),
+        complete: capture.end.is_some(),
+    };
+    let sites = site_rows(capture, &index);
+    let launch_bound = launch_bound(capture, &index);
+    let mut findings = transfer_findings(capture);
+    for s in sites.iter().filter(|s| s.bracketed) {
+        findings.push(Finding {
+            kind: "upper_bound".into(),
+            message: format!(
+                "{}: timed by timestamps around its queue submissions, so its GPU times are upper bounds (they include submission latency while the GPU idled)",
+                s.site
+            ),
+        });
+    }
+    let unrecorded: u64 = sites.iter().map(|s| s.calls.unwrap_or(s.recorded).saturating_sub(s.recorded)).sum();
+    if unrecorded > 0 {
+        let all: u64 = sites.iter().map(|s| s.calls.unwrap_or(s.recorded)).sum();
+        findings.push(Finding {
+            kind: "sampled".into(),
+            message: format!(
+                "{unrecorded} of {all} calls were not recorded (shorter than {} µs): quantiles, kernels, transfers and idle time cover the {} recorded calls; run with GPUSPAN_TRACE_ALL=on to record every call",
+                h.threshold_us,
+                all - unrecorded
+            ),
+        });
+    }
+    if let Some(t) = &capture.truncation {
+        findings.push(Finding { kind: "incomplete".into(), message: t.to_string() });
+    }
+    let reached: BTreeSet<u32> =
+        capture.records.iter().map(|r| r.site).chain(capture.aggregates.iter().map(|a| a.site)).collect();
+    let never_reached = if capture.end.is_some() {
+        capture
+            .sites
+            .iter()
+            .filter(|s| !reached.contains(&s.id) && !s.module_path.starts_with("gpuspan::"))
+            .map(|s| s.name.clone())
+            .collect()
+    } else {
+        // Without the aggregates, an unrecorded site may still have been called.
+        Vec::new()
+    };
+    let (losses, notes) = capture
+        .end
+        .as_ref()
+        .map(|e| (e.losses.iter().map(|l| (l.what.clone(), l.count)).collect(), e.notes.clone()))
+        .unwrap_or_default();
+    Report {
+        capture: about,
+        sites,
+        kernels: kernel_rows(capture, &index),
+        transfers: transfer_rows(capture, &index),
+        devices: idle::analyse(capture),
+        launch_bound,
+        findings,
+        never_reached,
+        losses,
+        notes,
+        limits: vec![
+            "GPU cost per request: captures do not hold the enclosing tracing spans yet; calls nest by host interval per thread instead".into(),
+            "link efficiency and device counters: captures do not hold NVML readings yet".into(),
+        ],
+    }
+}
+
+fn sorted_durations<'a>(it: impl Iterator<Item = &'a gpuspan_capture::Record>) -> Vec<u64> {
+    let mut v: Vec<u64> = it.map(|r| r.duration_ns()).collect();
+    v.sort_unstable();
+    v
+}
+
+fn site_rows(capture: &Capture, index: &Index<'_>) -> Vec<SiteRow> {
+    let mut by_site: BTreeMap<u32, Vec<&gpuspan_capture::Record>> = BTreeMap::new();
+    for r in &capture.records {
+        by_site.entry(r.site).or_default().push(r);
+    }
+    for a in &capture.aggregates {
+        by_site.entry(a.site).or_default();
+    }
+    let mut rows: Vec<SiteRow> = by_site
+        .into_iter()
+        .map(|(id, records)| {
+            let site = index.site(id);
+            let aggregate = capture.aggregates.iter().find(|a| a.site == id);
+            let durations = sorted_durations(records.iter().copied());
+            let total_ns: u64 = durations.iter().sum();
+            let bytes: u64 = records.iter().filter_map(|r| r.bytes).sum();
+            let mut sources: Vec<TimingSource> = Vec::new();
+            for r in &records {
+                if !sources.contains(&r.source()) {
+                    sources.push(r.source());
+                }
+            }
+            SiteRow {
+                site: index.site_name(id),
+                kind: site.map_or("?", |s| s.kind.as_str()).to_owned(),
+                backend: site.map_or("?", |s| s.backend.as_str()).to_owned(),
+                sources: sources.iter().map(|s| s.as_str().to_owned()).collect(),
+                recorded: records.len() as u64,
+                calls: aggregate.map(|a| a.calls),
+                total_all_ns: aggregate.map(|a| a.total_ns),
+                total_ns,
+                mean_ns: (!durations.is_empty()).then(|| total_ns / durations.len() as u64),
+                p50_ns: quantile(&durations, 0.5),
+                p99_ns: quantile(&durations, 0.99),
+                host_total_ns: records.iter().map(|r| r.host.duration_ns()).sum(),
+                bytes,
+                bandwidth_bytes_per_s: table::rate(bytes, total_ns),
+                errors: records.iter().filter(|r| r.error).count() as u64,
+                bracketed: records.iter().any(|r| r.gpu.as_ref().is_some_and(|g| g.bracketed)),
+                clock_corrected: records.iter().filter(|r| r.clock_corrected_ns > 0).count() as u64,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.total_ns.cmp(&a.total_ns).then(b.total_all_ns.cmp(&a.total_all_ns)).then_with(|| a.site.cmp(&b.site))
+    });
+    rows
+}
+
+fn kernel_rows(capture: &Capture, index: &Index<'_>) -> Vec<KernelRow> {
+    #[derive(Default)]
+    struct Acc {
+        durations: Vec<u64>,
+        geometry: BTreeMap<String, u64>,
+    }
+    let mut acc: BTreeMap<(String, &'static str), Acc> = BTreeMap::new();
+    // Kernel sites' own GPU time, by site id (named at the end: no string per record).
+    let mut scopes: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for r in &capture.records {
+        let kernels: Vec<_> = r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel { .. })).collect();
+        for a in &kernels {
+            let e = acc.entry((a.name.clone(), "activity")).or_default();
+            e.durations.push(a.interval.duration_ns());
+            if let ActivityKind::Kernel { grid, block, .. } = a.kind {
+                *e.geometry.entry(format!("grid {grid:?} block {block:?}")).or_default() += 1;
+            }
+        }
+        let kernel_site = index.site(r.site).is_some_and(|s| s.kind == SiteKind::Kernel);
+        if r.activities.is_empty() && kernel_site {
+            if let Some(g) = &r.gpu {
+                scopes.entry(r.site).or_default().push(g.busy_ns);
+            }
+        }
+    }
+    for (id, d) in scopes {
+        acc.entry((index.site_name(id), "scope")).or_default().durations.extend(d);
+    }
+    let mut rows: Vec<KernelRow> = acc
+        .into_iter()
+        .map(|((kernel, from), mut a)| {
+            a.durations.sort_unstable();
+            let geometry =
+                a.geometry.iter().max_by_key(|(g, n)| (**n, std::cmp::Reverse((*g).clone()))).map(|(g, _)| {
+                    match a.geometry.len() - 1 {
+                        0 => g.clone(),
+                        more => format!("{g} (+{more} other)"),
+                    }
+                });
+            KernelRow {
+                kernel,
+                from: from.to_owned(),
+                count: a.durations.len() as u64,
+                total_ns: a.durations.iter().sum(),
+                p50_ns: quantile(&a.durations, 0.5),
+                p99_ns: quantile(&a.durations, 0.99),
+                geometry,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.kernel.cmp(&b.kernel)));
+    rows
+}
+
+type TransferKey = (String, Option<String>, Option<String>, Option<String>);
+
+fn transfer_rows(capture: &Capture, index: &Index<'_>) -> Vec<TransferRow> {
+    let mut acc: BTreeMap<TransferKey, (u64, u64, u64, bool)> = BTreeMap::new();
+    // Transfer sites without reported copies, by site id (named at the end).
+    let mut sites: BTreeMap<u32, (u64, u64, u64, bool)> = BTreeMap::new();
+    let mut add = |key: TransferKey, bytes: u64, ns: u64, bracketed: bool| {
+        let e = acc.entry(key).or_insert((0, 0, 0, false));
+        e.0 += 1;
+        e.1 += bytes;
+        e.2 += ns;
+        e.3 |= bracketed;
+    };
+    for r in &capture.records {
+        let mut copies = false;
+        for a in &r.activities {
+            let ns = a.interval.duration_ns();
+            match &a.kind {
+                ActivityKind::Copy { bytes, direction, src, dst } => {
+                    copies = true;
+                    let key = (
+                        a.name.clone(),
+                        direction.map(|d| d.as_str().to_owned()),
+                        Some(src.as_str().to_owned()),
+                        Some(dst.as_str().to_owned()),
+                    );
+                    add(key, *bytes, ns, false);
+                }
+                ActivityKind::Set { bytes } => {
+                    copies = true;
+                    add((a.name.clone(), Some("memset".into()), None, None), *bytes, ns, false);
+                }
+                ActivityKind::Kernel { .. } => {}
+            }
+        }
+        if !copies && index.site(r.site).is_some_and(|s| s.kind == SiteKind::Transfer) {
+            let e = sites.entry(r.site).or_insert((0, 0, 0, false));
+            e.0 += 1;
+            e.1 += r.bytes.unwrap_or(0);
+            e.2 += r.duration_ns();
+            e.3 |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
+        }
+    }
+    for (id, (count, bytes, ns, bracketed)) in sites {
+        let direction = index.site(id).and_then(|s| s.direction).map(|d| d.as_str().to_owned());
+        let e = acc.entry((index.site_name(id), direction, None, None)).or_insert((0, 0, 0, false));
+        e.0 += count;
+        e.1 += bytes;
+        e.2 += ns;
+        e.3 |= bracketed;
+    }
+    let mut rows: Vec<TransferRow> = acc
+        .into_iter()
+        .map(|((transfer, direction, src_kind, dst_kind), (count, bytes, total_ns, bracketed))| TransferRow {
+            transfer,
+            direction,
+            src_kind,
+            dst_kind,
+            count,
+            bytes,
+            total_ns,
+            bandwidth_bytes_per_s: table::rate(bytes, total_ns),
+            bracketed,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.transfer.cmp(&b.transfer)));
+    rows
+}
+
+fn launch_bound(capture: &Capture, index: &Index<'_>) -> Vec<LaunchBound> {
+    let mut by_site: BTreeMap<u32, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
+    for r in &capture.records {
+        let kernel = index.site(r.site).is_some_and(|s| s.kind == SiteKind::Kernel);
+        if let (Some(g), true) = (&r.gpu, kernel) {
+            let e = by_site.entry(r.site).or_default();
+            e.0.push(g.busy_ns);
+            e.1.push(r.host.duration_ns());
+        }
+    }
+    let mut out: Vec<LaunchBound> = by_site
+        .into_iter()
+        .filter_map(|(id, (mut gpu, mut host))| {
+            gpu.sort_unstable();
+            host.sort_unstable();
+            let (g, h) = (quantile(&gpu, 0.5)?, quantile(&host, 0.5)?);
+            (g < h).then(|| LaunchBound {
+                site: index.site_name(id),
+                recorded: gpu.len() as u64,
+                gpu_p50_ns: g,
+                host_p50_ns: h,
+            })
+        })
+        .collect();
+    // The largest shortfall first: where batching would gain most.
+    out.sort_by_key(|l| std::cmp::Reverse(l.host_p50_ns - l.gpu_p50_ns));
+    out
+}
+
+/// Pageable host memory in copies: the driver stages it through a pinned buffer, which is
+/// slower and makes "async" copies synchronous.
+fn transfer_findings(capture: &Capture) -> Vec<Finding> {
+    // (direction, pageable?) -> (count, bytes, ns)
+    let mut acc: BTreeMap<(String, bool), (u64, u64, u64)> = BTreeMap::new();
+    for a in capture.records.iter().flat_map(|r| &r.activities) {
+        if let ActivityKind::Copy { bytes, direction, src, dst } = &a.kind {
+            let pageable = *src == MemoryKind::Pageable || *dst == MemoryKind::Pageable;
+            let pinned = *src == MemoryKind::Pinned || *dst == MemoryKind::Pinned;
+            if !pageable && !pinned {
+                continue;
+            }
+            let d = direction.map_or("copy", |d| d.as_str()).to_owned();
+            let e = acc.entry((d, pageable)).or_insert((0, 0, 0));
+            e.0 += 1;
+            e.1 += bytes;
+            e.2 += a.interval.duration_ns();
+        }
+    }
+    let mut out = Vec::new();
+    for ((direction, pageable), (count, bytes, ns)) in &acc {
+        if !pageable {
+            continue;
+        }
+        let mut message =
+            format!("{count} {direction} copies from or to pageable host memory moved {}", table::bytes(*bytes));
+        if let Some(bw) = table::rate(*bytes, *ns) {
+            let _ = write!(message, " at {}", table::bandwidth(bw));
+        }
+        if let Some((_, pinned_bytes, pinned_ns)) = acc.get(&(direction.clone(), false)) {
+            if let Some(bw) = table::rate(*pinned_bytes, *pinned_ns) {
+                let _ = write!(message, "; pinned copies in this capture ran at {}", table::bandwidth(bw));
+            }
+        }
+        message.push_str(
+            ": pin the host buffer (cudaHostAlloc / cudaHostRegister) for full bandwidth and truly asynchronous copies",
+        );
+        out.push(Finding { kind: "pageable_copy".into(), message });
+    }
+    out
+}
+
+/// How table cells are written: for people (units chosen per value, bounds marked) or raw for
+/// scripts (`--format csv`: nanoseconds, bytes, bytes per second, with the unit in the header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Units {
+    pub raw: bool,
+}
+
+impl Units {
+    fn head(self, name: &str, unit: &str) -> String {
+        if self.raw && !unit.is_empty() {
+            format!("{name} ({unit})")
+        } else {
+            name.to_owned()
+        }
+    }
+
+    fn ns(self, ns: u64) -> String {
+        if self.raw {
+            ns.to_string()
+        } else {
+            table::duration(ns)
+        }
+    }
+
+    fn opt_ns(self, ns: Option<u64>) -> String {
+        ns.map_or_else(|| "-".into(), |n| self.ns(n))
+    }
+
+    fn bytes(self, b: u64) -> String {
+        if self.raw {
+            b.to_string()
+        } else {
+            table::bytes(b)
+        }
+    }
+
+    fn rate(self, r: Option<f64>) -> String {
+        match r {
+            None => "-".into(),
+            Some(r) if self.raw => format!("{r:.0}"),
+            Some(r) => table::bandwidth(r),
+        }
+    }
+
+    /// A bound marker (`≤ `, `≥ `) where it applies, for people only: raw cells stay numbers
+    /// (the JSON says which rows are bounds).
+    fn bound(self, on: bool, mark: &str) -> &str {
+        if on && !self.raw {
+            mark
+        } else {
+            ""
+        }
+    }
+}
+
+impl Report {
+    pub fn sites_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "site".into(),
+            "kind".into(),
+            "source".into(),
+            "recorded".into(),
+            "all calls".into(),
+            u.head("total", "ns"),
+            u.head("mean", "ns"),
+            u.head("p50", "ns"),
+            u.head("p99", "ns"),
+            u.head("host", "ns"),
+            u.head("bytes", "B"),
+            u.head("bandwidth", "B/s"),
+            "errors".into(),
+        ];
+        for s in &self.sites {
+            let bound = u.bound(s.bracketed, "≤ ");
+            let d = |ns: Option<u64>| ns.map_or_else(|| "-".into(), |n| format!("{bound}{}", u.ns(n)));
+            t.row(vec![
+                s.site.clone(),
+                format!("{}/{}", s.kind, s.backend),
+                if s.sources.is_empty() { "-".into() } else { s.sources.join("+") },
+                s.recorded.to_string(),
+                s.calls.map_or_else(|| "-".into(), |c| c.to_string()),
+                d(Some(s.total_ns)),
+                d(s.mean_ns),
+                d(s.p50_ns),
+                d(s.p99_ns),
+                u.ns(s.host_total_ns),
+                if s.bytes > 0 { u.bytes(s.bytes) } else { "-".into() },
+                // A bracketed duration is an upper bound: its bandwidth would be a guess.
+                if s.bracketed { "-".into() } else { u.rate(s.bandwidth_bytes_per_s) },
+                s.errors.to_string(),
+            ]);
+        }
+        t
+    }
+
+    pub fn kernels_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "kernel".into(),
+            "from".into(),
+            "count".into(),
+            u.head("total", "ns"),
+            u.head("p50", "ns"),
+            u.head("p99", "ns"),
+            "geometry".into(),
+        ];
+        for k in &self.kernels {
+            t.row(vec![
+                k.kernel.clone(),
+                k.from.clone(),
+                k.count.to_string(),
+                u.ns(k.total_ns),
+                u.opt_ns(k.p50_ns),
+                u.opt_ns(k.p99_ns),
+                k.geometry.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        t
+    }
+
+    pub fn transfers_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "transfer".into(),
+            "direction".into(),
+            "memory".into(),
+            "count".into(),
+            u.head("bytes", "B"),
+            u.head("total", "ns"),
+            u.head("bandwidth", "B/s"),
+        ];
+        for x in &self.transfers {
+            let memory = match (&x.src_kind, &x.dst_kind) {
+                (Some(s), Some(d)) => format!("{s} → {d}"),
+                _ => "-".into(),
+            };
+            t.row(vec![
+                x.transfer.clone(),
+                x.direction.clone().unwrap_or_else(|| "-".into()),
+                memory,
+                x.count.to_string(),
+                u.bytes(x.bytes),
+                format!("{}{}", u.bound(x.bracketed, "≤ "), u.ns(x.total_ns)),
+                format!("{}{}", u.bound(x.bracketed, "≥ "), u.rate(x.bandwidth_bytes_per_s)),
+            ]);
+        }
+        t
+    }
+
+    pub fn devices_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header =
+            vec!["device".into(), u.head("window", "ns"), u.head("busy", "ns"), u.head("idle", "ns"), "busy %".into()];
+        for d in &self.devices {
+            t.row(vec![
+                d.device.clone(),
+                u.ns(d.window_ns),
+                u.ns(d.busy_ns),
+                u.ns(d.idle_ns),
+                format!("{:.1}", d.busy_percent),
+            ]);
+        }
+        t
+    }
+
+    pub fn idle_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "device".into(),
+            "launching thread".into(),
+            "host was in".into(),
+            u.head("idle", "ns"),
+            "% of idle".into(),
+            "gaps".into(),
+        ];
+        for d in &self.devices {
+            for s in &d.shares {
+                t.row(vec![
+                    d.device.clone(),
+                    s.thread.clone(),
+                    s.holder().to_owned(),
+                    u.ns(s.idle_ns),
+                    format!("{:.1}", idle::percent(s.idle_ns, d.idle_ns)),
+                    s.gaps.to_string(),
+                ]);
+            }
+        }
+        t
+    }
+
+    pub fn launch_bound_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec!["site".into(), "recorded".into(), u.head("GPU p50", "ns"), u.head("host p50", "ns")];
+        for l in &self.launch_bound {
+            t.row(vec![l.site.clone(), l.recorded.to_string(), u.ns(l.gpu_p50_ns), u.ns(l.host_p50_ns)]);
+        }
+        t
+    }
+
+    pub fn findings_table(&self) -> Table {
+        let mut t = Table::new(&["kind", "finding"]);
+        for f in &self.findings {
+            t.row(vec![f.kind.clone(), f.message.clone()]);
+        }
+        t
+    }
+
+    /// The table `--format csv --table NAME` prints, raw numbers.
+    pub fn table(&self, name: CsvTable) -> Table {
+        let u = Units { raw: true };
+        match name {
+            CsvTable::Sites => self.sites_table(u),
+            CsvTable::Kernels => self.kernels_table(u),
+            CsvTable::Transfers => self.transfers_table(u),
+            CsvTable::Devices => self.devices_table(u),
+            CsvTable::Idle => self.idle_table(u),
+            CsvTable::LaunchBound => self.launch_bound_table(u),
+            CsvTable::Findings => self.findings_table(),
+        }
+    }
+
+    /// The text report.
+    pub fn to_text(&self) -> String {
+        let c = &self.capture;
+        let mut out = String::new();
+        let host = c.hostname.as_deref().map(|h| format!(" on {h}")).unwrap_or_default();
+        let sampling = if c.trace_all {
+            "every call recorded".to_owned()
+        } else {
+            format!("calls of {} µs or more recorded", c.threshold_us)
+        };
+        let _ = writeln!(
+            out,
+            "gpuspan report: {} (pid {}){host}, {} recorded calls over {}; {sampling}{}",
+            c.program,
+            c.pid,
+            c.records,
+            table::duration(c.duration_ns),
+            if c.complete { "" } else { " (incomplete capture)" }
+        );
+        let people = Units { raw: false };
+        let mut section = |title: &str, t: Table, empty: &str| {
+            let _ = writeln!(out, "\n{title}");
+            if t.rows.is_empty() {
+                let _ = writeln!(out, "  {empty}");
+            } else {
+                out.push_str(&t.to_text());
+            }
+        };
+        section(
+            "Sites (figures over recorded calls; \"all calls\" counts every call; ≤: upper bound)",
+            self.sites_table(people),
+            "no annotated function was called",
+        );
+        section("Kernels", self.kernels_table(people), "no kernel was recorded");
+        section(
+            "Transfers (≤ / ≥: bounds from queue brackets)",
+            self.transfers_table(people),
+            "no transfer was recorded",
+        );
+        section(
+            "Devices (busy: union of GPU work from the first to the last)",
+            self.devices_table(people),
+            "no GPU work was recorded",
+        );
+        section(
+            "GPU idle time, by what the thread that launched the next work was doing",
+            self.idle_table(people),
+            "no idle time between recorded GPU work",
+        );
+        section(
+            "Launch-bound kernel sites (median GPU time per call below the call's host time)",
+            self.launch_bound_table(people),
+            "none",
+        );
+        let _ = writeln!(out, "\nFindings");
+        if self.findings.is_empty() {
+            let _ = writeln!(out, "  none");
+        }
+        for f in &self.findings {
+            let _ = writeln!(out, "  - {}", f.message);
+        }
+        if !self.never_reached.is_empty() {
+            let _ = writeln!(out, "\nNever reached: {}", self.never_reached.join(", "));
+        }
+        if !self.losses.is_empty() {
+            let _ = writeln!(out, "\nLost");
+            for (what, n) in &self.losses {
+                let _ = writeln!(out, "  {n} {what}");
+            }
+        }
+        if !self.notes.is_empty() {
+            let _ = writeln!(out, "\nThe run said");
+            for n in &self.notes {
+                let _ = writeln!(out, "  {n}");
+            }
+        }
+        let _ = writeln!(out, "\nNot in this capture");
+        for l in &self.limits {
+            let _ = writeln!(out, "  {l}");
+        }
+        out
+    }
+}
+
+/// The tables `--format csv` can print, one at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CsvTable {
+    Sites,
+    Kernels,
+    Transfers,
+    Devices,
+    Idle,
+    LaunchBound,
+    Findings,
+}

@@ -1,0 +1,468 @@
+//! The `gpuspan` command on a capture recorded from the real demo (wgpu on lavapipe,
+//! `tests/fixtures/lavapipe_demo.gpuspan`) and on synthetic captures whose answers are known.
+
+use gpuspan_capture::*;
+use gpuspan_cli::{analysis, diff, flame, idle, report, stats};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lavapipe_demo.gpuspan");
+
+fn fixture() -> Capture {
+    Capture::open(FIXTURE).expect("the fixture reads")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuspan-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn save(c: &Capture, name: &str) -> PathBuf {
+    let path = scratch(name);
+    let mut bytes = Vec::new();
+    c.write_to(&mut bytes).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Runs the binary: (status code, stdout, stderr).
+fn gpuspan(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuspan")).args(args).output().expect("the binary runs");
+    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(!e.contains("panicked"), "{e}");
+    (out.status.code().unwrap_or(-1), o, e)
+}
+
+/// A synthetic capture: sites by name (ids in order), then records added by the test.
+struct Builder {
+    c: Capture,
+    next_scope: u64,
+}
+
+impl Builder {
+    fn new(program: &str, pid: u32, sites: &[(&str, SiteKind)]) -> Builder {
+        let c = Capture {
+            header: Header::new(program, pid),
+            sites: sites.iter().enumerate().map(|(i, (n, k))| Site::new(i as u32, n, *k)).collect(),
+            threads: vec![Thread { index: 1, name: "main".into() }, Thread { index: 2, name: "worker".into() }],
+            devices: vec![
+                Device { key: 0, id: 0, name: "gpu-a".into() },
+                Device { key: 1, id: 1, name: "gpu-b".into() },
+            ],
+            records: Vec::new(),
+            aggregates: Vec::new(),
+            end: Some(End::default()),
+            truncation: None,
+        };
+        Builder { c, next_scope: 1 }
+    }
+
+    /// A call of `site` on `thread`, host `[hs, he]`, with GPU work `[gs, ge]` on `device`.
+    fn call(&mut self, site: u32, thread: u32, host: (u64, u64), gpu: Option<(u64, u64, u32)>) -> &mut Record {
+        let mut r = Record::new(site, self.next_scope, thread, Interval::new(host.0, host.1));
+        self.next_scope += 1;
+        if let Some((s, e, d)) = gpu {
+            let mut g = Gpu::new(Interval::new(s, e), TimingSource::GpuTimestamp);
+            g.device = Some(d);
+            r.gpu = Some(g);
+        }
+        self.c.records.push(r);
+        self.c.records.last_mut().unwrap()
+    }
+}
+
+#[test]
+fn report_numbers_equal_the_records_sums_on_the_demo_capture() {
+    let c = fixture();
+    assert!(c.truncation.is_none() && c.end.is_some(), "the demo finished its capture");
+    assert!(c.records.len() >= 40, "the demo records every frame's calls");
+    let r = report::build(&c);
+    let index = analysis::Index::new(&c);
+    assert_eq!(r.capture.records, c.records.len());
+    let mut recorded = 0;
+    for row in &r.sites {
+        let mine: Vec<&Record> = c.records.iter().filter(|x| index.site_name(x.site) == row.site).collect();
+        recorded += mine.len() as u64;
+        assert_eq!(row.recorded, mine.len() as u64, "{}", row.site);
+        assert_eq!(row.total_ns, mine.iter().map(|x| x.duration_ns()).sum::<u64>(), "{}", row.site);
+        assert_eq!(row.host_total_ns, mine.iter().map(|x| x.host.duration_ns()).sum::<u64>(), "{}", row.site);
+        assert_eq!(row.bytes, mine.iter().filter_map(|x| x.bytes).sum::<u64>(), "{}", row.site);
+        let mut d: Vec<u64> = mine.iter().map(|x| x.duration_ns()).collect();
+        d.sort_unstable();
+        assert_eq!(row.p50_ns, stats::quantile(&d, 0.5));
+        assert_eq!(row.p99_ns, d.last().copied(), "fewer than 100 calls: p99 is the largest");
+        // The aggregates counted every call; with the demo's threshold all of them were recorded.
+        assert_eq!(row.calls, Some(row.recorded), "{}", row.site);
+    }
+    assert_eq!(recorded, c.records.len() as u64);
+    let names: Vec<&str> = r.sites.iter().map(|s| s.site.as_str()).collect();
+    for expected in ["saxpy", "square", "relax", "upload", "copy_to_staging", "map_and_copy_out"] {
+        assert!(names.contains(&expected), "{expected} in {names:?}");
+    }
+    // Kernels: the wgpu kernel sites' GPU busy time; transfers: the transfer sites' bytes.
+    let kernel_total: u64 = r.kernels.iter().map(|k| k.total_ns).sum();
+    let kernel_records: u64 = c
+        .records
+        .iter()
+        .filter(|x| index.site(x.site).unwrap().kind == SiteKind::Kernel)
+        .filter_map(|x| x.gpu.as_ref().map(|g| g.busy_ns))
+        .sum();
+    assert_eq!(kernel_total, kernel_records);
+    let transfer_bytes: u64 = r.transfers.iter().map(|t| t.bytes).sum();
+    let site_bytes: u64 = r.sites.iter().filter(|s| s.kind == "transfer").map(|s| s.bytes).sum();
+    assert_eq!(transfer_bytes, site_bytes);
+    // One device; busy + idle = window, and the idle shares add up to the idle time.
+    assert_eq!(r.devices.len(), 1);
+    let d = &r.devices[0];
+    assert!(d.device.contains("llvmpipe"), "{}", d.device);
+    assert_eq!(d.busy_ns + d.idle_ns, d.window_ns);
+    assert_eq!(d.shares.iter().map(|s| s.idle_ns).sum::<u64>(), d.idle_ns);
+    assert!(r.findings.iter().any(|f| f.kind == "upper_bound" && f.message.starts_with("upload")));
+}
+
+#[test]
+fn idle_time_is_attributed_exactly_on_a_synthetic_capture() {
+    use SiteKind::*;
+    let mut b =
+        Builder::new("synthetic", 7, &[("kernel", Kernel), ("prepare", Kernel), ("frame", Kernel), ("encode", Kernel)]);
+    // Device 0, launched from thread 1 (main).
+    b.call(0, 1, (0, 10), Some((10, 30, 0))); // busy 10..30
+    b.call(1, 1, (25, 45), None); // host-only: preparing the next launch
+    b.call(0, 1, (47, 49), Some((50, 60, 0))); // gap 30..50: prepare 15, kernel 2, nothing 3
+    b.call(2, 1, (55, 120), None); // an outer call...
+    b.call(3, 1, (70, 80), None); // ...with an inner one
+    b.call(0, 1, (85, 90), Some((100, 110, 0))); // gap 60..100: frame 25, encode 10, kernel 5
+                                                 // Device 1, launched from thread 2 (worker).
+    b.call(0, 2, (0, 5), Some((5, 15, 1)));
+    b.call(0, 2, (100, 105), Some((200, 210, 1))); // gap 15..200: kernel 5, nothing 180
+    let devices = idle::analyse(&b.c);
+    let shares = |d: &idle::DeviceIdle| -> BTreeMap<String, (String, u64)> {
+        d.shares.iter().map(|s| (s.holder().to_owned(), (s.thread.clone(), s.idle_ns))).collect()
+    };
+    let d0 = devices.iter().find(|d| d.device == "GPU 0: gpu-a").unwrap();
+    assert_eq!((d0.window_ns, d0.busy_ns, d0.idle_ns), (100, 40, 60));
+    assert_eq!(d0.busy_percent, 40.0);
+    let expected: BTreeMap<String, (String, u64)> =
+        [("prepare", 15), ("kernel", 7), ("(no annotated call)", 3), ("frame", 25), ("encode", 10)]
+            .into_iter()
+            .map(|(h, ns)| (h.to_owned(), ("main".to_owned(), ns)))
+            .collect();
+    assert_eq!(shares(d0), expected);
+    let d1 = devices.iter().find(|d| d.device == "GPU 1: gpu-b").unwrap();
+    assert_eq!((d1.window_ns, d1.busy_ns, d1.idle_ns), (205, 20, 185));
+    let expected: BTreeMap<String, (String, u64)> = [("kernel", 5), ("(no annotated call)", 180)]
+        .into_iter()
+        .map(|(h, ns)| (h.to_owned(), ("worker".to_owned(), ns)))
+        .collect();
+    assert_eq!(shares(d1), expected);
+    // The largest share first.
+    assert_eq!(d1.shares[0].idle_ns, 180);
+
+    // The same numbers through the binary, as CSV.
+    let path = save(&b.c, "idle.gpuspan");
+    let (code, out, err) = gpuspan(&["report", path.to_str().unwrap(), "--format", "csv", "--table", "idle"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().next(), Some("device,launching thread,host was in,idle (ns),% of idle,gaps"));
+    assert!(out.contains("GPU 1: gpu-b,worker,(no annotated call),180,97.3,1"), "{out}");
+    assert!(out.contains("GPU 0: gpu-a,main,frame,25,41.7,1"), "{out}");
+}
+
+#[test]
+fn report_json_is_the_report_and_text_names_every_section() {
+    let (code, out, err) = gpuspan(&["report", FIXTURE, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let r = report::build(&fixture());
+    assert_eq!(json["sites"].as_array().unwrap().len(), r.sites.len());
+    assert_eq!(json["sites"][0]["total_ns"].as_u64(), Some(r.sites[0].total_ns));
+    assert_eq!(json["devices"][0]["idle_ns"].as_u64(), Some(r.devices[0].idle_ns));
+    let (code, text, _) = gpuspan(&["report", FIXTURE]);
+    assert_eq!(code, 0);
+    for section in ["Sites", "Kernels", "Transfers", "Devices", "GPU idle time", "Launch-bound", "Findings"] {
+        assert!(text.contains(section), "{section} missing:\n{text}");
+    }
+    let (code, csv, _) = gpuspan(&["report", FIXTURE, "--format", "csv"]);
+    assert_eq!(code, 0);
+    assert_eq!(csv.lines().count(), r.sites.len() + 1, "a header and one line per site:\n{csv}");
+}
+
+#[test]
+fn launch_bound_sites_and_pageable_copies_are_found() {
+    let mut b = Builder::new("findings", 1, &[("tiny", SiteKind::Kernel), ("copy", SiteKind::Transfer)]);
+    for i in 0..10 {
+        let t = i * 1_000;
+        // 2 µs of host launch for 0.5 µs of GPU work.
+        b.call(0, 1, (t, t + 2_000), Some((t + 100, t + 600, 0)));
+    }
+    for (i, src) in [MemoryKind::Pageable, MemoryKind::Pinned].into_iter().enumerate() {
+        let t = 100_000 + i as u64 * 10_000;
+        let r = b.call(1, 1, (t, t + 5_000), Some((t + 1_000, t + 3_000, 0)));
+        r.activities.push(Activity {
+            name: "memcpy HtoD".into(),
+            interval: Interval::new(t + 1_000, t + 1_000 + 1_000 * (2 - i as u64)),
+            kind: ActivityKind::Copy {
+                bytes: 8_000,
+                direction: Some(Direction::CpuToGpu),
+                src,
+                dst: MemoryKind::Device,
+            },
+            stream: Some(1),
+            device: Some(0),
+        });
+    }
+    let r = report::build(&b.c);
+    assert_eq!(r.launch_bound.len(), 1);
+    assert_eq!(
+        (r.launch_bound[0].site.as_str(), r.launch_bound[0].gpu_p50_ns, r.launch_bound[0].host_p50_ns),
+        ("tiny", 500, 2_000)
+    );
+    let pageable: Vec<&report::Finding> = r.findings.iter().filter(|f| f.kind == "pageable_copy").collect();
+    assert_eq!(pageable.len(), 1, "{:?}", r.findings);
+    // 8000 B in 2 µs = 4 GB/s pageable; 8000 B in 1 µs = 8 GB/s pinned.
+    assert!(
+        pageable[0].message.contains("at 4.00 GB/s; pinned copies in this capture ran at 8.00 GB/s"),
+        "{}",
+        pageable[0].message
+    );
+    let copy =
+        r.transfers.iter().find(|t| t.transfer == "memcpy HtoD" && t.src_kind.as_deref() == Some("pageable")).unwrap();
+    assert_eq!((copy.count, copy.bytes, copy.total_ns), (1, 8_000, 2_000));
+}
+
+#[test]
+fn flamegraph_folds_gpu_time_once_and_the_svg_is_xml_with_the_frames() {
+    // Nesting: an outer wgpu scope's timestamps enclose its inner scopes'; a CUDA call's own
+    // time is its kernels.
+    let mut b = Builder::new(
+        "flame",
+        1,
+        &[("frame", SiteKind::Kernel), ("blur", SiteKind::Kernel), ("gemm", SiteKind::Kernel)],
+    );
+    b.call(0, 1, (0, 1_000), Some((100, 900, 0))).gpu.as_mut().unwrap().busy_ns = 800;
+    b.call(1, 1, (100, 200), Some((150, 450, 0)));
+    let g = b.call(2, 1, (300, 400), Some((500, 800, 0)));
+    for (name, s, e) in [("sgemm_128;x", 500, 600), ("relu", 650, 800)] {
+        g.activities.push(Activity {
+            name: name.into(),
+            interval: Interval::new(s, e),
+            kind: ActivityKind::Kernel {
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                registers_per_thread: 8,
+                static_shared_bytes: 0,
+                dynamic_shared_bytes: 0,
+            },
+            stream: Some(7),
+            device: Some(0),
+        });
+    }
+    let folded = flame::folded(&b.c);
+    let expected: BTreeMap<String, u64> = [
+        ("main;frame", 800 - 300 - 250),
+        ("main;frame;blur", 300),
+        ("main;frame;gemm;sgemm_128:x", 100),
+        ("main;frame;gemm;relu", 150),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(folded, expected);
+    assert_eq!(folded.values().sum::<u64>(), 800, "the outermost call's GPU time, counted once");
+
+    // On the demo capture: no nesting, so the folded total is every GPU call's busy time.
+    let c = fixture();
+    let total: u64 = c.records.iter().filter_map(|r| r.gpu.as_ref().map(|g| g.busy_ns)).sum();
+    let (code, out, err) = gpuspan(&["flamegraph", FIXTURE, "--folded"]);
+    assert_eq!(code, 0, "{err}");
+    let sum: u64 = out.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+    assert_eq!(sum, total);
+
+    let svg = scratch("flame.svg");
+    let (code, _, err) = gpuspan(&["flamegraph", FIXTURE, "-o", svg.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&text);
+    let mut titles = Vec::new();
+    let mut in_title = false;
+    let mut root = None;
+    loop {
+        match reader.read_event().expect("well-formed XML") {
+            quick_xml::events::Event::Start(e) => {
+                root.get_or_insert_with(|| String::from_utf8_lossy(e.name().as_ref()).into_owned());
+                in_title = e.name().as_ref() == b"title";
+            }
+            quick_xml::events::Event::Text(t) if in_title => titles.push(String::from_utf8_lossy(&t).into_owned()),
+            quick_xml::events::Event::End(_) => in_title = false,
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(root.as_deref(), Some("svg"));
+    for frame in ["saxpy", "square", "relax", "upload", "copy_to_staging"] {
+        assert!(titles.iter().any(|t| t.starts_with(&format!("{frame} ("))), "{frame} not among {titles:?}");
+    }
+    let all = titles.iter().find(|t| t.starts_with("all (")).expect("the root frame");
+    let expected = format!("all ({} ns of GPU time", fmt_thousands(total));
+    assert!(all.starts_with(&expected), "{all} vs {expected}");
+}
+
+/// inferno writes counts with thousands separators.
+fn fmt_thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A capture of `n` calls of `kernel` whose durations are `scale` × a log-normal sample.
+fn timings(seed: u64, n: usize, scale: f64) -> Capture {
+    let mut rng = stats::Rng::new(seed);
+    let mut b = Builder::new("bench", seed as u32, &[("kernel", SiteKind::Kernel)]);
+    let mut t = 0;
+    for _ in 0..n {
+        // Box–Muller: a normal deviate, then exp for a right-skewed duration around 100 µs.
+        let (u1, u2) = (rng.unit().max(1e-12), rng.unit());
+        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        let d = (100_000.0 * (0.2 * z).exp() * scale) as u64;
+        b.call(0, 1, (t, t + 1_000), Some((t + 1_000, t + 1_000 + d, 0)));
+        t += 1_000_000;
+    }
+    b.c
+}
+
+#[test]
+fn diff_flags_a_planted_slowdown_and_passes_the_same_distribution() {
+    let base = timings(1, 200, 1.0);
+    let same = timings(2, 200, 1.0);
+    let slower = timings(3, 200, 1.2);
+    let d = diff::compare(&base, &slower, &diff::Settings::default());
+    let k = &d.changes[0];
+    assert_eq!(k.verdict, diff::Verdict::Slower, "{}", d.to_text());
+    assert!(k.change_percent.unwrap() > 10.0 && k.ci_low_percent.unwrap() > 5.0, "{}", d.to_text());
+    assert_eq!(d.slower_than(5.0).len(), 1);
+    let d = diff::compare(&base, &same, &diff::Settings::default());
+    assert_eq!(d.changes[0].verdict, diff::Verdict::Same, "{}", d.to_text());
+    assert!(d.slower_than(5.0).is_empty());
+
+    // Through the binary: status 1 only for the slowdown.
+    let (b, s, n) = (save(&base, "base.gpuspan"), save(&same, "same.gpuspan"), save(&slower, "slower.gpuspan"));
+    let (code, out, err) = gpuspan(&["diff", b.to_str().unwrap(), n.to_str().unwrap(), "--fail-if-slower", "5%"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("slower by 5% or more with 95% confidence: site kernel"), "{err}");
+    let (code, out, err) = gpuspan(&["diff", b.to_str().unwrap(), s.to_str().unwrap(), "--fail-if-slower", "5%"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("no significant change"), "{out}");
+    // A slowdown below the limit does not fail the gate.
+    let (code, _, _) = gpuspan(&["diff", b.to_str().unwrap(), n.to_str().unwrap(), "--fail-if-slower", "60%"]);
+    assert_eq!(code, 0);
+    let (code, _, err) = gpuspan(&["diff", b.to_str().unwrap(), n.to_str().unwrap(), "--fail-if-slower", "five"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn merge_puts_each_capture_in_its_own_process_on_one_time_axis() {
+    let mut rank1 = fixture();
+    rank1.header.pid = 4242;
+    rank1.header.program = "rank1".into();
+    // A second rank that started 1 ms after the first.
+    for r in &mut rank1.records {
+        r.host.start_ns += 1_000_000;
+        r.host.end_ns += 1_000_000;
+        if let Some(g) = &mut r.gpu {
+            g.interval.start_ns += 1_000_000;
+            g.interval.end_ns += 1_000_000;
+        }
+    }
+    let second = save(&rank1, "rank1.gpuspan");
+    let out = scratch("merged.json");
+    let (code, _, err) = gpuspan(&["merge", FIXTURE, second.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("2 captures merged"), "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("JSON");
+    let events = json["traceEvents"].as_array().unwrap();
+    let names: Vec<(u64, String)> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| (e["pid"].as_u64().unwrap(), e["args"]["name"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].1.starts_with("wgpu_pipeline (pid ") && names[1].1.starts_with("rank1 (pid 4242)"), "{names:?}");
+    let first = |pid: u64| {
+        events
+            .iter()
+            .filter(|e| e["pid"] == pid && e["ph"] == "X")
+            .map(|e| e["ts"].as_f64().unwrap())
+            .fold(f64::MAX, f64::min)
+    };
+    assert_eq!(first(1), 0.0);
+    assert!((first(2) - 1000.0).abs() < 1e-6, "the second rank starts 1000 µs later: {}", first(2));
+    let calls =
+        |pid: u64| events.iter().filter(|e| e["pid"] == pid && e["ph"] == "X" && e["cat"] != "gpu.activity").count();
+    assert_eq!(calls(1), calls(2));
+}
+
+#[test]
+fn timeline_has_host_gpu_and_counter_tracks() {
+    let out = scratch("timeline.json");
+    let (code, _, err) = gpuspan(&["timeline", FIXTURE, "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("JSON");
+    let events = json["traceEvents"].as_array().unwrap();
+    let c = fixture();
+    let gpu_calls = c.records.iter().filter(|r| r.gpu.is_some()).count();
+    assert_eq!(
+        events.iter().filter(|e| e["ph"] == "X" && e["cat"].as_str().unwrap().starts_with("gpu.")).count(),
+        gpu_calls
+    );
+    let counters: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "C").collect();
+    let moved = counters.iter().rfind(|e| e["name"] == "bytes moved").expect("a bytes counter");
+    let bytes: u64 = c.records.iter().filter_map(|r| r.bytes).sum();
+    assert_eq!(moved["args"]["bytes"].as_u64(), Some(bytes), "the counter ends at every byte moved");
+    let mut in_flight = counters.iter().filter(|e| e["name"].as_str().unwrap().ends_with("work in flight"));
+    assert_eq!(in_flight.next_back().unwrap()["args"]["work"].as_i64(), Some(0), "all work ended");
+}
+
+#[test]
+fn a_truncated_capture_reads_with_one_warning_and_bad_files_get_one_error() {
+    let full = std::fs::read(FIXTURE).unwrap();
+    let cut = scratch("cut.gpuspan");
+    std::fs::write(&cut, &full[..full.len() / 2]).unwrap();
+    let (code, out, err) = gpuspan(&["report", cut.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("warning") && err.contains("the capture is incomplete"), "{err}");
+    assert!(out.contains("(incomplete capture)"), "{out}");
+
+    let check = |name: &str, bytes: &[u8], says: &str| {
+        let path = scratch(name);
+        std::fs::write(&path, bytes).unwrap();
+        for cmd in [&["report"][..], &["flamegraph", "--folded"], &["timeline", "-o", "/dev/null"]] {
+            let mut args = cmd.to_vec();
+            args.insert(1, path.to_str().unwrap());
+            let (code, out, err) = gpuspan(&args);
+            assert_eq!(code, 2, "{name}: {out}{err}");
+            assert_eq!(err.lines().count(), 1, "{name}: {err}");
+            assert!(err.starts_with("gpuspan: error: ") && err.contains(says), "{name}: {err}");
+            assert!(out.is_empty(), "{name}: {out}");
+        }
+    };
+    let mut corrupt = full.clone();
+    let last = corrupt.len() - 3;
+    corrupt[last] ^= 0xff;
+    check("corrupt.gpuspan", &corrupt, "it is damaged at byte");
+    check("foreign.json", br#"{"traceEvents": []}"#, "it is not a gpuspan capture");
+    let mut future = full.clone();
+    future[8] = 9;
+    check("future.gpuspan", &future, "format version 9");
+    check("empty.gpuspan", b"", "it is empty");
+    let (code, _, err) = gpuspan(&["report", "/nonexistent/capture.gpuspan"]);
+    assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+    assert!(Path::new(FIXTURE).exists());
+}

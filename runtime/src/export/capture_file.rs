@@ -1,0 +1,504 @@
+//! The capture file: every sampled record, written as it arrives, in the versioned format of
+//! the `gpuspan-capture` crate, which the `gpuspan` CLI reads (docs/decisions.md, decision 20).
+//!
+//! Written incrementally so that a process killed mid-run leaves a readable file: frames go into
+//! a 64 KiB buffer under a lock on the resolver's thread (never the caller's), and a small
+//! thread flushes that buffer every [`FLUSH_EVERY`] when something was added, so at most that
+//! much of the run is lost to a kill. At the end come the aggregates of every call and the
+//! losses, then the file is complete. The file is opened as every gpuspan output is (never
+//! through a link, never blocking, only a regular file: see [`super::file`]); it cannot be
+//! written under a temporary name and renamed, since a killed process must leave it in place.
+//!
+//! What a record does not carry, the capture cannot hold: the names of the enclosing `tracing`
+//! spans are not known to a record (its scope reads only the OpenTelemetry context, and only with
+//! `otlp`), so the CLI nests calls by their host intervals on each thread instead.
+
+use crate::pipeline::Sink;
+use crate::record::{ActivityKind, DeviceLabel, Record};
+use crate::site::{Backend, Direction, Site, SiteKind};
+use gpuspan_capture as cap;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a written record may sit in the buffer before it reaches the file.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// How the run sampled, for the header (readers need it to know what the records are a sample of).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sampling {
+    pub threshold_us: u64,
+    pub trace_all: bool,
+}
+
+/// The sink writing the capture.
+#[derive(Debug)]
+pub(crate) struct CaptureFile {
+    state: Mutex<State>,
+    /// Wakes the flusher early to stop.
+    wake: Condvar,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    records: AtomicU64,
+    /// Records that reached the sink after the file failed or was closed.
+    lost: AtomicU64,
+}
+
+#[derive(Debug)]
+struct State {
+    writer: Option<cap::Writer<BufWriter<File>>>,
+    /// The first write error; nothing is written after it.
+    error: Option<io::Error>,
+    stopping: bool,
+    dirty: bool,
+    /// Site ids by the site's address: a site is a `static` (or leaked), so its address is its
+    /// identity for the life of the process.
+    site_ids: HashMap<usize, u32>,
+    sites: Vec<&'static Site>,
+    threads: HashSet<u32>,
+    devices: HashMap<(u32, Arc<str>), u32>,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the capture ended with, for the line printed at exit.
+#[derive(Debug)]
+pub(crate) struct Written {
+    pub records: u64,
+    pub lost: u64,
+    pub error: Option<io::Error>,
+}
+
+impl CaptureFile {
+    /// Creates the file at `path`, writes its header and the sites compiled into the program,
+    /// and starts the flusher.
+    pub(crate) fn create(path: &Path, sampling: Sampling) -> io::Result<Arc<CaptureFile>> {
+        let file = super::file::create(path)?;
+        let header = cap::Header {
+            program: program_name(),
+            pid: std::process::id(),
+            hostname: hostname(),
+            writer: format!("gpuspan {}", env!("CARGO_PKG_VERSION")),
+            start_ns: crate::clock::now_ns(),
+            threshold_us: sampling.threshold_us,
+            trace_all: sampling.trace_all,
+        };
+        let writer = cap::Writer::new(BufWriter::with_capacity(64 * 1024, file), &header)?;
+        let mut state = State {
+            writer: Some(writer),
+            error: None,
+            stopping: false,
+            dirty: true,
+            site_ids: HashMap::new(),
+            sites: Vec::new(),
+            threads: HashSet::new(),
+            devices: HashMap::new(),
+        };
+        // Every site compiled in, reached or not: the report lists those never reached.
+        for site in crate::site::all_sites() {
+            state.site_id(site)?;
+        }
+        if let Some(w) = &mut state.writer {
+            w.flush()?;
+        }
+        state.dirty = false;
+        let capture = Arc::new(CaptureFile {
+            state: Mutex::new(state),
+            wake: Condvar::new(),
+            flusher: Mutex::new(None),
+            records: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+        });
+        let weak = Arc::downgrade(&capture);
+        let spawned = std::thread::Builder::new().name("gpuspan-capture".into()).spawn(move || {
+            while let Some(c) = weak.upgrade() {
+                if !c.flush_then_wait() {
+                    break;
+                }
+            }
+        });
+        match spawned {
+            Ok(h) => *capture.flusher.lock().unwrap_or_else(|e| e.into_inner()) = Some(h),
+            // Still written, only later: at the end, or as the buffer fills.
+            Err(e) => crate::diagnostics::note_once(format_args!(
+                "the capture file is flushed only when its buffer fills (no thread for periodic flushes: {e})"
+            )),
+        }
+        Ok(capture)
+    }
+
+    /// The flusher's step: writes out what was added, then waits. `false` once stopping.
+    fn flush_then_wait(&self) -> bool {
+        let mut s = lock(&self.state);
+        if s.dirty {
+            s.dirty = false;
+            if let Some(w) = &mut s.writer {
+                if let Err(e) = w.flush() {
+                    s.fail(e);
+                }
+            }
+        }
+        if s.stopping {
+            return false;
+        }
+        let (s, _) = self.wake.wait_timeout(s, FLUSH_EVERY).unwrap_or_else(|e| e.into_inner());
+        !s.stopping
+    }
+
+    /// Writes the aggregates of every site seen and the end marker, and closes the file.
+    pub(crate) fn finish(&self) -> Written {
+        {
+            lock(&self.state).stopping = true;
+            self.wake.notify_all();
+        }
+        if let Some(h) = self.flusher.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+        let mut s = lock(&self.state);
+        let records = self.records.load(Ordering::Relaxed);
+        if s.writer.is_some() {
+            let ended = s.write_end(records, self.lost.load(Ordering::Relaxed));
+            if let Err(e) = ended {
+                s.fail(e);
+            }
+        }
+        s.writer = None;
+        Written { records, lost: self.lost.load(Ordering::Relaxed), error: s.error.take() }
+    }
+}
+
+impl Sink for CaptureFile {
+    fn accept(&self, record: &Record) {
+        let mut s = lock(&self.state);
+        if s.writer.is_none() || s.stopping {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        match s.write_record(record) {
+            Ok(()) => {
+                s.dirty = true;
+                self.records.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                s.fail(e);
+                self.lost.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl State {
+    fn fail(&mut self, e: io::Error) {
+        self.writer = None;
+        self.error.get_or_insert(e);
+    }
+
+    fn frame(&mut self, frame: &cap::Frame) -> io::Result<()> {
+        match &mut self.writer {
+            Some(w) => w.write(frame),
+            None => Ok(()),
+        }
+    }
+
+    /// The site's id, writing its frame the first time it is seen.
+    fn site_id(&mut self, site: &'static Site) -> io::Result<u32> {
+        let key = site as *const Site as usize;
+        if let Some(id) = self.site_ids.get(&key) {
+            return Ok(*id);
+        }
+        let id = u32::try_from(self.sites.len()).unwrap_or(u32::MAX);
+        self.frame(&cap::Frame::Site(site_frame(id, site)))?;
+        self.site_ids.insert(key, id);
+        self.sites.push(site);
+        Ok(id)
+    }
+
+    fn thread(&mut self, index: u32) -> io::Result<()> {
+        if self.threads.contains(&index) {
+            return Ok(());
+        }
+        let name = crate::thread::names()
+            .into_iter()
+            .find(|(i, _)| *i == index)
+            .map_or_else(|| format!("thread {index}"), |(_, n)| n);
+        self.frame(&cap::Frame::Thread(cap::Thread { index, name }))?;
+        self.threads.insert(index);
+        Ok(())
+    }
+
+    fn device(&mut self, d: &DeviceLabel) -> io::Result<u32> {
+        if let Some(k) = self.devices.get(&(d.id, d.name.clone())) {
+            return Ok(*k);
+        }
+        let key = u32::try_from(self.devices.len()).unwrap_or(u32::MAX);
+        self.frame(&cap::Frame::Device(cap::Device { key, id: d.id, name: d.name.to_string() }))?;
+        self.devices.insert((d.id, d.name.clone()), key);
+        Ok(key)
+    }
+
+    fn write_record(&mut self, r: &Record) -> io::Result<()> {
+        let site = self.site_id(r.site)?;
+        self.thread(r.thread)?;
+        let gpu = match &r.gpu {
+            None => None,
+            Some(g) => Some(cap::Gpu {
+                interval: interval(g.interval),
+                busy_ns: g.busy_ns,
+                source: source(g.source),
+                clock_error_ns: g.clock_error_ns,
+                bracketed: g.bracketed,
+                device: g.device.as_ref().map(|d| self.device(d)).transpose()?,
+            }),
+        };
+        let mut activities = Vec::with_capacity(r.activities.len());
+        for a in &r.activities {
+            activities.push(cap::Activity {
+                name: a.name.to_string(),
+                interval: interval(a.interval),
+                kind: activity(&a.kind),
+                stream: a.stream,
+                device: a.device.as_ref().map(|d| self.device(d)).transpose()?,
+            });
+        }
+        let memory = r.memory.map(|(b, a)| {
+            [b, a]
+                .map(|m| cap::Memory { process_rss_bytes: m.process_rss_bytes, device_used_bytes: m.device_used_bytes })
+        });
+        self.frame(&cap::Frame::Record(cap::Record {
+            site,
+            scope_id: r.scope_id,
+            thread: r.thread,
+            host: interval(r.host),
+            error: r.error,
+            bytes: r.bytes,
+            gpu,
+            clock_corrected_ns: r.clock_corrected_ns,
+            activities,
+            memory,
+        }))
+    }
+
+    fn write_end(&mut self, records: u64, lost: u64) -> io::Result<()> {
+        for (id, site) in self.sites.clone().into_iter().enumerate() {
+            let t = site.stats.totals();
+            if t.calls == 0 {
+                continue;
+            }
+            let aggregate = cap::Aggregate {
+                site: u32::try_from(id).unwrap_or(u32::MAX),
+                calls: t.calls,
+                errors: t.errors,
+                total_ns: t.total_ns,
+                min_ns: t.min_ns,
+                p50_ns: t.quantile(0.5).unwrap_or(0),
+                p99_ns: t.quantile(0.99).unwrap_or(0),
+                max_ns: t.max_ns,
+                host_total_ns: t.host_total_ns,
+                bytes: t.bytes,
+                sources: t.sources.iter().map(|s| source(*s)).collect(),
+                bracketed: t.bracketed,
+            };
+            self.frame(&cap::Frame::Aggregate(aggregate))?;
+        }
+        let mut losses: Vec<cap::Loss> = crate::diagnostics::LOSSES
+            .snapshot()
+            .into_iter()
+            .map(|(what, count)| cap::Loss { what: what.to_owned(), count })
+            .collect();
+        if lost > 0 {
+            losses.push(cap::Loss { what: "records not written to the capture".into(), count: lost });
+        }
+        let end = cap::End { end_ns: crate::clock::now_ns(), records, losses, notes: crate::diagnostics::notes() };
+        self.frame(&cap::Frame::End(end))?;
+        match self.writer.take() {
+            Some(w) => w.into_inner().into_inner().map(drop).map_err(io::IntoInnerError::into_error),
+            None => Ok(()),
+        }
+    }
+}
+
+fn interval(i: crate::record::Interval) -> cap::Interval {
+    cap::Interval { start_ns: i.start_ns, end_ns: i.end_ns }
+}
+
+fn source(s: crate::record::TimingSource) -> cap::TimingSource {
+    use crate::record::TimingSource as T;
+    match s {
+        T::GpuTimestamp => cap::TimingSource::GpuTimestamp,
+        T::Cupti => cap::TimingSource::Cupti,
+        T::CudaEvent => cap::TimingSource::CudaEvent,
+        T::Host => cap::TimingSource::Host,
+    }
+}
+
+fn direction(d: Direction) -> cap::Direction {
+    match d {
+        Direction::CpuToGpu => cap::Direction::CpuToGpu,
+        Direction::GpuToCpu => cap::Direction::GpuToCpu,
+        Direction::GpuToGpu => cap::Direction::GpuToGpu,
+    }
+}
+
+fn memory_kind(k: crate::record::MemoryKind) -> cap::MemoryKind {
+    use crate::record::MemoryKind as M;
+    match k {
+        M::Pageable => cap::MemoryKind::Pageable,
+        M::Pinned => cap::MemoryKind::Pinned,
+        M::Device => cap::MemoryKind::Device,
+        M::Managed => cap::MemoryKind::Managed,
+        M::Array => cap::MemoryKind::Array,
+        M::Unknown => cap::MemoryKind::Unknown,
+    }
+}
+
+fn activity(k: &ActivityKind) -> cap::ActivityKind {
+    match k {
+        ActivityKind::Kernel(g) => cap::ActivityKind::Kernel {
+            grid: g.grid,
+            block: g.block,
+            registers_per_thread: g.registers_per_thread,
+            static_shared_bytes: g.static_shared_bytes,
+            dynamic_shared_bytes: g.dynamic_shared_bytes,
+        },
+        ActivityKind::Copy { bytes, direction: d, src, dst } => cap::ActivityKind::Copy {
+            bytes: *bytes,
+            direction: d.map(direction),
+            src: memory_kind(*src),
+            dst: memory_kind(*dst),
+        },
+        ActivityKind::Set { bytes } => cap::ActivityKind::Set { bytes: *bytes },
+    }
+}
+
+fn site_frame(id: u32, site: &Site) -> cap::Site {
+    let d = &site.desc;
+    cap::Site {
+        id,
+        name: d.name.to_owned(),
+        function: d.function.to_owned(),
+        module_path: d.module_path.to_owned(),
+        file: d.file.to_owned(),
+        line: d.line,
+        kind: match d.kind {
+            SiteKind::Kernel => cap::SiteKind::Kernel,
+            SiteKind::Transfer => cap::SiteKind::Transfer,
+        },
+        backend: match d.backend {
+            Backend::Wgpu => cap::Backend::Wgpu,
+            Backend::Cuda => cap::Backend::Cuda,
+            Backend::Host => cap::Backend::Host,
+        },
+        direction: d.direction.map(direction),
+        threshold_us: d.threshold_us,
+        trace_all: d.trace_all,
+    }
+}
+
+/// The program's file name, as the default output names use it.
+pub(crate) fn program_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "program".into())
+}
+
+/// The host's name where the OS publishes it as a file (Linux); a merged timeline labels each
+/// capture's process with it.
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Activity, GpuTiming, Interval, MemoryKind, TimingSource};
+    use crate::site::SiteDesc;
+
+    fn site(name: &'static str) -> &'static Site {
+        Box::leak(Box::new(Site::new(SiteDesc {
+            name,
+            function: name,
+            kind: SiteKind::Transfer,
+            backend: Backend::Cuda,
+            module_path: "m",
+            file: "f.rs",
+            line: 3,
+            direction: Some(Direction::CpuToGpu),
+            threshold_us: None,
+            trace_all: true,
+            track_memory: false,
+        })))
+    }
+
+    #[test]
+    fn records_read_back_as_written_and_a_kill_leaves_what_was_flushed() {
+        let dir = std::env::temp_dir().join(format!("gpuspan-capture-test-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("c.gpuspan");
+        let sampling = Sampling { threshold_us: 100, trace_all: false };
+        let c = CaptureFile::create(&path, sampling).unwrap();
+        let s = site("upload");
+        let device = Some(DeviceLabel { id: 0, name: "H200".into() });
+        let mut r = Record::new(s, 42, 1, Interval { start_ns: 1_000, end_ns: 9_000 });
+        r.bytes = Some(4096);
+        r.gpu = Some(GpuTiming {
+            interval: Interval { start_ns: 2_000, end_ns: 5_000 },
+            busy_ns: 3_000,
+            source: TimingSource::Cupti,
+            clock_error_ns: 7,
+            bracketed: false,
+            device: device.clone(),
+        });
+        r.clock_corrected_ns = 11;
+        r.activities.push(Activity {
+            name: "memcpy".into(),
+            interval: Interval { start_ns: 2_000, end_ns: 5_000 },
+            kind: ActivityKind::Copy {
+                bytes: 4096,
+                direction: Some(Direction::CpuToGpu),
+                src: MemoryKind::Pageable,
+                dst: MemoryKind::Device,
+            },
+            stream: Some(7),
+            device,
+        });
+        c.accept(&r);
+        c.accept(&r);
+        // What the flusher wrote is on disk before the end: a process killed now leaves it.
+        std::thread::sleep(FLUSH_EVERY * 3);
+        let killed = cap::Capture::open(&path).unwrap();
+        assert_eq!(killed.records.len(), 2);
+        assert!(killed.truncation.is_some() && killed.end.is_none());
+
+        let written = c.finish();
+        assert_eq!((written.records, written.lost), (2, 0));
+        assert!(written.error.is_none());
+        c.accept(&r);
+        let back = cap::Capture::open(&path).unwrap();
+        assert!(back.truncation.is_none());
+        assert_eq!(back.header.pid, std::process::id());
+        assert_eq!(back.header.threshold_us, 100);
+        let rec = &back.records[1];
+        let site = back.site(rec.site).unwrap();
+        assert_eq!((site.name.as_str(), site.direction), ("upload", Some(cap::Direction::CpuToGpu)));
+        assert_eq!(rec.scope_id, 42);
+        assert_eq!(rec.host, cap::Interval::new(1_000, 9_000));
+        assert_eq!(rec.bytes, Some(4096));
+        assert_eq!(rec.clock_corrected_ns, 11);
+        let gpu = rec.gpu.as_ref().unwrap();
+        assert_eq!((gpu.busy_ns, gpu.clock_error_ns, gpu.source), (3_000, 7, cap::TimingSource::Cupti));
+        assert_eq!(back.device(gpu.device.unwrap()).unwrap().name, "H200");
+        assert_eq!(back.devices.len(), 1, "a device is described once");
+        let a = &rec.activities[0];
+        assert_eq!(a.stream, Some(7));
+        assert!(matches!(a.kind, cap::ActivityKind::Copy { bytes: 4096, src: cap::MemoryKind::Pageable, .. }));
+        assert_eq!(back.end.as_ref().unwrap().records, 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
