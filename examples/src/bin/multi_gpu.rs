@@ -90,18 +90,20 @@ fn peer_copy(stream: &Arc<CudaStream>, src: &CudaSlice<f32>, dst: &mut CudaSlice
     stream.memcpy_dtod(src, dst)
 }
 
-/// One all-reduce (sum) over every communicator of this process, in one NCCL group: its
-/// kernels, on every GPU of the group, are this call's.
+/// One all-reduce (sum) of `send` into `recv` over every communicator of this process, in one
+/// NCCL group: the GPU work NCCL enqueues, on every GPU of the group, is this call's. Not in
+/// place: with a single rank NCCL then still copies (in place it would enqueue nothing).
 #[cfg(feature = "nccl")]
 #[gpu_kernel(backend = cuda, trace_all)]
 fn all_reduce(
     comms: &[cudarc::nccl::Comm],
-    bufs: &mut [CudaSlice<f32>],
+    send: &[CudaSlice<f32>],
+    recv: &mut [CudaSlice<f32>],
 ) -> Result<(), cudarc::nccl::result::NcclError> {
     use cudarc::nccl::{group_end, group_start, ReduceOp};
     group_start()?;
-    for (comm, buf) in comms.iter().zip(bufs.iter_mut()) {
-        comm.all_reduce_in_place(buf, &ReduceOp::Sum)?;
+    for ((comm, s), r) in comms.iter().zip(send).zip(recv.iter_mut()) {
+        comm.all_reduce(s, r, &ReduceOp::Sum)?;
     }
     group_end()?;
     Ok(())
@@ -368,23 +370,21 @@ fn nccl_all_reduce(job: Job, gpus: &[Gpu], own: &[usize], checks: &mut Checks) -
     };
     // Member i of the job contributes i + 1: the sum is n(n+1)/2 everywhere.
     let base = if job.ranked() { job.rank } else { 0 };
-    let mut bufs: Vec<CudaSlice<f32>> = comms
+    let send: Vec<CudaSlice<f32>> = comms
         .iter()
         .enumerate()
         .map(|(i, c)| c.stream().clone_htod(&vec![(base + i + 1) as f32; N]))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
+    let mut recv: Vec<CudaSlice<f32>> =
+        comms.iter().map(|c| c.stream().alloc_zeros(N)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
     let ranks = comms.first().map_or(0, |c| c.world_size());
     // Twice: the first call also sets NCCL's channels up.
     for _ in 0..2 {
-        all_reduce(&comms, &mut bufs).map_err(|e| err("ncclAllReduce", e))?;
+        all_reduce(&comms, &send, &mut recv).map_err(|e| err("ncclAllReduce", e))?;
     }
-    let want = {
-        // Two all-reduces: after the first every member holds s = n(n+1)/2, after the second n·s.
-        let n = ranks as f32;
-        n * n * (n + 1.0) / 2.0
-    };
-    for (c, b) in comms.iter().zip(&bufs) {
+    let want = (ranks * (ranks + 1) / 2) as f32;
+    for (c, b) in comms.iter().zip(&recv) {
         let got = c.stream().clone_dtoh(b).map_err(|e| e.to_string())?;
         checks.check(got[0] == want && got[N - 1] == want, || {
             format!("all-reduce on GPU {}: {} where {want} was expected", c.ordinal(), got[0])
@@ -436,6 +436,8 @@ fn report(
     checks: &mut Checks,
 ) {
     let cuda_timed = gpuspan::cuda::timing().is_some_and(|t| t != Timing::Host);
+    // Under CUPTI every piece of GPU work is seen, so more can be checked.
+    let cupti = gpuspan::cuda::timing() == Some(Timing::Cupti);
     let device = |r: &Record| r.gpu.as_ref().and_then(|g| g.device.as_ref()).map(|d| d.id as usize);
 
     // Every compute call on the device it ran on, in call order.
@@ -505,7 +507,8 @@ fn report(
                     _ => None,
                 })
                 .collect();
-            if r.source() == TimingSource::Cupti {
+            if cupti {
+                checks.check(r.source() == TimingSource::Cupti, || format!("copy {s} → {d} was not GPU-timed"));
                 checks.check(copied == [((N * 4) as u64, Some(*s as u32), Some(*d as u32))], || {
                     format!("copy {s} → {d}: CUPTI recorded {copied:?}")
                 });
@@ -528,17 +531,23 @@ fn report(
                 let on: std::collections::BTreeSet<u32> =
                     r.activities.iter().filter_map(|a| a.device.as_ref().map(|d| d.id)).collect();
                 println!(
-                    "{who}: NCCL {version} all-reduce of {} MiB over {ranks} rank(s), GPUs {gpus:?} here: {:.1} µs busy, \
-                     {} kernel(s) inside the call on devices {on:?} ({})",
+                    "{who}: NCCL {version} all-reduce of {} MiB over {ranks} rank(s), GPUs {gpus:?} here: {:.1} µs busy \
+                     ({:?}); inside the call {} kernel(s) ({}) and {} other GPU activities, on devices {on:?}",
                     (N * 4) >> 20,
                     r.duration_ns() as f64 / 1e3,
+                    r.source(),
                     kernels.len(),
                     kernels.first().copied().unwrap_or("none"),
+                    r.activities.len() - kernels.len(),
                 );
-                if r.source() == TimingSource::Cupti {
-                    checks.check(!kernels.is_empty(), || "no NCCL kernel inside the all_reduce call".to_owned());
+                if cupti {
+                    // One rank: NCCL copies send to recv. Several: its kernels do the work.
+                    checks.check(r.source() == TimingSource::Cupti, || "the all_reduce call was not GPU-timed".into());
+                    checks.check(*ranks == 1 || !kernels.is_empty(), || {
+                        "no NCCL kernel inside the all_reduce call".into()
+                    });
                     let want: std::collections::BTreeSet<u32> = gpus.iter().map(|&g| g as u32).collect();
-                    checks.check(on == want, || format!("all_reduce kernels on devices {on:?}, expected {want:?}"));
+                    checks.check(on == want, || format!("all_reduce's GPU work on devices {on:?}, expected {want:?}"));
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! one Perfetto timeline with `gpuspan merge`.
 //!
 //! ```text
-//! multi_gpu_launch [-n WORLD_SIZE] [--out DIR] [--program PATH] [--timeout SECONDS]
+//! multi_gpu_launch [-n WORLD_SIZE] [--out DIR] [--program PATH] [--timeout SECONDS] [--cupti-dump]
 //! ```
 //!
 //! Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, a `CUDA_VISIBLE_DEVICES`
@@ -25,7 +25,9 @@
 //! `--program` says otherwise; `gpuspan` (the CLI) likewise, or `GPUSPAN_CLI`. Each rank's stderr
 //! (gpuspan's summary) goes to `<out>/rank<r>.stderr` and is printed after all have ended; their
 //! stdout is this one's. Ranks still running after the timeout (default 600 s) are killed.
-//! Exits 0 when every rank and the merge succeeded.
+//! With `--cupti-dump` each rank also writes its raw CUPTI traffic to `<out>/rank<r>.cupti.dump`
+//! (`GPUSPAN_CUPTI_DUMP`: the fixtures the replay tests read). Exits 0 when every rank and the
+//! merge succeeded.
 
 use std::ffi::OsString;
 use std::hash::BuildHasher;
@@ -44,14 +46,15 @@ struct Options {
     out: Option<PathBuf>,
     program: Option<PathBuf>,
     timeout: Duration,
+    cupti_dump: bool,
 }
 
 fn usage() -> &'static str {
-    "usage: multi_gpu_launch [-n WORLD_SIZE] [--out DIR] [--program PATH] [--timeout SECONDS]"
+    "usage: multi_gpu_launch [-n WORLD_SIZE] [--out DIR] [--program PATH] [--timeout SECONDS] [--cupti-dump]"
 }
 
 fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Options, String> {
-    let mut o = Options { world: None, out: None, program: None, timeout: Duration::from_secs(600) };
+    let mut o = Options { world: None, out: None, program: None, timeout: Duration::from_secs(600), cupti_dump: false };
     while let Some(a) = args.next() {
         let a = a.to_string_lossy().into_owned();
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value; {}", usage()));
@@ -66,6 +69,7 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Options, Strin
                 let v = value()?.to_string_lossy().into_owned();
                 o.timeout = Duration::from_secs(v.parse().map_err(|_| format!("--timeout {v}: not whole seconds"))?);
             }
+            "--cupti-dump" => o.cupti_dump = true,
             "-h" | "--help" => return Err(usage().to_owned()),
             _ => return Err(format!("unknown argument {a:?}; {}", usage())),
         }
@@ -231,6 +235,9 @@ fn launch() -> Result<bool, String> {
             .env("LD_LIBRARY_PATH", &ld_library_path)
             .stdin(Stdio::null())
             .stderr(stderr);
+        if o.cupti_dump {
+            cmd.env("GPUSPAN_CUPTI_DUMP", out.join(format!("rank{rank}.cupti.dump")));
+        }
         if std::env::var_os("CUDA_DEVICE_ORDER").is_none() {
             cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
         }
