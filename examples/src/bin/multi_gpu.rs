@@ -476,7 +476,9 @@ fn report(
     }
 
     // Copies: bytes, bandwidth, link.
-    let peer: Vec<&Record> = records.iter().filter(|r| r.site.desc.name == "peer_copy").collect();
+    // Records arrive as they are resolved; the calls' order is their host start's.
+    let mut peer: Vec<&Record> = records.iter().filter(|r| r.site.desc.name == "peer_copy").collect();
+    peer.sort_by_key(|r| r.host.start_ns);
     checks.check(peer.len() == 2 * copies.len(), || {
         format!("{} peer_copy records for {} copies", peer.len(), 2 * copies.len())
     });
@@ -519,7 +521,8 @@ fn report(
     match nccl {
         Nccl::Skipped(why) => println!("{who}: NCCL all-reduce skipped: {why}"),
         Nccl::Ran { version, ranks, gpus } => {
-            let calls: Vec<&Record> = records.iter().filter(|r| r.site.desc.name == "all_reduce").collect();
+            let mut calls: Vec<&Record> = records.iter().filter(|r| r.site.desc.name == "all_reduce").collect();
+            calls.sort_by_key(|r| r.host.start_ns);
             checks.check(calls.len() == 2, || format!("{} all_reduce records for 2 calls", calls.len()));
             if let Some(r) = calls.last() {
                 let kernels: Vec<&str> = r
