@@ -19,6 +19,10 @@ use std::io::{self, Write};
 /// First track id of GPU tracks in a process: host thread indexes stay below it.
 const GPU_TID: u64 = 1 << 32;
 
+/// The device key of the track of calls whose work ran on several devices (no device of their
+/// own: a collective over the process's GPUs), so that they are not drawn on an unnamed one.
+const SEVERAL_DEVICES: u32 = u32::MAX;
+
 /// Streams events into the JSON document, one at a time.
 struct Events<W: Write> {
     out: W,
@@ -96,7 +100,8 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         ev.push(&json!({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": r.thread,
             "ts": us(r.host.start_ns, base), "dur": us(r.host.end_ns, r.host.start_ns), "args": args}))?;
         let Some(g) = &r.gpu else { continue };
-        let tid = track(g.device, None);
+        let several = g.device.is_none() && r.activities.iter().any(|a| a.device.is_some());
+        let tid = track(if several { Some(SEVERAL_DEVICES) } else { g.device }, None);
         let mut gargs = json!({"gpu.busy_us": g.busy_ns as f64 / 1000.0, "gpu.clock_error_us": g.clock_error_ns as f64 / 1000.0,
             "gpu.timing.source": g.source.as_str()});
         if g.bracketed {
@@ -139,7 +144,10 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         }
     }
     for ((device, stream), tid) in &tracks {
-        let label = index.device_label(*device);
+        let label = match device {
+            Some(SEVERAL_DEVICES) => "GPUs: several devices".to_owned(),
+            _ => index.device_label(*device),
+        };
         let name = match stream {
             Some(s) => format!("{label} stream {s}"),
             None => format!("{label} calls"),

@@ -443,6 +443,68 @@ fn merge_puts_each_capture_in_its_own_process_on_one_time_axis() {
     assert_eq!(calls(1), calls(2));
 }
 
+/// Two ranks of one job: each process has a track per device it used; a call whose kernels ran
+/// on two devices (a collective) is on a track of its own, not on an unnamed one, and its kernels
+/// on each device's stream.
+#[test]
+fn merged_ranks_keep_a_track_per_device_and_one_for_calls_on_several() {
+    let kernel = |device: u32, start: u64| Activity {
+        name: "ncclDevKernel".into(),
+        interval: Interval::new(start, start + 500),
+        kind: ActivityKind::Kernel {
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            registers_per_thread: 0,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+        },
+        stream: Some(7),
+        device: Some(device),
+    };
+    let mut paths = Vec::new();
+    for rank in 0..2u32 {
+        let mut b =
+            Builder::new("multi_gpu", 100 + rank, &[("scale", SiteKind::Kernel), ("all_reduce", SiteKind::Kernel)]);
+        b.call(0, 1, (0, 1_000), Some((100, 600, rank)));
+        let r = b.call(1, 1, (2_000, 3_000), Some((2_100, 2_900, 0)));
+        r.gpu.as_mut().unwrap().device = None;
+        r.activities = vec![kernel(0, 2_100), kernel(1, 2_200)];
+        paths.push(save(&b.c, &format!("rank{rank}-several.gpuspan")));
+    }
+    let out = scratch("merged-several.json");
+    let (code, _, err) =
+        gpuspan(&["merge", paths[0].to_str().unwrap(), paths[1].to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("JSON");
+    let events = json["traceEvents"].as_array().unwrap();
+    for pid in [1u64, 2] {
+        let track = |tid: &serde_json::Value| {
+            events
+                .iter()
+                .find(|e| e["pid"] == pid && e["name"] == "thread_name" && e["tid"] == *tid)
+                .and_then(|e| e["args"]["name"].as_str())
+                .unwrap_or("?")
+                .to_owned()
+        };
+        let on = |name: &str, cat: &str| -> Vec<String> {
+            events
+                .iter()
+                .filter(|e| e["pid"] == pid && e["ph"] == "X" && e["name"] == name && e["cat"] == cat)
+                .map(|e| track(&e["tid"]))
+                .collect()
+        };
+        let rank = pid - 1;
+        let own = if rank == 0 { "GPU 0: gpu-a" } else { "GPU 1: gpu-b" };
+        assert_eq!(on("scale", "gpu.kernel"), [format!("{own} calls")], "rank {rank}");
+        assert_eq!(on("all_reduce", "gpu.kernel"), ["GPUs: several devices calls"], "rank {rank}");
+        assert_eq!(
+            on("ncclDevKernel", "gpu.activity"),
+            ["GPU 0: gpu-a stream 7", "GPU 1: gpu-b stream 7"],
+            "rank {rank}"
+        );
+    }
+}
+
 #[test]
 fn timeline_has_host_gpu_and_counter_tracks() {
     let out = scratch("timeline.json");

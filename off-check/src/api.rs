@@ -104,6 +104,7 @@ pub fn call_monitor() {
     assert_eq!(gpuspan::monitor::latest(0), None::<Sample>);
     assert!(gpuspan::monitor::stop());
     let _: Option<(gpuspan::monitor::GpuInfo, gpuspan::monitor::PcieLink, MonitorError)> = None;
+    let _: Option<(gpuspan::monitor::NvLink, gpuspan::monitor::NvLinkRemote)> = None;
 }
 
 /// Calls the OTLP API: the configuration is real, the pipeline exports nothing.

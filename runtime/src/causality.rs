@@ -132,6 +132,8 @@ mod tests {
             kind: ActivityKind::Kernel(KernelGeometry::default()),
             stream: None,
             device: None,
+            src_device: None,
+            dst_device: None,
         });
         r
     }

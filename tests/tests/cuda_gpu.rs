@@ -344,6 +344,70 @@ fn transfers_have_exact_bytes_memory_kinds_and_bandwidth() {
     );
 }
 
+/// A copy between two contexts takes the path of a copy between two GPUs (cudarc calls
+/// `cuMemcpyPeerAsync`, which CUPTI reports as a peer copy, `MEMCPY2`): on one GPU, with a
+/// second context, it must be timed by CUPTI and resolved at once (a scope waiting for a record
+/// kind that is not enabled would hold `flush` for 30 s), on device 0, with its bytes.
+#[test]
+#[ignore = "needs a GPU"]
+fn a_copy_between_two_contexts_is_timed_as_a_peer_copy() {
+    let _s = serial();
+    let g = cupti_gpu();
+    let other = CudaContext::new_non_primary(0, 0).expect("a second context on GPU 0");
+    let stream2 = other.new_stream().expect("stream");
+    let n = 16 << 20; // 64 MiB of f32
+    let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let src = g.stream.clone_htod(&host).expect("upload");
+    let mut dst = stream2.alloc_zeros::<f32>(n).expect("alloc");
+    g.stream.synchronize().expect("sync");
+    stream2.synchronize().expect("sync");
+    let capture = Capture::start();
+    for _ in 0..2 {
+        d2d(&stream2, &src, &mut dst).expect("copy between contexts");
+    }
+    stream2.synchronize().expect("sync");
+    let t = Instant::now();
+    flush();
+    println!("flush after the copies: {:?}", t.elapsed());
+    assert_eq!(stream2.clone_dtoh(&dst).expect("download")[12345], 12345.0);
+    let records = capture.of("d2d");
+    assert_eq!(records.len(), 2);
+    let bytes = (n * 4) as u64;
+    for r in &records {
+        assert_eq!(r.source(), TimingSource::Cupti, "GPU-timed");
+        assert_eq!(r.bytes, Some(bytes));
+        assert_eq!(r.gpu.as_ref().and_then(|g| g.device.as_ref()).map(|d| d.id), Some(0), "on device 0");
+        let copies: Vec<_> = r
+            .activities
+            .iter()
+            .filter_map(|a| match a.kind {
+                ActivityKind::Copy { bytes, direction, .. } => Some((
+                    bytes,
+                    direction,
+                    a.name.to_string(),
+                    a.src_device.as_ref().map(|d| d.id),
+                    a.dst_device.as_ref().map(|d| d.id),
+                )),
+                _ => None,
+            })
+            .collect();
+        println!(
+            "copy between contexts: {copies:?}, {} ns, {:.1} GB/s",
+            r.duration_ns(),
+            r.bandwidth_bytes_per_s().unwrap_or(0.0) / 1e9
+        );
+        assert_eq!(copies.len(), 1, "one copy: {copies:?}");
+        let (b, dir, _, src_dev, dst_dev) = &copies[0];
+        assert_eq!((*b, *dir), (bytes, Some(Direction::GpuToGpu)));
+        // A peer copy record names both ends; a plain one (CUPTI may report a copy within one
+        // device as device to device) names none. Never one without the other.
+        assert!(
+            matches!((src_dev, dst_dev), (Some(0), Some(0)) | (None, None)),
+            "ends of the copy: {src_dev:?} -> {dst_dev:?}"
+        );
+    }
+    assert_eq!(gpuspan::cuda::cupti_counts().map(|c| c.stale_scopes), Some(0), "no scope waited for a record in vain");
+}
 #[gpu_kernel]
 fn sgemm(stream: &Arc<CudaStream>, blas: &CudaBlas, a: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: i32) {
     let _ = stream;

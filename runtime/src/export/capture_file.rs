@@ -467,6 +467,8 @@ mod tests {
             },
             stream: Some(7),
             device,
+            src_device: None,
+            dst_device: None,
         });
         c.accept(&r);
         c.accept(&r);

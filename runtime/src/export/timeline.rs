@@ -3,7 +3,8 @@
 //!
 //! Layout: process "host" has one track per thread with the host span of each call; process
 //! "GPU" has one track per device (and per CUDA stream) with the GPU interval and the kernels
-//! and copies inside it. A flow arrow joins each host span to its GPU work.
+//! and copies inside it; calls whose work ran on several devices have a track of their own, their
+//! kernels and copies on each device's tracks. A flow arrow joins each host span to its GPU work.
 
 use crate::diagnostics::{Losses, LOSSES};
 use crate::pipeline::Sink;
@@ -75,6 +76,9 @@ fn us(ns: u64, base: u64) -> f64 {
     ns.saturating_sub(base) as f64 / 1000.0
 }
 
+/// The device number of the track of calls whose work ran on several devices.
+const SEVERAL_DEVICES: u32 = u32::MAX;
+
 /// GPU track id: one per device, and one per (device, stream) for activities with a stream.
 fn gpu_tid(device: u32, stream: Option<u64>) -> u64 {
     (u64::from(device) << 32) | stream.map_or(0, |s| s + 1)
@@ -128,9 +132,16 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
         }))?;
         let Some(gpu) = &r.gpu else { continue };
         let device = gpu.device.as_ref().map_or(0, |d| d.id);
-        let tid = gpu_tid(device, None);
+        // A call whose work ran on several devices (a collective over the GPUs of the process)
+        // has no device of its own: it gets a track of its own rather than device 0's.
+        let several = gpu.device.is_none() && r.activities.iter().any(|a| a.device.is_some());
+        let tid = if several { gpu_tid(SEVERAL_DEVICES, None) } else { gpu_tid(device, None) };
         gpu_tracks.entry(tid).or_insert_with(|| {
-            let label = gpu.device.as_ref().map_or_else(|| "GPU".to_owned(), |d| format!("GPU {}: {}", d.id, d.name));
+            let label = match &gpu.device {
+                Some(d) => format!("GPU {}: {}", d.id, d.name),
+                None if several => "GPUs: calls on several devices".to_owned(),
+                None => "GPU".to_owned(),
+            };
             format!("{label} ({})", r.backend().as_str())
         });
         events.push(&json!({
@@ -209,6 +220,58 @@ mod tests {
                 prop_assert_eq!(e["name"].as_str(), Some(name.as_str()));
             }
         }
+    }
+
+    /// One track per device: a call on device 1 is on device 1's track, a call whose kernels ran
+    /// on devices 0 and 1 on a track of its own (not device 0's), its kernels on each device's.
+    #[test]
+    fn each_device_has_its_track_and_a_call_on_several_has_its_own() {
+        use crate::record::{Activity, ActivityKind, DeviceLabel, KernelGeometry};
+        let dev = |id| DeviceLabel::new(id, format!("GPU {id} name"));
+        let kernel = |id: u32, start: u64| {
+            let mut a = Activity::new(
+                "k",
+                Interval { start_ns: start, end_ns: start + 10 },
+                ActivityKind::Kernel(KernelGeometry::default()),
+            );
+            a.stream = Some(u64::from(id) + 7);
+            a.device = Some(dev(id));
+            a
+        };
+        let call = |scope: u64, device: Option<DeviceLabel>, activities: Vec<Activity>| {
+            let mut r = Record::new(site("call"), scope, 1, Interval { start_ns: 0, end_ns: 100 });
+            let mut g = GpuTiming::new(Interval { start_ns: 10, end_ns: 60 }, TimingSource::Cupti);
+            g.device = device;
+            r.gpu = Some(g);
+            r.activities = activities;
+            r
+        };
+        let records = [
+            call(1, Some(dev(1)), vec![kernel(1, 10)]),
+            call(2, None, vec![kernel(0, 20), kernel(1, 30)]),
+            call(3, Some(dev(0)), vec![kernel(0, 40)]),
+        ];
+        let mut out = Vec::new();
+        write_events(&records, &mut out).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let events = json["traceEvents"].as_array().unwrap();
+        let track_name = |tid: &serde_json::Value| {
+            events
+                .iter()
+                .find(|e| e["ph"] == "M" && e["pid"] == GPU_PID && e["tid"] == *tid)
+                .and_then(|e| e["args"]["name"].as_str())
+                .unwrap_or("?")
+                .to_owned()
+        };
+        let calls: Vec<String> =
+            events.iter().filter(|e| e["cat"] == "gpu.kernel").map(|e| track_name(&e["tid"])).collect();
+        assert_eq!(
+            calls,
+            ["GPU 1: GPU 1 name (cuda)", "GPUs: calls on several devices (cuda)", "GPU 0: GPU 0 name (cuda)"]
+        );
+        let kernels: Vec<String> =
+            events.iter().filter(|e| e["cat"] == "gpu.activity").map(|e| track_name(&e["tid"])).collect();
+        assert_eq!(kernels, ["GPU 1 stream 8", "GPU 0 stream 7", "GPU 1 stream 8", "GPU 0 stream 7"]);
     }
 
     #[test]

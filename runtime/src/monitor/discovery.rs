@@ -1,8 +1,9 @@
-//! What GPUs the machine has: identity, memory, compute capability, driver versions and the PCIe
-//! link, read once through NVML. The link's peak is what transfer efficiency is measured against.
+//! What GPUs the machine has: identity, memory, compute capability, driver versions, the PCIe
+//! link and the NVLinks, read once through NVML. The links' peaks are what transfer efficiency is
+//! measured against.
 
 use super::library::call_error;
-use super::{GpuInfo, MonitorError, PcieLink};
+use super::{GpuInfo, MonitorError, NvLink, NvLinkRemote, PcieLink};
 use crate::diagnostics::note_once;
 use nvml_wrapper::{Device, Nvml};
 
@@ -29,7 +30,53 @@ pub(super) fn discover(nvml: &Nvml) -> Result<Vec<GpuInfo>, MonitorError> {
     match (gpus.is_empty(), first_error) {
         (true, Some(e)) => Err(e),
         (true, None) => Err(MonitorError::NoDevices),
-        (false, _) => Ok(gpus),
+        (false, _) => {
+            place_nvlinks(nvml, &mut gpus);
+            Ok(gpus)
+        }
+    }
+}
+
+/// Once every GPU is known: a link's far end that is none of them is a switch (NVSwitch on HGX
+/// boards), and each GPU learns which others NVML says it reaches over NVLink.
+fn place_nvlinks(nvml: &Nvml, gpus: &mut [GpuInfo]) {
+    use super::matching::PciAddress;
+    use nvml_wrapper::enum_wrappers::device::{P2pCapabilitiesIndex, P2pStatus};
+    let buses: Vec<Option<PciAddress>> = gpus.iter().map(|g| PciAddress::parse(&g.pci_bus_id)).collect();
+    let any_links = gpus.iter().any(|g| !g.nvlinks.is_empty());
+    for g in gpus.iter_mut() {
+        for l in &mut g.nvlinks {
+            if let NvLinkRemote::Gpu(bus) = &l.remote {
+                let remote = PciAddress::parse(bus);
+                if remote.is_some() && !buses.contains(&remote) {
+                    l.remote = NvLinkRemote::Switch;
+                }
+            }
+        }
+    }
+    let handles: Vec<Option<Device<'_>>> = gpus.iter().map(|g| nvml.device_by_index(g.index).ok()).collect();
+    let all: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
+    for (i, g) in gpus.iter_mut().enumerate() {
+        if !any_links {
+            g.nvlink_peers = Some(Vec::new()); // no NVLink anywhere: nothing to ask
+            continue;
+        }
+        let mut peers = Some(Vec::new());
+        for (j, other) in handles.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let status = match (&handles[i], other) {
+                (Some(a), Some(b)) => a.p2p_status(b, P2pCapabilitiesIndex::NvLink).ok(),
+                _ => None,
+            };
+            match (status, peers.as_mut()) {
+                (Some(P2pStatus::Ok), Some(p)) => p.push(all[j].clone()),
+                (Some(_), _) => {}
+                (None, _) => peers = None,
+            }
+        }
+        g.nvlink_peers = peers;
     }
 }
 
@@ -56,7 +103,71 @@ fn describe(
         driver_version: driver_version.to_owned(),
         cuda_driver_version,
         pcie: link(&d),
+        nvlinks: nvlinks(&d),
+        nvlink_peers: None, // set by `place_nvlinks` once every GPU is known
     })
+}
+
+/// The GPU's active NVLinks with their far ends (as PCI bus ids, placed by `place_nvlinks`) and
+/// speeds. NVML's per-link speed fields cover links 0–11; for the others (an H100 or H200 has 18)
+/// the common speed of the active links is used, which NVML reports for that purpose. Every query
+/// may fail (no NVLink, a virtual GPU): what fails is left out or `Unknown`, never guessed.
+fn nvlinks(d: &Device<'_>) -> Vec<NvLink> {
+    use nvml_wrapper::enums::device::SampleValue;
+    use nvml_wrapper::structs::device::FieldId;
+    use nvml_wrapper::sys_exports::field_id::*;
+    /// `NVML_NVLINK_MAX_LINKS` of NVML's header (CUDA 12 and 13).
+    const MAX_LINKS: u32 = 18;
+    let active: Vec<u32> = (0..MAX_LINKS).filter(|&l| d.link_wrapper_for(l).is_active().unwrap_or(false)).collect();
+    if active.is_empty() {
+        return Vec::new();
+    }
+    let per_link = [
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L0,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L1,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L2,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L3,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L4,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L5,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L6,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L7,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L8,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L9,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L10,
+        NVML_FI_DEV_NVLINK_SPEED_MBPS_L11,
+    ];
+    let ids: Vec<FieldId> =
+        per_link.iter().chain([&NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON]).map(|&id| FieldId(id)).collect();
+    // NVML gives MB/s (10^6 bytes) in one direction; 0 means not reported.
+    let speeds: Vec<Option<f64>> = match d.field_values_for(&ids) {
+        Ok(values) => values
+            .into_iter()
+            .map(|v| {
+                let mb = match v.ok()?.value.ok()? {
+                    SampleValue::U32(x) => f64::from(x),
+                    SampleValue::U64(x) => x as f64,
+                    SampleValue::I64(x) => x as f64,
+                    SampleValue::F64(x) => x,
+                };
+                (mb > 0.0).then_some(mb * 1e6)
+            })
+            .collect(),
+        Err(_) => vec![None; ids.len()],
+    };
+    let common = speeds.last().copied().flatten();
+    active
+        .into_iter()
+        .map(|link| {
+            // nvml-wrapper 0.13's `remote_device_type` returns `Unknown` whatever NVML says, so
+            // the far end is told by its PCI address instead (see `place_nvlinks`).
+            let remote = d
+                .link_wrapper_for(link)
+                .remote_pci_info()
+                .map_or(NvLinkRemote::Unknown, |p| NvLinkRemote::Gpu(p.bus_id));
+            let own = if (link as usize) < per_link.len() { speeds[link as usize] } else { None };
+            NvLink { link, remote, bytes_per_s: own.or(common) }
+        })
+        .collect()
 }
 
 /// The link as it is now; every part is optional (virtual GPUs and some boards report none).

@@ -102,9 +102,17 @@ fn normalize(name: &str) -> String {
 
 /// The position in `gpus` of the device `record` ran on, if it can be told.
 pub(super) fn device_of<'a>(record: &Record, gpus: impl Iterator<Item = &'a GpuInfo> + Clone) -> Option<usize> {
-    use crate::site::Backend;
     let label = record.gpu.as_ref()?.device.as_ref()?;
-    let backend = record.site.desc.backend;
+    label_of(label, record.site.desc.backend, gpus)
+}
+
+/// The position in `gpus` of the device `backend` calls `label`, if it can be told.
+pub(super) fn label_of<'a>(
+    label: &crate::record::DeviceLabel,
+    backend: crate::site::Backend,
+    gpus: impl Iterator<Item = &'a GpuInfo> + Clone,
+) -> Option<usize> {
+    use crate::site::Backend;
     let registered = match backend {
         #[cfg(feature = "cuda")]
         Backend::Cuda => cuda::identity(label.id),
@@ -290,6 +298,8 @@ mod tests {
             driver_version: "580.159.04".into(),
             cuda_driver_version: Some((13, 0)),
             pcie: PcieLink::default(),
+            nvlinks: Vec::new(),
+            nvlink_peers: Some(Vec::new()),
         }
     }
 

@@ -43,7 +43,7 @@ mod snapshot;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod summary;
 
-pub use types::{GpuInfo, MonitorConfig, MonitorError, PcieLink, Sample};
+pub use types::{GpuInfo, MonitorConfig, MonitorError, NvLink, NvLinkRemote, PcieLink, Sample};
 use types::{DEFAULT_CPU_PERCENT, DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL, STOP_TIMEOUT};
 
 #[cfg(all(feature = "testing", feature = "wgpu"))]
@@ -376,6 +376,8 @@ pub(crate) mod testing {
                 current_generation: Some(5),
                 current_width: Some(16),
             },
+            nvlinks: Vec::new(),
+            nvlink_peers: Some(Vec::new()),
         }
     }
 }

@@ -2,15 +2,17 @@
 //! over the threshold the device's state at their time, read from the sampler's history. No
 //! NVML call happens here, so exporting a span costs a lock and a binary search.
 
+use super::{GpuInfo, NvLink, NvLinkRemote};
 use crate::record::{ActivityKind, MemoryKind, Record, Value};
-use crate::site::{Direction, SiteKind};
+use crate::site::{Backend, Direction, SiteKind};
 
 /// The attributes the monitor adds to `record`'s spans (empty without a sampler, or when the
 /// record's device cannot be told; see docs/monitor.md):
 ///
 /// | attribute | when |
 /// |---|---|
-/// | `gpu_transfer.link_efficiency` | transfers over PCIe: bandwidth ÷ the link's peak |
+/// | `gpu_transfer.link_efficiency`, `gpu_transfer.link` | transfers over PCIe, and copies between two GPUs over NVLink or PCIe: bandwidth ÷ the link's peak |
+/// | `gpu.device.uuid`, `gpu.device.pci_bus_id` | every call whose device is told apart |
 /// | `gpu.device.uuid`, `gpu.device.sample_offset_ms` | calls over the threshold with a sample near their time |
 /// | `gpu.device.sm_clock_mhz`, `gpu.device.memory_clock_mhz` | same |
 /// | `gpu.device.temperature_c`, `gpu.device.power_w`, `gpu.device.power_limit_w` | same |
@@ -24,8 +26,17 @@ pub(crate) fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
     let Some(slot) = super::matching::device_of(record, slots.iter().map(|s| &s.info)).map(|i| &slots[i]) else {
         return a;
     };
-    if record.site.desc.kind == SiteKind::Transfer && crosses_link(record) {
-        if let (Some(bw), Some(peak)) = (record.bandwidth_bytes_per_s(), slot.info.pcie.peak_bytes_per_s()) {
+    // Which GPU it was, whatever CUDA_VISIBLE_DEVICES made of its number.
+    a.push(("gpu.device.uuid", Value::Str(slot.info.uuid.clone().into())));
+    a.push(("gpu.device.pci_bus_id", Value::Str(slot.info.pci_bus_id.clone().into())));
+    if record.site.desc.kind == SiteKind::Transfer {
+        let link = if crosses_link(record) {
+            slot.info.pcie.peak_bytes_per_s().map(|peak| ("pcie", peak))
+        } else {
+            peer_copy(record, slots).and_then(|(src, dst)| peer_link(&src.info, &dst.info))
+        };
+        if let (Some(bw), Some((kind, peak))) = (record.bandwidth_bytes_per_s(), link) {
+            a.push(("gpu_transfer.link", Value::Str(kind.into())));
             a.push(("gpu_transfer.link_efficiency", Value::F64(bw / peak)));
         }
     }
@@ -42,7 +53,6 @@ pub(crate) fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
     let Some(s) = history.ring.nearest(middle, tolerance) else {
         return a;
     };
-    a.push(("gpu.device.uuid", Value::Str(slot.info.uuid.clone().into())));
     // The difference first: Unix-epoch nanoseconds do not fit an f64's mantissa.
     let offset_ns = s.time_ns.wrapping_sub(middle) as i64;
     a.push(("gpu.device.sample_offset_ms", Value::F64(offset_ns as f64 / 1e6)));
@@ -66,6 +76,47 @@ pub(crate) fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
         a.push(("gpu.device.throttle_reasons", Value::Str(text.into())));
     }
     a
+}
+
+/// The two GPUs of a call's copies between devices, when they all went from one to the other.
+fn peer_copy<'s>(
+    record: &Record,
+    slots: &'s [super::DeviceSlot],
+) -> Option<(&'s super::DeviceSlot, &'s super::DeviceSlot)> {
+    let mut pairs =
+        record.activities.iter().filter_map(|act| Some((act.src_device.as_ref()?, act.dst_device.as_ref()?)));
+    let (src, dst) = pairs.next()?;
+    if src.id == dst.id || pairs.any(|(s, d)| s != src || d != dst) {
+        return None; // two contexts of one device (no link crossed), or several pairs
+    }
+    // Only CUPTI reports the ends of a copy, and it numbers devices as CUDA does.
+    let find = |label| super::matching::label_of(label, Backend::Cuda, slots.iter().map(|s| &s.info));
+    Some((&slots[find(src)?], &slots[find(dst)?]))
+}
+
+/// The link a copy from `src` to `dst` crossed, as far as NVML tells, with its peak in bytes per
+/// second in one direction. NVLink where NVML says the two reach each other over it: the links
+/// of `src` that lead to `dst` or to a switch, summed (the driver spreads a peer copy over them);
+/// PCIe where NVML says they do not, at the slower GPU's peak. `None` where that cannot be told:
+/// NVML could not answer, or a link's speed is unknown.
+pub(super) fn peer_link(src: &GpuInfo, dst: &GpuInfo) -> Option<(&'static str, f64)> {
+    use super::matching::PciAddress;
+    let peers = src.nvlink_peers.as_ref()?;
+    let dst_bus = Some(PciAddress::parse(&dst.pci_bus_id)?);
+    if !peers.iter().any(|p| PciAddress::parse(p) == dst_bus) {
+        return Some(("pcie", src.pcie.peak_bytes_per_s()?.min(dst.pcie.peak_bytes_per_s()?)));
+    }
+    let used: Vec<&NvLink> = src
+        .nvlinks
+        .iter()
+        .filter(|l| match &l.remote {
+            NvLinkRemote::Gpu(bus) => PciAddress::parse(bus) == dst_bus,
+            NvLinkRemote::Switch => true,
+            _ => false,
+        })
+        .collect();
+    let peak = used.iter().map(|l| l.bytes_per_s).sum::<Option<f64>>()?;
+    (peak > 0.0).then_some(("nvlink", peak))
 }
 
 /// Whether a transfer went over the host link: not a device-to-device copy.
@@ -170,7 +221,8 @@ mod tests {
     fn fast_calls_get_no_snapshot_and_device_copies_no_efficiency() {
         let _m = install(Duration::from_millis(100), vec![(h100(0), samples())]);
         let fast = record(&KERNEL, T0 + 300 * MS, 50_000, None, "NVIDIA H100 80GB HBM3");
-        assert!(record_attributes(&fast).is_empty());
+        let keys: Vec<&str> = record_attributes(&fast).iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["gpu.device.uuid", "gpu.device.pci_bus_id"], "which GPU, and nothing of its state");
         let slow = record(&KERNEL, T0 + 300 * MS, 5 * MS, None, "NVIDIA H100 80GB HBM3");
         assert_eq!(get(&record_attributes(&slow), "gpu.device.sm_clock_mhz"), Some(&Value::I64(1003)));
         let copy = record(&COPY, T0 + 300 * MS, 5 * MS, Some(1 << 30), "NVIDIA H100 80GB HBM3");
@@ -182,7 +234,8 @@ mod tests {
     fn no_snapshot_far_from_any_sample_or_on_an_unknown_device() {
         let _m = install(Duration::from_millis(100), vec![(h100(0), samples())]);
         let late = record(&KERNEL, T0 + 5_000 * MS, 5 * MS, None, "NVIDIA H100 80GB HBM3");
-        assert!(record_attributes(&late).is_empty());
+        let keys: Vec<&str> = record_attributes(&late).iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["gpu.device.uuid", "gpu.device.pci_bus_id"], "the device is known, its state then is not");
         let elsewhere = record(&KERNEL, T0 + 300 * MS, 5 * MS, None, "NVIDIA A100-SXM4-40GB");
         assert!(record_attributes(&elsewhere).is_empty());
         // Two GPUs of one model cannot be told apart by name: nothing rather than a guess.
@@ -190,6 +243,76 @@ mod tests {
         let _m = install(Duration::from_millis(100), vec![(h100(0), samples()), (h100(1), samples())]);
         let ambiguous = record(&KERNEL, T0 + 300 * MS, 5 * MS, None, "NVIDIA H100 80GB HBM3");
         assert!(record_attributes(&ambiguous).is_empty());
+    }
+
+    /// 18 links at NVML's 26 562 MB/s, as on an H100 or H200 SXM board.
+    fn hgx_links(remote: NvLinkRemote) -> Vec<NvLink> {
+        (0..18).map(|link| NvLink { link, remote: remote.clone(), bytes_per_s: Some(26_562e6) }).collect()
+    }
+
+    #[test]
+    fn a_peer_link_is_nvlink_where_nvml_says_so_else_pcie_else_unknown() {
+        let (mut a, mut b) = (h100(0), h100(1));
+        // Through NVSwitches: every link of the source carries the copy.
+        a.nvlinks = hgx_links(NvLinkRemote::Switch);
+        a.nvlink_peers = Some(vec![b.pci_bus_id.clone()]);
+        let (kind, peak) = peer_link(&a, &b).expect("known");
+        assert_eq!(kind, "nvlink");
+        assert!((peak - 18.0 * 26_562e6).abs() < 1.0, "{peak}");
+        // Direct links: only those to the destination count (lower-case bus id from another tool).
+        a.nvlinks = hgx_links(NvLinkRemote::Gpu(b.pci_bus_id.to_lowercase()));
+        a.nvlinks.truncate(4);
+        a.nvlinks.push(NvLink { link: 4, remote: NvLinkRemote::Gpu(h100(2).pci_bus_id), bytes_per_s: Some(1e9) });
+        assert_eq!(peer_link(&a, &b).map(|(k, p)| (k, p.round())), Some(("nvlink", (4.0 * 26_562e6f64).round())));
+        // A link of unknown speed: no figure rather than a wrong one.
+        a.nvlinks[0].bytes_per_s = None;
+        assert_eq!(peer_link(&a, &b), None);
+        // NVML says no NVLink between them: PCIe, at the slower of the two.
+        a.nvlink_peers = Some(Vec::new());
+        b.pcie.max_generation = Some(4);
+        let (kind, peak) = peer_link(&a, &b).expect("known");
+        assert_eq!(kind, "pcie");
+        assert_eq!(Some(peak), b.pcie.peak_bytes_per_s());
+        // NVML could not say.
+        a.nvlink_peers = None;
+        assert_eq!(peer_link(&a, &b), None);
+    }
+
+    #[test]
+    fn a_copy_between_two_gpus_carries_its_nvlink_efficiency() {
+        use crate::record::{Activity, DeviceLabel};
+        // Two GPUs told apart by name (CUDA's identities are not there without a driver).
+        let mut a = h100(0);
+        let mut b = h100(1);
+        b.name = "NVIDIA H200".into();
+        a.nvlinks = hgx_links(NvLinkRemote::Switch);
+        a.nvlink_peers = Some(vec![b.pci_bus_id.clone()]);
+        let _m = install(Duration::from_millis(100), vec![(a.clone(), samples()), (b.clone(), samples())]);
+        let peak = 18.0 * 26_562e6;
+        // 1 GiB at half the peak; CUPTI runs the copy on the destination.
+        let busy = ((1u64 << 30) as f64 / (peak / 2.0) * 1e9) as u64;
+        let mut r = record(&COPY, T0 + 300 * MS, busy, Some(1 << 30), "NVIDIA H200");
+        let mut copy = Activity::new(
+            "memcpy PtoP",
+            Interval { start_ns: T0 + 300 * MS, end_ns: T0 + 300 * MS + busy },
+            ActivityKind::Copy {
+                bytes: 1 << 30,
+                direction: Some(Direction::GpuToGpu),
+                src: MemoryKind::Device,
+                dst: MemoryKind::Device,
+            },
+        );
+        copy.src_device = Some(DeviceLabel::new(0, a.name.clone()));
+        copy.dst_device = Some(DeviceLabel::new(1, b.name.clone()));
+        r.activities.push(copy.clone());
+        let attrs = record_attributes(&r);
+        assert_eq!(get(&attrs, "gpu_transfer.link"), Some(&Value::Str("nvlink".into())));
+        let Some(Value::F64(eff)) = get(&attrs, "gpu_transfer.link_efficiency") else { panic!("{attrs:?}") };
+        assert!((eff - 0.5).abs() < 1e-3, "{eff}");
+        assert_eq!(get(&attrs, "gpu.device.pci_bus_id"), Some(&Value::Str(b.pci_bus_id.clone().into())));
+        // A copy between two contexts of one GPU crosses no link.
+        r.activities[0].src_device = copy.dst_device.clone();
+        assert!(get(&record_attributes(&r), "gpu_transfer.link_efficiency").is_none());
     }
 
     #[test]

@@ -187,6 +187,11 @@ fn device_lines(d: &DeviceSummary) -> Vec<String> {
         (Some(gen), Some(w), Some(peak)) => format!("PCIe gen{gen} x{w}, {} peak", format::bandwidth(peak)),
         _ => "PCIe link unknown".to_owned(),
     };
+    let link = match (g.nvlinks.len(), g.nvlinks.iter().map(|l| l.bytes_per_s).sum::<Option<f64>>()) {
+        (0, _) => link,
+        (n, Some(total)) => format!("{link}; {n} NVLinks, {} in all", format::bandwidth(total)),
+        (n, None) => format!("{link}; {n} NVLinks"),
+    };
     let mut lines = vec![format!("  GPU {} {} ({link}; {}; {} samples)", g.index, g.name, g.pci_bus_id, d.samples)];
     let pair =
         |p: Option<Peak>, show: &dyn Fn(f64) -> String| p.map(|p| format!("{} / {}", show(p.peak), show(p.mean)));
@@ -293,6 +298,8 @@ mod tests {
                 driver_version: "580".into(),
                 cuda_driver_version: None,
                 pcie: PcieLink { max_generation: Some(5), max_width: Some(16), ..PcieLink::default() },
+                nvlinks: Vec::new(),
+                nvlink_peers: Some(Vec::new()),
             },
             samples: 10,
             gpu_utilization_pct: Some(Peak { peak: 100.0, mean: 42.0, samples: 10 }),
@@ -309,6 +316,19 @@ mod tests {
             pcie_rx_bytes: 0.0,
             throttled: vec![("gpu_idle", 0.6)],
         };
+        let mut d2 = d.clone();
+        d2.gpu.nvlinks = (0..18)
+            .map(|link| crate::monitor::NvLink {
+                link,
+                remote: crate::monitor::NvLinkRemote::Switch,
+                bytes_per_s: Some(26_562e6),
+            })
+            .collect();
+        assert!(
+            device_lines(&d2)[0].contains("63.02 GB/s peak; 18 NVLinks, 478.12 GB/s in all; 0000"),
+            "{:?}",
+            device_lines(&d2)
+        );
         let lines = device_lines(&d);
         assert_eq!(
             lines[0],

@@ -29,6 +29,35 @@ pub struct GpuInfo {
     pub cuda_driver_version: Option<(u32, u32)>,
     /// The PCIe link to the host.
     pub pcie: PcieLink,
+    /// The GPU's active NVLinks (empty on a GPU without NVLink, or where NVML does not say).
+    pub nvlinks: Vec<NvLink>,
+    /// The PCI bus ids of the other GPUs NVML says this one reaches over NVLink (directly or
+    /// through NVSwitches); `None` where NVML could not say for some GPU.
+    pub nvlink_peers: Option<Vec<String>>,
+}
+
+/// One active NVLink of a GPU: what is at its other end, and how fast it is.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NvLink {
+    /// The link's number on the GPU.
+    pub link: u32,
+    /// What the link leads to.
+    pub remote: NvLinkRemote,
+    /// Bytes per second the link carries in one direction (NVML's link speed), when NVML says.
+    pub bytes_per_s: Option<f64>,
+}
+
+/// What is at the other end of an NVLink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NvLinkRemote {
+    /// A GPU NVML sees, by its PCI bus id in NVML's form.
+    Gpu(String),
+    /// A device that is not a GPU NVML sees: on HGX boards, an NVSwitch.
+    Switch,
+    /// NVML did not say.
+    Unknown,
 }
 
 /// A PCIe link's generation and width: the most the device and slot allow, and what the link

@@ -7,7 +7,7 @@ use std::time::Duration;
 #[path = "../monitor/types.rs"]
 mod types;
 
-pub use types::{GpuInfo, MonitorConfig, MonitorError, PcieLink, Sample};
+pub use types::{GpuInfo, MonitorConfig, MonitorError, NvLink, NvLinkRemote, PcieLink, Sample};
 
 impl MonitorConfig {
     /// The defaults without the `enabled` feature: no variable is read.

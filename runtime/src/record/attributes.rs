@@ -153,6 +153,12 @@ impl Activity {
             a.push(("gpu.device.id", I64(dev.id.into())));
             a.push(("gpu.device.name", Str(dev.name.to_string().into())));
         }
+        if let Some(src) = &self.src_device {
+            a.push(("gpu_transfer.src_device.id", I64(src.id.into())));
+        }
+        if let Some(dst) = &self.dst_device {
+            a.push(("gpu_transfer.dst_device.id", I64(dst.id.into())));
+        }
         a
     }
 }

@@ -204,13 +204,18 @@ pub struct Activity {
     pub stream: Option<u64>,
     /// The device it ran on, where it differs from the call's or the call has none.
     pub device: Option<DeviceLabel>,
+    /// For a copy between two devices (or two contexts of one device): the device copied from
+    /// (`gpu_transfer.src_device.id`). `device` is the one that ran the copy.
+    pub src_device: Option<DeviceLabel>,
+    /// For such a copy: the device copied to (`gpu_transfer.dst_device.id`).
+    pub dst_device: Option<DeviceLabel>,
 }
 
 impl Activity {
     /// `name` over `interval`, on no particular stream or device.
     #[cfg_attr(not(feature = "testing"), allow(dead_code))] // for tests that build records
     pub fn new(name: impl Into<Cow<'static, str>>, interval: Interval, kind: ActivityKind) -> Self {
-        Activity { name: name.into(), interval, kind, stream: None, device: None }
+        Activity { name: name.into(), interval, kind, stream: None, device: None, src_device: None, dst_device: None }
     }
 }
 

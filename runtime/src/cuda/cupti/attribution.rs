@@ -330,6 +330,8 @@ impl Resolver {
                     }),
                     stream: Some(k.stream.into()),
                     device: self.device(k.device),
+                    src_device: None,
+                    dst_device: None,
                 }
             }
             Raw::Memcpy(m) => Activity {
@@ -337,12 +339,16 @@ impl Resolver {
                 interval: valid(m.start, m.end)?,
                 kind: ActivityKind::Copy {
                     bytes: m.bytes,
-                    direction: records::copy_direction(m.copy_kind),
+                    // A MEMCPY2 record is device to device whatever its copy kind says.
+                    direction: records::copy_direction(m.copy_kind)
+                        .or(m.peer.map(|_| crate::site::Direction::GpuToGpu)),
                     src: records::memory_kind(m.src_kind.into()),
                     dst: records::memory_kind(m.dst_kind.into()),
                 },
                 stream: Some(m.stream.into()),
                 device: self.device(m.device),
+                src_device: m.peer.and_then(|p| self.device(p.src_device)),
+                dst_device: m.peer.and_then(|p| self.device(p.dst_device)),
             },
             Raw::Memset(m) => Activity {
                 name: Cow::Borrowed("memset"),
@@ -350,6 +356,8 @@ impl Resolver {
                 kind: ActivityKind::Set { bytes: m.bytes },
                 stream: Some(m.stream.into()),
                 device: self.device(m.device),
+                src_device: None,
+                dst_device: None,
             },
             _ => return None,
         })
@@ -464,6 +472,68 @@ mod tests {
         d.mark(4);
         d.mark(3);
         assert_eq!(d.prefix, 4);
+    }
+
+    /// A peer copy (CUPTI's MEMCPY2) joins the scope whose call enqueued it, which then waits
+    /// for it like for any copy, and carries the devices it ran on, read from and wrote to.
+    #[test]
+    fn a_peer_copy_is_attributed_with_its_devices() {
+        use super::super::records::{ApiDomain, PeerDevices, RawExternal, RawMemcpy};
+        use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+        static COPY: Site = Site::new(SiteDesc {
+            name: "peer",
+            function: "peer",
+            kind: SiteKind::Transfer,
+            backend: Backend::Cuda,
+            module_path: "tests",
+            file: file!(),
+            line: line!(),
+            direction: Some(crate::site::Direction::GpuToGpu),
+            threshold_us: None,
+            trace_all: false,
+            track_memory: false,
+        });
+        let labels = device_labels(vec!["GPU A".into(), "GPU B".into()]);
+        let mut r = Resolver::new(labels.clone());
+        r.ended(Record::new(&COPY, 5, 1, Interval { start_ns: 100, end_ns: 200 }), 1);
+        let api = RawApi {
+            domain: ApiDomain::Driver,
+            cbid: D::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync as u32,
+            start: 110,
+            end: 150,
+            thread_id: 1,
+            correlation_id: 77,
+            return_value: 0,
+        };
+        let ext = RawExternal { external_kind: EXTERNAL_KIND, external_id: 5, correlation_id: 77 };
+        r.buffer(1, &[Raw::External(ext), Raw::Api(api)], &mut |_| None);
+        assert!(r.poll(1_000).is_empty(), "the copy's record has not come: the scope waits for it");
+        let copy = RawMemcpy {
+            copy_kind: 10,
+            src_kind: 3,
+            dst_kind: 3,
+            bytes: 1 << 20,
+            start: 300,
+            end: 400,
+            device: 1,
+            context: 2,
+            stream: 9,
+            correlation_id: 77,
+            peer: Some(PeerDevices { src_device: 0, dst_device: 1 }),
+        };
+        r.buffer(2, &[Raw::Memcpy(copy)], &mut |_| None);
+        let out = r.poll(2_000);
+        assert_eq!(out.len(), 1);
+        let rec = &out[0];
+        assert_eq!(rec.bytes, Some(1 << 20));
+        assert_eq!(rec.gpu.as_ref().and_then(|g| g.device.clone()), Some(labels[1].clone()));
+        let a = &rec.activities[0];
+        assert_eq!((a.src_device.as_ref(), a.dst_device.as_ref()), (Some(&labels[0]), Some(&labels[1])));
+        assert!(matches!(a.kind, ActivityKind::Copy { direction: Some(crate::site::Direction::GpuToGpu), .. }));
+        let attrs = a.attributes(rec);
+        assert!(attrs.contains(&("gpu_transfer.src_device.id", crate::record::Value::I64(0))), "{attrs:?}");
+        assert!(attrs.contains(&("gpu_transfer.dst_device.id", crate::record::Value::I64(1))), "{attrs:?}");
+        assert!(attrs.contains(&("gpu.device.id", crate::record::Value::I64(1))), "{attrs:?}");
     }
 
     #[test]

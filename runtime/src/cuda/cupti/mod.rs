@@ -101,6 +101,18 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         // SAFETY: enabling a kind has no preconditions.
         library::check("cuptiActivityEnable", unsafe { sys::cuptiActivityEnable(kind) })?;
     }
+    // Copies between two devices (or two contexts of one device) come only as MEMCPY2 records;
+    // without them such a copy's scope would wait for a record that never comes. Not fatal:
+    // everything else is still timed.
+    // SAFETY: as above.
+    let peer = unsafe { sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_MEMCPY2) };
+    if peer != CUptiResult::CUPTI_SUCCESS {
+        note_once(format_args!(
+            "CUPTI refused peer-copy records ({}): copies between GPUs are not timed, and their calls are \
+             resolved without them after 30 s",
+            library::message(peer)
+        ));
+    }
     // SAFETY: setting the period has no preconditions.
     let period = unsafe { sys::cuptiActivityFlushPeriod(thread::FLUSH_PERIOD_MS) };
     if period == CUptiResult::CUPTI_SUCCESS {

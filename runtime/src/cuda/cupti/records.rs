@@ -2,16 +2,17 @@
 //!
 //! Nothing here calls CUPTI, so the same code reads live buffers and buffers captured on a GPU
 //! machine (test fixtures, see [`super::dump`]). Fields are read at the offsets of cudarc's bindings for
-//! CUDA 13.0 (`CUpti_ActivityKernel10`, `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`,
-//! `CUpti_ActivityAPI`, `CUpti_ActivityExternalCorrelation`) as plain little-endian integers,
-//! never by casting bytes to those structs: an unknown enum value in a buffer must not be
-//! undefined behaviour.
+//! CUDA 13.0 (`CUpti_ActivityKernel10`, `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemcpyPtoP4`,
+//! `CUpti_ActivityMemset4`, `CUpti_ActivityAPI`, `CUpti_ActivityExternalCorrelation`) as plain
+//! little-endian integers, never by casting bytes to those structs: an unknown enum value in a
+//! buffer must not be undefined behaviour.
 
 use crate::record::MemoryKind;
 use crate::site::Direction;
 use cudarc::cupti::sys::{
     CUpti_ActivityAPI as Api, CUpti_ActivityExternalCorrelation as Ext, CUpti_ActivityKernel10 as Kernel,
-    CUpti_ActivityKind as K, CUpti_ActivityMemcpy6 as Memcpy, CUpti_ActivityMemset4 as Memset,
+    CUpti_ActivityKind as K, CUpti_ActivityMemcpy6 as Memcpy, CUpti_ActivityMemcpyPtoP4 as PeerMemcpy,
+    CUpti_ActivityMemset4 as Memset,
 };
 use std::mem::{offset_of, size_of};
 
@@ -59,7 +60,8 @@ pub struct RawKernel {
     pub name_ptr: u64,
 }
 
-/// `CUPTI_ACTIVITY_KIND_MEMCPY`.
+/// `CUPTI_ACTIVITY_KIND_MEMCPY`, or `MEMCPY2` (a copy between two devices, or two contexts of
+/// one device: CUPTI reports those only under that kind).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawMemcpy {
     pub copy_kind: u8,
@@ -72,6 +74,15 @@ pub struct RawMemcpy {
     pub context: u32,
     pub stream: u32,
     pub correlation_id: u32,
+    /// For `MEMCPY2`: the devices copied from and to (`deviceId` is the one running the copy).
+    pub peer: Option<PeerDevices>,
+}
+
+/// The two ends of a peer copy, by CUPTI device id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerDevices {
+    pub src_device: u32,
+    pub dst_device: u32,
 }
 
 /// `CUPTI_ACTIVITY_KIND_MEMSET`.
@@ -148,6 +159,7 @@ pub fn parse(b: &[u8]) -> Result<Raw, Truncated> {
     const KERNEL: u32 = K::CUPTI_ACTIVITY_KIND_KERNEL as u32;
     const CONCURRENT_KERNEL: u32 = K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32;
     const MEMCPY: u32 = K::CUPTI_ACTIVITY_KIND_MEMCPY as u32;
+    const MEMCPY2: u32 = K::CUPTI_ACTIVITY_KIND_MEMCPY2 as u32;
     const MEMSET: u32 = K::CUPTI_ACTIVITY_KIND_MEMSET as u32;
     const DRIVER: u32 = K::CUPTI_ACTIVITY_KIND_DRIVER as u32;
     const RUNTIME: u32 = K::CUPTI_ACTIVITY_KIND_RUNTIME as u32;
@@ -191,6 +203,26 @@ pub fn parse(b: &[u8]) -> Result<Raw, Truncated> {
                 context: u32_at(b, offset_of!(Memcpy, contextId)),
                 stream: u32_at(b, offset_of!(Memcpy, streamId)),
                 correlation_id: u32_at(b, offset_of!(Memcpy, correlationId)),
+                peer: None,
+            })
+        }
+        MEMCPY2 => {
+            need::<PeerMemcpy>(kind, b)?;
+            Raw::Memcpy(RawMemcpy {
+                copy_kind: u8_at(b, offset_of!(PeerMemcpy, copyKind)),
+                src_kind: u8_at(b, offset_of!(PeerMemcpy, srcKind)),
+                dst_kind: u8_at(b, offset_of!(PeerMemcpy, dstKind)),
+                bytes: u64_at(b, offset_of!(PeerMemcpy, bytes)),
+                start: u64_at(b, offset_of!(PeerMemcpy, start)),
+                end: u64_at(b, offset_of!(PeerMemcpy, end)),
+                device: u32_at(b, offset_of!(PeerMemcpy, deviceId)),
+                context: u32_at(b, offset_of!(PeerMemcpy, contextId)),
+                stream: u32_at(b, offset_of!(PeerMemcpy, streamId)),
+                correlation_id: u32_at(b, offset_of!(PeerMemcpy, correlationId)),
+                peer: Some(PeerDevices {
+                    src_device: u32_at(b, offset_of!(PeerMemcpy, srcDeviceId)),
+                    dst_device: u32_at(b, offset_of!(PeerMemcpy, dstDeviceId)),
+                }),
             })
         }
         MEMSET => {
@@ -294,5 +326,35 @@ mod tests {
         assert_eq!(offset_of!(Memcpy, bytes), 8);
         assert_eq!(offset_of!(Api, correlationId), 32);
         assert_eq!(offset_of!(Ext, externalId), 8);
+        assert_eq!(offset_of!(PeerMemcpy, deviceId), 32);
+        assert_eq!(offset_of!(PeerMemcpy, srcDeviceId), 44);
+        assert_eq!(offset_of!(PeerMemcpy, dstDeviceId), 52);
+        assert_eq!(offset_of!(PeerMemcpy, correlationId), 60);
+    }
+
+    /// A peer copy arrives as `MEMCPY2`, with the two devices beside the one running it. Built
+    /// field by field at the struct's offsets, as CUPTI writes it.
+    #[test]
+    fn a_peer_copy_record_reads_with_both_devices() {
+        let mut b = vec![0u8; size_of::<PeerMemcpy>()];
+        let mut put = |off: usize, bytes: &[u8]| b[off..off + bytes.len()].copy_from_slice(bytes);
+        put(0, &(K::CUPTI_ACTIVITY_KIND_MEMCPY2 as u32).to_le_bytes());
+        put(offset_of!(PeerMemcpy, copyKind), &[10]); // PTOP
+        put(offset_of!(PeerMemcpy, srcKind), &[3]);
+        put(offset_of!(PeerMemcpy, dstKind), &[3]);
+        put(offset_of!(PeerMemcpy, bytes), &(64u64 << 20).to_le_bytes());
+        put(offset_of!(PeerMemcpy, start), &1_000u64.to_le_bytes());
+        put(offset_of!(PeerMemcpy, end), &2_000u64.to_le_bytes());
+        put(offset_of!(PeerMemcpy, deviceId), &1u32.to_le_bytes());
+        put(offset_of!(PeerMemcpy, streamId), &7u32.to_le_bytes());
+        put(offset_of!(PeerMemcpy, srcDeviceId), &0u32.to_le_bytes());
+        put(offset_of!(PeerMemcpy, dstDeviceId), &1u32.to_le_bytes());
+        put(offset_of!(PeerMemcpy, correlationId), &42u32.to_le_bytes());
+        let Raw::Memcpy(m) = parse(&b).expect("complete record") else { panic!("not a copy") };
+        assert_eq!((m.bytes, m.start, m.end, m.device, m.stream, m.correlation_id), (64 << 20, 1_000, 2_000, 1, 7, 42));
+        assert_eq!(m.peer, Some(PeerDevices { src_device: 0, dst_device: 1 }));
+        assert_eq!(copy_direction(m.copy_kind), Some(Direction::GpuToGpu));
+        assert_eq!(copy_name(m.copy_kind), "memcpy PtoP");
+        assert!(parse(&b[..b.len() - 1]).is_err(), "a short MEMCPY2 record is refused");
     }
 }
