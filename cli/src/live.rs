@@ -100,14 +100,14 @@ pub fn discover(dirs: &[PathBuf]) -> Vec<Endpoint> {
 }
 
 /// Picks from `found` what `target` names: a pid, or a socket's path (which need not be in a
-/// searched directory).
+/// searched directory, nor even be there: connecting says what is wrong with it).
 pub fn resolve(target: &str, found: &[Endpoint]) -> Option<Endpoint> {
     if let Ok(pid) = target.parse::<u32>() {
         return found.iter().find(|e| e.pid == pid).cloned();
     }
     let path = PathBuf::from(target);
     let pid = path.file_name().and_then(|n| n.to_str()).and_then(msg::socket_pid)?;
-    path.exists().then_some(Endpoint { pid, path })
+    Some(Endpoint { pid, path })
 }
 
 /// Why a snapshot could not be had.
@@ -117,7 +117,7 @@ pub enum LiveError {
     Connect { path: String, source: io::Error },
     #[error("{path} did not answer: {source}")]
     Io { path: String, source: io::Error },
-    #[error("{path} closed the connection")]
+    #[error("{path} closed the connection (a feed answers only its own user)")]
     Closed { path: String },
     #[error("{path} answered something that is not a snapshot: {why}")]
     Protocol { path: String, why: String },
@@ -145,10 +145,15 @@ impl Connection {
 
     /// Asks for a snapshot: the line as the program sent it, and what it says.
     pub fn snapshot(&mut self) -> Result<(String, Snapshot), LiveError> {
-        let io = |source| LiveError::Io { path: self.path.clone(), source };
+        // A feed that refuses a connection (another user's, one too many) closes it unread: the
+        // client sees the end of the stream or a reset, whichever comes first.
+        let io = |source: io::Error| match source.kind() {
+            io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => LiveError::Closed { path: self.path.clone() },
+            _ => LiveError::Io { path: self.path.clone(), source },
+        };
         writeln!(self.writer, "{}", msg::SNAPSHOT_REQUEST).map_err(io)?;
         let mut line = String::new();
-        let n = self.reader.read_line(&mut line).map_err(|source| LiveError::Io { path: self.path.clone(), source })?;
+        let n = self.reader.read_line(&mut line).map_err(io)?;
         if n == 0 {
             return Err(LiveError::Closed { path: self.path.clone() });
         }
@@ -182,7 +187,8 @@ mod tests {
         assert_eq!(resolve("11", &found), Some(found[1].clone()));
         assert_eq!(resolve("12", &found), None);
         assert_eq!(found[1].label(), "my-app");
-        assert_eq!(resolve("/nonexistent/x-3.live.sock", &found), None);
+        assert_eq!(resolve("/elsewhere/x-3.live.sock", &found).map(|e| e.pid), Some(3));
+        assert_eq!(resolve("/elsewhere/x.trace.json", &found), None);
     }
 
     #[test]

@@ -582,12 +582,20 @@ fn draw_device(frame: &mut Frame<'_>, area: Rect, d: &Device) {
     let lines = device_lines(d, inner.width as usize);
     let [text, spark] = Layout::vertical([Constraint::Length(lines.len() as u16), Constraint::Min(1)]).areas(inner);
     frame.render_widget(Paragraph::new(lines), text);
-    let history: Vec<u64> = d.utilization_history.iter().map(|p| p.gpu_utilization_pct.round() as u64).collect();
-    // The newest second at the right edge, as the seed's history runs.
-    let shown = &history[history.len().saturating_sub(spark.width.saturating_sub(12) as usize)..];
     let [label, graph] = Layout::horizontal([Constraint::Length(12), Constraint::Min(1)]).areas(spark);
+    // One bar per second, the newest at the right edge as the seed's history runs; seconds
+    // without a reading (or before the program started) are left blank, not drawn as 0 %.
+    let width = graph.width as usize;
+    let newest = d.utilization_history.last().map_or(0, |p| p.time_ns / 1_000_000_000);
+    let mut bars: Vec<Option<u64>> = vec![None; width];
+    for p in &d.utilization_history {
+        let age = newest.saturating_sub(p.time_ns / 1_000_000_000) as usize;
+        if age < width {
+            bars[width - 1 - age] = Some(p.gpu_utilization_pct.round() as u64);
+        }
+    }
     frame.render_widget(Paragraph::new(vec![Line::from("Util 60 s"), Line::from("0–100%")]), label);
-    frame.render_widget(Sparkline::default().data(shown).max(100).style(Style::default().fg(Color::Green)), graph);
+    frame.render_widget(Sparkline::default().data(bars).max(100).style(Style::default().fg(Color::Green)), graph);
 }
 
 fn notes_line(s: &Snapshot) -> String {
@@ -676,7 +684,7 @@ pub fn run(dirs: Vec<PathBuf>, explicit: Vec<Endpoint>, interval: Duration, view
             app.update(news);
             seen_news = true;
         }
-        if seen_news || app.processes.is_empty() {
+        if seen_news {
             terminal.draw(|f| draw(f, &app))?;
             seen_news = false;
         }

@@ -471,8 +471,8 @@ struct Server {
     windows: Windows,
     clients: Vec<Client>,
     feed: msg::Feed,
-    /// The last snapshot's line and when it was made (shared by a burst of requests).
-    cached: Option<(Instant, Arc<Vec<u8>>)>,
+    /// The last snapshot and when it was made (shared by a burst of requests).
+    cached: Option<(Instant, msg::Snapshot)>,
 }
 
 impl Server {
@@ -611,13 +611,15 @@ impl Server {
             };
             return Arc::new(serde_json::to_vec(&reply).unwrap_or_default());
         }
-        if let Some((at, line)) = &self.cached {
-            if at.elapsed() < REUSE {
-                return line.clone();
-            }
-        }
-        let line = Arc::new(serde_json::to_vec(&self.snapshot()).unwrap_or_default());
-        self.cached = Some((Instant::now(), line.clone()));
+        let fresh = match self.cached.take() {
+            Some((at, snapshot)) if at.elapsed() < REUSE => (at, snapshot),
+            _ => (Instant::now(), self.snapshot()),
+        };
+        let (at, mut snapshot) = fresh;
+        // The feed's own counts are always current (they cost nothing to read).
+        snapshot.feed = msg::Feed { clients: self.clients.len() as u32, ..self.feed };
+        let line = Arc::new(serde_json::to_vec(&snapshot).unwrap_or_default());
+        self.cached = Some((at, snapshot));
         line
     }
 
