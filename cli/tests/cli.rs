@@ -1,5 +1,6 @@
-//! The `gpuspan` command on a capture recorded from the real demo (wgpu on lavapipe,
-//! `tests/fixtures/lavapipe_demo.gpuspan`) and on synthetic captures whose answers are known.
+//! The `gpuspan` command on captures recorded from real programs (the demo, wgpu on lavapipe,
+//! `tests/fixtures/lavapipe_demo.gpuspan`; the CUDA example on an H100 under CUPTI,
+//! `tests/fixtures/h100_cuda_saxpy.gpuspan`) and on synthetic captures whose answers are known.
 
 use gpuspan_capture::*;
 use gpuspan_cli::{analysis, diff, flame, idle, report, stats};
@@ -120,6 +121,40 @@ fn report_numbers_equal_the_records_sums_on_the_demo_capture() {
     assert_eq!(d.busy_ns + d.idle_ns, d.window_ns);
     assert_eq!(d.shares.iter().map(|s| s.idle_ns).sum::<u64>(), d.idle_ns);
     assert!(r.findings.iter().any(|f| f.kind == "upper_bound" && f.message.starts_with("upload")));
+}
+
+/// The CUDA example (`cuda_saxpy`) recorded on the lent H100 (2026-11-23 18:19 UTC, CUPTI).
+#[test]
+fn report_numbers_equal_the_records_sums_on_a_cuda_capture_from_an_h100() {
+    let c = Capture::open(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h100_cuda_saxpy.gpuspan"))
+        .expect("the H100 fixture reads");
+    assert!(c.truncation.is_none() && c.end.is_some());
+    let r = report::build(&c);
+    let index = analysis::Index::new(&c);
+    for row in &r.sites {
+        let mine: Vec<&Record> = c.records.iter().filter(|x| index.site_name(x.site) == row.site).collect();
+        assert_eq!(row.recorded, mine.len() as u64, "{}", row.site);
+        assert_eq!(row.total_ns, mine.iter().map(|x| x.duration_ns()).sum::<u64>(), "{}", row.site);
+        assert_eq!(row.bytes, mine.iter().filter_map(|x| x.bytes).sum::<u64>(), "{}", row.site);
+    }
+    // Every recorded call is CUPTI-timed, and its kernels and copies are activities.
+    assert!(c.records.iter().all(|x| x.gpu.is_some()), "every recorded call has GPU timing");
+    assert_eq!(r.devices.len(), 1);
+    let d = &r.devices[0];
+    assert!(d.device.contains("H100"), "{}", d.device);
+    assert_eq!(d.busy_ns + d.idle_ns, d.window_ns);
+    assert_eq!(d.shares.iter().map(|s| s.idle_ns).sum::<u64>(), d.idle_ns);
+    // cuBLAS's kernel under `sgemm`, and the copies by memory kind: pinned beats pageable.
+    assert!(r.kernels.iter().any(|k| k.kernel.contains("sgemm") && k.count == 5), "{:?}", r.kernels);
+    let bandwidth = |kind: &str| {
+        r.transfers
+            .iter()
+            .find(|t| t.src_kind.as_deref() == Some(kind) && t.direction.as_deref() == Some("cpu_to_gpu"))
+            .and_then(|t| t.bandwidth_bytes_per_s)
+    };
+    let (pinned, pageable) = (bandwidth("pinned").expect("pinned"), bandwidth("pageable").expect("pageable"));
+    assert!(pinned > 2.0 * pageable, "pinned {pinned} vs pageable {pageable}");
+    assert!(r.findings.iter().any(|f| f.message.contains("pageable")), "{:?}", r.findings);
 }
 
 #[test]

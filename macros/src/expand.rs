@@ -234,13 +234,15 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         None => quote!(::core::option::Option::None),
     };
 
+    // The site's constant facts (kind, backend) are in the target, part of the callsite's static
+    // metadata, rather than fields every call would record and a formatting subscriber format;
+    // exporters take them from the site.
+    let target = format!("gpuspan::{kind_str}::{backend_str}");
     let span = quote! {
         #p::tracing::span!(
-            target: "gpuspan",
+            target: #target,
             #p::tracing::#level,
             #name,
-            gpuspan.kind = #kind_str,
-            gpu.backend = #backend_str,
             error = #p::tracing::field::Empty,
             #(#field_keys = #field_values,)*
         )
@@ -289,13 +291,16 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         });
         #p::register_site!(__GPUSPAN_SITE);
     };
-    // Off at run time: one relaxed load, no span, no argument evaluated.
+    // Off at run time: one relaxed load and a compare, no span, no argument evaluated; the
+    // scope is opened out of line, so that the off path is the plain function's.
     let enter = quote! {
-        if #p::is_on() {
-            let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
-            #(#field_lets)*
-            let __gpuspan_span = #span;
-            #enter
+        if #p::might_be_on() {
+            #p::open(|| {
+                let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
+                #(#field_lets)*
+                let __gpuspan_span = #span;
+                #enter
+            })
         } else {
             #p::Scope::off()
         }

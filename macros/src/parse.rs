@@ -43,8 +43,8 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "target",
-        "`target` is not supported: gpuspan spans always have the target `gpuspan`, so one filter \
-         directive (`gpuspan=info`) selects them all; use `name = \"...\"` to tell sites apart",
+        "`target` is not supported: gpuspan spans' targets are `gpuspan::<kind>::<backend>`, so one \
+         filter directive (`gpuspan=info`) selects them all; use `name = \"...\"` to tell sites apart",
     ),
     (
         "parent",

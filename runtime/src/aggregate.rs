@@ -195,6 +195,39 @@ impl Shard {
 }
 
 impl Shard {
+    /// Adds host-timed calls (duration, bytes) of this shard's site: the counters are summed in
+    /// registers and stored once, only the histogram is touched per call.
+    fn add_host_all(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
+        let (mut n, mut sum, mut min, mut max, mut bytes) = (0u64, 0u64, u64::MAX, 0u64, 0u64);
+        for (d, b) in calls {
+            n += 1;
+            sum = sum.wrapping_add(d);
+            min = min.min(d);
+            max = max.max(d);
+            bytes = bytes.wrapping_add(b.unwrap_or(0));
+            let bucket = &self.histogram.buckets[Histogram::index(d)];
+            bucket.store(bucket.load(Relaxed).wrapping_add(1), Relaxed);
+        }
+        if n == 0 {
+            return;
+        }
+        bump(&self.calls, n);
+        bump(&self.total_ns, sum);
+        bump(&self.host_total_ns, sum);
+        bump(&self.bytes, bytes);
+        if min < self.min_ns.load(Relaxed) {
+            self.min_ns.store(min, Relaxed);
+        }
+        if max > self.max_ns.load(Relaxed) {
+            self.max_ns.store(max, Relaxed);
+        }
+        let host = TimingSource::Host.bit();
+        let sources = self.sources.load(Relaxed);
+        if sources & host == 0 {
+            self.sources.store(sources | host, Relaxed);
+        }
+    }
+
     /// Adds another shard's counts of the same site to this one. The caller is the only writer
     /// of `self` (it holds the registry's lock).
     fn absorb(&self, other: &Shard) {
@@ -247,7 +280,8 @@ impl Registry {
 }
 
 /// A thread's shards, by site index; folded into the registry's retired counts when the thread
-/// ends.
+/// ends. (The registry's per-site "retired" shard also takes the calls that other threads drain
+/// out of a live thread's ring: see `ring.rs`.)
 struct Local(UnsafeCell<Vec<Option<Arc<Shard>>>>);
 
 impl Drop for Local {
@@ -337,6 +371,20 @@ impl SiteStats {
         });
     }
 
+    /// Host-timed calls (duration, bytes) that produced no record, counted together: a run of
+    /// this site's calls in the calling thread's ring.
+    pub(crate) fn add_host_all(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
+        self.with_shard(|shard| shard.add_host_all(calls));
+    }
+
+    /// The same, counted on a thread other than the one that made the calls (a reader draining
+    /// that thread's ring): into the site's totals of other threads, never into the caller's
+    /// shards, which only their own thread writes.
+    pub(crate) fn add_host_all_elsewhere(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
+        let site = self.index();
+        registry().retired(site).add_host_all(calls);
+    }
+
     /// Runs `f` on this thread's shard of the site. `f` only updates the shard's counters.
     #[inline]
     fn with_shard(&self, f: impl FnOnce(&Shard)) {
@@ -389,8 +437,9 @@ impl SiteStats {
         f(registry().retired(site));
     }
 
-    /// The site's counts over every thread.
+    /// The site's counts over every thread, calls still in threads' rings included.
     pub(crate) fn totals(&self) -> Totals {
+        crate::ring::drain_all();
         let site = self.index.load(Relaxed) as usize;
         let mut t = Totals {
             calls: 0,

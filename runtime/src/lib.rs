@@ -185,6 +185,8 @@ mod future;
 mod off;
 #[cfg(feature = "enabled")]
 mod pipeline;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+mod ring;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(feature = "enabled")]
 #[allow(missing_docs)]

@@ -4,7 +4,21 @@ pub use crate::future::ScopedFuture;
 pub use crate::probe::{Exit, Probe, ProbeExit, ProbeOther};
 pub use crate::scope::Scope;
 pub use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind, SiteRef};
-pub use crate::switch::is_on;
+pub use crate::switch::{is_on, might_be_on};
+
+/// Opens an annotated call's scope, out of line: the caller tests [`might_be_on`] and calls
+/// this only then, so that neither the scope's construction nor the registers it needs are part
+/// of the caller's path when gpuspan is off. `open` evaluates the call's fields and sizes and
+/// builds its span and scope; it runs only once gpuspan is known to be on.
+#[cold]
+#[inline(never)]
+pub fn open(open: impl FnOnce() -> Scope) -> Scope {
+    if crate::switch::is_on() {
+        open()
+    } else {
+        Scope::off()
+    }
+}
 
 /// Runs an instrumented function's body. A closure passed as `FnOnce` may return borrows of
 /// the `&mut` parameters it captured, so every sync function shape can be wrapped this way.

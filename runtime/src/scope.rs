@@ -284,7 +284,7 @@ fn close(slot: &mut ManuallyDrop<Option<Active>>) {
     if matches!(a.gpu, GpuScope::None) && a.memory_before.is_none() && !a.error {
         let duration_ns = clock::raw_delta_ns(a.host_start, host_end);
         if !pipeline::wants(a.site, duration_ns) {
-            a.site.stats.add_host(duration_ns, a.bytes);
+            crate::ring::push(a.site, duration_ns, a.bytes);
             // SAFETY: `slot` is never read again: the scope is being dropped.
             unsafe { ManuallyDrop::drop(slot) };
             return;

@@ -1,0 +1,237 @@
+//! The per-thread ring of host-timed calls (Tracy's client model): a call that is only counted
+//! writes (site, duration, bytes) into its thread's ring and returns; the counting happens later,
+//! a whole ring at a time, when the ring is full (on the calling thread, so that nothing is lost
+//! and memory stays bounded), when the thread ends (a thread-local destructor), or when anyone
+//! reads the aggregates ([`drain_all`], before every summary).
+//!
+//! A ring has one producer, its thread, which only writes `head`; consumers hold the ring's
+//! `drain` lock and only write `tail`. The owner drains into its own per-thread shards; another
+//! thread drains into the per-site totals of the registry (never into the owner's shards, which
+//! only the owner writes).
+
+use crate::site::Site;
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Calls per ring: 24 bytes each, 12 KiB per thread that makes host-timed calls.
+const CAPACITY: usize = 512;
+
+/// One counted call.
+#[derive(Clone, Copy)]
+struct Entry {
+    site: &'static Site,
+    duration_ns: u64,
+    /// `u64::MAX` stands for "no size" (a real size that large is counted as such: saturated).
+    bytes: u64,
+}
+
+const NO_BYTES: u64 = u64::MAX;
+
+struct Ring {
+    /// Entries written; only the owner thread stores it.
+    head: AtomicUsize,
+    /// Entries counted; stored only under `drain`.
+    tail: AtomicUsize,
+    drain: Mutex<()>,
+    entries: [UnsafeCell<MaybeUninit<Entry>>; CAPACITY],
+}
+
+// SAFETY: an entry slot is written only by the owner between `tail + CAPACITY` and `head`
+// (slots no consumer reads), and read only by a consumer holding `drain` between `tail` and
+// `head` (slots the owner published with a release store of `head`).
+unsafe impl Sync for Ring {}
+unsafe impl Send for Ring {}
+
+/// Every live thread's ring, for [`drain_all`].
+static RINGS: Mutex<Vec<Arc<Ring>>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain counts: a panic elsewhere while locked leaves them usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Ring {
+    fn new() -> Self {
+        Ring {
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            drain: Mutex::new(()),
+            entries: [const { UnsafeCell::new(MaybeUninit::uninit()) }; CAPACITY],
+        }
+    }
+
+    /// Counts every entry written so far, each run of one site's calls at once: into the
+    /// calling thread's shards (`own`: the owner) or into the totals of other threads (a reader).
+    /// The caller holds `drain`.
+    fn drain_runs(&self, _held: &MutexGuard<'_, ()>, own: bool) {
+        let tail = self.tail.load(Relaxed);
+        let head = self.head.load(Acquire);
+        // SAFETY: entries between `tail` and `head` were published by the owner (release store
+        // of `head`, acquired above) and are not reused before the release store of `tail`.
+        let entry = |i: usize| unsafe { &*(*self.entries[i % CAPACITY].get()).as_ptr() };
+        let mut i = tail;
+        while i != head {
+            let site = entry(i).site;
+            let mut end = i + 1;
+            while end != head && std::ptr::eq(entry(end).site, site) {
+                end += 1;
+            }
+            let calls = (i..end).map(|j| {
+                let e = entry(j);
+                (e.duration_ns, (e.bytes != NO_BYTES).then_some(e.bytes))
+            });
+            if own {
+                site.stats.add_host_all(calls);
+            } else {
+                site.stats.add_host_all_elsewhere(calls);
+            }
+            i = end;
+        }
+        self.tail.store(head, Release);
+    }
+
+    /// The owner counts its ring into its own shards.
+    fn drain_own(&self) {
+        let held = lock(&self.drain);
+        self.drain_runs(&held, true);
+    }
+}
+
+/// The calling thread's ring; drained into its shards and unregistered when the thread ends.
+struct Local(Arc<Ring>);
+
+impl Local {
+    fn new() -> Self {
+        let ring = Arc::new(Ring::new());
+        lock(&RINGS).push(ring.clone());
+        Local(ring)
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // The shard table may be gone already: `add_host` then counts with the ended threads.
+        self.0.drain_own();
+        let mut rings = lock(&RINGS);
+        if let Some(i) = rings.iter().position(|r| Arc::ptr_eq(r, &self.0)) {
+            rings.swap_remove(i);
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: Local = Local::new();
+}
+
+/// Counts a host-timed call that produced no record: into this thread's ring, or straight into
+/// the aggregates when the ring is full (after counting the whole ring) or already destroyed (a
+/// call from another thread-local's destructor).
+#[inline]
+pub(crate) fn push(site: &'static Site, duration_ns: u64, bytes: Option<u64>) {
+    let entry = Entry { site, duration_ns, bytes: bytes.unwrap_or(NO_BYTES) };
+    let pushed = LOCAL.try_with(|local| {
+        let ring = &*local.0;
+        let head = ring.head.load(Relaxed);
+        if head.wrapping_sub(ring.tail.load(Acquire)) >= CAPACITY {
+            full(ring);
+        }
+        // SAFETY: the slot is free: `tail` is past it (checked above, or just drained), and only
+        // this thread writes slots.
+        unsafe { (*ring.entries[head % CAPACITY].get()).write(entry) };
+        ring.head.store(head.wrapping_add(1), Release);
+    });
+    if pushed.is_err() {
+        site.stats.add_host(duration_ns, bytes);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn full(ring: &Ring) {
+    ring.drain_own();
+}
+
+/// Counts every thread's pending calls into the aggregates, so that a reader sees every call.
+pub(crate) fn drain_all() {
+    let rings: Vec<Arc<Ring>> = lock(&RINGS).clone();
+    for ring in rings {
+        let held = lock(&ring.drain);
+        if ring.head.load(Acquire) == ring.tail.load(Relaxed) {
+            continue;
+        }
+        ring.drain_runs(&held, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::site::{Backend, Site, SiteDesc, SiteKind};
+    use std::sync::mpsc;
+
+    const fn site(name: &'static str) -> Site {
+        Site::new(SiteDesc {
+            name,
+            function: name,
+            kind: SiteKind::Kernel,
+            backend: Backend::Host,
+            module_path: "ring::tests",
+            file: "ring.rs",
+            line: 1,
+            direction: None,
+            threshold_us: None,
+            trace_all: false,
+            track_memory: false,
+        })
+    }
+
+    #[test]
+    fn a_reader_sees_the_calls_still_in_a_live_threads_ring() {
+        static SITE: Site = site("live");
+        let (pushed, wait) = mpsc::channel();
+        let (resume, go) = mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            for _ in 0..10 {
+                super::push(&SITE, 100, Some(8));
+            }
+            pushed.send(()).unwrap();
+            go.recv().unwrap();
+            // Past the ring's capacity: the owner counts the full ring itself, losing nothing.
+            for _ in 0..2 * super::CAPACITY + 3 {
+                super::push(&SITE, 300, None);
+            }
+        });
+        wait.recv().unwrap();
+        let t1 = SITE.stats.totals();
+        assert_eq!((t1.calls, t1.bytes, t1.total_ns, t1.min_ns, t1.max_ns), (10, 80, 1_000, 100, 100));
+        resume.send(()).unwrap();
+        t.join().unwrap();
+        let n = 10 + 2 * super::CAPACITY as u64 + 3;
+        let t2 = SITE.stats.totals();
+        assert_eq!((t2.calls, t2.bytes, t2.min_ns, t2.max_ns), (n, 80, 100, 300));
+        assert_eq!(t2.total_ns, 1_000 + 300 * (n - 10));
+    }
+
+    #[test]
+    fn a_call_after_the_rings_destruction_is_counted() {
+        static SITE: Site = site("late");
+        struct CallsOnDrop;
+        impl Drop for CallsOnDrop {
+            fn drop(&mut self) {
+                super::push(&SITE, 5, None);
+            }
+        }
+        thread_local! {
+            static CALLER: CallsOnDrop = const { CallsOnDrop };
+        }
+        std::thread::spawn(|| {
+            CALLER.with(|_| ());
+            super::push(&SITE, 7, None);
+        })
+        .join()
+        .unwrap();
+        let t = SITE.stats.totals();
+        assert_eq!((t.calls, t.total_ns, t.min_ns, t.max_ns), (2, 12, 5, 7));
+    }
+}
