@@ -366,15 +366,23 @@ fn ctrl_c_leaves_a_clean_screen_too() {
 
 /// Runs `gpuspan top --once <socket>` as user `nobody`; its exit status and stderr.
 fn connect_as_nobody(bin_dir: &Path, socket: &Path) -> (bool, String) {
-    let out = Command::new(bin_dir.join("gpuspan"))
-        .args(["top", "--once"])
-        .arg(socket)
-        .uid(65534)
-        .gid(65534)
-        .env_remove("XDG_RUNTIME_DIR")
-        .output()
-        .unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    // The copy was just written: a child forked meanwhile by a test running in parallel holds it
+    // open for writing until its exec, and exec says "text file busy" until then.
+    for _ in 0..100 {
+        let out = Command::new(bin_dir.join("gpuspan"))
+            .args(["top", "--once"])
+            .arg(socket)
+            .uid(65534)
+            .gid(65534)
+            .env_remove("XDG_RUNTIME_DIR")
+            .output();
+        match out {
+            Ok(out) => return (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned()),
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("gpuspan as nobody: {e}"),
+        }
+    }
+    panic!("gpuspan as nobody: text file busy for 2 s");
 }
 
 #[test]
