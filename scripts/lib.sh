@@ -51,6 +51,27 @@ ensure_python311() {
     return 1
 }
 
+# The live dashboard's tests drive `gpuspan top` in a terminal: tmux gives them one to send keys
+# to and read back (capture-pane). Installed from Debian only when missing.
+ensure_tmux() {
+    if command -v tmux >/dev/null; then
+        return 0
+    fi
+    echo "==> installing tmux (the live dashboard's tests run gpuspan top inside it)"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    for attempt in 1 2 3; do
+        if $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+            && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; then
+            return 0
+        fi
+        echo "apt-get failed (attempt $attempt); retrying" >&2
+        sleep 3
+    done
+    echo "error: could not install tmux" >&2
+    return 1
+}
+
 # wgpu's Vulkan loader warns when XDG_RUNTIME_DIR is unset; give it a private one.
 ensure_runtime_dir() {
     if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then

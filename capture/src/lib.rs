@@ -1,5 +1,5 @@
 //! The gpuspan capture file, defined once for the runtime that writes it and the `gpuspan` CLI
-//! that reads it.
+//! that reads it; and, in [`live`], the messages of the live feed that `gpuspan top` reads.
 //!
 //! # Layout
 //!
@@ -35,6 +35,7 @@
 //! assert!(c.truncation.is_none());
 //! ```
 
+pub mod live;
 mod read;
 mod types;
 mod write;

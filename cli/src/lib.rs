@@ -10,14 +10,19 @@
 //!
 //! Reading is the `gpuspan-capture` crate's; this crate turns a [`Capture`](gpuspan_capture::Capture)
 //! into answers: a report ([`report`]), a flamegraph ([`flame`]), a diff ([`diff`]) and a
-//! Perfetto timeline of one or several captures ([`perfetto`]).
+//! Perfetto timeline of one or several captures ([`perfetto`]). [`live`] and [`top`] attach to
+//! running programs instead: `gpuspan top`.
 
 pub mod analysis;
 pub mod diff;
 pub mod flame;
 pub mod idle;
+#[cfg(unix)]
+pub mod live;
 pub mod load;
 pub mod perfetto;
 pub mod report;
 pub mod stats;
 pub mod table;
+#[cfg(unix)]
+pub mod top;

@@ -1,8 +1,10 @@
 //! `gpuspan`: answers from a capture file written by a program instrumented with gpuspan
-//! (`GPUSPAN_CAPTURE=path`).
+//! (`GPUSPAN_CAPTURE=path`), and `gpuspan top`, the live view of programs running with
+//! `GPUSPAN_LIVE=1`.
 //!
 //! Exit status: 0 done; 1 `diff --fail-if-slower` found a significant slowdown; 2 the command
-//! could not run (a capture that cannot be read, an output that cannot be written, bad usage).
+//! could not run (a capture that cannot be read, an output that cannot be written, no live
+//! process to attach to, bad usage).
 
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuspan_capture::Capture;
@@ -13,7 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(name = "gpuspan", version, about = "Reports, flamegraphs, diffs and timelines from gpuspan capture files")]
+#[command(
+    name = "gpuspan",
+    version,
+    about = "Reports, flamegraphs, diffs and timelines from gpuspan capture files; live views of running programs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -67,6 +73,41 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// The live dashboard of running programs that serve the live feed (`GPUSPAN_LIVE=1`): each
+    /// site's calls/s, GPU time, p50/p99, bytes/s and errors over the last seconds, and a panel
+    /// per device. Keys: q quit, s/S sort, r reverse, / filter, p pause, Tab or 1-9 process.
+    #[cfg(unix)]
+    Top {
+        /// Processes to show, by pid or socket path (default: every live gpuspan process of this
+        /// user, found as they start).
+        targets: Vec<String>,
+        /// Look for sockets in this directory too (besides $XDG_RUNTIME_DIR/gpuspan and
+        /// gpuspan-<uid> in the temporary directory).
+        #[arg(long = "dir")]
+        dirs: Vec<PathBuf>,
+        /// Print one snapshot of each process and exit, instead of the dashboard.
+        #[arg(long)]
+        once: bool,
+        /// With `--once`: `json` (one snapshot per line, as the program sent it) or `text`.
+        #[arg(long, value_enum, default_value_t = TopFormat::Text)]
+        format: TopFormat,
+        /// The column the site table is sorted by at first.
+        #[arg(long, value_enum, default_value_t = gpuspan_cli::top::SortKey::CallsPerS)]
+        sort: gpuspan_cli::top::SortKey,
+        /// Refresh every this many milliseconds.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..))]
+        interval_ms: u64,
+        /// Wait up to this many seconds for a live process to appear (a program just started).
+        #[arg(long, default_value_t = 0.0)]
+        wait: f64,
+    },
+}
+
+#[cfg(unix)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TopFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -195,6 +236,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 output.display()
             ));
         }
+        #[cfg(unix)]
+        Command::Top { targets, dirs, once, format, sort, interval_ms, wait } => {
+            return top(TopArgs { targets, dirs, once, format, sort, interval_ms, wait });
+        }
         Command::Timeline { capture, output } => {
             let c = read(&capture)?;
             let label = capture.display().to_string();
@@ -206,6 +251,86 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             ));
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(unix)]
+struct TopArgs {
+    targets: Vec<String>,
+    dirs: Vec<PathBuf>,
+    once: bool,
+    format: TopFormat,
+    sort: gpuspan_cli::top::SortKey,
+    interval_ms: u64,
+    wait: f64,
+}
+
+/// `gpuspan top`: the processes asked for (or all), once as text or JSON, or the dashboard.
+#[cfg(unix)]
+fn top(a: TopArgs) -> Result<ExitCode, Failure> {
+    use gpuspan_cli::live::{self, Connection};
+    use gpuspan_cli::top::{self as dashboard, View};
+    use std::io::IsTerminal;
+    let mut dirs = live::default_dirs();
+    dirs.extend(a.dirs);
+    let view = View { sort: a.sort, ..View::default() };
+    let looked_in = || dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
+    // Processes named on the command line must all be found (waiting for them if asked); with
+    // none named, the dashboard finds them as they come and `--once` takes what is there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(a.wait.clamp(0.0, 3600.0));
+    let (chosen, missing) = loop {
+        let found = live::discover(&dirs);
+        let (chosen, missing): (Vec<_>, Vec<_>) = if a.targets.is_empty() {
+            (found, Vec::new())
+        } else {
+            let resolved: Vec<_> = a.targets.iter().map(|t| (t, live::resolve(t, &found))).collect();
+            (
+                resolved.iter().filter_map(|(_, e)| e.clone()).collect(),
+                resolved.iter().filter(|(_, e)| e.is_none()).map(|(t, _)| (*t).clone()).collect(),
+            )
+        };
+        let enough = missing.is_empty() && (!chosen.is_empty() || !a.once);
+        if enough || std::time::Instant::now() >= deadline {
+            break (chosen, missing);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    if !missing.is_empty() {
+        return Err(Failure(format!(
+            "no live gpuspan process {} (looked in {}); is it running with GPUSPAN_LIVE=1?",
+            missing.join(", "),
+            looked_in()
+        )));
+    }
+    if !a.once {
+        if !io::stdout().is_terminal() {
+            return Err(Failure("gpuspan top draws on a terminal; for scripts use --once (--format json)".into()));
+        }
+        let explicit = if a.targets.is_empty() { Vec::new() } else { chosen };
+        dashboard::run(dirs, explicit, std::time::Duration::from_millis(a.interval_ms), view)
+            .map_err(|e| Failure(format!("the terminal failed: {e}")))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if chosen.is_empty() {
+        return Err(Failure(format!(
+            "no live gpuspan process found (looked in {}); start one with GPUSPAN_LIVE=1",
+            looked_in()
+        )));
+    }
+    let mut answers = Vec::new();
+    for e in &chosen {
+        let answer = Connection::open(&e.path).and_then(|mut c| c.snapshot());
+        answers.push(answer.map_err(|err| Failure(err.to_string()))?);
+    }
+    emit(None, |w| {
+        for (line, snapshot) in &answers {
+            match a.format {
+                TopFormat::Json => writeln!(w, "{line}")?,
+                TopFormat::Text => w.write_all(dashboard::snapshot_text(snapshot, &view).as_bytes())?,
+            }
+        }
+        Ok(())
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -17,8 +17,11 @@ pub fn call_core() {
         .trace_all(true)
         .timeline_capacity(16)
         .flush_on_signal(true)
+        .live(true)
         .init();
     assert!(guard.trace_file().is_none() && guard.capture_file().is_none());
+    // No socket is served: the live feed is instrumentation too.
+    assert!(guard.live_socket().is_none());
     drop(gpuspan::init());
     // Ends nothing (nothing runs); the guard's drop after it does nothing either.
     gpuspan::shutdown();

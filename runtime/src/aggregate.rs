@@ -61,7 +61,7 @@ impl Histogram {
 }
 
 /// The `q`-quantile of histogram bucket counts, as the midpoint of the bucket holding it.
-fn quantile_of(counts: &[u64], q: f64) -> Option<u64> {
+pub(crate) fn quantile_of(counts: &[u64], q: f64) -> Option<u64> {
     let total: u64 = counts.iter().sum();
     if total == 0 {
         return None;
@@ -328,6 +328,12 @@ impl Totals {
     /// The `q`-quantile, clamped to the exact min and max (bucket midpoints can fall outside).
     pub(crate) fn quantile(&self, q: f64) -> Option<u64> {
         quantile_of(&self.buckets, q).map(|v| v.clamp(self.min_ns, self.max_ns))
+    }
+
+    /// The histogram's counts by bucket. Counts only grow, so the difference of two totals'
+    /// counts is the histogram of the calls between them (the live feed's window).
+    pub(crate) fn buckets(&self) -> &[u64] {
+        &self.buckets
     }
 }
 

@@ -14,6 +14,7 @@
 //! | `GPUSPAN_THRESHOLD_US` | [`crate::Config::from_env`], sampling | 100 |
 //! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
 //! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | off |
+//! | `GPUSPAN_LIVE` | [`crate::Config::from_env`]: the live feed for `gpuspan top` | off |
 //! | `GPUSPAN_CUPTI` | CUDA timing | on |
 //! | `GPUSPAN_CUPTI_DUMP` | CUDA timing: a path | none |
 //! | `GPUSPAN_MONITOR` | the NVML monitor | on |
@@ -163,6 +164,11 @@ pub(crate) fn on_signal() -> Option<bool> {
         ));
     }
     parsed
+}
+
+/// `GPUSPAN_LIVE`: serve the live feed (`gpuspan top`) on a socket in the private directory.
+pub(crate) fn live() -> Option<bool> {
+    switch("GPUSPAN_LIVE", false)
 }
 
 /// `GPUSPAN_CUPTI`: CUDA timing through CUPTI (default on; off: CUDA events).

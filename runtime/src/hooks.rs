@@ -5,7 +5,8 @@
 //!   that every sink (timeline, spans, captures) sees the same values;
 //! - a summary section: lines the summary table prints after the sites;
 //! - a device-memory reader: the device side of a `track_memory` site's memory marks;
-//! - metric sources: readings an exporter that exports metrics observes when it collects.
+//! - metric sources: readings an exporter that exports metrics observes when it collects;
+//! - live devices: the devices' recent samples, for the live feed's snapshots.
 //!
 //! Registering the same function again does nothing, so a leaf may register itself from more
 //! than one place (`init` and its own start).
@@ -22,6 +23,11 @@ pub(crate) type SummarySection = fn(&[SiteSummary]) -> Vec<String>;
 pub(crate) type DeviceMemory = fn() -> Option<u64>;
 /// Readings a leaf offers as metrics.
 pub(crate) type MetricSource = fn() -> Vec<Gauge>;
+/// The devices a leaf samples, with their newest reading and recent history, as the live feed
+/// sends them (the feed's message types are plain data, shared with `gpuspan top`). `Err` says
+/// why there are none.
+#[cfg(feature = "enabled")]
+pub(crate) type LiveDevices = fn() -> Result<Vec<gpuspan_capture::live::Device>, String>;
 /// Reads a metric: calls its argument once per data point, with the value and the attributes.
 pub(crate) type Observe = fn(&mut dyn FnMut(f64, &[(&'static str, Value)]));
 
@@ -31,6 +37,8 @@ struct Hooks {
     summary_sections: Vec<SummarySection>,
     device_memory: Option<DeviceMemory>,
     metric_sources: Vec<MetricSource>,
+    #[cfg(feature = "enabled")]
+    live_devices: Option<LiveDevices>,
 }
 
 static HOOKS: RwLock<Hooks> = RwLock::new(Hooks {
@@ -38,6 +46,8 @@ static HOOKS: RwLock<Hooks> = RwLock::new(Hooks {
     summary_sections: Vec::new(),
     device_memory: None,
     metric_sources: Vec::new(),
+    #[cfg(feature = "enabled")]
+    live_devices: None,
 });
 
 fn add<F: Copy + PartialEq>(list: &mut Vec<F>, f: F) {
@@ -76,6 +86,22 @@ pub(crate) fn add_metric_source(f: MetricSource) {
     if let Ok(mut h) = HOOKS.write() {
         add(&mut h.metric_sources, f);
     }
+}
+
+/// Registers the reader of the devices for the live feed (one: a second replaces it).
+#[cfg(feature = "enabled")]
+#[allow(dead_code)] // registered by leaves that may all be compiled out
+pub(crate) fn set_live_devices(f: LiveDevices) {
+    if let Ok(mut h) = HOOKS.write() {
+        h.live_devices = Some(f);
+    }
+}
+
+/// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.
+#[cfg(feature = "enabled")]
+pub(crate) fn live_devices() -> Option<Result<Vec<gpuspan_capture::live::Device>, String>> {
+    let reader = HOOKS.read().ok()?.live_devices?;
+    Some(reader())
 }
 
 /// The attributes the leaves add to `record`.

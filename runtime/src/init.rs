@@ -26,6 +26,7 @@ enum TraceFile {
 /// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
 /// | `GPUSPAN_TRACE_ALL=on` | export every call |
 /// | `GPUSPAN_ON_SIGNAL=flush` | on SIGINT/SIGTERM, write everything as [`shutdown`] does, then let the signal take its course |
+/// | `GPUSPAN_LIVE=on` | serve the live feed that `gpuspan top` shows; see [`Config::live`] |
 /// | `OTEL_EXPORTER_OTLP_ENDPOINT=url` | (feature `otlp`) spans and metrics to that collector; see [`crate::otlp::OtlpConfig`] |
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -35,6 +36,7 @@ pub struct Config {
     threshold_us: Option<u64>,
     trace_all: Option<bool>,
     flush_on_signal: bool,
+    live: bool,
     timeline_capacity: usize,
     #[cfg(feature = "otlp")]
     otlp: Option<crate::otlp::OtlpConfig>,
@@ -49,6 +51,7 @@ impl Default for Config {
             threshold_us: None,
             trace_all: None,
             flush_on_signal: false,
+            live: false,
             timeline_capacity: 200_000,
             #[cfg(feature = "otlp")]
             otlp: None,
@@ -85,6 +88,9 @@ impl Config {
             c.trace_all = env::trace_all();
             if let Some(on) = env::on_signal() {
                 c.flush_on_signal = on;
+            }
+            if let Some(on) = env::live() {
+                c.live = on;
             }
         }
         #[cfg(feature = "otlp")]
@@ -168,6 +174,17 @@ impl Config {
         self
     }
 
+    /// Serve the live feed that `gpuspan top` attaches to (default off; `GPUSPAN_LIVE=on`): a
+    /// Unix socket `<program>-<pid>.live.sock` in the private directory (mode 0600, directory
+    /// 0700, answering only this user), removed at shutdown. A thread of its own answers it from
+    /// the aggregates gpuspan keeps anyway, so an annotated call costs nothing more, and a client
+    /// that stops reading is disconnected, never waited for. Unix only; elsewhere it is said
+    /// once and ignored. docs/live.md describes what it serves.
+    pub fn live(mut self, on: bool) -> Self {
+        self.live = on;
+        self
+    }
+
     /// At most this many calls are kept for the timeline; later ones are counted as lost.
     pub fn timeline_capacity(mut self, events: usize) -> Self {
         self.timeline_capacity = events;
@@ -216,6 +233,8 @@ pub use imp::Guard;
 mod imp {
     use super::{Config, TraceFile};
     use crate::export::capture_file::{self, CaptureFile};
+    #[cfg(unix)]
+    use crate::export::live::Live;
     use crate::export::timeline::Timeline;
     use crate::pipeline::{self, Sink};
     use std::path::PathBuf;
@@ -228,6 +247,7 @@ mod imp {
         id: u64,
         trace_file: Option<PathBuf>,
         capture_file: Option<PathBuf>,
+        live_socket: Option<PathBuf>,
         #[cfg(feature = "otlp")]
         otlp: Option<Arc<crate::otlp::Otlp>>,
     }
@@ -241,6 +261,7 @@ mod imp {
         summary: bool,
         timeline: Option<(Arc<Timeline>, PathBuf)>,
         capture: Option<(Arc<CaptureFile>, PathBuf)>,
+        live: Option<Live>,
         #[cfg(feature = "otlp")]
         otlp: Option<Arc<crate::otlp::Otlp>>,
     }
@@ -272,6 +293,7 @@ mod imp {
                 summary: c.summary,
                 timeline: None,
                 capture: None,
+                live: None,
                 #[cfg(feature = "otlp")]
                 otlp: None,
             });
@@ -279,6 +301,7 @@ mod imp {
                 id,
                 trace_file: None,
                 capture_file: None,
+                live_socket: None,
                 #[cfg(feature = "otlp")]
                 otlp: None,
             };
@@ -333,10 +356,13 @@ mod imp {
         // A collector that cannot be set up is said once; measuring goes on without it.
         #[cfg(feature = "otlp")]
         let otlp = c.otlp.and_then(|o| o.start().map_err(crate::diagnostics::note_once).ok()).map(Arc::new);
+        // Likewise a live feed that cannot be served.
+        let live = if c.live { start_live() } else { None };
         let guard = Guard {
             id,
             trace_file: timeline.as_ref().map(|(_, p)| p.clone()),
             capture_file: capture.as_ref().map(|(_, p)| p.clone()),
+            live_socket: live.as_ref().map(|l| l.path().to_owned()),
             #[cfg(feature = "otlp")]
             otlp: otlp.clone(),
         };
@@ -345,6 +371,7 @@ mod imp {
             summary: c.summary,
             timeline,
             capture,
+            live,
             #[cfg(feature = "otlp")]
             otlp,
         });
@@ -352,6 +379,41 @@ mod imp {
             crate::signal::flush_on_signal();
         }
         guard
+    }
+
+    /// The live feed, in the private directory (said once when it cannot be served).
+    #[cfg(unix)]
+    fn start_live() -> Option<Live> {
+        let dir = crate::export::file::private_dir()
+            .map_err(|e| {
+                crate::diagnostics::note_once(format_args!(
+                    "no live feed: there is no private directory for its socket ({e})"
+                ))
+            })
+            .ok()?;
+        Live::start(&dir).map_err(crate::diagnostics::note_once).ok()
+    }
+
+    /// No Unix socket, no feed: a type with no value, so `Running` needs no `cfg` of its own.
+    #[cfg(not(unix))]
+    #[derive(Debug)]
+    enum Live {}
+
+    #[cfg(not(unix))]
+    impl Live {
+        fn path(&self) -> &std::path::Path {
+            match *self {}
+        }
+
+        fn stop(self) {
+            match self {}
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn start_live() -> Option<Live> {
+        crate::diagnostics::note_once("no live feed: it is served on a Unix socket, which this platform does not have");
+        None
     }
 
     /// `<program>-<pid>.<extension>` in the private directory; `None` (said once) when there is
@@ -387,6 +449,11 @@ mod imp {
 
     impl Running {
         fn finish(self) {
+            // First: `gpuspan top` sees the program end (its socket goes) rather than a feed
+            // that stops changing while the rest is written.
+            if let Some(live) = self.live {
+                live.stop();
+            }
             let off = !crate::switch::is_on();
             if !off && !crate::flush() {
                 crate::diagnostics::note_once(
@@ -457,6 +524,11 @@ mod imp {
             self.capture_file.as_deref()
         }
 
+        /// The live feed's socket, if one is served ([`Config::live`](super::Config::live)).
+        pub fn live_socket(&self) -> Option<&std::path::Path> {
+            self.live_socket.as_deref()
+        }
+
         /// The running OTLP export, if any.
         #[cfg(feature = "otlp")]
         pub fn otlp(&self) -> Option<&crate::otlp::Otlp> {
@@ -517,6 +589,11 @@ mod off {
 
         /// Always `None`: no capture is written with instrumentation compiled out.
         pub fn capture_file(&self) -> Option<&std::path::Path> {
+            None
+        }
+
+        /// Always `None`: no live feed is served with instrumentation compiled out.
+        pub fn live_socket(&self) -> Option<&std::path::Path> {
             None
         }
 

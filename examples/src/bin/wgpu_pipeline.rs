@@ -4,6 +4,9 @@
 //! What it shows: kernels timed by GPU timestamps inside the encoder (exact), uploads timed by
 //! bracketing the queue (an upper bound, labelled so), and the read-back split into the GPU
 //! copy and the host's map-and-copy-out, which on a real GPU is often the bigger part.
+//!
+//! `--seconds N` runs frames for that long instead of eight: long enough to watch it with
+//! `gpuspan top` (`scripts/demo --live`).
 
 use gpuspan::{gpu_kernel, gpu_transfer};
 use wgpu::util::DeviceExt;
@@ -204,7 +207,27 @@ fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
     }
 }
 
+/// `--seconds N`: run frames for N seconds instead of [`FRAMES`] frames.
+fn run_for() -> Option<std::time::Duration> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => None,
+        [flag, n] if flag == "--seconds" => match n.parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => Some(std::time::Duration::from_secs_f64(s)),
+            _ => {
+                eprintln!("wgpu_pipeline: --seconds {n}: not a number of seconds");
+                std::process::exit(2);
+            }
+        },
+        _ => {
+            eprintln!("wgpu_pipeline: usage: wgpu_pipeline [--seconds N]");
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
+    let run_for = run_for();
     let guard = gpuspan::init();
     let app = match setup() {
         Ok(app) => app,
@@ -215,7 +238,13 @@ fn main() {
     };
     let xs: Vec<f32> = (0..N).map(|i| (i % 7) as f32).collect();
     let ys = vec![1.0f32; N as usize];
-    for frame in 0..FRAMES {
+    let start = std::time::Instant::now();
+    let more = |frame: usize| match run_for {
+        Some(d) => start.elapsed() < d,
+        None => frame < FRAMES,
+    };
+    let mut frame = 0;
+    while more(frame) {
         upload(&app.queue, &app.x, &xs);
         upload(&app.queue, &app.y, &ys);
         let mut encoder = app.device.create_command_encoder(&Default::default());
@@ -240,8 +269,9 @@ fn main() {
             (**o - expected).abs() > 1e-3 * expected.abs().max(1.0)
         });
         assert_eq!(bad.count(), 0, "frame {frame}: the GPU computed something else");
+        frame += 1;
     }
-    eprintln!("wgpu_pipeline: {FRAMES} frames of {N} elements computed and checked");
+    eprintln!("wgpu_pipeline: {frame} frames of {N} elements computed and checked");
     drop(guard);
 }
 

@@ -31,6 +31,7 @@
 
 mod discovery;
 mod library;
+mod live;
 mod types;
 // Items of these are `pub` where the feature `testing` lends them out below.
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
@@ -57,14 +58,15 @@ pub use {
 pub(crate) use sampler::throttle_reason_names;
 
 /// Plugs the monitor into the core (`crate::hooks`): the device's state on records, the device
-/// section of the summary, the device memory of `track_memory` sites, and the `hw.gpu.*`
-/// metrics. `init` calls it, and so does [`MonitorConfig::start`], so that a sampler started
+/// section of the summary, the device memory of `track_memory` sites, the `hw.gpu.*` metrics
+/// and the devices of the live feed. `init` calls it, and so does [`MonitorConfig::start`], so that a sampler started
 /// without `init` still adds what it knows.
 pub(crate) fn register_hooks() {
     crate::hooks::add_record_attributes(snapshot::record_attributes);
     crate::hooks::add_summary_section(summary_section);
     crate::hooks::set_device_memory(device_memory_used);
     crate::hooks::add_metric_source(metrics::gauges);
+    crate::hooks::set_live_devices(live::devices);
 }
 
 /// The summary's device lines: each transfer's efficiency against its link, then the devices.

@@ -1,0 +1,896 @@
+//! `gpuspan top`: the live dashboard of seed 003 (§6.1–6.2), attached to running programs.
+//!
+//! One screen: a line of processes (several ranks of one job at once; Tab switches), the chosen
+//! process's sites over the feed's window (sortable, filterable), and a panel per device: GPU
+//! and memory-busy bars, the VRAM bar in the seed's colours (green, yellow over 70 %, red over
+//! 90 %), power against its limit, the temperature with the seed's band (COOL to 50 °C, WARM to
+//! 70, HOT to 85, CRITICAL above), SM and memory clocks, PCIe rx/tx, throttle reasons and a
+//! sparkline of the last 60 s of utilization. What is drawn is built here as plain lines and
+//! rows, so that tests read it from ratatui's test backend.
+
+use crate::live::{self, Connection, Endpoint};
+use crate::table::{self, Table};
+use gpuspan_capture::live::{Device, Site, Snapshot};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table as TableWidget, Wrap};
+use ratatui::Frame;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// The columns of the site table, in order; the sortable ones are [`SortKey`]s.
+pub const COLUMNS: [&str; 12] =
+    ["SITE", "KIND", "CALLS/S", "GPU%", "SHARE", "P50", "P99", "BYTES/S", "BW", "ERR", "CALLS", "SOURCE"];
+
+/// What the site table is sorted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortKey {
+    Name,
+    CallsPerS,
+    Gpu,
+    Share,
+    P50,
+    P99,
+    BytesPerS,
+    Errors,
+    Calls,
+}
+
+impl SortKey {
+    const ALL: [SortKey; 9] = [
+        SortKey::Name,
+        SortKey::CallsPerS,
+        SortKey::Gpu,
+        SortKey::Share,
+        SortKey::P50,
+        SortKey::P99,
+        SortKey::BytesPerS,
+        SortKey::Errors,
+        SortKey::Calls,
+    ];
+
+    /// The column it sorts by.
+    pub fn column(self) -> &'static str {
+        match self {
+            SortKey::Name => "SITE",
+            SortKey::CallsPerS => "CALLS/S",
+            SortKey::Gpu => "GPU%",
+            SortKey::Share => "SHARE",
+            SortKey::P50 => "P50",
+            SortKey::P99 => "P99",
+            SortKey::BytesPerS => "BYTES/S",
+            SortKey::Errors => "ERR",
+            SortKey::Calls => "CALLS",
+        }
+    }
+
+    fn next(self, step: isize) -> SortKey {
+        let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0) as isize;
+        Self::ALL[(i + step).rem_euclid(Self::ALL.len() as isize) as usize]
+    }
+
+    /// Names ascend by default; numbers descend (the biggest first, as top does).
+    fn descends(self) -> bool {
+        self != SortKey::Name
+    }
+
+    fn value(self, s: &Site) -> f64 {
+        let w = &s.window;
+        let opt = |v: Option<f64>| v.unwrap_or(-1.0);
+        match self {
+            SortKey::Name => 0.0,
+            SortKey::CallsPerS => w.calls_per_s,
+            SortKey::Gpu => opt(w.gpu_busy),
+            SortKey::Share => opt(w.gpu_share),
+            SortKey::P50 => opt(w.p50_ns.map(|v| v as f64)),
+            SortKey::P99 => opt(w.p99_ns.map(|v| v as f64)),
+            SortKey::BytesPerS => w.bytes_per_s,
+            SortKey::Errors => w.errors as f64,
+            SortKey::Calls => s.calls as f64,
+        }
+    }
+}
+
+/// How the site table is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub sort: SortKey,
+    /// Reversed from the key's natural order.
+    pub reversed: bool,
+    /// Only sites whose name or function contains this (case-insensitive).
+    pub filter: String,
+}
+
+impl Default for View {
+    fn default() -> Self {
+        View { sort: SortKey::CallsPerS, reversed: false, filter: String::new() }
+    }
+}
+
+impl View {
+    /// The snapshot's sites this view shows, in its order.
+    pub fn sites<'a>(&self, snapshot: &'a Snapshot) -> Vec<&'a Site> {
+        let needle = self.filter.to_lowercase();
+        let mut sites: Vec<&Site> = snapshot
+            .sites
+            .iter()
+            .filter(|s| {
+                needle.is_empty()
+                    || s.name.to_lowercase().contains(&needle)
+                    || s.function.to_lowercase().contains(&needle)
+            })
+            .collect();
+        let key = self.sort;
+        sites.sort_by(|a, b| {
+            let order = if key == SortKey::Name {
+                a.name.cmp(&b.name)
+            } else {
+                key.value(b).total_cmp(&key.value(a)).then_with(|| a.name.cmp(&b.name))
+            };
+            if self.reversed {
+                order.reverse()
+            } else {
+                order
+            }
+        });
+        sites
+    }
+
+    /// The header with the sort column marked (▼ biggest first, ▲ smallest first).
+    pub fn header(&self) -> Vec<String> {
+        let down = self.sort.descends() != self.reversed;
+        COLUMNS
+            .iter()
+            .map(|c| {
+                if *c == self.sort.column() {
+                    format!("{c}{}", if down { "▼" } else { "▲" })
+                } else {
+                    (*c).to_owned()
+                }
+            })
+            .collect()
+    }
+}
+
+fn percent(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |f| format!("{:.1}", f * 100.0))
+}
+
+fn kind(s: &Site) -> &'static str {
+    match (s.kind.as_str(), s.direction.as_deref()) {
+        ("transfer", Some("cpu_to_gpu")) => "h→d",
+        ("transfer", Some("gpu_to_cpu")) => "d→h",
+        ("transfer", Some("gpu_to_gpu")) => "d→d",
+        ("transfer", _) => "xfer",
+        _ => "kernel",
+    }
+}
+
+/// One site's cells, in [`COLUMNS`] order.
+pub fn cells(s: &Site) -> Vec<String> {
+    let w = &s.window;
+    let opt_ns = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), table::duration);
+    let rate = |v: f64| if v > 0.0 { table::bandwidth(v) } else { "-".to_owned() };
+    let mut source = s.sources.join("+");
+    if s.bracketed {
+        source.push_str(" ≤");
+    }
+    vec![
+        s.name.clone(),
+        kind(s).to_owned(),
+        format!("{:.1}", w.calls_per_s),
+        percent(w.gpu_busy),
+        percent(w.gpu_share),
+        opt_ns(w.p50_ns),
+        opt_ns(w.p99_ns),
+        rate(w.bytes_per_s),
+        w.bandwidth_bytes_per_s.map_or_else(|| "-".to_owned(), table::bandwidth),
+        w.errors.to_string(),
+        s.calls.to_string(),
+        source,
+    ]
+}
+
+/// The site table as text (`--once --format text`).
+pub fn sites_table(snapshot: &Snapshot, view: &View) -> Table {
+    let header = view.header();
+    let mut t = Table { header, rows: Vec::new() };
+    for s in view.sites(snapshot) {
+        t.row(cells(s));
+    }
+    t
+}
+
+/// One snapshot as text (`--once --format text`): the process, its sites, its devices (the
+/// panels' lines without colour), what was lost and said.
+pub fn snapshot_text(s: &Snapshot, view: &View) -> String {
+    let mut out = format!(
+        "{} pid {} · window {:.1} s · {} site(s) · gpuspan {}{}\n",
+        s.program,
+        s.pid,
+        s.window_s,
+        s.sites.len(),
+        s.writer,
+        if s.off { " · GPUSPAN=off" } else { "" }
+    );
+    out.push_str(&sites_table(s, view).to_text());
+    if s.devices.is_empty() {
+        out.push_str(&format!("no device panels: {}\n", s.devices_note.as_deref().unwrap_or("no devices")));
+    }
+    for d in &s.devices {
+        out.push_str(&format!("GPU {}: {}\n", d.index, d.name));
+        for line in device_lines(d, 70) {
+            let text: String = line.spans.iter().map(|span| span.content.as_ref()).collect();
+            out.push_str(&format!("  {text}\n"));
+        }
+        let last: Vec<String> = d.utilization_history.iter().map(|p| format!("{:.0}", p.gpu_utilization_pct)).collect();
+        out.push_str(&format!("  Util 60 s (%/s): {}\n", last.join(" ")));
+    }
+    for l in &s.losses {
+        out.push_str(&format!("lost: {} {}\n", l.count, l.what));
+    }
+    for n in &s.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+/// The seed's VRAM colours: green, yellow over 70 %, red over 90 %.
+pub fn vram_color(used_pct: f64) -> Color {
+    if used_pct > 90.0 {
+        Color::Red
+    } else if used_pct > 70.0 {
+        Color::Yellow
+    } else {
+        Color::Green
+    }
+}
+
+/// The seed's temperature band and its colour.
+pub fn temperature_band(celsius: u32) -> (&'static str, Color) {
+    match celsius {
+        0..=50 => ("COOL", Color::Green),
+        51..=70 => ("WARM", Color::Cyan),
+        71..=85 => ("HOT", Color::Yellow),
+        _ => ("CRITICAL", Color::Red),
+    }
+}
+
+/// `[████░░░░]` filled to `pct` (0–100) over `width` cells.
+fn bar(pct: f64, width: usize) -> (String, String) {
+    let filled = ((pct.clamp(0.0, 100.0) / 100.0) * width as f64).round() as usize;
+    ("█".repeat(filled), "░".repeat(width - filled.min(width)))
+}
+
+fn bar_line(label: &str, pct: Option<f64>, width: usize, color: Color, tail: String) -> Line<'static> {
+    match pct {
+        Some(p) => {
+            let (full, empty) = bar(p, width);
+            Line::from(vec![
+                Span::raw(format!("{label:<6}[")),
+                Span::styled(full, Style::default().fg(color)),
+                Span::styled(empty, Style::default().fg(Color::DarkGray)),
+                Span::raw(format!("] {p:>5.1}%{tail}")),
+            ])
+        }
+        None => Line::from(format!("{label:<6}n/a{tail}")),
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// A device panel's lines, above its sparkline.
+pub fn device_lines(d: &Device, width: usize) -> Vec<Line<'static>> {
+    let bar_width = width.saturating_sub(30).clamp(10, 40);
+    let Some(s) = &d.latest else {
+        return vec![Line::from("no sample yet")];
+    };
+    let mut lines = Vec::new();
+    let util = |v: Option<u32>| v.map(f64::from);
+    lines.push(bar_line("GPU", util(s.gpu_utilization_pct), bar_width, Color::Green, String::new()));
+    lines.push(bar_line("Mem", util(s.memory_utilization_pct), bar_width, Color::Green, " busy".into()));
+    let total = d.memory_total_bytes;
+    let used_pct = s.memory_used_bytes.filter(|_| total > 0).map(|u| u as f64 * 100.0 / total as f64);
+    let vram_tail = s.memory_used_bytes.map_or_else(String::new, |u| format!(" ({} / {})", gib(u), gib(total)));
+    lines.push(bar_line("VRAM", used_pct, bar_width, used_pct.map_or(Color::Green, vram_color), vram_tail));
+    let power = match (s.power_w, s.power_limit_w) {
+        (Some(p), Some(l)) => format!("Power {p:.0} W / {l:.0} W ({:.0}%)", p * 100.0 / l.max(1.0)),
+        (Some(p), None) => format!("Power {p:.0} W"),
+        _ => "Power n/a".to_owned(),
+    };
+    let mut power_temp = vec![Span::raw(format!("{power:<30}"))];
+    match s.temperature_c {
+        Some(t) => {
+            let (band, color) = temperature_band(t);
+            power_temp.push(Span::raw("Temp "));
+            power_temp.push(Span::styled(format!("{t}°C ({band})"), Style::default().fg(color)));
+        }
+        None => power_temp.push(Span::raw("Temp n/a")),
+    }
+    lines.push(Line::from(power_temp));
+    let mhz = |v: Option<u32>| v.map_or_else(|| "n/a".to_owned(), |m| format!("{m} MHz"));
+    lines.push(Line::from(format!("Clocks SM {}  Memory {}", mhz(s.sm_clock_mhz), mhz(s.memory_clock_mhz))));
+    let link = match (s.pcie_generation, s.pcie_width) {
+        (Some(g), Some(w)) => format!("Gen{g} x{w}"),
+        _ => "link n/a".to_owned(),
+    };
+    let speed = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), table::bandwidth);
+    lines.push(Line::from(format!(
+        "PCIe {link} | RX {} | TX {}",
+        speed(s.pcie_rx_bytes_per_s),
+        speed(s.pcie_tx_bytes_per_s)
+    )));
+    let throttle = match &s.throttle_reasons {
+        None => "n/a".to_owned(),
+        Some(r) if r.is_empty() => "none".to_owned(),
+        Some(r) => r.join(", "),
+    };
+    let color = if s.throttle_reasons.as_ref().is_some_and(|r| r.iter().any(|x| x != "gpu_idle")) {
+        Color::Yellow
+    } else {
+        Color::Reset
+    };
+    lines.push(Line::from(vec![Span::raw("Throttle "), Span::styled(throttle, Style::default().fg(color))]));
+    lines
+}
+
+/// One process as the dashboard knows it.
+#[derive(Debug, Clone)]
+pub struct Process {
+    pub endpoint: Endpoint,
+    /// The newest snapshot.
+    pub snapshot: Option<Snapshot>,
+    /// Why the newest request failed, if it did.
+    pub error: Option<String>,
+    /// Its process has ended (the last snapshot stays on screen).
+    pub ended: bool,
+}
+
+impl Process {
+    fn label(&self) -> String {
+        let name = self.snapshot.as_ref().map_or_else(|| self.endpoint.label(), |s| s.program.clone());
+        format!("{name}:{}{}", self.endpoint.pid, if self.ended { " (ended)" } else { "" })
+    }
+}
+
+/// Everything on screen.
+#[derive(Debug, Default)]
+pub struct App {
+    pub processes: Vec<Process>,
+    pub selected: usize,
+    pub view: View,
+    pub paused: bool,
+    /// Typing a filter after `/`.
+    pub editing: bool,
+    pub quit: bool,
+    /// Where processes are looked for (for the empty screen's message).
+    pub dirs: Vec<PathBuf>,
+}
+
+impl App {
+    /// Takes the fetcher's news (unless paused): new processes, new snapshots, ended ones.
+    pub fn update(&mut self, news: Vec<Process>) {
+        if self.paused {
+            return;
+        }
+        let chosen = self.processes.get(self.selected).map(|p| p.endpoint.clone());
+        let mut by_path: BTreeMap<PathBuf, Process> =
+            self.processes.drain(..).map(|p| (p.endpoint.path.clone(), p)).collect();
+        for mut p in news {
+            if let Some(old) = by_path.get(&p.endpoint.path) {
+                // A failed request keeps the last snapshot on screen.
+                if p.snapshot.is_none() {
+                    p.snapshot = old.snapshot.clone();
+                }
+            }
+            by_path.insert(p.endpoint.path.clone(), p);
+        }
+        let mut all: Vec<Process> = by_path.into_values().collect();
+        all.sort_by_key(|p| (p.ended, p.endpoint.pid));
+        self.processes = all;
+        self.selected = chosen
+            .and_then(|c| self.processes.iter().position(|p| p.endpoint == c))
+            .unwrap_or(0)
+            .min(self.processes.len().saturating_sub(1));
+    }
+
+    /// Acts on a key: see [`HELP`].
+    pub fn key(&mut self, code: crossterm::event::KeyCode, modifiers: crossterm::event::KeyModifiers) {
+        use crossterm::event::{KeyCode, KeyModifiers};
+        if modifiers.contains(KeyModifiers::CONTROL) && code == KeyCode::Char('c') {
+            self.quit = true;
+            return;
+        }
+        if self.editing {
+            match code {
+                KeyCode::Enter => self.editing = false,
+                KeyCode::Esc => {
+                    self.editing = false;
+                    self.view.filter.clear();
+                }
+                KeyCode::Backspace => {
+                    self.view.filter.pop();
+                }
+                KeyCode::Char(c) => self.view.filter.push(c),
+                _ => {}
+            }
+            return;
+        }
+        let n = self.processes.len().max(1);
+        match code {
+            KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
+            KeyCode::Char('s') | KeyCode::Char('>') => self.view.sort = self.view.sort.next(1),
+            KeyCode::Char('S') | KeyCode::Char('<') => self.view.sort = self.view.sort.next(-1),
+            KeyCode::Char('r') => self.view.reversed = !self.view.reversed,
+            KeyCode::Char('p') | KeyCode::Char(' ') => self.paused = !self.paused,
+            KeyCode::Char('/') => self.editing = true,
+            KeyCode::Tab | KeyCode::Right => self.selected = (self.selected + 1) % n,
+            KeyCode::BackTab | KeyCode::Left => self.selected = (self.selected + n - 1) % n,
+            KeyCode::Char(c @ '1'..='9') => {
+                let i = c as usize - '1' as usize;
+                if i < self.processes.len() {
+                    self.selected = i;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The help line.
+pub const HELP: &str = "q quit  s/S sort  r reverse  / filter  p pause  tab/1-9 process";
+
+/// Draws the whole screen.
+pub fn draw(frame: &mut Frame<'_>, app: &App) {
+    let area = frame.area();
+    let current = app.processes.get(app.selected);
+    let devices = current.and_then(|p| p.snapshot.as_ref()).map_or(&[][..], |s| &s.devices[..]);
+    let columns = if area.width >= 150 { 2 } else { 1 };
+    let device_rows = devices.len().div_ceil(columns) as u16;
+    let device_height = if devices.is_empty() { 3 } else { (device_rows * 11).min(area.height / 2) };
+    let [top, sites, devs, notes, help] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(5),
+        Constraint::Length(device_height),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+
+    frame.render_widget(Paragraph::new(header_lines(app)), top);
+    match current.and_then(|p| p.snapshot.as_ref()) {
+        Some(s) => draw_sites(frame, sites, s, app),
+        None => {
+            let text = match current {
+                Some(p) => format!("waiting for {}: {}", p.label(), p.error.as_deref().unwrap_or("connecting")),
+                None => format!(
+                    "no live gpuspan process: start one with GPUSPAN_LIVE=1 (looking in {})",
+                    app.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            frame.render_widget(
+                Paragraph::new(text).wrap(Wrap { trim: true }).block(Block::bordered().title(" Sites ")),
+                sites,
+            );
+        }
+    }
+    draw_devices(frame, devs, current.and_then(|p| p.snapshot.as_ref()), columns);
+    let note = current.and_then(|p| p.snapshot.as_ref()).map(notes_line).unwrap_or_default();
+    frame.render_widget(Paragraph::new(note).style(Style::default().fg(Color::Yellow)), notes);
+    let help_line =
+        if app.editing { format!("filter: {}▏  (enter keep, esc clear)", app.view.filter) } else { HELP.to_owned() };
+    frame.render_widget(Paragraph::new(help_line).style(Style::default().add_modifier(Modifier::REVERSED)), help);
+}
+
+fn header_lines(app: &App) -> Vec<Line<'static>> {
+    let mut tabs = vec![Span::styled("gpuspan top ", Style::default().add_modifier(Modifier::BOLD))];
+    for (i, p) in app.processes.iter().enumerate() {
+        let style = if i == app.selected {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else if p.ended {
+            Style::default().fg(Color::DarkGray)
+        } else {
+            Style::default()
+        };
+        tabs.push(Span::raw(" "));
+        tabs.push(Span::styled(format!("[{}] {}", i + 1, p.label()), style));
+    }
+    let mut status = Vec::new();
+    if let Some(s) = app.processes.get(app.selected).and_then(|p| p.snapshot.as_ref()) {
+        let up = s.time_ns.saturating_sub(s.started_ns) / 1_000_000_000;
+        status.push(Span::raw(format!(
+            "window {:.1} s · up {}:{:02}:{:02} · {} site(s) · gpuspan {}",
+            s.window_s,
+            up / 3600,
+            up / 60 % 60,
+            up % 60,
+            s.sites.len(),
+            s.writer
+        )));
+        if s.off {
+            status.push(Span::styled("  GPUSPAN=off", Style::default().fg(Color::Red)));
+        }
+    }
+    if app.paused {
+        status.push(Span::styled("  PAUSED", Style::default().fg(Color::Black).bg(Color::Yellow)));
+    }
+    if !app.view.filter.is_empty() {
+        status.push(Span::raw(format!("  filter \"{}\"", app.view.filter)));
+    }
+    vec![Line::from(tabs), Line::from(status)]
+}
+
+fn draw_sites(frame: &mut Frame<'_>, area: Rect, snapshot: &Snapshot, app: &App) {
+    let header = Row::new(app.view.header().into_iter().map(Cell::from))
+        .style(Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
+    let sites = app.view.sites(snapshot);
+    let rows = sites.iter().map(|s| {
+        let style = if s.window.errors > 0 { Style::default().fg(Color::Red) } else { Style::default() };
+        Row::new(cells(s).into_iter().map(Cell::from)).style(style)
+    });
+    let widths = [
+        Constraint::Min(14),
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(5),
+        Constraint::Length(9),
+        Constraint::Length(16),
+    ];
+    let title = format!(" Sites ({} of {}) ", sites.len(), snapshot.sites.len());
+    let table = TableWidget::new(rows, widths).header(header).block(Block::bordered().title(title)).column_spacing(1);
+    frame.render_widget(table, area);
+}
+
+fn draw_devices(frame: &mut Frame<'_>, area: Rect, snapshot: Option<&Snapshot>, columns: usize) {
+    let Some(s) = snapshot else {
+        return;
+    };
+    if s.devices.is_empty() {
+        let why = s.devices_note.as_deref().unwrap_or("no devices");
+        frame.render_widget(Paragraph::new(format!("no device panels: {why}")).block(Block::bordered()), area);
+        return;
+    }
+    let rows = s.devices.len().div_ceil(columns);
+    let row_areas = Layout::vertical(vec![Constraint::Ratio(1, rows as u32); rows]).split(area);
+    for (r, row_area) in row_areas.iter().enumerate() {
+        let cols = Layout::horizontal(vec![Constraint::Ratio(1, columns as u32); columns]).split(*row_area);
+        for (c, cell) in cols.iter().enumerate() {
+            if let Some(d) = s.devices.get(r * columns + c) {
+                draw_device(frame, *cell, d);
+            }
+        }
+    }
+}
+
+fn draw_device(frame: &mut Frame<'_>, area: Rect, d: &Device) {
+    let block = Block::default().borders(Borders::ALL).title(format!(" GPU {}: {} ", d.index, d.name));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let lines = device_lines(d, inner.width as usize);
+    let [text, spark] = Layout::vertical([Constraint::Length(lines.len() as u16), Constraint::Min(1)]).areas(inner);
+    frame.render_widget(Paragraph::new(lines), text);
+    let [label, graph] = Layout::horizontal([Constraint::Length(12), Constraint::Min(1)]).areas(spark);
+    // One bar per second, the newest at the right edge as the seed's history runs; seconds
+    // without a reading (or before the program started) are left blank, not drawn as 0 %.
+    let width = graph.width as usize;
+    let newest = d.utilization_history.last().map_or(0, |p| p.time_ns / 1_000_000_000);
+    let mut bars: Vec<Option<u64>> = vec![None; width];
+    for p in &d.utilization_history {
+        let age = newest.saturating_sub(p.time_ns / 1_000_000_000) as usize;
+        if age < width {
+            bars[width - 1 - age] = Some(p.gpu_utilization_pct.round() as u64);
+        }
+    }
+    frame.render_widget(Paragraph::new(vec![Line::from("Util 60 s"), Line::from("0–100%")]), label);
+    frame.render_widget(Sparkline::default().data(bars).max(100).style(Style::default().fg(Color::Green)), graph);
+}
+
+fn notes_line(s: &Snapshot) -> String {
+    let mut parts: Vec<String> = s.losses.iter().map(|l| format!("lost: {} {}", l.count, l.what)).collect();
+    if let Some(n) = s.notes.last() {
+        parts.push(format!("note: {n}"));
+    }
+    parts.join(" · ")
+}
+
+/// Asks every process for a snapshot, and finds new ones, until told to stop.
+fn fetch(dirs: Vec<PathBuf>, explicit: Vec<Endpoint>, interval: Duration, tx: mpsc::Sender<Vec<Process>>) {
+    let mut connections: BTreeMap<PathBuf, Connection> = BTreeMap::new();
+    loop {
+        let started = Instant::now();
+        let mut endpoints = if explicit.is_empty() { live::discover(&dirs) } else { explicit.clone() };
+        endpoints.sort();
+        endpoints.dedup();
+        let mut news = Vec::new();
+        for e in endpoints {
+            let result = match connections.remove(&e.path) {
+                Some(c) => Ok(c),
+                None => Connection::open(&e.path),
+            }
+            .and_then(|mut c| c.snapshot().map(|(_, s)| (c, s)));
+            match result {
+                Ok((c, s)) => {
+                    connections.insert(e.path.clone(), c);
+                    news.push(Process { endpoint: e, snapshot: Some(s), error: None, ended: false });
+                }
+                Err(err) => {
+                    let ended = !e.alive();
+                    news.push(Process { endpoint: e, snapshot: None, error: Some(err.to_string()), ended });
+                }
+            }
+        }
+        // Processes that went away since: their sockets are gone, so they are ended.
+        if tx.send(news).is_err() {
+            return;
+        }
+        std::thread::sleep(interval.saturating_sub(started.elapsed()));
+    }
+}
+
+/// Restores the terminal however the dashboard ends (return, error, panic unwinding).
+struct Screen;
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        let _ = ratatui::try_restore();
+        let _ = crossterm::execute!(io::stdout(), crossterm::cursor::Show);
+    }
+}
+
+/// Runs the dashboard until `q`, Esc or Ctrl-C (or SIGTERM/SIGHUP), then leaves the screen as
+/// it was.
+pub fn run(dirs: Vec<PathBuf>, explicit: Vec<Endpoint>, interval: Duration, view: View) -> io::Result<()> {
+    use crossterm::event::{self, Event, KeyEventKind};
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    let (tx, rx) = mpsc::channel();
+    {
+        let (dirs, explicit) = (dirs.clone(), explicit.clone());
+        std::thread::Builder::new()
+            .name("gpuspan-top-fetch".into())
+            .spawn(move || fetch(dirs, explicit, interval, tx))?;
+    }
+    let mut terminal = ratatui::try_init()?;
+    let _screen = Screen;
+    let mut app = App { view, dirs, ..App::default() };
+    let mut seen_news = false;
+    let mut previous: Vec<Process> = Vec::new();
+    while !app.quit && !stop.load(Ordering::Relaxed) {
+        while let Ok(mut news) = rx.try_recv() {
+            // A process missing from the news was not found any more: its socket is gone.
+            for old in &previous {
+                if !news.iter().any(|p| p.endpoint.path == old.endpoint.path) && !old.ended {
+                    let mut gone = old.clone();
+                    gone.ended = true;
+                    news.push(gone);
+                }
+            }
+            previous = news.iter().filter(|p| !p.ended).cloned().collect();
+            app.update(news);
+            seen_news = true;
+        }
+        if seen_news {
+            terminal.draw(|f| draw(f, &app))?;
+            seen_news = false;
+        }
+        if event::poll(Duration::from_millis(100))? {
+            match event::read()? {
+                Event::Key(k) if k.kind == KeyEventKind::Press => {
+                    app.key(k.code, k.modifiers);
+                    terminal.draw(|f| draw(f, &app))?;
+                }
+                Event::Resize(..) => {
+                    terminal.draw(|f| draw(f, &app))?;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuspan_capture::live::{DeviceSample, UtilizationPoint, Window};
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    fn site(name: &str, calls_per_s: f64, p99_ns: u64, errors: u64) -> Site {
+        Site {
+            name: name.into(),
+            function: format!("demo::{name}"),
+            kind: "kernel".into(),
+            backend: "wgpu".into(),
+            calls: (calls_per_s * 100.0) as u64,
+            sources: vec!["gpu_timestamp".into()],
+            window: Window {
+                calls_per_s,
+                p50_ns: Some(p99_ns / 2),
+                p99_ns: Some(p99_ns),
+                errors,
+                gpu_busy: Some(0.25),
+                gpu_share: Some(0.5),
+                ..Window::default()
+            },
+            ..Site::default()
+        }
+    }
+
+    fn h100(used: u64, temperature: u32) -> Device {
+        Device {
+            index: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            memory_total_bytes: 80 << 30,
+            latest: Some(DeviceSample {
+                gpu_utilization_pct: Some(78),
+                memory_utilization_pct: Some(62),
+                memory_used_bytes: Some(used),
+                temperature_c: Some(temperature),
+                power_w: Some(287.0),
+                power_limit_w: Some(700.0),
+                sm_clock_mhz: Some(1980),
+                memory_clock_mhz: Some(2619),
+                pcie_rx_bytes_per_s: Some(8.7e9),
+                pcie_tx_bytes_per_s: Some(12.4e9),
+                pcie_generation: Some(5),
+                pcie_width: Some(16),
+                throttle_reasons: Some(vec!["sw_power_cap".into()]),
+                ..DeviceSample::default()
+            }),
+            utilization_history: (0..60)
+                .map(|k| UtilizationPoint { time_ns: k * 1_000_000_000, gpu_utilization_pct: k as f64 })
+                .collect(),
+            ..Device::default()
+        }
+    }
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            program: "live_demo".into(),
+            pid: 42,
+            window_s: 10.0,
+            sites: vec![
+                site("saxpy", 30.0, 900_000, 0),
+                site("relax", 15.0, 5_000_000, 2),
+                site("upload", 60.0, 10_000, 0),
+            ],
+            devices: vec![h100(76 << 30, 67)],
+            ..Snapshot::default()
+        }
+    }
+
+    fn names(view: &View, s: &Snapshot) -> Vec<String> {
+        view.sites(s).iter().map(|s| s.name.clone()).collect()
+    }
+
+    #[test]
+    fn sorting_and_filtering() {
+        let s = snapshot();
+        let mut v = View::default();
+        assert_eq!(names(&v, &s), ["upload", "saxpy", "relax"]);
+        v.sort = SortKey::P99;
+        assert_eq!(names(&v, &s), ["relax", "saxpy", "upload"]);
+        assert!(v.header().contains(&"P99▼".to_owned()));
+        v.reversed = true;
+        assert_eq!(names(&v, &s), ["upload", "saxpy", "relax"]);
+        assert!(v.header().contains(&"P99▲".to_owned()));
+        v = View { sort: SortKey::Name, ..View::default() };
+        assert_eq!(names(&v, &s), ["relax", "saxpy", "upload"]);
+        v.filter = "DEMO::S".into();
+        assert_eq!(names(&v, &s), ["saxpy"]);
+    }
+
+    #[test]
+    fn keys_sort_pause_switch_and_quit() {
+        use crossterm::event::{KeyCode, KeyModifiers};
+        let mut app = App::default();
+        let none = KeyModifiers::NONE;
+        app.key(KeyCode::Char('s'), none);
+        assert_eq!(app.view.sort, SortKey::Gpu);
+        app.key(KeyCode::Char('S'), none);
+        assert_eq!(app.view.sort, SortKey::CallsPerS);
+        app.key(KeyCode::Char('p'), none);
+        assert!(app.paused);
+        app.key(KeyCode::Char('/'), none);
+        for c in "sax".chars() {
+            app.key(KeyCode::Char(c), none);
+        }
+        app.key(KeyCode::Enter, none);
+        assert_eq!(app.view.filter, "sax");
+        assert!(!app.quit);
+        app.key(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn seed_colour_thresholds() {
+        assert_eq!(vram_color(50.0), Color::Green);
+        assert_eq!(vram_color(70.0), Color::Green);
+        assert_eq!(vram_color(70.1), Color::Yellow);
+        assert_eq!(vram_color(90.0), Color::Yellow);
+        assert_eq!(vram_color(90.1), Color::Red);
+        assert_eq!(temperature_band(50).0, "COOL");
+        assert_eq!(temperature_band(51).0, "WARM");
+        assert_eq!(temperature_band(85).0, "HOT");
+        assert_eq!(temperature_band(86).0, "CRITICAL");
+    }
+
+    fn render(app: &App, width: u16, height: u16) -> (String, ratatui::buffer::Buffer) {
+        let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
+        t.draw(|f| draw(f, app)).unwrap();
+        let buf = t.backend().buffer().clone();
+        let text: String = (0..height)
+            .map(|y| (0..width).map(|x| buf[(x, y)].symbol().to_owned()).collect::<String>() + "\n")
+            .collect();
+        (text, buf)
+    }
+
+    #[test]
+    fn the_screen_shows_sites_and_the_seed_device_panel() {
+        let mut app = App::default();
+        app.update(vec![Process {
+            endpoint: Endpoint { pid: 42, path: "/run/x/live_demo-42.live.sock".into() },
+            snapshot: Some(snapshot()),
+            error: None,
+            ended: false,
+        }]);
+        let (text, buf) = render(&app, 160, 40);
+        for want in [
+            "[1] live_demo:42",
+            "CALLS/S▼",
+            "saxpy",
+            "relax",
+            "GPU 0: NVIDIA H100 80GB HBM3",
+            "78.0%",
+            "62.0% busy",
+            "95.0% (76.0 GiB / 80.0 GiB)",
+            "Power 287 W / 700 W (41%)",
+            "67°C (WARM)",
+            "Clocks SM 1980 MHz  Memory 2619 MHz",
+            "PCIe Gen5 x16 | RX 8.70 GB/s | TX 12.40 GB/s",
+            "Throttle sw_power_cap",
+            "Util 60 s",
+            HELP,
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        // The VRAM bar is red at 95 %.
+        let (y, line) = text.lines().enumerate().find(|(_, l)| l.contains("VRAM")).unwrap();
+        let x = line.chars().position(|c| c == '█').unwrap() as u16;
+        assert_eq!(buf[(x, y as u16)].fg, Color::Red);
+        // The sparkline drew something.
+        assert!(text.contains('█') || text.contains('▇'), "{text}");
+    }
+
+    #[test]
+    fn without_devices_the_panel_says_why() {
+        let mut s = snapshot();
+        s.devices.clear();
+        s.devices_note = Some("no device monitor runs in this program".into());
+        let mut app = App::default();
+        app.update(vec![Process {
+            endpoint: Endpoint { pid: 42, path: "/x/live_demo-42.live.sock".into() },
+            snapshot: Some(s),
+            error: None,
+            ended: false,
+        }]);
+        let (text, _) = render(&app, 120, 30);
+        assert!(text.contains("no device panels: no device monitor runs in this program"), "{text}");
+    }
+}

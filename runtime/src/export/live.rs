@@ -1,0 +1,808 @@
+//! The live feed (opt-in: `GPUSPAN_LIVE=1` or `Config::live(true)`): a Unix socket in the
+//! private directory on which `gpuspan top` asks for snapshots while the program runs.
+//!
+//! What it costs the program: nothing on the path of an annotated call. One thread,
+//! `gpuspan-live`, owns the socket and every connection; once a second it reads the aggregates
+//! the runtime keeps anyway (`SiteStats::totals`, as the summary does) into a short history per
+//! site, from which a snapshot takes its window. Device readings come from whatever leaf
+//! registered the `live_devices` hook (the monitor), never from here.
+//!
+//! What it never does: block. The socket and every connection are non-blocking and watched with
+//! `poll`; an answer that cannot be written now waits in a bounded buffer, and a client that
+//! leaves its answers unread (more than [`MAX_PENDING`] bytes, or none taken for [`STALL`]) is
+//! disconnected. Writes use `MSG_NOSIGNAL`, so a client that hangs up cannot raise SIGPIPE in a
+//! program that has not ignored it.
+//!
+//! Who may connect: the socket is created mode 0600 in a directory of mode 0700 that belongs to
+//! the user (`export/file.rs` checks it), and every accepted connection's peer is asked for its
+//! user id (`SO_PEERCRED`, `getpeereid` elsewhere): another user's connection is closed unread.
+//! Nothing listens on a network interface.
+//!
+//! Memory is bounded: per site at most `WINDOW / TICK + 1` points, each a handful of counters
+//! and the non-empty buckets of its histogram; at most [`MAX_CLIENTS`] connections, each with at
+//! most [`MAX_REQUEST`] bytes of request and [`MAX_PENDING`] bytes of answer. docs/live.md has
+//! the protocol and docs/decisions.md the decisions.
+
+use crate::aggregate::{quantile_of, Totals};
+use crate::site::Site;
+use gpuspan_capture::live::{self as msg, MAX_REQUEST, SNAPSHOT_REQUEST};
+use std::collections::VecDeque;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often the aggregates are read into the history.
+const TICK: Duration = Duration::from_secs(1);
+/// The window a snapshot's rates and quantiles cover, once the program is that old.
+const WINDOW: Duration = Duration::from_secs(10);
+/// Connections served at once; more are closed at once (and counted).
+const MAX_CLIENTS: usize = 16;
+/// Unsent answer bytes a connection may hold; one more answer and it is closed.
+pub(crate) const MAX_PENDING: usize = 1 << 20;
+/// How long an unsent answer may wait without a byte of it being taken.
+pub(crate) const STALL: Duration = Duration::from_secs(2);
+/// A snapshot answers every request within this long of it (requests in a burst share one).
+const REUSE: Duration = Duration::from_millis(200);
+/// How long shutdown waits for the feed's thread to finish its round.
+const STOP_WAIT: Duration = Duration::from_secs(1);
+/// A Unix socket's path holds at most this many bytes (108 with its NUL on Linux, 104 on macOS).
+const MAX_PATH: usize = 103;
+
+/// One live feed runs per process: a second `init` with the feed on is told so, once.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// Why the feed did not start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LiveError {
+    #[error("the live feed already runs in this process (one per process); this init does not start another")]
+    AlreadyRunning,
+    #[error(
+        "no live feed: the socket path {0} would be longer than a Unix socket allows; set XDG_RUNTIME_DIR to a shorter directory"
+    )]
+    PathTooLong(String),
+    #[error("no live feed: {path} {why}")]
+    Refused { path: String, why: String },
+    #[error("no live feed: could not create the socket {path}: {source}")]
+    Io { path: String, source: io::Error },
+}
+
+/// The running feed: dropping or [`Live::stop`]ping it ends the thread and removes the socket.
+#[derive(Debug)]
+pub(crate) struct Live {
+    path: PathBuf,
+    /// The socket file's (device, inode): only that file is removed at the end.
+    ident: (u64, u64),
+    stop: Arc<AtomicBool>,
+    /// One byte written here wakes the thread's `poll`.
+    wake: UnixStream,
+    done: mpsc::Receiver<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Live {
+    /// Creates `<program>-<pid>.live.sock` in `dir` (the private directory) and starts the
+    /// feed's thread. Returns at once.
+    pub(crate) fn start(dir: &Path) -> Result<Live, LiveError> {
+        if RUNNING.swap(true, Ordering::AcqRel) {
+            return Err(LiveError::AlreadyRunning);
+        }
+        let started = Self::start_inner(dir);
+        if started.is_err() {
+            RUNNING.store(false, Ordering::Release);
+        }
+        started
+    }
+
+    fn start_inner(dir: &Path) -> Result<Live, LiveError> {
+        let program = crate::export::capture_file::program_name();
+        let pid = std::process::id();
+        let fixed = dir.as_os_str().len() + 1 + msg::socket_name("", pid, 0).len() - "program".len();
+        let room = MAX_PATH.saturating_sub(fixed);
+        let shown = || dir.join(msg::socket_name(&program, pid, 64)).display().to_string();
+        if room == 0 {
+            return Err(LiveError::PathTooLong(shown()));
+        }
+        let path = dir.join(msg::socket_name(&program, pid, room));
+        let text = path.display().to_string();
+        let io_err = |source| LiveError::Io { path: text.clone(), source };
+        // A socket at our name was left by an earlier process with our pid, which has ended:
+        // replace it. Anything else there (a link, a file) is not ours to remove.
+        match fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(e)),
+            Ok(m) if m.file_type().is_socket() => fs::remove_file(&path).map_err(io_err)?,
+            Ok(_) => {
+                return Err(LiveError::Refused {
+                    path: text,
+                    why: "exists and is not a socket; gpuspan leaves it alone".into(),
+                })
+            }
+        }
+        // The directory is 0700 and ours (checked by `private_dir`), so nobody else can reach the
+        // socket in the moment between bind (mode from the umask) and the chmod to 0600.
+        let listener = UnixListener::bind(&path).map_err(io_err)?;
+        let prepared = fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+            .and_then(|()| listener.set_nonblocking(true))
+            .and_then(|()| fs::symlink_metadata(&path));
+        let meta = match prepared {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = fs::remove_file(&path);
+                return Err(io_err(e));
+            }
+        };
+        let (wake, wake_rx) = UnixStream::pair().map_err(io_err)?;
+        wake_rx.set_nonblocking(true).map_err(io_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done_tx, done) = mpsc::channel();
+        let server = Server::new(listener, wake_rx, stop.clone(), program, pid);
+        let thread = std::thread::Builder::new().name("gpuspan-live".into()).spawn(move || {
+            server.run();
+            let _ = done_tx.send(());
+        });
+        let thread = match thread {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = fs::remove_file(&path);
+                return Err(io_err(e));
+            }
+        };
+        Ok(Live { path, ident: (meta.dev(), meta.ino()), stop, wake, done, thread: Some(thread) })
+    }
+
+    /// Where the socket is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Ends the thread (waiting at most a second for its round) and removes the socket.
+    pub(crate) fn stop(mut self) {
+        self.end();
+    }
+
+    fn end(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        self.stop.store(true, Ordering::Release);
+        let _ = (&self.wake).write(&[1]);
+        match self.done.recv_timeout(STOP_WAIT) {
+            // Finished (or died): joining returns at once.
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = thread.join();
+            }
+            // Still in a round: it ends by itself after it, touching nothing of the program's.
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        // Only the socket this feed made: not a file someone put at the name since.
+        if fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.ident) {
+            let _ = fs::remove_file(&self.path);
+        }
+        RUNNING.store(false, Ordering::Release);
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A site's counts at one time. The histogram keeps only its non-empty buckets.
+#[derive(Debug, Clone)]
+struct Point {
+    time_ns: u64,
+    calls: u64,
+    errors: u64,
+    total_ns: u64,
+    bytes: u64,
+    buckets: Vec<(u32, u64)>,
+}
+
+impl Point {
+    fn of(time_ns: u64, t: &Totals) -> Point {
+        let buckets = t.buckets().iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (i as u32, *c)).collect();
+        Point { time_ns, calls: t.calls, errors: t.errors, total_ns: t.total_ns, bytes: t.bytes, buckets }
+    }
+}
+
+/// The recent points of one site, oldest first, spanning at most [`WINDOW`].
+#[derive(Debug)]
+struct Track {
+    site: &'static Site,
+    points: VecDeque<Point>,
+}
+
+/// The per-site history the snapshots take their windows from.
+#[derive(Debug)]
+struct Windows {
+    tracks: Vec<Track>,
+}
+
+impl Windows {
+    fn new(sites: Vec<&'static Site>) -> Windows {
+        Windows { tracks: sites.into_iter().map(|site| Track { site, points: VecDeque::new() }).collect() }
+    }
+
+    /// Reads every site's aggregates now into its history, dropping points the window no longer
+    /// needs.
+    fn sample(&mut self, now_ns: u64) {
+        let horizon = now_ns.saturating_sub(WINDOW.as_nanos() as u64);
+        for track in &mut self.tracks {
+            let t = track.site.stats.totals();
+            track.points.push_back(Point::of(now_ns, &t));
+            while track.points.len() > 1 && track.points.front().is_some_and(|p| p.time_ns < horizon) {
+                track.points.pop_front();
+            }
+        }
+    }
+
+    /// Every site called so far: its totals now and its window, from its oldest point to now.
+    fn sites(&self, now_ns: u64, since_ns: u64) -> (Vec<msg::Site>, f64) {
+        let mut rows = Vec::new();
+        // The window starts at the oldest point kept (the same for every site: they are sampled
+        // together), or at the feed's start.
+        let start_ns = self.tracks.iter().find_map(|t| t.points.front()).map_or(since_ns, |p| p.time_ns);
+        let window_ns = now_ns.saturating_sub(start_ns);
+        let window_s = window_ns as f64 / 1e9;
+        for track in &self.tracks {
+            let t = track.site.stats.totals();
+            if t.calls == 0 {
+                continue;
+            }
+            let zero = Point { time_ns: start_ns, calls: 0, errors: 0, total_ns: 0, bytes: 0, buckets: Vec::new() };
+            let old = track.points.front().unwrap_or(&zero);
+            let mut counts = t.buckets().to_vec();
+            for (i, c) in &old.buckets {
+                if let Some(n) = counts.get_mut(*i as usize) {
+                    *n = n.saturating_sub(*c);
+                }
+            }
+            // Bucket midpoints can fall outside what was seen; every call of the window lies
+            // within the whole run's min and max.
+            let quantile = |q| quantile_of(&counts, q).map(|v| v.clamp(t.min_ns, t.max_ns));
+            let calls = t.calls.saturating_sub(old.calls);
+            let time_ns = t.total_ns.saturating_sub(old.total_ns);
+            let bytes = t.bytes.saturating_sub(old.bytes);
+            let per_s = |n: u64| if window_ns > 0 { n as f64 * 1e9 / window_ns as f64 } else { 0.0 };
+            let on_gpu = !t.sources.is_empty() && !t.sources.contains(&crate::TimingSource::Host);
+            let d = &track.site.desc;
+            rows.push(msg::Site {
+                name: d.name.to_owned(),
+                function: track.site.qualified_function(),
+                kind: d.kind.as_str().to_owned(),
+                backend: d.backend.as_str().to_owned(),
+                file: d.file.to_owned(),
+                line: d.line,
+                direction: d.direction.map(|x| x.as_str().to_owned()),
+                calls: t.calls,
+                errors: t.errors,
+                sources: t.sources.iter().map(|s| s.as_str().to_owned()).collect(),
+                bracketed: t.bracketed,
+                host_reason: track.site.host_reason().map(str::to_owned),
+                window: msg::Window {
+                    calls,
+                    errors: t.errors.saturating_sub(old.errors),
+                    calls_per_s: per_s(calls),
+                    time_ns,
+                    gpu_busy: (on_gpu && window_ns > 0).then(|| time_ns as f64 / window_ns as f64),
+                    gpu_share: on_gpu.then_some(0.0),
+                    p50_ns: quantile(0.5),
+                    p99_ns: quantile(0.99),
+                    bytes,
+                    bytes_per_s: per_s(bytes),
+                    bandwidth_bytes_per_s: (bytes > 0 && time_ns > 0).then(|| bytes as f64 * 1e9 / time_ns as f64),
+                },
+            });
+        }
+        // Shares of the GPU time of the GPU-timed sites, once all are known.
+        let gpu_total: u64 = rows.iter().filter(|r| r.window.gpu_share.is_some()).map(|r| r.window.time_ns).sum();
+        for r in &mut rows {
+            if r.window.gpu_share.is_some() {
+                r.window.gpu_share = Some(if gpu_total > 0 { r.window.time_ns as f64 / gpu_total as f64 } else { 0.0 });
+            }
+        }
+        (rows, window_s)
+    }
+}
+
+/// Why a connection ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    /// The client hung up or the connection failed.
+    Gone,
+    /// Its answers went unread.
+    Stalled,
+    /// A request too long or not text.
+    Malformed,
+}
+
+/// One connection.
+#[derive(Debug)]
+struct Client {
+    stream: UnixStream,
+    /// Bytes of a request line not yet complete.
+    request: Vec<u8>,
+    /// Answers not yet written, from `sent` on.
+    out: Vec<u8>,
+    sent: usize,
+    /// When the client last took a byte of its answers (or when one began to wait).
+    progress: Instant,
+}
+
+impl Client {
+    fn new(stream: UnixStream) -> Client {
+        Client { stream, request: Vec::new(), out: Vec::new(), sent: 0, progress: Instant::now() }
+    }
+
+    fn pending(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Reads what the client sent (at most 64 KiB per round, so one client cannot hold the
+    /// thread) and returns its complete request lines.
+    fn read(&mut self) -> Result<Vec<String>, Close> {
+        let mut lines = Vec::new();
+        let mut buf = [0u8; 4096];
+        for _ in 0..16 {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Err(Close::Gone),
+                Ok(n) => self.request.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err(Close::Gone),
+            }
+            while let Some(end) = self.request.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.request.drain(..=end).collect();
+                let text = std::str::from_utf8(&line).map_err(|_| Close::Malformed)?;
+                lines.push(text.trim().to_owned());
+            }
+            if self.request.len() > MAX_REQUEST {
+                return Err(Close::Malformed);
+            }
+        }
+        Ok(lines)
+    }
+
+    /// Queues an answer; a client that would then hold more than [`MAX_PENDING`] unsent bytes
+    /// is not reading them.
+    fn queue(&mut self, answer: &[u8]) -> Result<(), Close> {
+        if self.pending() + answer.len() + 1 > MAX_PENDING {
+            return Err(Close::Stalled);
+        }
+        if self.pending() == 0 {
+            self.out.clear();
+            self.sent = 0;
+            self.progress = Instant::now();
+        }
+        self.out.extend_from_slice(answer);
+        self.out.push(b'\n');
+        Ok(())
+    }
+
+    /// Writes what the socket takes now, never waiting.
+    fn write(&mut self) -> Result<(), Close> {
+        while self.sent < self.out.len() {
+            let rest = &self.out[self.sent..];
+            // SAFETY: `rest` is valid for `rest.len()` bytes; the fd is this client's socket.
+            let n = unsafe {
+                libc::send(
+                    self.stream.as_raw_fd(),
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                )
+            };
+            if n > 0 {
+                self.sent += n as usize;
+                self.progress = Instant::now();
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => break,
+                io::ErrorKind::Interrupted => continue,
+                _ => return Err(Close::Gone),
+            }
+        }
+        if self.pending() == 0 {
+            self.out.clear();
+            self.sent = 0;
+        }
+        Ok(())
+    }
+
+    fn stalled(&self, now: Instant) -> bool {
+        self.pending() > 0 && now.duration_since(self.progress) > STALL
+    }
+}
+
+/// The user id of a connection's peer.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+    // SAFETY: `ucred` is plain data; getsockopt writes at most `len` bytes into it.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(cred.uid)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The user id of a connection's peer.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+    let (mut uid, mut gid) = (0, 0);
+    // SAFETY: getpeereid writes the two ids of the connected peer.
+    if unsafe { libc::getpeereid(stream.as_raw_fd(), &mut uid, &mut gid) } == 0 {
+        Ok(uid)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The feed's thread: the listener, the connections and the history, owned by one loop.
+#[derive(Debug)]
+struct Server {
+    listener: UnixListener,
+    wake: UnixStream,
+    stop: Arc<AtomicBool>,
+    program: String,
+    pid: u32,
+    uid: u32,
+    started_ns: u64,
+    windows: Windows,
+    clients: Vec<Client>,
+    feed: msg::Feed,
+    /// The last snapshot and when it was made (shared by a burst of requests).
+    cached: Option<(Instant, msg::Snapshot)>,
+}
+
+impl Server {
+    fn new(listener: UnixListener, wake: UnixStream, stop: Arc<AtomicBool>, program: String, pid: u32) -> Server {
+        Server {
+            listener,
+            wake,
+            stop,
+            program,
+            pid,
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            uid: unsafe { libc::geteuid() },
+            started_ns: crate::clock::now_ns(),
+            windows: Windows::new(crate::site::all_sites()),
+            clients: Vec::new(),
+            feed: msg::Feed::default(),
+            cached: None,
+        }
+    }
+
+    fn run(mut self) {
+        self.windows.sample(self.started_ns);
+        let mut next_tick = Instant::now() + TICK;
+        while !self.stop.load(Ordering::Acquire) {
+            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(2 + self.clients.len());
+            let watch = |fd, events| libc::pollfd { fd, events, revents: 0 };
+            fds.push(watch(self.listener.as_raw_fd(), libc::POLLIN));
+            fds.push(watch(self.wake.as_raw_fd(), libc::POLLIN));
+            for c in &self.clients {
+                let out = if c.pending() > 0 { libc::POLLOUT } else { 0 };
+                fds.push(watch(c.stream.as_raw_fd(), libc::POLLIN | out));
+            }
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait.as_millis() as libc::c_int) };
+            if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                crate::diagnostics::note_once(format_args!(
+                    "the live feed stopped: poll failed ({})",
+                    io::Error::last_os_error()
+                ));
+                break;
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                self.windows.sample(crate::clock::now_ns());
+                next_tick = (next_tick + TICK).max(now);
+            }
+            if n > 0 {
+                if fds[1].revents != 0 {
+                    let mut sink = [0u8; 64];
+                    while matches!((&self.wake).read(&mut sink), Ok(k) if k > 0) {}
+                }
+                self.serve(&fds[2..]);
+                if fds[0].revents != 0 {
+                    self.accept();
+                }
+            }
+            let before = self.clients.len();
+            self.clients.retain(|c| !c.stalled(now));
+            self.feed.dropped_stalled += (before - self.clients.len()) as u64;
+        }
+    }
+
+    /// Reads requests and writes answers on the connections `poll` flagged (in the order of
+    /// `self.clients` when `fds` was made).
+    fn serve(&mut self, fds: &[libc::pollfd]) {
+        let mut closed = vec![None; self.clients.len()];
+        for (i, fd) in fds.iter().enumerate() {
+            if fd.revents == 0 || i >= self.clients.len() {
+                continue;
+            }
+            let mut result = Ok(());
+            if fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                result = self.clients[i].read().and_then(|lines| {
+                    lines.iter().filter(|l| !l.is_empty()).try_for_each(|line| {
+                        let answer = self.answer(line);
+                        self.clients[i].queue(&answer)
+                    })
+                });
+            }
+            if result.is_ok() && self.clients[i].pending() > 0 {
+                result = self.clients[i].write();
+            }
+            if let Err(why) = result {
+                closed[i] = Some(why);
+            }
+        }
+        let mut i = 0;
+        self.clients.retain(|_| {
+            let why = closed.get(i).copied().flatten();
+            i += 1;
+            match why {
+                None => true,
+                Some(Close::Stalled) => {
+                    self.feed.dropped_stalled += 1;
+                    false
+                }
+                Some(Close::Malformed) => {
+                    self.feed.dropped_malformed += 1;
+                    false
+                }
+                Some(Close::Gone) => false,
+            }
+        });
+    }
+
+    /// Takes every waiting connection: another user's is closed unread, and so is one over
+    /// [`MAX_CLIENTS`].
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if !peer_uid(&stream).is_ok_and(|uid| uid == self.uid) {
+                        self.feed.refused_other_user += 1;
+                        continue;
+                    }
+                    if self.clients.len() >= MAX_CLIENTS || stream.set_nonblocking(true).is_err() {
+                        self.feed.refused_busy += 1;
+                        continue;
+                    }
+                    self.feed.accepted += 1;
+                    self.clients.push(Client::new(stream));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // WouldBlock: none left. Anything else (out of descriptors): try next round.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// The answer to one request line (without its newline).
+    fn answer(&mut self, request: &str) -> Arc<Vec<u8>> {
+        if request != SNAPSHOT_REQUEST {
+            let reply = msg::ErrorReply {
+                error: format!("unknown request {request:?}; this program answers {SNAPSHOT_REQUEST:?}"),
+            };
+            return Arc::new(serde_json::to_vec(&reply).unwrap_or_default());
+        }
+        let fresh = match self.cached.take() {
+            Some((at, snapshot)) if at.elapsed() < REUSE => (at, snapshot),
+            _ => (Instant::now(), self.snapshot()),
+        };
+        let (at, mut snapshot) = fresh;
+        // The feed's own counts are always current (they cost nothing to read).
+        snapshot.feed = msg::Feed { clients: self.clients.len() as u32, ..self.feed };
+        let line = Arc::new(serde_json::to_vec(&snapshot).unwrap_or_default());
+        self.cached = Some((at, snapshot));
+        line
+    }
+
+    fn snapshot(&self) -> msg::Snapshot {
+        let now_ns = crate::clock::now_ns();
+        let (sites, window_s) = self.windows.sites(now_ns, self.started_ns);
+        let (devices, devices_note) = match crate::hooks::live_devices() {
+            None => (Vec::new(), Some("no device monitor runs in this program".to_owned())),
+            Some(Err(why)) => (Vec::new(), Some(why)),
+            Some(Ok(d)) if d.is_empty() => (d, Some("the device monitor has found no device (yet)".to_owned())),
+            Some(Ok(d)) => (d, None),
+        };
+        msg::Snapshot {
+            protocol: msg::PROTOCOL,
+            program: self.program.clone(),
+            pid: self.pid,
+            writer: env!("CARGO_PKG_VERSION").to_owned(),
+            time_ns: now_ns,
+            started_ns: self.started_ns,
+            window_s,
+            off: !crate::switch::is_on(),
+            sites,
+            devices,
+            devices_note,
+            losses: crate::diagnostics::LOSSES
+                .snapshot()
+                .into_iter()
+                .map(|(what, count)| msg::Loss { what: what.to_owned(), count })
+                .collect(),
+            notes: crate::diagnostics::notes(),
+            feed: msg::Feed { clients: self.clients.len() as u32, ..self.feed },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Interval, Record};
+    use crate::site::{Backend, SiteDesc, SiteKind};
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::DirBuilderExt;
+
+    const fn site(name: &'static str, backend: Backend) -> Site {
+        Site::new(SiteDesc {
+            name,
+            function: name,
+            kind: SiteKind::Kernel,
+            backend,
+            module_path: "live_tests",
+            file: "live.rs",
+            line: 1,
+            direction: None,
+            threshold_us: None,
+            trace_all: false,
+            track_memory: false,
+        })
+    }
+
+    static WINDOWED: Site = site("windowed", Backend::Host);
+
+    #[test]
+    fn a_window_holds_only_the_calls_since_its_oldest_point() {
+        let mut w = Windows::new(vec![&WINDOWED]);
+        for _ in 0..100 {
+            WINDOWED.stats.add_host(1_000, Some(10));
+        }
+        let t0 = 1_000_000_000_000;
+        w.sample(t0);
+        for _ in 0..50 {
+            WINDOWED.stats.add_host(9_000, None);
+        }
+        let (rows, window_s) = w.sites(t0 + 2_000_000_000, 0);
+        assert_eq!(window_s, 2.0);
+        let r = &rows[0];
+        assert_eq!((r.calls, r.window.calls, r.window.calls_per_s), (150, 50, 25.0));
+        assert_eq!(r.window.bytes, 0, "the bytes were all before the window");
+        // Every call of the window took 9 µs: its median is that, not the run's 1 µs.
+        let p50 = r.window.p50_ns.unwrap();
+        assert!((8_500..=9_000).contains(&p50), "{p50}");
+        assert_eq!(r.window.gpu_busy, None, "host time is not GPU time");
+        assert_eq!(r.sources, ["host"]);
+
+        // Points older than the window are dropped, so its start moves on.
+        for k in 1..=20u64 {
+            w.sample(t0 + k * 1_000_000_000);
+        }
+        assert!(w.tracks[0].points.len() <= 12, "{}", w.tracks[0].points.len());
+        let (rows, window_s) = w.sites(t0 + 20_500_000_000, 0);
+        assert!((9.5..=10.5).contains(&window_s), "{window_s}");
+        assert_eq!(rows[0].window.calls, 0);
+        assert_eq!(rows[0].window.p50_ns, None);
+    }
+
+    static GPU_A: Site = site("gpu_a", Backend::Wgpu);
+    static GPU_B: Site = site("gpu_b", Backend::Wgpu);
+
+    fn gpu_record(site: &'static Site, ns: u64) -> Record {
+        let mut r = Record::new(site, 1, 0, Interval { start_ns: 10, end_ns: 10 + ns });
+        r.gpu = Some(crate::record::GpuTiming::new(
+            Interval { start_ns: 10, end_ns: 10 + ns },
+            crate::TimingSource::GpuTimestamp,
+        ));
+        r
+    }
+
+    #[test]
+    fn gpu_time_is_shared_among_gpu_timed_sites() {
+        let mut w = Windows::new(vec![&GPU_A, &GPU_B]);
+        w.sample(0);
+        for _ in 0..3 {
+            GPU_A.stats.add(&gpu_record(&GPU_A, 1_000_000));
+        }
+        GPU_B.stats.add(&gpu_record(&GPU_B, 1_000_000));
+        let (rows, _) = w.sites(1_000_000_000, 0);
+        let a = rows.iter().find(|r| r.name == "gpu_a").unwrap();
+        let b = rows.iter().find(|r| r.name == "gpu_b").unwrap();
+        assert_eq!(a.window.gpu_share, Some(0.75));
+        assert_eq!(b.window.gpu_share, Some(0.25));
+        assert_eq!(a.window.gpu_busy, Some(0.003));
+        assert_eq!(a.sources, ["gpu_timestamp"]);
+    }
+
+    fn connect(path: &Path) -> (BufReader<UnixStream>, UnixStream) {
+        let s = UnixStream::connect(path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        (BufReader::new(s.try_clone().unwrap()), s)
+    }
+
+    fn ask(r: &mut BufReader<UnixStream>, w: &mut UnixStream, request: &str) -> String {
+        writeln!(w, "{request}").unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        line
+    }
+
+    /// One test for the socket's whole life: the feed is one per process.
+    #[test]
+    fn the_socket_serves_snapshots_to_its_user_only_and_drops_who_stops_reading() {
+        let dir = std::env::temp_dir().join(format!("gpuspan-live-unit-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        let live = Live::start(&dir).unwrap();
+        assert!(matches!(Live::start(&dir), Err(LiveError::AlreadyRunning)));
+        let path = live.path().to_owned();
+        let meta = fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert!(path.file_name().unwrap().to_str().unwrap().ends_with(&format!("-{}.live.sock", std::process::id())));
+
+        let (mut r, mut w) = connect(&path);
+        let snap: msg::Snapshot = serde_json::from_str(&ask(&mut r, &mut w, "snapshot")).unwrap();
+        assert_eq!((snap.protocol, snap.pid), (msg::PROTOCOL, std::process::id()));
+        let err: msg::ErrorReply = serde_json::from_str(&ask(&mut r, &mut w, "bogus")).unwrap();
+        assert!(err.error.contains("snapshot"), "{}", err.error);
+
+        // A client that asks and never reads: closed once its answers pile up, while the first
+        // one is still served.
+        let stalled = UnixStream::connect(&path).unwrap();
+        stalled.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+        let mut asked = 0;
+        while asked < 100_000 && (&stalled).write_all(b"snapshot\n").is_ok() {
+            asked += 1;
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let dropped = loop {
+            let snap: msg::Snapshot = serde_json::from_str(&ask(&mut r, &mut w, "snapshot")).unwrap();
+            if snap.feed.dropped_stalled >= 1 || Instant::now() > deadline {
+                break snap.feed;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(dropped.dropped_stalled, 1, "{dropped:?} after {asked} requests");
+
+        // A request line longer than allowed closes the connection.
+        let (mut r2, mut w2) = connect(&path);
+        w2.write_all(&vec![b'x'; MAX_REQUEST + 10]).unwrap();
+        let mut line = String::new();
+        assert_eq!(r2.read_line(&mut line).unwrap_or(0), 0, "closed: {line:?}");
+
+        live.stop();
+        assert!(!path.exists(), "the socket is removed at the end");
+        assert!(UnixStream::connect(&path).is_err());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
