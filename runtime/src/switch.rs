@@ -21,7 +21,7 @@ pub fn is_on() -> bool {
 }
 
 /// Whether gpuspan may be on: one load and one compare, `false` only once it is known to be
-/// off. The generated code tests this and calls [`crate::private::open`] (out of line) when it
+/// off. The generated code tests this and calls `__private::open` (out of line) when it
 /// holds, so that with `GPUSPAN=off` the annotated function runs its body and nothing else.
 #[inline(always)]
 pub fn might_be_on() -> bool {
