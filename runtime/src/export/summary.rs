@@ -157,6 +157,11 @@ impl Summary {
     }
 }
 
+/// "  name (kind at file:line)": a site the table has no row for.
+fn site_line(f: &mut fmt::Formatter<'_>, s: &Site) -> fmt::Result {
+    writeln!(f, "  {} ({} at {}:{})", format::name(s.desc.name), s.desc.kind.as_str(), s.desc.file, s.desc.line)
+}
+
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header =
@@ -237,14 +242,7 @@ impl fmt::Display for Summary {
         if !self.still_running.is_empty() {
             writeln!(f, "still running at shutdown (no call had finished; its time is not counted):")?;
             for s in &self.still_running {
-                writeln!(
-                    f,
-                    "  {} ({} at {}:{})",
-                    format::name(s.desc.name),
-                    s.desc.kind.as_str(),
-                    s.desc.file,
-                    s.desc.line
-                )?;
+                site_line(f, s)?;
             }
         }
         let tracked: Vec<&SiteSummary> = self
@@ -272,14 +270,7 @@ impl fmt::Display for Summary {
         if !self.never_reached.is_empty() && !self.off {
             writeln!(f, "never reached:")?;
             for s in &self.never_reached {
-                writeln!(
-                    f,
-                    "  {} ({} at {}:{})",
-                    format::name(s.desc.name),
-                    s.desc.kind.as_str(),
-                    s.desc.file,
-                    s.desc.line
-                )?;
+                site_line(f, s)?;
             }
         }
         for l in &self.sections {
