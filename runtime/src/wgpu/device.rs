@@ -3,6 +3,7 @@
 use super::calibration::ClockMap;
 use super::frame::Frame;
 use crate::record::DeviceLabel;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use wgpu_profiler::GpuProfiler;
 
@@ -14,6 +15,9 @@ pub(crate) struct DeviceState {
     pub queue: OnceLock<wgpu::Queue>,
     pub features: wgpu::Features,
     pub clock: Mutex<Option<ClockMap>>,
+    /// A record placed its GPU work before its call by more than the mapping's stated error:
+    /// the resolver re-calibrates at its next round instead of waiting for the period.
+    pub clock_contradicted: AtomicBool,
     /// Profilers whose frame has been delivered, ready for reuse (their query pools too).
     pub idle: Mutex<Vec<GpuProfiler>>,
     /// Frames not yet delivered, in the order they were opened.
@@ -79,6 +83,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
                     queue: OnceLock::new(),
                     features: device.features(),
                     clock: Mutex::new(None),
+                    clock_contradicted: AtomicBool::new(false),
                     idle: Mutex::new(Vec::new()),
                     in_flight: Mutex::new(Vec::new()),
                 });

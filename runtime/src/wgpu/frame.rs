@@ -360,6 +360,12 @@ impl Frame {
                 (Some(range), Some(clock)) if !poisoned => {
                     let start = clock.to_host(range.start * 1e9);
                     let end = clock.to_host(range.end * 1e9).max(start);
+                    // The call began before its GPU work could: a start earlier than that by more
+                    // than the stated error means the mapping has drifted (the causality check
+                    // corrects this record; the next ones get a fresh calibration).
+                    if start.saturating_add(clock.error_ns) < record.host.start_ns {
+                        self.device.clock_contradicted.store(true, Ordering::Relaxed);
+                    }
                     record.gpu = Some(GpuTiming {
                         interval: crate::record::Interval { start_ns: start, end_ns: end },
                         busy_ns: ((range.end - range.start) * 1e9).round().max(0.0) as u64,

@@ -40,10 +40,13 @@ fn run() {
         let mut busy = false;
         for d in device::all() {
             busy |= step(&d, false);
-            let due = d.clock().is_none_or(|c| {
-                crate::clock::now_ns().saturating_sub(c.taken_at_ns) > RECALIBRATE_EVERY.as_nanos() as u64
-            });
+            let contradicted = d.clock_contradicted.load(std::sync::atomic::Ordering::Relaxed);
+            let due = contradicted
+                || d.clock().is_none_or(|c| {
+                    crate::clock::now_ns().saturating_sub(c.taken_at_ns) > RECALIBRATE_EVERY.as_nanos() as u64
+                });
             if due && d.in_flight_count() > 0 {
+                d.clock_contradicted.store(false, std::sync::atomic::Ordering::Relaxed);
                 calibrate(&d);
             }
         }
