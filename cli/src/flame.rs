@@ -7,10 +7,12 @@
 //! inside it). So each nanosecond is counted once and the folded total is the GPU time of the
 //! outermost recorded calls.
 
-use crate::analysis::{self, Index};
-use gpuspan_capture::Capture;
-use std::collections::BTreeMap;
+use crate::analysis::Index;
+use crate::load::LoadError;
+use gpuspan_capture::{Capture, Record};
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
+use std::path::Path;
 
 /// A frame name made safe for the folded format: `;` separates frames and a line ends the
 /// stack, so neither may appear inside one.
@@ -20,41 +22,155 @@ fn frame(name: &str) -> String {
 
 /// Folded stacks: `stack -> GPU nanoseconds`, sorted by stack.
 pub fn folded(capture: &Capture) -> BTreeMap<String, u64> {
-    let index = Index::new(capture);
-    let parents = analysis::parents(&capture.records);
-    // GPU time each record's enclosed records account for.
-    let mut enclosed = vec![0u64; capture.records.len()];
-    for (i, r) in capture.records.iter().enumerate() {
-        if let (Some(p), Some(g)) = (parents[i], &r.gpu) {
-            enclosed[p] += if r.activities.is_empty() {
-                g.busy_ns
-            } else {
-                r.activities.iter().map(|a| a.interval.duration_ns()).sum()
-            };
-        }
+    let mut f = Folder::default();
+    for r in &capture.records {
+        f.record(r);
     }
-    let mut out = BTreeMap::new();
-    for (i, r) in capture.records.iter().enumerate() {
-        let Some(g) = &r.gpu else { continue };
-        let mut stack = vec![frame(&index.thread_name(r.thread))];
-        stack
-            .extend(analysis::stack(&parents, i).into_iter().map(|j| frame(&index.site_name(capture.records[j].site))));
-        let base = stack.join(";");
-        if r.activities.is_empty() {
-            let own = g.busy_ns.saturating_sub(enclosed[i]);
-            if own > 0 {
-                *out.entry(base).or_insert(0) += own;
-            }
-        } else {
+    f.finish(&Index::new(capture))
+}
+
+/// The folded stacks of the capture at `path`, read in one streaming pass (see [`Folder`]);
+/// the capture comes back without its records (for its truncation, if any).
+pub fn stream(path: &Path, progress: bool) -> Result<(BTreeMap<String, u64>, Capture), LoadError> {
+    let mut f = Folder::default();
+    let meta = crate::load::stream(path, progress, |_, r| f.record(r))?;
+    Ok((f.finish(&Index::new(&meta)), meta))
+}
+
+/// What folding needs of one record: 48 bytes, not the record.
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    start: u64,
+    end: u64,
+    /// GPU busy time; `None`: no GPU timing.
+    busy: Option<u64>,
+    thread: u32,
+    site: u32,
+    /// Its activities: `acts[from..from + len]`.
+    from: u32,
+    len: u32,
+    record: u32,
+}
+
+/// The flamegraph fed one record at a time: a compact copy of each call (host interval, site,
+/// GPU time, activities by interned name), nested per thread once all are in.
+#[derive(Debug, Default)]
+pub struct Folder {
+    calls: Vec<Call>,
+    /// (activity name, ns)
+    acts: Vec<(u32, u64)>,
+    names: HashMap<String, u32>,
+}
+
+impl Folder {
+    pub fn record(&mut self, r: &Record) {
+        let from = self.acts.len() as u32;
+        if r.gpu.is_some() {
             for a in &r.activities {
-                let ns = a.interval.duration_ns();
-                if ns > 0 {
-                    *out.entry(format!("{base};{}", frame(&a.name))).or_insert(0) += ns;
+                let n = self.names.len() as u32;
+                let id = match self.names.get(&a.name) {
+                    Some(&id) => id,
+                    None => *self.names.entry(a.name.clone()).or_insert(n),
+                };
+                self.acts.push((id, a.interval.duration_ns()));
+            }
+        }
+        self.calls.push(Call {
+            start: r.host.start_ns,
+            end: r.host.end_ns,
+            busy: r.gpu.as_ref().map(|g| g.busy_ns),
+            thread: r.thread,
+            site: r.site,
+            from,
+            len: self.acts.len() as u32 - from,
+            record: self.calls.len() as u32,
+        });
+    }
+
+    pub fn finish(mut self, index: &Index<'_>) -> BTreeMap<String, u64> {
+        // By thread, then start, the longer first when two start together (it encloses the
+        // other): the order of `analysis::parents`, whose stack this walks.
+        self.calls.sort_unstable_by_key(|c| (c.thread, c.start, std::cmp::Reverse(c.end), c.record));
+        let mut act_names = vec![String::new(); self.names.len()];
+        for (n, id) in std::mem::take(&mut self.names) {
+            act_names[id as usize] = frame(&n);
+        }
+        // Stacks by id: (parent stack, site) -> id; a thread's root is (u32::MAX, thread).
+        let mut ids: HashMap<(u32, u32, bool), u32> = HashMap::new();
+        let mut paths: Vec<String> = Vec::new();
+        // (stack id, activity or u32::MAX: the call's own time) -> ns
+        let mut acc: HashMap<(u32, u32), u64> = HashMap::new();
+        // (call, its stack id, GPU time of the calls it encloses)
+        let mut stack: Vec<(Call, u32, u64)> = Vec::new();
+        let acts = &self.acts;
+        let mut emit = |(c, path, enclosed): (Call, u32, u64)| {
+            let Some(busy) = c.busy else { return };
+            if c.len == 0 {
+                let own = busy.saturating_sub(enclosed);
+                if own > 0 {
+                    *acc.entry((path, u32::MAX)).or_insert(0) += own;
+                }
+            } else {
+                for &(name, ns) in &acts[c.from as usize..(c.from + c.len) as usize] {
+                    if ns > 0 {
+                        *acc.entry((path, name)).or_insert(0) += ns;
+                    }
                 }
             }
+        };
+        let mut thread = None;
+        let mut root = 0;
+        for &c in &self.calls {
+            if thread != Some(c.thread) {
+                while let Some(top) = stack.pop() {
+                    emit(top);
+                }
+                thread = Some(c.thread);
+                root = *ids.entry((u32::MAX, c.thread, true)).or_insert_with(|| {
+                    paths.push(frame(&index.thread_name(c.thread)));
+                    paths.len() as u32 - 1
+                });
+            }
+            while let Some(top) = stack.last() {
+                if top.0.end >= c.end && top.0.start <= c.start {
+                    break;
+                }
+                emit(stack.pop().expect("a top"));
+            }
+            let parent = stack.last().map_or(root, |p| p.1);
+            let path = match ids.get(&(parent, c.site, false)) {
+                Some(&id) => id,
+                None => {
+                    let p = format!("{};{}", paths[parent as usize], frame(&index.site_name(c.site)));
+                    paths.push(p);
+                    let id = paths.len() as u32 - 1;
+                    ids.insert((parent, c.site, false), id);
+                    id
+                }
+            };
+            if let (Some(p), Some(busy)) = (stack.last_mut(), c.busy) {
+                p.2 += if c.len == 0 {
+                    busy
+                } else {
+                    acts[c.from as usize..(c.from + c.len) as usize].iter().map(|a| a.1).sum()
+                };
+            }
+            stack.push((c, path, 0));
         }
+        while let Some(top) = stack.pop() {
+            emit(top);
+        }
+        let mut out = BTreeMap::new();
+        for ((path, act), ns) in acc {
+            let key = if act == u32::MAX {
+                paths[path as usize].clone()
+            } else {
+                format!("{};{}", paths[path as usize], act_names[act as usize])
+            };
+            *out.entry(key).or_insert(0) += ns;
+        }
+        out
     }
-    out
 }
 
 /// The folded lines, as `--folded` prints them and inferno reads them.
