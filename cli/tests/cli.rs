@@ -563,3 +563,47 @@ fn a_truncated_capture_reads_with_one_warning_and_bad_files_get_one_error() {
     assert_eq!((code, err.lines().count()), (2, 1), "{err}");
     assert!(Path::new(FIXTURE).exists());
 }
+
+#[test]
+fn the_streaming_report_and_flamegraph_equal_the_loaded_ones() {
+    let cuda = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h100_cuda_saxpy.gpuspan");
+    // A wide capture: the demo's nested calls repeated until a row holds more than the exact cap.
+    let mut wide = fixture();
+    let base = wide.records.clone();
+    let mut per_site: BTreeMap<u32, usize> = BTreeMap::new();
+    base.iter().for_each(|r| *per_site.entry(r.site).or_default() += 1);
+    let busiest = per_site.values().copied().max().unwrap();
+    for k in 1..=(stats::EXACT_CAP / busiest + 1) as u64 {
+        let shift = k * 10_000_000_000;
+        wide.records.extend(base.iter().cloned().map(|mut r| {
+            r.host = Interval::new(r.host.start_ns + shift, r.host.end_ns + shift);
+            if let Some(g) = &mut r.gpu {
+                g.interval = Interval::new(g.interval.start_ns + shift, g.interval.end_ns + shift);
+            }
+            r
+        }));
+    }
+    let wide_path = save(&wide, "wide.gpuspan");
+    for path in [Path::new(FIXTURE), Path::new(cuda), &wide_path] {
+        let loaded = Capture::open(path).unwrap();
+        let (streamed, meta) = report::stream(path, false).unwrap();
+        assert!(meta.records.is_empty(), "the streaming pass keeps no record");
+        assert_eq!(streamed, report::build(&loaded), "{}", path.display());
+        let (folded, _) = flame::stream(path, false).unwrap();
+        assert_eq!(folded, flame::folded(&loaded), "{}", path.display());
+    }
+    // Above the cap the quantiles are the histogram's, within its stated error of the exact ones.
+    let r = report::build(&wide);
+    assert!(r.limits.iter().any(|l| l.contains("log-linear histogram")), "{:?}", r.limits);
+    let index = analysis::Index::new(&wide);
+    for s in &r.sites {
+        let mut d: Vec<u64> =
+            wide.records.iter().filter(|x| index.site_name(x.site) == s.site).map(|x| x.duration_ns()).collect();
+        d.sort_unstable();
+        for (got, q) in [(s.p50_ns, 0.5), (s.p99_ns, 0.99)] {
+            let exact = stats::quantile(&d, q).unwrap() as f64;
+            let got = got.unwrap() as f64;
+            assert!((got - exact).abs() <= exact * stats::HISTOGRAM_ERROR + 0.5, "{}: {got} vs {exact}", s.site);
+        }
+    }
+}
