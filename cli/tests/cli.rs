@@ -607,3 +607,31 @@ fn the_streaming_report_and_flamegraph_equal_the_loaded_ones() {
         }
     }
 }
+
+#[test]
+fn a_bounded_folder_equals_the_exact_one_or_says_the_records_were_too_far_out_of_order() {
+    for path in [FIXTURE, concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h100_cuda_saxpy.gpuspan")] {
+        let c = Capture::open(path).unwrap();
+        let index = analysis::Index::new(&c);
+        let exact = flame::folded(&c);
+        let mut by_start = c.records.clone();
+        by_start.sort_by_key(|r| (r.host.start_ns, std::cmp::Reverse(r.host.end_ns)));
+        for window in [1, 2, 5, 1000] {
+            let mut f = flame::Folder::with_window(window);
+            c.records.iter().for_each(|r| f.record(r));
+            if let Some(folded) = f.finish(&index) {
+                assert_eq!(folded, exact, "window {window}");
+            }
+            // In start order every window nests exactly.
+            let mut f = flame::Folder::with_window(window);
+            by_start.iter().for_each(|r| f.record(r));
+            let folded = f.finish(&index).expect("records in start order are never out of order");
+            let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+            assert_eq!(total(&folded), total(&exact), "window {window}");
+        }
+        // Newest first: a window of one nests a call, then gets an earlier one.
+        let mut f = flame::Folder::with_window(1);
+        c.records.iter().rev().for_each(|r| f.record(r));
+        assert!(f.finish(&index).is_none(), "reversed records are out of order for a window of one");
+    }
+}
