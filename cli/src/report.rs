@@ -124,14 +124,14 @@ pub struct Finding {
 
 /// Builds the report of one capture.
 pub fn build(capture: &Capture) -> Report {
-    let mut b = Builder::default();
+    let mut b = Builder { idle: idle::Builder::exact(), ..Builder::default() };
     for s in &capture.sites {
         b.site(s);
     }
     for r in &capture.records {
         b.record(r);
     }
-    b.finish(capture)
+    b.finish(capture).0
 }
 
 /// The report of the capture at `path`, read in one streaming pass (see [`Builder`]); the
@@ -146,7 +146,14 @@ pub fn stream(path: &Path, progress: bool) -> Result<(Report, Capture), LoadErro
         fed = c.sites.len();
         b.record(r);
     })?;
-    Ok((b.finish(&meta), meta))
+    let (mut report, idle_again) = b.finish(&meta);
+    if idle_again {
+        // Records too far out of order for the idle analysis' window: a second pass, exact.
+        let mut idle = idle::Builder::exact();
+        let meta = crate::load::stream(path, progress, |_, r| idle.record(r))?;
+        report.devices = idle.finish(&Index::new(&meta)).expect("an unbounded builder takes records in any order");
+    }
+    Ok((report, meta))
 }
 
 #[derive(Debug, Default)]
@@ -291,8 +298,10 @@ impl Builder {
     }
 
     /// The report, with everything but the records from `capture` (its records are ignored:
-    /// they were fed to [`Builder::record`]).
-    pub fn finish(mut self, capture: &Capture) -> Report {
+    /// they were fed to [`Builder::record`]); `true` when the idle analysis (bounded by default,
+    /// see [`idle::Builder`]) got records too far out of order: then `devices` is empty, to be
+    /// filled by an exact second pass.
+    pub fn finish(mut self, capture: &Capture) -> (Report, bool) {
         let index = Index::new(capture);
         let h = &capture.header;
         let end_ns = capture.end.as_ref().map(|e| e.end_ns).or(self.last_ns).unwrap_or(h.start_ns);
@@ -357,6 +366,8 @@ impl Builder {
         let kernels = self.kernel_rows(&index, &mut approximate);
         let transfers = self.transfer_rows(&index);
         let devices = std::mem::take(&mut self.idle).finish(&index);
+        let idle_again = devices.is_none();
+        let devices = devices.unwrap_or_default();
         let mut limits = vec![
             "GPU cost per request: captures do not hold the enclosing tracing spans yet; calls nest by host interval per thread instead".into(),
             "link efficiency and device counters: captures do not hold NVML readings yet".into(),
@@ -368,7 +379,7 @@ impl Builder {
                 stats::HISTOGRAM_ERROR * 100.0
             ));
         }
-        Report {
+        let report = Report {
             capture: about,
             sites,
             kernels,
@@ -380,7 +391,8 @@ impl Builder {
             losses,
             notes,
             limits,
-        }
+        };
+        (report, idle_again)
     }
 
     fn site_rows(&mut self, capture: &Capture, index: &Index<'_>, approximate: &mut bool) -> Vec<SiteRow> {

@@ -635,3 +635,29 @@ fn a_bounded_folder_equals_the_exact_one_or_says_the_records_were_too_far_out_of
         assert!(f.finish(&index).is_none(), "reversed records are out of order for a window of one");
     }
 }
+
+#[test]
+fn a_bounded_idle_analysis_equals_the_exact_one_or_says_the_records_were_too_far_out_of_order() {
+    for path in [FIXTURE, concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h100_cuda_saxpy.gpuspan")] {
+        let c = Capture::open(path).unwrap();
+        let index = analysis::Index::new(&c);
+        let exact = idle::analyse(&c);
+        let mut by_start = c.records.clone();
+        by_start.sort_by_key(|r| r.host.start_ns);
+        let mut some = 0;
+        for window in [1, 2, 5, 1000] {
+            for records in [&c.records, &by_start] {
+                let mut b = idle::Builder::with_window(window);
+                records.iter().for_each(|r| b.record(r));
+                if let Some(devices) = b.finish(&index) {
+                    some += 1;
+                    assert_eq!(devices, exact, "window {window}");
+                }
+            }
+        }
+        assert!(some >= 2, "a window larger than the capture always answers");
+        let mut b = idle::Builder::with_window(1);
+        c.records.iter().rev().for_each(|r| b.record(r));
+        assert!(b.finish(&index).is_none(), "reversed records are out of order for a window of one");
+    }
+}
