@@ -7,10 +7,13 @@
 //! inside it). So each nanosecond is counted once and the folded total is the GPU time of the
 //! outermost recorded calls.
 
-use crate::analysis::{self, Index};
-use gpuspan_capture::Capture;
-use std::collections::BTreeMap;
+use crate::analysis::Index;
+use crate::load::LoadError;
+use gpuspan_capture::{Capture, Record};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::{self, Write};
+use std::path::Path;
 
 /// A frame name made safe for the folded format: `;` separates frames and a line ends the
 /// stack, so neither may appear inside one.
@@ -20,41 +23,261 @@ fn frame(name: &str) -> String {
 
 /// Folded stacks: `stack -> GPU nanoseconds`, sorted by stack.
 pub fn folded(capture: &Capture) -> BTreeMap<String, u64> {
-    let index = Index::new(capture);
-    let parents = analysis::parents(&capture.records);
-    // GPU time each record's enclosed records account for.
-    let mut enclosed = vec![0u64; capture.records.len()];
-    for (i, r) in capture.records.iter().enumerate() {
-        if let (Some(p), Some(g)) = (parents[i], &r.gpu) {
-            enclosed[p] += if r.activities.is_empty() {
-                g.busy_ns
-            } else {
-                r.activities.iter().map(|a| a.interval.duration_ns()).sum()
-            };
-        }
+    let mut f = Folder::exact();
+    for r in &capture.records {
+        f.record(r);
     }
-    let mut out = BTreeMap::new();
-    for (i, r) in capture.records.iter().enumerate() {
-        let Some(g) = &r.gpu else { continue };
-        let mut stack = vec![frame(&index.thread_name(r.thread))];
-        stack
-            .extend(analysis::stack(&parents, i).into_iter().map(|j| frame(&index.site_name(capture.records[j].site))));
-        let base = stack.join(";");
-        if r.activities.is_empty() {
-            let own = g.busy_ns.saturating_sub(enclosed[i]);
-            if own > 0 {
-                *out.entry(base).or_insert(0) += own;
+    f.finish(&Index::new(capture)).expect("an unbounded folder takes records in any order")
+}
+
+/// The folded stacks of the capture at `path`, read in one streaming pass with a bounded
+/// [`Folder`]; when the file's records are too far out of order for it, a second pass with an
+/// unbounded one. The capture comes back without its records (for its truncation, if any).
+pub fn stream(path: &Path, progress: bool) -> Result<(BTreeMap<String, u64>, Capture), LoadError> {
+    let mut f = Folder::default();
+    let meta = crate::load::stream(path, progress, |_, r| f.record(r))?;
+    if let Some(folded) = f.finish(&Index::new(&meta)) {
+        return Ok((folded, meta));
+    }
+    let mut f = Folder::exact();
+    let meta = crate::load::stream(path, progress, |_, r| f.record(r))?;
+    let folded = f.finish(&Index::new(&meta)).expect("an unbounded folder takes records in any order");
+    Ok((folded, meta))
+}
+
+/// Calls a bounded [`Folder`] holds per thread before it nests the earliest.
+pub const WINDOW: usize = 1 << 16;
+
+/// What folding needs of one record: its host interval, site, GPU time and activities (by
+/// interned name), not the record.
+#[derive(Debug)]
+struct Call {
+    start: u64,
+    end: u64,
+    /// GPU busy time; `None`: no GPU timing.
+    busy: Option<u64>,
+    site: u32,
+    record: u32,
+    /// (activity name, ns); `None`: no activities.
+    acts: Option<Box<[(u32, u64)]>>,
+}
+
+/// The order calls nest in: start, the longer first when two start together (it encloses the
+/// other), then file order (the order of `analysis::parents`).
+type Key = (u64, Reverse<u64>, u32);
+
+impl Call {
+    fn key(&self) -> Key {
+        (self.start, Reverse(self.end), self.record)
+    }
+}
+
+impl PartialEq for Call {
+    fn eq(&self, o: &Call) -> bool {
+        self.key() == o.key()
+    }
+}
+impl Eq for Call {}
+impl PartialOrd for Call {
+    fn partial_cmp(&self, o: &Call) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Call {
+    fn cmp(&self, o: &Call) -> std::cmp::Ordering {
+        self.key().cmp(&o.key())
+    }
+}
+
+/// One thread's calls: those not yet nested (earliest first), the last nested, and the stack of
+/// open calls with their stack id and the GPU time of the calls they enclose.
+#[derive(Debug, Default)]
+struct Lane {
+    pending: BinaryHeap<Reverse<Call>>,
+    last: Option<Key>,
+    stack: Vec<(Call, u32, u64)>,
+}
+
+/// Stacks by id and the GPU time folded onto them.
+#[derive(Debug, Default)]
+struct Fold {
+    /// (parent stack id, site) -> id; a thread's root is (u32::MAX, thread).
+    ids: HashMap<(u32, u32), u32>,
+    paths: Vec<(u32, u32)>,
+    /// (stack id, activity or u32::MAX: the call's own time) -> ns
+    acc: HashMap<(u32, u32), u64>,
+}
+
+impl Fold {
+    fn intern(&mut self, parent: u32, x: u32) -> u32 {
+        let n = self.paths.len() as u32;
+        let id = *self.ids.entry((parent, x)).or_insert(n);
+        if id == n {
+            self.paths.push((parent, x));
+        }
+        id
+    }
+
+    fn emit(&mut self, (c, path, enclosed): (Call, u32, u64)) {
+        let Some(busy) = c.busy else { return };
+        match &c.acts {
+            None => {
+                let own = busy.saturating_sub(enclosed);
+                if own > 0 {
+                    *self.acc.entry((path, u32::MAX)).or_insert(0) += own;
+                }
             }
-        } else {
-            for a in &r.activities {
-                let ns = a.interval.duration_ns();
-                if ns > 0 {
-                    *out.entry(format!("{base};{}", frame(&a.name))).or_insert(0) += ns;
+            Some(acts) => {
+                for &(name, ns) in acts.iter() {
+                    if ns > 0 {
+                        *self.acc.entry((path, name)).or_insert(0) += ns;
+                    }
                 }
             }
         }
     }
-    out
+
+    /// Nests the thread's next call in key order under the open calls that enclose it.
+    fn step(&mut self, lane: &mut Lane, thread: u32, c: Call) {
+        lane.last = Some(c.key());
+        while let Some(top) = lane.stack.last() {
+            if top.0.end >= c.end && top.0.start <= c.start {
+                break;
+            }
+            let top = lane.stack.pop().expect("a top");
+            self.emit(top);
+        }
+        let parent = match lane.stack.last() {
+            Some(p) => p.1,
+            None => self.intern(u32::MAX, thread),
+        };
+        let path = self.intern(parent, c.site);
+        if let (Some(p), Some(busy)) = (lane.stack.last_mut(), c.busy) {
+            p.2 += c.acts.as_ref().map_or(busy, |a| a.iter().map(|x| x.1).sum());
+        }
+        lane.stack.push((c, path, 0));
+    }
+}
+
+/// The flamegraph fed one record at a time. Calls are nested per thread in start order; records
+/// arrive in about completion order, so each thread's calls wait in a window of [`WINDOW`] calls
+/// and the earliest is nested when it overflows: memory is the window, the open calls and the
+/// distinct stacks, not the records. A call that arrives after a later-starting one was nested
+/// (an enclosing call written more than a window after its inner calls) makes
+/// [`Folder::finish`] answer `None`: read again with [`Folder::exact`], which keeps every call.
+#[derive(Debug)]
+pub struct Folder {
+    window: usize,
+    lanes: HashMap<u32, Lane>,
+    fold: Fold,
+    names: HashMap<String, u32>,
+    records: u32,
+    out_of_order: bool,
+}
+
+impl Default for Folder {
+    fn default() -> Folder {
+        Folder {
+            window: WINDOW,
+            lanes: HashMap::new(),
+            fold: Fold::default(),
+            names: HashMap::new(),
+            records: 0,
+            out_of_order: false,
+        }
+    }
+}
+
+impl Folder {
+    /// A folder that keeps every call until [`Folder::finish`]: records in any order.
+    pub fn exact() -> Folder {
+        Folder { window: usize::MAX, ..Folder::default() }
+    }
+
+    /// A folder whose window holds `window` calls per thread (at least one).
+    pub fn with_window(window: usize) -> Folder {
+        Folder { window: window.max(1), ..Folder::default() }
+    }
+
+    pub fn record(&mut self, r: &Record) {
+        let record = self.records;
+        self.records = self.records.wrapping_add(1);
+        if self.out_of_order {
+            return;
+        }
+        let acts = match &r.gpu {
+            Some(_) if !r.activities.is_empty() => Some(
+                r.activities
+                    .iter()
+                    .map(|a| {
+                        let n = self.names.len() as u32;
+                        let id = match self.names.get(&a.name) {
+                            Some(&id) => id,
+                            None => *self.names.entry(a.name.clone()).or_insert(n),
+                        };
+                        (id, a.interval.duration_ns())
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let c = Call {
+            start: r.host.start_ns,
+            end: r.host.end_ns,
+            busy: r.gpu.as_ref().map(|g| g.busy_ns),
+            site: r.site,
+            record,
+            acts,
+        };
+        let lane = self.lanes.entry(r.thread).or_default();
+        if lane.last.is_some_and(|l| c.key() < l) {
+            self.out_of_order = true;
+            return;
+        }
+        lane.pending.push(Reverse(c));
+        if lane.pending.len() > self.window {
+            let Reverse(c) = lane.pending.pop().expect("a pending call");
+            self.fold.step(lane, r.thread, c);
+        }
+    }
+
+    /// The folded stacks; `None` when the records came too far out of order for the window.
+    pub fn finish(mut self, index: &Index<'_>) -> Option<BTreeMap<String, u64>> {
+        if self.out_of_order {
+            return None;
+        }
+        for (&thread, lane) in self.lanes.iter_mut() {
+            while let Some(Reverse(c)) = lane.pending.pop() {
+                self.fold.step(lane, thread, c);
+            }
+            while let Some(top) = lane.stack.pop() {
+                self.fold.emit(top);
+            }
+        }
+        let mut act_names = vec![String::new(); self.names.len()];
+        for (n, id) in std::mem::take(&mut self.names) {
+            act_names[id as usize] = frame(&n);
+        }
+        let mut paths: Vec<String> = Vec::with_capacity(self.fold.paths.len());
+        for &(parent, x) in &self.fold.paths {
+            let p = if parent == u32::MAX {
+                frame(&index.thread_name(x))
+            } else {
+                format!("{};{}", paths[parent as usize], frame(&index.site_name(x)))
+            };
+            paths.push(p);
+        }
+        let mut out = BTreeMap::new();
+        for ((path, act), ns) in self.fold.acc {
+            let key = if act == u32::MAX {
+                paths[path as usize].clone()
+            } else {
+                format!("{};{}", paths[path as usize], act_names[act as usize])
+            };
+            *out.entry(key).or_insert(0) += ns;
+        }
+        Some(out)
+    }
 }
 
 /// The folded lines, as `--folded` prints them and inferno reads them.

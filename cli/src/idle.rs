@@ -7,10 +7,11 @@
 //! "no annotated call" when it was in none: the GPU waited while the host ran that code (or
 //! code gpuspan does not see). The shares of a device add up to its idle time exactly.
 
-use crate::analysis::{self, Index, Work};
-use gpuspan_capture::{Capture, Interval};
+use crate::analysis::Index;
+use gpuspan_capture::{Capture, Interval, Record};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 /// Busy and idle time of one device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,95 +44,234 @@ impl IdleShare {
     }
 }
 
-/// Host intervals of one thread's calls, sorted by start, with the running maximum of their
-/// ends so a search can stop at the first call that ended before a gap.
-struct ThreadCalls {
-    /// (start, end, record index)
-    calls: Vec<(u64, u64, usize)>,
-    max_end: Vec<u64>,
-}
+/// A call: (host start, host end, record number, site).
+type Call = (u64, u64, u32, u32);
 
-impl ThreadCalls {
-    /// Calls overlapping `[a, b)`.
-    fn overlapping(&self, a: u64, b: u64) -> impl Iterator<Item = &(u64, u64, usize)> {
-        let upto = self.calls.partition_point(|c| c.0 < b);
-        let mut from = upto;
-        while from > 0 && self.max_end[from - 1] > a {
-            from -= 1;
-        }
-        self.calls[from..upto].iter().filter(move |c| c.1 > a)
-    }
-}
+/// GPU work waiting to be taken: (start, record number, end, launching thread).
+type Work = (u64, u32, u64, u32);
 
 /// The busy/idle breakdown of every device in the capture, by device label.
 pub fn analyse(capture: &Capture) -> Vec<DeviceIdle> {
-    let index = Index::new(capture);
-    let mut by_thread: HashMap<u32, ThreadCalls> = HashMap::new();
-    for (i, r) in capture.records.iter().enumerate() {
-        by_thread
-            .entry(r.thread)
-            .or_insert_with(|| ThreadCalls { calls: Vec::new(), max_end: Vec::new() })
-            .calls
-            .push((r.host.start_ns, r.host.end_ns, i));
+    let mut b = Builder::exact();
+    for r in &capture.records {
+        b.record(r);
     }
-    for t in by_thread.values_mut() {
-        t.calls.sort_unstable();
-        let mut m = 0;
-        t.max_end = t
-            .calls
-            .iter()
-            .map(|c| {
-                m = m.max(c.1);
-                m
-            })
-            .collect();
+    b.finish(&Index::new(capture)).expect("an unbounded builder takes records in any order")
+}
+
+/// Pieces of GPU work a bounded [`Builder`] holds back per device before it takes the earliest.
+pub const WINDOW: usize = 1 << 16;
+
+/// One device: its work not yet taken (earliest first), and the union and gaps of the work taken.
+#[derive(Debug, Default)]
+struct Lane {
+    pending: BinaryHeap<Reverse<Work>>,
+    last: Option<(u64, u32)>,
+    /// (start, thread) of the first work taken at the latest start.
+    first_at: Option<(u64, u32)>,
+    /// The piece of the union being extended.
+    piece: Option<(u64, u64)>,
+    window_start: u64,
+    busy_ns: u64,
+    shares: BTreeMap<(u32, Option<u32>), (u64, u64)>,
+}
+
+/// One thread's calls that may still overlap a gap, by start and by end.
+#[derive(Debug, Default)]
+struct Calls {
+    /// (start, end, record) -> site
+    open: BTreeMap<(u64, u64, u32), u32>,
+    /// (end, start, record)
+    by_end: BinaryHeap<Reverse<(u64, u64, u32)>>,
+}
+
+/// The idle analysis fed one record at a time. GPU work is taken per device in start order
+/// through a window of [`WINDOW`] pieces (records arrive in about completion order); a call is
+/// kept until no gap still to come can overlap it. Memory is the window and the calls around it,
+/// not the records. Work or a call that arrives too late for what was already taken makes
+/// [`Builder::finish`] answer `None`: read again with [`Builder::exact`], which holds everything.
+#[derive(Debug)]
+pub struct Builder {
+    window: usize,
+    threads: HashMap<u32, Calls>,
+    devices: BTreeMap<Option<u32>, Lane>,
+    records: u32,
+    /// Calls that ended at or before this were dropped.
+    pruned: u64,
+    /// Per thread, the latest end of a gap charged to it.
+    charged: HashMap<u32, u64>,
+    out_of_order: bool,
+    scratch: Scratch,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            window: WINDOW,
+            threads: HashMap::new(),
+            devices: BTreeMap::new(),
+            records: 0,
+            pruned: 0,
+            charged: HashMap::new(),
+            out_of_order: false,
+            scratch: Scratch::default(),
+        }
     }
-    let mut devices: BTreeMap<Option<u32>, Vec<Work>> = BTreeMap::new();
-    for w in analysis::work(capture) {
-        devices.entry(w.device).or_default().push(w);
+}
+
+/// Takes the device's next work in start order: extends the union or closes a gap and charges it.
+fn take(
+    lane: &mut Lane,
+    w: Work,
+    threads: &HashMap<u32, Calls>,
+    scratch: &mut Scratch,
+    charged: &mut HashMap<u32, u64>,
+) {
+    let (start, _, end, thread) = w;
+    lane.last = Some((w.0, w.1));
+    if lane.first_at.is_none_or(|f| f.0 != start) {
+        lane.first_at = Some((start, thread));
     }
-    let mut out = Vec::new();
-    for (device, mut work) in devices {
-        work.sort_by_key(|w| (w.interval.start_ns, w.record));
-        let busy = analysis::union(work.iter().map(|w| w.interval).collect());
-        let (Some(first), Some(last)) = (busy.first(), busy.last()) else { continue };
-        let window = Interval::new(first.start_ns, last.end_ns);
-        let busy_ns: u64 = busy.iter().map(Interval::duration_ns).sum();
-        let mut shares: BTreeMap<(u32, Option<u32>), (u64, u64)> = BTreeMap::new();
-        let mut scratch = Scratch::default();
-        for pair in busy.windows(2) {
-            let (a, b) = (pair[0].end_ns, pair[1].start_ns);
+    if end <= start {
+        // Empty: not in the union (but it may be the work that ends a gap, above).
+        return;
+    }
+    match &mut lane.piece {
+        Some(p) if start <= p.1 => p.1 = p.1.max(end),
+        Some(p) => {
+            let (a, b) = (p.1, start);
+            lane.busy_ns += p.1 - p.0;
+            lane.piece = Some((start, end));
             // The work that ends the gap: the first to start at its end.
-            let k = work.partition_point(|w| w.interval.start_ns < b);
-            let Some(next) = work.get(k) else { continue };
-            let thread = capture.records[next.record].thread;
-            charge(by_thread.get(&thread), capture, a, b, &mut scratch, |site, ns| {
+            let thread = lane.first_at.map_or(thread, |f| f.1);
+            let shares = &mut lane.shares;
+            charge(threads.get(&thread), a, b, scratch, |site, ns| {
                 let e = shares.entry((thread, site)).or_insert((0, 0));
                 e.0 += ns;
                 e.1 += 1;
             });
+            let c = charged.entry(thread).or_insert(0);
+            *c = (*c).max(b);
         }
-        let idle_ns = window.duration_ns() - busy_ns;
-        let mut shares: Vec<IdleShare> = shares
-            .into_iter()
-            .map(|((thread, site), (ns, gaps))| IdleShare {
-                thread: index.thread_name(thread),
-                site: site.map(|s| index.site_name(s)),
-                idle_ns: ns,
-                gaps,
-            })
-            .collect();
-        shares.sort_by(|x, y| y.idle_ns.cmp(&x.idle_ns).then_with(|| x.holder().cmp(y.holder())));
-        out.push(DeviceIdle {
-            device: index.device_label(device),
-            window_ns: window.duration_ns(),
-            busy_ns,
-            idle_ns,
-            busy_percent: percent(busy_ns, window.duration_ns()),
-            shares,
-        });
+        None => {
+            lane.piece = Some((start, end));
+            lane.window_start = start;
+        }
     }
-    out
+}
+
+impl Builder {
+    /// A builder that holds every piece of work until [`Builder::finish`]: records in any order.
+    pub fn exact() -> Builder {
+        Builder { window: usize::MAX, ..Builder::default() }
+    }
+
+    /// A builder whose window holds `window` pieces of work per device (at least one).
+    pub fn with_window(window: usize) -> Builder {
+        Builder { window: window.max(1), ..Builder::default() }
+    }
+
+    pub fn record(&mut self, r: &Record) {
+        let i = self.records;
+        self.records = self.records.wrapping_add(1);
+        if self.out_of_order {
+            return;
+        }
+        let (s, e) = (r.host.start_ns, r.host.end_ns);
+        if s < self.charged.get(&r.thread).copied().unwrap_or(0) {
+            // It may overlap a gap already charged to its thread.
+            self.out_of_order = true;
+            return;
+        }
+        let calls = self.threads.entry(r.thread).or_default();
+        calls.open.insert((s, e, i), r.site);
+        calls.by_end.push(Reverse((e, s, i)));
+        let Some(g) = &r.gpu else { return };
+        let one = [(g.device, g.interval)];
+        let many = r.activities.iter().map(|a| (a.device.or(g.device), a.interval));
+        let work: Box<dyn Iterator<Item = (Option<u32>, Interval)>> =
+            if r.activities.is_empty() { Box::new(one.into_iter()) } else { Box::new(many) };
+        for (device, w) in work {
+            let lane = self.devices.entry(device).or_default();
+            if w.start_ns < self.pruned || lane.last.is_some_and(|l| (w.start_ns, i) < l) {
+                self.out_of_order = true;
+                return;
+            }
+            lane.pending.push(Reverse((w.start_ns, i, w.end_ns, r.thread)));
+            if lane.pending.len() > self.window {
+                let Reverse(w) = lane.pending.pop().expect("pending work");
+                take(lane, w, &self.threads, &mut self.scratch, &mut self.charged);
+            }
+        }
+        if self.window != usize::MAX {
+            // (An unbounded builder takes nothing before the end: nothing to drop yet.)
+            self.prune();
+        }
+    }
+
+    /// Drops the calls no gap still to come can overlap: those that ended before the piece each
+    /// device is extending.
+    fn prune(&mut self) {
+        // A device with no work taken yet holds every call (its first gap is still unknown).
+        let horizon: Option<Option<u64>> = self.devices.values().map(|l| l.piece.map(|p| p.0)).min_by_key(|h| *h);
+        let Some(Some(h)) = horizon else { return };
+        if h <= self.pruned {
+            return;
+        }
+        self.pruned = h;
+        for c in self.threads.values_mut() {
+            while let Some(&Reverse((e, s, i))) = c.by_end.peek() {
+                if e > h {
+                    break;
+                }
+                c.by_end.pop();
+                c.open.remove(&(s, e, i));
+            }
+        }
+    }
+
+    /// The breakdown; `None` when the records came too far out of order for the window.
+    pub fn finish(mut self, index: &Index<'_>) -> Option<Vec<DeviceIdle>> {
+        if self.out_of_order {
+            return None;
+        }
+        // Every device's remaining work in one start order, so that calls can still be dropped.
+        loop {
+            let next = self.devices.iter().filter_map(|(d, l)| l.pending.peek().map(|w| ((w.0 .0, w.0 .1), *d))).min();
+            let Some((_, device)) = next else { break };
+            let lane = self.devices.get_mut(&device).expect("a device");
+            let Reverse(w) = lane.pending.pop().expect("pending work");
+            take(lane, w, &self.threads, &mut self.scratch, &mut self.charged);
+            self.prune();
+        }
+        let mut out = Vec::new();
+        for (device, lane) in std::mem::take(&mut self.devices) {
+            let Some(last) = lane.piece else { continue };
+            let busy_ns = lane.busy_ns + (last.1 - last.0);
+            let window = Interval::new(lane.window_start, last.1);
+            let idle_ns = window.duration_ns() - busy_ns;
+            let mut shares: Vec<IdleShare> = lane
+                .shares
+                .into_iter()
+                .map(|((thread, site), (ns, gaps))| IdleShare {
+                    thread: index.thread_name(thread),
+                    site: site.map(|s| index.site_name(s)),
+                    idle_ns: ns,
+                    gaps,
+                })
+                .collect();
+            shares.sort_by(|x, y| y.idle_ns.cmp(&x.idle_ns).then_with(|| x.holder().cmp(y.holder())));
+            out.push(DeviceIdle {
+                device: index.device_label(device),
+                window_ns: window.duration_ns(),
+                busy_ns,
+                idle_ns,
+                busy_percent: percent(busy_ns, window.duration_ns()),
+                shares,
+            });
+        }
+        Some(out)
+    }
 }
 
 pub(crate) fn percent(part: u64, whole: u64) -> f64 {
@@ -143,26 +283,26 @@ pub(crate) fn percent(part: u64, whole: u64) -> f64 {
 }
 
 /// Buffers [`charge`] reuses from gap to gap (millions of gaps: no allocation per gap).
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Scratch {
-    over: Vec<(u64, u64, usize)>,
+    /// (clipped start, clipped end, call)
+    over: Vec<(u64, u64, Call)>,
     cuts: Vec<u64>,
     pieces: Vec<(Option<u32>, u64)>,
 }
 
 /// Splits `[a, b)` by the innermost call of the thread running at each moment and hands each
 /// holder's total to `add` once (`None`: no call); the totals add up to `b - a`.
-fn charge(
-    calls: Option<&ThreadCalls>,
-    capture: &Capture,
-    a: u64,
-    b: u64,
-    s: &mut Scratch,
-    mut add: impl FnMut(Option<u32>, u64),
-) {
+fn charge(calls: Option<&Calls>, a: u64, b: u64, s: &mut Scratch, mut add: impl FnMut(Option<u32>, u64)) {
     s.over.clear();
     if let Some(calls) = calls {
-        s.over.extend(calls.overlapping(a, b).map(|&(x, y, i)| (x.max(a), y.min(b), i)));
+        s.over.extend(
+            calls
+                .open
+                .range(..(b, 0, 0))
+                .filter(|c| c.0 .1 > a)
+                .map(|(&(x, y, i), &site)| (x.max(a), y.min(b), (x, y, i, site))),
+        );
     }
     if s.over.is_empty() {
         add(None, b - a);
@@ -180,8 +320,8 @@ fn charge(
             .over
             .iter()
             .filter(|c| c.0 <= p && c.1 >= q)
-            .max_by_key(|c| (capture.records[c.2].host.start_ns, std::cmp::Reverse(capture.records[c.2].host.end_ns)))
-            .map(|c| capture.records[c.2].site);
+            .max_by_key(|c| (c.2 .0, std::cmp::Reverse(c.2 .1)))
+            .map(|c| c.2 .3);
         // One gap counts once per holder, however many pieces it was cut into.
         match s.pieces.iter_mut().find(|m| m.0 == holder) {
             Some(m) => m.1 += q - p,

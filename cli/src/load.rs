@@ -1,6 +1,6 @@
 //! Opening a capture, with a progress bar on long reads.
 
-use gpuspan_capture::{Capture, ReadError};
+use gpuspan_capture::{Capture, Frame, ReadError, Reader, Record};
 use std::fmt;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -37,11 +37,10 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// Reads the whole capture at `path`. With `progress`, a large file shows a bar on stderr
+/// The file at `path`, buffered, counting into a bar on stderr when `progress` and it is large
 /// (only when stderr is a terminal: indicatif draws nothing otherwise).
-pub fn open(path: &Path, progress: bool) -> Result<Capture, LoadError> {
-    let err = |error: ReadError| LoadError { path: path.to_owned(), error };
-    let file = std::fs::File::open(path).map_err(|e| err(e.into()))?;
+fn input(path: &Path, progress: bool) -> Result<(Box<dyn Read>, Option<indicatif::ProgressBar>), LoadError> {
+    let file = std::fs::File::open(path).map_err(|e| LoadError { path: path.to_owned(), error: e.into() })?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     if progress && len >= BAR_FROM_BYTES {
         let bar = indicatif::ProgressBar::new(len);
@@ -51,10 +50,52 @@ pub fn open(path: &Path, progress: bool) -> Result<Capture, LoadError> {
             bar.set_style(style);
         }
         bar.set_message(path.display().to_string());
-        let read = Capture::from_reader(BufReader::with_capacity(1 << 20, Counting { inner: file, bar: bar.clone() }));
-        bar.finish_and_clear();
-        read.map_err(err)
+        let inp = BufReader::with_capacity(1 << 20, Counting { inner: file, bar: bar.clone() });
+        Ok((Box::new(inp), Some(bar)))
     } else {
-        Capture::from_reader(BufReader::with_capacity(1 << 20, file)).map_err(err)
+        Ok((Box::new(BufReader::with_capacity(1 << 20, file)), None))
     }
+}
+
+/// Reads the whole capture at `path`. With `progress`, a large file shows a bar on stderr.
+pub fn open(path: &Path, progress: bool) -> Result<Capture, LoadError> {
+    let (inp, bar) = input(path, progress)?;
+    let read = Capture::from_reader(inp);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    read.map_err(|error| LoadError { path: path.to_owned(), error })
+}
+
+/// Reads the capture at `path` in one pass, handing each record to `each` as it is read and
+/// keeping none: the capture returned has every frame but the records (`records` is empty).
+/// Memory is one frame's plus what `each` keeps.
+pub fn stream(path: &Path, progress: bool, mut each: impl FnMut(&Capture, &Record)) -> Result<Capture, LoadError> {
+    let err = |error: ReadError| LoadError { path: path.to_owned(), error };
+    let (inp, bar) = input(path, progress)?;
+    let read = (|| {
+        let mut r = Reader::new(inp)?;
+        let mut c = Capture {
+            header: r.header().clone(),
+            sites: Vec::new(),
+            threads: Vec::new(),
+            devices: Vec::new(),
+            records: Vec::new(),
+            aggregates: Vec::new(),
+            end: None,
+            truncation: None,
+        };
+        while let Some(f) = r.next_frame()? {
+            match f {
+                Frame::Record(rec) => each(&c, &rec),
+                other => c.push(other),
+            }
+        }
+        c.truncation = r.truncation().cloned();
+        Ok(c)
+    })();
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    read.map_err(err)
 }

@@ -145,10 +145,14 @@ impl From<load::LoadError> for Failure {
 
 fn read(path: &Path) -> Result<Capture, Failure> {
     let c = load::open(path, true)?;
+    warn_truncated(path, &c);
+    Ok(c)
+}
+
+fn warn_truncated(path: &Path, c: &Capture) {
     if let Some(t) = &c.truncation {
         say(&format!("gpuspan: warning: {}: {t}", path.display()));
     }
-    Ok(c)
 }
 
 fn say(line: &str) {
@@ -181,8 +185,8 @@ fn emit(path: Option<&Path>, write: impl FnOnce(&mut dyn Write) -> io::Result<()
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
         Command::Report { capture, format, table } => {
-            let c = read(&capture)?;
-            let r = report::build(&c);
+            let (r, c) = report::stream(&capture, true)?;
+            warn_truncated(&capture, &c);
             emit(None, |w| match format {
                 Format::Text => w.write_all(r.to_text().as_bytes()),
                 Format::Json => {
@@ -193,8 +197,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             })?;
         }
         Command::Flamegraph { capture, output, folded, title } => {
-            let c = read(&capture)?;
-            let stacks = flame::folded(&c);
+            let (stacks, c) = flame::stream(&capture, true)?;
+            warn_truncated(&capture, &c);
             emit(output.as_deref(), |w| {
                 if folded {
                     flame::folded_lines(&stacks).iter().try_for_each(|l| writeln!(w, "{l}"))

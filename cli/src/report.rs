@@ -7,12 +7,14 @@
 
 use crate::analysis::Index;
 use crate::idle::{self, DeviceIdle};
-use crate::stats::quantile;
+use crate::load::LoadError;
+use crate::stats::{self, Samples};
 use crate::table::{self, Table};
-use gpuspan_capture::{ActivityKind, Capture, MemoryKind, SiteKind, TimingSource};
+use gpuspan_capture::{ActivityKind, Capture, MemoryKind, Record, SiteKind, TimingSource};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// Everything the report says, as `--format json` prints it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -122,213 +124,130 @@ pub struct Finding {
 
 /// Builds the report of one capture.
 pub fn build(capture: &Capture) -> Report {
-    let index = Index::new(capture);
-    let h = &capture.header;
-    let last_ns =
-        capture.records.iter().map(|r| r.host.end_ns.max(r.gpu.as_ref().map_or(0, |g| g.interval.end_ns))).max();
-    let end_ns = capture.end.as_ref().map(|e| e.end_ns).or(last_ns).unwrap_or(h.start_ns);
-    let about = About {
-        program: h.program.clone(),
-        pid: h.pid,
-        hostname: h.hostname.clone(),
-        writer: h.writer.clone(),
-        start_ns: h.start_ns,
-        duration_ns: end_ns.saturating_sub(h.start_ns),
-        threshold_us: h.threshold_us,
-        trace_all: h.trace_all,
-        records: capture.records.len(),
-        complete: capture.end.is_some(),
-    };
-    let sites = site_rows(capture, &index);
-    let launch_bound = launch_bound(capture, &index);
-    let mut findings = transfer_findings(capture);
-    for s in sites.iter().filter(|s| s.bracketed) {
-        findings.push(Finding {
-            kind: "upper_bound".into(),
-            message: format!(
-                "{}: timed by timestamps around its queue submissions, so its GPU times are upper bounds (they include submission latency while the GPU idled)",
-                s.site
-            ),
-        });
+    let mut b = Builder { idle: idle::Builder::exact(), ..Builder::default() };
+    for s in &capture.sites {
+        b.site(s);
     }
-    let unrecorded: u64 = sites.iter().map(|s| s.calls.unwrap_or(s.recorded).saturating_sub(s.recorded)).sum();
-    if unrecorded > 0 {
-        let all: u64 = sites.iter().map(|s| s.calls.unwrap_or(s.recorded)).sum();
-        findings.push(Finding {
-            kind: "sampled".into(),
-            message: format!(
-                "{unrecorded} of {all} calls were not recorded (shorter than {} µs): quantiles, kernels, transfers and idle time cover the {} recorded calls; run with GPUSPAN_TRACE_ALL=on to record every call",
-                h.threshold_us,
-                all - unrecorded
-            ),
-        });
-    }
-    if let Some(t) = &capture.truncation {
-        findings.push(Finding { kind: "incomplete".into(), message: t.to_string() });
-    }
-    let reached: BTreeSet<u32> =
-        capture.records.iter().map(|r| r.site).chain(capture.aggregates.iter().map(|a| a.site)).collect();
-    let never_reached = if capture.end.is_some() {
-        capture
-            .sites
-            .iter()
-            .filter(|s| !reached.contains(&s.id) && !s.module_path.starts_with("gpuspan::"))
-            .map(|s| s.name.clone())
-            .collect()
-    } else {
-        // Without the aggregates, an unrecorded site may still have been called.
-        Vec::new()
-    };
-    let (losses, notes) = capture
-        .end
-        .as_ref()
-        .map(|e| (e.losses.iter().map(|l| (l.what.clone(), l.count)).collect(), e.notes.clone()))
-        .unwrap_or_default();
-    Report {
-        capture: about,
-        sites,
-        kernels: kernel_rows(capture, &index),
-        transfers: transfer_rows(capture, &index),
-        devices: idle::analyse(capture),
-        launch_bound,
-        findings,
-        never_reached,
-        losses,
-        notes,
-        limits: vec![
-            "GPU cost per request: captures do not hold the enclosing tracing spans yet; calls nest by host interval per thread instead".into(),
-            "link efficiency and device counters: captures do not hold NVML readings yet".into(),
-        ],
-    }
-}
-
-fn sorted_durations<'a>(it: impl Iterator<Item = &'a gpuspan_capture::Record>) -> Vec<u64> {
-    let mut v: Vec<u64> = it.map(|r| r.duration_ns()).collect();
-    v.sort_unstable();
-    v
-}
-
-fn site_rows(capture: &Capture, index: &Index<'_>) -> Vec<SiteRow> {
-    let mut by_site: BTreeMap<u32, Vec<&gpuspan_capture::Record>> = BTreeMap::new();
     for r in &capture.records {
-        by_site.entry(r.site).or_default().push(r);
+        b.record(r);
     }
-    for a in &capture.aggregates {
-        by_site.entry(a.site).or_default();
-    }
-    let mut rows: Vec<SiteRow> = by_site
-        .into_iter()
-        .map(|(id, records)| {
-            let site = index.site(id);
-            let aggregate = capture.aggregates.iter().find(|a| a.site == id);
-            let durations = sorted_durations(records.iter().copied());
-            let total_ns: u64 = durations.iter().sum();
-            let bytes: u64 = records.iter().filter_map(|r| r.bytes).sum();
-            let mut sources: Vec<TimingSource> = Vec::new();
-            for r in &records {
-                if !sources.contains(&r.source()) {
-                    sources.push(r.source());
-                }
-            }
-            SiteRow {
-                site: index.site_name(id),
-                kind: site.map_or("?", |s| s.kind.as_str()).to_owned(),
-                backend: site.map_or("?", |s| s.backend.as_str()).to_owned(),
-                sources: sources.iter().map(|s| s.as_str().to_owned()).collect(),
-                recorded: records.len() as u64,
-                calls: aggregate.map(|a| a.calls),
-                total_all_ns: aggregate.map(|a| a.total_ns),
-                total_ns,
-                mean_ns: (!durations.is_empty()).then(|| total_ns / durations.len() as u64),
-                p50_ns: quantile(&durations, 0.5),
-                p99_ns: quantile(&durations, 0.99),
-                host_total_ns: records.iter().map(|r| r.host.duration_ns()).sum(),
-                bytes,
-                bandwidth_bytes_per_s: table::rate(bytes, total_ns),
-                errors: records.iter().filter(|r| r.error).count() as u64,
-                bracketed: records.iter().any(|r| r.gpu.as_ref().is_some_and(|g| g.bracketed)),
-                clock_corrected: records.iter().filter(|r| r.clock_corrected_ns > 0).count() as u64,
-            }
-        })
-        .collect();
-    rows.sort_by(|a, b| {
-        b.total_ns.cmp(&a.total_ns).then(b.total_all_ns.cmp(&a.total_all_ns)).then_with(|| a.site.cmp(&b.site))
-    });
-    rows
+    b.finish(capture).0
 }
 
-fn kernel_rows(capture: &Capture, index: &Index<'_>) -> Vec<KernelRow> {
-    #[derive(Default)]
-    struct Acc {
-        durations: Vec<u64>,
-        geometry: BTreeMap<String, u64>,
-    }
-    let mut acc: BTreeMap<(String, &'static str), Acc> = BTreeMap::new();
-    // Kernel sites' own GPU time, by site id (named at the end: no string per record).
-    let mut scopes: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    for r in &capture.records {
-        let kernels: Vec<_> = r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel { .. })).collect();
-        for a in &kernels {
-            let e = acc.entry((a.name.clone(), "activity")).or_default();
-            e.durations.push(a.interval.duration_ns());
-            if let ActivityKind::Kernel { grid, block, .. } = a.kind {
-                *e.geometry.entry(format!("grid {grid:?} block {block:?}")).or_default() += 1;
-            }
+/// The report of the capture at `path`, read in one streaming pass (see [`Builder`]); the
+/// capture comes back without its records (for its truncation, if any).
+pub fn stream(path: &Path, progress: bool) -> Result<(Report, Capture), LoadError> {
+    let mut b = Builder::default();
+    let mut fed = 0;
+    let meta = crate::load::stream(path, progress, |c, r| {
+        for s in &c.sites[fed..] {
+            b.site(s);
         }
-        let kernel_site = index.site(r.site).is_some_and(|s| s.kind == SiteKind::Kernel);
-        if r.activities.is_empty() && kernel_site {
-            if let Some(g) = &r.gpu {
-                scopes.entry(r.site).or_default().push(g.busy_ns);
-            }
-        }
+        fed = c.sites.len();
+        b.record(r);
+    })?;
+    let (mut report, idle_again) = b.finish(&meta);
+    if idle_again {
+        // Records too far out of order for the idle analysis' window: a second pass, exact.
+        let mut idle = idle::Builder::exact();
+        let meta = crate::load::stream(path, progress, |_, r| idle.record(r))?;
+        report.devices = idle.finish(&Index::new(&meta)).expect("an unbounded builder takes records in any order");
     }
-    for (id, d) in scopes {
-        acc.entry((index.site_name(id), "scope")).or_default().durations.extend(d);
-    }
-    let mut rows: Vec<KernelRow> = acc
-        .into_iter()
-        .map(|((kernel, from), mut a)| {
-            a.durations.sort_unstable();
-            let geometry =
-                a.geometry.iter().max_by_key(|(g, n)| (**n, std::cmp::Reverse((*g).clone()))).map(|(g, _)| {
-                    match a.geometry.len() - 1 {
-                        0 => g.clone(),
-                        more => format!("{g} (+{more} other)"),
-                    }
-                });
-            KernelRow {
-                kernel,
-                from: from.to_owned(),
-                count: a.durations.len() as u64,
-                total_ns: a.durations.iter().sum(),
-                p50_ns: quantile(&a.durations, 0.5),
-                p99_ns: quantile(&a.durations, 0.99),
-                geometry,
-            }
-        })
-        .collect();
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.kernel.cmp(&b.kernel)));
-    rows
+    Ok((report, meta))
+}
+
+#[derive(Debug, Default)]
+struct SiteAcc {
+    recorded: u64,
+    durations: Samples,
+    total_ns: u64,
+    bytes: u64,
+    sources: Vec<TimingSource>,
+    host_total_ns: u64,
+    errors: u64,
+    bracketed: bool,
+    clock_corrected: u64,
+}
+
+#[derive(Debug, Default)]
+struct KernelAcc {
+    durations: Samples,
+    geometry: BTreeMap<String, u64>,
 }
 
 type TransferKey = (String, Option<String>, Option<String>, Option<String>);
 
-fn transfer_rows(capture: &Capture, index: &Index<'_>) -> Vec<TransferRow> {
-    let mut acc: BTreeMap<TransferKey, (u64, u64, u64, bool)> = BTreeMap::new();
-    // Transfer sites without reported copies, by site id (named at the end).
-    let mut sites: BTreeMap<u32, (u64, u64, u64, bool)> = BTreeMap::new();
-    let mut add = |key: TransferKey, bytes: u64, ns: u64, bracketed: bool| {
-        let e = acc.entry(key).or_insert((0, 0, 0, false));
-        e.0 += 1;
-        e.1 += bytes;
-        e.2 += ns;
-        e.3 |= bracketed;
-    };
-    for r in &capture.records {
+/// (count, bytes, ns, bracketed)
+type TransferAcc = (u64, u64, u64, bool);
+
+/// The report built one record at a time: memory grows with the sites, kernels, transfers,
+/// devices and threads, and (for the idle analysis) with the GPU work and calls, not with the
+/// records' contents. Feed it every site, then the records in any order, then
+/// [`Builder::finish`] with the capture's other frames.
+#[derive(Debug, Default)]
+pub struct Builder {
+    kinds: HashMap<u32, SiteKind>,
+    sites: BTreeMap<u32, SiteAcc>,
+    kernels: HashMap<String, KernelAcc>,
+    /// Kernel sites' own GPU time, by site id (named at the end: no string per record).
+    scopes: BTreeMap<u32, Samples>,
+    transfers: BTreeMap<TransferKey, TransferAcc>,
+    /// Transfer sites without reported copies, by site id (named at the end).
+    transfer_sites: BTreeMap<u32, TransferAcc>,
+    /// Kernel sites' GPU and host times.
+    launch: BTreeMap<u32, (Samples, Samples)>,
+    /// (direction, pageable?) -> (count, bytes, ns)
+    copies: BTreeMap<(String, bool), (u64, u64, u64)>,
+    last_ns: Option<u64>,
+    records: usize,
+    idle: idle::Builder,
+}
+
+fn add_transfer(acc: &mut BTreeMap<TransferKey, TransferAcc>, key: TransferKey, x: TransferAcc) {
+    let e = acc.entry(key).or_insert((0, 0, 0, false));
+    e.0 += x.0;
+    e.1 += x.1;
+    e.2 += x.2;
+    e.3 |= x.3;
+}
+
+impl Builder {
+    /// A site the records may name.
+    pub fn site(&mut self, s: &gpuspan_capture::Site) {
+        self.kinds.insert(s.id, s.kind);
+    }
+
+    pub fn record(&mut self, r: &Record) {
+        self.records += 1;
+        let end = r.host.end_ns.max(r.gpu.as_ref().map_or(0, |g| g.interval.end_ns));
+        self.last_ns = Some(self.last_ns.map_or(end, |l| l.max(end)));
+        let kind = self.kinds.get(&r.site).copied();
+        let d = r.duration_ns();
+        let s = self.sites.entry(r.site).or_default();
+        s.recorded += 1;
+        s.durations.push(d);
+        s.total_ns += d;
+        s.bytes += r.bytes.unwrap_or(0);
+        if !s.sources.contains(&r.source()) {
+            s.sources.push(r.source());
+        }
+        s.host_total_ns += r.host.duration_ns();
+        s.errors += u64::from(r.error);
+        s.bracketed |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
+        s.clock_corrected += u64::from(r.clock_corrected_ns > 0);
+
         let mut copies = false;
         for a in &r.activities {
             let ns = a.interval.duration_ns();
             match &a.kind {
+                ActivityKind::Kernel { grid, block, .. } => {
+                    let e = match self.kernels.get_mut(&a.name) {
+                        Some(e) => e,
+                        None => self.kernels.entry(a.name.clone()).or_default(),
+                    };
+                    e.durations.push(ns);
+                    *e.geometry.entry(format!("grid {grid:?} block {block:?}")).or_default() += 1;
+                }
                 ActivityKind::Copy { bytes, direction, src, dst } => {
                     copies = true;
                     let key = (
@@ -337,118 +256,284 @@ fn transfer_rows(capture: &Capture, index: &Index<'_>) -> Vec<TransferRow> {
                         Some(src.as_str().to_owned()),
                         Some(dst.as_str().to_owned()),
                     );
-                    add(key, *bytes, ns, false);
+                    add_transfer(&mut self.transfers, key, (1, *bytes, ns, false));
+                    let pageable = *src == MemoryKind::Pageable || *dst == MemoryKind::Pageable;
+                    let pinned = *src == MemoryKind::Pinned || *dst == MemoryKind::Pinned;
+                    if pageable || pinned {
+                        let d = direction.map_or("copy", |d| d.as_str()).to_owned();
+                        let e = self.copies.entry((d, pageable)).or_insert((0, 0, 0));
+                        e.0 += 1;
+                        e.1 += bytes;
+                        e.2 += ns;
+                    }
                 }
                 ActivityKind::Set { bytes } => {
                     copies = true;
-                    add((a.name.clone(), Some("memset".into()), None, None), *bytes, ns, false);
+                    add_transfer(
+                        &mut self.transfers,
+                        (a.name.clone(), Some("memset".into()), None, None),
+                        (1, *bytes, ns, false),
+                    );
                 }
-                ActivityKind::Kernel { .. } => {}
             }
         }
-        if !copies && index.site(r.site).is_some_and(|s| s.kind == SiteKind::Transfer) {
-            let e = sites.entry(r.site).or_insert((0, 0, 0, false));
+        if kind == Some(SiteKind::Kernel) {
+            if let Some(g) = &r.gpu {
+                if r.activities.is_empty() {
+                    self.scopes.entry(r.site).or_default().push(g.busy_ns);
+                }
+                let e = self.launch.entry(r.site).or_default();
+                e.0.push(g.busy_ns);
+                e.1.push(r.host.duration_ns());
+            }
+        }
+        if !copies && kind == Some(SiteKind::Transfer) {
+            let e = self.transfer_sites.entry(r.site).or_insert((0, 0, 0, false));
             e.0 += 1;
             e.1 += r.bytes.unwrap_or(0);
-            e.2 += r.duration_ns();
+            e.2 += d;
             e.3 |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
         }
+        self.idle.record(r);
     }
-    for (id, (count, bytes, ns, bracketed)) in sites {
-        let direction = index.site(id).and_then(|s| s.direction).map(|d| d.as_str().to_owned());
-        let e = acc.entry((index.site_name(id), direction, None, None)).or_insert((0, 0, 0, false));
-        e.0 += count;
-        e.1 += bytes;
-        e.2 += ns;
-        e.3 |= bracketed;
-    }
-    let mut rows: Vec<TransferRow> = acc
-        .into_iter()
-        .map(|((transfer, direction, src_kind, dst_kind), (count, bytes, total_ns, bracketed))| TransferRow {
-            transfer,
-            direction,
-            src_kind,
-            dst_kind,
-            count,
-            bytes,
-            total_ns,
-            bandwidth_bytes_per_s: table::rate(bytes, total_ns),
-            bracketed,
-        })
-        .collect();
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.transfer.cmp(&b.transfer)));
-    rows
-}
 
-fn launch_bound(capture: &Capture, index: &Index<'_>) -> Vec<LaunchBound> {
-    let mut by_site: BTreeMap<u32, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
-    for r in &capture.records {
-        let kernel = index.site(r.site).is_some_and(|s| s.kind == SiteKind::Kernel);
-        if let (Some(g), true) = (&r.gpu, kernel) {
-            let e = by_site.entry(r.site).or_default();
-            e.0.push(g.busy_ns);
-            e.1.push(r.host.duration_ns());
+    /// The report, with everything but the records from `capture` (its records are ignored:
+    /// they were fed to [`Builder::record`]); `true` when the idle analysis (bounded by default,
+    /// see [`idle::Builder`]) got records too far out of order: then `devices` is empty, to be
+    /// filled by an exact second pass.
+    pub fn finish(mut self, capture: &Capture) -> (Report, bool) {
+        let index = Index::new(capture);
+        let h = &capture.header;
+        let end_ns = capture.end.as_ref().map(|e| e.end_ns).or(self.last_ns).unwrap_or(h.start_ns);
+        let about = About {
+            program: h.program.clone(),
+            pid: h.pid,
+            hostname: h.hostname.clone(),
+            writer: h.writer.clone(),
+            start_ns: h.start_ns,
+            duration_ns: end_ns.saturating_sub(h.start_ns),
+            threshold_us: h.threshold_us,
+            trace_all: h.trace_all,
+            records: self.records,
+            complete: capture.end.is_some(),
+        };
+        let reached: BTreeSet<u32> =
+            self.sites.keys().copied().chain(capture.aggregates.iter().map(|a| a.site)).collect();
+        let mut approximate = false;
+        let sites = self.site_rows(capture, &index, &mut approximate);
+        let launch_bound = self.launch_bound(&index, &mut approximate);
+        let mut findings = self.transfer_findings();
+        for s in sites.iter().filter(|s| s.bracketed) {
+            findings.push(Finding {
+                kind: "upper_bound".into(),
+                message: format!(
+                    "{}: timed by timestamps around its queue submissions, so its GPU times are upper bounds (they include submission latency while the GPU idled)",
+                    s.site
+                ),
+            });
         }
+        let unrecorded: u64 = sites.iter().map(|s| s.calls.unwrap_or(s.recorded).saturating_sub(s.recorded)).sum();
+        if unrecorded > 0 {
+            let all: u64 = sites.iter().map(|s| s.calls.unwrap_or(s.recorded)).sum();
+            findings.push(Finding {
+                kind: "sampled".into(),
+                message: format!(
+                    "{unrecorded} of {all} calls were not recorded (shorter than {} µs): quantiles, kernels, transfers and idle time cover the {} recorded calls; run with GPUSPAN_TRACE_ALL=on to record every call",
+                    h.threshold_us,
+                    all - unrecorded
+                ),
+            });
+        }
+        if let Some(t) = &capture.truncation {
+            findings.push(Finding { kind: "incomplete".into(), message: t.to_string() });
+        }
+        let never_reached = if capture.end.is_some() {
+            capture
+                .sites
+                .iter()
+                .filter(|s| !reached.contains(&s.id) && !s.module_path.starts_with("gpuspan::"))
+                .map(|s| s.name.clone())
+                .collect()
+        } else {
+            // Without the aggregates, an unrecorded site may still have been called.
+            Vec::new()
+        };
+        let (losses, notes) = capture
+            .end
+            .as_ref()
+            .map(|e| (e.losses.iter().map(|l| (l.what.clone(), l.count)).collect(), e.notes.clone()))
+            .unwrap_or_default();
+        let kernels = self.kernel_rows(&index, &mut approximate);
+        let transfers = self.transfer_rows(&index);
+        let devices = std::mem::take(&mut self.idle).finish(&index);
+        let idle_again = devices.is_none();
+        let devices = devices.unwrap_or_default();
+        let mut limits = vec![
+            "GPU cost per request: captures do not hold the enclosing tracing spans yet; calls nest by host interval per thread instead".into(),
+            "link efficiency and device counters: captures do not hold NVML readings yet".into(),
+        ];
+        if approximate {
+            limits.push(format!(
+                "exact p50/p99: rows with more than {} recorded values take them from a log-linear histogram, within {:.2} % of the exact value",
+                stats::EXACT_CAP,
+                stats::HISTOGRAM_ERROR * 100.0
+            ));
+        }
+        let report = Report {
+            capture: about,
+            sites,
+            kernels,
+            transfers,
+            devices,
+            launch_bound,
+            findings,
+            never_reached,
+            losses,
+            notes,
+            limits,
+        };
+        (report, idle_again)
     }
-    let mut out: Vec<LaunchBound> = by_site
-        .into_iter()
-        .filter_map(|(id, (mut gpu, mut host))| {
-            gpu.sort_unstable();
-            host.sort_unstable();
-            let (g, h) = (quantile(&gpu, 0.5)?, quantile(&host, 0.5)?);
-            (g < h).then(|| LaunchBound {
-                site: index.site_name(id),
-                recorded: gpu.len() as u64,
-                gpu_p50_ns: g,
-                host_p50_ns: h,
-            })
-        })
-        .collect();
-    // The largest shortfall first: where batching would gain most.
-    out.sort_by_key(|l| std::cmp::Reverse(l.host_p50_ns - l.gpu_p50_ns));
-    out
-}
 
-/// Pageable host memory in copies: the driver stages it through a pinned buffer, which is
-/// slower and makes "async" copies synchronous.
-fn transfer_findings(capture: &Capture) -> Vec<Finding> {
-    // (direction, pageable?) -> (count, bytes, ns)
-    let mut acc: BTreeMap<(String, bool), (u64, u64, u64)> = BTreeMap::new();
-    for a in capture.records.iter().flat_map(|r| &r.activities) {
-        if let ActivityKind::Copy { bytes, direction, src, dst } = &a.kind {
-            let pageable = *src == MemoryKind::Pageable || *dst == MemoryKind::Pageable;
-            let pinned = *src == MemoryKind::Pinned || *dst == MemoryKind::Pinned;
-            if !pageable && !pinned {
+    fn site_rows(&mut self, capture: &Capture, index: &Index<'_>, approximate: &mut bool) -> Vec<SiteRow> {
+        for a in &capture.aggregates {
+            self.sites.entry(a.site).or_default();
+        }
+        let mut rows: Vec<SiteRow> = std::mem::take(&mut self.sites)
+            .into_iter()
+            .map(|(id, mut s)| {
+                let site = index.site(id);
+                let aggregate = capture.aggregates.iter().find(|a| a.site == id);
+                *approximate |= s.durations.approximate();
+                SiteRow {
+                    site: index.site_name(id),
+                    kind: site.map_or("?", |s| s.kind.as_str()).to_owned(),
+                    backend: site.map_or("?", |s| s.backend.as_str()).to_owned(),
+                    sources: s.sources.iter().map(|s| s.as_str().to_owned()).collect(),
+                    recorded: s.recorded,
+                    calls: aggregate.map(|a| a.calls),
+                    total_all_ns: aggregate.map(|a| a.total_ns),
+                    total_ns: s.total_ns,
+                    mean_ns: (s.recorded > 0).then(|| s.total_ns / s.recorded),
+                    p50_ns: s.durations.quantile(0.5),
+                    p99_ns: s.durations.quantile(0.99),
+                    host_total_ns: s.host_total_ns,
+                    bytes: s.bytes,
+                    bandwidth_bytes_per_s: table::rate(s.bytes, s.total_ns),
+                    errors: s.errors,
+                    bracketed: s.bracketed,
+                    clock_corrected: s.clock_corrected,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.total_ns.cmp(&a.total_ns).then(b.total_all_ns.cmp(&a.total_all_ns)).then_with(|| a.site.cmp(&b.site))
+        });
+        rows
+    }
+
+    fn kernel_rows(&mut self, index: &Index<'_>, approximate: &mut bool) -> Vec<KernelRow> {
+        let mut acc: BTreeMap<(String, &'static str), KernelAcc> =
+            std::mem::take(&mut self.kernels).into_iter().map(|(k, a)| ((k, "activity"), a)).collect();
+        for (id, d) in std::mem::take(&mut self.scopes) {
+            let e = acc.entry((index.site_name(id), "scope")).or_default();
+            e.durations.merge(&d);
+        }
+        let mut rows: Vec<KernelRow> =
+            acc.into_iter()
+                .map(|((kernel, from), mut a)| {
+                    *approximate |= a.durations.approximate();
+                    let geometry =
+                        a.geometry.iter().max_by_key(|(g, n)| (**n, std::cmp::Reverse((*g).clone()))).map(|(g, _)| {
+                            match a.geometry.len() - 1 {
+                                0 => g.clone(),
+                                more => format!("{g} (+{more} other)"),
+                            }
+                        });
+                    KernelRow {
+                        kernel,
+                        from: from.to_owned(),
+                        count: a.durations.len(),
+                        total_ns: a.durations.total(),
+                        p50_ns: a.durations.quantile(0.5),
+                        p99_ns: a.durations.quantile(0.99),
+                        geometry,
+                    }
+                })
+                .collect();
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.kernel.cmp(&b.kernel)));
+        rows
+    }
+
+    fn transfer_rows(&mut self, index: &Index<'_>) -> Vec<TransferRow> {
+        let mut acc = std::mem::take(&mut self.transfers);
+        for (id, x) in std::mem::take(&mut self.transfer_sites) {
+            let direction = index.site(id).and_then(|s| s.direction).map(|d| d.as_str().to_owned());
+            add_transfer(&mut acc, (index.site_name(id), direction, None, None), x);
+        }
+        let mut rows: Vec<TransferRow> = acc
+            .into_iter()
+            .map(|((transfer, direction, src_kind, dst_kind), (count, bytes, total_ns, bracketed))| TransferRow {
+                transfer,
+                direction,
+                src_kind,
+                dst_kind,
+                count,
+                bytes,
+                total_ns,
+                bandwidth_bytes_per_s: table::rate(bytes, total_ns),
+                bracketed,
+            })
+            .collect();
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.transfer.cmp(&b.transfer)));
+        rows
+    }
+
+    fn launch_bound(&mut self, index: &Index<'_>, approximate: &mut bool) -> Vec<LaunchBound> {
+        let mut out: Vec<LaunchBound> = std::mem::take(&mut self.launch)
+            .into_iter()
+            .filter_map(|(id, (mut gpu, mut host))| {
+                *approximate |= gpu.approximate() || host.approximate();
+                let (g, h) = (gpu.quantile(0.5)?, host.quantile(0.5)?);
+                (g < h).then(|| LaunchBound {
+                    site: index.site_name(id),
+                    recorded: gpu.len(),
+                    gpu_p50_ns: g,
+                    host_p50_ns: h,
+                })
+            })
+            .collect();
+        // The largest shortfall first: where batching would gain most.
+        out.sort_by_key(|l| std::cmp::Reverse(l.host_p50_ns - l.gpu_p50_ns));
+        out
+    }
+
+    /// Pageable host memory in copies: the driver stages it through a pinned buffer, which is
+    /// slower and makes "async" copies synchronous.
+    fn transfer_findings(&self) -> Vec<Finding> {
+        let acc = &self.copies;
+        let mut out = Vec::new();
+        for ((direction, pageable), (count, bytes, ns)) in acc {
+            if !pageable {
                 continue;
             }
-            let d = direction.map_or("copy", |d| d.as_str()).to_owned();
-            let e = acc.entry((d, pageable)).or_insert((0, 0, 0));
-            e.0 += 1;
-            e.1 += bytes;
-            e.2 += a.interval.duration_ns();
-        }
-    }
-    let mut out = Vec::new();
-    for ((direction, pageable), (count, bytes, ns)) in &acc {
-        if !pageable {
-            continue;
-        }
-        let mut message =
-            format!("{count} {direction} copies from or to pageable host memory moved {}", table::bytes(*bytes));
-        if let Some(bw) = table::rate(*bytes, *ns) {
-            let _ = write!(message, " at {}", table::bandwidth(bw));
-        }
-        if let Some((_, pinned_bytes, pinned_ns)) = acc.get(&(direction.clone(), false)) {
-            if let Some(bw) = table::rate(*pinned_bytes, *pinned_ns) {
-                let _ = write!(message, "; pinned copies in this capture ran at {}", table::bandwidth(bw));
+            let mut message =
+                format!("{count} {direction} copies from or to pageable host memory moved {}", table::bytes(*bytes));
+            if let Some(bw) = table::rate(*bytes, *ns) {
+                let _ = write!(message, " at {}", table::bandwidth(bw));
             }
+            if let Some((_, pinned_bytes, pinned_ns)) = acc.get(&(direction.clone(), false)) {
+                if let Some(bw) = table::rate(*pinned_bytes, *pinned_ns) {
+                    let _ = write!(message, "; pinned copies in this capture ran at {}", table::bandwidth(bw));
+                }
+            }
+            message.push_str(
+                ": pin the host buffer (cudaHostAlloc / cudaHostRegister) for full bandwidth and truly asynchronous copies",
+            );
+            out.push(Finding { kind: "pageable_copy".into(), message });
         }
-        message.push_str(
-            ": pin the host buffer (cudaHostAlloc / cudaHostRegister) for full bandwidth and truly asynchronous copies",
-        );
-        out.push(Finding { kind: "pageable_copy".into(), message });
+        out
     }
-    out
 }
 
 /// How table cells are written: for people (units chosen per value, bounds marked) or raw for

@@ -12,6 +12,146 @@ pub fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
     Some(sorted[rank - 1])
 }
 
+/// Exact values kept per [`Samples`] before it switches to its histogram.
+pub const EXACT_CAP: usize = 16 * 1024;
+
+/// Sub-buckets per power of two in [`Samples`]' histogram (7 bits: 128).
+const SUB_BITS: u32 = 7;
+const LINEAR: u64 = 2 << SUB_BITS;
+const BUCKETS: usize = LINEAR as usize + (64 - SUB_BITS as usize - 1) * (1 << SUB_BITS);
+
+/// The relative error of a quantile once [`Samples`] holds more than [`EXACT_CAP`] values:
+/// half a bucket's width over its lower bound, 2⁻⁸.
+pub const HISTOGRAM_ERROR: f64 = 1.0 / 256.0;
+
+/// Values for quantiles in bounded memory: exact (sorted on demand) up to [`EXACT_CAP`]
+/// values, then a log-linear histogram (exact below 256 ns, 128 buckets per power of two
+/// above: a quantile is within [`HISTOGRAM_ERROR`] of the exact one, and within the min/max).
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    exact: Vec<u64>,
+    sorted: bool,
+    hist: Option<Box<[u64]>>,
+    n: u64,
+    total: u64,
+    min: u64,
+    max: u64,
+}
+
+fn bucket(v: u64) -> usize {
+    if v < LINEAR {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros();
+    let shift = e - SUB_BITS;
+    let sub = (v >> shift) & ((1 << SUB_BITS) - 1);
+    LINEAR as usize + (e - SUB_BITS - 1) as usize * (1 << SUB_BITS) + sub as usize
+}
+
+/// The middle of bucket `i`.
+fn middle(i: usize) -> u64 {
+    if (i as u64) < LINEAR {
+        return i as u64;
+    }
+    let j = i - LINEAR as usize;
+    let e = (j >> SUB_BITS) as u32 + SUB_BITS + 1;
+    let sub = (j & ((1 << SUB_BITS) - 1)) as u64;
+    let shift = e - SUB_BITS;
+    (((1u64 << SUB_BITS) + sub) << shift) + (1u64 << (shift - 1))
+}
+
+impl Samples {
+    pub fn push(&mut self, v: u64) {
+        if self.n == 0 {
+            (self.min, self.max) = (v, v);
+        }
+        self.n += 1;
+        self.total += v;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        match &mut self.hist {
+            Some(h) => h[bucket(v)] += 1,
+            None => {
+                self.exact.push(v);
+                self.sorted = false;
+                if self.exact.len() > EXACT_CAP {
+                    let mut h = vec![0u64; BUCKETS].into_boxed_slice();
+                    for &x in &self.exact {
+                        h[bucket(x)] += 1;
+                    }
+                    self.exact = Vec::new();
+                    self.hist = Some(h);
+                }
+            }
+        }
+    }
+
+    /// Adds every value of `other`.
+    pub fn merge(&mut self, other: &Samples) {
+        match &other.hist {
+            None => other.exact.iter().for_each(|&v| self.push(v)),
+            Some(oh) => {
+                let exact = std::mem::take(&mut self.exact);
+                let h = self.hist.get_or_insert_with(|| vec![0u64; BUCKETS].into_boxed_slice());
+                for x in exact {
+                    h[bucket(x)] += 1;
+                }
+                for (a, b) in h.iter_mut().zip(oh.iter()) {
+                    *a += b;
+                }
+                (self.min, self.max) = if self.n == 0 {
+                    (other.min, other.max)
+                } else {
+                    (self.min.min(other.min), self.max.max(other.max))
+                };
+                self.n += other.n;
+                self.total += other.total;
+            }
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// The sum of every value.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Quantiles come from the histogram (within [`HISTOGRAM_ERROR`]), not exact values.
+    pub fn approximate(&self) -> bool {
+        self.hist.is_some()
+    }
+
+    /// The `q`-quantile by nearest rank, as [`quantile`] gives it over every value.
+    pub fn quantile(&mut self, q: f64) -> Option<u64> {
+        if self.n == 0 {
+            return None;
+        }
+        let Some(h) = &self.hist else {
+            if !self.sorted {
+                self.exact.sort_unstable();
+                self.sorted = true;
+            }
+            return quantile(&self.exact, q);
+        };
+        let rank = ((q.clamp(0.0, 1.0) * self.n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in h.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(middle(i).clamp(self.min, self.max));
+            }
+        }
+        Some(self.max)
+    }
+}
+
 /// Median of unsorted values (reorders them); `None` when empty.
 pub fn median(values: &mut [f64]) -> Option<f64> {
     let n = values.len();
@@ -166,6 +306,40 @@ mod tests {
         assert_eq!(quantile(&v, 0.0), Some(10));
         assert_eq!(quantile(&[], 0.5), None);
         assert_eq!(median(&mut [3.0, 1.0, 2.0, 10.0]), Some(2.5));
+    }
+
+    #[test]
+    fn samples_are_exact_up_to_the_cap_then_within_the_histogram_error() {
+        let mut s = Samples::default();
+        for v in [40, 10, 30, 20] {
+            s.push(v);
+        }
+        assert_eq!((s.quantile(0.5), s.quantile(0.99), s.approximate()), (Some(20), Some(40), false));
+        let values: Vec<u64> = (0..100_000u64).map(|i| (i * 7919) % 1_000_003 + 1).collect();
+        let mut s = Samples::default();
+        let mut half = Samples::default();
+        for (i, &v) in values.iter().enumerate() {
+            s.push(v);
+            if i % 2 == 0 {
+                half.push(v);
+            }
+        }
+        let mut rest = Samples::default();
+        values.iter().skip(1).step_by(2).for_each(|&v| rest.push(v));
+        half.merge(&rest);
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        assert!(s.approximate());
+        for q in [0.0, 0.01, 0.5, 0.9, 0.99, 1.0] {
+            let exact = quantile(&sorted, q).unwrap() as f64;
+            for got in [s.quantile(q).unwrap(), half.quantile(q).unwrap()] {
+                assert!((got as f64 - exact).abs() <= exact * HISTOGRAM_ERROR, "q {q}: {got} vs {exact}");
+            }
+        }
+        for v in [0, 1, 255, 256, 257, 1 << 40, u64::MAX] {
+            let m = middle(bucket(v)) as f64;
+            assert!((m - v as f64).abs() <= v as f64 * HISTOGRAM_ERROR + 0.5, "{v} -> {m}");
+        }
     }
 
     #[test]

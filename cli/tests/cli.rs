@@ -563,3 +563,101 @@ fn a_truncated_capture_reads_with_one_warning_and_bad_files_get_one_error() {
     assert_eq!((code, err.lines().count()), (2, 1), "{err}");
     assert!(Path::new(FIXTURE).exists());
 }
+
+#[test]
+fn the_streaming_report_and_flamegraph_equal_the_loaded_ones() {
+    let cuda = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h100_cuda_saxpy.gpuspan");
+    // A wide capture: the demo's nested calls repeated until a row holds more than the exact cap.
+    let mut wide = fixture();
+    let base = wide.records.clone();
+    let mut per_site: BTreeMap<u32, usize> = BTreeMap::new();
+    base.iter().for_each(|r| *per_site.entry(r.site).or_default() += 1);
+    let busiest = per_site.values().copied().max().unwrap();
+    for k in 1..=(stats::EXACT_CAP / busiest + 1) as u64 {
+        let shift = k * 10_000_000_000;
+        wide.records.extend(base.iter().cloned().map(|mut r| {
+            r.host = Interval::new(r.host.start_ns + shift, r.host.end_ns + shift);
+            if let Some(g) = &mut r.gpu {
+                g.interval = Interval::new(g.interval.start_ns + shift, g.interval.end_ns + shift);
+            }
+            r
+        }));
+    }
+    let wide_path = save(&wide, "wide.gpuspan");
+    for path in [Path::new(FIXTURE), Path::new(cuda), &wide_path] {
+        let loaded = Capture::open(path).unwrap();
+        let (streamed, meta) = report::stream(path, false).unwrap();
+        assert!(meta.records.is_empty(), "the streaming pass keeps no record");
+        assert_eq!(streamed, report::build(&loaded), "{}", path.display());
+        let (folded, _) = flame::stream(path, false).unwrap();
+        assert_eq!(folded, flame::folded(&loaded), "{}", path.display());
+    }
+    // Above the cap the quantiles are the histogram's, within its stated error of the exact ones.
+    let r = report::build(&wide);
+    assert!(r.limits.iter().any(|l| l.contains("log-linear histogram")), "{:?}", r.limits);
+    let index = analysis::Index::new(&wide);
+    for s in &r.sites {
+        let mut d: Vec<u64> =
+            wide.records.iter().filter(|x| index.site_name(x.site) == s.site).map(|x| x.duration_ns()).collect();
+        d.sort_unstable();
+        for (got, q) in [(s.p50_ns, 0.5), (s.p99_ns, 0.99)] {
+            let exact = stats::quantile(&d, q).unwrap() as f64;
+            let got = got.unwrap() as f64;
+            assert!((got - exact).abs() <= exact * stats::HISTOGRAM_ERROR + 0.5, "{}: {got} vs {exact}", s.site);
+        }
+    }
+}
+
+#[test]
+fn a_bounded_folder_equals_the_exact_one_or_says_the_records_were_too_far_out_of_order() {
+    for path in [FIXTURE, concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h100_cuda_saxpy.gpuspan")] {
+        let c = Capture::open(path).unwrap();
+        let index = analysis::Index::new(&c);
+        let exact = flame::folded(&c);
+        let mut by_start = c.records.clone();
+        by_start.sort_by_key(|r| (r.host.start_ns, std::cmp::Reverse(r.host.end_ns)));
+        for window in [1, 2, 5, 1000] {
+            let mut f = flame::Folder::with_window(window);
+            c.records.iter().for_each(|r| f.record(r));
+            if let Some(folded) = f.finish(&index) {
+                assert_eq!(folded, exact, "window {window}");
+            }
+            // In start order every window nests exactly.
+            let mut f = flame::Folder::with_window(window);
+            by_start.iter().for_each(|r| f.record(r));
+            let folded = f.finish(&index).expect("records in start order are never out of order");
+            let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+            assert_eq!(total(&folded), total(&exact), "window {window}");
+        }
+        // Newest first: a window of one nests a call, then gets an earlier one.
+        let mut f = flame::Folder::with_window(1);
+        c.records.iter().rev().for_each(|r| f.record(r));
+        assert!(f.finish(&index).is_none(), "reversed records are out of order for a window of one");
+    }
+}
+
+#[test]
+fn a_bounded_idle_analysis_equals_the_exact_one_or_says_the_records_were_too_far_out_of_order() {
+    for path in [FIXTURE, concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h100_cuda_saxpy.gpuspan")] {
+        let c = Capture::open(path).unwrap();
+        let index = analysis::Index::new(&c);
+        let exact = idle::analyse(&c);
+        let mut by_start = c.records.clone();
+        by_start.sort_by_key(|r| r.host.start_ns);
+        let mut some = 0;
+        for window in [1, 2, 5, 1000] {
+            for records in [&c.records, &by_start] {
+                let mut b = idle::Builder::with_window(window);
+                records.iter().for_each(|r| b.record(r));
+                if let Some(devices) = b.finish(&index) {
+                    some += 1;
+                    assert_eq!(devices, exact, "window {window}");
+                }
+            }
+        }
+        assert!(some >= 2, "a window larger than the capture always answers");
+        let mut b = idle::Builder::with_window(1);
+        c.records.iter().rev().for_each(|r| b.record(r));
+        assert!(b.finish(&index).is_none(), "reversed records are out of order for a window of one");
+    }
+}
