@@ -181,13 +181,13 @@ impl Tmux {
 
     /// The screen once `ready` holds for it (at most 20 s).
     fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let s = self.screen();
             if ready(&s) {
                 return s;
             }
-            assert!(Instant::now() < deadline, "waited 20 s for {what}; the screen:\n{s}");
+            assert!(Instant::now() < deadline, "waited 60 s for {what}; the screen:\n{s}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
