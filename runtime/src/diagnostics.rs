@@ -81,7 +81,7 @@ pub(crate) fn notes() -> Vec<String> {
 }
 
 /// Writes one line to stderr, ignoring errors: a closed or full stderr must not panic the
-/// program (`eprintln!` does). Every line gpuspan prints goes through here.
+/// program (the standard print macros do). Every line gpuspan prints goes through here.
 pub(crate) fn say(line: fmt::Arguments<'_>) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{line}");

@@ -57,7 +57,7 @@
 // show, and nothing more.
 #![warn(missing_docs, unreachable_pub)]
 // Every byte gpuspan writes to stderr goes through `diagnostics::say`, which ignores write
-// errors: `eprintln!` panics on a closed or full stderr, and the program must not die of that.
+// errors: the standard print macros panic on a closed or full stderr, and the program must not die of that.
 // `cargo clippy` (scripts/test) fails on any print macro in the runtime.
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 

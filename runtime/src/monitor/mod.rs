@@ -22,9 +22,9 @@
 //! let _guard = gpuspan::init();
 //! gpuspan::monitor::MonitorConfig::from_env().start().ok();
 //! // ... GPU work ...
-//! for gpu in gpuspan::monitor::ready(std::time::Duration::from_secs(1)).unwrap_or_default() {
-//!     println!("{} {}", gpu.index, gpu.name);
-//! }
+//! let gpus = gpuspan::monitor::ready(std::time::Duration::from_secs(1)).unwrap_or_default();
+//! let names: Vec<(u32, String)> = gpus.into_iter().map(|gpu| (gpu.index, gpu.name)).collect();
+//! # drop(names);
 //! ```
 //!
 //! docs/monitor.md explains the choices and what was measured.
