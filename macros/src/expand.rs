@@ -5,7 +5,8 @@
 //! is exactly what the user wrote: no static, no registration, no call.
 
 use crate::parse::Args;
-use crate::validate::{self, BytesExpr, Kind, Plan, Resource};
+use crate::plan::{Backend, Bytes, FieldValue, Kind, Operand, Plan, Resource};
+use crate::validate;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -29,7 +30,7 @@ fn try_run(kind: Kind, args: TokenStream, item: TokenStream) -> syn::Result<Toke
     let func = parse_fn(kind, item)?;
     let args: Args = syn::parse2(args)?;
     let plan = validate::plan(kind, args, &func)?;
-    let krate = &plan.krate;
+    let krate = krate(&plan);
     let instrumented = instrument(&plan, func.clone());
     let off = off_arm(&plan, func);
     Ok(quote! {
@@ -67,7 +68,7 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
     );
     let args: Args = syn::parse2(quote!(name = #name, #args))?;
     let plan = validate::plan(kind, args, &func)?;
-    let krate = &plan.krate;
+    let krate = krate(&plan);
     let ScopeParts { p, prelude, enter } = scope_parts(&plan, &format!("{macro_name}!({})", name.value()));
     let (recorder, exit) = recorder_and_exit(&plan, &p);
     let mut timed = block.clone();
@@ -181,24 +182,21 @@ struct ScopeParts {
 }
 
 fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
-    let krate = &plan.krate;
+    let krate = krate(plan);
     let p = quote!(#krate::__private);
     let name = &plan.name;
     let kind = match plan.kind {
         Kind::Kernel => quote!(#p::SiteKind::Kernel),
         Kind::Transfer => quote!(#p::SiteKind::Transfer),
     };
-    let backend = match plan.resource {
-        Resource::None => quote!(#p::Backend::Host),
-        Resource::WgpuRecorder { .. }
-        | Resource::WgpuQueue { .. }
-        | Resource::WgpuDevice { .. }
-        | Resource::WgpuAttachable { .. } => quote!(#p::Backend::Wgpu),
-        Resource::Cuda { .. } => quote!(#p::Backend::Cuda),
+    let backend = match plan.resource.backend() {
+        Backend::Host => quote!(#p::Backend::Host),
+        Backend::Wgpu => quote!(#p::Backend::Wgpu),
+        Backend::Cuda => quote!(#p::Backend::Cuda),
     };
     let direction = match plan.direction {
         Some(d) => {
-            let v = format_ident!("{}", camel(d));
+            let v = format_ident!("{}", d.variant());
             quote!(::core::option::Option::Some(#p::Direction::#v))
         }
         None => quote!(::core::option::Option::None),
@@ -209,26 +207,24 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     };
     let trace_all = plan.trace_all;
     let track_memory = plan.track_memory;
-    let level = &plan.level;
-    let kind_str = match plan.kind {
-        Kind::Kernel => "kernel",
-        Kind::Transfer => "transfer",
-    };
-    let backend_str = plan.resource.backend_name();
-    let field_keys = plan.fields.iter().map(|(k, _)| {
-        let parts = k.split('.').map(|s| format_ident!("{}", s));
+    let level = format_ident!("{}", plan.level.constant());
+    let level = quote!(Level::#level);
+    let kind_str = plan.kind.as_str();
+    let backend_str = plan.resource.backend().as_str();
+    let field_keys = plan.fields.iter().map(|f| {
+        let parts = f.key.iter().map(|s| format_ident!("{}", s.to_string()));
         quote!(#(#parts).*)
     });
-    let field_values = plan.fields.iter().map(|(_, v)| v);
-    let field_lets = &plan.field_lets;
+    let (field_lets, field_values) = field_slots(plan, &p);
     // Through a function rather than `as u64`, so that no cast lint fires in the user's code
     // and a non-integer gets a type error at the expression.
     let bytes = match &plan.bytes {
-        Some(BytesExpr::Explicit(e)) => {
+        Some(Bytes::Explicit(e)) => {
+            let e = e.to_token_stream();
             let at = respan(&p, e.span());
             quote_spanned!(e.span()=> ::core::option::Option::Some(#at::byte_count(#e)))
         }
-        Some(BytesExpr::SliceParam(n)) => {
+        Some(Bytes::SliceParam(n)) => {
             quote!(::core::option::Option::Some(#p::byte_count(::core::mem::size_of_val(#n))))
         }
         None => quote!(::core::option::Option::None),
@@ -250,25 +246,27 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     let enter = match &plan.resource {
         Resource::None => quote!(#p::Scope::host(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes)),
         Resource::WgpuRecorder { recorder, device } => {
-            let device = option_ref(&p, device, quote!(as_device));
-            let recorder = user_call(&p, quote!(as_recorder), recorder);
+            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device));
+            let recorder = user_call(&p, quote!(as_recorder), &recorder_tokens(recorder));
             quote!(#p::Scope::wgpu_recorder(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #recorder, #device))
         }
         Resource::WgpuQueue { queue, device } => {
-            let device = option_ref(&p, device, quote!(as_device));
-            let queue = user_call(&p, quote!(as_queue), queue);
+            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device));
+            let queue = user_call(&p, quote!(as_queue), &queue_tokens(queue));
             quote!(#p::Scope::wgpu_queue(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #queue, #device))
         }
         Resource::WgpuDevice { device } => {
+            let device = device_tokens(device);
             let device = user_call(&p, quote!(as_device), &quote!(&#device));
             quote!(#p::Scope::wgpu_device(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
         }
         Resource::WgpuAttachable { device } => {
+            let device = device_tokens(device);
             let device = user_call(&p, quote!(as_device), &quote!(&#device));
             quote!(#p::Scope::wgpu_attachable(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
         }
         Resource::Cuda { stream } => {
-            let stream = option_ref(&p, stream, quote!(as_stream));
+            let stream = option_ref(&p, &stream.as_ref().map(stream_tokens), quote!(as_stream));
             quote!(#p::Scope::cuda(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #stream))
         }
     };
@@ -441,7 +439,7 @@ fn respan(tokens: &TokenStream, span: proc_macro2::Span) -> TokenStream {
 /// the scope the value leaving the timed code, closing the query in the recorder if any.
 fn recorder_and_exit(plan: &Plan, p: &TokenStream) -> (Option<TokenStream>, TokenStream) {
     let recorder = match &plan.resource {
-        Resource::WgpuRecorder { recorder, .. } => Some(user_call(p, quote!(as_recorder), recorder)),
+        Resource::WgpuRecorder { recorder, .. } => Some(user_call(p, quote!(as_recorder), &recorder_tokens(recorder))),
         _ => None,
     };
     let exit = match &recorder {
@@ -473,6 +471,103 @@ fn option_ref(p: &TokenStream, t: &Option<TokenStream>, conv: TokenStream) -> To
     }
 }
 
+/// The runtime's path: `crate = ...`, else `::gpuspan`.
+fn krate(plan: &Plan) -> TokenStream {
+    plan.krate.as_ref().map_or_else(|| quote!(::gpuspan), |p| p.to_token_stream())
+}
+
+/// One `let` per field, run before the span is built, and the value each field records: the
+/// `let` binds the field's value as `&dyn Debug` (a parameter) or `&dyn Value` (an expression)
+/// with the user's spans, so that a value of the wrong type is one error at the user's token
+/// instead of three inside `tracing`'s macros, underlining the whole attribute.
+fn field_slots(plan: &Plan, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    let mut lets = Vec::new();
+    let mut values = Vec::new();
+    for (i, f) in plan.fields.iter().enumerate() {
+        let slot = format_ident!("__gpuspan_field_{}", i);
+        match &f.value {
+            FieldValue::Expr(v) => {
+                let v = operand(v);
+                lets.push(quote_spanned!(v.span()=> let #slot: &dyn #p::tracing::Value = &#v;));
+                values.push(quote!(#slot));
+            }
+            FieldValue::Param(ident) => {
+                lets.push(quote_spanned!(ident.span()=> let #slot: &dyn ::core::fmt::Debug = &#ident;));
+                values.push(quote!(?#slot));
+            }
+        }
+    }
+    (lets, values)
+}
+
+// The user's expressions keep their own spans, and so does the `&`/`&mut` put before them, so
+// that a type error underlines the expression rather than the whole attribute.
+
+fn recorder_tokens(o: &Operand) -> TokenStream {
+    match o {
+        Operand::Param(n) => quote_spanned!(n.span()=> &mut *#n),
+        Operand::Arg(e) => {
+            let e = operand(e);
+            quote_spanned!(e.span()=> &mut #e)
+        }
+    }
+}
+
+fn queue_tokens(o: &Operand) -> TokenStream {
+    match o {
+        Operand::Param(n) => quote_spanned!(n.span()=> #n),
+        Operand::Arg(e) => {
+            let e = operand(e);
+            quote_spanned!(e.span()=> &#e)
+        }
+    }
+}
+
+fn device_tokens(o: &Operand) -> TokenStream {
+    match o {
+        Operand::Param(n) => n.to_token_stream(),
+        Operand::Arg(e) => operand(e),
+    }
+}
+
+fn stream_tokens(o: &Operand) -> TokenStream {
+    match o {
+        Operand::Param(n) => n.to_token_stream(),
+        Operand::Arg(e) => {
+            let e = operand(e);
+            quote_spanned!(e.span()=> &#e)
+        }
+    }
+}
+
+/// `e` ready to be put after `&` or `&mut`: as is when it binds tighter than a prefix operator,
+/// so that a type error underlines all of it, else in parentheses (the span of generated
+/// parentheses is one token on stable, so the error then underlines the first token).
+fn operand(e: &Expr) -> TokenStream {
+    match e {
+        Expr::Path(_)
+        | Expr::Field(_)
+        | Expr::MethodCall(_)
+        | Expr::Call(_)
+        | Expr::Index(_)
+        | Expr::Lit(_)
+        | Expr::Paren(_)
+        | Expr::Tuple(_)
+        | Expr::Array(_)
+        | Expr::Macro(_)
+        | Expr::Struct(_)
+        | Expr::Block(_)
+        // Prefix operators nest: `&*x`, `&-x`, `&&x`.
+        | Expr::Unary(_)
+        | Expr::Reference(_) => e.to_token_stream(),
+        _ => {
+            let mut g = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, e.to_token_stream());
+            g.set_span(e.span());
+            g.into_token_stream()
+        }
+    }
+}
+
 /// `#p::#func(#arg)` spanned entirely at the user's expression `arg`: a value of the wrong type
 /// is reported once, there (the same error at every exit is deduplicated), with the message of
 /// the runtime trait's `#[diagnostic::on_unimplemented]`.
@@ -480,15 +575,6 @@ fn user_call(p: &TokenStream, func: TokenStream, arg: &TokenStream) -> TokenStre
     let span = arg.span();
     let path = respan(&quote!(#p::#func), span);
     quote_spanned!(span=> #path(#arg))
-}
-
-fn camel(s: &str) -> String {
-    s.split('_')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
-        })
-        .collect()
 }
 
 /// Rewrites the function's own exits (`return` and `?`) so that the scope sees the value leaving

@@ -2,15 +2,17 @@
 //! crate: it re-exports them, and decides through its `enabled` feature whether they instrument.
 //!
 //! The pipeline is `parse` (syntax into a typed AST) → `validate` (meaning, against the
-//! function) → `expand` (code). Validation does not know whether instrumentation is on, so a
-//! misuse is the same error either way.
+//! function, into a typed `plan`) → `expand` (code, the only module that writes any).
+//! Validation does not know whether instrumentation is on, so a misuse is the same error either
+//! way.
 
 mod expand;
 mod parse;
+mod plan;
 mod validate;
 
+use plan::Kind;
 use proc_macro::TokenStream;
-use validate::Kind;
 
 /// Times a function that encodes or launches GPU work. See `gpuspan::gpu_kernel` for the
 /// arguments.

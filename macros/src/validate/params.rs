@@ -1,0 +1,153 @@
+//! What the parameter list offers: each parameter classified by its type (a recorder, a queue,
+//! a stream, a slice...), which of them `skip` leaves to inference, and which ones the arguments
+//! use.
+
+use super::args::Given;
+use super::Errors;
+use crate::plan::{Field, FieldValue};
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+use syn::{FnArg, Ident, ItemFn, Pat, Type};
+
+/// One named parameter and what its type makes it.
+pub(super) struct Param<'a> {
+    pub name: &'a Ident,
+    pub class: ParamClass,
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub(super) enum ParamClass {
+    Recorder,
+    Queue,
+    Device,
+    Stream,
+    /// A CUDA context: the function launches CUDA work on streams it makes itself.
+    CudaContext,
+    /// A command encoder or pass the function cannot have queries closed in: by shared
+    /// reference (queries need `&mut`) or by value (it may be finished in the body).
+    UnusableRecorder,
+    Slice,
+    Other,
+}
+
+pub(super) fn classify_all(func: &ItemFn) -> Vec<Param<'_>> {
+    func.sig
+        .inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            FnArg::Typed(pt) => match &*pt.pat {
+                Pat::Ident(pi) => Some(Param { name: &pi.ident, class: classify(&pt.ty) }),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect()
+}
+
+/// Every `skip(x)` names a parameter.
+pub(super) fn check_skips(given: &Given<'_>, params: &[Param<'_>], errors: &mut Errors) {
+    for s in &given.skip {
+        if !params.iter().any(|p| p.name == *s) {
+            errors.push(syn::Error::new(s.span(), format!("`skip({s})`: the function has no parameter named `{s}`")));
+        }
+    }
+}
+
+/// The parameters left to inference: all of them, less those `skip` names, none with `skip_all`.
+pub(super) struct Usable<'p, 'a> {
+    params: Vec<&'p Param<'a>>,
+}
+
+impl<'p, 'a> Usable<'p, 'a> {
+    pub fn new(params: &'p [Param<'a>], given: &Given<'_>) -> Self {
+        let params = params.iter().filter(|p| given.skip_all.is_none() && !given.skip.contains(&p.name)).collect();
+        Usable { params }
+    }
+
+    pub fn of(&self, class: ParamClass) -> Vec<&'p Param<'a>> {
+        self.params.iter().filter(|p| p.class == class).copied().collect()
+    }
+}
+
+/// The parameters the arguments use: those recorded by `fields(x)`, then those named inside an
+/// argument's or a field's expression, each once.
+pub(super) fn used(given: &Given<'_>, fields: &[Field], params: &[Param<'_>]) -> Vec<Ident> {
+    let mut out: Vec<Ident> = Vec::new();
+    for f in fields {
+        if let FieldValue::Param(ident) = &f.value {
+            if !out.contains(ident) {
+                out.push(ident.clone());
+            }
+        }
+    }
+    let field_exprs = fields.iter().filter_map(|f| match &f.value {
+        FieldValue::Expr(e) => Some(e),
+        FieldValue::Param(_) => None,
+    });
+    for e in given.exprs.iter().copied().chain(field_exprs) {
+        collect(e.to_token_stream(), params, &mut out);
+    }
+    out
+}
+
+/// Adds to `out` each parameter whose name appears in `tokens` (once).
+fn collect(tokens: TokenStream, params: &[Param<'_>], out: &mut Vec<Ident>) {
+    for tt in tokens {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) => {
+                if let Some(p) = params.iter().find(|p| *p.name == i) {
+                    if !out.contains(p.name) {
+                        out.push(p.name.clone());
+                    }
+                }
+            }
+            proc_macro2::TokenTree::Group(g) => collect(g.stream(), params, out),
+            _ => {}
+        }
+    }
+}
+
+/// Recognises resource types by their last path segment, behind references and `Arc`/`Rc`/`Box`.
+fn classify(ty: &Type) -> ParamClass {
+    let (mut ty, mut refs, mut mutable) = (ty, 0, false);
+    while let Type::Reference(r) = ty {
+        refs += 1;
+        mutable = r.mutability.is_some();
+        ty = &r.elem;
+    }
+    let path = match ty {
+        Type::Slice(_) if refs > 0 => return ParamClass::Slice,
+        Type::Path(p) => &p.path,
+        _ => return ParamClass::Other,
+    };
+    let Some(last) = path.segments.last() else { return ParamClass::Other };
+    let name = last.ident.to_string();
+    let (name, has_args) = match name.as_str() {
+        "Arc" | "Rc" | "Box" => match single_type_arg(last) {
+            Some(Type::Path(inner)) => match inner.path.segments.last() {
+                Some(s) => (s.ident.to_string(), !s.arguments.is_none()),
+                None => return ParamClass::Other,
+            },
+            _ => return ParamClass::Other,
+        },
+        _ => (name, false),
+    };
+    match name.as_str() {
+        "CommandEncoder" | "ComputePass" | "RenderPass" if refs > 0 && mutable => ParamClass::Recorder,
+        "CommandEncoder" | "ComputePass" | "RenderPass" => ParamClass::UnusableRecorder,
+        // A type with generic arguments is someone else's `Queue`.
+        "Queue" if !has_args => ParamClass::Queue,
+        "Device" if !has_args => ParamClass::Device,
+        "CudaStream" => ParamClass::Stream,
+        "CudaContext" => ParamClass::CudaContext,
+        _ => ParamClass::Other,
+    }
+}
+
+fn single_type_arg(seg: &syn::PathSegment) -> Option<&Type> {
+    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else { return None };
+    match args.args.first() {
+        Some(syn::GenericArgument::Type(t)) if args.args.len() == 1 => Some(t),
+        _ => None,
+    }
+}
