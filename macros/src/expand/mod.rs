@@ -4,9 +4,16 @@
 //! crate decides which arm survives from its `enabled` feature, so with the feature off the item
 //! is exactly what the user wrote: no static, no registration, no call.
 
+mod exits;
+mod operands;
+
 use crate::parse::Args;
-use crate::plan::{Backend, Bytes, FieldValue, Kind, Operand, Plan, Resource};
+use crate::plan::{Backend, Bytes, Kind, Plan, Resource};
 use crate::validate;
+use exits::{recorder_and_exit, ExitRewriter};
+use operands::{
+    device_tokens, field_slots, krate, option_ref, queue_tokens, recorder_tokens, respan, stream_tokens, user_call,
+};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -416,39 +423,6 @@ fn async_trait_body(block: &mut syn::Block) -> Option<&mut syn::ExprAsync> {
     }
 }
 
-/// `tokens` with every span set to `span`: a path to a runtime function, so that a type error in
-/// a call built around the user's expression is reported there, not across the whole attribute.
-fn respan(tokens: &TokenStream, span: proc_macro2::Span) -> TokenStream {
-    tokens
-        .clone()
-        .into_iter()
-        .map(|mut tt| {
-            if let proc_macro2::TokenTree::Group(g) = &tt {
-                let mut inner = proc_macro2::Group::new(g.delimiter(), respan(&g.stream(), span));
-                inner.set_span(span);
-                tt = inner.into();
-            } else {
-                tt.set_span(span);
-            }
-            tt
-        })
-        .collect()
-}
-
-/// The recorder expression (when the scope's queries are in one) and the statement that hands
-/// the scope the value leaving the timed code, closing the query in the recorder if any.
-fn recorder_and_exit(plan: &Plan, p: &TokenStream) -> (Option<TokenStream>, TokenStream) {
-    let recorder = match &plan.resource {
-        Resource::WgpuRecorder { recorder, .. } => Some(user_call(p, quote!(as_recorder), &recorder_tokens(recorder))),
-        _ => None,
-    };
-    let exit = match &recorder {
-        Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&__gpuspan_out)).gpuspan_exit(), #r)),
-        None => quote!(__gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit())),
-    };
-    (recorder, exit)
-}
-
 fn contains_impl_trait(ty: &Type) -> bool {
     struct Finder(bool);
     impl<'a> syn::visit::Visit<'a> for Finder {
@@ -459,180 +433,4 @@ fn contains_impl_trait(ty: &Type) -> bool {
     let mut f = Finder(false);
     syn::visit::Visit::visit_type(&mut f, ty);
     f.0
-}
-
-fn option_ref(p: &TokenStream, t: &Option<TokenStream>, conv: TokenStream) -> TokenStream {
-    match t {
-        Some(t) => {
-            let call = user_call(p, conv, &quote_spanned!(t.span()=> &#t));
-            quote!(::core::option::Option::Some(#call))
-        }
-        None => quote!(::core::option::Option::None),
-    }
-}
-
-/// The runtime's path: `crate = ...`, else `::gpuspan`.
-fn krate(plan: &Plan) -> TokenStream {
-    plan.krate.as_ref().map_or_else(|| quote!(::gpuspan), |p| p.to_token_stream())
-}
-
-/// One `let` per field, run before the span is built, and the value each field records: the
-/// `let` binds the field's value as `&dyn Debug` (a parameter) or `&dyn Value` (an expression)
-/// with the user's spans, so that a value of the wrong type is one error at the user's token
-/// instead of three inside `tracing`'s macros, underlining the whole attribute.
-fn field_slots(plan: &Plan, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream>) {
-    let mut lets = Vec::new();
-    let mut values = Vec::new();
-    for (i, f) in plan.fields.iter().enumerate() {
-        let slot = format_ident!("__gpuspan_field_{}", i);
-        match &f.value {
-            FieldValue::Expr(v) => {
-                let v = operand(v);
-                lets.push(quote_spanned!(v.span()=> let #slot: &dyn #p::tracing::Value = &#v;));
-                values.push(quote!(#slot));
-            }
-            FieldValue::Param(ident) => {
-                lets.push(quote_spanned!(ident.span()=> let #slot: &dyn ::core::fmt::Debug = &#ident;));
-                values.push(quote!(?#slot));
-            }
-        }
-    }
-    (lets, values)
-}
-
-// The user's expressions keep their own spans, and so does the `&`/`&mut` put before them, so
-// that a type error underlines the expression rather than the whole attribute.
-
-fn recorder_tokens(o: &Operand) -> TokenStream {
-    match o {
-        Operand::Param(n) => quote_spanned!(n.span()=> &mut *#n),
-        Operand::Arg(e) => {
-            let e = operand(e);
-            quote_spanned!(e.span()=> &mut #e)
-        }
-    }
-}
-
-fn queue_tokens(o: &Operand) -> TokenStream {
-    match o {
-        Operand::Param(n) => quote_spanned!(n.span()=> #n),
-        Operand::Arg(e) => {
-            let e = operand(e);
-            quote_spanned!(e.span()=> &#e)
-        }
-    }
-}
-
-fn device_tokens(o: &Operand) -> TokenStream {
-    match o {
-        Operand::Param(n) => n.to_token_stream(),
-        Operand::Arg(e) => operand(e),
-    }
-}
-
-fn stream_tokens(o: &Operand) -> TokenStream {
-    match o {
-        Operand::Param(n) => n.to_token_stream(),
-        Operand::Arg(e) => {
-            let e = operand(e);
-            quote_spanned!(e.span()=> &#e)
-        }
-    }
-}
-
-/// `e` ready to be put after `&` or `&mut`: as is when it binds tighter than a prefix operator,
-/// so that a type error underlines all of it, else in parentheses (the span of generated
-/// parentheses is one token on stable, so the error then underlines the first token).
-fn operand(e: &Expr) -> TokenStream {
-    match e {
-        Expr::Path(_)
-        | Expr::Field(_)
-        | Expr::MethodCall(_)
-        | Expr::Call(_)
-        | Expr::Index(_)
-        | Expr::Lit(_)
-        | Expr::Paren(_)
-        | Expr::Tuple(_)
-        | Expr::Array(_)
-        | Expr::Macro(_)
-        | Expr::Struct(_)
-        | Expr::Block(_)
-        // Prefix operators nest: `&*x`, `&-x`, `&&x`.
-        | Expr::Unary(_)
-        | Expr::Reference(_) => e.to_token_stream(),
-        _ => {
-            let mut g = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, e.to_token_stream());
-            g.set_span(e.span());
-            g.into_token_stream()
-        }
-    }
-}
-
-/// `#p::#func(#arg)` spanned entirely at the user's expression `arg`: a value of the wrong type
-/// is reported once, there (the same error at every exit is deduplicated), with the message of
-/// the runtime trait's `#[diagnostic::on_unimplemented]`.
-fn user_call(p: &TokenStream, func: TokenStream, arg: &TokenStream) -> TokenStream {
-    let span = arg.span();
-    let path = respan(&quote!(#p::#func), span);
-    quote_spanned!(span=> #path(#arg))
-}
-
-/// Rewrites the function's own exits (`return` and `?`) so that the scope sees the value leaving
-/// the function (an `Err` marks the span as an error) and, with a command recorder, closes its
-/// query in the recorder before the function returns. Closures, async blocks and nested items
-/// have exits of their own and are left alone; so are macro bodies, which are opaque tokens.
-struct ExitRewriter {
-    p: TokenStream,
-    recorder: Option<TokenStream>,
-    ret_ty: Option<TokenStream>,
-    /// `return` leaves the code being timed (false for the block form, where it leaves the
-    /// enclosing function: the scope then just closes).
-    returns: bool,
-}
-
-impl ExitRewriter {
-    fn on_exit(&self, value: TokenStream) -> TokenStream {
-        let p = &self.p;
-        match &self.recorder {
-            Some(r) => quote!(__gpuspan_scope.exit_recorder((&#p::Probe(&#value)).gpuspan_exit(), #r)),
-            None => quote!(__gpuspan_scope.exit((&#p::Probe(&#value)).gpuspan_exit())),
-        }
-    }
-}
-
-impl VisitMut for ExitRewriter {
-    fn visit_expr_mut(&mut self, expr: &mut Expr) {
-        match expr {
-            Expr::Closure(_) | Expr::Async(_) => {}
-            Expr::Return(ret) if !self.returns => {
-                if let Some(value) = &mut ret.expr {
-                    self.visit_expr_mut(value);
-                }
-            }
-            Expr::Return(ret) => {
-                if let Some(value) = &mut ret.expr {
-                    self.visit_expr_mut(value);
-                    let on_exit = self.on_exit(quote!(__gpuspan_v));
-                    let ty = &self.ret_ty;
-                    **value = syn::parse_quote!({ let __gpuspan_v #ty = #value; #on_exit; __gpuspan_v });
-                } else if self.recorder.is_some() {
-                    let on_exit = self.on_exit(quote!(()));
-                    *expr = syn::parse_quote!({ #on_exit; return });
-                }
-            }
-            Expr::Try(t) => {
-                self.visit_expr_mut(&mut t.expr);
-                let inner = &t.expr;
-                let p = &self.p;
-                let on_try = match &self.recorder {
-                    Some(r) => quote!(__gpuspan_scope.try_exit_recorder((&#p::Probe(&__gpuspan_v)).gpuspan_exit(), #r)),
-                    None => quote!(__gpuspan_scope.try_exit((&#p::Probe(&__gpuspan_v)).gpuspan_exit())),
-                };
-                *t.expr = syn::parse_quote!(match #inner { __gpuspan_v => { #on_try; __gpuspan_v } });
-            }
-            _ => syn::visit_mut::visit_expr_mut(self, expr),
-        }
-    }
-
-    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
