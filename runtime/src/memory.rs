@@ -1,7 +1,7 @@
 //! Memory around a call, for sites annotated with `track_memory`: how much device memory was in
 //! use and how large the process's resident set was, just before and just after the call.
 //!
-//! Opt-in because a device reading is an NVML call (~70 µs measured on an H200 host), taken
+//! Opt-in because a device reading is an NVML call (tens of µs: docs/monitor.md), taken
 //! outside the call's host interval so it does not inflate the timing.
 
 /// One reading. A field is `None` where it cannot be read: RSS off Linux, device memory without

@@ -8,8 +8,8 @@
 //! Rounds sit on a grid of the configured interval (default 100 ms). A round makes every
 //! reading of every device, so a sample is coherent; the limit and link state, which change
 //! slowly, are read at most once a second and held in between. What a round costs differs by
-//! machine: on the H200 of docs/monitor.md a full round of NVML readings costs about 1 ms of
-//! CPU (the values come from the GPU's firmware), and waking the thread up about 60 µs more. So
+//! machine: on the H200 of docs/monitor.md a full round of NVML readings costs about a
+//! millisecond of CPU (the values come from the GPU's firmware), plus the thread's wake-up. So
 //! rounds are paid from a token bucket: it fills at 80 % of the budget (default 0.1 % of one
 //! core), each round is charged the thread's CPU time since the previous one (measured with
 //! `CLOCK_THREAD_CPUTIME_ID`, wake-up included), and a round waits for the grid point at which
