@@ -22,6 +22,7 @@ pub mod live;
 pub mod load;
 pub mod perfetto;
 pub mod report;
+pub mod requests;
 pub mod stats;
 pub mod table;
 #[cfg(unix)]

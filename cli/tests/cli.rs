@@ -44,19 +44,12 @@ struct Builder {
 
 impl Builder {
     fn new(program: &str, pid: u32, sites: &[(&str, SiteKind)]) -> Builder {
-        let c = Capture {
-            header: Header::new(program, pid),
-            sites: sites.iter().enumerate().map(|(i, (n, k))| Site::new(i as u32, n, *k)).collect(),
-            threads: vec![Thread { index: 1, name: "main".into() }, Thread { index: 2, name: "worker".into() }],
-            devices: vec![
-                Device { key: 0, id: 0, name: "gpu-a".into() },
-                Device { key: 1, id: 1, name: "gpu-b".into() },
-            ],
-            records: Vec::new(),
-            aggregates: Vec::new(),
-            end: Some(End::default()),
-            truncation: None,
-        };
+        let mut c = Capture::new(Header::new(program, pid));
+        c.sites = sites.iter().enumerate().map(|(i, (n, k))| Site::new(i as u32, n, *k)).collect();
+        c.threads = vec![Thread { index: 1, name: "main".into() }, Thread { index: 2, name: "worker".into() }];
+        c.devices =
+            vec![Device { key: 0, id: 0, name: "gpu-a".into() }, Device { key: 1, id: 1, name: "gpu-b".into() }];
+        c.end = Some(End::default());
         Builder { c, next_scope: 1 }
     }
 

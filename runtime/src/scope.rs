@@ -89,6 +89,8 @@ pub(crate) struct Active {
     attach_slot: bool,
     /// Where this call's spans hang in the trace; read before the host span is entered.
     parent: crate::parent::Parent,
+    /// The application spans the call was made in (only while a capture wants them).
+    spans: crate::spans::Chain,
 }
 
 /// The backend's part of an open scope.
@@ -181,6 +183,7 @@ impl Scope {
                 scope_id,
                 thread,
                 parent: crate::parent::capture(),
+                spans: crate::spans::capture(),
                 span: HostSpan::enter(span),
                 host_start,
                 bytes,
@@ -330,6 +333,7 @@ impl Active {
             bytes: self.bytes,
             memory,
             parent: self.parent,
+            spans: self.spans,
         };
         match self.gpu {
             GpuScope::None => pipeline::submit(call.into_record()),
@@ -356,6 +360,7 @@ pub(crate) struct Call {
     bytes: Option<u64>,
     memory: Option<Box<(crate::memory::MemoryMark, crate::memory::MemoryMark)>>,
     parent: crate::parent::Parent,
+    spans: crate::spans::Chain,
 }
 
 impl Call {
@@ -366,6 +371,7 @@ impl Call {
         record.bytes = self.bytes;
         record.memory = self.memory.map(|m| *m);
         record.parent = self.parent;
+        record.spans = self.spans;
         record
     }
 }

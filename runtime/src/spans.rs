@@ -1,0 +1,151 @@
+//! The application `tracing` spans a call was made in (a request, a batch), for the capture
+//! file's "GPU cost per request" and its flamegraph: read from the subscriber's span registry
+//! (tracing-subscriber's `Registry`, which `fmt` and every layered subscriber are built on)
+//! when a scope opens, and only while a capture asks for them: otherwise one relaxed load.
+//!
+//! The current span is what `tracing` says it is: across `.await`s the span a future was
+//! `instrument`ed with (entered around each poll, on whichever thread polls), across a thread
+//! hop the span the program entered there. gpuspan's own host spans are left out of a chain:
+//! annotated calls nest by their host intervals in the capture.
+//!
+//! Each span instance gets its own id, kept in the span's extensions with its chain, so that the
+//! chain is built once per span and two requests with one name stay apart (`tracing`'s ids are
+//! reused once a span closes). Without a registry under the subscriber there is no chain.
+
+use std::sync::atomic::AtomicBool;
+#[cfg(feature = "enabled")]
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+#[cfg(feature = "enabled")]
+use tracing_subscriber::registry::{LookupSpan, Registry};
+
+/// A capture wants chains.
+#[cfg(feature = "enabled")]
+static WANTED: AtomicBool = AtomicBool::new(false);
+#[cfg(feature = "enabled")]
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One application span instance and the ones enclosing it.
+#[derive(Debug)]
+pub(crate) struct SpanNode {
+    /// Unique in the process.
+    pub id: u64,
+    pub name: &'static str,
+    pub parent: Option<Arc<SpanNode>>,
+    /// Already described in the capture file (there is one per process).
+    pub written: AtomicBool,
+}
+
+/// The innermost application span of a call, if any.
+pub(crate) type Chain = Option<Arc<SpanNode>>;
+
+#[cfg(feature = "enabled")]
+/// From now on, scopes take their span chain.
+#[allow(dead_code)] // asked for by the capture file
+pub(crate) fn want() {
+    WANTED.store(true, Relaxed);
+}
+
+#[cfg(feature = "enabled")]
+/// The chain of the span current on this thread, when a capture wants it.
+#[inline]
+pub(crate) fn capture() -> Chain {
+    if !WANTED.load(Relaxed) {
+        return None;
+    }
+    current()
+}
+
+#[cfg(feature = "enabled")]
+#[inline(never)]
+fn current() -> Chain {
+    tracing::dispatcher::get_default(|d| {
+        let registry = d.downcast_ref::<Registry>()?;
+        let current = d.current_span();
+        node(registry, current.id()?, 0)
+    })
+}
+
+#[cfg(feature = "enabled")]
+/// What a span's extensions keep: its chain (for one of gpuspan's spans, its parent's).
+struct Cached(Chain);
+
+#[cfg(feature = "enabled")]
+/// Deeper than any real nesting; a bound on the recursion all the same.
+const MAX_DEPTH: usize = 256;
+
+#[cfg(feature = "enabled")]
+fn node(registry: &Registry, id: &tracing::span::Id, depth: usize) -> Chain {
+    let span = registry.span(id)?;
+    if let Some(Cached(c)) = span.extensions().get::<Cached>() {
+        return c.clone();
+    }
+    let parent = match span.parent() {
+        Some(p) if depth < MAX_DEPTH => node(registry, &p.id(), depth + 1),
+        _ => None,
+    };
+    let chain = if is_host_span(span.metadata().target()) {
+        parent
+    } else {
+        let id = NEXT_ID.fetch_add(1, Relaxed);
+        Some(Arc::new(SpanNode { id, name: span.name(), parent, written: AtomicBool::new(false) }))
+    };
+    let mut ext = span.extensions_mut();
+    // Another thread may have built it meanwhile: keep the first, so the instance has one id.
+    if let Some(Cached(c)) = ext.get_mut::<Cached>() {
+        return c.clone();
+    }
+    ext.insert(Cached(chain.clone()));
+    chain
+}
+
+/// gpuspan's own host span of an annotated call (the macro's target is `gpuspan::<kind>::<backend>`).
+#[cfg(feature = "enabled")]
+fn is_host_span(target: &str) -> bool {
+    target.strip_prefix("gpuspan::").is_some_and(|k| k.starts_with("kernel::") || k.starts_with("transfer::"))
+}
+
+/// The names of a chain, outermost first.
+#[cfg(test)]
+pub(crate) fn names(chain: &Chain) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut at = chain.as_deref();
+    while let Some(n) = at {
+        out.push(n.name);
+        at = n.parent.as_deref();
+    }
+    out.reverse();
+    out
+}
+
+#[cfg(all(test, feature = "enabled"))]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn a_chain_names_the_enclosing_spans_and_tells_two_instances_apart() {
+        want();
+        let subscriber = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
+        tracing::subscriber::with_default(subscriber, || {
+            assert!(capture().is_none(), "no span entered");
+            let outer = tracing::info_span!("handle_request");
+            let (a, b) = outer.in_scope(|| {
+                let inner = tracing::info_span!("forward");
+                let a = inner.in_scope(|| tracing::info_span!(target: "gpuspan::kernel::wgpu", "saxpy").in_scope(capture));
+                let b = inner.in_scope(capture);
+                (a, b)
+            });
+            assert_eq!(names(&a), ["handle_request", "forward"], "gpuspan's own span is not in the chain");
+            assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()), "one node per span instance");
+            let again = tracing::info_span!("handle_request").in_scope(capture);
+            let first = a.as_ref().unwrap().parent.as_ref().unwrap();
+            assert_eq!(names(&again), ["handle_request"]);
+            assert_ne!(again.unwrap().id, first.id, "a second request with the same name is another instance");
+            // Across a thread: the span the program carries there.
+            let carried = outer.clone();
+            let hop = std::thread::spawn(move || carried.in_scope(capture)).join().unwrap();
+            assert!(hop.is_none(), "the other thread has no subscriber here: no registry, no chain");
+        });
+    }
+}
