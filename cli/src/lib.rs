@@ -21,6 +21,7 @@ pub mod idle;
 pub mod live;
 pub mod load;
 pub mod perfetto;
+pub mod picture;
 pub mod report;
 pub mod requests;
 pub mod stats;

@@ -7,6 +7,9 @@
 //!   the full path into the aggregates, no span exported (target ≤ 25 ns added).
 //! - `host_scope_with_subscriber`: the same with a `tracing` subscriber that records spans,
 //!   to show how much of a scope is `tracing` itself.
+//! - `host_scope_in_request`: the same inside an application span (a request), no capture.
+//! - `host_scope_in_request_captured`: the same with a capture file configured, so that the
+//!   scope takes its span chain (docs/decisions.md, 28); the difference is that chain's cost.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
@@ -32,6 +35,23 @@ fn scope_overhead(c: &mut Criterion) {
     let subscriber = tracing_subscriber::registry();
     tracing::subscriber::with_default(subscriber, || {
         g.bench_function("host_scope_with_subscriber", |b| b.iter(|| annotated(black_box(7))));
+        let request = tracing::info_span!("request");
+        request.in_scope(|| g.bench_function("host_scope_in_request", |b| b.iter(|| annotated(black_box(7)))));
+        // From here on scopes take their span chain; calls stay below the threshold, so the
+        // capture file itself writes nothing per call.
+        let dir = std::env::temp_dir().join(format!("gpuspan-scope-bench-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let guard = gpuspan::Config::from_env()
+            .no_trace_file()
+            .summary(false)
+            .trace_all(false)
+            .capture(dir.join("bench.gpuspan"))
+            .init();
+        request.in_scope(|| {
+            g.bench_function("host_scope_in_request_captured", |b| b.iter(|| annotated(black_box(7))))
+        });
+        drop(guard);
+        let _ = std::fs::remove_dir_all(&dir);
     });
     g.finish();
 }
