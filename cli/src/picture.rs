@@ -11,12 +11,34 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 const WIDTH: f64 = 1200.0;
-const LABEL: f64 = 230.0;
+const LABEL: f64 = 300.0;
+/// Characters of a label that fit left of the plots (the whole name is in its tooltip).
+const LABEL_CHARS: usize = 46;
 const ROW: f64 = 18.0;
 const PLOT: f64 = 34.0;
 
 /// A counter track: name, unit, (time, value) steps in time order.
 type Track = (String, &'static str, Vec<(u64, f64)>);
+
+/// A label cut to fit left of the plots, with its whole text as a tooltip.
+fn text_label(x: f64, y: f64, text: &str, extra: &str) -> String {
+    let shown = if text.chars().count() > LABEL_CHARS {
+        format!("{}…", text.chars().take(LABEL_CHARS - 1).collect::<String>())
+    } else {
+        text.to_owned()
+    };
+    format!(r#"<text x="{x}" y="{y:.1}"{extra}>{}<title>{}</title></text>"#, escape(&shown), escape(text))
+}
+
+/// A device's label without the parenthesised details of its name (`GPU 0: llvmpipe`), so that
+/// what a track shows still fits beside it.
+fn device(index: &Index<'_>, key: Option<u32>) -> String {
+    let full = index.device_label(key);
+    match full.find(" (") {
+        Some(i) if full.starts_with("GPU ") && i > "GPU 0:".len() => full[..i].to_owned(),
+        _ => full,
+    }
+}
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -70,10 +92,10 @@ fn tracks(c: &Capture, index: &Index<'_>) -> Vec<Track> {
         }
     }
     for (d, e) in work {
-        out.push((format!("{} work in flight", index.device_label(d)), "", level(e)));
+        out.push((format!("{} work in flight", device(index, d)), "", level(e)));
     }
     for (d, e) in calls {
-        out.push((format!("{} calls in flight", index.device_label(d)), "", level(e)));
+        out.push((format!("{} calls in flight", device(index, d)), "", level(e)));
     }
     if !moved.is_empty() {
         moved.sort_unstable();
@@ -102,8 +124,8 @@ fn tracks(c: &Capture, index: &Index<'_>) -> Vec<Track> {
             }
         }
     }
-    for ((device, what, unit), steps) in readings {
-        out.push((format!("{} {what}", index.device_label(Some(device))), unit, steps));
+    for ((key, what, unit), steps) in readings {
+        out.push((format!("{} {what}", device(index, Some(key))), unit, steps));
     }
     out
 }
@@ -151,7 +173,7 @@ pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
         );
         y += ROW + 4.0;
         let row = |name: &str, y: f64, items: &mut dyn Iterator<Item = (u64, u64, String)>, body: &mut String| {
-            let _ = writeln!(body, r#"<text x="4" y="{:.1}">{}</text>"#, y + 12.0, escape(name));
+            let _ = writeln!(body, "{}", text_label(4.0, y + 12.0, name, ""));
             for (s, e, what) in items {
                 let (x0, x1) = (x(s), x(e));
                 let _ = writeln!(
@@ -185,16 +207,15 @@ pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
             devices.entry(w.device).or_default().push((w.interval.start_ns, w.interval.end_ns, name));
         }
         for (d, items) in devices {
-            row(&index.device_label(d), y, &mut items.into_iter(), &mut body);
+            row(&device(&index, d), y, &mut items.into_iter(), &mut body);
             y += ROW;
         }
         for (name, unit, steps) in tracks(c, &index) {
             let peak = steps.iter().map(|s| s.1).fold(0.0, f64::max);
             let _ = writeln!(
                 body,
-                r##"<text x="4" y="{:.1}">{}</text><text x="4" y="{:.1}" fill="#666">peak {}</text>"##,
-                y + 13.0,
-                escape(&name),
+                r##"{}<text x="4" y="{:.1}" fill="#666">peak {}</text>"##,
+                text_label(4.0, y + 13.0, &name, ""),
                 y + 27.0,
                 escape(&peak_label(peak, unit))
             );

@@ -1,7 +1,8 @@
 //! The application `tracing` spans a call was made in (a request, a batch), for the capture
 //! file's "GPU cost per request" and its flamegraph: read from the subscriber's span registry
 //! (tracing-subscriber's `Registry`, which `fmt` and every layered subscriber are built on)
-//! when a scope opens, and only while a capture asks for them: otherwise one relaxed load.
+//! when a call that becomes a record ends, and only while a capture asks for them: a call only
+//! counted in the aggregates never asks, and without a capture the question is one relaxed load.
 //!
 //! The current span is what `tracing` says it is: across `.await`s the span a future was
 //! `instrument`ed with (entered around each poll, on whichever thread polls), across a thread
@@ -47,41 +48,53 @@ pub(crate) fn want() {
 }
 
 #[cfg(feature = "enabled")]
-/// The chain of the span current on this thread, when a capture wants it.
+/// The chain of the spans a call is made in, when a capture wants it: the parent of the call's
+/// host span `host` (which the macro made under the current span), or, when no subscriber
+/// wanted that span (`None`), the current span. Asked when the call ends and becomes a record.
+#[cfg(feature = "enabled")]
 #[inline]
-pub(crate) fn capture() -> Chain {
+pub(crate) fn capture(host: Option<&tracing::Span>) -> Chain {
     if !WANTED.load(Relaxed) {
         return None;
     }
-    current()
+    from(host)
 }
 
 #[cfg(feature = "enabled")]
 #[inline(never)]
-fn current() -> Chain {
-    tracing::dispatcher::get_default(|d| {
+fn from(host: Option<&tracing::Span>) -> Chain {
+    let Some(host) = host.filter(|h| !h.is_disabled()) else { return current() };
+    // The host span's own dispatcher and id: no thread-local lookup of the current span.
+    host.with_subscriber(|(id, d)| {
         let registry = d.downcast_ref::<Registry>()?;
-        let current = d.current_span();
-        node(registry, current.id()?, 0)
+        node(registry, registry.span(id)?.parent()?, 0)
     })
+    .flatten()
 }
 
 #[cfg(feature = "enabled")]
+fn current() -> Chain {
+    tracing::dispatcher::get_default(|d| {
+        let registry = d.downcast_ref::<Registry>()?;
+        node(registry, registry.span(d.current_span().id()?)?, 0)
+    })
+}
+
 /// What a span's extensions keep: its chain (for one of gpuspan's spans, its parent's).
+#[cfg(feature = "enabled")]
 struct Cached(Chain);
 
-#[cfg(feature = "enabled")]
 /// Deeper than any real nesting; a bound on the recursion all the same.
+#[cfg(feature = "enabled")]
 const MAX_DEPTH: usize = 256;
 
 #[cfg(feature = "enabled")]
-fn node(registry: &Registry, id: &tracing::span::Id, depth: usize) -> Chain {
-    let span = registry.span(id)?;
+fn node(registry: &Registry, span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize) -> Chain {
     if let Some(Cached(c)) = span.extensions().get::<Cached>() {
         return c.clone();
     }
     let parent = match span.parent() {
-        Some(p) if depth < MAX_DEPTH => node(registry, &p.id(), depth + 1),
+        Some(p) if depth < MAX_DEPTH => node(registry, p, depth + 1),
         _ => None,
     };
     let chain = if is_host_span(span.metadata().target()) {
@@ -128,23 +141,28 @@ mod tests {
         want();
         let subscriber = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
         tracing::subscriber::with_default(subscriber, || {
+            let host = || tracing::info_span!(target: "gpuspan::kernel::wgpu", "saxpy");
+            let capture = || capture(Some(&host()));
             assert!(capture().is_none(), "no span entered");
             let outer = tracing::info_span!("handle_request");
             let (a, b) = outer.in_scope(|| {
                 let inner = tracing::info_span!("forward");
-                let a = inner.in_scope(|| tracing::info_span!(target: "gpuspan::kernel::wgpu", "saxpy").in_scope(capture));
+                // Inside an annotated call: the chain skips the outer call's host span.
+                let a = inner.in_scope(|| host().in_scope(capture));
                 let b = inner.in_scope(capture);
                 (a, b)
             });
             assert_eq!(names(&a), ["handle_request", "forward"], "gpuspan's own span is not in the chain");
             assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()), "one node per span instance");
             let again = tracing::info_span!("handle_request").in_scope(capture);
+            let filtered = outer.in_scope(|| current());
+            assert_eq!(names(&filtered), ["handle_request"], "a call whose host span is filtered out");
             let first = a.as_ref().unwrap().parent.as_ref().unwrap();
             assert_eq!(names(&again), ["handle_request"]);
             assert_ne!(again.unwrap().id, first.id, "a second request with the same name is another instance");
             // Across a thread: the span the program carries there.
             let carried = outer.clone();
-            let hop = std::thread::spawn(move || carried.in_scope(capture)).join().unwrap();
+            let hop = std::thread::spawn(move || carried.in_scope(|| current())).join().unwrap();
             assert!(hop.is_none(), "the other thread has no subscriber here: no registry, no chain");
         });
     }
