@@ -78,7 +78,9 @@ fn fill(inp: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// What reading one frame found.
+/// What reading one frame found. Not boxed: it is returned once per frame and taken apart at
+/// once, so its size costs a copy, not memory.
+#[allow(clippy::large_enum_variant)]
 enum Next {
     Frame(Frame),
     /// The input ended exactly at a frame boundary.

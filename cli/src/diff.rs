@@ -233,7 +233,13 @@ fn compare_rows(
 }
 
 /// One row: each side's kept durations and how many there were in all.
-fn change(what: &str, name: &str, (base, base_n): (&[f64], usize), (new, new_n): (&[f64], usize), s: &Settings) -> Change {
+fn change(
+    what: &str,
+    name: &str,
+    (base, base_n): (&[f64], usize),
+    (new, new_n): (&[f64], usize),
+    s: &Settings,
+) -> Change {
     let median = |v: &[f64]| stats::median(&mut v.to_vec());
     let (mb, mn) = (median(base), median(new));
     let mut c = Change {

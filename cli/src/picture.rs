@@ -19,6 +19,8 @@ const PLOT: f64 = 34.0;
 
 /// A counter track: name, unit, (time, value) steps in time order.
 type Track = (String, &'static str, Vec<(u64, f64)>);
+/// A device's readings of one quantity: (device key, quantity, unit) -> steps.
+type Readings = BTreeMap<(u32, &'static str, &'static str), Vec<(u64, f64)>>;
 
 /// A label cut to fit left of the plots, with its whole text as a tooltip.
 fn text_label(x: f64, y: f64, text: &str, extra: &str) -> String {
@@ -75,7 +77,10 @@ fn tracks(c: &Capture, index: &Index<'_>) -> Vec<Track> {
     let mut moved: Vec<(u64, u64)> = Vec::new();
     for r in &c.records {
         if let Some(g) = &r.gpu {
-            calls.entry(g.device).or_default().extend([(r.host.start_ns, 1), (g.interval.end_ns.max(r.host.start_ns), -1)]);
+            calls
+                .entry(g.device)
+                .or_default()
+                .extend([(r.host.start_ns, 1), (g.interval.end_ns.max(r.host.start_ns), -1)]);
         }
         let copies: Vec<(u64, u64)> = r
             .activities
@@ -106,7 +111,7 @@ fn tracks(c: &Capture, index: &Index<'_>) -> Vec<Track> {
         });
         out.push(("bytes moved".into(), "B", steps.collect()));
     }
-    let mut readings: BTreeMap<(u32, &'static str, &'static str), Vec<(u64, f64)>> = BTreeMap::new();
+    let mut readings: Readings = BTreeMap::new();
     for d in &c.samples {
         for s in &d.samples {
             let values = [

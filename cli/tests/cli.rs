@@ -407,7 +407,8 @@ fn diff_streams_each_file_keeping_a_bounded_sample_per_row_and_still_finds_a_slo
     // Rows longer than the sample: counts are every call, verdicts hold.
     let many = diff::KEEP * 3;
     let (base, same, slower) = (timings(4, many, 1.0), timings(5, many, 1.0), timings(6, many, 1.2));
-    let (b, s, n) = (save(&base, "big-base.gpuspan"), save(&same, "big-same.gpuspan"), save(&slower, "big-slower.gpuspan"));
+    let (b, s, n) =
+        (save(&base, "big-base.gpuspan"), save(&same, "big-same.gpuspan"), save(&slower, "big-slower.gpuspan"));
     let (d, _, _) = diff::compare_files(&b, &n, false, &settings).unwrap();
     let k = &d.changes[0];
     assert_eq!((k.base_count, k.new_count), (many, many));
@@ -559,9 +560,12 @@ fn gpu_cost_per_request_sums_each_span_instance_and_the_flamegraph_folds_over_sp
     b.call(0, 1, (60, 70), Some((700, 707, 0)));
     b.call(0, 1, (80, 90), None).span = Some(2); // host-timed: no GPU time, still a call of the request
     let r = report::build(&b.c);
-    let rows: Vec<(&str, u64, u64, u64, Option<u64>, Option<u64>)> =
-        r.requests.iter().map(|x| (x.span.as_str(), x.requests, x.records, x.total_ns, x.p50_ns, x.p99_ns)).collect();
-    assert_eq!(rows, [("handle_request", 2, 4, 450, Some(150), Some(300)), ("forward", 1, 1, 100, Some(100), Some(100))]);
+    let rows: Vec<String> = r
+        .requests
+        .iter()
+        .map(|x| format!("{} {} {} {} {:?} {:?}", x.span, x.requests, x.records, x.total_ns, x.p50_ns, x.p99_ns))
+        .collect();
+    assert_eq!(rows, ["handle_request 2 4 450 Some(150) Some(300)", "forward 1 1 100 Some(100) Some(100)"]);
     assert!(!r.to_text().contains("GPU cost per request: no"), "{}", r.to_text());
     let folded = flame::folded(&b.c);
     let expect: BTreeMap<String, u64> = [
@@ -581,7 +585,32 @@ fn gpu_cost_per_request_sums_each_span_instance_and_the_flamegraph_folds_over_sp
     assert_eq!(flame::stream(&path, false).unwrap().0, expect);
     let (code, out, _) = gpuspan(&["report", path.to_str().unwrap(), "--format", "csv", "--table", "requests"]);
     assert_eq!(code, 0);
-    assert!(out.starts_with("span,requests,calls,GPU total (ns)") && out.contains("handle_request,2,4,450,225,150,300,300"), "{out}");
+    assert!(
+        out.starts_with("span,requests,calls,GPU total (ns)") && out.contains("handle_request,2,4,450,225,150,300,300"),
+        "{out}"
+    );
+}
+
+#[test]
+fn gpu_cost_per_request_on_a_capture_of_two_concurrent_tokio_requests() {
+    // Written by tests/tests/requests.rs (wgpu on lavapipe): two `handle_request` spans served at
+    // once, each awaiting forward passes on tokio workers and hopping to a blocking thread.
+    let c = Capture::open(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lavapipe_requests.gpuspan")).unwrap();
+    let spans = analysis::Spans::new(&c.spans);
+    let mut per_request: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for r in &c.records {
+        let root = spans.chain(r.span).first().copied().expect("every call is in a request");
+        assert_eq!(spans.name(root.1), "handle_request");
+        let e = per_request.entry(root.0).or_default();
+        e.0 += r.gpu.as_ref().map_or(0, |g| g.busy_ns);
+        e.1 += 1;
+    }
+    assert_eq!(per_request.len(), 2);
+    let row = &report::build(&c).requests[0];
+    let mut totals: Vec<u64> = per_request.values().map(|v| v.0).collect();
+    totals.sort();
+    assert_eq!((row.span.as_str(), row.requests, row.records), ("handle_request", 2, c.records.len() as u64));
+    assert_eq!((row.p50_ns, row.p99_ns, row.total_ns), (Some(totals[0]), Some(totals[1]), totals.iter().sum()));
 }
 
 #[test]
@@ -599,7 +628,10 @@ fn device_readings_become_counter_tracks_and_a_report_section() {
         pcie_rx_bytes_per_s: Some(2e9),
         ..Default::default()
     };
-    b.c.samples = vec![DeviceSamples { device: 0, samples: vec![reading(50, 0, 70.0), reading(150, 100, 300.0), reading(250, 50, 200.0)] }];
+    b.c.samples = vec![DeviceSamples {
+        device: 0,
+        samples: vec![reading(50, 0, 70.0), reading(150, 100, 300.0), reading(250, 50, 200.0)],
+    }];
     let path = save(&b.c, "nvml.gpuspan");
     let out = scratch("nvml.json");
     let (code, _, err) = gpuspan(&["timeline", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
@@ -657,7 +689,12 @@ fn device_readings_become_counter_tracks_and_a_report_section() {
         }
     }
     assert_eq!(rects, 1 + 2 + 2, "the background, two calls on the thread, two GPU intervals");
-    for track in ["GPU 0: gpu-a work in flight", "GPU 0: gpu-a calls in flight", "GPU 0: gpu-a utilization", "GPU 0: gpu-a power"] {
+    for track in [
+        "GPU 0: gpu-a work in flight",
+        "GPU 0: gpu-a calls in flight",
+        "GPU 0: gpu-a utilization",
+        "GPU 0: gpu-a power",
+    ] {
         assert!(labels.iter().any(|l| l == track), "{track} not among {labels:?}");
     }
     assert!(labels.iter().any(|l| l == "peak 300 W"), "{labels:?}");

@@ -54,9 +54,7 @@ fn scope_overhead(c: &mut Criterion) {
             .trace_all(false)
             .capture(dir.join("bench.gpuspan"))
             .init();
-        request.in_scope(|| {
-            g.bench_function("host_scope_in_request_captured", |b| b.iter(|| annotated(black_box(7))))
-        });
+        request.in_scope(|| g.bench_function("host_scope_in_request_captured", |b| b.iter(|| annotated(black_box(7)))));
         drop(guard);
         let _ = std::fs::remove_dir_all(&dir);
     });

@@ -67,7 +67,7 @@ fn from(host: Option<&tracing::Span>) -> Chain {
     // The host span's own dispatcher and id: no thread-local lookup of the current span.
     host.with_subscriber(|(id, d)| {
         let registry = d.downcast_ref::<Registry>()?;
-        node(registry, registry.span(id)?.parent()?, 0)
+        node(registry.span(id)?.parent()?, 0)
     })
     .flatten()
 }
@@ -76,7 +76,7 @@ fn from(host: Option<&tracing::Span>) -> Chain {
 fn current() -> Chain {
     tracing::dispatcher::get_default(|d| {
         let registry = d.downcast_ref::<Registry>()?;
-        node(registry, registry.span(d.current_span().id()?)?, 0)
+        node(registry.span(d.current_span().id()?)?, 0)
     })
 }
 
@@ -89,12 +89,12 @@ struct Cached(Chain);
 const MAX_DEPTH: usize = 256;
 
 #[cfg(feature = "enabled")]
-fn node(registry: &Registry, span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize) -> Chain {
+fn node(span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize) -> Chain {
     if let Some(Cached(c)) = span.extensions().get::<Cached>() {
         return c.clone();
     }
     let parent = match span.parent() {
-        Some(p) if depth < MAX_DEPTH => node(registry, p, depth + 1),
+        Some(p) if depth < MAX_DEPTH => node(p, depth + 1),
         _ => None,
     };
     let chain = if is_host_span(span.metadata().target()) {
@@ -139,7 +139,8 @@ mod tests {
     #[test]
     fn a_chain_names_the_enclosing_spans_and_tells_two_instances_apart() {
         want();
-        let subscriber = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
         tracing::subscriber::with_default(subscriber, || {
             let host = || tracing::info_span!(target: "gpuspan::kernel::wgpu", "saxpy");
             let capture = || capture(Some(&host()));
@@ -155,14 +156,14 @@ mod tests {
             assert_eq!(names(&a), ["handle_request", "forward"], "gpuspan's own span is not in the chain");
             assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()), "one node per span instance");
             let again = tracing::info_span!("handle_request").in_scope(capture);
-            let filtered = outer.in_scope(|| current());
+            let filtered = outer.in_scope(current);
             assert_eq!(names(&filtered), ["handle_request"], "a call whose host span is filtered out");
             let first = a.as_ref().unwrap().parent.as_ref().unwrap();
             assert_eq!(names(&again), ["handle_request"]);
             assert_ne!(again.unwrap().id, first.id, "a second request with the same name is another instance");
             // Across a thread: the span the program carries there.
             let carried = outer.clone();
-            let hop = std::thread::spawn(move || carried.in_scope(|| current())).join().unwrap();
+            let hop = std::thread::spawn(move || carried.in_scope(current)).join().unwrap();
             assert!(hop.is_none(), "the other thread has no subscriber here: no registry, no chain");
         });
     }

@@ -59,8 +59,7 @@ fn each_requests_gpu_total_is_the_sum_of_its_records_across_awaits_and_threads()
     let dir = std::env::temp_dir().join(format!("gpuspan-requests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("requests.gpuspan");
-    let guard =
-        gpuspan::Config::from_env().no_trace_file().summary(false).trace_all(true).capture(&path).init();
+    let guard = gpuspan::Config::from_env().no_trace_file().summary(false).trace_all(true).capture(&path).init();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let a = tokio::spawn(handle_request(gpu.clone(), 2).instrument(tracing::info_span!("handle_request", id = 1)));
@@ -75,7 +74,8 @@ fn each_requests_gpu_total_is_the_sum_of_its_records_across_awaits_and_threads()
     let c = Capture::open(&path).expect("the capture reads");
     assert!(c.end.is_some(), "the guard finished the capture");
     let site = |r: &Record| c.site(r.site).map(|s| s.name.clone()).unwrap_or_default();
-    let mine: Vec<&Record> = c.records.iter().filter(|r| ["forward", "postprocess"].contains(&site(r).as_str())).collect();
+    let mine: Vec<&Record> =
+        c.records.iter().filter(|r| ["forward", "postprocess"].contains(&site(r).as_str())).collect();
     assert_eq!(mine.len(), 7, "2 + 3 forward passes and 2 post-processing passes");
     assert!(mine.iter().all(|r| r.gpu.is_some()), "every pass has GPU timing");
     let mut by_request: BTreeMap<u64, Vec<&Record>> = BTreeMap::new();
@@ -112,5 +112,10 @@ fn each_requests_gpu_total_is_the_sum_of_its_records_across_awaits_and_threads()
     let under: u64 = folded.iter().filter(|(k, _)| k.contains(";handle_request;")).map(|(_, v)| v).sum();
     assert_eq!(under, row.total_ns, "the flamegraph folds the same GPU time under the request: {folded:?}");
     assert!(folded.keys().any(|k| k.ends_with(";handle_request;forward")), "{folded:?}");
+    // GPUSPAN_TEST_KEEP=path keeps the capture (cli/tests/fixtures/lavapipe_requests.gpuspan came
+    // from here).
+    if let Some(keep) = std::env::var_os("GPUSPAN_TEST_KEEP") {
+        std::fs::copy(&path, keep).expect("the capture is kept");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -145,7 +145,9 @@ impl CaptureFile {
         let mut s = lock(&self.state);
         for (device, samples) in readings {
             let Some(last) = samples.last().map(|r| r.time_ns) else { continue };
-            let written = s.device(&device).and_then(|device| s.frame(&cap::Frame::Samples(cap::DeviceSamples { device, samples })));
+            let written = s
+                .device(&device)
+                .and_then(|device| s.frame(&cap::Frame::Samples(cap::DeviceSamples { device, samples })));
             match written {
                 Ok(()) => {
                     s.dirty = true;
