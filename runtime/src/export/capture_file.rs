@@ -141,7 +141,12 @@ impl CaptureFile {
     fn write_readings(&self) {
         let since = lock(&self.state).readings_until;
         // Read outside the lock: the monitor takes its own.
-        let Some(readings) = crate::hooks::device_readings(since) else { return };
+        if let Some(readings) = crate::hooks::device_readings(since) {
+            self.write_samples(readings);
+        }
+    }
+
+    fn write_samples(&self, readings: Vec<(DeviceLabel, Vec<cap::DeviceSample>)>) {
         let mut s = lock(&self.state);
         for (device, samples) in readings {
             let Some(last) = samples.last().map(|r| r.time_ns) else { continue };
@@ -517,6 +522,10 @@ mod tests {
         });
         c.accept(&r);
         c.accept(&r);
+        let t0 = crate::clock::now_ns() + 1_000_000_000;
+        let reading = |t| cap::DeviceSample { time_ns: t0 + t, power_w: Some(350.0), ..Default::default() };
+        c.write_samples(vec![(DeviceLabel::new(0, "H200"), vec![reading(10), reading(20)])]);
+        assert_eq!(lock(&c.state).readings_until, t0 + 20, "the next pull asks for later readings only");
         // What the flusher wrote is on disk before the end: a process killed now leaves it.
         std::thread::sleep(FLUSH_EVERY * 3);
         let killed = cap::Capture::open(&path).unwrap();
@@ -542,6 +551,9 @@ mod tests {
         assert_eq!((gpu.busy_ns, gpu.clock_error_ns, gpu.source), (3_000, 7, cap::TimingSource::Cupti));
         assert_eq!(back.device(gpu.device.unwrap()).unwrap().name, "H200");
         assert_eq!(back.devices.len(), 1, "a device is described once");
+        assert_eq!(back.samples.len(), 1);
+        assert_eq!(back.samples[0].device, gpu.device.unwrap(), "readings name the records' device");
+        assert_eq!(back.samples[0].samples.iter().map(|s| s.time_ns - t0).collect::<Vec<_>>(), [10, 20]);
         let a = &rec.activities[0];
         assert_eq!(a.stream, Some(7));
         assert!(matches!(a.kind, cap::ActivityKind::Copy { bytes: 4096, src: cap::MemoryKind::Pageable, .. }));
