@@ -2,7 +2,8 @@
 //! (ui.perfetto.dev) and chrome://tracing open.
 //!
 //! One process per capture (a rank of a job, for a merge), named after the program, its pid
-//! and host; in it one track per host thread with the annotated calls, one per device with the
+//! and host; in it one track per host thread with the annotated calls (each naming the
+//! application spans it was made in), one per device with the
 //! calls' GPU intervals, one per (device, stream) with the kernels and copies; flow arrows from
 //! each call to its GPU work; counter tracks derived from the records (GPU work in flight and
 //! calls in flight per device, bytes moved by transfers) and, where a device monitor ran, its
@@ -11,7 +12,7 @@
 //! several, the alignment is as good as the machines' clock synchronisation (each process's
 //! GPU mapping error is in its process's arguments).
 
-use crate::analysis::{self, Index};
+use crate::analysis::{self, Index, Spans};
 use gpuspan_capture::{ActivityKind, Capture};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -89,11 +90,18 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         let next = GPU_TID + tracks.len() as u64;
         *tracks.entry((device, stream)).or_insert(next)
     };
+    let spans = Spans::new(&c.spans);
     for r in &c.records {
         let site = index.site(r.site);
         let name = index.site_name(r.site);
         let cat = site.map_or("call", |s| s.kind.as_str());
         let mut args = json!({"scope_id": r.scope_id, "gpu.timing.source": r.source().as_str()});
+        let chain = spans.chain(r.span);
+        if !chain.is_empty() {
+            // The application spans the call was made in, outermost first, each with its id.
+            let names: Vec<String> = chain.iter().map(|&(id, n)| format!("{} #{id}", spans.name(n))).collect();
+            args["spans"] = json!(names.join(" > "));
+        }
         if let Some(b) = r.bytes {
             args["bytes"] = json!(b);
         }

@@ -589,6 +589,22 @@ fn gpu_cost_per_request_sums_each_span_instance_and_the_flamegraph_folds_over_sp
         out.starts_with("span,requests,calls,GPU total (ns)") && out.contains("handle_request,2,4,450,225,150,300,300"),
         "{out}"
     );
+    // The timeline names each call's spans.
+    let json_path = scratch("requests.json");
+    let (code, _, err) = gpuspan(&["timeline", path.to_str().unwrap(), "-o", json_path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let chains: Vec<&str> = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "kernel")
+        .filter_map(|e| e["args"]["spans"].as_str())
+        .collect();
+    assert_eq!(
+        chains,
+        ["handle_request #1 > forward #3", "handle_request #1", "handle_request #2", "handle_request #2"]
+    );
 }
 
 #[test]
