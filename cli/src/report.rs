@@ -808,15 +808,17 @@ impl Report {
             u.head("max", "ns"),
         ];
         for r in &self.requests {
+            let bound = u.bound(r.bracketed, "≤ ");
+            let d = |ns: Option<u64>| ns.map_or_else(|| "-".into(), |n| format!("{bound}{}", u.ns(n)));
             t.row(vec![
                 r.span.clone(),
                 r.requests.to_string(),
                 r.records.to_string(),
-                u.ns(r.total_ns),
-                u.opt_ns(r.mean_ns),
-                u.opt_ns(r.p50_ns),
-                u.opt_ns(r.p99_ns),
-                u.opt_ns(r.max_ns),
+                d(Some(r.total_ns)),
+                d(r.mean_ns),
+                d(r.p50_ns),
+                d(r.p99_ns),
+                d(r.max_ns),
             ]);
         }
         t
@@ -933,7 +935,7 @@ impl Report {
             "no idle time between recorded GPU work",
         );
         section(
-            "GPU cost per request (GPU time of the recorded calls under each application span, by span name; p50/p99 of one instance)",
+            "GPU cost per request (GPU time of the recorded calls under each application span, by span name; p50/p99 of one instance; ≤: upper bound)",
             self.requests_table(people),
             "no recorded call was made inside an application span",
         );

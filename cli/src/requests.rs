@@ -28,6 +28,8 @@ pub struct RequestRow {
     pub p50_ns: Option<u64>,
     pub p99_ns: Option<u64>,
     pub max_ns: Option<u64>,
+    /// Some of the calls were timed by queue brackets: the times are upper bounds.
+    pub bracketed: bool,
 }
 
 /// Sums fed one record at a time; feed the spans before the records made in them.
@@ -36,6 +38,8 @@ pub struct Builder {
     spans: Spans,
     /// Span instance -> (GPU ns, recorded calls).
     per: HashMap<u64, (u64, u64)>,
+    /// Span instances with a bracketed call.
+    bracketed: std::collections::HashSet<u64>,
 }
 
 impl Builder {
@@ -51,26 +55,31 @@ impl Builder {
             return;
         }
         let ns = r.gpu.as_ref().map_or(0, |g| g.busy_ns);
+        let bracketed = r.gpu.as_ref().is_some_and(|g| g.bracketed);
         for (id, _) in self.spans.chain(r.span) {
             let e = self.per.entry(id).or_default();
             e.0 += ns;
             e.1 += 1;
+            if bracketed {
+                self.bracketed.insert(id);
+            }
         }
     }
 
     /// One row per span name, the largest total first; whether some quantile is approximate.
     pub fn finish(self) -> (Vec<RequestRow>, bool) {
-        let mut by_name: BTreeMap<String, (Samples, u64)> = BTreeMap::new();
+        let mut by_name: BTreeMap<String, (Samples, u64, bool)> = BTreeMap::new();
         for (id, (ns, records)) in &self.per {
             let name = self.spans.chain(Some(*id)).last().map_or("?", |&(_, n)| self.spans.name(n)).to_owned();
             let e = by_name.entry(name).or_default();
             e.0.push(*ns);
             e.1 += records;
+            e.2 |= self.bracketed.contains(id);
         }
         let mut approximate = false;
         let mut rows: Vec<RequestRow> = by_name
             .into_iter()
-            .map(|(span, (mut totals, records))| {
+            .map(|(span, (mut totals, records, bracketed))| {
                 approximate |= totals.approximate();
                 let n = totals.len();
                 RequestRow {
@@ -82,6 +91,7 @@ impl Builder {
                     p50_ns: totals.quantile(0.5),
                     p99_ns: totals.quantile(0.99),
                     max_ns: totals.quantile(1.0),
+                    bracketed,
                 }
             })
             .collect();
