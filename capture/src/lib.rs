@@ -12,13 +12,16 @@
 //! Each payload is one [`Frame`] in postcard's wire format. The first frame is the [`Header`];
 //! then [`Site`], [`Thread`] and [`Device`] frames appear before the first [`Record`] that names
 //! them; at a clean end come one [`Aggregate`] per site (every call, sampled or not) and the
-//! [`End`] frame (losses, notes). The writer appends frames as records arrive, so a process
+//! [`End`] frame (losses, notes). [`Span`] frames (the application spans enclosing records)
+//! come before the first record made in them; [`DeviceSamples`] frames (a monitor's readings)
+//! as the writer gets them. The writer appends frames as records arrive, so a process
 //! killed mid-run leaves a file whose complete frames are all readable: a missing `End` or a
 //! frame cut short reads as [`Truncation`], never as an error. A frame whose CRC does not match,
 //! a payload that does not decode, or a length beyond [`MAX_FRAME`] is corruption.
 //!
 //! Versioning: postcard encodes fields by position, so any change to these types is a new
-//! [`VERSION`]; a reader refuses versions it does not know with one clear error.
+//! [`VERSION`]; a reader reads every version up to its own (version 1 lacks spans and samples)
+//! and refuses later ones with one clear error.
 //!
 //! ```
 //! use gpuspan_capture::*;
@@ -38,6 +41,7 @@
 pub mod live;
 mod read;
 mod types;
+mod v1;
 mod write;
 
 pub use read::{Capture, ReadError, Reader, Truncation};
@@ -48,7 +52,10 @@ pub use write::Writer;
 pub const MAGIC: [u8; 8] = *b"GPUSPCAP";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+
+/// The oldest format version this crate reads.
+pub const OLDEST_VERSION: u16 = 1;
 
 /// The largest payload a frame may declare. Larger than any real frame (a record with
 /// thousands of activities is a few hundred KiB); a length above it is read as corruption rather

@@ -1,7 +1,10 @@
 //! Reading frames, telling a file cut short (readable up to its last complete frame) from one
 //! that is damaged or not a capture at all (an error, never a panic).
 
-use crate::{Aggregate, Device, End, Frame, Header, Record, Site, Thread, MAGIC, MAX_FRAME, VERSION};
+use crate::{
+    Aggregate, Device, DeviceSamples, End, Frame, Header, Record, Site, Span, Thread, MAGIC, MAX_FRAME, OLDEST_VERSION,
+    VERSION,
+};
 use std::fmt;
 use std::io::{self, Read};
 use std::path::Path;
@@ -15,7 +18,7 @@ pub enum ReadError {
     Empty,
     #[error("it is not a gpuspan capture (it does not start with the capture signature)")]
     NotACapture,
-    #[error("it is a gpuspan capture of format version {found}, which this build does not read (it reads version {known}); use the gpuspan that wrote it")]
+    #[error("it is a gpuspan capture of format version {found}, which this build does not read (it reads versions {OLDEST_VERSION} to {known}); use the gpuspan that wrote it")]
     UnknownVersion { found: u16, known: u16 },
     #[error("it ends before its header was complete: the process was stopped as it started")]
     NoHeader,
@@ -51,6 +54,8 @@ impl fmt::Display for Truncation {
 pub struct Reader<R: Read> {
     inp: R,
     header: Header,
+    /// The file's format version.
+    version: u16,
     offset: u64,
     frames: u64,
     records: u64,
@@ -73,7 +78,9 @@ fn fill(inp: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// What reading one frame found.
+/// What reading one frame found. Not boxed: it is returned once per frame and taken apart at
+/// once, so its size costs a copy, not memory.
+#[allow(clippy::large_enum_variant)]
 enum Next {
     Frame(Frame),
     /// The input ended exactly at a frame boundary.
@@ -97,12 +104,13 @@ impl<R: Read> Reader<R> {
             return Err(ReadError::NoHeader);
         }
         let version = u16::from_le_bytes([start[8], start[9]]);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(ReadError::UnknownVersion { found: version, known: VERSION });
         }
         let mut r = Reader {
             inp,
             header: Header::new("", 0),
+            version,
             offset: start.len() as u64,
             frames: 0,
             records: 0,
@@ -125,6 +133,11 @@ impl<R: Read> Reader<R> {
 
     pub fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The file's format version.
+    pub fn version(&self) -> u16 {
+        self.version
     }
 
     /// Bytes consumed so far.
@@ -160,8 +173,12 @@ impl<R: Read> Reader<R> {
         if crc32fast::hash(&self.payload) != crc {
             return Err(self.corrupt("a frame's checksum does not match its contents"));
         }
-        let frame: Frame =
-            postcard::from_bytes(&self.payload).map_err(|e| self.corrupt(format!("a frame does not decode ({e})")))?;
+        let decoded = if self.version == 1 {
+            postcard::from_bytes::<crate::v1::Frame1>(&self.payload).map(Frame::from)
+        } else {
+            postcard::from_bytes::<Frame>(&self.payload)
+        };
+        let frame = decoded.map_err(|e| self.corrupt(format!("a frame does not decode ({e})")))?;
         self.offset += 8 + u64::from(len);
         self.frames += 1;
         Ok(Next::Frame(frame))
@@ -204,6 +221,10 @@ pub struct Capture {
     pub threads: Vec<Thread>,
     pub devices: Vec<Device>,
     pub records: Vec<Record>,
+    /// The application spans that enclose records.
+    pub spans: Vec<Span>,
+    /// Device monitor readings, in the order written (each device's in time order).
+    pub samples: Vec<DeviceSamples>,
     pub aggregates: Vec<Aggregate>,
     /// `None` when the writer did not finish (then `truncation` says how far it got).
     pub end: Option<End>,
@@ -211,19 +232,26 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// Reads every frame.
-    pub fn from_reader(inp: impl Read) -> Result<Capture, ReadError> {
-        let mut r = Reader::new(inp)?;
-        let mut c = Capture {
-            header: r.header().clone(),
+    /// A capture with this header and nothing else (the frames are pushed).
+    pub fn new(header: Header) -> Capture {
+        Capture {
+            header,
             sites: Vec::new(),
             threads: Vec::new(),
             devices: Vec::new(),
             records: Vec::new(),
+            spans: Vec::new(),
+            samples: Vec::new(),
             aggregates: Vec::new(),
             end: None,
             truncation: None,
-        };
+        }
+    }
+
+    /// Reads every frame.
+    pub fn from_reader(inp: impl Read) -> Result<Capture, ReadError> {
+        let mut r = Reader::new(inp)?;
+        let mut c = Capture::new(r.header().clone());
         while let Some(f) = r.next_frame()? {
             c.push(f);
         }
@@ -247,6 +275,8 @@ impl Capture {
             Frame::Record(r) => self.records.push(r),
             Frame::Aggregate(a) => self.aggregates.push(a),
             Frame::End(e) => self.end = Some(e),
+            Frame::Span(s) => self.spans.push(s),
+            Frame::Samples(s) => self.samples.push(s),
         }
     }
 
@@ -274,8 +304,14 @@ impl Capture {
         for d in &self.devices {
             w.write(&Frame::Device(d.clone()))?;
         }
+        for s in &self.spans {
+            w.write(&Frame::Span(s.clone()))?;
+        }
         for r in &self.records {
             w.write(&Frame::Record(r.clone()))?;
+        }
+        for s in &self.samples {
+            w.write(&Frame::Samples(s.clone()))?;
         }
         for a in &self.aggregates {
             w.write(&Frame::Aggregate(a.clone()))?;
@@ -293,19 +329,21 @@ mod tests {
     use crate::*;
 
     fn sample() -> Vec<u8> {
-        let mut c = Capture {
-            header: Header::new("t", 1),
-            sites: vec![Site::new(0, "k", SiteKind::Kernel)],
-            threads: vec![Thread { index: 1, name: "main".into() }],
-            devices: vec![Device { key: 0, id: 0, name: "llvmpipe".into() }],
-            records: Vec::new(),
-            aggregates: vec![Aggregate { site: 0, calls: 5, ..Default::default() }],
-            end: Some(End { end_ns: 9, records: 5, losses: vec![], notes: vec!["n".into()] }),
-            truncation: None,
-        };
+        let mut c = Capture::new(Header::new("t", 1));
+        c.sites = vec![Site::new(0, "k", SiteKind::Kernel)];
+        c.threads = vec![Thread { index: 1, name: "main".into() }];
+        c.devices = vec![Device { key: 0, id: 0, name: "llvmpipe".into() }];
+        c.spans = vec![Span { id: 1, parent: None, name: "request".into() }];
+        c.samples = vec![DeviceSamples {
+            device: 0,
+            samples: vec![DeviceSample { time_ns: 3, power_w: Some(87.5), ..Default::default() }],
+        }];
+        c.aggregates = vec![Aggregate { site: 0, calls: 5, ..Default::default() }];
+        c.end = Some(End { end_ns: 9, records: 5, losses: vec![], notes: vec!["n".into()] });
         for i in 0..5 {
             let mut r = Record::new(0, i, 1, Interval::new(i * 10, i * 10 + 5));
             r.gpu = Some(Gpu::new(Interval::new(i * 10 + 1, i * 10 + 4), TimingSource::GpuTimestamp));
+            r.span = (i % 2 == 0).then_some(1);
             r.activities.push(Activity {
                 name: "k".into(),
                 interval: Interval::new(i * 10 + 1, i * 10 + 4),
@@ -371,13 +409,27 @@ mod tests {
     #[test]
     fn foreign_files_and_other_versions_are_refused_clearly() {
         assert!(matches!(Capture::from_reader(&b"{\"traceEvents\":[]}"[..]), Err(ReadError::NotACapture)));
-        let mut v2 = sample();
-        v2[8] = 2;
-        let e = Capture::from_reader(&v2[..]).unwrap_err();
-        assert!(matches!(e, ReadError::UnknownVersion { found: 2, known: 1 }));
-        assert!(e.to_string().contains("version 2"), "{e}");
+        let mut v9 = sample();
+        v9[8] = 9;
+        let e = Capture::from_reader(&v9[..]).unwrap_err();
+        assert!(matches!(e, ReadError::UnknownVersion { found: 9, known: VERSION }));
+        assert!(e.to_string().contains("version 9"), "{e}");
         let mut trailing = sample();
         trailing.extend_from_slice(&sample()[10..]);
         assert!(matches!(Capture::from_reader(&trailing[..]), Err(ReadError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_version_1_capture_still_reads() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../cli/tests/fixtures/h100_cuda_saxpy.gpuspan");
+        let bytes = std::fs::read(path).unwrap();
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 1, "the fixture was written in version 1");
+        let r = Reader::new(&bytes[..]).unwrap();
+        assert_eq!(r.version(), 1);
+        let c = Capture::from_reader(&bytes[..]).unwrap();
+        assert!(c.truncation.is_none() && c.end.is_some());
+        assert_eq!(c.records.len() as u64, c.end.as_ref().unwrap().records);
+        assert!(c.records.iter().all(|r| r.span.is_none()) && c.spans.is_empty() && c.samples.is_empty());
+        assert!(c.records.iter().any(|r| !r.activities.is_empty()), "activities decode in the old layout");
     }
 }

@@ -14,6 +14,10 @@ pub enum Frame {
     Record(Record),
     Aggregate(Aggregate),
     End(End),
+    /// An application `tracing` span that encloses recorded calls (version 2).
+    Span(Span),
+    /// A device monitor's readings (version 2).
+    Samples(DeviceSamples),
 }
 
 /// Who wrote the capture and how it sampled.
@@ -296,6 +300,9 @@ pub struct Record {
     pub activities: Vec<Activity>,
     /// Before and after the call.
     pub memory: Option<[Memory; 2]>,
+    /// The innermost application `tracing` span the call was made in (a [`Span::id`]): the
+    /// chain of enclosing spans, across threads and awaits (version 2).
+    pub span: Option<u64>,
 }
 
 impl Record {
@@ -312,6 +319,7 @@ impl Record {
             clock_corrected_ns: 0,
             activities: Vec::new(),
             memory: None,
+            span: None,
         }
     }
 
@@ -361,4 +369,44 @@ pub struct End {
     pub losses: Vec<Loss>,
     /// What the runtime said once during the run (fallbacks, missing libraries).
     pub notes: Vec<String>,
+}
+
+/// One instance of an application `tracing` span (a request, a batch) that enclosed recorded
+/// calls, written before the first record made in it. gpuspan's own spans are never in a chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    /// Unique in the capture (not `tracing`'s id, which is reused once a span closes): two
+    /// requests with the same name stay apart.
+    pub id: u64,
+    /// The enclosing application span, written before this one.
+    pub parent: Option<u64>,
+    pub name: String,
+}
+
+/// Readings of one device by a monitor (NVML), in time order. `None`: the device does not report
+/// it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSamples {
+    /// A [`Device::key`].
+    pub device: u32,
+    pub samples: Vec<DeviceSample>,
+}
+
+/// One reading of a device.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct DeviceSample {
+    pub time_ns: u64,
+    /// Percent of the last sample period in which a kernel ran.
+    pub gpu_utilization_pct: Option<u32>,
+    /// Percent of the last sample period in which device memory was read or written.
+    pub memory_utilization_pct: Option<u32>,
+    pub memory_used_bytes: Option<u64>,
+    pub power_w: Option<f64>,
+    pub sm_clock_mhz: Option<u32>,
+    pub memory_clock_mhz: Option<u32>,
+    /// Bytes per second the device sent over PCIe (to the host).
+    pub pcie_tx_bytes_per_s: Option<f64>,
+    /// Bytes per second the device received over PCIe (from the host).
+    pub pcie_rx_bytes_per_s: Option<f64>,
+    pub temperature_c: Option<u32>,
 }

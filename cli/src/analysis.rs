@@ -1,8 +1,68 @@
 //! What every command derives from a capture: names by id, the GPU work as intervals per
 //! device, and how calls nest on each thread.
 
-use gpuspan_capture::{Capture, Interval, Record, Site};
+use gpuspan_capture::{Capture, Interval, Record, Site, Span};
 use std::collections::HashMap;
+
+/// The application spans of a capture, fed as their frames are read: each instance's parent and
+/// name (interned: one string per distinct name).
+#[derive(Debug, Default)]
+pub struct Spans {
+    nodes: HashMap<u64, (Option<u64>, u32)>,
+    names: Vec<String>,
+    by_name: HashMap<String, u32>,
+    /// Spans fed so far (for feeding a growing list).
+    pub fed: usize,
+}
+
+/// Deeper than any real nesting: a bound on a chain read from a damaged file.
+const MAX_DEPTH: usize = 256;
+
+impl Spans {
+    pub fn new(spans: &[Span]) -> Spans {
+        let mut s = Spans::default();
+        s.feed(spans);
+        s
+    }
+
+    /// Adds the spans of `all` not fed yet (`all` grows as a file is read).
+    pub fn feed(&mut self, all: &[Span]) {
+        for s in all.get(self.fed..).unwrap_or_default() {
+            let n = self.names.len() as u32;
+            let name = *self.by_name.entry(s.name.clone()).or_insert(n);
+            if name == n {
+                self.names.push(s.name.clone());
+            }
+            self.nodes.insert(s.id, (s.parent, name));
+        }
+        self.fed = all.len();
+    }
+
+    pub fn name(&self, name: u32) -> &str {
+        self.names.get(name as usize).map_or("?", String::as_str)
+    }
+
+    /// The spans from the outermost to `id`: (span id, name id). Empty for `None` or a span
+    /// the file never described.
+    pub fn chain(&self, id: Option<u64>) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        let mut at = id;
+        while let Some(i) = at {
+            let Some(&(parent, name)) = self.nodes.get(&i) else { break };
+            if out.len() >= MAX_DEPTH {
+                break;
+            }
+            out.push((i, name));
+            at = parent;
+        }
+        out.reverse();
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
 
 /// Lookups by id, built once per capture.
 #[derive(Debug)]
@@ -88,9 +148,9 @@ pub fn union(mut intervals: Vec<Interval>) -> Vec<Interval> {
 /// The enclosing call of each record: the innermost record on the same thread whose host
 /// interval contains this one's (annotated calls on a thread nest like a call stack).
 ///
-/// The capture does not carry the enclosing `tracing` spans' names, so this is the stack the
-/// flamegraph and the idle attribution use. Only sampled calls are in a capture: an enclosing
-/// call that was not sampled is missing from the stack.
+/// The flamegraph puts these under the application spans of the outermost call; the idle
+/// attribution uses them alone. Only sampled calls are in a capture: an enclosing call that was
+/// not sampled is missing from the stack.
 pub fn parents(records: &[Record]) -> Vec<Option<usize>> {
     let mut order: Vec<usize> = (0..records.len()).collect();
     // By thread, then start, the longer first when two start together (it encloses the other).
@@ -150,6 +210,18 @@ mod tests {
         let p = parents(&records);
         assert_eq!(p, vec![None, Some(0), Some(0), Some(2), None, None]);
         assert_eq!(stack(&p, 3), vec![0, 2, 3]);
+    }
+
+    #[test]
+    fn a_chain_runs_from_the_outermost_span_and_stops_at_unknown_ones() {
+        let named = |id, parent, name: &str| Span { id, parent, name: name.into() };
+        let mut s = Spans::new(&[named(1, None, "request"), named(2, Some(1), "forward")]);
+        s.feed(&[named(1, None, "request"), named(2, Some(1), "forward"), named(3, Some(1), "request")]);
+        let names = |id| s.chain(Some(id)).iter().map(|&(_, n)| s.name(n).to_owned()).collect::<Vec<_>>();
+        assert_eq!(names(2), ["request", "forward"]);
+        assert_eq!(names(3), ["request", "request"]);
+        assert_eq!(s.chain(Some(1))[0].1, s.chain(Some(3))[1].1, "one name, interned once");
+        assert!(s.chain(Some(9)).is_empty() && s.chain(None).is_empty());
     }
 
     #[test]

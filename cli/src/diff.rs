@@ -8,14 +8,123 @@
 //! *slower* when the test says new tends to be larger (p < α) and the whole interval is above
 //! zero; `--fail-if-slower X%` fails when some change is slower with the interval's lower end at
 //! or above X %: slower by at least X % with 95 % confidence.
+//!
+//! Files are read in one streaming pass each ([`compare_files`]): per row at most [`KEEP`]
+//! durations are kept, all of them when there are no more, else a uniform random sample of
+//! them (seeded by the row's name: the same files give the same answer), so memory is bounded
+//! by the rows, not the records. The median, interval and test then speak of that sample.
 
 use crate::analysis::Index;
+use crate::load::LoadError;
 use crate::stats::{self, Rng};
 use crate::table::{self, Table};
-use gpuspan_capture::{ActivityKind, Capture};
+use gpuspan_capture::{ActivityKind, Capture, Record};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use std::path::Path;
+
+/// Durations a row keeps at most: 128 KiB a row.
+pub const KEEP: usize = 16 * 1024;
+
+/// A row's durations: every one up to [`KEEP`], then a uniform sample of that many (Vitter's
+/// algorithm R), with the count of all.
+#[derive(Debug, Clone)]
+pub struct Reservoir {
+    values: Vec<f64>,
+    seen: u64,
+    rng: Rng,
+}
+
+impl Reservoir {
+    /// Seeded by the row's name, so each row is reproducible on its own.
+    pub fn new(name: &str) -> Reservoir {
+        Reservoir { values: Vec::new(), seen: 0, rng: Rng::new(seed(name)) }
+    }
+
+    pub fn push(&mut self, v: f64) {
+        self.seen += 1;
+        if self.values.len() < KEEP {
+            self.values.push(v);
+        } else {
+            let j = self.rng.below(usize::try_from(self.seen).unwrap_or(usize::MAX));
+            if j < KEEP {
+                self.values[j] = v;
+            }
+        }
+    }
+
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+}
+
+fn seed(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The rows of one capture fed one record at a time: sites by id (named at the end), kernels
+/// by name.
+#[derive(Debug, Default)]
+pub struct Rows {
+    sites: BTreeMap<u32, Reservoir>,
+    kernels: HashMap<String, Reservoir>,
+}
+
+impl Rows {
+    pub fn record(&mut self, r: &Record) {
+        self.sites.entry(r.site).or_insert_with(|| Reservoir::new(&r.site.to_string())).push(r.duration_ns() as f64);
+        for a in &r.activities {
+            if matches!(a.kind, ActivityKind::Kernel { .. }) {
+                let ns = a.interval.duration_ns() as f64;
+                match self.kernels.get_mut(&a.name) {
+                    Some(k) => k.push(ns),
+                    None => self.kernels.entry(a.name.clone()).or_insert_with(|| Reservoir::new(&a.name)).push(ns),
+                }
+            }
+        }
+    }
+
+    /// The rows by (what, name), sites named from `capture`.
+    pub fn finish(self, capture: &Capture) -> BTreeMap<(&'static str, String), Reservoir> {
+        let index = Index::new(capture);
+        let mut out: BTreeMap<(&'static str, String), Reservoir> = BTreeMap::new();
+        for (id, v) in self.sites {
+            let name = index.site_name(id);
+            match out.get_mut(&("site", name.clone())) {
+                // Two sites with one name: one row, as the names say.
+                Some(row) => v.values().iter().for_each(|x| row.push(*x)),
+                None => {
+                    out.insert(("site", name), v);
+                }
+            }
+        }
+        out.extend(self.kernels.into_iter().map(|(k, v)| (("kernel", k), v)));
+        out
+    }
+}
+
+/// Compares the captures at two paths, each read in one streaming pass; the captures come back
+/// without their records (for their truncation, if any).
+pub fn compare_files(
+    base: &Path,
+    new: &Path,
+    progress: bool,
+    settings: &Settings,
+) -> Result<(Diff, Capture, Capture), LoadError> {
+    let read = |path: &Path| {
+        let mut rows = Rows::default();
+        let meta = crate::load::stream(path, progress, |_, r| rows.record(r))?;
+        Ok::<_, LoadError>((rows.finish(&meta), meta))
+    };
+    let (a, base_meta) = read(base)?;
+    let (b, new_meta) = read(new)?;
+    Ok((compare_rows(&a, &b, settings), base_meta, new_meta))
+}
 
 /// How the comparison is made.
 #[derive(Debug, Clone)]
@@ -91,52 +200,53 @@ pub struct Diff {
     pub changes: Vec<Change>,
 }
 
-/// Duration samples by (what, name).
-fn samples(capture: &Capture) -> BTreeMap<(&'static str, String), Vec<f64>> {
-    let index = Index::new(capture);
-    // By site id first: a name per record would be a string allocation per record.
-    let mut by_site: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    let mut out: BTreeMap<(&'static str, String), Vec<f64>> = BTreeMap::new();
-    for r in &capture.records {
-        by_site.entry(r.site).or_default().push(r.duration_ns() as f64);
-        for a in &r.activities {
-            if matches!(a.kind, ActivityKind::Kernel { .. }) {
-                out.entry(("kernel", a.name.clone())).or_default().push(a.interval.duration_ns() as f64);
-            }
-        }
-    }
-    for (id, v) in by_site {
-        out.entry(("site", index.site_name(id))).or_default().extend(v);
-    }
-    out
+/// The rows of a capture in memory.
+fn rows(capture: &Capture) -> BTreeMap<(&'static str, String), Reservoir> {
+    let mut rows = Rows::default();
+    capture.records.iter().for_each(|r| rows.record(r));
+    rows.finish(capture)
 }
 
 /// Compares every site and kernel of `new` with `base`.
 pub fn compare(base: &Capture, new: &Capture, settings: &Settings) -> Diff {
-    let a = samples(base);
-    let b = samples(new);
+    compare_rows(&rows(base), &rows(new), settings)
+}
+
+fn compare_rows(
+    a: &BTreeMap<(&'static str, String), Reservoir>,
+    b: &BTreeMap<(&'static str, String), Reservoir>,
+    settings: &Settings,
+) -> Diff {
     let mut keys: Vec<&(&'static str, String)> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
-    let empty = Vec::new();
     let changes = keys
         .into_iter()
         .map(|key| {
-            let (x, y) = (a.get(key).unwrap_or(&empty), b.get(key).unwrap_or(&empty));
-            change(key.0, &key.1, x, y, settings)
+            fn side(r: Option<&Reservoir>) -> (&[f64], usize) {
+                r.map_or((&[][..], 0), |r| (r.values(), r.seen() as usize))
+            }
+            change(key.0, &key.1, side(a.get(key)), side(b.get(key)), settings)
         })
         .collect();
     Diff { confidence: settings.confidence, alpha: settings.alpha, changes }
 }
 
-fn change(what: &str, name: &str, base: &[f64], new: &[f64], s: &Settings) -> Change {
+/// One row: each side's kept durations and how many there were in all.
+fn change(
+    what: &str,
+    name: &str,
+    (base, base_n): (&[f64], usize),
+    (new, new_n): (&[f64], usize),
+    s: &Settings,
+) -> Change {
     let median = |v: &[f64]| stats::median(&mut v.to_vec());
     let (mb, mn) = (median(base), median(new));
     let mut c = Change {
         what: what.to_owned(),
         name: name.to_owned(),
-        base_count: base.len(),
-        new_count: new.len(),
+        base_count: base_n,
+        new_count: new_n,
         base_median_ns: mb,
         new_median_ns: mn,
         change_percent: match (mb, mn) {
@@ -163,8 +273,7 @@ fn change(what: &str, name: &str, base: &[f64], new: &[f64], s: &Settings) -> Ch
     }
     let (tb, tn) = (stats::thin(base, s.cap), stats::thin(new, s.cap));
     // Seeded by the name, so each row is reproducible on its own.
-    let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    let ci = stats::bootstrap_median_change(&tb, &tn, s.resamples, s.confidence, &mut Rng::new(seed));
+    let ci = stats::bootstrap_median_change(&tb, &tn, s.resamples, s.confidence, &mut Rng::new(seed(name)));
     c.ci_low_percent = ci.map(|c| c.0 * 100.0);
     c.ci_high_percent = ci.map(|c| c.1 * 100.0);
     c.p_slower = stats::mann_whitney_greater(base, new);

@@ -1,5 +1,6 @@
-//! `gpuspan flamegraph`: GPU time folded over the host stack: thread, the enclosing annotated
-//! calls, the site, then the kernel or copy when the GPU reported them.
+//! `gpuspan flamegraph`: GPU time folded over the host stack: thread, the application `tracing`
+//! spans the outermost call was made in (a request, a batch), the enclosing annotated calls, the
+//! site, then the kernel or copy when the GPU reported them.
 //!
 //! A call's own GPU time is its activities' time when it has activities (CUPTI attributes each
 //! kernel to the innermost scope that launched it), else its GPU busy time less what its
@@ -7,7 +8,7 @@
 //! inside it). So each nanosecond is counted once and the folded total is the GPU time of the
 //! outermost recorded calls.
 
-use crate::analysis::Index;
+use crate::analysis::{Index, Spans};
 use crate::load::LoadError;
 use gpuspan_capture::{Capture, Record};
 use std::cmp::Reverse;
@@ -24,6 +25,7 @@ fn frame(name: &str) -> String {
 /// Folded stacks: `stack -> GPU nanoseconds`, sorted by stack.
 pub fn folded(capture: &Capture) -> BTreeMap<String, u64> {
     let mut f = Folder::exact();
+    f.spans(&capture.spans);
     for r in &capture.records {
         f.record(r);
     }
@@ -35,12 +37,18 @@ pub fn folded(capture: &Capture) -> BTreeMap<String, u64> {
 /// unbounded one. The capture comes back without its records (for its truncation, if any).
 pub fn stream(path: &Path, progress: bool) -> Result<(BTreeMap<String, u64>, Capture), LoadError> {
     let mut f = Folder::default();
-    let meta = crate::load::stream(path, progress, |_, r| f.record(r))?;
+    let meta = crate::load::stream(path, progress, |c, r| {
+        f.spans(&c.spans);
+        f.record(r)
+    })?;
     if let Some(folded) = f.finish(&Index::new(&meta)) {
         return Ok((folded, meta));
     }
     let mut f = Folder::exact();
-    let meta = crate::load::stream(path, progress, |_, r| f.record(r))?;
+    let meta = crate::load::stream(path, progress, |c, r| {
+        f.spans(&c.spans);
+        f.record(r)
+    })?;
     let folded = f.finish(&Index::new(&meta)).expect("an unbounded folder takes records in any order");
     Ok((folded, meta))
 }
@@ -58,6 +66,8 @@ struct Call {
     busy: Option<u64>,
     site: u32,
     record: u32,
+    /// The innermost application span it was made in.
+    span: Option<u64>,
     /// (activity name, ns); `None`: no activities.
     acts: Option<Box<[(u32, u64)]>>,
 }
@@ -98,18 +108,27 @@ struct Lane {
     stack: Vec<(Call, u32, u64)>,
 }
 
+/// One frame of a stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Node {
+    Thread(u32),
+    /// An application span's name (interned in [`Spans`]).
+    Span(u32),
+    Site(u32),
+}
+
 /// Stacks by id and the GPU time folded onto them.
 #[derive(Debug, Default)]
 struct Fold {
-    /// (parent stack id, site) -> id; a thread's root is (u32::MAX, thread).
-    ids: HashMap<(u32, u32), u32>,
-    paths: Vec<(u32, u32)>,
+    /// (parent stack id, frame) -> id; a thread's root has parent u32::MAX.
+    ids: HashMap<(u32, Node), u32>,
+    paths: Vec<(u32, Node)>,
     /// (stack id, activity or u32::MAX: the call's own time) -> ns
     acc: HashMap<(u32, u32), u64>,
 }
 
 impl Fold {
-    fn intern(&mut self, parent: u32, x: u32) -> u32 {
+    fn intern(&mut self, parent: u32, x: Node) -> u32 {
         let n = self.paths.len() as u32;
         let id = *self.ids.entry((parent, x)).or_insert(n);
         if id == n {
@@ -137,8 +156,9 @@ impl Fold {
         }
     }
 
-    /// Nests the thread's next call in key order under the open calls that enclose it.
-    fn step(&mut self, lane: &mut Lane, thread: u32, c: Call) {
+    /// Nests the thread's next call in key order under the open calls that enclose it, or, for
+    /// an outermost call, under the application spans it was made in.
+    fn step(&mut self, lane: &mut Lane, thread: u32, c: Call, spans: &Spans) {
         lane.last = Some(c.key());
         while let Some(top) = lane.stack.last() {
             if top.0.end >= c.end && top.0.start <= c.start {
@@ -149,9 +169,12 @@ impl Fold {
         }
         let parent = match lane.stack.last() {
             Some(p) => p.1,
-            None => self.intern(u32::MAX, thread),
+            None => {
+                let root = self.intern(u32::MAX, Node::Thread(thread));
+                spans.chain(c.span).into_iter().fold(root, |at, (_, name)| self.intern(at, Node::Span(name)))
+            }
         };
-        let path = self.intern(parent, c.site);
+        let path = self.intern(parent, Node::Site(c.site));
         if let (Some(p), Some(busy)) = (lane.stack.last_mut(), c.busy) {
             p.2 += c.acts.as_ref().map_or(busy, |a| a.iter().map(|x| x.1).sum());
         }
@@ -171,6 +194,7 @@ pub struct Folder {
     lanes: HashMap<u32, Lane>,
     fold: Fold,
     names: HashMap<String, u32>,
+    spans: Spans,
     records: u32,
     out_of_order: bool,
 }
@@ -182,6 +206,7 @@ impl Default for Folder {
             lanes: HashMap::new(),
             fold: Fold::default(),
             names: HashMap::new(),
+            spans: Spans::default(),
             records: 0,
             out_of_order: false,
         }
@@ -197,6 +222,14 @@ impl Folder {
     /// A folder whose window holds `window` calls per thread (at least one).
     pub fn with_window(window: usize) -> Folder {
         Folder { window: window.max(1), ..Folder::default() }
+    }
+
+    /// The application spans the records name; `all` may grow between calls (spans not seen
+    /// before are added), and must hold each record's spans before the record.
+    pub fn spans(&mut self, all: &[gpuspan_capture::Span]) {
+        if all.len() > self.spans.fed {
+            self.spans.feed(all);
+        }
     }
 
     pub fn record(&mut self, r: &Record) {
@@ -227,6 +260,7 @@ impl Folder {
             busy: r.gpu.as_ref().map(|g| g.busy_ns),
             site: r.site,
             record,
+            span: r.span,
             acts,
         };
         let lane = self.lanes.entry(r.thread).or_default();
@@ -237,7 +271,7 @@ impl Folder {
         lane.pending.push(Reverse(c));
         if lane.pending.len() > self.window {
             let Reverse(c) = lane.pending.pop().expect("a pending call");
-            self.fold.step(lane, r.thread, c);
+            self.fold.step(lane, r.thread, c, &self.spans);
         }
     }
 
@@ -248,7 +282,7 @@ impl Folder {
         }
         for (&thread, lane) in self.lanes.iter_mut() {
             while let Some(Reverse(c)) = lane.pending.pop() {
-                self.fold.step(lane, thread, c);
+                self.fold.step(lane, thread, c, &self.spans);
             }
             while let Some(top) = lane.stack.pop() {
                 self.fold.emit(top);
@@ -260,12 +294,12 @@ impl Folder {
         }
         let mut paths: Vec<String> = Vec::with_capacity(self.fold.paths.len());
         for &(parent, x) in &self.fold.paths {
-            let p = if parent == u32::MAX {
-                frame(&index.thread_name(x))
-            } else {
-                format!("{};{}", paths[parent as usize], frame(&index.site_name(x)))
+            let name = match x {
+                Node::Thread(t) => frame(&index.thread_name(t)),
+                Node::Span(n) => frame(self.spans.name(n)),
+                Node::Site(s) => frame(&index.site_name(s)),
             };
-            paths.push(p);
+            paths.push(if parent == u32::MAX { name } else { format!("{};{name}", paths[parent as usize]) });
         }
         let mut out = BTreeMap::new();
         for ((path, act), ns) in self.fold.acc {

@@ -21,7 +21,9 @@ pub mod idle;
 pub mod live;
 pub mod load;
 pub mod perfetto;
+pub mod picture;
 pub mod report;
+pub mod requests;
 pub mod stats;
 pub mod table;
 #[cfg(unix)]

@@ -75,16 +75,7 @@ pub fn stream(path: &Path, progress: bool, mut each: impl FnMut(&Capture, &Recor
     let (inp, bar) = input(path, progress)?;
     let read = (|| {
         let mut r = Reader::new(inp)?;
-        let mut c = Capture {
-            header: r.header().clone(),
-            sites: Vec::new(),
-            threads: Vec::new(),
-            devices: Vec::new(),
-            records: Vec::new(),
-            aggregates: Vec::new(),
-            end: None,
-            truncation: None,
-        };
+        let mut c = Capture::new(r.header().clone());
         while let Some(f) = r.next_frame()? {
             match f {
                 Frame::Record(rec) => each(&c, &rec),

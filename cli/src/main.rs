@@ -8,7 +8,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuspan_capture::Capture;
-use gpuspan_cli::{diff, flame, load, perfetto, report};
+use gpuspan_cli::{diff, flame, load, perfetto, picture, report};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -66,12 +66,18 @@ enum Command {
         captures: Vec<PathBuf>,
         #[arg(short, long)]
         output: PathBuf,
+        /// A static SVG picture instead of Perfetto's JSON.
+        #[arg(long)]
+        svg: bool,
     },
     /// The Perfetto timeline of one capture, with counter tracks.
     Timeline {
         capture: PathBuf,
         #[arg(short, long)]
         output: PathBuf,
+        /// A static SVG picture instead of Perfetto's JSON.
+        #[arg(long)]
+        svg: bool,
     },
     /// The live dashboard of running programs that serve the live feed (`GPUSPAN_LIVE=1`): each
     /// site's calls/s, GPU time, p50/p99, bytes/s and errors over the last seconds, and a panel
@@ -211,8 +217,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Diff { base, new, fail_if_slower, format } => {
-            let (b, n) = (read(&base)?, read(&new)?);
-            let d = diff::compare(&b, &n, &diff::Settings::default());
+            let (d, b, n) = diff::compare_files(&base, &new, true, &diff::Settings::default())?;
+            warn_truncated(&base, &b);
+            warn_truncated(&new, &n);
             emit(None, |w| match format {
                 DiffFormat::Text => w.write_all(d.to_text().as_bytes()),
                 DiffFormat::Json => {
@@ -229,24 +236,34 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 }
             }
         }
-        Command::Merge { captures, output } => {
+        Command::Merge { captures, output, svg } => {
             let loaded: Vec<Capture> = captures.iter().map(|p| read(p)).collect::<Result<_, _>>()?;
             let labels: Vec<String> = captures.iter().map(|p| p.display().to_string()).collect();
             let pairs: Vec<(&str, &Capture)> = labels.iter().map(String::as_str).zip(loaded.iter()).collect();
-            emit(Some(&output), |w| perfetto::write(&pairs, w))?;
-            say(&format!(
-                "gpuspan: {} captures merged into {} (open it in https://ui.perfetto.dev)",
-                loaded.len(),
-                output.display()
-            ));
+            if svg {
+                emit(Some(&output), |w| picture::write(&pairs, w))?;
+                say(&format!("gpuspan: {} captures drawn into {}", loaded.len(), output.display()));
+            } else {
+                emit(Some(&output), |w| perfetto::write(&pairs, w))?;
+                say(&format!(
+                    "gpuspan: {} captures merged into {} (open it in https://ui.perfetto.dev)",
+                    loaded.len(),
+                    output.display()
+                ));
+            }
         }
         #[cfg(unix)]
         Command::Top { targets, dirs, once, format, sort, interval_ms, wait } => {
             return top(TopArgs { targets, dirs, once, format, sort, interval_ms, wait });
         }
-        Command::Timeline { capture, output } => {
+        Command::Timeline { capture, output, svg } => {
             let c = read(&capture)?;
             let label = capture.display().to_string();
+            if svg {
+                emit(Some(&output), |w| picture::write(&[(&label, &c)], w))?;
+                say(&format!("gpuspan: timeline of {} calls drawn into {}", c.records.len(), output.display()));
+                return Ok(ExitCode::SUCCESS);
+            }
             emit(Some(&output), |w| perfetto::write(&[(&label, &c)], w))?;
             say(&format!(
                 "gpuspan: timeline of {} calls written to {} (open it in https://ui.perfetto.dev)",

@@ -2,15 +2,17 @@
 //! (ui.perfetto.dev) and chrome://tracing open.
 //!
 //! One process per capture (a rank of a job, for a merge), named after the program, its pid
-//! and host; in it one track per host thread with the annotated calls, one per device with the
+//! and host; in it one track per host thread with the annotated calls (each naming the
+//! application spans it was made in), one per device with the
 //! calls' GPU intervals, one per (device, stream) with the kernels and copies; flow arrows from
-//! each call to its GPU work; and counter tracks derived from the records: GPU work in flight
-//! per device and bytes moved by transfers. Captures are aligned on their timestamps, which
+//! each call to its GPU work; counter tracks derived from the records (GPU work in flight and
+//! calls in flight per device, bytes moved by transfers) and, where a device monitor ran, its
+//! readings (utilization, memory, power, clocks, PCIe throughput, temperature) per device. Captures are aligned on their timestamps, which
 //! are Unix-epoch nanoseconds of each process's clock: on one machine they share one clock; on
 //! several, the alignment is as good as the machines' clock synchronisation (each process's
 //! GPU mapping error is in its process's arguments).
 
-use crate::analysis::{self, Index};
+use crate::analysis::{self, Index, Spans};
 use gpuspan_capture::{ActivityKind, Capture};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -48,7 +50,9 @@ pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
     let base = captures
         .iter()
         .flat_map(|(_, c)| {
-            c.records.iter().map(|r| r.host.start_ns.min(r.gpu.as_ref().map_or(u64::MAX, |g| g.interval.start_ns)))
+            let records =
+                c.records.iter().map(|r| r.host.start_ns.min(r.gpu.as_ref().map_or(u64::MAX, |g| g.interval.start_ns)));
+            records.chain(c.samples.iter().filter_map(|d| d.samples.first().map(|s| s.time_ns)))
         })
         .min()
         .unwrap_or(0);
@@ -86,11 +90,18 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         let next = GPU_TID + tracks.len() as u64;
         *tracks.entry((device, stream)).or_insert(next)
     };
+    let spans = Spans::new(&c.spans);
     for r in &c.records {
         let site = index.site(r.site);
         let name = index.site_name(r.site);
         let cat = site.map_or("call", |s| s.kind.as_str());
         let mut args = json!({"scope_id": r.scope_id, "gpu.timing.source": r.source().as_str()});
+        let chain = spans.chain(r.span);
+        if !chain.is_empty() {
+            // The application spans the call was made in, outermost first, each with its id.
+            let names: Vec<String> = chain.iter().map(|&(id, n)| format!("{} #{id}", spans.name(n))).collect();
+            args["spans"] = json!(names.join(" > "));
+        }
         if let Some(b) = r.bytes {
             args["bytes"] = json!(b);
         }
@@ -157,8 +168,60 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
     counters(ev, pid, c, &index, base)
 }
 
+/// A level that steps up and down at the given instants, as a counter track.
+fn levels<W: Write>(
+    ev: &mut Events<W>,
+    pid: u64,
+    name: &str,
+    arg: &str,
+    mut e: Vec<(u64, i64)>,
+    base: u64,
+) -> io::Result<()> {
+    // Ends before starts at the same instant: back-to-back work is not counted as overlap.
+    e.sort_unstable();
+    let mut level = 0i64;
+    let mut i = 0;
+    while i < e.len() {
+        let t = e[i].0;
+        while i < e.len() && e[i].0 == t {
+            level += e[i].1;
+            i += 1;
+        }
+        ev.push(&json!({"ph": "C", "name": name, "pid": pid, "ts": us(t, base), "args": {arg: level}}))?;
+    }
+    Ok(())
+}
+
+/// The device monitor's readings: one counter track per device and quantity.
+fn readings<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'_>, base: u64) -> io::Result<()> {
+    for d in &c.samples {
+        let label = index.device_label(Some(d.device));
+        for s in &d.samples {
+            let values = [
+                ("utilization", "%", s.gpu_utilization_pct.map(f64::from)),
+                ("memory utilization", "%", s.memory_utilization_pct.map(f64::from)),
+                ("memory used", "bytes", s.memory_used_bytes.map(|b| b as f64)),
+                ("power", "W", s.power_w),
+                ("SM clock", "MHz", s.sm_clock_mhz.map(f64::from)),
+                ("memory clock", "MHz", s.memory_clock_mhz.map(f64::from)),
+                ("PCIe rx", "B/s", s.pcie_rx_bytes_per_s),
+                ("PCIe tx", "B/s", s.pcie_tx_bytes_per_s),
+                ("temperature", "°C", s.temperature_c.map(f64::from)),
+            ];
+            for (what, unit, v) in values {
+                let Some(v) = v else { continue };
+                ev.push(&json!({"ph": "C", "name": format!("{label} {what} ({unit})"), "pid": pid,
+                    "ts": us(s.time_ns, base), "args": {unit: v}}))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Counter tracks derived from the records: GPU work in flight per device (kernels, copies, or
-/// calls' GPU intervals overlapping in time) and the cumulative bytes moved.
+/// calls' GPU intervals overlapping in time), calls in flight per device (launched on the host
+/// and not yet done on the GPU: the queue's depth), the cumulative bytes moved; then the
+/// device monitor's readings.
 fn counters<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'_>, base: u64) -> io::Result<()> {
     let mut edges: BTreeMap<Option<u32>, Vec<(u64, i64)>> = BTreeMap::new();
     for w in analysis::work(c) {
@@ -166,20 +229,18 @@ fn counters<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'
         e.push((w.interval.start_ns, 1));
         e.push((w.interval.end_ns, -1));
     }
-    for (device, mut e) in edges {
-        // Ends before starts at the same instant: back-to-back work is not counted as overlap.
-        e.sort_unstable();
-        let name = format!("{} work in flight", index.device_label(device));
-        let mut level = 0i64;
-        let mut i = 0;
-        while i < e.len() {
-            let t = e[i].0;
-            while i < e.len() && e[i].0 == t {
-                level += e[i].1;
-                i += 1;
-            }
-            ev.push(&json!({"ph": "C", "name": name, "pid": pid, "ts": us(t, base), "args": {"work": level}}))?;
-        }
+    let mut queued: BTreeMap<Option<u32>, Vec<(u64, i64)>> = BTreeMap::new();
+    for r in &c.records {
+        let Some(g) = &r.gpu else { continue };
+        let e = queued.entry(g.device).or_default();
+        e.push((r.host.start_ns, 1));
+        e.push((g.interval.end_ns.max(r.host.start_ns), -1));
+    }
+    for (device, e) in queued {
+        levels(ev, pid, &format!("{} calls in flight", index.device_label(device)), "calls", e, base)?;
+    }
+    for (device, e) in edges {
+        levels(ev, pid, &format!("{} work in flight", index.device_label(device)), "work", e, base)?;
     }
     let mut moved: Vec<(u64, u64)> = Vec::new();
     for r in &c.records {
@@ -203,5 +264,5 @@ fn counters<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'
         total += b;
         ev.push(&json!({"ph": "C", "name": "bytes moved", "pid": pid, "ts": us(t, base), "args": {"bytes": total}}))?;
     }
-    Ok(())
+    readings(ev, pid, c, index, base)
 }

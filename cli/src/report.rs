@@ -1,5 +1,6 @@
 //! `gpuspan report`: per-site, per-kernel and per-transfer tables, device busy time, GPU idle
-//! time attributed to the host, launch-bound sites and transfer findings.
+//! time attributed to the host, GPU cost per request (application span), the device monitor's
+//! readings, launch-bound sites and transfer findings.
 //!
 //! Every figure but the "all calls" columns is computed from the recorded (sampled) calls, so
 //! it can be checked against the records; "all calls" comes from the runtime's aggregates of
@@ -8,6 +9,7 @@
 use crate::analysis::Index;
 use crate::idle::{self, DeviceIdle};
 use crate::load::LoadError;
+use crate::requests::{self, RequestRow};
 use crate::stats::{self, Samples};
 use crate::table::{self, Table};
 use gpuspan_capture::{ActivityKind, Capture, MemoryKind, Record, SiteKind, TimingSource};
@@ -24,6 +26,10 @@ pub struct Report {
     pub kernels: Vec<KernelRow>,
     pub transfers: Vec<TransferRow>,
     pub devices: Vec<DeviceIdle>,
+    /// GPU time per application span instance, by span name.
+    pub requests: Vec<RequestRow>,
+    /// The device monitor's readings, per device.
+    pub readings: Vec<ReadingsRow>,
     pub launch_bound: Vec<LaunchBound>,
     pub findings: Vec<Finding>,
     /// Sites compiled in that no call reached.
@@ -115,6 +121,50 @@ pub struct LaunchBound {
     pub host_p50_ns: u64,
 }
 
+/// What a device monitor (NVML) read over the capture: mean and peak of each counter.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReadingsRow {
+    pub device: String,
+    pub samples: u64,
+    pub gpu_utilization_pct: Option<(f64, f64)>,
+    pub memory_used_bytes: Option<(f64, f64)>,
+    pub power_w: Option<(f64, f64)>,
+    pub sm_clock_mhz: Option<(f64, f64)>,
+    pub pcie_rx_bytes_per_s: Option<(f64, f64)>,
+    pub pcie_tx_bytes_per_s: Option<(f64, f64)>,
+}
+
+/// (mean, max) of the values present.
+fn mean_max(values: impl Iterator<Item = Option<f64>>) -> Option<(f64, f64)> {
+    let (mut n, mut sum, mut max) = (0u64, 0.0, f64::MIN);
+    for v in values.flatten() {
+        n += 1;
+        sum += v;
+        max = max.max(v);
+    }
+    (n > 0).then(|| (sum / n as f64, max))
+}
+
+fn readings_rows(capture: &Capture, index: &Index<'_>) -> Vec<ReadingsRow> {
+    let mut by_device: BTreeMap<u32, Vec<&gpuspan_capture::DeviceSample>> = BTreeMap::new();
+    for s in &capture.samples {
+        by_device.entry(s.device).or_default().extend(&s.samples);
+    }
+    by_device
+        .into_iter()
+        .map(|(device, v)| ReadingsRow {
+            device: index.device_label(Some(device)),
+            samples: v.len() as u64,
+            gpu_utilization_pct: mean_max(v.iter().map(|s| s.gpu_utilization_pct.map(f64::from))),
+            memory_used_bytes: mean_max(v.iter().map(|s| s.memory_used_bytes.map(|b| b as f64))),
+            power_w: mean_max(v.iter().map(|s| s.power_w)),
+            sm_clock_mhz: mean_max(v.iter().map(|s| s.sm_clock_mhz.map(f64::from))),
+            pcie_rx_bytes_per_s: mean_max(v.iter().map(|s| s.pcie_rx_bytes_per_s)),
+            pcie_tx_bytes_per_s: mean_max(v.iter().map(|s| s.pcie_tx_bytes_per_s)),
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     /// `pageable_copy`, `upper_bound`, `sampled`, `incomplete`.
@@ -128,6 +178,7 @@ pub fn build(capture: &Capture) -> Report {
     for s in &capture.sites {
         b.site(s);
     }
+    b.spans(&capture.spans);
     for r in &capture.records {
         b.record(r);
     }
@@ -144,6 +195,7 @@ pub fn stream(path: &Path, progress: bool) -> Result<(Report, Capture), LoadErro
             b.site(s);
         }
         fed = c.sites.len();
+        b.spans(&c.spans);
         b.record(r);
     })?;
     let (mut report, idle_again) = b.finish(&meta);
@@ -201,6 +253,7 @@ pub struct Builder {
     last_ns: Option<u64>,
     records: usize,
     idle: idle::Builder,
+    requests: requests::Builder,
 }
 
 fn add_transfer(acc: &mut BTreeMap<TransferKey, TransferAcc>, key: TransferKey, x: TransferAcc) {
@@ -215,6 +268,11 @@ impl Builder {
     /// A site the records may name.
     pub fn site(&mut self, s: &gpuspan_capture::Site) {
         self.kinds.insert(s.id, s.kind);
+    }
+
+    /// The application spans read so far (feed them before the records made in them).
+    pub fn spans(&mut self, all: &[gpuspan_capture::Span]) {
+        self.requests.spans(all);
     }
 
     pub fn record(&mut self, r: &Record) {
@@ -295,6 +353,7 @@ impl Builder {
             e.3 |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
         }
         self.idle.record(r);
+        self.requests.record(r);
     }
 
     /// The report, with everything but the records from `capture` (its records are ignored:
@@ -368,10 +427,17 @@ impl Builder {
         let devices = std::mem::take(&mut self.idle).finish(&index);
         let idle_again = devices.is_none();
         let devices = devices.unwrap_or_default();
-        let mut limits = vec![
-            "GPU cost per request: captures do not hold the enclosing tracing spans yet; calls nest by host interval per thread instead".into(),
-            "link efficiency and device counters: captures do not hold NVML readings yet".into(),
-        ];
+        let (requests, approximate_requests) = std::mem::take(&mut self.requests).finish();
+        approximate |= approximate_requests;
+        let readings = readings_rows(capture, &index);
+        let mut limits = Vec::new();
+        if requests.is_empty() {
+            limits.push("GPU cost per request: no recorded call was made inside an application tracing span (a subscriber built on tracing-subscriber's registry is needed; captures of format 1 hold no spans)".into());
+        }
+        if readings.is_empty() {
+            limits.push("device counters: no device monitor readings (NVML: the `nvml` feature, on a machine with an NVIDIA driver)".into());
+        }
+        limits.push("link efficiency: captures do not hold the PCIe link's peak".into());
         if approximate {
             limits.push(format!(
                 "exact p50/p99: rows with more than {} recorded values take them from a log-linear histogram, within {:.2} % of the exact value",
@@ -385,6 +451,8 @@ impl Builder {
             kernels,
             transfers,
             devices,
+            requests,
+            readings,
             launch_bound,
             findings,
             never_reached,
@@ -727,6 +795,63 @@ impl Report {
         t
     }
 
+    pub fn requests_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "span".into(),
+            "requests".into(),
+            "calls".into(),
+            u.head("GPU total", "ns"),
+            u.head("mean", "ns"),
+            u.head("p50", "ns"),
+            u.head("p99", "ns"),
+            u.head("max", "ns"),
+        ];
+        for r in &self.requests {
+            let bound = u.bound(r.bracketed, "≤ ");
+            let d = |ns: Option<u64>| ns.map_or_else(|| "-".into(), |n| format!("{bound}{}", u.ns(n)));
+            t.row(vec![
+                r.span.clone(),
+                r.requests.to_string(),
+                r.records.to_string(),
+                d(Some(r.total_ns)),
+                d(r.mean_ns),
+                d(r.p50_ns),
+                d(r.p99_ns),
+                d(r.max_ns),
+            ]);
+        }
+        t
+    }
+
+    pub fn readings_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "device".into(),
+            "samples".into(),
+            "util % mean/max".into(),
+            u.head("memory used max", "B"),
+            "power W mean/max".into(),
+            "SM MHz max".into(),
+            u.head("PCIe rx mean", "B/s"),
+            u.head("PCIe tx mean", "B/s"),
+        ];
+        let pair = |v: Option<(f64, f64)>| v.map_or_else(|| "-".into(), |(m, x)| format!("{m:.0}/{x:.0}"));
+        for d in &self.readings {
+            t.row(vec![
+                d.device.clone(),
+                d.samples.to_string(),
+                pair(d.gpu_utilization_pct),
+                d.memory_used_bytes.map_or_else(|| "-".into(), |(_, x)| u.bytes(x as u64)),
+                pair(d.power_w),
+                d.sm_clock_mhz.map_or_else(|| "-".into(), |(_, x)| format!("{x:.0}")),
+                u.rate(d.pcie_rx_bytes_per_s.map(|p| p.0)),
+                u.rate(d.pcie_tx_bytes_per_s.map(|p| p.0)),
+            ]);
+        }
+        t
+    }
+
     pub fn launch_bound_table(&self, u: Units) -> Table {
         let mut t = Table::new(&[]);
         t.header = vec!["site".into(), "recorded".into(), u.head("GPU p50", "ns"), u.head("host p50", "ns")];
@@ -753,6 +878,8 @@ impl Report {
             CsvTable::Transfers => self.transfers_table(u),
             CsvTable::Devices => self.devices_table(u),
             CsvTable::Idle => self.idle_table(u),
+            CsvTable::Requests => self.requests_table(u),
+            CsvTable::Readings => self.readings_table(u),
             CsvTable::LaunchBound => self.launch_bound_table(u),
             CsvTable::Findings => self.findings_table(),
         }
@@ -808,6 +935,14 @@ impl Report {
             "no idle time between recorded GPU work",
         );
         section(
+            "GPU cost per request (GPU time of the recorded calls under each application span, by span name; p50/p99 of one instance; ≤: upper bound)",
+            self.requests_table(people),
+            "no recorded call was made inside an application span",
+        );
+        if !self.readings.is_empty() {
+            section("Device readings (the device monitor's samples over the run)", self.readings_table(people), "");
+        }
+        section(
             "Launch-bound kernel sites (median GPU time per call below the call's host time)",
             self.launch_bound_table(people),
             "none",
@@ -850,6 +985,8 @@ pub enum CsvTable {
     Transfers,
     Devices,
     Idle,
+    Requests,
+    Readings,
     LaunchBound,
     Findings,
 }

@@ -44,19 +44,12 @@ struct Builder {
 
 impl Builder {
     fn new(program: &str, pid: u32, sites: &[(&str, SiteKind)]) -> Builder {
-        let c = Capture {
-            header: Header::new(program, pid),
-            sites: sites.iter().enumerate().map(|(i, (n, k))| Site::new(i as u32, n, *k)).collect(),
-            threads: vec![Thread { index: 1, name: "main".into() }, Thread { index: 2, name: "worker".into() }],
-            devices: vec![
-                Device { key: 0, id: 0, name: "gpu-a".into() },
-                Device { key: 1, id: 1, name: "gpu-b".into() },
-            ],
-            records: Vec::new(),
-            aggregates: Vec::new(),
-            end: Some(End::default()),
-            truncation: None,
-        };
+        let mut c = Capture::new(Header::new(program, pid));
+        c.sites = sites.iter().enumerate().map(|(i, (n, k))| Site::new(i as u32, n, *k)).collect();
+        c.threads = vec![Thread { index: 1, name: "main".into() }, Thread { index: 2, name: "worker".into() }];
+        c.devices =
+            vec![Device { key: 0, id: 0, name: "gpu-a".into() }, Device { key: 1, id: 1, name: "gpu-b".into() }];
+        c.end = Some(End::default());
         Builder { c, next_scope: 1 }
     }
 
@@ -402,6 +395,36 @@ fn diff_flags_a_planted_slowdown_and_passes_the_same_distribution() {
 }
 
 #[test]
+fn diff_streams_each_file_keeping_a_bounded_sample_per_row_and_still_finds_a_slowdown() {
+    // Streamed from files, the answer is the in-memory one.
+    let (base, slower) = (timings(1, 200, 1.0), timings(3, 200, 1.2));
+    let (b, n) = (save(&base, "stream-base.gpuspan"), save(&slower, "stream-slower.gpuspan"));
+    let settings = diff::Settings::default();
+    let (streamed, meta, _) = diff::compare_files(&b, &n, false, &settings).unwrap();
+    assert!(meta.records.is_empty(), "no record is kept");
+    assert_eq!(streamed, diff::compare(&base, &slower, &settings));
+
+    // Rows longer than the sample: counts are every call, verdicts hold.
+    let many = diff::KEEP * 3;
+    let (base, same, slower) = (timings(4, many, 1.0), timings(5, many, 1.0), timings(6, many, 1.2));
+    let (b, s, n) =
+        (save(&base, "big-base.gpuspan"), save(&same, "big-same.gpuspan"), save(&slower, "big-slower.gpuspan"));
+    let (d, _, _) = diff::compare_files(&b, &n, false, &settings).unwrap();
+    let k = &d.changes[0];
+    assert_eq!((k.base_count, k.new_count), (many, many));
+    assert_eq!(k.verdict, diff::Verdict::Slower, "{}", d.to_text());
+    let change = k.change_percent.unwrap();
+    assert!((15.0..25.0).contains(&change) && k.ci_low_percent.unwrap() > 10.0, "{}", d.to_text());
+    let (d, _, _) = diff::compare_files(&b, &s, false, &settings).unwrap();
+    assert_eq!(d.changes[0].verdict, diff::Verdict::Same, "{}", d.to_text());
+    let mut r = diff::Reservoir::new("kernel");
+    (0..many).for_each(|i| r.push(i as f64));
+    assert_eq!((r.values().len(), r.seen()), (diff::KEEP, many as u64));
+    let mean = r.values().iter().sum::<f64>() / r.values().len() as f64;
+    assert!((mean / (many as f64 / 2.0) - 1.0).abs() < 0.05, "a uniform sample of the row: mean {mean}");
+}
+
+#[test]
 fn merge_puts_each_capture_in_its_own_process_on_one_time_axis() {
     let mut rank1 = fixture();
     rank1.header.pid = 4242;
@@ -524,6 +547,174 @@ fn timeline_has_host_gpu_and_counter_tracks() {
     assert_eq!(moved["args"]["bytes"].as_u64(), Some(bytes), "the counter ends at every byte moved");
     let mut in_flight = counters.iter().filter(|e| e["name"].as_str().unwrap().ends_with("work in flight"));
     assert_eq!(in_flight.next_back().unwrap()["args"]["work"].as_i64(), Some(0), "all work ended");
+}
+
+#[test]
+fn gpu_cost_per_request_sums_each_span_instance_and_the_flamegraph_folds_over_spans() {
+    let mut b = Builder::new("server", 8, &[("step", SiteKind::Kernel)]);
+    let span = |id, parent, name: &str| Span { id, parent, name: name.into() };
+    b.c.spans = vec![span(1, None, "handle_request"), span(2, None, "handle_request"), span(3, Some(1), "forward")];
+    b.call(0, 1, (0, 10), Some((10, 110, 0))).span = Some(3);
+    b.call(0, 2, (20, 30), Some((200, 250, 0))).span = Some(1);
+    b.call(0, 1, (40, 50), Some((300, 600, 0))).span = Some(2);
+    b.call(0, 1, (60, 70), Some((700, 707, 0)));
+    b.call(0, 1, (80, 90), None).span = Some(2); // host-timed: no GPU time, still a call of the request
+    let r = report::build(&b.c);
+    let rows: Vec<String> = r
+        .requests
+        .iter()
+        .map(|x| format!("{} {} {} {} {:?} {:?}", x.span, x.requests, x.records, x.total_ns, x.p50_ns, x.p99_ns))
+        .collect();
+    assert_eq!(rows, ["handle_request 2 4 450 Some(150) Some(300)", "forward 1 1 100 Some(100) Some(100)"]);
+    assert!(!r.to_text().contains("GPU cost per request: no"), "{}", r.to_text());
+    let folded = flame::folded(&b.c);
+    let expect: BTreeMap<String, u64> = [
+        ("main;handle_request;forward;step", 100),
+        ("main;handle_request;step", 300),
+        ("worker;handle_request;step", 50),
+        ("main;step", 7),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(folded, expect);
+    // The streaming passes see the spans as they are read.
+    let path = save(&b.c, "requests.gpuspan");
+    let (streamed, _) = report::stream(&path, false).unwrap();
+    assert_eq!(streamed.requests, r.requests);
+    assert_eq!(flame::stream(&path, false).unwrap().0, expect);
+    let (code, out, _) = gpuspan(&["report", path.to_str().unwrap(), "--format", "csv", "--table", "requests"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("span,requests,calls,GPU total (ns)") && out.contains("handle_request,2,4,450,225,150,300,300"),
+        "{out}"
+    );
+    // The timeline names each call's spans.
+    let json_path = scratch("requests.json");
+    let (code, _, err) = gpuspan(&["timeline", path.to_str().unwrap(), "-o", json_path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let chains: Vec<&str> = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "kernel")
+        .filter_map(|e| e["args"]["spans"].as_str())
+        .collect();
+    assert_eq!(
+        chains,
+        ["handle_request #1 > forward #3", "handle_request #1", "handle_request #2", "handle_request #2"]
+    );
+}
+
+#[test]
+fn gpu_cost_per_request_on_a_capture_of_two_concurrent_tokio_requests() {
+    // Written by tests/tests/requests.rs (wgpu on lavapipe): two `handle_request` spans served at
+    // once, each awaiting forward passes on tokio workers and hopping to a blocking thread.
+    let c = Capture::open(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lavapipe_requests.gpuspan")).unwrap();
+    let spans = analysis::Spans::new(&c.spans);
+    let mut per_request: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for r in &c.records {
+        let root = spans.chain(r.span).first().copied().expect("every call is in a request");
+        assert_eq!(spans.name(root.1), "handle_request");
+        let e = per_request.entry(root.0).or_default();
+        e.0 += r.gpu.as_ref().map_or(0, |g| g.busy_ns);
+        e.1 += 1;
+    }
+    assert_eq!(per_request.len(), 2);
+    let row = &report::build(&c).requests[0];
+    let mut totals: Vec<u64> = per_request.values().map(|v| v.0).collect();
+    totals.sort();
+    assert_eq!((row.span.as_str(), row.requests, row.records), ("handle_request", 2, c.records.len() as u64));
+    assert_eq!((row.p50_ns, row.p99_ns, row.total_ns), (Some(totals[0]), Some(totals[1]), totals.iter().sum()));
+}
+
+#[test]
+fn device_readings_become_counter_tracks_and_a_report_section() {
+    let mut b = Builder::new("nvml", 7, &[("step", SiteKind::Kernel)]);
+    // Two calls queued at once on gpu-a: launched at 0 and 10, run 100..200 and 200..300.
+    b.call(0, 1, (0, 20), Some((100, 200, 0)));
+    b.call(0, 1, (10, 30), Some((200, 300, 0)));
+    let reading = |t: u64, util: u32, watts: f64| DeviceSample {
+        time_ns: t,
+        gpu_utilization_pct: Some(util),
+        memory_used_bytes: Some(1 << 30),
+        power_w: Some(watts),
+        sm_clock_mhz: Some(1980),
+        pcie_rx_bytes_per_s: Some(2e9),
+        ..Default::default()
+    };
+    b.c.samples = vec![DeviceSamples {
+        device: 0,
+        samples: vec![reading(50, 0, 70.0), reading(150, 100, 300.0), reading(250, 50, 200.0)],
+    }];
+    let path = save(&b.c, "nvml.gpuspan");
+    let out = scratch("nvml.json");
+    let (code, _, err) = gpuspan(&["timeline", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("JSON");
+    let events = json["traceEvents"].as_array().unwrap();
+    let track = |name: &str, arg: &str| -> Vec<(f64, f64)> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == name)
+            .map(|e| (e["ts"].as_f64().unwrap(), e["args"][arg].as_f64().unwrap()))
+            .collect()
+    };
+    // Times are µs from the earliest event (the first call, at 0 ns).
+    assert_eq!(track("GPU 0: gpu-a utilization (%)", "%"), [(0.05, 0.0), (0.15, 100.0), (0.25, 50.0)]);
+    assert_eq!(track("GPU 0: gpu-a power (W)", "W"), [(0.05, 70.0), (0.15, 300.0), (0.25, 200.0)]);
+    assert_eq!(track("GPU 0: gpu-a SM clock (MHz)", "MHz").len(), 3);
+    assert_eq!(track("GPU 0: gpu-a PCIe rx (B/s)", "B/s")[0].1, 2e9);
+    assert!(track("GPU 0: gpu-a temperature (°C)", "°C").is_empty(), "no track for what was not read");
+    let queued = track("GPU 0: gpu-a calls in flight", "calls");
+    assert_eq!(queued, [(0.0, 1.0), (0.01, 2.0), (0.2, 1.0), (0.3, 0.0)], "launched, then done on the GPU");
+
+    let r = report::build(&b.c);
+    assert_eq!(r.readings.len(), 1);
+    let d = &r.readings[0];
+    assert_eq!(d.samples, 3);
+    assert_eq!(d.gpu_utilization_pct, Some((50.0, 100.0)));
+    assert_eq!(d.power_w, Some((190.0, 300.0)));
+    let text = r.to_text();
+    assert!(text.contains("Device readings") && !text.contains("device counters: no"), "{text}");
+
+    // The static picture: well-formed SVG, a box per call on its thread and per GPU interval on
+    // its device, a step plot per counter track.
+    let svg = scratch("nvml.svg");
+    let (code, _, err) = gpuspan(&["timeline", path.to_str().unwrap(), "-o", svg.to_str().unwrap(), "--svg"]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&text);
+    let (mut rects, mut paths, mut labels) = (0, 0, Vec::new());
+    let mut in_text = false;
+    loop {
+        match reader.read_event().expect("well-formed XML") {
+            quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e) => {
+                match e.name().as_ref() {
+                    b"rect" => rects += 1,
+                    b"path" => paths += 1,
+                    _ => {}
+                }
+                in_text = e.name().as_ref() == b"text";
+            }
+            quick_xml::events::Event::Text(t) if in_text => labels.push(String::from_utf8_lossy(&t).into_owned()),
+            quick_xml::events::Event::End(_) => in_text = false,
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(rects, 1 + 2 + 2, "the background, two calls on the thread, two GPU intervals");
+    for track in [
+        "GPU 0: gpu-a work in flight",
+        "GPU 0: gpu-a calls in flight",
+        "GPU 0: gpu-a utilization",
+        "GPU 0: gpu-a power",
+    ] {
+        assert!(labels.iter().any(|l| l == track), "{track} not among {labels:?}");
+    }
+    assert!(labels.iter().any(|l| l == "peak 300 W"), "{labels:?}");
+    assert_eq!(paths, 7, "work and calls in flight, utilization, memory used, power, SM clock, PCIe rx");
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! - a summary section: lines the summary table prints after the sites;
 //! - a device-memory reader: the device side of a `track_memory` site's memory marks;
 //! - metric sources: readings an exporter that exports metrics observes when it collects;
-//! - live devices: the devices' recent samples, for the live feed's snapshots.
+//! - live devices: the devices' recent samples, for the live feed's snapshots;
+//! - device readings: the devices' samples since a time, for the capture file.
 //!
 //! Registering the same function again does nothing, so a leaf may register itself from more
 //! than one place (`init` and its own start).
@@ -28,6 +29,10 @@ pub(crate) type MetricSource = fn() -> Vec<Gauge>;
 /// why there are none.
 #[cfg(feature = "enabled")]
 pub(crate) type LiveDevices = fn() -> Result<Vec<gpuspan_capture::live::Device>, String>;
+/// Each device's readings taken after the given time (Unix-epoch ns), oldest first, labelled
+/// as records label their device.
+#[cfg(feature = "enabled")]
+pub(crate) type DeviceReadings = fn(u64) -> Vec<(crate::record::DeviceLabel, Vec<gpuspan_capture::DeviceSample>)>;
 /// Reads a metric: calls its argument once per data point, with the value and the attributes.
 pub(crate) type Observe = fn(&mut dyn FnMut(f64, &[(&'static str, Value)]));
 
@@ -39,6 +44,8 @@ struct Hooks {
     metric_sources: Vec<MetricSource>,
     #[cfg(feature = "enabled")]
     live_devices: Option<LiveDevices>,
+    #[cfg(feature = "enabled")]
+    device_readings: Option<DeviceReadings>,
 }
 
 static HOOKS: RwLock<Hooks> = RwLock::new(Hooks {
@@ -48,6 +55,8 @@ static HOOKS: RwLock<Hooks> = RwLock::new(Hooks {
     metric_sources: Vec::new(),
     #[cfg(feature = "enabled")]
     live_devices: None,
+    #[cfg(feature = "enabled")]
+    device_readings: None,
 });
 
 fn add<F: Copy + PartialEq>(list: &mut Vec<F>, f: F) {
@@ -95,6 +104,24 @@ pub(crate) fn set_live_devices(f: LiveDevices) {
     if let Ok(mut h) = HOOKS.write() {
         h.live_devices = Some(f);
     }
+}
+
+/// Registers the reader of device readings for the capture file (one: a second replaces it).
+#[cfg(feature = "enabled")]
+#[allow(dead_code)] // registered by leaves that may all be compiled out
+pub(crate) fn set_device_readings(f: DeviceReadings) {
+    if let Ok(mut h) = HOOKS.write() {
+        h.device_readings = Some(f);
+    }
+}
+
+/// The devices' readings after `since_ns`; `None` when no leaf reads devices.
+#[cfg(feature = "enabled")]
+pub(crate) fn device_readings(
+    since_ns: u64,
+) -> Option<Vec<(crate::record::DeviceLabel, Vec<gpuspan_capture::DeviceSample>)>> {
+    let reader = HOOKS.read().ok()?.device_readings?;
+    Some(reader(since_ns))
 }
 
 /// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.

@@ -197,6 +197,8 @@ mod sampling;
 mod scope;
 #[cfg(feature = "enabled")]
 mod signal;
+#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+mod spans;
 #[cfg(feature = "enabled")]
 mod switch;
 #[cfg(feature = "enabled")]

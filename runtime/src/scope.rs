@@ -53,20 +53,22 @@ impl HostSpan {
         }
     }
 
-    /// Exits and drops the span, marking it as an error first if the call failed.
+    /// Exits the span, marking it as an error first if the call failed, and hands it back to be
+    /// dropped once the call is described (its parent names the call's application spans).
     #[inline]
-    fn close(&mut self, error: bool) {
+    fn close(&mut self, error: bool) -> Option<Span> {
         let span = match std::mem::replace(self, HostSpan::Off) {
             HostSpan::Entered(span) => {
                 span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
                 span
             }
             HostSpan::Idle(s) => s,
-            HostSpan::Off => return,
+            HostSpan::Off => return None,
         };
         if error {
             span.record("error", true);
         }
+        Some(span)
     }
 }
 
@@ -89,6 +91,9 @@ pub(crate) struct Active {
     attach_slot: bool,
     /// Where this call's spans hang in the trace; read before the host span is entered.
     parent: crate::parent::Parent,
+    /// The application spans the call was made in: taken when the call becomes a record, and
+    /// only while a capture wants them.
+    spans: crate::spans::Chain,
 }
 
 /// The backend's part of an open scope.
@@ -181,6 +186,7 @@ impl Scope {
                 scope_id,
                 thread,
                 parent: crate::parent::capture(),
+                spans: None,
                 span: HostSpan::enter(span),
                 host_start,
                 bytes,
@@ -276,7 +282,7 @@ fn close(slot: &mut ManuallyDrop<Option<Active>>) {
     if std::thread::panicking() {
         a.error = true;
     }
-    a.span.close(a.error);
+    let host_span = a.span.close(a.error);
     #[cfg(feature = "wgpu")]
     a.collect_attachment();
     // The common case of a host-timed call too short to export: count it and stop, without
@@ -290,6 +296,9 @@ fn close(slot: &mut ManuallyDrop<Option<Active>>) {
             return;
         }
     }
+    // Only a call that becomes a record pays for its span chain.
+    a.spans = crate::spans::capture(host_span.as_ref());
+    drop(host_span);
     // SAFETY: as above.
     if let Some(a) = unsafe { ManuallyDrop::take(slot) } {
         a.hand_over(host_end);
@@ -330,6 +339,7 @@ impl Active {
             bytes: self.bytes,
             memory,
             parent: self.parent,
+            spans: self.spans,
         };
         match self.gpu {
             GpuScope::None => pipeline::submit(call.into_record()),
@@ -356,6 +366,7 @@ pub(crate) struct Call {
     bytes: Option<u64>,
     memory: Option<Box<(crate::memory::MemoryMark, crate::memory::MemoryMark)>>,
     parent: crate::parent::Parent,
+    spans: crate::spans::Chain,
 }
 
 impl Call {
@@ -366,6 +377,7 @@ impl Call {
         record.bytes = self.bytes;
         record.memory = self.memory.map(|m| *m);
         record.parent = self.parent;
+        record.spans = self.spans;
         record
     }
 }

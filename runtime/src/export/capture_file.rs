@@ -9,9 +9,9 @@
 //! through a link, never blocking, only a regular file: see [`super::file`]); it cannot be
 //! written under a temporary name and renamed, since a killed process must leave it in place.
 //!
-//! What a record does not carry, the capture cannot hold: the names of the enclosing `tracing`
-//! spans are not known to a record (its scope reads only the OpenTelemetry context, and only with
-//! `otlp`), so the CLI nests calls by their host intervals on each thread instead.
+//! While a capture is written, scopes take the application `tracing` spans they were made in
+//! (`crate::spans`); each span instance is written once, before the first record made in it. The
+//! device monitor's readings, where one runs, are pulled through the core's hooks at each flush.
 
 use crate::pipeline::Sink;
 use crate::record::{ActivityKind, DeviceLabel, Record};
@@ -61,6 +61,8 @@ struct State {
     sites: Vec<&'static Site>,
     threads: HashSet<u32>,
     devices: HashMap<(u32, Arc<str>), u32>,
+    /// The device readings written reach up to here (Unix-epoch ns).
+    readings_until: u64,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -99,6 +101,7 @@ impl CaptureFile {
             sites: Vec::new(),
             threads: HashSet::new(),
             devices: HashMap::new(),
+            readings_until: header.start_ns,
         };
         // Every site compiled in, reached or not: the report lists those never reached.
         for site in crate::site::all_sites() {
@@ -108,6 +111,7 @@ impl CaptureFile {
             w.flush()?;
         }
         state.dirty = false;
+        crate::spans::want();
         let capture = Arc::new(CaptureFile {
             state: Mutex::new(state),
             wake: Condvar::new(),
@@ -133,8 +137,35 @@ impl CaptureFile {
         Ok(capture)
     }
 
+    /// Writes the device readings taken since the last ones written.
+    fn write_readings(&self) {
+        let since = lock(&self.state).readings_until;
+        // Read outside the lock: the monitor takes its own.
+        if let Some(readings) = crate::hooks::device_readings(since) {
+            self.write_samples(readings);
+        }
+    }
+
+    fn write_samples(&self, readings: Vec<(DeviceLabel, Vec<cap::DeviceSample>)>) {
+        let mut s = lock(&self.state);
+        for (device, samples) in readings {
+            let Some(last) = samples.last().map(|r| r.time_ns) else { continue };
+            let written = s
+                .device(&device)
+                .and_then(|device| s.frame(&cap::Frame::Samples(cap::DeviceSamples { device, samples })));
+            match written {
+                Ok(()) => {
+                    s.dirty = true;
+                    s.readings_until = s.readings_until.max(last);
+                }
+                Err(e) => s.fail(e),
+            }
+        }
+    }
+
     /// The flusher's step: writes out what was added, then waits. `false` once stopping.
     fn flush_then_wait(&self) -> bool {
+        self.write_readings();
         let mut s = lock(&self.state);
         if s.dirty {
             s.dirty = false;
@@ -160,6 +191,7 @@ impl CaptureFile {
         if let Some(h) = self.flusher.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = h.join();
         }
+        self.write_readings();
         let mut s = lock(&self.state);
         let records = self.records.load(Ordering::Relaxed);
         if s.writer.is_some() {
@@ -242,9 +274,26 @@ impl State {
         Ok(key)
     }
 
+    /// Describes the spans of a chain not yet written, outermost first; the innermost's id.
+    fn spans(&mut self, chain: &crate::spans::Chain) -> io::Result<Option<u64>> {
+        let mut new = Vec::new();
+        let mut at = chain.as_deref();
+        while let Some(n) = at.filter(|n| !n.written.load(Ordering::Relaxed)) {
+            new.push(n);
+            at = n.parent.as_deref();
+        }
+        for n in new.into_iter().rev() {
+            let parent = n.parent.as_ref().map(|p| p.id);
+            self.frame(&cap::Frame::Span(cap::Span { id: n.id, parent, name: n.name.to_owned() }))?;
+            n.written.store(true, Ordering::Relaxed);
+        }
+        Ok(chain.as_ref().map(|n| n.id))
+    }
+
     fn write_record(&mut self, r: &Record) -> io::Result<()> {
         let site = self.site_id(r.site)?;
         self.thread(r.thread)?;
+        let span = self.spans(&r.spans)?;
         let gpu = match &r.gpu {
             None => None,
             Some(g) => Some(cap::Gpu {
@@ -281,6 +330,7 @@ impl State {
             clock_corrected_ns: r.clock_corrected_ns,
             activities,
             memory,
+            span,
         }))
     }
 
@@ -472,6 +522,10 @@ mod tests {
         });
         c.accept(&r);
         c.accept(&r);
+        let t0 = crate::clock::now_ns() + 1_000_000_000;
+        let reading = |t| cap::DeviceSample { time_ns: t0 + t, power_w: Some(350.0), ..Default::default() };
+        c.write_samples(vec![(DeviceLabel::new(0, "H200"), vec![reading(10), reading(20)])]);
+        assert_eq!(lock(&c.state).readings_until, t0 + 20, "the next pull asks for later readings only");
         // What the flusher wrote is on disk before the end: a process killed now leaves it.
         std::thread::sleep(FLUSH_EVERY * 3);
         let killed = cap::Capture::open(&path).unwrap();
@@ -497,6 +551,9 @@ mod tests {
         assert_eq!((gpu.busy_ns, gpu.clock_error_ns, gpu.source), (3_000, 7, cap::TimingSource::Cupti));
         assert_eq!(back.device(gpu.device.unwrap()).unwrap().name, "H200");
         assert_eq!(back.devices.len(), 1, "a device is described once");
+        assert_eq!(back.samples.len(), 1);
+        assert_eq!(back.samples[0].device, gpu.device.unwrap(), "readings name the records' device");
+        assert_eq!(back.samples[0].samples.iter().map(|s| s.time_ns - t0).collect::<Vec<_>>(), [10, 20]);
         let a = &rec.activities[0];
         assert_eq!(a.stream, Some(7));
         assert!(matches!(a.kind, cap::ActivityKind::Copy { bytes: 4096, src: cap::MemoryKind::Pageable, .. }));

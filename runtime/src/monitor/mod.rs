@@ -37,6 +37,7 @@ mod types;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod matching;
 mod metrics;
+mod readings;
 mod ring;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod sampler;
@@ -58,15 +59,17 @@ pub use {
 pub(crate) use sampler::throttle_reason_names;
 
 /// Plugs the monitor into the core (`crate::hooks`): the device's state on records, the device
-/// section of the summary, the device memory of `track_memory` sites, the `hw.gpu.*` metrics
-/// and the devices of the live feed. `init` calls it, and so does [`MonitorConfig::start`], so that a sampler started
-/// without `init` still adds what it knows.
+/// section of the summary, the device memory of `track_memory` sites, the `hw.gpu.*` metrics,
+/// the devices of the live feed and the readings of the capture file. `init` calls it, and so
+/// does [`MonitorConfig::start`], so that a sampler started without `init` still adds what it
+/// knows.
 pub(crate) fn register_hooks() {
     crate::hooks::add_record_attributes(snapshot::record_attributes);
     crate::hooks::add_summary_section(summary_section);
     crate::hooks::set_device_memory(device_memory_used);
     crate::hooks::add_metric_source(metrics::gauges);
     crate::hooks::set_live_devices(live::devices);
+    crate::hooks::set_device_readings(readings::since);
 }
 
 /// The summary's device lines: each transfer's efficiency against its link, then the devices.

@@ -251,6 +251,9 @@ pub struct Record {
     /// the parent of this record's spans (`None`: the process's parent, if any). Nothing
     /// without an exporter that takes one (`crate::parent`).
     pub(crate) parent: crate::parent::Parent,
+    /// The innermost application `tracing` span the call was made in, with its enclosing ones;
+    /// taken only while a capture file wants it (`crate::spans`).
+    pub(crate) spans: crate::spans::Chain,
 }
 
 impl Record {
@@ -270,6 +273,7 @@ impl Record {
             memory: None,
             extra: Vec::new(),
             parent: Default::default(),
+            spans: None,
         }
     }
 

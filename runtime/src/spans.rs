@@ -1,0 +1,170 @@
+//! The application `tracing` spans a call was made in (a request, a batch), for the capture
+//! file's "GPU cost per request" and its flamegraph: read from the subscriber's span registry
+//! (tracing-subscriber's `Registry`, which `fmt` and every layered subscriber are built on)
+//! when a call that becomes a record ends, and only while a capture asks for them: a call only
+//! counted in the aggregates never asks, and without a capture the question is one relaxed load.
+//!
+//! The current span is what `tracing` says it is: across `.await`s the span a future was
+//! `instrument`ed with (entered around each poll, on whichever thread polls), across a thread
+//! hop the span the program entered there. gpuspan's own host spans are left out of a chain:
+//! annotated calls nest by their host intervals in the capture.
+//!
+//! Each span instance gets its own id, kept in the span's extensions with its chain, so that the
+//! chain is built once per span and two requests with one name stay apart (`tracing`'s ids are
+//! reused once a span closes). Without a registry under the subscriber there is no chain.
+
+use std::sync::atomic::AtomicBool;
+#[cfg(feature = "enabled")]
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+#[cfg(feature = "enabled")]
+use tracing_subscriber::registry::{LookupSpan, Registry};
+
+/// A capture wants chains.
+#[cfg(feature = "enabled")]
+static WANTED: AtomicBool = AtomicBool::new(false);
+#[cfg(feature = "enabled")]
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One application span instance and the ones enclosing it.
+#[derive(Debug)]
+pub(crate) struct SpanNode {
+    /// Unique in the process.
+    pub id: u64,
+    pub name: &'static str,
+    pub parent: Option<Arc<SpanNode>>,
+    /// Already described in the capture file (there is one per process).
+    pub written: AtomicBool,
+}
+
+/// The innermost application span of a call, if any.
+pub(crate) type Chain = Option<Arc<SpanNode>>;
+
+#[cfg(feature = "enabled")]
+/// From now on, scopes take their span chain.
+#[allow(dead_code)] // asked for by the capture file
+pub(crate) fn want() {
+    WANTED.store(true, Relaxed);
+}
+
+#[cfg(feature = "enabled")]
+/// The chain of the spans a call is made in, when a capture wants it: the parent of the call's
+/// host span `host` (which the macro made under the current span), or, when no subscriber
+/// wanted that span (`None`), the current span. Asked when the call ends and becomes a record.
+#[cfg(feature = "enabled")]
+#[inline]
+pub(crate) fn capture(host: Option<&tracing::Span>) -> Chain {
+    if !WANTED.load(Relaxed) {
+        return None;
+    }
+    from(host)
+}
+
+#[cfg(feature = "enabled")]
+#[inline(never)]
+fn from(host: Option<&tracing::Span>) -> Chain {
+    let Some(host) = host.filter(|h| !h.is_disabled()) else { return current() };
+    // The host span's own dispatcher and id: no thread-local lookup of the current span.
+    host.with_subscriber(|(id, d)| {
+        let registry = d.downcast_ref::<Registry>()?;
+        node(registry.span(id)?.parent()?, 0)
+    })
+    .flatten()
+}
+
+#[cfg(feature = "enabled")]
+fn current() -> Chain {
+    tracing::dispatcher::get_default(|d| {
+        let registry = d.downcast_ref::<Registry>()?;
+        node(registry.span(d.current_span().id()?)?, 0)
+    })
+}
+
+/// What a span's extensions keep: its chain (for one of gpuspan's spans, its parent's).
+#[cfg(feature = "enabled")]
+struct Cached(Chain);
+
+/// Deeper than any real nesting; a bound on the recursion all the same.
+#[cfg(feature = "enabled")]
+const MAX_DEPTH: usize = 256;
+
+#[cfg(feature = "enabled")]
+fn node(span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize) -> Chain {
+    if let Some(Cached(c)) = span.extensions().get::<Cached>() {
+        return c.clone();
+    }
+    let parent = match span.parent() {
+        Some(p) if depth < MAX_DEPTH => node(p, depth + 1),
+        _ => None,
+    };
+    let chain = if is_host_span(span.metadata().target()) {
+        parent
+    } else {
+        let id = NEXT_ID.fetch_add(1, Relaxed);
+        Some(Arc::new(SpanNode { id, name: span.name(), parent, written: AtomicBool::new(false) }))
+    };
+    let mut ext = span.extensions_mut();
+    // Another thread may have built it meanwhile: keep the first, so the instance has one id.
+    if let Some(Cached(c)) = ext.get_mut::<Cached>() {
+        return c.clone();
+    }
+    ext.insert(Cached(chain.clone()));
+    chain
+}
+
+/// gpuspan's own host span of an annotated call (the macro's target is `gpuspan::<kind>::<backend>`).
+#[cfg(feature = "enabled")]
+fn is_host_span(target: &str) -> bool {
+    target.strip_prefix("gpuspan::").is_some_and(|k| k.starts_with("kernel::") || k.starts_with("transfer::"))
+}
+
+/// The names of a chain, outermost first.
+#[cfg(test)]
+pub(crate) fn names(chain: &Chain) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut at = chain.as_deref();
+    while let Some(n) = at {
+        out.push(n.name);
+        at = n.parent.as_deref();
+    }
+    out.reverse();
+    out
+}
+
+#[cfg(all(test, feature = "enabled"))]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn a_chain_names_the_enclosing_spans_and_tells_two_instances_apart() {
+        want();
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
+        tracing::subscriber::with_default(subscriber, || {
+            let host = || tracing::info_span!(target: "gpuspan::kernel::wgpu", "saxpy");
+            let capture = || capture(Some(&host()));
+            assert!(capture().is_none(), "no span entered");
+            let outer = tracing::info_span!("handle_request");
+            let (a, b) = outer.in_scope(|| {
+                let inner = tracing::info_span!("forward");
+                // Inside an annotated call: the chain skips the outer call's host span.
+                let a = inner.in_scope(|| host().in_scope(capture));
+                let b = inner.in_scope(capture);
+                (a, b)
+            });
+            assert_eq!(names(&a), ["handle_request", "forward"], "gpuspan's own span is not in the chain");
+            assert!(Arc::ptr_eq(a.as_ref().unwrap(), b.as_ref().unwrap()), "one node per span instance");
+            let again = tracing::info_span!("handle_request").in_scope(capture);
+            let filtered = outer.in_scope(current);
+            assert_eq!(names(&filtered), ["handle_request"], "a call whose host span is filtered out");
+            let first = a.as_ref().unwrap().parent.as_ref().unwrap();
+            assert_eq!(names(&again), ["handle_request"]);
+            assert_ne!(again.unwrap().id, first.id, "a second request with the same name is another instance");
+            // Across a thread: the span the program carries there.
+            let carried = outer.clone();
+            let hop = std::thread::spawn(move || carried.in_scope(current)).join().unwrap();
+            assert!(hop.is_none(), "the other thread has no subscriber here: no registry, no chain");
+        });
+    }
+}
