@@ -11,6 +11,10 @@ pub(crate) const DEFAULT_THRESHOLD_US: u64 = 100;
 static THRESHOLD_NS: AtomicU64 = AtomicU64::new(DEFAULT_THRESHOLD_US * 1000);
 static TRACE_ALL: AtomicBool = AtomicBool::new(false);
 static FROM_ENV: Once = Once::new();
+/// Raw clock ticks below which no call of any registered site is exported: a host scope that
+/// ends sooner is counted without converting its clock or reading the settings. 0 until the
+/// settings are read, and whenever a setting exports every call.
+static FLOOR_TICKS: AtomicU64 = AtomicU64::new(0);
 
 /// Reads `GPUSPAN_THRESHOLD_US` and `GPUSPAN_TRACE_ALL` once.
 pub(crate) fn load_env() {
@@ -21,17 +25,37 @@ pub(crate) fn load_env() {
         if let Some(on) = crate::env::trace_all() {
             TRACE_ALL.store(on, Relaxed);
         }
+        update_floor();
     });
+}
+
+/// The shortest threshold in force over every registered site (0 if any traces all), in ticks.
+fn update_floor() {
+    let sites = crate::site::all_sites();
+    let mut floor_ns = if TRACE_ALL.load(Relaxed) { 0 } else { THRESHOLD_NS.load(Relaxed) };
+    for site in sites {
+        floor_ns = floor_ns.min(if site.desc.trace_all { 0 } else { threshold_ns(site) });
+    }
+    FLOOR_TICKS.store(crate::clock::ticks_below_ns(floor_ns), Relaxed);
+}
+
+/// Whether a call of a registered site that lasted `ticks` (raw clock) is too short for any
+/// export, whatever the site: one load and a compare. `false` means "ask [`is_sampled_duration`]".
+#[inline(always)]
+pub(crate) fn below_floor(ticks: u64) -> bool {
+    ticks < FLOOR_TICKS.load(Relaxed)
 }
 
 pub(crate) fn set_threshold_us(us: u64) {
     load_env();
     THRESHOLD_NS.store(us.saturating_mul(1000), Relaxed);
+    update_floor();
 }
 
 pub(crate) fn set_trace_all(on: bool) {
     load_env();
     TRACE_ALL.store(on, Relaxed);
+    update_floor();
 }
 
 /// The threshold in force for a site, in nanoseconds.
