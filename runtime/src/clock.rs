@@ -17,7 +17,7 @@ struct Origin {
     /// Nanoseconds per tick × 2^`SCALE_SHIFT`: quanta's own conversion (a multiply and a shift
     /// by at most ~31 bits) restated with a wider shift, so that it gives the same nanoseconds
     /// inline, with no branch on the clock's kind.
-    scale: u128,
+    scale: u64,
 }
 
 /// The shift of [`Origin::scale`]; at least quanta's (the bits of its calibration's tick count).
@@ -35,7 +35,7 @@ fn origin() -> &'static Origin {
         let origin = Origin {
             raw: clock.raw(),
             epoch_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
-            scale: u128::from(clock.delta_as_nanos(0, 1 << SCALE_SHIFT)),
+            scale: clock.delta_as_nanos(0, 1 << SCALE_SHIFT),
             clock,
         };
         TSC.store(reads_the_tsc(&origin.clock), Relaxed);
@@ -96,7 +96,7 @@ pub(crate) fn raw_delta_ns(start: u64, end: u64) -> u64 {
 impl Origin {
     #[inline(always)]
     fn to_ns(&self, ticks: u64) -> u64 {
-        ((u128::from(ticks) * self.scale) >> SCALE_SHIFT) as u64
+        ((u128::from(ticks) * u128::from(self.scale)) >> SCALE_SHIFT) as u64
     }
 }
 
