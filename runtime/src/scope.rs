@@ -351,7 +351,9 @@ fn close(state: &mut ManuallyDrop<State>) {
         let ticks = end.saturating_sub(h.start);
         if sampling::below_floor(ticks) && !h.error && !pipeline::wants_every_call() {
             crate::ring::push(h.site, ticks, h.bytes);
-            // The state left holds no span: nothing to drop.
+            // What the state still owns: the trace parent (an OpenTelemetry context with the
+            // OTLP export; nothing otherwise). The span is closed already.
+            drop(std::mem::take(&mut h.parent));
             return;
         }
     }
