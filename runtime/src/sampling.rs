@@ -29,18 +29,20 @@ pub(crate) fn load_env() {
     });
 }
 
-/// The shortest threshold in force over every registered site (0 if any traces all), in ticks.
+/// The shortest threshold in force over every registered site that does not trace all (0 when
+/// everything is traced), in ticks. A site that traces all is left out, so that one such site
+/// does not slow every other: the caller checks that flag itself.
 fn update_floor() {
     let sites = crate::site::all_sites();
     let mut floor_ns = if TRACE_ALL.load(Relaxed) { 0 } else { THRESHOLD_NS.load(Relaxed) };
-    for site in sites {
-        floor_ns = floor_ns.min(if site.desc.trace_all { 0 } else { threshold_ns(site) });
+    for site in sites.into_iter().filter(|s| !s.desc.trace_all) {
+        floor_ns = floor_ns.min(threshold_ns(site));
     }
     FLOOR_TICKS.store(crate::clock::ticks_below_ns(floor_ns), Relaxed);
 }
 
-/// Whether a call of a registered site that lasted `ticks` (raw clock) is too short for any
-/// export, whatever the site: one load and a compare. `false` means "ask [`is_sampled_duration`]".
+/// Whether a call of a registered site that does not trace all, `ticks` long (raw clock), is too
+/// short for any export: one load and a compare. `false` means "ask [`is_sampled_duration`]".
 #[inline(always)]
 pub(crate) fn below_floor(ticks: u64) -> bool {
     ticks < FLOOR_TICKS.load(Relaxed)
@@ -73,4 +75,25 @@ pub(crate) fn is_sampled(record: &Record) -> bool {
 pub(crate) fn is_sampled_duration(site: &crate::Site, duration_ns: u64) -> bool {
     load_env();
     TRACE_ALL.load(Relaxed) || site.desc.trace_all || duration_ns >= threshold_ns(site)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{below_floor, load_env, FLOOR_TICKS, THRESHOLD_NS, TRACE_ALL};
+    use std::sync::atomic::Ordering::Relaxed;
+
+    #[test]
+    fn the_floor_is_the_shortest_threshold_of_sites_that_do_not_trace_all() {
+        load_env();
+        // This test binary registers one site, and it traces all (hooks.rs): it is left out,
+        // so the floor is the global threshold, in ticks.
+        let expected =
+            if TRACE_ALL.load(Relaxed) { 0 } else { crate::clock::ticks_below_ns(THRESHOLD_NS.load(Relaxed)) };
+        let floor = FLOOR_TICKS.load(Relaxed);
+        assert_eq!(floor, expected);
+        if floor > 0 {
+            assert!(below_floor(floor - 1) && !below_floor(floor));
+            assert!(crate::clock::ticks_to_ns(floor - 1) < THRESHOLD_NS.load(Relaxed));
+        }
+    }
 }

@@ -349,7 +349,7 @@ fn close(state: &mut ManuallyDrop<State>) {
             std::mem::replace(&mut h.span, HostSpan::Off).close_span(h.error);
         }
         let ticks = end.saturating_sub(h.start);
-        if sampling::below_floor(ticks) && !h.error && !pipeline::wants_every_call() {
+        if sampling::below_floor(ticks) && !h.error && !h.site.desc.trace_all && !pipeline::wants_every_call() {
             crate::ring::push(h.site, ticks, h.bytes);
             // What the state still owns: the trace parent (an OpenTelemetry context with the
             // OTLP export; nothing otherwise). The span is closed already.
