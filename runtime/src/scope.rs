@@ -353,7 +353,7 @@ fn close(state: &mut ManuallyDrop<State>) {
             crate::ring::push(h.site, ticks, h.bytes);
             // What the state still owns: the trace parent (an OpenTelemetry context with the
             // OTLP export; nothing otherwise). The span is closed already.
-            drop(std::mem::take(&mut h.parent));
+            h.parent = Default::default();
             return;
         }
     }
