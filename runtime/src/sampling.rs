@@ -11,9 +11,9 @@ pub(crate) const DEFAULT_THRESHOLD_US: u64 = 100;
 static THRESHOLD_NS: AtomicU64 = AtomicU64::new(DEFAULT_THRESHOLD_US * 1000);
 static TRACE_ALL: AtomicBool = AtomicBool::new(false);
 static FROM_ENV: Once = Once::new();
-/// Raw clock ticks below which no call of any registered site is exported: a host scope that
-/// ends sooner is counted without converting its clock or reading the settings. 0 until the
-/// settings are read, and whenever a setting exports every call.
+/// Raw clock ticks below which a call of a site that uses the global threshold is not exported:
+/// a host scope that ends sooner is counted without converting its clock or reading the
+/// settings. 0 until the settings are read, and whenever a setting exports every call.
 static FLOOR_TICKS: AtomicU64 = AtomicU64::new(0);
 
 /// Reads `GPUSPAN_THRESHOLD_US` and `GPUSPAN_TRACE_ALL` once.
@@ -29,20 +29,15 @@ pub(crate) fn load_env() {
     });
 }
 
-/// The shortest threshold in force over every registered site that does not trace all (0 when
-/// everything is traced), in ticks. A site that traces all is left out, so that one such site
-/// does not slow every other: the caller checks that flag itself.
+/// The global threshold in ticks (0 when everything is traced).
 fn update_floor() {
-    let sites = crate::site::all_sites();
-    let mut floor_ns = if TRACE_ALL.load(Relaxed) { 0 } else { THRESHOLD_NS.load(Relaxed) };
-    for site in sites.into_iter().filter(|s| !s.desc.trace_all) {
-        floor_ns = floor_ns.min(threshold_ns(site));
-    }
+    let floor_ns = if TRACE_ALL.load(Relaxed) { 0 } else { THRESHOLD_NS.load(Relaxed) };
     FLOOR_TICKS.store(crate::clock::ticks_below_ns(floor_ns), Relaxed);
 }
 
-/// Whether a call of a registered site that does not trace all, `ticks` long (raw clock), is too
-/// short for any export: one load and a compare. `false` means "ask [`is_sampled_duration`]".
+/// Whether a call `ticks` long (raw clock) of a site with neither a threshold of its own nor
+/// `trace_all` (the caller checks those) is too short for any export: one load and a compare.
+/// `false` means "ask [`is_sampled_duration`]".
 #[inline(always)]
 pub(crate) fn below_floor(ticks: u64) -> bool {
     ticks < FLOOR_TICKS.load(Relaxed)
@@ -83,10 +78,8 @@ mod tests {
     use std::sync::atomic::Ordering::Relaxed;
 
     #[test]
-    fn the_floor_is_the_shortest_threshold_of_sites_that_do_not_trace_all() {
+    fn the_floor_is_the_global_threshold_in_ticks() {
         load_env();
-        // This test binary registers one site, and it traces all (hooks.rs): it is left out,
-        // so the floor is the global threshold, in ticks.
         let expected =
             if TRACE_ALL.load(Relaxed) { 0 } else { crate::clock::ticks_below_ns(THRESHOLD_NS.load(Relaxed)) };
         let floor = FLOOR_TICKS.load(Relaxed);

@@ -336,8 +336,9 @@ impl Drop for Scope {
 }
 
 /// Ends the measurement of an open scope and consumes its state (`state` is never used again).
-/// Out of line, so the caller's code stays small. A host scope shorter than any export is
-/// closed in place: its span closed, one ring entry written, nothing converted or moved.
+/// Out of line, so the caller's code stays small. A host scope of a site on the global
+/// threshold that ends before it is closed in place: its span closed, one ring entry written,
+/// nothing converted or moved.
 #[inline(never)]
 fn close(state: &mut ManuallyDrop<State>) {
     let end = clock::raw();
@@ -349,7 +350,8 @@ fn close(state: &mut ManuallyDrop<State>) {
             std::mem::replace(&mut h.span, HostSpan::Off).close_span(h.error);
         }
         let ticks = end.saturating_sub(h.start);
-        if sampling::below_floor(ticks) && !h.error && !h.site.desc.trace_all && !pipeline::wants_every_call() {
+        let own = h.site.desc.trace_all || h.site.desc.threshold_us.is_some();
+        if sampling::below_floor(ticks) && !h.error && !own && !pipeline::wants_every_call() {
             crate::ring::push(h.site, ticks, h.bytes);
             // What the state still owns: the trace parent (an OpenTelemetry context with the
             // OTLP export; nothing otherwise). The span is closed already.
