@@ -38,6 +38,12 @@ pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
     }
 }
 
+/// Whether some sink wants every record, sampled or not.
+#[inline(always)]
+pub(crate) fn wants_every_call() -> bool {
+    WANT_ALL.load(Ordering::Relaxed) > 0
+}
+
 /// Whether a call of `site` lasting `duration_ns` would reach any sink: it is sampled, or a
 /// capture wants every record. When not, the caller may count the call without building a record.
 #[inline]

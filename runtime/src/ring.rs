@@ -1,5 +1,6 @@
 //! The per-thread ring of host-timed calls (Tracy's client model): a call that is only counted
-//! writes (site, duration, bytes) into its thread's ring and returns; the counting happens later,
+//! writes (site, raw clock ticks, bytes) into its thread's ring and returns; the ticks become
+//! nanoseconds when the ring is counted; the counting happens later,
 //! a whole ring at a time, when the ring is full (on the calling thread, so that nothing is lost
 //! and memory stays bounded), when the thread ends (a thread-local destructor), or when anyone
 //! reads the aggregates ([`drain_all`], before every summary).
@@ -22,7 +23,8 @@ const CAPACITY: usize = 512;
 #[derive(Clone, Copy)]
 struct Entry {
     site: &'static Site,
-    duration_ns: u64,
+    /// The call's duration in raw clock ticks.
+    ticks: u64,
     /// `u64::MAX` stands for "no size" (a real size that large is counted as such: saturated).
     bytes: u64,
 }
@@ -71,6 +73,7 @@ impl Ring {
         // SAFETY: entries between `tail` and `head` were published by the owner (release store
         // of `head`, acquired above) and are not reused before the release store of `tail`.
         let entry = |i: usize| unsafe { &*(*self.entries[i % CAPACITY].get()).as_ptr() };
+        let to_ns = crate::clock::ticks_converter();
         let mut i = tail;
         while i != head {
             let site = entry(i).site;
@@ -80,7 +83,7 @@ impl Ring {
             }
             let calls = (i..end).map(|j| {
                 let e = entry(j);
-                (e.duration_ns, (e.bytes != NO_BYTES).then_some(e.bytes))
+                (to_ns(e.ticks), (e.bytes != NO_BYTES).then_some(e.bytes))
             });
             if own {
                 site.stats.add_host_all(calls);
@@ -125,12 +128,12 @@ thread_local! {
     static LOCAL: Local = Local::new();
 }
 
-/// Counts a host-timed call that produced no record: into this thread's ring, or straight into
-/// the aggregates when the ring is full (after counting the whole ring) or already destroyed (a
-/// call from another thread-local's destructor).
-#[inline]
-pub(crate) fn push(site: &'static Site, duration_ns: u64, bytes: Option<u64>) {
-    let entry = Entry { site, duration_ns, bytes: bytes.unwrap_or(NO_BYTES) };
+/// Counts a host-timed call that produced no record, `ticks` long (raw clock): into this
+/// thread's ring, or straight into the aggregates when the ring is full (after counting the whole
+/// ring) or already destroyed (a call from another thread-local's destructor).
+#[inline(always)]
+pub(crate) fn push(site: &'static Site, ticks: u64, bytes: Option<u64>) {
+    let entry = Entry { site, ticks, bytes: bytes.unwrap_or(NO_BYTES) };
     let pushed = LOCAL.try_with(|local| {
         let ring = &*local.0;
         let head = ring.head.load(Relaxed);
@@ -143,8 +146,14 @@ pub(crate) fn push(site: &'static Site, duration_ns: u64, bytes: Option<u64>) {
         ring.head.store(head.wrapping_add(1), Release);
     });
     if pushed.is_err() {
-        site.stats.add_host(duration_ns, bytes);
+        unregistered(site, ticks, bytes);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn unregistered(site: &'static Site, ticks: u64, bytes: Option<u64>) {
+    site.stats.add_host(crate::clock::ticks_to_ns(ticks), bytes);
 }
 
 #[cold]
@@ -167,6 +176,7 @@ pub(crate) fn drain_all() {
 
 #[cfg(test)]
 mod tests {
+    use crate::clock::ticks_to_ns;
     use crate::site::{Backend, Site, SiteDesc, SiteKind};
     use std::sync::mpsc;
 
@@ -204,13 +214,14 @@ mod tests {
         });
         wait.recv().unwrap();
         let t1 = SITE.stats.totals();
-        assert_eq!((t1.calls, t1.bytes, t1.total_ns, t1.min_ns, t1.max_ns), (10, 80, 1_000, 100, 100));
+        let (d100, d300) = (ticks_to_ns(100), ticks_to_ns(300));
+        assert_eq!((t1.calls, t1.bytes, t1.total_ns, t1.min_ns, t1.max_ns), (10, 80, 10 * d100, d100, d100));
         resume.send(()).unwrap();
         t.join().unwrap();
         let n = 10 + 2 * super::CAPACITY as u64 + 3;
         let t2 = SITE.stats.totals();
-        assert_eq!((t2.calls, t2.bytes, t2.min_ns, t2.max_ns), (n, 80, 100, 300));
-        assert_eq!(t2.total_ns, 1_000 + 300 * (n - 10));
+        assert_eq!((t2.calls, t2.bytes, t2.min_ns, t2.max_ns), (n, 80, d100, d300));
+        assert_eq!(t2.total_ns, 10 * d100 + d300 * (n - 10));
     }
 
     #[test]
@@ -232,6 +243,7 @@ mod tests {
         .join()
         .unwrap();
         let t = SITE.stats.totals();
-        assert_eq!((t.calls, t.total_ns, t.min_ns, t.max_ns), (2, 12, 5, 7));
+        let (d5, d7) = (ticks_to_ns(5), ticks_to_ns(7));
+        assert_eq!((t.calls, t.total_ns, t.min_ns, t.max_ns), (2, d5 + d7, d5, d7));
     }
 }

@@ -11,6 +11,10 @@ pub(crate) const DEFAULT_THRESHOLD_US: u64 = 100;
 static THRESHOLD_NS: AtomicU64 = AtomicU64::new(DEFAULT_THRESHOLD_US * 1000);
 static TRACE_ALL: AtomicBool = AtomicBool::new(false);
 static FROM_ENV: Once = Once::new();
+/// Raw clock ticks below which a call of a site that uses the global threshold is not exported:
+/// a host scope that ends sooner is counted without converting its clock or reading the
+/// settings. 0 until the settings are read, and whenever a setting exports every call.
+static FLOOR_TICKS: AtomicU64 = AtomicU64::new(0);
 
 /// Reads `GPUSPAN_THRESHOLD_US` and `GPUSPAN_TRACE_ALL` once.
 pub(crate) fn load_env() {
@@ -21,17 +25,34 @@ pub(crate) fn load_env() {
         if let Some(on) = crate::env::trace_all() {
             TRACE_ALL.store(on, Relaxed);
         }
+        update_floor();
     });
+}
+
+/// The global threshold in ticks (0 when everything is traced).
+fn update_floor() {
+    let floor_ns = if TRACE_ALL.load(Relaxed) { 0 } else { THRESHOLD_NS.load(Relaxed) };
+    FLOOR_TICKS.store(crate::clock::ticks_below_ns(floor_ns), Relaxed);
+}
+
+/// Whether a call `ticks` long (raw clock) of a site with neither a threshold of its own nor
+/// `trace_all` (the caller checks those) is too short for any export: one load and a compare.
+/// `false` means "ask [`is_sampled_duration`]".
+#[inline(always)]
+pub(crate) fn below_floor(ticks: u64) -> bool {
+    ticks < FLOOR_TICKS.load(Relaxed)
 }
 
 pub(crate) fn set_threshold_us(us: u64) {
     load_env();
     THRESHOLD_NS.store(us.saturating_mul(1000), Relaxed);
+    update_floor();
 }
 
 pub(crate) fn set_trace_all(on: bool) {
     load_env();
     TRACE_ALL.store(on, Relaxed);
+    update_floor();
 }
 
 /// The threshold in force for a site, in nanoseconds.
@@ -49,4 +70,23 @@ pub(crate) fn is_sampled(record: &Record) -> bool {
 pub(crate) fn is_sampled_duration(site: &crate::Site, duration_ns: u64) -> bool {
     load_env();
     TRACE_ALL.load(Relaxed) || site.desc.trace_all || duration_ns >= threshold_ns(site)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{below_floor, load_env, FLOOR_TICKS, THRESHOLD_NS, TRACE_ALL};
+    use std::sync::atomic::Ordering::Relaxed;
+
+    #[test]
+    fn the_floor_is_the_global_threshold_in_ticks() {
+        load_env();
+        let expected =
+            if TRACE_ALL.load(Relaxed) { 0 } else { crate::clock::ticks_below_ns(THRESHOLD_NS.load(Relaxed)) };
+        let floor = FLOOR_TICKS.load(Relaxed);
+        assert_eq!(floor, expected);
+        if floor > 0 {
+            assert!(below_floor(floor - 1) && !below_floor(floor));
+            assert!(crate::clock::ticks_to_ns(floor - 1) < THRESHOLD_NS.load(Relaxed));
+        }
+    }
 }

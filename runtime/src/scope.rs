@@ -5,7 +5,7 @@
 use crate::probe::Exit;
 use crate::record::{Interval, Record};
 use crate::site::Site;
-use crate::{clock, pipeline, switch, thread};
+use crate::{clock, pipeline, sampling, thread};
 use std::mem::ManuallyDrop;
 use tracing::Span;
 
@@ -16,7 +16,18 @@ use tracing::Span;
 pub struct Scope {
     /// `ManuallyDrop` so that the field has no drop glue of its own: `Drop for Scope` takes it
     /// out, and a scope opened while off needs no out-of-line drop call.
-    active: ManuallyDrop<Option<Active>>,
+    state: ManuallyDrop<State>,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Opened while gpuspan was off: records nothing.
+    Off,
+    /// Timed by the host clock alone (most calls): a few words written at open, and at close
+    /// one ring entry unless the call is long enough to export.
+    Host(Host),
+    /// Measured by a backend, or tracking memory.
+    Full(Active),
 }
 
 /// The host `tracing` span: entered for the whole call of a sync function, per poll for async.
@@ -54,10 +65,19 @@ impl HostSpan {
     }
 
     /// Exits the span, marking it as an error first if the call failed, and hands it back to be
-    /// dropped once the call is described (its parent names the call's application spans).
-    #[inline]
-    fn close(&mut self, error: bool) -> Option<Span> {
-        let span = match std::mem::replace(self, HostSpan::Off) {
+    /// dropped once the call is described (its parent names the call's application spans). By
+    /// value, so that a span no subscriber wanted leaves nothing to drop.
+    #[inline(always)]
+    fn close(self, error: bool) -> Option<Span> {
+        if matches!(self, HostSpan::Off) {
+            return None;
+        }
+        self.close_span(error)
+    }
+
+    #[inline(never)]
+    fn close_span(self, error: bool) -> Option<Span> {
+        let span = match self {
             HostSpan::Entered(span) => {
                 span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
                 span
@@ -72,28 +92,35 @@ impl HostSpan {
     }
 }
 
+/// What every open scope holds, and all that a host-timed call needs.
 #[derive(Debug)]
-pub(crate) struct Active {
-    pub site: &'static Site,
-    /// 0 for a host-timed scope until it needs a record: most never do.
-    pub scope_id: u64,
-    pub thread: u32,
+struct Host {
+    site: &'static Site,
     span: HostSpan,
-    /// Raw clock ticks; converted when the record is built.
-    host_start: u64,
+    /// Raw clock ticks, read after the span was entered; converted when the call is counted or
+    /// its record built.
+    start: u64,
     bytes: Option<u64>,
     error: bool,
-    /// Taken before the call's clock starts, for `track_memory` sites.
-    memory_before: Option<crate::memory::MemoryMark>,
-    pub gpu: GpuScope,
-    /// This scope has a slot on its thread's `wgpu::attach` stack.
-    #[cfg(feature = "wgpu")]
-    attach_slot: bool,
     /// Where this call's spans hang in the trace; read before the host span is entered.
     parent: crate::parent::Parent,
     /// The application spans the call was made in: taken when the call becomes a record, and
     /// only while a capture wants them.
     spans: crate::spans::Chain,
+    /// This scope has a slot on its thread's `wgpu::attach` stack.
+    #[cfg(feature = "wgpu")]
+    attach_slot: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Active {
+    host: Host,
+    /// 0 for a host-timed scope until it needs a record: most never do.
+    pub scope_id: u64,
+    pub thread: u32,
+    /// Taken before the call's clock starts, for `track_memory` sites.
+    memory_before: Option<crate::memory::MemoryMark>,
+    pub gpu: GpuScope,
 }
 
 /// The backend's part of an open scope.
@@ -132,10 +159,11 @@ impl Scope {
     /// The scope of a call made while gpuspan is off at run time: records nothing.
     #[inline(always)]
     pub fn off() -> Scope {
-        Scope { active: ManuallyDrop::new(None) }
+        Scope { state: ManuallyDrop::new(State::Off) }
     }
 
-    /// A scope timed by the host clock only.
+    /// A scope timed by the host clock only. Called only once gpuspan is known to be on (inside
+    /// `__private::open`, which tests the switch).
     #[inline]
     pub fn host(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
         // Once CUDA is timed, a bare site's CUDA work is attributed to it (one load otherwise).
@@ -143,7 +171,28 @@ impl Scope {
         if crate::cuda::watching() {
             return Self::cuda_watched(site, span, bytes);
         }
-        Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>)
+        if site.desc.track_memory {
+            return Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>);
+        }
+        site.mark_entered();
+        let parent = crate::parent::capture();
+        let span = HostSpan::enter(span);
+        #[cfg(feature = "wgpu")]
+        let attach_slot = crate::wgpu::attach::push(site, false);
+        let start = clock::raw();
+        Scope {
+            state: ManuallyDrop::new(State::Host(Host {
+                site,
+                span,
+                start,
+                bytes,
+                error: false,
+                parent,
+                spans: None,
+                #[cfg(feature = "wgpu")]
+                attach_slot,
+            })),
+        }
     }
 
     /// Opens a scope, letting the backend start its measurement once the ids are known.
@@ -165,15 +214,14 @@ impl Scope {
         bytes: Option<u64>,
         start_gpu: Option<impl FnOnce(u64) -> GpuScope>,
     ) -> Scope {
-        if !switch::is_on() {
-            return Scope { active: ManuallyDrop::new(None) };
-        }
         site.mark_entered();
         // A backend needs the id now (it tags GPU work with it); a host scope takes one only if
         // it ends up as a record.
         let (thread, scope_id) = if start_gpu.is_some() { thread::next_scope() } else { (0, 0) };
         let memory_before = site.desc.track_memory.then(crate::memory::mark);
-        let host_start = clock::raw();
+        let parent = crate::parent::capture();
+        let span = HostSpan::enter(span);
+        let start = clock::raw();
         let gpu = match start_gpu {
             Some(start) => start(scope_id),
             None => GpuScope::None,
@@ -181,20 +229,22 @@ impl Scope {
         #[cfg(feature = "wgpu")]
         let attach_slot = crate::wgpu::attach::push(site, !matches!(gpu, GpuScope::None));
         Scope {
-            active: ManuallyDrop::new(Some(Active {
-                site,
+            state: ManuallyDrop::new(State::Full(Active {
+                host: Host {
+                    site,
+                    span,
+                    start,
+                    bytes,
+                    error: false,
+                    parent,
+                    spans: None,
+                    #[cfg(feature = "wgpu")]
+                    attach_slot,
+                },
                 scope_id,
                 thread,
-                parent: crate::parent::capture(),
-                spans: None,
-                span: HostSpan::enter(span),
-                host_start,
-                bytes,
-                error: false,
                 memory_before,
                 gpu,
-                #[cfg(feature = "wgpu")]
-                attach_slot,
             })),
         }
     }
@@ -202,19 +252,32 @@ impl Scope {
     /// Measuring (gpuspan was on when the scope opened).
     #[allow(dead_code)] // used by the backend features
     pub(crate) fn is_active(&self) -> bool {
-        self.active.is_some()
+        !matches!(*self.state, State::Off)
     }
 
     #[allow(dead_code)] // used by the backend features
     pub(crate) fn gpu_mut(&mut self) -> Option<&mut GpuScope> {
-        self.active.as_mut().map(|a| &mut a.gpu)
+        match &mut *self.state {
+            State::Full(a) => Some(&mut a.gpu),
+            State::Host(_) | State::Off => None,
+        }
+    }
+
+    fn host_mut(&mut self) -> Option<&mut Host> {
+        match &mut *self.state {
+            State::Host(h) => Some(h),
+            State::Full(a) => Some(&mut a.host),
+            State::Off => None,
+        }
     }
 
     /// The value leaving the function by `return` or its tail.
     #[inline]
     pub fn exit(&mut self, exit: Exit) {
-        if let (Some(a), Exit::Error) = (&mut *self.active, exit) {
-            a.error = true;
+        if exit == Exit::Error {
+            if let Some(h) = self.host_mut() {
+                h.error = true;
+            }
         }
     }
 
@@ -227,20 +290,23 @@ impl Scope {
     /// An async call stops running on this thread: backends with per-thread state (CUPTI's
     /// correlation stack) leave it until [`Scope::resume`].
     pub(crate) fn suspend(&mut self) {
-        if let Some(a) = &mut *self.active {
-            #[cfg(feature = "wgpu")]
-            a.collect_attachment();
+        #[cfg(feature = "wgpu")]
+        collect_attachment(&mut self.state);
+        if let State::Full(a) = &mut *self.state {
             a.gpu.suspend(a.scope_id);
         }
     }
 
     /// An async call runs again, perhaps on another thread.
     pub(crate) fn resume(&mut self) {
-        if let Some(a) = &mut *self.active {
-            #[cfg(feature = "wgpu")]
-            {
-                a.attach_slot = crate::wgpu::attach::push(a.site, !matches!(a.gpu, GpuScope::None));
+        #[cfg(feature = "wgpu")]
+        {
+            let timed = matches!(&*self.state, State::Full(a) if !matches!(a.gpu, GpuScope::None));
+            if let Some(h) = self.host_mut() {
+                h.attach_slot = crate::wgpu::attach::push(h.site, timed);
             }
+        }
+        if let State::Full(a) = &mut *self.state {
             a.gpu.resume(a.scope_id);
         }
     }
@@ -248,14 +314,19 @@ impl Scope {
     /// For async functions: the span is entered per poll instead of for the whole call.
     pub(crate) fn detach_span(&mut self) {
         self.suspend();
-        if let Some(a) = &mut *self.active {
-            a.span.detach();
+        if let Some(h) = self.host_mut() {
+            h.span.detach();
         }
     }
 
     /// The host span, for entering it around a poll.
     pub(crate) fn span(&self) -> Option<&Span> {
-        match &self.active.as_ref()?.span {
+        let host = match &*self.state {
+            State::Host(h) => h,
+            State::Full(a) => &a.host,
+            State::Off => return None,
+        };
+        match &host.span {
             HostSpan::Idle(s) => Some(s),
             HostSpan::Entered(_) | HostSpan::Off => None,
         }
@@ -266,80 +337,131 @@ impl Drop for Scope {
     /// Inlined so that a scope opened while gpuspan is off costs nothing more to close.
     #[inline]
     fn drop(&mut self) {
-        if self.active.is_some() {
-            close(&mut self.active);
+        if !matches!(*self.state, State::Off) {
+            close(&mut self.state);
         }
     }
 }
 
-/// Ends the measurement of an open scope and consumes its state (`slot` is never used again).
-/// Out of line, so the caller's code stays small; works in place, because `Active` is large
-/// and the common case (a short host call, only counted) needs none of it moved.
+/// Ends the measurement of an open scope and consumes its state (`state` is never used again).
+/// Out of line, so the caller's code stays small. A host scope of a site on the global
+/// threshold that ends before it is closed in place: its span closed, one ring entry written,
+/// nothing converted or moved.
 #[inline(never)]
-fn close(slot: &mut ManuallyDrop<Option<Active>>) {
-    let host_end = clock::raw();
-    let Some(a) = slot.as_mut() else { return };
-    if std::thread::panicking() {
-        a.error = true;
-    }
-    let host_span = a.span.close(a.error);
+fn close(state: &mut ManuallyDrop<State>) {
+    let end = clock::raw();
     #[cfg(feature = "wgpu")]
-    a.collect_attachment();
-    // The common case of a host-timed call too short to export: count it and stop, without
-    // building a record.
-    if matches!(a.gpu, GpuScope::None) && a.memory_before.is_none() && !a.error {
-        let duration_ns = clock::raw_delta_ns(a.host_start, host_end);
-        if !pipeline::wants(a.site, duration_ns) {
-            crate::ring::push(a.site, duration_ns, a.bytes);
-            // SAFETY: `slot` is never read again: the scope is being dropped.
-            unsafe { ManuallyDrop::drop(slot) };
+    collect_attachment(state);
+    if let State::Host(h) = &mut **state {
+        h.error |= std::thread::panicking();
+        let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
+        let ticks = end.saturating_sub(h.start);
+        let own = h.site.desc.trace_all || h.site.desc.threshold_us.is_some();
+        if sampling::below_floor(ticks) && !h.error && !own && !pipeline::wants_every_call() {
+            crate::ring::push(h.site, ticks, h.bytes);
+            // What the state still owns: the trace parent (an OpenTelemetry context with the
+            // OTLP export; nothing otherwise). The span is closed already.
+            h.parent = Default::default();
             return;
         }
+        // Only a call that may become a record pays for its span chain.
+        h.spans = crate::spans::capture(span.as_ref());
     }
-    // Only a call that becomes a record pays for its span chain.
-    a.spans = crate::spans::capture(host_span.as_ref());
-    drop(host_span);
-    // SAFETY: as above.
-    if let Some(a) = unsafe { ManuallyDrop::take(slot) } {
-        a.hand_over(host_end);
+    close_slowly(state, end);
+}
+
+/// The rest: a longer or failed host call, or a backend's scope.
+#[inline(never)]
+fn close_slowly(state: &mut ManuallyDrop<State>, end: u64) {
+    // SAFETY: `state` is read once, here, and never again: the scope is being dropped.
+    match unsafe { ManuallyDrop::take(state) } {
+        State::Host(h) => h.close(end),
+        State::Full(a) => a.close(end),
+        State::Off => {}
+    }
+}
+
+/// Takes this scope's slot off the `wgpu::attach` stack, with the measurement an attached
+/// recorder left there: a host scope becomes a full one timed by that measurement.
+#[cfg(feature = "wgpu")]
+fn collect_attachment(state: &mut State) {
+    let host = match state {
+        State::Host(h) => h,
+        State::Full(a) => &mut a.host,
+        State::Off => return,
+    };
+    if !std::mem::take(&mut host.attach_slot) {
+        return;
+    }
+    let Some(((thread, scope_id), w)) = crate::wgpu::attach::pop() else { return };
+    match std::mem::replace(state, State::Off) {
+        State::Host(host) => {
+            *state = State::Full(Active { host, scope_id, thread, memory_before: None, gpu: GpuScope::Wgpu(w) });
+        }
+        State::Full(mut a) => {
+            if matches!(a.gpu, GpuScope::None) {
+                (a.thread, a.scope_id) = (thread, scope_id);
+                a.gpu = GpuScope::Wgpu(w);
+            } else {
+                w.forget();
+            }
+            *state = State::Full(a);
+        }
+        State::Off => {}
+    }
+}
+
+impl Host {
+    /// A host-timed call that `close` could not count in place (its span already closed): one
+    /// too short for its site's threshold is counted into its thread's ring all the same; a
+    /// longer one (or a failed one) becomes a record.
+    fn close(self, end: u64) {
+        let duration_ns = clock::raw_delta_ns(self.start, end);
+        if !self.error && !pipeline::wants(self.site, duration_ns) {
+            crate::ring::push(self.site, end.saturating_sub(self.start), self.bytes);
+            return;
+        }
+        Active { host: self, scope_id: 0, thread: 0, memory_before: None, gpu: GpuScope::None }.hand_over(end);
     }
 }
 
 impl Active {
-    /// Takes this scope's slot off the `wgpu::attach` stack, with the measurement an attached
-    /// recorder left there.
-    #[cfg(feature = "wgpu")]
-    fn collect_attachment(&mut self) {
-        if !std::mem::take(&mut self.attach_slot) {
-            return;
+    fn close(mut self, end: u64) {
+        if std::thread::panicking() {
+            self.host.error = true;
         }
-        if let Some(((thread, scope_id), w)) = crate::wgpu::attach::pop() {
-            if matches!(self.gpu, GpuScope::None) {
-                (self.thread, self.scope_id) = (thread, scope_id);
-                self.gpu = GpuScope::Wgpu(w);
-            } else {
-                w.forget();
+        let span = std::mem::replace(&mut self.host.span, HostSpan::Off).close(self.host.error);
+        if matches!(self.gpu, GpuScope::None) && self.memory_before.is_none() && !self.host.error {
+            let duration_ns = clock::raw_delta_ns(self.host.start, end);
+            if !pipeline::wants(self.host.site, duration_ns) {
+                crate::ring::push(self.host.site, end.saturating_sub(self.host.start), self.host.bytes);
+                return;
             }
         }
+        self.host.spans = crate::spans::capture(span.as_ref());
+        drop(span);
+        self.hand_over(end);
     }
 
     /// Describes the finished call and hands it to its backend (or the pipeline).
+    #[inline(never)]
     fn hand_over(mut self, host_end: u64) {
         let memory = self.memory_before.map(|before| Box::new((before, crate::memory::mark())));
         if self.scope_id == 0 {
             (self.thread, self.scope_id) = thread::next_scope();
         }
+        let host = self.host;
         let call = Call {
-            site: self.site,
+            site: host.site,
             scope_id: self.scope_id,
             thread: self.thread,
-            error: self.error,
-            host_start: self.host_start,
+            error: host.error,
+            host_start: host.start,
             host_end,
-            bytes: self.bytes,
+            bytes: host.bytes,
             memory,
-            parent: self.parent,
-            spans: self.spans,
+            parent: host.parent,
+            spans: host.spans,
         };
         match self.gpu {
             GpuScope::None => pipeline::submit(call.into_record()),

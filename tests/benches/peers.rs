@@ -34,7 +34,7 @@ fn plain(x: u64) -> u64 {
     work(x)
 }
 
-#[gpuspan::gpu_kernel(threshold_us = 1_000_000)]
+#[gpuspan::gpu_kernel]
 #[inline(never)]
 fn gpuspan_scope(x: u64) -> u64 {
     work(x)

@@ -17,6 +17,7 @@ use opentelemetry_sdk::trace::{SpanData, SpanExporter, SpanProcessor};
 use opentelemetry_sdk::Resource;
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -245,8 +246,12 @@ impl QueueProcessor {
     }
 }
 
+/// Batches sent at once when the queue holds a backlog: while the collector takes one, the next
+/// is converted and encoded (decision 32).
+const IN_FLIGHT: usize = 4;
+
 /// The export thread: waits for a full batch, a flush, shutdown or the schedule delay, then
-/// sends everything queued in batches.
+/// sends everything queued in batches, up to [`IN_FLIGHT`] of them at once.
 fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Worker<E>) {
     // Whatever the exporter does must not produce telemetry of its own.
     let _quiet = Context::enter_telemetry_suppressed_scope();
@@ -254,7 +259,7 @@ fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Wo
     let mut failing = false;
     let mut last = Instant::now();
     loop {
-        let (batch, flush_ticket, shutdown) = {
+        let (batches, flush_ticket, shutdown) = {
             let mut st = q.lock();
             loop {
                 if let Some(r) = resource.lock().ok().and_then(|mut r| r.take()) {
@@ -274,34 +279,42 @@ fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Wo
                 let wait = w.delay.saturating_sub(last.elapsed()).max(Duration::from_millis(1));
                 st = q.work.wait_timeout(st, wait).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
             }
-            let n = st.spans.len().min(q.batch);
-            let batch: Vec<SpanData> = st.spans.drain(..n).collect();
+            let mut batches: Vec<Vec<SpanData>> = Vec::new();
+            while !st.spans.is_empty() && batches.len() < IN_FLIGHT {
+                let n = st.spans.len().min(q.batch);
+                // Only whole batches go out together; a short one goes out alone, at its time.
+                if n < q.batch && !batches.is_empty() {
+                    break;
+                }
+                batches.push(st.spans.drain(..n).collect());
+            }
             st.full = false;
             let more = !st.spans.is_empty();
             // A flush or shutdown is complete once the queue has been emptied.
             let ticket = (!more).then_some(st.flush_requested);
-            (batch, ticket, st.shutdown && !more)
+            (batches, ticket, st.shutdown && !more)
         };
         last = Instant::now();
-        if !batch.is_empty() {
-            let n = batch.len() as u64;
-            let result = w.io.run(w.timeout, w.exporter.export(batch));
-            match result {
-                Ok(()) => {
-                    if failing {
-                        crate::diagnostics::note_once(
-                            "OTLP span export recovered; spans lost meanwhile are counted in the summary",
-                        );
+        if !batches.is_empty() {
+            let sizes: Vec<u64> = batches.iter().map(|b| b.len() as u64).collect();
+            for (n, result) in sizes.into_iter().zip(export_all(&w, batches)) {
+                match result {
+                    Ok(()) => {
+                        if failing {
+                            crate::diagnostics::note_once(
+                                "OTLP span export recovered; spans lost meanwhile are counted in the summary",
+                            );
+                        }
+                        failing = false;
+                        q.counts.settle(n, true);
                     }
-                    failing = false;
-                    q.counts.settle(n, true);
-                }
-                Err(e) => {
-                    if !failing {
-                        crate::diagnostics::note_once((w.describe_failure)(&e.to_string()));
+                    Err(e) => {
+                        if !failing {
+                            crate::diagnostics::note_once((w.describe_failure)(&e.to_string()));
+                        }
+                        failing = true;
+                        q.counts.settle(n, false);
                     }
-                    failing = true;
-                    q.counts.settle(n, false);
                 }
             }
         }
@@ -317,6 +330,43 @@ fn run<E: SpanExporter>(q: &Queue, resource: &Mutex<Option<Resource>>, mut w: Wo
             return;
         }
     }
+}
+
+/// Exports the batches concurrently (one request each) within one timeout; the result of each.
+/// A batch that had not finished when the timeout or shutdown's deadline cut the rest off gets
+/// that error.
+fn export_all<E: SpanExporter>(w: &Worker<E>, batches: Vec<Vec<SpanData>>) -> Vec<OTelSdkResult> {
+    let mut exports: Vec<_> = batches.into_iter().map(|b| Box::pin(w.exporter.export(b))).collect();
+    let mut results: Vec<Option<OTelSdkResult>> = exports.iter().map(|_| None).collect();
+    let all = std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (export, result) in exports.iter_mut().zip(results.iter_mut()) {
+            if result.is_none() {
+                match export.as_mut().poll(cx) {
+                    std::task::Poll::Ready(r) => *result = Some(r),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    });
+    let outcome = w.io.run(w.timeout, async move {
+        all.await;
+        Ok(())
+    });
+    drop(exports);
+    // Every export finished unless the whole was cut off: the first that had not gets that
+    // error as it was, the others its text.
+    let cut = outcome.as_ref().err().map_or_else(|| "did not finish".to_owned(), ToString::to_string);
+    let mut outcome = Some(outcome.and(Err(OTelSdkError::InternalFailure(cut.clone()))));
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| outcome.take().unwrap_or_else(|| Err(OTelSdkError::InternalFailure(cut.clone())))))
+        .collect()
 }
 
 impl SpanProcessor for QueueProcessor {
@@ -354,5 +404,79 @@ impl SpanProcessor for QueueProcessor {
             *r = Some(resource.clone());
         }
         self.queue.work.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{export_all, Io, Worker};
+    use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status};
+    use opentelemetry::InstrumentationScope;
+    use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+    use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
+    use std::time::{Duration, SystemTime};
+
+    /// Answers an export only once `together` exports are waiting at once; refuses batches of 3.
+    #[derive(Debug)]
+    struct Together(tokio::sync::Barrier);
+
+    impl SpanExporter for Together {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            self.0.wait().await;
+            if batch.len() == 3 {
+                Err(OTelSdkError::InternalFailure("refused".into()))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    fn batch(n: usize) -> Vec<SpanData> {
+        let span = SpanData {
+            span_context: SpanContext::empty_context(),
+            parent_span_id: SpanId::INVALID,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: "s".into(),
+            start_time: SystemTime::UNIX_EPOCH,
+            end_time: SystemTime::UNIX_EPOCH,
+            attributes: Vec::new(),
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status: Status::Unset,
+            instrumentation_scope: InstrumentationScope::builder("test").build(),
+        };
+        vec![span; n]
+    }
+
+    fn worker(together: usize, timeout: Duration) -> Worker<Together> {
+        Worker {
+            exporter: Together(tokio::sync::Barrier::new(together)),
+            io: Io::new().expect("the export runtime starts"),
+            timeout,
+            delay: Duration::from_secs(5),
+            describe_failure: Box::new(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn batches_in_flight_together_are_settled_each_on_its_own() {
+        // Two exports that can only finish together: sent one after the other, both would time out.
+        let w = worker(2, Duration::from_secs(20));
+        let results = export_all(&w, vec![batch(4), batch(3)]);
+        assert!(matches!(results.as_slice(), [Ok(()), Err(OTelSdkError::InternalFailure(why))] if why == "refused"));
+    }
+
+    #[test]
+    fn exports_cut_off_by_the_timeout_all_fail() {
+        let w = worker(3, Duration::from_millis(200));
+        let results = export_all(&w, vec![batch(4), batch(4)]);
+        assert_eq!(results.len(), 2);
+        assert!(matches!(results[0], Err(OTelSdkError::Timeout(_))), "{results:?}");
+        assert!(
+            matches!(&results[1], Err(OTelSdkError::InternalFailure(why)) if why.contains("timed out")),
+            "{results:?}"
+        );
     }
 }
