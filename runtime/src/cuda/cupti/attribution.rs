@@ -3,10 +3,17 @@
 //!
 //! # The rule
 //!
-//! Each scope pushes its id as a CUPTI external correlation id. For every driver or runtime API
-//! call made while it is pushed, CUPTI writes an `EXTERNAL_CORRELATION` record (scope id →
-//! CUPTI correlation id) next to the API record; kernels, copies and sets carry the correlation
-//! id of the API call that enqueued them. A scope is resolved when all of these hold:
+//! Kernels, copies and sets carry the correlation id of the API call that enqueued them; API
+//! records carry the calling OS thread and CUPTI-clock start. A call is owned by
+//!
+//! - the scope whose id was pushed as CUPTI external correlation id around it (async scopes, and
+//!   scopes opened inside an async poll): CUPTI writes an `EXTERNAL_CORRELATION` record (scope id
+//!   → correlation id) beside its API record; a pushed id is always the innermost scope;
+//! - else the innermost synchronous scope of its thread whose window (CUPTI's clock at open and
+//!   close) holds its start (`thread_index.rs`: decided once no open window can hold it);
+//! - else nobody: `unattributed`.
+//!
+//! A scope is resolved when all of these hold:
 //!
 //! 1. it has ended on the host (no more API calls can join it);
 //! 2. **fence**: every activity buffer CUPTI had asked for when the scope ended has come back.
@@ -25,31 +32,17 @@
 //! has come back was called outside any scope: its activities become records of the
 //! `unattributed` site. So do activities that arrive after their scope was resolved (which rule 3
 //! makes rare: only a graph launch whose records straddle buffers). A scope whose expectations
-//! are still unmet [`STALE_NS`] after its fence passed is resolved with what it has, and counted.
+//! are still unmet [`STALE_NS`] after its fence passed is resolved with what it has, and counted;
+//! so is every ended scope at a flush's deadline ([`Resolver::force`]).
 
 use super::callbacks::{work_of, Work};
 use super::records::{self, Raw, RawApi};
-use crate::record::{Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, KernelGeometry, MemoryKind, Record};
-use crate::site::{Backend, Site, SiteDesc, SiteKind};
+use super::thread_index::{Owner, Snapshot, ThreadIndex, Window};
+use super::finish::{demangle, finish, unattributed};
+use crate::record::{Activity, ActivityKind, DeviceLabel, Interval, KernelGeometry, Record};
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
-/// The site of GPU work launched outside every annotated call.
-pub(crate) static UNATTRIBUTED: Site = Site::new(SiteDesc {
-    name: "unattributed",
-    function: "unattributed",
-    kind: SiteKind::Kernel,
-    backend: Backend::Cuda,
-    module_path: "gpuspan::cuda",
-    file: file!(),
-    line: line!(),
-    direction: None,
-    threshold_us: None,
-    trace_all: false,
-    track_memory: false,
-});
-inventory::submit! { crate::site::SiteRef(&UNATTRIBUTED) }
 
 /// How long a scope past its fence waits for missing device records before it is resolved
 /// with what it has.
@@ -65,6 +58,8 @@ struct Ended {
     fence: u64,
     /// Host time the fence was first seen passed, for [`STALE_NS`].
     fence_passed_ns: Option<u64>,
+    /// A synchronous scope's window (its calls are found by thread and time).
+    window: Option<Window>,
 }
 
 #[derive(Debug, Default)]
@@ -106,6 +101,10 @@ pub struct Counts {
     pub stale_scopes: u64,
     /// Activities without valid timestamps (incomplete records from a forced flush).
     pub invalid_activities: u64,
+    /// Scopes attributed by their thread's time window (synchronous scopes).
+    pub window_scopes: u64,
+    /// Scopes decided at a flush's deadline before all their records had come.
+    pub deadline_scopes: u64,
 }
 
 /// The attribution state. Fed with buffers and ended scopes in any order; hands out resolved
@@ -120,6 +119,12 @@ pub struct Resolver {
     outside: HashMap<u32, Interval>,
     /// Activities whose correlation id is not known yet, with the buffer they came in.
     orphans: Vec<(u64, u32, Activity)>,
+    /// Windows of ended synchronous scopes, and the calls that wait for one.
+    threads: ThreadIndex,
+    /// Activities of calls that wait for their window, by correlation id.
+    held: HashMap<u32, Vec<Activity>>,
+    /// Scopes ended and not resolved.
+    ended_count: usize,
     delivered: Delivered,
     names: HashMap<u64, &'static str>,
     devices: Vec<DeviceLabel>,
@@ -138,6 +143,9 @@ impl Resolver {
             api_waiting: Vec::new(),
             outside: HashMap::new(),
             orphans: Vec::new(),
+            threads: ThreadIndex::default(),
+            held: HashMap::new(),
+            ended_count: 0,
             delivered: Delivered::default(),
             names: HashMap::new(),
             devices,
@@ -163,15 +171,101 @@ impl Resolver {
         self.counts
     }
 
-    /// Scopes that ended and are not resolved yet, plus activities not yet attributed.
+    /// Scopes that ended and are not resolved yet, plus activities and calls not yet attributed
+    /// (calls that a still open scope may own are not counted).
     pub fn pending(&self) -> usize {
-        self.scopes.values().filter(|p| p.ended.is_some()).count() + self.orphans.len() + self.api_waiting.len()
+        self.ended_count + self.orphans.len() + self.api_waiting.len() + self.threads.waiting()
     }
 
-    /// A scope ended; `fence` = number of buffers CUPTI had requested by then.
+    /// A scope that pushed its id ended; `fence` = number of buffers CUPTI had requested by then.
     pub fn ended(&mut self, record: Record, fence: u64) {
-        let p = self.scopes.entry(record.scope_id).or_default();
-        p.ended = Some(Ended { record, fence, fence_passed_ns: None });
+        self.ended_in(record, fence, None);
+    }
+
+    /// A scope ended, with its window if it was synchronous.
+    pub fn ended_in(&mut self, record: Record, fence: u64, window: Option<Window>) {
+        let id = record.scope_id;
+        if let Some(w) = window {
+            self.threads.add(id, w);
+        }
+        let p = self.scopes.entry(id).or_default();
+        if p.ended.is_none() {
+            self.ended_count += 1;
+        }
+        p.ended = Some(Ended { record, fence, fence_passed_ns: None, window });
+    }
+
+    /// Which threads had a window open before the messages just taken were sent.
+    pub fn observe(&mut self, threads: &Snapshot) {
+        self.threads.observe(threads);
+    }
+
+    /// Calls held for their window (including those a still open scope may own).
+    pub fn held_calls(&self) -> usize {
+        self.threads.held()
+    }
+
+    /// The deadline of a flush: every ended scope is resolved with what it has; those still
+    /// waiting for records are counted and said.
+    pub fn force(&mut self) -> Vec<Record> {
+        let ids: Vec<u64> = self.scopes.iter().filter(|(_, p)| p.ended.is_some()).map(|(id, _)| *id).collect();
+        if !ids.is_empty() {
+            self.counts.deadline_scopes += ids.len() as u64;
+            crate::diagnostics::Losses::add(&crate::diagnostics::LOSSES.unresolved_scopes, ids.len() as u64);
+            crate::diagnostics::note_once(
+                "CUDA calls were handed on at a flush deadline before CUPTI delivered all their records: their \
+                 missing GPU work appears under `unattributed` if it comes later (see the `lost` line)",
+            );
+        }
+        ids.into_iter().filter_map(|id| self.resolve(id)).collect()
+    }
+
+    /// Hands a call to its owner, or keeps it until its window decides.
+    fn place(&mut self, a: RawApi, out: &mut Vec<Record>) {
+        match self.threads.owner(a.thread_id, a.start) {
+            Owner::Undecided => self.threads.hold(a),
+            owner => self.settle(a, owner, out),
+        }
+    }
+
+    fn settle(&mut self, a: RawApi, owner: Owner, out: &mut Vec<Record>) {
+        let c = a.correlation_id;
+        let held = self.held.remove(&c).unwrap_or_default();
+        match owner {
+            Owner::Scope(scope) => {
+                self.correlation.insert(c, scope);
+                let p = self.scopes.entry(scope).or_default();
+                p.correlation_ids.push(c);
+                if let Some(work) = work_of(a.domain, a.cbid) {
+                    p.expected.push((c, work));
+                }
+                p.activities.extend(held.into_iter().map(|h| (c, h)));
+            }
+            Owner::Outside | Owner::Undecided => {
+                let host = Interval { start_ns: self.host_ns(a.start), end_ns: self.host_ns(a.end) };
+                self.outside.insert(c, host);
+                for h in held {
+                    self.counts.unattributed_activities += 1;
+                    out.push(unattributed(h, host, self.clock_error_ns));
+                }
+            }
+        }
+    }
+
+    /// Hands on an ended scope with what it has.
+    fn resolve(&mut self, id: u64) -> Option<Record> {
+        let p = self.scopes.remove(&id)?;
+        for c in &p.correlation_ids {
+            self.correlation.remove(c);
+        }
+        let e = p.ended?;
+        self.ended_count -= 1;
+        if let Some(w) = &e.window {
+            self.threads.remove(id, w);
+            self.counts.window_scopes += 1;
+        }
+        self.counts.scopes_resolved += 1;
+        Some(finish(e.record, p.activities.into_iter().map(|(_, a)| a).collect(), self.clock_error_ns))
     }
 
     /// Buffer `seq` came back with these records; `name` reads the kernel name behind a pointer.
@@ -232,12 +326,15 @@ impl Resolver {
                 }
                 self.api_waiting.swap_remove(i);
             } else if *seq <= prefix {
-                let host = Interval { start_ns: self.host_ns(a.start), end_ns: self.host_ns(a.end) };
-                self.outside.insert(a.correlation_id, host);
-                self.api_waiting.swap_remove(i);
+                // No external id will come (it precedes its API record): a window decides.
+                let (_, a) = self.api_waiting.swap_remove(i);
+                self.place(a, &mut out);
             } else {
                 i += 1;
             }
+        }
+        for (a, owner) in self.threads.decidable() {
+            self.settle(a, owner, &mut out);
         }
 
         // Activities whose correlation id was unknown when they arrived.
@@ -248,6 +345,9 @@ impl Resolver {
             if let Some(scope) = self.correlation.get(&c).copied() {
                 let (_, _, a) = self.orphans.swap_remove(i);
                 self.scopes.entry(scope).or_default().activities.push((c, a));
+            } else if *seq <= prefix && self.threads.is_undecided(c) {
+                let (_, _, a) = self.orphans.swap_remove(i);
+                self.held.entry(c).or_default().push(a);
             } else if *seq <= prefix {
                 let (_, _, a) = self.orphans.swap_remove(i);
                 let host = self.outside.get(&c).copied().unwrap_or(a.interval);
@@ -282,15 +382,7 @@ impl Resolver {
                 None
             })
             .collect();
-        for id in ready {
-            let Some(p) = self.scopes.remove(&id) else { continue };
-            for c in &p.correlation_ids {
-                self.correlation.remove(c);
-            }
-            let Some(e) = p.ended else { continue };
-            self.counts.scopes_resolved += 1;
-            out.push(finish(e.record, p.activities.into_iter().map(|(_, a)| a).collect(), self.clock_error_ns));
-        }
+        out.extend(ready.into_iter().filter_map(|id| self.resolve(id)));
         out
     }
 
@@ -364,103 +456,11 @@ impl Resolver {
     }
 }
 
-/// Demangles a C++ kernel name; `extern "C"` names and anything unparsable stay as they are.
-pub(crate) fn demangle(mangled: &str) -> String {
-    cpp_demangle::Symbol::new(mangled).ok().and_then(|s| s.demangle().ok()).unwrap_or_else(|| mangled.to_owned())
-}
-
-/// Length of the union of the intervals (time the GPU was busy with at least one of them).
-pub(crate) fn busy_ns(intervals: &mut [Interval]) -> u64 {
-    intervals.sort_by_key(|i| i.start_ns);
-    let mut total = 0;
-    let mut cur: Option<Interval> = None;
-    for i in intervals.iter() {
-        match &mut cur {
-            Some(c) if i.start_ns <= c.end_ns => c.end_ns = c.end_ns.max(i.end_ns),
-            _ => {
-                if let Some(c) = cur.take() {
-                    total += c.duration_ns();
-                }
-                cur = Some(*i);
-            }
-        }
-    }
-    total + cur.map_or(0, |c| c.duration_ns())
-}
-
-/// The record of a call with its activities: GPU envelope, busy time, bytes, device.
-/// `clock_error_ns` bounds the mapping of CUPTI's clock onto the host clock.
-pub(crate) fn finish(mut record: Record, mut activities: Vec<Activity>, clock_error_ns: u64) -> Record {
-    activities.sort_by_key(|a| a.interval.start_ns);
-    if activities.is_empty() {
-        return record; // no GPU work was launched inside: host timing, labelled as such
-    }
-    let mut intervals: Vec<Interval> = activities.iter().map(|a| a.interval).collect();
-    let envelope = Interval {
-        start_ns: intervals.iter().map(|i| i.start_ns).min().unwrap_or(0),
-        end_ns: intervals.iter().map(|i| i.end_ns).max().unwrap_or(0),
-    };
-    let device = activities[0].device.clone().filter(|d| activities.iter().all(|a| a.device.as_ref() == Some(d)));
-    record.gpu = Some(GpuTiming {
-        interval: envelope,
-        busy_ns: busy_ns(&mut intervals),
-        source: crate::record::TimingSource::Cupti,
-        clock_error_ns,
-        bracketed: false,
-        device,
-    });
-    let copied: Option<u64> = activities
-        .iter()
-        .filter_map(|a| match a.kind {
-            ActivityKind::Copy { bytes, .. } => Some(bytes),
-            _ => None,
-        })
-        .reduce(|a, b| a + b);
-    if record.bytes.is_none() {
-        record.bytes = copied;
-    }
-    let pageable = activities.iter().any(|a| {
-        matches!(
-            a.kind,
-            ActivityKind::Copy { src: MemoryKind::Pageable, .. } | ActivityKind::Copy { dst: MemoryKind::Pageable, .. }
-        )
-    });
-    if pageable && record.site.desc.kind == SiteKind::Transfer {
-        crate::diagnostics::note_once(format_args!(
-            "`{}` copies pageable host memory: a pinned host buffer (cudarc: CudaContext::alloc_pinned) usually \
-             transfers several times faster",
-            record.site.desc.name
-        ));
-    }
-    record.activities = activities;
-    record
-}
-
-fn unattributed(a: Activity, host: Interval, clock_error_ns: u64) -> Record {
-    let bytes = match a.kind {
-        ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => Some(bytes),
-        ActivityKind::Kernel(_) => None,
-    };
-    let mut record = Record::new(&UNATTRIBUTED, 0, 0, host);
-    record.bytes = bytes;
-    finish(record, vec![a], clock_error_ns)
-}
-
-/// Device labels for CUPTI device ids, from the driver's names.
-pub fn device_labels(names: Vec<String>) -> Vec<DeviceLabel> {
-    names.into_iter().enumerate().map(|(i, n)| DeviceLabel { id: i as u32, name: Arc::from(n) }).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn busy_time_is_the_union() {
-        let iv = |s, e| Interval { start_ns: s, end_ns: e };
-        assert_eq!(busy_ns(&mut [iv(0, 10), iv(5, 15), iv(20, 30)]), 25);
-        assert_eq!(busy_ns(&mut []), 0);
-    }
+    use super::super::finish::device_labels;
+    use crate::site::{Backend, Site, SiteDesc, SiteKind};
 
     #[test]
     fn delivered_prefix_advances_over_gaps() {
@@ -472,6 +472,86 @@ mod tests {
         d.mark(4);
         d.mark(3);
         assert_eq!(d.prefix, 4);
+    }
+
+    /// A synchronous scope owns its thread's calls inside its window; a pushed (async) scope
+    /// inside it owns its own; a call after the window, or on another thread, is nobody's; a
+    /// call in a still open window waits for it; a flush deadline decides the rest.
+    #[test]
+    fn windows_attribute_by_thread_and_time() {
+        use super::super::records::{ApiDomain, RawExternal, RawKernel};
+        use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+        static SYNC: Site = Site::new(SiteDesc {
+            name: "sync",
+            function: "sync",
+            kind: SiteKind::Kernel,
+            backend: Backend::Cuda,
+            module_path: "tests",
+            file: file!(),
+            line: line!(),
+            direction: None,
+            threshold_us: None,
+            trace_all: false,
+            track_memory: false,
+        });
+        let launch = |thread: u32, start: u64, c: u32| {
+            Raw::Api(RawApi {
+                domain: ApiDomain::Driver,
+                cbid: D::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel as u32,
+                start,
+                end: start + 5,
+                thread_id: thread,
+                correlation_id: c,
+                return_value: 0,
+            })
+        };
+        let kernel = |c: u32, grid: i32| {
+            Raw::Kernel(RawKernel {
+                start: 10_000 + c as u64,
+                end: 10_100 + c as u64,
+                device: 0,
+                context: 1,
+                stream: 7,
+                grid: [grid, 1, 1],
+                block: [32, 1, 1],
+                registers_per_thread: 8,
+                static_shared: 0,
+                dynamic_shared: 0,
+                correlation_id: c,
+                name_ptr: 0,
+            })
+        };
+        let host = Interval { start_ns: 0, end_ns: 1 };
+        // Each kernel starts at 10 000 + its correlation id: the ids of a record's kernels.
+        let ids = |r: &Record| r.activities.iter().map(|a| a.interval.start_ns as u32 - 10_000).collect::<Vec<_>>();
+        let mut r = Resolver::new(device_labels(vec!["GPU".into()]));
+        r.observe(&Snapshot { now: 1_000, open: vec![(7, 400)] });
+        r.ended_in(Record::new(&SYNC, 1, 1, host), 1, Some(Window { thread: 7, start: 100, end: 200 }));
+        // An async scope (id 2) pushed inside the window; scope 3's window is still open.
+        let ext = RawExternal { external_kind: EXTERNAL_KIND, external_id: 2, correlation_id: 12 };
+        let calls = [launch(7, 110, 11), Raw::External(ext), launch(7, 150, 12), launch(8, 150, 13)];
+        let [a, b, c, d] = calls;
+        r.buffer(1, &[a, b, c, d, launch(7, 250, 14)], &mut |_| None);
+        r.buffer(2, &[launch(7, 450, 15), kernel(11, 1), kernel(12, 2), kernel(13, 3), kernel(14, 4), kernel(15, 5)], &mut |_| None);
+        let out = r.poll(0);
+        let of = |id: u64| out.iter().find(|x| x.scope_id == id).map(ids);
+        assert_eq!(of(1), Some(vec![11]), "the window's own launch only: {out:?}");
+        let outside: Vec<_> = out.iter().filter(|x| x.site.desc.name == "unattributed").flat_map(ids).collect();
+        assert_eq!(outside.len(), 2, "thread 8's call and the one after the window: {out:?}");
+        assert!(outside.contains(&13) && outside.contains(&14));
+        assert_eq!(r.held_calls(), 1, "the call inside the open window waits for it");
+        r.ended(Record::new(&SYNC, 2, 1, host), 1);
+        r.ended_in(Record::new(&SYNC, 3, 1, host), 2, Some(Window { thread: 7, start: 400, end: 500 }));
+        let out = r.poll(0);
+        let of = |id: u64| out.iter().find(|x| x.scope_id == id).map(ids);
+        assert_eq!((of(2), of(3)), (Some(vec![12]), Some(vec![15])), "{out:?}");
+        assert_eq!((r.pending(), r.held_calls(), r.counts().window_scopes), (0, 0, 2));
+        // A scope whose kernel never comes is decided at the deadline, and counted.
+        r.ended_in(Record::new(&SYNC, 4, 1, host), 3, Some(Window { thread: 7, start: 600, end: 700 }));
+        r.buffer(3, &[launch(7, 650, 16)], &mut |_| None);
+        assert!(r.poll(0).is_empty());
+        assert_eq!(r.force().len(), 1);
+        assert_eq!((r.pending(), r.counts().deadline_scopes), (0, 1));
     }
 
     /// A peer copy (CUPTI's MEMCPY2) joins the scope whose call enqueued it, which then waits
@@ -534,11 +614,5 @@ mod tests {
         assert!(attrs.contains(&("gpu_transfer.src_device.id", crate::record::Value::I64(0))), "{attrs:?}");
         assert!(attrs.contains(&("gpu_transfer.dst_device.id", crate::record::Value::I64(1))), "{attrs:?}");
         assert!(attrs.contains(&("gpu.device.id", crate::record::Value::I64(1))), "{attrs:?}");
-    }
-
-    #[test]
-    fn demangles_cxx_and_keeps_c_names() {
-        assert_eq!(demangle("_Z4spinyPy"), "spin(unsigned long long, unsigned long long*)");
-        assert_eq!(demangle("saxpy"), "saxpy");
     }
 }
