@@ -65,6 +65,7 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
     let mut out = Vec::new();
     let mut notes = Vec::new();
     let mut now = 0;
+    let mut windows = HashMap::new();
     for (i, f) in frames.iter().enumerate() {
         match f {
             Frame::Buffer { seq, host_ns, offsets, bytes } => {
@@ -75,14 +76,19 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
                 now = *host_ns;
                 let record =
                     Record::new(site(name), *scope_id, 1, Interval { start_ns: host_ns - 1, end_ns: *host_ns });
-                resolver.ended(record, *fence);
+                resolver.ended_in(record, *fence, windows.remove(scope_id));
             }
+            Frame::Window { scope_id, window } => {
+                windows.insert(*scope_id, *window);
+            }
+            Frame::Threads(snapshot) => resolver.observe(snapshot),
             Frame::Note { text, .. } => notes.push((i, text.clone())),
             Frame::Requested { .. } | Frame::Name { .. } | Frame::Flushed { .. } => {}
         }
         out.extend(resolver.poll(now).into_iter().map(|r| (i, r)));
     }
     assert_eq!(resolver.pending(), 0, "everything captured resolves");
+    assert_eq!(resolver.held_calls(), 0, "every call is decided");
     (out, notes)
 }
 
