@@ -89,6 +89,10 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
     }
     assert_eq!(resolver.pending(), 0, "everything captured resolves");
     assert_eq!(resolver.held_calls(), 0, "every call is decided");
+    let counts = resolver.counts();
+    // All but the async scope and the synchronous one inside its poll (both push their ids).
+    assert_eq!(counts.window_scopes + 2, counts.scopes_resolved, "{counts:?}");
+    assert_eq!(counts.deadline_scopes + counts.stale_scopes, 0, "{counts:?}");
     (out, notes)
 }
 
@@ -184,6 +188,10 @@ fn kernels_are_named_demangled_and_attributed_to_the_innermost_scope() {
     assert_eq!(kernels(of(&records, "scale")[0])[0].0, "scale(float*, float, unsigned int)");
     let sgemm = kernels(of(&records, "sgemm")[0]);
     assert!(!sgemm.is_empty(), "cuBLAS kernels attach to the scope that called cuBLAS");
+    let polls: Vec<_> = of(&records, "in_polls").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
+    assert_eq!(polls, vec![[4, 1, 1], [4, 2, 1]], "an async scope's kernels from both polls");
+    let in_poll: Vec<_> = of(&records, "in_poll_sync").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
+    assert_eq!(in_poll, vec![[4, 3, 1]], "a sync scope inside a poll owns its kernel");
     let outside: Vec<_> = of(&records, "unattributed").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
     assert!(outside.contains(&[7, 7, 1]), "the kernel launched outside every scope: {outside:?}");
 }

@@ -123,8 +123,9 @@ pub struct Resolver {
     threads: ThreadIndex,
     /// Activities of calls that wait for their window, by correlation id.
     held: HashMap<u32, Vec<Activity>>,
-    /// Scopes ended and not resolved.
-    ended_count: usize,
+    /// Scopes ended and not resolved, by `(fence, id)`: a poll looks only at those whose fence
+    /// has passed.
+    ended: BTreeSet<(u64, u64)>,
     delivered: Delivered,
     names: HashMap<u64, &'static str>,
     devices: Vec<DeviceLabel>,
@@ -145,7 +146,7 @@ impl Resolver {
             orphans: Vec::new(),
             threads: ThreadIndex::default(),
             held: HashMap::new(),
-            ended_count: 0,
+            ended: BTreeSet::new(),
             delivered: Delivered::default(),
             names: HashMap::new(),
             devices,
@@ -174,7 +175,7 @@ impl Resolver {
     /// Scopes that ended and are not resolved yet, plus activities and calls not yet attributed
     /// (calls that a still open scope may own are not counted).
     pub fn pending(&self) -> usize {
-        self.ended_count + self.orphans.len() + self.api_waiting.len() + self.threads.waiting()
+        self.ended.len() + self.orphans.len() + self.api_waiting.len() + self.threads.waiting()
     }
 
     /// A scope that pushed its id ended; `fence` = number of buffers CUPTI had requested by then.
@@ -189,9 +190,10 @@ impl Resolver {
             self.threads.add(id, w);
         }
         let p = self.scopes.entry(id).or_default();
-        if p.ended.is_none() {
-            self.ended_count += 1;
+        if let Some(before) = &p.ended {
+            self.ended.remove(&(before.fence, id));
         }
+        self.ended.insert((fence, id));
         p.ended = Some(Ended { record, fence, fence_passed_ns: None, window });
     }
 
@@ -208,7 +210,7 @@ impl Resolver {
     /// The deadline of a flush: every ended scope is resolved with what it has; those still
     /// waiting for records are counted and said.
     pub fn force(&mut self) -> Vec<Record> {
-        let ids: Vec<u64> = self.scopes.iter().filter(|(_, p)| p.ended.is_some()).map(|(id, _)| *id).collect();
+        let ids: Vec<u64> = self.ended.iter().map(|(_, id)| *id).collect();
         if !ids.is_empty() {
             self.counts.deadline_scopes += ids.len() as u64;
             crate::diagnostics::Losses::add(&crate::diagnostics::LOSSES.unresolved_scopes, ids.len() as u64);
@@ -259,7 +261,7 @@ impl Resolver {
             self.correlation.remove(c);
         }
         let e = p.ended?;
-        self.ended_count -= 1;
+        self.ended.remove(&(e.fence, id));
         if let Some(w) = &e.window {
             self.threads.remove(id, w);
             self.counts.window_scopes += 1;
@@ -361,27 +363,21 @@ impl Resolver {
             self.outside.clear(); // calls whose activities never came (kinds gpuspan does not record)
         }
 
-        // Scopes.
-        let ready: Vec<u64> = self
-            .scopes
-            .iter_mut()
-            .filter_map(|(id, p)| {
-                let e = p.ended.as_mut()?;
-                if prefix < e.fence {
-                    return None;
-                }
-                let passed = *e.fence_passed_ns.get_or_insert(now_ns);
-                let complete = p.expected.iter().all(|(c, _)| p.activities.iter().any(|(ac, _)| ac == c));
-                if complete {
-                    return Some(*id);
-                }
-                if now_ns.saturating_sub(passed) >= STALE_NS {
-                    self.counts.stale_scopes += 1;
-                    return Some(*id);
-                }
-                None
-            })
-            .collect();
+        // Scopes whose fence has passed.
+        let due: Vec<u64> = self.ended.range(..=(prefix, u64::MAX)).map(|(_, id)| *id).collect();
+        let mut ready = Vec::new();
+        for id in due {
+            let Some(p) = self.scopes.get_mut(&id) else { continue };
+            let Some(e) = p.ended.as_mut() else { continue };
+            let passed = *e.fence_passed_ns.get_or_insert(now_ns);
+            let complete = p.expected.iter().all(|(c, _)| p.activities.iter().any(|(ac, _)| ac == c));
+            if complete {
+                ready.push(id);
+            } else if now_ns.saturating_sub(passed) >= STALE_NS {
+                self.counts.stale_scopes += 1;
+                ready.push(id);
+            }
+        }
         out.extend(ready.into_iter().filter_map(|id| self.resolve(id)));
         out
     }

@@ -9,9 +9,13 @@
 //! resolver drains its channel. Once no open window can hold the call, it was made outside
 //! every scope.
 //!
-//! Cost: a lookup is a range query in the thread's ordered windows; an undecided call is
-//! looked at again only when a window that may hold it arrives or its thread's published start
-//! moves past it, and then it is decided. Nothing scans every scope or every call per poll.
+//! Cost: a thread's windows are nested or disjoint, so they are kept as a tree (each level
+//! ordered by start): a lookup descends it, one range query per level of nesting, however many
+//! windows wait. A window arriving adopts the top-level windows inside it (they ended first);
+//! a resolved top-level window leaves with its subtree (its fence passed, so no call can still
+//! fall in any of them). An undecided call is looked at again only when a window that may hold
+//! it arrives or its thread's published start moves past it, and then it is decided. Nothing
+//! scans every scope or every call per poll.
 
 use super::records::RawApi;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -47,11 +51,20 @@ pub(super) enum Owner {
     Undecided,
 }
 
+/// Ended windows, by `(start, scope id)`: siblings are disjoint; of two windows with one start,
+/// the inner one has the larger scope id (ids grow in opening order on a thread).
+type Level = BTreeMap<(u64, u64), Node>;
+
+#[derive(Debug)]
+struct Node {
+    end: u64,
+    inner: Level,
+}
+
 #[derive(Debug, Default)]
 struct PerThread {
-    /// Ended windows not yet resolved: `(start, scope id)` → end. Inner windows of one start
-    /// have larger scope ids (ids grow in opening order on a thread).
-    windows: BTreeMap<(u64, u64), u64>,
+    /// Ended windows whose outermost one is not resolved yet, as a tree.
+    windows: Level,
     /// Start of the outermost open window, 0 if none (from the last snapshot).
     open_since: u64,
     /// Calls waiting for a window: `(API start, correlation id)` → record.
@@ -77,14 +90,24 @@ impl ThreadIndex {
     /// A scope's window ended: calls on its thread inside it are now decidable.
     pub(super) fn add(&mut self, scope_id: u64, w: Window) {
         let t = self.threads.entry(w.thread).or_default();
-        t.windows.insert((w.start, scope_id), w.end);
+        // Windows of a thread arrive in the order they ended: the top-level ones that started
+        // inside this one ended inside it.
+        let inside: Vec<(u64, u64)> = t.windows.range((w.start, 0)..=(w.end, u64::MAX)).map(|(k, _)| *k).collect();
+        let mut inner = Level::new();
+        for k in inside {
+            if let Some(n) = t.windows.remove(&k) {
+                inner.insert(k, n);
+            }
+        }
+        t.windows.insert((w.start, scope_id), Node { end: w.end, inner });
         if !t.undecided.is_empty() {
             t.retry.push((w.start, w.end));
             self.dirty.insert(w.thread);
         }
     }
 
-    /// The scope resolved: every call its window can hold has been seen (its fence passed).
+    /// The scope resolved: every call its window can hold has been seen (its fence passed), and
+    /// so have those of every window inside it. A nested window leaves with its outermost one.
     pub(super) fn remove(&mut self, scope_id: u64, w: &Window) {
         if let Some(t) = self.threads.get_mut(&w.thread) {
             t.windows.remove(&(w.start, scope_id));
@@ -115,10 +138,15 @@ impl ThreadIndex {
     pub(super) fn owner(&self, thread: u32, start: u64) -> Owner {
         let t = self.threads.get(&thread);
         if let Some(t) = t {
-            // The innermost window holding `start` is the one that opened last before it among
-            // those that had not closed by then. Windows resolve (and leave) once their calls
-            // are in, so the walk passes over few closed siblings.
-            if let Some((&(_, scope), _)) = t.windows.range(..=(start, u64::MAX)).rev().find(|(_, end)| **end >= start) {
+            // At each level only the last sibling that opened before `start` can hold it.
+            let (mut level, mut found) = (&t.windows, None);
+            while let Some((&(_, scope), n)) = level.range(..=(start, u64::MAX)).next_back() {
+                if n.end < start {
+                    break;
+                }
+                (level, found) = (&n.inner, Some(scope));
+            }
+            if let Some(scope) = found {
                 return Owner::Scope(scope);
             }
         }
@@ -208,9 +236,10 @@ mod tests {
     fn the_innermost_window_of_the_calling_thread_owns_a_call() {
         let mut x = ThreadIndex::default();
         x.observe(&Snapshot { now: 1_000, open: vec![] });
-        x.add(2, Window { thread: 7, start: 200, end: 300 }); // inner, ends first
+        // A thread's windows arrive in the order they ended: inner ones before their outer one.
+        x.add(2, Window { thread: 7, start: 200, end: 300 });
+        x.add(3, Window { thread: 7, start: 350, end: 400 });
         x.add(1, Window { thread: 7, start: 100, end: 500 });
-        x.add(3, Window { thread: 7, start: 350, end: 400 }); // a later inner one
         x.add(9, Window { thread: 8, start: 0, end: 900 }); // another thread
         assert_eq!(x.owner(7, 250), Owner::Scope(2));
         assert_eq!(x.owner(7, 320), Owner::Scope(1), "between two inner windows: the outer one");
@@ -218,7 +247,9 @@ mod tests {
         assert_eq!(x.owner(7, 600), Owner::Outside);
         assert_eq!(x.owner(8, 600), Owner::Scope(9));
         x.remove(2, &Window { thread: 7, start: 200, end: 300 });
-        assert_eq!(x.owner(7, 250), Owner::Scope(1));
+        assert_eq!(x.owner(7, 250), Owner::Scope(2), "a nested window stays until its outer one leaves");
+        x.remove(1, &Window { thread: 7, start: 100, end: 500 });
+        assert_eq!(x.owner(7, 250), Owner::Outside, "the outer window left with its inner ones");
     }
 
     #[test]
@@ -247,6 +278,30 @@ mod tests {
         got.sort_by_key(|g| g.0);
         assert_eq!(got, vec![(2, Owner::Outside), (3, Owner::Outside)]);
         assert_eq!((x.held(), x.waiting()), (0, 0));
+    }
+
+    /// Many windows waiting (their kernels not in yet), calls between them and inside them: each
+    /// lookup descends the tree instead of walking back over the waiting windows.
+    #[test]
+    fn lookups_do_not_walk_over_waiting_windows() {
+        let mut x = ThreadIndex::default();
+        x.observe(&Snapshot { now: u64::MAX, open: vec![] });
+        let n = 200_000u64;
+        for i in 0..n {
+            // Scope 2i+1 inside scope 2i+2's window... and every pair disjoint from the next.
+            x.add(2 * i + 1, Window { thread: 1, start: 100 * i + 20, end: 100 * i + 30 });
+            x.add(2 * i + 2, Window { thread: 1, start: 100 * i + 10, end: 100 * i + 50 });
+        }
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            assert_eq!(x.owner(1, 100 * i + 25), Owner::Scope(2 * i + 1));
+            assert_eq!(x.owner(1, 100 * i + 40), Owner::Scope(2 * i + 2));
+            assert_eq!(x.owner(1, 100 * i + 70), Owner::Outside);
+        }
+        // A walk back over the waiting windows would take n²/2 steps (2·10¹⁰): minutes, not this.
+        assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
+        x.remove(2, &Window { thread: 1, start: 10, end: 50 });
+        assert_eq!(x.owner(1, 25), Owner::Outside, "the resolved outer window left with its inner one");
     }
 
     #[test]

@@ -111,7 +111,8 @@ fn leave(l: &Local) {
     let open = l.windows.get().saturating_sub(1);
     l.windows.set(open);
     if open == 0 {
-        l.published.open_since.store(0, Ordering::SeqCst);
+        // Release: the window was sent before; a snapshot that still sees it open only waits.
+        l.published.open_since.store(0, Ordering::Release);
     }
 }
 
