@@ -83,7 +83,8 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
             }
             Frame::Threads(snapshot) => resolver.observe(snapshot),
             Frame::Note { text, .. } => notes.push((i, text.clone())),
-            Frame::Requested { .. } | Frame::Name { .. } | Frame::Flushed { .. } => {}
+            Frame::Requested { seq } => resolver.requested(*seq),
+            Frame::Name { .. } | Frame::Flushed { .. } => {}
         }
         out.extend(resolver.poll(now).into_iter().map(|r| (i, r)));
     }

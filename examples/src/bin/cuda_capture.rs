@@ -195,7 +195,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     note("async `in_polls`: tag(4,1) | await | `in_poll_sync` tag(4,3) tag(4,2)");
     let mut fut = std::pin::pin!(in_polls(&s1, &f_tag));
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    while fut.as_mut().poll(&mut cx).is_pending() {}
+    while std::future::Future::poll(fut.as_mut(), &mut cx).is_pending() {}
     s1.synchronize()?;
     let flushed = gpuspan::flush();
     note("flushed");

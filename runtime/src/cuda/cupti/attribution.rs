@@ -28,8 +28,9 @@
 //! pending (`cuptiActivityFlushAll(0)`, which returns only buffers whose records are complete);
 //! `gpuspan::flush()` does the same until nothing is pending or its deadline passes.
 //!
-//! A correlation id that has no external id once every buffer up to the one holding its record
-//! has come back was called outside any scope: its activities become records of the
+//! A correlation id that no external id or window claims once every buffer up to the one
+//! holding its record, and the next one if CUPTI asked for it, has come back was called outside
+//! any scope: its activities become records of the
 //! `unattributed` site. So do activities that arrive after their scope was resolved (which rule 3
 //! makes rare: only a graph launch whose records straddle buffers). A scope whose expectations
 //! are still unmet [`STALE_NS`] after its fence passed is resolved with what it has, and counted;
@@ -127,6 +128,8 @@ pub struct Resolver {
     /// has passed.
     ended: BTreeSet<(u64, u64)>,
     delivered: Delivered,
+    /// Buffers CUPTI has asked for so far.
+    requested: u64,
     names: HashMap<u64, &'static str>,
     devices: Vec<DeviceLabel>,
     counts: Counts,
@@ -148,6 +151,7 @@ impl Resolver {
             held: HashMap::new(),
             ended: BTreeSet::new(),
             delivered: Delivered::default(),
+            requested: 0,
             names: HashMap::new(),
             devices,
             counts: Counts::default(),
@@ -195,6 +199,11 @@ impl Resolver {
         }
         self.ended.insert((fence, id));
         p.ended = Some(Ended { record, fence, fence_passed_ns: None, window });
+    }
+
+    /// CUPTI asked for buffer `seq`.
+    pub fn requested(&mut self, seq: u64) {
+        self.requested = self.requested.max(seq);
     }
 
     /// Which threads had a window open before the messages just taken were sent.
@@ -350,7 +359,11 @@ impl Resolver {
             } else if *seq <= prefix && self.threads.is_undecided(c) {
                 let (_, _, a) = self.orphans.swap_remove(i);
                 self.held.entry(c).or_default().push(a);
-            } else if *seq <= prefix {
+            } else if *seq < prefix || (*seq == prefix && *seq >= self.requested) {
+                // Its API record is in the same buffer or the next: CUPTI reserves a kernel's
+                // record at launch but writes the API record when the call returns, possibly
+                // into the next buffer. Once that one is in too (or none was asked for), no
+                // call will claim it.
                 let (_, _, a) = self.orphans.swap_remove(i);
                 let host = self.outside.get(&c).copied().unwrap_or(a.interval);
                 self.counts.unattributed_activities += 1;

@@ -28,7 +28,10 @@ impl Live {
         let mut dropped = 0;
         while let Ok(msg) = self.rx.try_recv() {
             match msg {
-                Msg::Requested(seq) => self.write(Frame::Requested { seq }),
+                Msg::Requested(seq) => {
+                    self.resolver.requested(seq);
+                    self.write(Frame::Requested { seq });
+                }
                 Msg::Dropped(n) => dropped += n,
                 Msg::Note(text) => self.write(Frame::Note { host_ns: crate::clock::now_ns(), text }),
                 Msg::Ended(call, fence, window) => {
