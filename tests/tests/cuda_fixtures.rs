@@ -220,8 +220,8 @@ fn a_call_resolves_when_its_buffer_is_complete_not_before() {
 #[test]
 fn windows_attribute_by_thread_and_time() {
     use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
-    use gpuspan::cuda::replay::{device_labels, ApiDomain, RawApi, RawExternal, RawKernel, Snapshot, Window};
     use gpuspan::cuda::replay::EXTERNAL_KIND;
+    use gpuspan::cuda::replay::{device_labels, ApiDomain, RawApi, RawExternal, RawKernel, Snapshot, Window};
     static SYNC: Site = Site::new(SiteDesc {
         name: "sync",
         function: "sync",
@@ -273,7 +273,11 @@ fn windows_attribute_by_thread_and_time() {
     let calls = [launch(7, 110, 11), Raw::External(ext), launch(7, 150, 12), launch(8, 150, 13)];
     let [a, b, c, d] = calls;
     r.buffer(1, &[a, b, c, d, launch(7, 250, 14)], &mut |_| None);
-    r.buffer(2, &[launch(7, 450, 15), kernel(11, 1), kernel(12, 2), kernel(13, 3), kernel(14, 4), kernel(15, 5)], &mut |_| None);
+    r.buffer(
+        2,
+        &[launch(7, 450, 15), kernel(11, 1), kernel(12, 2), kernel(13, 3), kernel(14, 4), kernel(15, 5)],
+        &mut |_| None,
+    );
     let out = r.poll(0);
     let of = |id: u64| out.iter().find(|x| x.scope_id == id).map(ids);
     assert_eq!(of(1), Some(vec![11]), "the window's own launch only: {out:?}");

@@ -735,8 +735,7 @@ fn async_launches_across_awaits_on_a_multi_thread_runtime_are_attributed() {
         assert!(seen.insert(k), "task {k} seen twice");
         assert_eq!(grids, vec![[21, k, 1], [21, k, 2], [21, k, 3]]);
     }
-    let inner: HashSet<[u32; 3]> =
-        capture.of("sync_in_async").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
+    let inner: HashSet<[u32; 3]> = capture.of("sync_in_async").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
     assert_eq!(inner, (1..=TASKS).map(|k| [22, k, 1]).collect(), "each sync scope inside a poll has its kernel");
     let leaked = capture.of("unattributed");
     assert!(leaked.is_empty(), "GPU work left unattributed: {leaked:?}");

@@ -28,9 +28,9 @@ mod timing;
 #[cfg(feature = "testing")]
 pub mod replay {
     pub use super::cupti::attribution::{Counts, Resolver, EXTERNAL_KIND};
+    pub use super::cupti::callbacks::{work_of, Work};
     pub use super::cupti::finish::device_labels;
     pub use super::cupti::thread_index::{Snapshot, Window};
-    pub use super::cupti::callbacks::{work_of, Work};
     /// The capture file's format.
     pub mod dump {
         pub use crate::cuda::cupti::dump::*;

@@ -37,13 +37,12 @@
 //! so is every ended scope at a flush's deadline ([`Resolver::force`]).
 
 use super::callbacks::{work_of, Work};
+use super::finish::{demangle, finish, unattributed};
 use super::records::{self, Raw, RawApi};
 use super::thread_index::{Owner, Snapshot, ThreadIndex, Window};
-use super::finish::{demangle, finish, unattributed};
 use crate::record::{Activity, ActivityKind, DeviceLabel, Interval, KernelGeometry, Record};
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
-
 
 /// How long a scope past its fence waits for missing device records before it is resolved
 /// with what it has.
@@ -182,7 +181,8 @@ impl Resolver {
         self.ended.len() + self.orphans.len() + self.api_waiting.len() + self.threads.waiting()
     }
 
-    /// A scope that pushed its id ended; `fence` = number of buffers CUPTI had requested by then.
+    /// Replays and tests: a scope that pushed its id ended (the live side calls `ended_in`); `fence` = number of buffers CUPTI had requested by then.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub fn ended(&mut self, record: Record, fence: u64) {
         self.ended_in(record, fence, None);
     }
@@ -212,6 +212,7 @@ impl Resolver {
     }
 
     /// Calls held for their window (including those a still open scope may own).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub fn held_calls(&self) -> usize {
         self.threads.held()
     }
@@ -467,8 +468,8 @@ impl Resolver {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::finish::device_labels;
+    use super::*;
     use crate::site::{Backend, Site, SiteDesc, SiteKind};
 
     #[test]

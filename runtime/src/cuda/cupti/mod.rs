@@ -43,13 +43,13 @@ use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::record::DeviceLabel;
 use crate::scope::Call;
 use attribution::{Counts, Resolver};
-use thread_index::Window;
 use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind};
 use std::collections::HashSet;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
+use thread_index::Window;
 
 const KIND: CUpti_ExternalCorrelationKind = CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 

@@ -210,6 +210,7 @@ impl ThreadIndex {
     }
 
     /// Every held call, whatever holds it.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(super) fn held(&self) -> usize {
         self.ids.len()
     }
