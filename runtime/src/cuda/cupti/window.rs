@@ -77,6 +77,9 @@ pub(super) fn open() -> Option<u64> {
                 return None;
             }
             let start = now();
+            if start == 0 {
+                return None; // CUPTI's clock failed: this scope pushes its id
+            }
             let open = l.windows.get();
             if open == 0 {
                 // SeqCst with the snapshot's load: a call made after this store reads a later clock
