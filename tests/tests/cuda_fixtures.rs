@@ -65,6 +65,7 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
     let mut out = Vec::new();
     let mut notes = Vec::new();
     let mut now = 0;
+    let mut windows = HashMap::new();
     for (i, f) in frames.iter().enumerate() {
         match f {
             Frame::Buffer { seq, host_ns, offsets, bytes } => {
@@ -75,14 +76,24 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
                 now = *host_ns;
                 let record =
                     Record::new(site(name), *scope_id, 1, Interval { start_ns: host_ns - 1, end_ns: *host_ns });
-                resolver.ended(record, *fence);
+                resolver.ended_in(record, *fence, windows.remove(scope_id));
             }
+            Frame::Window { scope_id, window } => {
+                windows.insert(*scope_id, *window);
+            }
+            Frame::Threads(snapshot) => resolver.observe(snapshot),
             Frame::Note { text, .. } => notes.push((i, text.clone())),
-            Frame::Requested { .. } | Frame::Name { .. } | Frame::Flushed { .. } => {}
+            Frame::Requested { seq } => resolver.requested(*seq),
+            Frame::Name { .. } | Frame::Flushed { .. } => {}
         }
         out.extend(resolver.poll(now).into_iter().map(|r| (i, r)));
     }
     assert_eq!(resolver.pending(), 0, "everything captured resolves");
+    assert_eq!(resolver.held_calls(), 0, "every call is decided");
+    let counts = resolver.counts();
+    // All but the async scope and the synchronous one inside its poll (both push their ids).
+    assert_eq!(counts.window_scopes + 2, counts.scopes_resolved, "{counts:?}");
+    assert_eq!(counts.deadline_scopes + counts.stale_scopes, 0, "{counts:?}");
     (out, notes)
 }
 
@@ -178,6 +189,10 @@ fn kernels_are_named_demangled_and_attributed_to_the_innermost_scope() {
     assert_eq!(kernels(of(&records, "scale")[0])[0].0, "scale(float*, float, unsigned int)");
     let sgemm = kernels(of(&records, "sgemm")[0]);
     assert!(!sgemm.is_empty(), "cuBLAS kernels attach to the scope that called cuBLAS");
+    let polls: Vec<_> = of(&records, "in_polls").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
+    assert_eq!(polls, vec![[4, 1, 1], [4, 2, 1]], "an async scope's kernels from both polls");
+    let in_poll: Vec<_> = of(&records, "in_poll_sync").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
+    assert_eq!(in_poll, vec![[4, 3, 1]], "a sync scope inside a poll owns its kernel");
     let outside: Vec<_> = of(&records, "unattributed").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
     assert!(outside.contains(&[7, 7, 1]), "the kernel launched outside every scope: {outside:?}");
 }
@@ -197,4 +212,89 @@ fn a_call_resolves_when_its_buffer_is_complete_not_before() {
     let long = &records.iter().filter(|(_, r)| r.site.desc.name == "spin").nth(1).expect("long spin").1;
     assert!(long.duration_ns() > 100_000_000, "the long spin took {} ns", long.duration_ns());
     assert!(r.gpu.as_ref().unwrap().interval.end_ns < long.gpu.as_ref().unwrap().interval.end_ns);
+}
+
+/// A synchronous scope owns its thread's calls inside its window; a pushed (async) scope
+/// inside it owns its own; a call after the window, or on another thread, is nobody's; a
+/// call in a still open window waits for it; a flush deadline decides the rest.
+#[test]
+fn windows_attribute_by_thread_and_time() {
+    use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+    use gpuspan::cuda::replay::EXTERNAL_KIND;
+    use gpuspan::cuda::replay::{device_labels, ApiDomain, RawApi, RawExternal, RawKernel, Snapshot, Window};
+    static SYNC: Site = Site::new(SiteDesc {
+        name: "sync",
+        function: "sync",
+        kind: SiteKind::Kernel,
+        backend: Backend::Cuda,
+        module_path: "tests",
+        file: file!(),
+        line: 0,
+        direction: None,
+        threshold_us: None,
+        trace_all: false,
+        track_memory: false,
+    });
+    let launch = |thread: u32, start: u64, c: u32| {
+        Raw::Api(RawApi {
+            domain: ApiDomain::Driver,
+            cbid: D::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel as u32,
+            start,
+            end: start + 5,
+            thread_id: thread,
+            correlation_id: c,
+            return_value: 0,
+        })
+    };
+    let kernel = |c: u32, grid: i32| {
+        Raw::Kernel(RawKernel {
+            start: 10_000 + c as u64,
+            end: 10_100 + c as u64,
+            device: 0,
+            context: 1,
+            stream: 7,
+            grid: [grid, 1, 1],
+            block: [32, 1, 1],
+            registers_per_thread: 8,
+            static_shared: 0,
+            dynamic_shared: 0,
+            correlation_id: c,
+            name_ptr: 0,
+        })
+    };
+    let host = Interval { start_ns: 0, end_ns: 1 };
+    // Each kernel starts at 10 000 + its correlation id: the ids of a record's kernels.
+    let ids = |r: &Record| r.activities.iter().map(|a| a.interval.start_ns as u32 - 10_000).collect::<Vec<_>>();
+    let mut r = Resolver::new(device_labels(vec!["GPU".into()]));
+    r.observe(&Snapshot { now: 1_000, open: vec![(7, 400)] });
+    r.ended_in(Record::new(&SYNC, 1, 1, host), 1, Some(Window { thread: 7, start: 100, end: 200 }));
+    // An async scope (id 2) pushed inside the window; scope 3's window is still open.
+    let ext = RawExternal { external_kind: EXTERNAL_KIND, external_id: 2, correlation_id: 12 };
+    let calls = [launch(7, 110, 11), Raw::External(ext), launch(7, 150, 12), launch(8, 150, 13)];
+    let [a, b, c, d] = calls;
+    r.buffer(1, &[a, b, c, d, launch(7, 250, 14)], &mut |_| None);
+    r.buffer(
+        2,
+        &[launch(7, 450, 15), kernel(11, 1), kernel(12, 2), kernel(13, 3), kernel(14, 4), kernel(15, 5)],
+        &mut |_| None,
+    );
+    let out = r.poll(0);
+    let of = |id: u64| out.iter().find(|x| x.scope_id == id).map(ids);
+    assert_eq!(of(1), Some(vec![11]), "the window's own launch only: {out:?}");
+    let outside: Vec<_> = out.iter().filter(|x| x.site.desc.name == "unattributed").flat_map(ids).collect();
+    assert_eq!(outside.len(), 2, "thread 8's call and the one after the window: {out:?}");
+    assert!(outside.contains(&13) && outside.contains(&14));
+    assert_eq!(r.held_calls(), 1, "the call inside the open window waits for it");
+    r.ended(Record::new(&SYNC, 2, 1, host), 1);
+    r.ended_in(Record::new(&SYNC, 3, 1, host), 2, Some(Window { thread: 7, start: 400, end: 500 }));
+    let out = r.poll(0);
+    let of = |id: u64| out.iter().find(|x| x.scope_id == id).map(ids);
+    assert_eq!((of(2), of(3)), (Some(vec![12]), Some(vec![15])), "{out:?}");
+    assert_eq!((r.pending(), r.held_calls(), r.counts().window_scopes), (0, 0, 2));
+    // A scope whose kernel never comes is decided at the deadline, and counted.
+    r.ended_in(Record::new(&SYNC, 4, 1, host), 3, Some(Window { thread: 7, start: 600, end: 700 }));
+    r.buffer(3, &[launch(7, 650, 16)], &mut |_| None);
+    assert!(r.poll(0).is_empty());
+    assert_eq!(r.force().len(), 1);
+    assert_eq!((r.pending(), r.counts().deadline_scopes), (0, 1));
 }

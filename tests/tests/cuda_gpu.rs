@@ -491,6 +491,8 @@ fn nested_scopes_attribute_to_the_innermost_and_outside_work_is_unattributed() {
     assert_eq!(grids("outer"), vec![[1, 1, 1], [3, 1, 1]]);
     assert_eq!(grids("inner"), vec![[2, 1, 1]]);
     assert!(grids("unattributed").contains(&[7, 7, 1]), "work outside scopes is recorded as unattributed");
+    let counts = gpuspan::cuda::cupti_counts().expect("CUPTI counts");
+    assert!(counts.window_scopes >= 2, "synchronous scopes are attributed by their windows: {counts:?}");
 }
 
 #[gpu_kernel]
@@ -685,6 +687,13 @@ fn attach_child() {
     println!("ATTACH_OK=1");
 }
 
+/// A synchronous scope called inside an async one's poll (it pushes its id, on top of the
+/// async scope's).
+#[gpu_kernel]
+fn sync_in_async(stream: &Arc<CudaStream>, tag: &CudaFunction, k: u32) {
+    launch_tag(stream, tag, (22, k, 1));
+}
+
 /// A bare async function whose launches straddle `.await`s, so that its polls run on
 /// different worker threads.
 #[gpu_kernel]
@@ -692,6 +701,7 @@ async fn across_awaits(g: &'static Gpu, k: u32) {
     let stream = g.ctx.new_stream().expect("stream");
     launch_tag(&stream, &g.tag, (21, k, 1));
     tokio::time::sleep(Duration::from_millis(2)).await;
+    sync_in_async(&stream, &g.tag, k);
     launch_tag(&stream, &g.tag, (21, k, 2));
     tokio::task::yield_now().await;
     launch_tag(&stream, &g.tag, (21, k, 3));
@@ -725,7 +735,13 @@ fn async_launches_across_awaits_on_a_multi_thread_runtime_are_attributed() {
         assert!(seen.insert(k), "task {k} seen twice");
         assert_eq!(grids, vec![[21, k, 1], [21, k, 2], [21, k, 3]]);
     }
+    let inner: HashSet<[u32; 3]> = capture.of("sync_in_async").iter().flat_map(|r| kernels(r)).map(|k| k.1).collect();
+    assert_eq!(inner, (1..=TASKS).map(|k| [22, k, 1]).collect(), "each sync scope inside a poll has its kernel");
     let leaked = capture.of("unattributed");
     assert!(leaked.is_empty(), "GPU work left unattributed: {leaked:?}");
-    println!("{TASKS} async calls on 4 workers: each record holds its own 3 kernels, none unattributed");
+    assert_eq!(capture.of("sync_in_async").len(), TASKS as usize);
+    println!(
+        "{TASKS} async calls on 4 workers: each record holds its own 3 kernels, each sync scope inside one its \
+         kernel, none unattributed"
+    );
 }

@@ -4,8 +4,9 @@
 //!
 //! The scenario covers what parsing and attribution must get right: a C++ (mangled) and an
 //! `extern "C"` kernel, nested scopes, pageable/pinned/device copies both ways, a memset, a cuBLAS
-//! sgemm, a kernel outside every scope, and a long kernel still running while a short one on
-//! another stream finishes. It prints every record it got, one line each.
+//! sgemm, a kernel outside every scope, a long kernel still running while a short one on
+//! another stream finishes, and an async scope polled twice with a synchronous scope inside a
+//! poll (external ids beside windows). It prints every record it got, one line each.
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
@@ -64,6 +65,33 @@ fn outer(stream: &Arc<CudaStream>, tag: &CudaFunction) -> Result<(), DriverError
     launch_tag(stream, tag, (1, 1, 1))?;
     inner(stream, tag)?;
     launch_tag(stream, tag, (3, 1, 1))
+}
+
+/// Pending once, then ready: a second poll.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
+#[gpu_kernel]
+fn in_poll_sync(stream: &Arc<CudaStream>, tag: &CudaFunction) -> Result<(), DriverError> {
+    launch_tag(stream, tag, (4, 3, 1))
+}
+
+#[gpu_kernel]
+async fn in_polls(stream: &Arc<CudaStream>, tag: &CudaFunction) -> Result<(), DriverError> {
+    launch_tag(stream, tag, (4, 1, 1))?;
+    YieldOnce(false).await;
+    in_poll_sync(stream, tag)?;
+    launch_tag(stream, tag, (4, 2, 1))
 }
 
 #[gpu_transfer]
@@ -164,6 +192,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     note("50 ms later");
     s1.synchronize()?;
     note("s1 synchronized");
+    note("async `in_polls`: tag(4,1) | await | `in_poll_sync` tag(4,3) tag(4,2)");
+    let mut fut = std::pin::pin!(in_polls(&s1, &f_tag));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    while std::future::Future::poll(fut.as_mut(), &mut cx).is_pending() {}
+    s1.synchronize()?;
     let flushed = gpuspan::flush();
     note("flushed");
     for r in capture.records() {

@@ -129,6 +129,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             at(1.0)
         );
     }
+    if guard.is_some() {
+        // Every annotated launch above is a record to resolve: how long the resolver needs for
+        // the rest once the loops end, and whether everything was decided (the stress check).
+        let t = Instant::now();
+        let done = gpuspan::flush();
+        let s = gpuspan::summary();
+        let calls: u64 = s.reached.iter().map(|r| r.calls).sum();
+        println!(
+            "{mode}: flush {} in {:.0} ms; {calls} calls recorded; losses {:?}",
+            if done { "resolved everything" } else { "left records pending" },
+            t.elapsed().as_secs_f64() * 1e3,
+            s.losses
+        );
+    }
     drop(guard);
     Ok(())
 }

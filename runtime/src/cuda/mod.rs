@@ -8,14 +8,14 @@
 //!
 //! | found | timing | `gpu.timing.source` |
 //! |---|---|---|
-//! | driver, device and libcupti ≥ 12.5 | CUPTI activity records, attributed by external correlation id | `cupti` |
+//! | driver, device and libcupti ≥ 12.5 | CUPTI activity records, attributed by thread and time window (async: external correlation id) | `cupti` |
 //! | driver and device; no CUPTI, or `GPUSPAN_CUPTI=off` | two CUDA events on the site's stream | `cuda_event` |
 //! | no driver or no device | the host clock | `host` |
 //!
 //! Each case is said once (stderr, or the `tracing` subscriber) and shown in the summary.
 //! Once CUDA is timed, every scope takes part, bare ones (no stream in the signature)
-//! included: under CUPTI each pushes its correlation id, so the kernels of a bare
-//! `#[gpu_kernel]` are attributed to it; without CUPTI, [`attach`] hands a scope a stream
+//! included: under CUPTI each marks its window of its thread's time (an async one pushes its
+//! correlation id), so the kernels of a bare `#[gpu_kernel]` are attributed to it; without CUPTI, [`attach`] hands a scope a stream
 //! created in its body. See `docs/cuda.md` for how attribution works and what was measured.
 
 pub(crate) mod cupti;
@@ -27,8 +27,10 @@ mod timing;
 /// attribution, as gpuspan's fixture tests do. Feature `testing`; not a stable API.
 #[cfg(feature = "testing")]
 pub mod replay {
-    pub use super::cupti::attribution::{device_labels, Counts, Resolver, EXTERNAL_KIND};
+    pub use super::cupti::attribution::{Counts, Resolver, EXTERNAL_KIND};
     pub use super::cupti::callbacks::{work_of, Work};
+    pub use super::cupti::finish::device_labels;
+    pub use super::cupti::thread_index::{Snapshot, Window};
     /// The capture file's format.
     pub mod dump {
         pub use crate::cuda::cupti::dump::*;
@@ -81,7 +83,7 @@ fn probe_devices() -> Result<Vec<DeviceLabel>, CudaError> {
             .collect()
     });
     match names {
-        Ok(Ok(names)) if !names.is_empty() => Ok(cupti::attribution::device_labels(names)),
+        Ok(Ok(names)) if !names.is_empty() => Ok(cupti::finish::device_labels(names)),
         Ok(Ok(_)) => Err(CudaError::NoDevice("the driver reports 0 devices".into())),
         Ok(Err(e)) => Err(CudaError::NoDevice(e)),
         Err(_) => Err(CudaError::NoDriver),
@@ -286,6 +288,11 @@ fn unregister(scope_id: u64) -> Option<Option<events::EventScope>> {
 /// The CUDA part of an open scope.
 #[derive(Debug)]
 pub(crate) enum CudaScope {
+    /// A synchronous scope under CUPTI: the API calls of its thread between `start` and its end
+    /// (CUPTI's clock) are its own. Becomes [`CudaScope::Cupti`] if it suspends (async).
+    Window {
+        start: u64,
+    },
     /// The scope id is pushed as CUPTI external correlation id (popped at the end if `pushed`).
     Cupti {
         pushed: bool,
@@ -311,7 +318,7 @@ impl CudaScope {
     #[inline]
     fn start(scope_id: u64, stream: Option<&CudaStream>) -> CudaScope {
         match start() {
-            Timing::Cupti => CudaScope::Cupti { pushed: cupti::push(scope_id) },
+            Timing::Cupti => cupti::enter(scope_id),
             Timing::CudaEvent => {
                 let events = stream.and_then(|s| {
                     events::start(s)
@@ -332,7 +339,7 @@ impl CudaScope {
     #[inline]
     fn bare(scope_id: u64) -> CudaScope {
         match WATCH.load(Ordering::Relaxed) {
-            WATCH_CUPTI => CudaScope::Cupti { pushed: cupti::push(scope_id) },
+            WATCH_CUPTI => cupti::enter(scope_id),
             WATCH_EVENTS => CudaScope::Events { parked: register(scope_id, None), named_stream: false },
             _ => CudaScope::Host,
         }
@@ -343,6 +350,12 @@ impl CudaScope {
     /// next poll.
     pub(crate) fn suspend(&mut self, scope_id: u64) {
         match self {
+            // An async scope suspends once before its body runs (`ScopedFuture::new`): nothing
+            // ran in the window; from now on it pushes its id around each poll.
+            CudaScope::Window { .. } => {
+                cupti::abandon_window();
+                *self = CudaScope::Cupti { pushed: false };
+            }
             CudaScope::Cupti { pushed } => {
                 if *pushed {
                     cupti::pop(scope_id);
@@ -361,6 +374,7 @@ impl CudaScope {
     /// An async scope runs again, perhaps on another thread (before a poll).
     pub(crate) fn resume(&mut self, scope_id: u64) {
         match self {
+            CudaScope::Window { .. } => {}
             CudaScope::Cupti { pushed } => {
                 if !*pushed {
                     *pushed = cupti::push(scope_id);
@@ -378,11 +392,12 @@ impl CudaScope {
     /// The scope ended: its record waits for the GPU's timing.
     pub(crate) fn finish(self, call: Call) {
         match self {
+            CudaScope::Window { start } => cupti::ended_window(call, start),
             CudaScope::Cupti { pushed } => {
                 if pushed {
                     cupti::pop(call.scope_id);
                 }
-                // A call that launched nothing keeps its host timing (attribution::finish).
+                // A call that launched nothing keeps its host timing (cupti::finish).
                 cupti::ended(call);
             }
             CudaScope::Events { parked, named_stream } => {

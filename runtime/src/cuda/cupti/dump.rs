@@ -6,6 +6,7 @@
 //! The live side writes one when `GPUSPAN_CUPTI_DUMP=<path>` is set; reading is replay's
 //! business (tests, feature `testing`).
 
+use super::thread_index::{Snapshot, Window};
 use super::Live;
 use std::io::Write;
 
@@ -56,6 +57,16 @@ pub enum Frame {
         /// Incomplete records were flushed too (`gpuspan::flush()` at its deadline).
         forced: bool,
     },
+    /// The window of a synchronous scope, just before its [`Frame::Ended`].
+    Window {
+        /// The scope's id.
+        scope_id: u64,
+        /// Its thread and CUPTI clock readings.
+        window: Window,
+    },
+    /// Which threads had a window open, taken before the resolver drained its channel and
+    /// written after what that drain took (as the resolver applies it).
+    Threads(Snapshot),
     /// A free-form line from the capturing program (what it was doing).
     Note {
         /// When, on the host clock.
@@ -112,6 +123,22 @@ impl Frame {
                 out.push(b'T');
                 put_u64(out, *host_ns);
                 put_bytes(out, text.as_bytes());
+            }
+            Frame::Window { scope_id, window } => {
+                out.push(b'W');
+                put_u64(out, *scope_id);
+                put_u64(out, window.thread.into());
+                put_u64(out, window.start);
+                put_u64(out, window.end);
+            }
+            Frame::Threads(s) => {
+                out.push(b'O');
+                put_u64(out, s.now);
+                put_u64(out, s.open.len() as u64);
+                for (thread, since) in &s.open {
+                    put_u64(out, (*thread).into());
+                    put_u64(out, *since);
+                }
             }
         }
     }
@@ -193,6 +220,16 @@ pub fn read(b: &[u8]) -> Result<Vec<Frame>, DumpError> {
             },
             b'F' => Frame::Flushed { host_ns: r.u64()?, forced: r.u8()? != 0 },
             b'T' => Frame::Note { host_ns: r.u64()?, text: String::from_utf8_lossy(&r.bytes()?).into_owned() },
+            b'W' => Frame::Window {
+                scope_id: r.u64()?,
+                window: Window { thread: r.u64()? as u32, start: r.u64()?, end: r.u64()? },
+            },
+            b'O' => {
+                let now = r.u64()?;
+                let n = r.u64()?;
+                let open = (0..n).map(|_| Ok((r.u64()? as u32, r.u64()?))).collect::<Result<Vec<_>, DumpError>>()?;
+                Frame::Threads(Snapshot { now, open })
+            }
             tag => return Err(DumpError::Tag { tag, at }),
         };
         frames.push(frame);
@@ -234,6 +271,8 @@ mod tests {
             Frame::Ended { scope_id: 7, fence: 1, host_ns: 9, site: "spin".into() },
             Frame::Flushed { host_ns: 10, forced: true },
             Frame::Note { host_ns: 11, text: "hello".into() },
+            Frame::Window { scope_id: 8, window: Window { thread: 42, start: 100, end: 200 } },
+            Frame::Threads(Snapshot { now: 300, open: vec![(42, 250), (43, 260)] }),
         ];
         let mut out = MAGIC.to_vec();
         frames.iter().for_each(|f| f.encode(&mut out));

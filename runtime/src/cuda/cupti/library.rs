@@ -21,6 +21,7 @@ const SYMBOLS: &[&str] = &[
     "cuptiActivityPushExternalCorrelationId",
     "cuptiActivityPopExternalCorrelationId",
     "cuptiGetTimestamp",
+    "cuptiSetThreadIdType",
 ];
 
 pub(super) fn message(r: CUptiResult) -> String {

@@ -1,11 +1,14 @@
-//! The CUPTI activity API, live: turning recording on, the scope id pushed around each call,
-//! and the hand-over to the thread that resolves records off the caller's path.
+//! The CUPTI activity API, live: turning recording on, how a scope marks its calls (a window
+//! of its thread's time, or its id pushed as external correlation id), and the hand-over to the
+//! thread that resolves records off the caller's path.
 //!
 //! One job per file: [`library`] finds libcupti and checks its entry points, [`callbacks`] holds
 //! the callback-id tables (which calls enqueue work, which are not worth recording),
 //! [`buffers`] lends CUPTI its activity buffers, [`records`] decodes them, [`clock`] maps CUPTI's
-//! clock onto the host's, [`attribution`] ties records to scopes, [`thread`] drains and resolves,
-//! [`dump`] writes and reads the capture file the fixture tests replay.
+//! clock onto the host's, [`window`] marks synchronous scopes by thread and time,
+//! [`attribution`] ties records to scopes and [`finish`] makes their records (by window through [`thread_index`], else by external
+//! id), [`thread`] drains and resolves, [`dump`] writes and reads the capture file the fixture
+//! tests replay.
 //!
 //! Threads: CUPTI calls `buffers::requested` and `buffers::completed` on its own threads (or
 //! inside a flush); both only hand data over through a channel. Decoding and attribution happen
@@ -22,6 +25,8 @@ pub(super) mod callbacks;
 pub(super) mod clock;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub(super) mod dump;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+pub(super) mod finish;
 mod library;
 // The raw records' fields mirror CUPTI's structs and keep their names: CUPTI's headers
 // document them.
@@ -29,8 +34,11 @@ mod library;
 #[allow(missing_docs)]
 pub(super) mod records;
 mod thread;
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+pub(super) mod thread_index;
+mod window;
 
-use super::CudaError;
+use super::{CudaError, CudaScope};
 use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::record::DeviceLabel;
 use crate::scope::Call;
@@ -41,6 +49,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
+use thread_index::Window;
 
 const KIND: CUpti_ExternalCorrelationKind = CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
@@ -56,8 +65,9 @@ enum Msg {
         valid: usize,
     },
     Dropped(u64),
-    /// A scope ended (the record is built on the resolver thread), with its fence.
-    Ended(Call, u64),
+    /// A scope ended (the record is built on the resolver thread), with its fence and, for a
+    /// synchronous scope, its window.
+    Ended(Call, u64, Option<Window>),
     Note(String),
 }
 
@@ -83,6 +93,13 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         w.write_all(dump::MAGIC).ok()?;
         Some(w)
     });
+    // API records carry the OS thread id (`gettid`) that windows are kept under. Without it,
+    // every scope pushes its id.
+    // SAFETY: setting the id type has no preconditions.
+    let system = sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
+    if unsafe { sys::cuptiSetThreadIdType(system) } == CUptiResult::CUPTI_SUCCESS {
+        window::ENABLED.store(true, Ordering::Relaxed);
+    }
     let _ = TX.set(tx);
     let _ = LIVE.set(Mutex::new(Live { resolver: Resolver::new(devices), rx, dump, dumped_names: HashSet::new() }));
     // SAFETY: the callbacks are `extern "C"` functions valid for the whole process.
@@ -150,11 +167,30 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     Ok(version)
 }
 
-/// Enters a scope: CUPTI tags every API call of this thread with `id` until [`pop`].
+/// Enters a scope: a window of this thread's time, or (where a window cannot decide) its id
+/// pushed as external correlation id.
+#[inline]
+pub(crate) fn enter(id: u64) -> CudaScope {
+    match window::open() {
+        Some(start) => CudaScope::Window { start },
+        None => CudaScope::Cupti { pushed: push(id) },
+    }
+}
+
+/// An async scope suspends: the window it opened (before its body ran) closes unused.
+pub(crate) fn abandon_window() {
+    window::abandon();
+}
+
+/// CUPTI tags every API call of this thread with `id` until [`pop`].
 #[inline]
 pub(crate) fn push(id: u64) -> bool {
     // SAFETY: the symbol was resolved in `start`; pushing has no preconditions.
-    unsafe { sys::cuptiActivityPushExternalCorrelationId(KIND, id) == CUptiResult::CUPTI_SUCCESS }
+    let ok = unsafe { sys::cuptiActivityPushExternalCorrelationId(KIND, id) == CUptiResult::CUPTI_SUCCESS };
+    if ok {
+        window::pushed(1);
+    }
+    ok
 }
 
 /// Leaves a scope; says once if the id on top of the thread's stack was not `id`.
@@ -163,6 +199,9 @@ pub(crate) fn pop(id: u64) {
     let mut last = 0;
     // SAFETY: as `push`.
     let ok = unsafe { sys::cuptiActivityPopExternalCorrelationId(KIND, &mut last) } == CUptiResult::CUPTI_SUCCESS;
+    if ok {
+        window::pushed(-1);
+    }
     if !ok || last != id {
         note_once(
             "CUDA scopes on one thread ended out of order (or an async CUDA scope moved threads): some GPU work \
@@ -173,10 +212,21 @@ pub(crate) fn pop(id: u64) {
 
 /// A scope ended: it waits for the buffers CUPTI requested so far.
 pub(crate) fn ended(call: Call) {
+    send_ended(call, None);
+}
+
+/// A synchronous scope ended: its window closes, and it waits for the buffers CUPTI requested
+/// so far (read after the window's end, so they hold every API record inside it).
+#[inline]
+pub(crate) fn ended_window(call: Call, start: u64) {
+    window::close(start, |w| send_ended(call, w));
+}
+
+fn send_ended(call: Call, window: Option<Window>) {
     let fence = buffers::REQUESTED.load(Ordering::SeqCst);
     if let Some(tx) = TX.get() {
         WAITING.fetch_add(1, Ordering::Relaxed);
-        if tx.send(Msg::Ended(call, fence)).is_err() {
+        if tx.send(Msg::Ended(call, fence, window)).is_err() {
             Losses::add(&LOSSES.unresolved_scopes, 1);
         }
     }

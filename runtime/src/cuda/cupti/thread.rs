@@ -4,7 +4,7 @@
 
 use super::dump::Frame;
 use super::records::Raw;
-use super::{buffers, clock, dump, records, Live, Msg, LIVE, WAITING};
+use super::{buffers, clock, dump, records, window, Live, Msg, LIVE, WAITING};
 use crate::diagnostics::note_once;
 use crate::pipeline;
 use crate::record::Record;
@@ -23,15 +23,23 @@ impl Live {
     fn drain(&mut self) -> Vec<Record> {
         let (offset, error) = clock::offset();
         self.resolver.set_clock(offset, error);
+        // Before the channel: a window that closed before this was sent before it.
+        let threads = window::snapshot();
         let mut dropped = 0;
         while let Ok(msg) = self.rx.try_recv() {
             match msg {
-                Msg::Requested(seq) => self.write(Frame::Requested { seq }),
+                Msg::Requested(seq) => {
+                    self.resolver.requested(seq);
+                    self.write(Frame::Requested { seq });
+                }
                 Msg::Dropped(n) => dropped += n,
                 Msg::Note(text) => self.write(Frame::Note { host_ns: crate::clock::now_ns(), text }),
-                Msg::Ended(call, fence) => {
+                Msg::Ended(call, fence, window) => {
                     let record = call.into_record();
                     WAITING.fetch_sub(1, Ordering::Relaxed);
+                    if let (Some(w), true) = (window, self.dump.is_some()) {
+                        self.write(Frame::Window { scope_id: record.scope_id, window: w });
+                    }
                     if self.dump.is_some() {
                         let site = record.site.desc.name.to_owned();
                         self.write(Frame::Ended {
@@ -41,7 +49,7 @@ impl Live {
                             site,
                         });
                     }
-                    self.resolver.ended(record, fence);
+                    self.resolver.ended_in(record, fence, window);
                 }
                 Msg::Buffer { base, valid } => {
                     // SAFETY: a live buffer from `requested`, returned by CUPTI with `valid` bytes.
@@ -90,6 +98,10 @@ impl Live {
                  `lost` line of the summary",
             );
         }
+        if self.dump.is_some() {
+            self.write(Frame::Threads(threads.clone()));
+        }
+        self.resolver.observe(&threads);
         let records = self.resolver.poll(crate::clock::now_ns());
         if let Some(w) = &mut self.dump {
             let _ = w.flush();
@@ -106,7 +118,11 @@ fn process(flushed: Option<bool>) -> usize {
             if let Some(forced) = flushed {
                 l.write(Frame::Flushed { host_ns: crate::clock::now_ns(), forced });
             }
-            let r = l.drain();
+            let mut r = l.drain();
+            if flushed == Some(true) {
+                // The deadline: every ended scope is decided with what it has (counted).
+                r.extend(l.resolver.force());
+            }
             SUBMITTING.fetch_add(r.len() as u64, Ordering::SeqCst);
             let p = l.resolver.pending();
             (r, p)

@@ -1,0 +1,127 @@
+//! A call's record from the activities attributed to it: GPU envelope, busy time, bytes,
+//! device, the pinning hint; and the record of work no call claimed.
+
+use crate::record::{Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, MemoryKind, Record};
+use crate::site::{Backend, Site, SiteDesc, SiteKind};
+use std::sync::Arc;
+
+/// The site of GPU work launched outside every annotated call.
+pub(crate) static UNATTRIBUTED: Site = Site::new(SiteDesc {
+    name: "unattributed",
+    function: "unattributed",
+    kind: SiteKind::Kernel,
+    backend: Backend::Cuda,
+    module_path: "gpuspan::cuda",
+    file: file!(),
+    line: line!(),
+    direction: None,
+    threshold_us: None,
+    trace_all: false,
+    track_memory: false,
+});
+inventory::submit! { crate::site::SiteRef(&UNATTRIBUTED) }
+
+/// Demangles a C++ kernel name; `extern "C"` names and anything unparsable stay as they are.
+pub(crate) fn demangle(mangled: &str) -> String {
+    cpp_demangle::Symbol::new(mangled).ok().and_then(|s| s.demangle().ok()).unwrap_or_else(|| mangled.to_owned())
+}
+
+/// Length of the union of the intervals (time the GPU was busy with at least one of them).
+pub(crate) fn busy_ns(intervals: &mut [Interval]) -> u64 {
+    intervals.sort_by_key(|i| i.start_ns);
+    let mut total = 0;
+    let mut cur: Option<Interval> = None;
+    for i in intervals.iter() {
+        match &mut cur {
+            Some(c) if i.start_ns <= c.end_ns => c.end_ns = c.end_ns.max(i.end_ns),
+            _ => {
+                if let Some(c) = cur.take() {
+                    total += c.duration_ns();
+                }
+                cur = Some(*i);
+            }
+        }
+    }
+    total + cur.map_or(0, |c| c.duration_ns())
+}
+
+/// The record of a call with its activities: GPU envelope, busy time, bytes, device.
+/// `clock_error_ns` bounds the mapping of CUPTI's clock onto the host clock.
+pub(crate) fn finish(mut record: Record, mut activities: Vec<Activity>, clock_error_ns: u64) -> Record {
+    activities.sort_by_key(|a| a.interval.start_ns);
+    if activities.is_empty() {
+        return record; // no GPU work was launched inside: host timing, labelled as such
+    }
+    let mut intervals: Vec<Interval> = activities.iter().map(|a| a.interval).collect();
+    let envelope = Interval {
+        start_ns: intervals.iter().map(|i| i.start_ns).min().unwrap_or(0),
+        end_ns: intervals.iter().map(|i| i.end_ns).max().unwrap_or(0),
+    };
+    let device = activities[0].device.clone().filter(|d| activities.iter().all(|a| a.device.as_ref() == Some(d)));
+    record.gpu = Some(GpuTiming {
+        interval: envelope,
+        busy_ns: busy_ns(&mut intervals),
+        source: crate::record::TimingSource::Cupti,
+        clock_error_ns,
+        bracketed: false,
+        device,
+    });
+    let copied: Option<u64> = activities
+        .iter()
+        .filter_map(|a| match a.kind {
+            ActivityKind::Copy { bytes, .. } => Some(bytes),
+            _ => None,
+        })
+        .reduce(|a, b| a + b);
+    if record.bytes.is_none() {
+        record.bytes = copied;
+    }
+    let pageable = activities.iter().any(|a| {
+        matches!(
+            a.kind,
+            ActivityKind::Copy { src: MemoryKind::Pageable, .. } | ActivityKind::Copy { dst: MemoryKind::Pageable, .. }
+        )
+    });
+    if pageable && record.site.desc.kind == SiteKind::Transfer {
+        crate::diagnostics::note_once(format_args!(
+            "`{}` copies pageable host memory: a pinned host buffer (cudarc: CudaContext::alloc_pinned) usually \
+             transfers several times faster",
+            record.site.desc.name
+        ));
+    }
+    record.activities = activities;
+    record
+}
+
+pub(super) fn unattributed(a: Activity, host: Interval, clock_error_ns: u64) -> Record {
+    let bytes = match a.kind {
+        ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => Some(bytes),
+        ActivityKind::Kernel(_) => None,
+    };
+    let mut record = Record::new(&UNATTRIBUTED, 0, 0, host);
+    record.bytes = bytes;
+    finish(record, vec![a], clock_error_ns)
+}
+
+/// Device labels for CUPTI device ids, from the driver's names.
+pub fn device_labels(names: Vec<String>) -> Vec<DeviceLabel> {
+    names.into_iter().enumerate().map(|(i, n)| DeviceLabel { id: i as u32, name: Arc::from(n) }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_time_is_the_union() {
+        let iv = |s, e| Interval { start_ns: s, end_ns: e };
+        assert_eq!(busy_ns(&mut [iv(0, 10), iv(5, 15), iv(20, 30)]), 25);
+        assert_eq!(busy_ns(&mut []), 0);
+    }
+
+    #[test]
+    fn demangles_cxx_and_keeps_c_names() {
+        assert_eq!(demangle("_Z4spinyPy"), "spin(unsigned long long, unsigned long long*)");
+        assert_eq!(demangle("saxpy"), "saxpy");
+    }
+}

@@ -1,0 +1,151 @@
+//! Synchronous CUDA scopes under CUPTI, on the caller's thread: instead of pushing an external
+//! correlation id (~255 ns for push + pop on an H100), a scope reads CUPTI's clock when it opens
+//! and closes (~32 ns each) and hands the window with its OS thread id to the resolver, which
+//! gives it every API call of that thread inside the window (`thread_index.rs`).
+//!
+//! A scope keeps push/pop where a window cannot decide: one that may suspend and move threads
+//! (async: converted at its first suspension, before its body ran) and one that opens while an
+//! external id is pushed on its thread (an async poll), whose id must stay on top of CUPTI's
+//! stack. Each thread publishes the start of its outermost open window, so that the resolver can
+//! tell a call made outside every scope from one whose scope has not ended yet.
+
+use super::thread_index::{Snapshot, Window};
+use cudarc::cupti::sys::{self as sys, CUptiResult};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// CUPTI writes OS thread ids into API records (set at start): windows can be used.
+pub(super) static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// What a thread shows the resolver.
+#[derive(Debug)]
+struct Published {
+    thread: u32,
+    /// CUPTI's clock when the thread's outermost open window opened; 0 when none is open.
+    open_since: AtomicU64,
+}
+
+/// Every thread that opened a window and is alive (or still has one open).
+static THREADS: Mutex<Vec<Arc<Published>>> = Mutex::new(Vec::new());
+
+struct Local {
+    /// Windows open on this thread.
+    windows: Cell<u32>,
+    /// External ids this thread's scopes have pushed and not popped.
+    pushed: Cell<u32>,
+    published: Arc<Published>,
+}
+
+impl Local {
+    fn new() -> Local {
+        // SAFETY: gettid has no preconditions.
+        let thread = unsafe { libc::gettid() } as u32;
+        let published = Arc::new(Published { thread, open_since: AtomicU64::new(0) });
+        if let Ok(mut t) = THREADS.lock() {
+            t.push(published.clone());
+        }
+        Local { windows: Cell::new(0), pushed: Cell::new(0), published }
+    }
+}
+
+thread_local! {
+    static LOCAL: Local = Local::new();
+}
+
+/// CUPTI's clock, which its API records use.
+#[inline]
+pub(super) fn now() -> u64 {
+    let mut t = 0;
+    // SAFETY: plain out-parameter; the symbol was checked at start.
+    if unsafe { sys::cuptiGetTimestamp(&mut t) } != CUptiResult::CUPTI_SUCCESS {
+        return 0;
+    }
+    t
+}
+
+/// Opens a window on this thread and returns its start, or `None` if this scope must push its
+/// id instead (windows off, or an external id pushed on this thread).
+#[inline]
+pub(super) fn open() -> Option<u64> {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return None;
+    }
+    LOCAL
+        .try_with(|l| {
+            if l.pushed.get() > 0 {
+                return None;
+            }
+            let start = now();
+            if start == 0 {
+                return None; // CUPTI's clock failed: this scope pushes its id
+            }
+            let open = l.windows.get();
+            if open == 0 {
+                // SeqCst with the snapshot's load: a call made after this store reads a later clock
+                // than a snapshot that missed it.
+                l.published.open_since.store(start.max(1), Ordering::SeqCst);
+            }
+            l.windows.set(open + 1);
+            Some(start)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Closes the window opened at `start`; `send` hands it over (and must do so before the thread
+/// shows the resolver that the window is closed).
+#[inline]
+pub(super) fn close(start: u64, send: impl FnOnce(Option<Window>)) {
+    let end = now();
+    let mut send = Some(send);
+    let _ = LOCAL.try_with(|l| {
+        if let Some(send) = send.take() {
+            send(Some(Window { thread: l.published.thread, start, end }));
+        }
+        leave(l);
+    });
+    if let Some(send) = send {
+        send(None); // the thread is ending: the scope resolves without a window
+    }
+}
+
+fn leave(l: &Local) {
+    let open = l.windows.get().saturating_sub(1);
+    l.windows.set(open);
+    if open == 0 {
+        // Release: the window was sent before; a snapshot that still sees it open only waits.
+        l.published.open_since.store(0, Ordering::Release);
+    }
+}
+
+/// An async scope suspends before its body ran: its window closes unused, it pushes instead.
+pub(super) fn abandon() {
+    let _ = LOCAL.try_with(leave);
+}
+
+/// This thread pushed (`+1`) or popped (`-1`) an external id.
+#[inline]
+pub(super) fn pushed(delta: i32) {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = LOCAL.try_with(|l| l.pushed.set(l.pushed.get().saturating_add_signed(delta)));
+}
+
+/// Which threads have a window open. Taken before the resolver drains its channel: a window
+/// that closed before this was sent before it.
+pub(super) fn snapshot() -> Snapshot {
+    let now = now();
+    let mut open = Vec::new();
+    if let Ok(mut threads) = THREADS.lock() {
+        threads.retain(|p| {
+            let since = p.open_since.load(Ordering::SeqCst);
+            if since != 0 {
+                open.push((p.thread, since));
+            }
+            Arc::strong_count(p) > 1 || since != 0
+        });
+    }
+    Snapshot { now, open }
+}
