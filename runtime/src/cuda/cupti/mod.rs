@@ -4,13 +4,14 @@
 //! One job per file: [`library`] finds libcupti and checks its entry points, [`callbacks`] holds
 //! the callback-id tables (which calls enqueue work, which are not worth recording),
 //! [`buffers`] lends CUPTI its activity buffers, [`records`] decodes them, [`clock`] maps CUPTI's
-//! clock onto the host's, [`attribution`] ties records to scopes, [`thread`] drains and resolves,
-//! [`dump`] writes and reads the capture file the fixture tests replay.
+//! clock onto the host's, [`attribution`] ties records to scopes, [`work`] drains and resolves
+//! them for the one resolver thread (`crate::resolver`), [`dump`] writes and reads the capture
+//! file the fixture tests replay.
 //!
 //! Threads: CUPTI calls `buffers::requested` and `buffers::completed` on its own threads (or
-//! inside a flush); both only hand data over through a channel. Decoding and attribution happen
-//! under one lock, taken by gpuspan's `gpuspan-cupti` thread every few milliseconds and by
-//! `gpuspan::flush()`; records are submitted after the lock is released.
+//! inside a flush); both only hand data over through a channel and wake the resolver. Decoding
+//! and attribution happen under one lock, taken by the resolver; records are submitted after
+//! the lock is released.
 
 // Decoding, the callback tables, attribution and the dump format are lent to tests by
 // `cuda::replay` (feature `testing`): their items are `pub`.
@@ -28,7 +29,7 @@ mod library;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 #[allow(missing_docs)]
 pub(super) mod records;
-mod thread;
+mod work;
 
 use super::CudaError;
 use crate::diagnostics::{note_once, Losses, LOSSES};
@@ -38,16 +39,15 @@ use attribution::{Counts, Resolver};
 use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind};
 use std::collections::HashSet;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 
 const KIND: CUpti_ExternalCorrelationKind = CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
 static TX: OnceLock<Sender<Msg>> = OnceLock::new();
 static LIVE: OnceLock<Mutex<Live>> = OnceLock::new();
-/// Ended scopes sent but not yet taken by the resolver: tells its thread to flush soon.
-static WAITING: AtomicU64 = AtomicU64::new(0);
 
 enum Msg {
     Requested(u64),
@@ -66,9 +66,12 @@ struct Live {
     rx: Receiver<Msg>,
     dump: Option<std::io::BufWriter<std::fs::File>>,
     dumped_names: HashSet<u64>,
+    /// When CUPTI's clock was last mapped onto the host's, and its buffers last asked for.
+    last_clock: Instant,
+    last_flush: Instant,
 }
 
-/// Turns CUPTI activity recording on and starts the resolver thread.
+/// Turns CUPTI activity recording on and hands its work to the resolver.
 pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     library::check_library()?;
     let mut version = 0u32;
@@ -84,7 +87,14 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         Some(w)
     });
     let _ = TX.set(tx);
-    let _ = LIVE.set(Mutex::new(Live { resolver: Resolver::new(devices), rx, dump, dumped_names: HashSet::new() }));
+    let _ = LIVE.set(Mutex::new(Live {
+        resolver: Resolver::new(devices),
+        rx,
+        dump,
+        dumped_names: HashSet::new(),
+        last_clock: Instant::now(),
+        last_flush: Instant::now(),
+    }));
     // SAFETY: the callbacks are `extern "C"` functions valid for the whole process.
     library::check("cuptiActivityRegisterCallbacks", unsafe {
         sys::cuptiActivityRegisterCallbacks(Some(buffers::requested), Some(buffers::completed))
@@ -114,9 +124,9 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         ));
     }
     // SAFETY: setting the period has no preconditions.
-    let period = unsafe { sys::cuptiActivityFlushPeriod(thread::FLUSH_PERIOD_MS) };
+    let period = unsafe { sys::cuptiActivityFlushPeriod(work::FLUSH_PERIOD_MS) };
     if period == CUptiResult::CUPTI_SUCCESS {
-        thread::CUPTI_FLUSHES.store(true, Ordering::Relaxed);
+        work::CUPTI_FLUSHES.store(true, Ordering::Relaxed);
     } else {
         note_once(format_args!(
             "CUPTI refused a flush period ({}): gpuspan flushes its buffers itself, which slows CUDA calls \
@@ -142,11 +152,9 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         sys::cuptiActivityPopExternalCorrelationId(KIND, &mut last)
     })?;
     clock::measure();
-    std::thread::Builder::new()
-        .name("gpuspan-cupti".into())
-        .spawn(thread::run)
-        .map_err(|e| CudaError::Thread(e.to_string()))?;
-    crate::flush::register(thread::flush);
+    // Registers CUPTI with the resolver now: where CUPTI flushes nothing on its own, the
+    // resolver asks for its buffers from the start.
+    work::wake();
     Ok(version)
 }
 
@@ -175,10 +183,10 @@ pub(crate) fn pop(id: u64) {
 pub(crate) fn ended(call: Call) {
     let fence = buffers::REQUESTED.load(Ordering::SeqCst);
     if let Some(tx) = TX.get() {
-        WAITING.fetch_add(1, Ordering::Relaxed);
         if tx.send(Msg::Ended(call, fence)).is_err() {
             Losses::add(&LOSSES.unresolved_scopes, 1);
         }
+        work::wake();
     }
 }
 
