@@ -37,8 +37,8 @@ pub struct Config {
     pub(crate) flush_on_signal: bool,
     pub(crate) live: bool,
     pub(crate) timeline_capacity: usize,
-    #[cfg(feature = "otlp")]
-    pub(crate) otlp: Option<crate::otlp::OtlpConfig>,
+    /// The OTLP export to start (feature `otlp`; `()` without it).
+    pub(crate) otlp: crate::init::OtlpChoice,
 }
 
 impl Default for Config {
@@ -52,8 +52,7 @@ impl Default for Config {
             flush_on_signal: false,
             live: false,
             timeline_capacity: 200_000,
-            #[cfg(feature = "otlp")]
-            otlp: None,
+            otlp: Default::default(),
         }
     }
 }
@@ -92,26 +91,8 @@ impl Config {
                 c.live = on;
             }
         }
-        #[cfg(feature = "otlp")]
-        if crate::otlp::OtlpConfig::env_requests_export() {
-            c.otlp = Some(crate::otlp::OtlpConfig::from_env());
-        }
+        c.otlp = crate::init::otlp_from_env();
         c
-    }
-
-    /// Export spans and metrics over OTLP with this configuration (instead of the one the
-    /// `OTEL_*` variables give).
-    #[cfg(feature = "otlp")]
-    pub fn otlp(mut self, config: crate::otlp::OtlpConfig) -> Self {
-        self.otlp = Some(config);
-        self
-    }
-
-    /// No OTLP export, whatever the environment says.
-    #[cfg(feature = "otlp")]
-    pub fn no_otlp(mut self) -> Self {
-        self.otlp = None;
-        self
     }
 
     /// Print the summary table at shutdown (default on).

@@ -17,6 +17,38 @@ pub(crate) fn start(c: Config) -> Guard {
     imp::init(c)
 }
 
+/// The OTLP export a [`Config`] asks for: the one feature `config.rs` does not name.
+#[cfg(feature = "otlp")]
+pub(crate) type OtlpChoice = Option<crate::otlp::OtlpConfig>;
+#[cfg(not(feature = "otlp"))]
+pub(crate) type OtlpChoice = ();
+
+/// The export the `OTEL_*` variables ask for.
+#[cfg(feature = "otlp")]
+pub(crate) fn otlp_from_env() -> OtlpChoice {
+    crate::otlp::OtlpConfig::env_requests_export().then(crate::otlp::OtlpConfig::from_env)
+}
+#[cfg(not(feature = "otlp"))]
+pub(crate) fn otlp_from_env() -> OtlpChoice {}
+
+#[cfg(feature = "otlp")]
+impl Config {
+    /// Export spans and metrics over OTLP with this configuration (instead of the one the
+    /// `OTEL_*` variables give).
+    #[cfg(feature = "otlp")]
+    pub fn otlp(mut self, config: crate::otlp::OtlpConfig) -> Self {
+        self.otlp = Some(config);
+        self
+    }
+
+    /// No OTLP export, whatever the environment says.
+    #[cfg(feature = "otlp")]
+    pub fn no_otlp(mut self) -> Self {
+        self.otlp = None;
+        self
+    }
+}
+
 /// Ends every measurement [`init`] started, now: flushes pending GPU work (bounded by five
 /// seconds), writes the timeline, ends OTLP export (bounded by its shutdown timeout) and prints
 /// the summary, as dropping the guard would. For programs that leave by
