@@ -17,6 +17,7 @@
 
 use crate::diagnostics::note_once;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -48,8 +49,6 @@ struct State {
     thread: Option<JoinHandle<()>>,
     /// The thread is running (set when spawned, cleared by the thread as it exits).
     running: bool,
-    /// New work since the thread last looked.
-    woken: bool,
     /// What the backends held after the thread's last poll (for the note at [`stop`]).
     pending: usize,
     /// Asked to end (by [`stop`]); cleared by the thread as it exits.
@@ -67,6 +66,9 @@ static STATE: Mutex<Option<State>> = Mutex::new(None);
 static SIGNAL: Condvar = Condvar::new();
 /// Held by whoever drives the backends.
 static DRIVING: Mutex<()> = Mutex::new(());
+/// New work since the thread last looked. Outside the lock, so that a burst of scope ends
+/// costs one signal (the first) and an atomic swap each.
+static WOKEN: AtomicBool = AtomicBool::new(false);
 
 /// How long a flush's caller waits past its deadline for the thread to report (a backend's
 /// last GPU wait may end just after it).
@@ -81,16 +83,27 @@ fn state() -> MutexGuard<'static, Option<State>> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `backend` has new work: registers it (the first time) and wakes the resolver, starting it
-/// if it is not running.
-pub(crate) fn wake(backend: &'static dyn PendingWork) {
+/// Adds `backend` to those the resolver drives (once; later calls only wake it).
+pub(crate) fn register(backend: &'static dyn PendingWork) {
+    {
+        let mut guard = state();
+        let s = guard.get_or_insert_with(State::default);
+        if !s.backends.iter().any(|b| b.name() == backend.name()) {
+            s.backends.push(backend);
+        }
+    }
+    wake();
+}
+
+/// A registered backend has new work: wakes the resolver, starting it if it is not running.
+/// Only the first wake after the resolver last looked takes the lock.
+pub(crate) fn wake() {
+    if WOKEN.swap(true, Ordering::AcqRel) {
+        return;
+    }
     let mut guard = state();
     let s = guard.get_or_insert_with(State::default);
-    if !s.backends.iter().any(|b| b.name() == backend.name()) {
-        s.backends.push(backend);
-    }
-    s.woken = true;
-    if !s.running {
+    if !s.running && !s.backends.is_empty() {
         // A thread that ended (after `stop`) is joined before its successor starts.
         let old = s.thread.take();
         let spawned = std::thread::Builder::new().name("gpuspan-resolver".into()).spawn(run);
@@ -130,13 +143,13 @@ fn run() {
             SIGNAL.notify_all();
             continue;
         }
-        if s.stop && !s.woken {
+        if s.stop && !WOKEN.load(Ordering::Acquire) {
             s.stop = false;
             s.running = false;
             SIGNAL.notify_all();
             return;
         }
-        s.woken = false;
+        WOKEN.store(false, Ordering::Release);
         let backends = s.backends.clone();
         drop(guard);
         let now = Instant::now();
@@ -144,7 +157,7 @@ fn run() {
         guard = state();
         let s = guard.get_or_insert_with(State::default);
         s.pending = pending;
-        if s.woken || s.stop || s.flush_deadline.is_some() {
+        if WOKEN.load(Ordering::Acquire) || s.stop || s.flush_deadline.is_some() {
             continue;
         }
         guard = match next {
@@ -287,7 +300,7 @@ mod tests {
     #[test]
     fn the_thread_polls_when_woken_flushes_through_itself_and_restarts_after_stop() {
         WORK.left.store(5, Ordering::SeqCst);
-        wake(&WORK);
+        register(&WORK);
         assert!(flush_timeout(Duration::from_secs(5)), "a flush resolves everything pending");
         assert_eq!(WORK.left.load(Ordering::SeqCst), 0);
         stop(Instant::now() + Duration::from_secs(5));
@@ -298,7 +311,7 @@ mod tests {
         // New work starts a fresh thread, which polls it down without a flush.
         let before = WORK.polls.load(Ordering::SeqCst);
         WORK.left.store(4, Ordering::SeqCst);
-        wake(&WORK);
+        wake();
         let until = Instant::now() + Duration::from_secs(10);
         while WORK.left.load(Ordering::SeqCst) > 0 && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));

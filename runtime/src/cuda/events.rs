@@ -63,10 +63,12 @@ struct Waiting {
 struct Queue {
     calls: Vec<Waiting>,
     backoff: Duration,
+    /// Handed to the resolver (at the first call).
+    registered: bool,
 }
 
 static CONTEXTS: Mutex<Vec<ContextState>> = Mutex::new(Vec::new());
-static WAITING: Mutex<Queue> = Mutex::new(Queue { calls: Vec::new(), backoff: FIRST_QUERY });
+static WAITING: Mutex<Queue> = Mutex::new(Queue { calls: Vec::new(), backoff: FIRST_QUERY, registered: false });
 
 /// The first query of new work comes this soon; while none finishes the wait doubles up to
 /// [`LAST_QUERY`].
@@ -169,11 +171,19 @@ pub(crate) fn finish(mut scope: EventScope, record: Record) {
     drop(keep);
     match end {
         Ok(end) => {
-            if let Ok(mut w) = WAITING.lock() {
-                w.calls.push(Waiting { scope, end, record });
-                w.backoff = FIRST_QUERY;
+            let first = match WAITING.lock() {
+                Ok(mut w) => {
+                    w.calls.push(Waiting { scope, end, record });
+                    w.backoff = FIRST_QUERY;
+                    !std::mem::replace(&mut w.registered, true)
+                }
+                Err(_) => false,
+            };
+            if first {
+                crate::resolver::register(&Events);
+            } else {
+                crate::resolver::wake();
             }
-            crate::resolver::wake(&Events);
         }
         Err(e) => {
             note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host only"));

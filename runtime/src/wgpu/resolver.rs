@@ -24,9 +24,14 @@ const POLL_IN_FLIGHT: Duration = Duration::from_millis(2);
 /// The frames of every registered device.
 struct Frames;
 
+/// Hands the frames to the resolver (at each device's registration).
+pub(crate) fn register() {
+    crate::resolver::register(&Frames);
+}
+
 /// Asks the resolver to look at the frames now.
 pub(crate) fn wake() {
-    crate::resolver::wake(&Frames);
+    crate::resolver::wake();
 }
 
 impl PendingWork for Frames {

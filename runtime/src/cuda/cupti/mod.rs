@@ -69,6 +69,8 @@ struct Live {
     /// When CUPTI's clock was last mapped onto the host's, and its buffers last asked for.
     last_clock: Instant,
     last_flush: Instant,
+    /// CUPTI accepted [`work::FLUSH_PERIOD_MS`] and flushes on its own.
+    cupti_flushes: bool,
 }
 
 /// Turns CUPTI activity recording on and hands its work to the resolver.
@@ -94,6 +96,7 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         dumped_names: HashSet::new(),
         last_clock: Instant::now(),
         last_flush: Instant::now(),
+        cupti_flushes: false,
     }));
     // SAFETY: the callbacks are `extern "C"` functions valid for the whole process.
     library::check("cuptiActivityRegisterCallbacks", unsafe {
@@ -126,7 +129,9 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     // SAFETY: setting the period has no preconditions.
     let period = unsafe { sys::cuptiActivityFlushPeriod(work::FLUSH_PERIOD_MS) };
     if period == CUptiResult::CUPTI_SUCCESS {
-        work::CUPTI_FLUSHES.store(true, Ordering::Relaxed);
+        if let Some(mut l) = LIVE.get().and_then(|l| l.lock().ok()) {
+            l.cupti_flushes = true;
+        }
     } else {
         note_once(format_args!(
             "CUPTI refused a flush period ({}): gpuspan flushes its buffers itself, which slows CUDA calls \
@@ -154,7 +159,7 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     clock::measure();
     // Registers CUPTI with the resolver now: where CUPTI flushes nothing on its own, the
     // resolver asks for its buffers from the start.
-    work::wake();
+    work::register();
     Ok(version)
 }
 

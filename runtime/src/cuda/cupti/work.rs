@@ -12,7 +12,6 @@ use crate::resolver::{PendingWork, Progress};
 use cudarc::cupti::sys;
 use std::ffi::{c_char, CStr};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 impl Live {
@@ -136,15 +135,18 @@ const FLUSH_IDLE: Duration = Duration::from_millis(500);
 /// How often CUPTI's clock is mapped onto the host's again while records are pending (and
 /// before a drain after a longer pause).
 const CLOCK_EVERY: Duration = Duration::from_secs(1);
-/// CUPTI accepted [`FLUSH_PERIOD_MS`] and flushes on its own.
-pub(super) static CUPTI_FLUSHES: AtomicBool = AtomicBool::new(false);
 
 /// CUPTI's activity records: scopes waiting for their buffers.
 pub(super) struct Activity;
 
+/// Hands CUPTI's records to the resolver (when recording starts).
+pub(super) fn register() {
+    crate::resolver::register(&Activity);
+}
+
 /// Asks the resolver to drain the channel now (a scope ended, CUPTI returned a buffer).
 pub(super) fn wake() {
-    crate::resolver::wake(&Activity);
+    crate::resolver::wake();
 }
 
 impl PendingWork for Activity {
@@ -158,8 +160,8 @@ impl PendingWork for Activity {
     /// must be asked for, on a timer.
     fn poll(&self, now: Instant) -> Progress {
         let Some(live) = LIVE.get() else { return Progress::default() };
-        let (last_clock, last_flush) = match live.lock() {
-            Ok(l) => (l.last_clock, l.last_flush),
+        let (last_clock, last_flush, self_flushing) = match live.lock() {
+            Ok(l) => (l.last_clock, l.last_flush, !l.cupti_flushes),
             Err(_) => return Progress::default(),
         };
         if now.saturating_duration_since(last_clock) >= CLOCK_EVERY {
@@ -169,7 +171,6 @@ impl PendingWork for Activity {
             }
         }
         let mut pending = process(None);
-        let self_flushing = !CUPTI_FLUSHES.load(Ordering::Relaxed);
         let every = if pending > 0 { FLUSH_WHILE_PENDING } else { FLUSH_IDLE };
         let mut flushed_at = last_flush;
         if self_flushing && now.saturating_duration_since(last_flush) >= every {
