@@ -17,7 +17,8 @@ pub(crate) fn start(c: Config) -> Guard {
     imp::init(c)
 }
 
-/// The OTLP export a [`Config`] asks for: the one feature `config.rs` does not name.
+/// The OTLP export a [`Config`] asks for, defined here so that `config.rs` names no feature
+/// (the rule of docs/architecture.md: only `lib.rs` and `init.rs` name `otlp` outside its module).
 #[cfg(feature = "otlp")]
 pub(crate) type OtlpChoice = Option<crate::otlp::OtlpConfig>;
 #[cfg(not(feature = "otlp"))]
@@ -35,14 +36,12 @@ pub(crate) fn otlp_from_env() -> OtlpChoice {}
 impl Config {
     /// Export spans and metrics over OTLP with this configuration (instead of the one the
     /// `OTEL_*` variables give).
-    #[cfg(feature = "otlp")]
     pub fn otlp(mut self, config: crate::otlp::OtlpConfig) -> Self {
         self.otlp = Some(config);
         self
     }
 
     /// No OTLP export, whatever the environment says.
-    #[cfg(feature = "otlp")]
     pub fn no_otlp(mut self) -> Self {
         self.otlp = None;
         self

@@ -177,9 +177,10 @@ fn drive<T>(f: impl FnOnce() -> T) -> T {
 /// Polls every backend; returns what they still hold and the earliest time one asked to be
 /// polled again.
 fn poll_all(backends: &[&'static dyn PendingWork], now: Instant) -> (usize, Option<Instant>) {
-    backends.iter().map(|b| b.poll(now)).fold((0, None), |(pending, next), p| {
-        (pending + p.pending, [next, p.next_wake].into_iter().flatten().min())
-    })
+    backends
+        .iter()
+        .map(|b| b.poll(now))
+        .fold((0, None), |(pending, next), p| (pending + p.pending, [next, p.next_wake].into_iter().flatten().min()))
 }
 
 /// Flushes every backend, each whatever the ones before it returned.

@@ -30,7 +30,6 @@ use client::{peer_uid, Client, Close};
 use gpuspan_capture::live::{self as msg, SNAPSHOT_REQUEST};
 use std::fs;
 use std::io::{self, Read, Write};
-use windows::Windows;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -39,6 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use windows::Windows;
 
 /// How often the aggregates are read into the history.
 const TICK: Duration = Duration::from_secs(1);
