@@ -37,7 +37,8 @@ pub struct Config {
     pub(crate) flush_on_signal: bool,
     pub(crate) live: bool,
     pub(crate) timeline_capacity: usize,
-    /// The OTLP export to start (feature `otlp`; `()` without it).
+    /// The OTLP export to start (feature `otlp`; `()` without it, never read then).
+    #[allow(dead_code)]
     pub(crate) otlp: crate::init::OtlpChoice,
 }
 
@@ -63,7 +64,7 @@ impl Config {
     pub fn from_env() -> Self {
         // Without `enabled` nothing here would be used, so nothing is read.
         #[cfg_attr(not(feature = "enabled"), allow(unused_mut))]
-        let mut c = Config::default();
+        let mut c = Config { otlp: crate::init::otlp_from_env(), ..Config::default() };
         #[cfg(feature = "enabled")]
         {
             use crate::env;
@@ -91,7 +92,6 @@ impl Config {
                 c.live = on;
             }
         }
-        c.otlp = crate::init::otlp_from_env();
         c
     }
 
