@@ -43,7 +43,6 @@ pub(crate) trait PendingWork: Sync {
     fn flush(&self, deadline: Instant) -> bool;
 }
 
-#[derive(Default)]
 struct State {
     backends: Vec<&'static dyn PendingWork>,
     thread: Option<JoinHandle<()>>,
@@ -61,7 +60,17 @@ struct State {
     flush_deadline: Option<Instant>,
 }
 
-static STATE: Mutex<Option<State>> = Mutex::new(None);
+static STATE: Mutex<State> = Mutex::new(State {
+    backends: Vec::new(),
+    thread: None,
+    running: false,
+    pending: 0,
+    stop: false,
+    flush_asked: 0,
+    flush_done: 0,
+    flush_settled: false,
+    flush_deadline: None,
+});
 /// Signals the thread (new work, a flush, stop) and those waiting on it (a flush done, exit).
 static SIGNAL: Condvar = Condvar::new();
 /// Held by whoever drives the backends.
@@ -79,7 +88,7 @@ thread_local! {
     static ON_RESOLVER: Cell<bool> = const { Cell::new(false) };
 }
 
-fn state() -> MutexGuard<'static, Option<State>> {
+fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -87,7 +96,7 @@ fn state() -> MutexGuard<'static, Option<State>> {
 pub(crate) fn register(backend: &'static dyn PendingWork) {
     {
         let mut guard = state();
-        let s = guard.get_or_insert_with(State::default);
+        let s = &mut *guard;
         if !s.backends.iter().any(|b| b.name() == backend.name()) {
             s.backends.push(backend);
         }
@@ -102,7 +111,7 @@ pub(crate) fn wake() {
         return;
     }
     let mut guard = state();
-    let s = guard.get_or_insert_with(State::default);
+    let s = &mut *guard;
     if !s.running && !s.backends.is_empty() {
         // A thread that ended (after `stop`) is joined before its successor starts.
         let old = s.thread.take();
@@ -130,14 +139,14 @@ fn run() {
     ON_RESOLVER.with(|r| r.set(true));
     let mut guard = state();
     loop {
-        let s = guard.get_or_insert_with(State::default);
+        let s = &mut *guard;
         if let Some(deadline) = s.flush_deadline.take() {
             let asked = s.flush_asked;
             let backends = s.backends.clone();
             drop(guard);
             let settled = drive(|| flush_all(&backends, deadline));
             guard = state();
-            let s = guard.get_or_insert_with(State::default);
+            let s = &mut *guard;
             s.flush_done = asked;
             s.flush_settled = settled;
             SIGNAL.notify_all();
@@ -155,7 +164,7 @@ fn run() {
         let now = Instant::now();
         let (pending, next) = drive(|| poll_all(&backends, now));
         guard = state();
-        let s = guard.get_or_insert_with(State::default);
+        let s = &mut *guard;
         s.pending = pending;
         if WOKEN.load(Ordering::Acquire) || s.stop || s.flush_deadline.is_some() {
             continue;
@@ -198,7 +207,7 @@ pub fn flush_timeout(timeout: Duration) -> bool {
         return false;
     }
     let mut guard = state();
-    let s = guard.get_or_insert_with(State::default);
+    let s = &mut *guard;
     if s.backends.is_empty() {
         return true;
     }
@@ -214,7 +223,7 @@ pub fn flush_timeout(timeout: Duration) -> bool {
     SIGNAL.notify_all();
     let give_up = deadline + GRACE;
     loop {
-        let s = guard.get_or_insert_with(State::default);
+        let s = &mut *guard;
         if s.flush_done >= mine {
             return s.flush_settled;
         }
@@ -235,14 +244,14 @@ pub fn flush() -> bool {
 /// until `deadline`; a thread still busy then is left to finish on its own (said once).
 pub(crate) fn stop(deadline: Instant) {
     let mut guard = state();
-    let Some(s) = guard.as_mut() else { return };
+    let s = &mut *guard;
     if !s.running || ON_RESOLVER.with(Cell::get) {
         return;
     }
     s.stop = true;
     SIGNAL.notify_all();
     loop {
-        let s = guard.get_or_insert_with(State::default);
+        let s = &mut *guard;
         if !s.running {
             let handle = s.thread.take();
             drop(guard);
@@ -305,7 +314,13 @@ mod tests {
         assert!(flush_timeout(Duration::from_secs(5)), "a flush resolves everything pending");
         assert_eq!(WORK.left.load(Ordering::SeqCst), 0);
         stop(Instant::now() + Duration::from_secs(5));
-        assert!(state().as_ref().is_some_and(|s| !s.running && s.thread.is_none()), "joined at stop");
+        assert!(
+            {
+                let s = state();
+                !s.running && s.thread.is_none()
+            },
+            "joined at stop"
+        );
         // Without a thread, a flush drives the backends itself.
         WORK.left.store(3, Ordering::SeqCst);
         assert!(flush_timeout(Duration::from_secs(5)));
