@@ -91,3 +91,46 @@ step() {
     "$@"
     echo "    ($name: $((SECONDS - start)) s)"
 }
+
+# --- The GPU machine's halves (scripts/gpu, gpu-bench, gpu-monitor) -------------------------
+
+# Copies the executables cargo built, as listed by `--message-format=json` on stdin, into DEST:
+# `copy_executables DEST TARGET[=NAME]...` (NAME: the file's name in DEST, default TARGET).
+copy_executables() {
+    local dest="$1"
+    shift
+    DEST="$dest" python3 -c '
+import json, os, shutil, sys
+names = dict(a.split("=", 1) if "=" in a else (a, a) for a in sys.argv[1:])
+found = set()
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in names:
+        shutil.copy(m["executable"], os.path.join(os.environ["DEST"], names[m["target"]["name"]]))
+        found.add(m["target"]["name"])
+missing = sorted(set(names) - found)
+if missing:
+    sys.exit("cargo built no executable for: " + " ".join(missing))
+' "$@"
+}
+
+# The one place the GPU machine's CUDA libraries (libcupti, libcublas, libnvrtc) are found.
+cuda_library_path() {
+    export LD_LIBRARY_PATH="/usr/local/cuda/targets/x86_64-linux/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+}
+
+# `gpu_step NAME COMMAND...`: runs one step of a GPU script with a time limit
+# (STEP_TIMEOUT, default 300 s), its output appended to STEP_LOG; a failure is said in the log
+# and sets STEP_FAILED=1, which the script returns as its exit status (the next steps still run).
+STEP_FAILED=0
+gpu_step() {
+    local name="$1"
+    shift
+    echo "=== $name: $*" | tee -a "$STEP_LOG"
+    timeout "${STEP_TIMEOUT:-300}" "$@" 2>&1 | tee -a "$STEP_LOG"
+    local status="${PIPESTATUS[0]}"
+    if [ "$status" -ne 0 ]; then
+        echo "=== FAILED ($status): $name" | tee -a "$STEP_LOG"
+        STEP_FAILED=1
+    fi
+}

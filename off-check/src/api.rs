@@ -53,6 +53,7 @@ pub fn call_core() {
 pub fn call_testing() {
     let capture = gpuspan::Capture::start();
     assert!(capture.records().is_empty() && capture.of("k").is_empty());
+    assert!(gpuspan::Capture::start_all_threads().records().is_empty());
     static SITE: gpuspan::Site = gpuspan::Site::new(gpuspan::SiteDesc {
         name: "k",
         function: "k",

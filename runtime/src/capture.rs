@@ -1,16 +1,26 @@
-//! Capturing records in tests: every finished call, sampled or not, as it reaches the pipeline.
+//! Capturing records in tests: every finished call, sampled or not, as it reaches the pipeline,
+//! of the calls made on the threads a capture watches (docs/decisions.md, decision 22), so that
+//! tests running in parallel each see their own calls.
 
 use crate::pipeline::{self, Sink};
 use crate::record::Record;
 use std::sync::{Arc, Mutex};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CaptureSink {
     records: Mutex<Vec<Record>>,
+    /// The thread indices (`Record::thread`) of the calls it keeps; `None`: every thread.
+    threads: Option<Vec<u32>>,
 }
 
 impl Sink for CaptureSink {
     fn accept(&self, record: &Record) {
+        // Thread 0: GPU work that ran outside every call (CUPTI's `unattributed`), which no
+        // thread owns; every capture sees it.
+        let mine = record.thread == 0 || self.threads.as_ref().is_none_or(|t| t.contains(&record.thread));
+        if !mine {
+            return;
+        }
         if let Ok(mut r) = self.records.lock() {
             r.push(record.clone());
         }
@@ -20,7 +30,10 @@ impl Sink for CaptureSink {
     }
 }
 
-/// Collects every record finished while it is alive, for assertions in tests.
+/// Collects every record finished while it is alive, for assertions in tests: the calls made
+/// on the thread that started it (for an async call: a thread it ran on), so tests running in
+/// parallel do not see one another's calls. A test whose calls run on threads of their own
+/// (spawned threads, a multi-thread runtime) uses [`Capture::start_all_threads`].
 ///
 /// ```
 /// # #[cfg(feature = "enabled")] {
@@ -35,9 +48,20 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// Starts capturing: every call finished from now on, sampled or not, until it is dropped.
+    /// Starts capturing the calls this thread makes from now on, sampled or not, until it is
+    /// dropped.
     pub fn start() -> Capture {
-        let sink = Arc::new(CaptureSink::default());
+        Self::with(Some(vec![crate::thread::index()]))
+    }
+
+    /// Starts capturing the calls every thread makes from now on (those of tests running at the
+    /// same time included), until it is dropped.
+    pub fn start_all_threads() -> Capture {
+        Self::with(None)
+    }
+
+    fn with(threads: Option<Vec<u32>>) -> Capture {
+        let sink = Arc::new(CaptureSink { records: Mutex::new(Vec::new()), threads });
         pipeline::add_sink(sink.clone());
         Capture { sink }
     }

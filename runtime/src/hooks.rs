@@ -221,7 +221,7 @@ mod tests {
         reached.iter().filter(|s| std::ptr::eq(s.site, &SITE)).map(|_| "hooked section".to_owned()).collect()
     }
 
-    #[derive(Default)]
+    #[derive(Debug, Default)]
     struct Keep(Mutex<Vec<Record>>);
 
     impl Sink for Keep {

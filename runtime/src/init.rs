@@ -1,202 +1,8 @@
-//! The embedded default: `let _guard = gpuspan::init();` and, at shutdown, a summary table on
-//! stderr and a timeline file that Perfetto opens.
+//! The composition root: what `init()` starts (backends, sinks, monitor, live feed) and what
+//! the guard, or `shutdown()`, ends. [`Config`](crate::Config) says what to start.
 
-use std::path::PathBuf;
-
-/// Where the timeline (or the capture) goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum TraceFile {
-    /// `<program>-<pid>.trace.json` in a private per-user directory: `$XDG_RUNTIME_DIR/gpuspan/`,
-    /// else `gpuspan-<uid>/` in the temporary directory (created 0700).
-    Default,
-    Path(PathBuf),
-    Off,
-}
-
-/// What [`init`] sets up. [`Config::from_env`] reads the `GPUSPAN_*` variables; the methods
-/// override them in code. Switches take `on`/`off`, `1`/`0`, `true`/`false` or `yes`/`no` in
-/// any case; a value that cannot be used is said once and the default applies.
-///
-/// | variable | effect |
-/// |---|---|
-/// | `GPUSPAN=off` | no measurement at all (each call costs one atomic load); at exit only the summary's one line saying so |
-/// | `GPUSPAN_TRACE_FILE=path` / `off` | where the timeline is written, or no timeline |
-/// | `GPUSPAN_CAPTURE=path` / `on` | write a capture file for the `gpuspan` CLI there (`on`: next to the timeline, as `<program>-<pid>.gpuspan`); off by default |
-/// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
-/// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
-/// | `GPUSPAN_TRACE_ALL=on` | export every call |
-/// | `GPUSPAN_ON_SIGNAL=flush` | on SIGINT/SIGTERM, write everything as [`shutdown`] does, then let the signal take its course |
-/// | `GPUSPAN_LIVE=on` | serve the live feed that `gpuspan top` shows; see [`Config::live`] |
-/// | `OTEL_EXPORTER_OTLP_ENDPOINT=url` | (feature `otlp`) spans and metrics to that collector; see [`crate::otlp::OtlpConfig`] |
-#[derive(Debug, Clone)]
-pub struct Config {
-    summary: bool,
-    trace_file: TraceFile,
-    capture: TraceFile,
-    threshold_us: Option<u64>,
-    trace_all: Option<bool>,
-    flush_on_signal: bool,
-    live: bool,
-    timeline_capacity: usize,
-    #[cfg(feature = "otlp")]
-    otlp: Option<crate::otlp::OtlpConfig>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            summary: true,
-            trace_file: TraceFile::Default,
-            capture: TraceFile::Off,
-            threshold_us: None,
-            trace_all: None,
-            flush_on_signal: false,
-            live: false,
-            timeline_capacity: 200_000,
-            #[cfg(feature = "otlp")]
-            otlp: None,
-        }
-    }
-}
-
-impl Config {
-    /// Defaults, then the `GPUSPAN_*` environment variables of the table above (`GPUSPAN`
-    /// itself is read by the run-time switch, on the first annotated call or at [`init`]).
-    pub fn from_env() -> Self {
-        // Without `enabled` nothing here would be used, so nothing is read.
-        #[cfg_attr(not(feature = "enabled"), allow(unused_mut))]
-        let mut c = Config::default();
-        #[cfg(feature = "enabled")]
-        {
-            use crate::env;
-            if let Some(on) = env::summary() {
-                c.summary = on;
-            }
-            match env::trace_file() {
-                Some(env::TraceFile::Off) => c.trace_file = TraceFile::Off,
-                Some(env::TraceFile::Default) => c.trace_file = TraceFile::Default,
-                Some(env::TraceFile::Path(p)) => c.trace_file = TraceFile::Path(p),
-                None => {}
-            }
-            match env::capture() {
-                Some(env::TraceFile::Off) => c.capture = TraceFile::Off,
-                Some(env::TraceFile::Default) => c.capture = TraceFile::Default,
-                Some(env::TraceFile::Path(p)) => c.capture = TraceFile::Path(p),
-                None => {}
-            }
-            c.threshold_us = env::threshold_us();
-            c.trace_all = env::trace_all();
-            if let Some(on) = env::on_signal() {
-                c.flush_on_signal = on;
-            }
-            if let Some(on) = env::live() {
-                c.live = on;
-            }
-        }
-        #[cfg(feature = "otlp")]
-        if crate::otlp::OtlpConfig::env_requests_export() {
-            c.otlp = Some(crate::otlp::OtlpConfig::from_env());
-        }
-        c
-    }
-
-    /// Export spans and metrics over OTLP with this configuration (instead of the one the
-    /// `OTEL_*` variables give).
-    #[cfg(feature = "otlp")]
-    pub fn otlp(mut self, config: crate::otlp::OtlpConfig) -> Self {
-        self.otlp = Some(config);
-        self
-    }
-
-    /// No OTLP export, whatever the environment says.
-    #[cfg(feature = "otlp")]
-    pub fn no_otlp(mut self) -> Self {
-        self.otlp = None;
-        self
-    }
-
-    /// Print the summary table at shutdown (default on).
-    pub fn summary(mut self, on: bool) -> Self {
-        self.summary = on;
-        self
-    }
-
-    /// Write the timeline to `path` at shutdown. Whatever is at `path` must be a regular file
-    /// (it is replaced whole) or nothing: a symbolic link, a FIFO or a device is left alone and
-    /// the timeline is not written (said once).
-    pub fn trace_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.trace_file = TraceFile::Path(path.into());
-        self
-    }
-
-    /// Write no timeline.
-    pub fn no_trace_file(mut self) -> Self {
-        self.trace_file = TraceFile::Off;
-        self
-    }
-
-    /// Write a capture file to `path` as the program runs, for the `gpuspan` CLI (`gpuspan report
-    /// <path>`): every sampled call with its host and GPU intervals and activities, then at the
-    /// end every site's aggregates and what was lost. It is written as records arrive (flushed
-    /// every 100 ms), so a killed program leaves a readable capture. The same rules as for
-    /// [`Config::trace_file`] apply to what is at `path`.
-    pub fn capture(mut self, path: impl Into<PathBuf>) -> Self {
-        self.capture = TraceFile::Path(path.into());
-        self
-    }
-
-    /// Write no capture file (the default, unless `GPUSPAN_CAPTURE` asks for one).
-    pub fn no_capture(mut self) -> Self {
-        self.capture = TraceFile::Off;
-        self
-    }
-
-    /// Calls shorter than this are aggregated but not exported (default 100 µs).
-    pub fn threshold_us(mut self, us: u64) -> Self {
-        self.threshold_us = Some(us);
-        self
-    }
-
-    /// Export every call whatever its duration.
-    pub fn trace_all(mut self, on: bool) -> Self {
-        self.trace_all = Some(on);
-        self
-    }
-
-    /// On SIGINT or SIGTERM, write everything as [`shutdown`] does (summary, timeline, last
-    /// exports; bounded in time), then let the signal take its course: the program's own handler
-    /// if it installed one before [`init`] (it runs at once, as before), else the default action
-    /// (the process ends by that signal). A second signal during the flush acts at once. Off by
-    /// default: gpuspan installs no signal handler unless asked (`GPUSPAN_ON_SIGNAL=flush`).
-    /// Unix only; elsewhere it is said once and ignored.
-    pub fn flush_on_signal(mut self, on: bool) -> Self {
-        self.flush_on_signal = on;
-        self
-    }
-
-    /// Serve the live feed that `gpuspan top` attaches to (default off; `GPUSPAN_LIVE=on`): a
-    /// Unix socket `<program>-<pid>.live.sock` in the private directory (mode 0600, directory
-    /// 0700, answering only this user), removed at shutdown. A thread of its own answers it from
-    /// the aggregates gpuspan keeps anyway, so an annotated call costs nothing more, and a client
-    /// that stops reading is disconnected, never waited for. Unix only; elsewhere it is said
-    /// once and ignored. docs/live.md describes what it serves.
-    pub fn live(mut self, on: bool) -> Self {
-        self.live = on;
-        self
-    }
-
-    /// At most this many calls are kept for the timeline; later ones are counted as lost.
-    pub fn timeline_capacity(mut self, events: usize) -> Self {
-        self.timeline_capacity = events;
-        self
-    }
-
-    /// Starts gpuspan with this configuration. Keep the guard alive until the end of `main`.
-    #[must_use = "dropping the guard at once ends the measurement and prints the summary"]
-    pub fn init(self) -> Guard {
-        imp::init(self)
-    }
-}
+#[cfg_attr(not(feature = "enabled"), allow(unused_imports))]
+use crate::config::{Config, TraceFile};
 
 /// Starts gpuspan from the environment; see [`Config`]. Keep the guard until the end of `main`:
 /// dropping it flushes pending GPU work (bounded by five seconds), prints the summary and writes
@@ -204,6 +10,42 @@ impl Config {
 #[must_use = "dropping the guard at once ends the measurement and prints the summary"]
 pub fn init() -> Guard {
     Config::from_env().init()
+}
+
+/// [`Config::init`].
+pub(crate) fn start(c: Config) -> Guard {
+    imp::init(c)
+}
+
+/// The OTLP export a [`Config`] asks for, defined here so that `config.rs` names no feature
+/// (the rule of docs/architecture.md: only `lib.rs` and `init.rs` name `otlp` outside its module).
+#[cfg(feature = "otlp")]
+pub(crate) type OtlpChoice = Option<crate::otlp::OtlpConfig>;
+#[cfg(not(feature = "otlp"))]
+pub(crate) type OtlpChoice = ();
+
+/// The export the `OTEL_*` variables ask for.
+#[cfg(feature = "otlp")]
+pub(crate) fn otlp_from_env() -> OtlpChoice {
+    crate::otlp::OtlpConfig::env_requests_export().then(crate::otlp::OtlpConfig::from_env)
+}
+#[cfg(not(feature = "otlp"))]
+pub(crate) fn otlp_from_env() -> OtlpChoice {}
+
+#[cfg(feature = "otlp")]
+impl Config {
+    /// Export spans and metrics over OTLP with this configuration (instead of the one the
+    /// `OTEL_*` variables give).
+    pub fn otlp(mut self, config: crate::otlp::OtlpConfig) -> Self {
+        self.otlp = Some(config);
+        self
+    }
+
+    /// No OTLP export, whatever the environment says.
+    pub fn no_otlp(mut self) -> Self {
+        self.otlp = None;
+        self
+    }
 }
 
 /// Ends every measurement [`init`] started, now: flushes pending GPU work (bounded by five
@@ -240,6 +82,10 @@ mod imp {
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex, MutexGuard};
+    use std::time::{Duration, Instant};
+
+    /// How long the end waits for pending GPU work, and for the files to be written.
+    const END_WITHIN: Duration = Duration::from_secs(5);
 
     /// Ends the measurement when dropped; see [`init`](super::init) and [`shutdown`](super::shutdown).
     #[derive(Debug)]
@@ -259,11 +105,10 @@ mod imp {
     struct Running {
         id: u64,
         summary: bool,
-        timeline: Option<(Arc<Timeline>, PathBuf)>,
-        capture: Option<(Arc<CaptureFile>, PathBuf)>,
         live: Option<Live>,
-        #[cfg(feature = "otlp")]
-        otlp: Option<Arc<crate::otlp::Otlp>>,
+        /// What this init writes to, in the order the end finishes them: the capture, the
+        /// timeline, the OTLP export.
+        sinks: Vec<Arc<dyn Sink>>,
     }
 
     static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
@@ -288,15 +133,7 @@ mod imp {
         // GPUSPAN=off: nothing starts (no timeline, no export, no CUDA or NVML), and the end says
         // only that gpuspan was off.
         if !crate::switch::is_on() {
-            lock(&RUNNING).push(Running {
-                id,
-                summary: c.summary,
-                timeline: None,
-                capture: None,
-                live: None,
-                #[cfg(feature = "otlp")]
-                otlp: None,
-            });
+            lock(&RUNNING).push(Running { id, summary: c.summary, live: None, sinks: Vec::new() });
             return Guard {
                 id,
                 trace_file: None,
@@ -325,7 +162,7 @@ mod imp {
             TraceFile::Default => default_path("trace.json", "timeline", "GPUSPAN_TRACE_FILE"),
         };
         let timeline = path.map(|p| {
-            let t = Arc::new(Timeline::new(c.timeline_capacity));
+            let t = Arc::new(Timeline::to_file(c.timeline_capacity, p.clone()));
             pipeline::add_sink(t.clone());
             (t, p)
         });
@@ -366,15 +203,12 @@ mod imp {
             #[cfg(feature = "otlp")]
             otlp: otlp.clone(),
         };
-        lock(&RUNNING).push(Running {
-            id,
-            summary: c.summary,
-            timeline,
-            capture,
-            live,
-            #[cfg(feature = "otlp")]
-            otlp,
-        });
+        let mut sinks: Vec<Arc<dyn Sink>> = Vec::new();
+        sinks.extend(capture.map(|(f, _)| f as Arc<dyn Sink>));
+        sinks.extend(timeline.map(|(t, _)| t as Arc<dyn Sink>));
+        #[cfg(feature = "otlp")]
+        sinks.extend(otlp.map(|o| o as Arc<dyn Sink>));
+        lock(&RUNNING).push(Running { id, summary: c.summary, live, sinks });
         if c.flush_on_signal {
             crate::signal::flush_on_signal();
         }
@@ -441,8 +275,12 @@ mod imp {
     pub(crate) fn shutdown_then(then: impl FnOnce()) {
         let _one = lock(&ENDING);
         let all = std::mem::take(&mut *lock(&RUNNING));
+        let ended = !all.is_empty();
         for r in all {
             r.finish();
+        }
+        if ended {
+            crate::resolver::stop(Instant::now() + END_WITHIN);
         }
         then();
     }
@@ -454,57 +292,16 @@ mod imp {
             if let Some(live) = self.live {
                 live.stop();
             }
-            let off = !crate::switch::is_on();
-            if !off && !crate::flush() {
-                crate::diagnostics::note_once(
-                    "some GPU measurements were still pending at shutdown (flush timed out after 5 s)",
-                );
+            if crate::switch::is_on() && !crate::flush_timeout(END_WITHIN) {
+                crate::diagnostics::note_once(format_args!(
+                    "some GPU measurements were still pending at shutdown (flush timed out after {} s)",
+                    END_WITHIN.as_secs()
+                ));
             }
             // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
             #[cfg(feature = "nvml")]
             crate::monitor::stop();
-            if let Some((f, path)) = self.capture {
-                let sink: Arc<dyn Sink> = f.clone();
-                pipeline::remove_sink(&sink);
-                let w = f.finish();
-                let lost = if w.lost > 0 { format!(" ({} not written)", w.lost) } else { String::new() };
-                match w.error {
-                    None => crate::diagnostics::say(format_args!(
-                        "gpuspan: capture with {} calls{lost} written to {} (read it with `gpuspan report {}`)",
-                        w.records,
-                        path.display(),
-                        path.display()
-                    )),
-                    Some(e) => crate::diagnostics::say(format_args!(
-                        "gpuspan: the capture at {} stopped after {} calls{lost}: {e}",
-                        path.display(),
-                        w.records
-                    )),
-                }
-            }
-            if let Some((t, path)) = self.timeline {
-                let sink: Arc<dyn Sink> = t.clone();
-                pipeline::remove_sink(&sink);
-                let calls = t.len();
-                // Switched off before anything was recorded: an empty file would say nothing.
-                if !(off && calls == 0) {
-                    match t.write_file(&path) {
-                        Ok(()) => crate::diagnostics::say(format_args!(
-                            "gpuspan: timeline with {calls} calls written to {} (open it in https://ui.perfetto.dev)",
-                            path.display()
-                        )),
-                        Err(e) => crate::diagnostics::say(format_args!(
-                            "gpuspan: could not write the timeline to {}: {e}",
-                            path.display()
-                        )),
-                    }
-                }
-            }
-            #[cfg(feature = "otlp")]
-            if let Some(o) = self.otlp {
-                let to = o.destination();
-                crate::diagnostics::say(format_args!("gpuspan: OTLP export to {to}: {}", o.shutdown_shared()));
-            }
+            pipeline::finish(&self.sinks, Instant::now() + END_WITHIN);
             #[cfg(feature = "cuda")]
             crate::cuda::at_shutdown();
             if self.summary {
@@ -556,6 +353,7 @@ mod imp {
             // Already finished by `shutdown()`: nothing left to do.
             if let Some(r) = mine {
                 r.finish();
+                crate::resolver::stop(Instant::now() + END_WITHIN);
             }
         }
     }

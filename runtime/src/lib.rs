@@ -128,8 +128,12 @@ pub use gpuspan_macros::kernel;
 #[doc(inline)]
 pub use gpuspan_macros::transfer;
 
+mod config;
 mod init;
-pub use init::{init, shutdown, Config, Guard};
+pub use {
+    config::Config,
+    init::{init, shutdown, Guard},
+};
 
 // The data types (sites, records, summaries) are plain Rust and compile either way, so that code
 // reading them compiles with instrumentation off; what they would be filled by does not.
@@ -178,8 +182,6 @@ mod diagnostics;
 #[cfg(feature = "enabled")]
 mod env;
 #[cfg(feature = "enabled")]
-mod flush;
-#[cfg(feature = "enabled")]
 mod future;
 #[cfg(not(feature = "enabled"))]
 mod off;
@@ -191,6 +193,8 @@ mod ring;
 #[cfg(feature = "enabled")]
 #[allow(missing_docs)]
 mod probe;
+#[cfg(feature = "enabled")]
+mod resolver;
 #[cfg(feature = "enabled")]
 mod sampling;
 #[cfg(feature = "enabled")]
@@ -226,7 +230,7 @@ pub use {
 #[cfg(feature = "enabled")]
 pub use {
     export::summary::summary,
-    flush::{flush, flush_timeout},
+    resolver::{flush, flush_timeout},
     switch::set_enabled,
 };
 

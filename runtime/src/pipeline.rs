@@ -4,13 +4,20 @@
 use crate::record::Record;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 /// A consumer of sampled records.
-pub(crate) trait Sink: Send + Sync {
+pub(crate) trait Sink: Send + Sync + std::fmt::Debug {
     fn accept(&self, record: &Record);
     /// Sees every record, sampled or not (test capture).
     fn wants_all(&self) -> bool {
         false
+    }
+    /// Called once at shutdown, after the sink was taken out of the pipeline: writes out what it
+    /// holds, within `deadline` where the sink has no bound of its own. Returns the line to tell
+    /// the user (what was written where), if any.
+    fn finish(&self, _deadline: Instant) -> Option<String> {
+        None
     }
 }
 
@@ -42,6 +49,17 @@ pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
 #[inline(always)]
 pub(crate) fn wants_every_call() -> bool {
     WANT_ALL.load(Ordering::Relaxed) > 0
+}
+
+/// Ends `sinks` in their order: each is taken out of the pipeline and finished, and its line
+/// said.
+pub(crate) fn finish(sinks: &[Arc<dyn Sink>], deadline: Instant) {
+    for sink in sinks {
+        remove_sink(sink);
+        if let Some(line) = sink.finish(deadline) {
+            crate::diagnostics::say(format_args!("{line}"));
+        }
+    }
 }
 
 /// Whether a call of `site` lasting `duration_ns` would reach any sink: it is sampled, or a

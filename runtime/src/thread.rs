@@ -37,6 +37,12 @@ pub(crate) fn next_scope() -> (u32, u64) {
     })
 }
 
+/// The calling thread's index (what its records carry in `thread`).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))] // for `Capture`
+pub(crate) fn index() -> u32 {
+    SLOT.with(|s| s.index)
+}
+
 /// `(index, name)` of every thread that opened a scope.
 pub(crate) fn names() -> Vec<(u32, String)> {
     NAMES.lock().map(|n| n.clone()).unwrap_or_default()

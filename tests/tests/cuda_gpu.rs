@@ -28,6 +28,9 @@ extern "C" __global__ void tag() { }
 const SPIN_CYCLES: u64 = 2_000_000;
 const SPIN_CALLS: usize = 30;
 
+/// Kept: CUPTI is process-wide (GPU work outside every scope, which several tests assert on, is
+/// `unattributed` whoever launched it; the timing choice and the flush are the process's), so
+/// these tests run one at a time, each capturing every thread.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
@@ -152,7 +155,7 @@ fn spin_kernel_matches_raw_cupti_and_events_agree() {
     let raw = child(TEST, &[("GPUSPAN_CHILD", "raw")], "RAW_MEDIAN_NS");
     let events = child(TEST, &[("GPUSPAN_CHILD", "events"), ("GPUSPAN_CUPTI", "off")], "EVENT_MEDIAN_NS");
 
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     spin_series(g, true);
     flush();
     let records = capture.of("spin");
@@ -203,7 +206,7 @@ fn raw_cupti_child() {
 fn events_child() {
     let g = gpu();
     assert_eq!(gpuspan::cuda::start(), Timing::CudaEvent);
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     spin_series(g, true);
     flush();
     let records = capture.of("spin");
@@ -301,7 +304,7 @@ fn transfers_have_exact_bytes_memory_kinds_and_bandwidth() {
     // SAFETY: filled before use.
     let mut pinned = unsafe { g.ctx.alloc_pinned::<f32>(n) }.expect("pinned");
     pinned.as_mut_slice().expect("map").copy_from_slice(&host);
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     let mut x = up_pageable(&g.stream, &host).expect("upload");
     let y = up_pinned(&g.stream, &pinned).expect("upload");
     let mut back = vec![0f32; n];
@@ -361,7 +364,7 @@ fn a_copy_between_two_contexts_is_timed_as_a_peer_copy() {
     let mut dst = stream2.alloc_zeros::<f32>(n).expect("alloc");
     g.stream.synchronize().expect("sync");
     stream2.synchronize().expect("sync");
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     for _ in 0..2 {
         d2d(&stream2, &src, &mut dst).expect("copy between contexts");
     }
@@ -439,7 +442,7 @@ fn cublas_kernels_attach_to_the_annotated_scope() {
     sgemm(&g.stream, &blas, &a, &mut c, m as i32); // warm-up: cuBLAS loads its kernels
     g.stream.synchronize().expect("sync");
     flush();
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     for _ in 0..3 {
         sgemm(&g.stream, &blas, &a, &mut c, m as i32);
     }
@@ -481,7 +484,7 @@ fn outer(stream: &Arc<CudaStream>, tag: &CudaFunction) {
 fn nested_scopes_attribute_to_the_innermost_and_outside_work_is_unattributed() {
     let _s = serial();
     let g = cupti_gpu();
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     outer(&g.stream, &g.tag);
     launch_tag(&g.stream, &g.tag, (7, 7, 1));
     g.stream.synchronize().expect("sync");
@@ -507,7 +510,7 @@ fn sixteen_threads_of_a_thousand_scopes_each_keep_their_kernels() {
     let g = cupti_gpu();
     const THREADS: u32 = 16;
     const SCOPES: u32 = 1000;
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for t in 0..THREADS {
@@ -567,7 +570,7 @@ fn what_a_scope_costs_on_the_host() {
         }
         t.elapsed().as_nanos() as f64 / n as f64
     };
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     let empty = per(&mut || empty_scope());
     let bare = per(&mut || bare_empty());
     let launch = per(&mut || launch_tag(&g.stream, &g.tag, (1, 1, 1)));
@@ -608,7 +611,7 @@ fn a_bare_function_gets_the_kernels_it_launches_on_its_own_stream() {
     let _s = serial();
     let g = cupti_gpu();
     flush();
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     bare_own_stream(g, 3);
     bare_empty();
     flush();
@@ -660,7 +663,7 @@ fn attach_gives_event_timing_a_stream_made_in_the_body() {
 fn attach_child() {
     let g = gpu();
     assert_eq!(gpuspan::cuda::start(), Timing::CudaEvent);
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     gpuspan::cuda::attach(&g.stream); // no scope open: nothing happens
     bare_own_stream(g, 2);
     declared_own_stream(&g.ctx, &g.spin);
@@ -716,7 +719,7 @@ fn async_launches_across_awaits_on_a_multi_thread_runtime_are_attributed() {
     flush();
     const TASKS: u32 = 32;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_time().build().expect("runtime");
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     rt.block_on(async {
         let tasks: Vec<_> = (1..=TASKS).map(|k| tokio::spawn(across_awaits(g, k))).collect();
         for t in tasks {

@@ -6,10 +6,7 @@
 use cudarc::driver::CudaStream;
 use gpuspan::cuda::{CudaError, Timing};
 use gpuspan::{gpu_kernel, Capture, TimingSource};
-use std::sync::{Arc, Mutex};
-
-/// Captures see every record in the process: these tests run one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+use std::sync::Arc;
 
 #[gpu_kernel(backend = cuda)]
 fn no_stream(x: u32) -> u32 {
@@ -32,7 +29,6 @@ fn by_expr(owner: &(Arc<CudaStream>, u8)) {
 
 #[test]
 fn a_cuda_site_runs_and_is_recorded_whatever_the_machine() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let capture = Capture::start();
     assert_eq!(no_stream(41), 42);
     gpuspan::flush();
@@ -45,7 +41,6 @@ fn a_cuda_site_runs_and_is_recorded_whatever_the_machine() {
 
 #[test]
 fn without_a_driver_it_says_so_once_and_times_on_the_host() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let timing = gpuspan::cuda::start();
     no_stream(1);
     let notes = gpuspan::summary().notes;

@@ -13,7 +13,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tracing_subscriber::prelude::*;
 
-/// One export pipeline runs at a time in a process.
+/// Kept: each test starts the process's OTLP export, of which one runs at a time (process-wide
+/// configuration, not the capture).
 static SERIAL: Mutex<()> = Mutex::new(());
 
 #[gpu_transfer(direction = cpu_to_gpu, trace_all)]

@@ -14,6 +14,8 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Kept: each test starts the process's OTLP export, of which one runs at a time, and counts
+/// the process-wide losses it caused.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {

@@ -1,13 +1,10 @@
 //! Every function shape the attributes must support, each checked for what it records.
 
 use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record};
-use std::sync::Mutex;
 
-/// Captures see every record in the process; tests that assert on them run one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
+/// The calls of `name` that `f` makes on this thread (a capture sees only its own thread's
+/// calls, so these tests run in parallel).
 fn captured(name: &str, f: impl FnOnce()) -> Vec<Record> {
-    let _lock = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let capture = Capture::start();
     f();
     capture.of(name)
@@ -336,7 +333,6 @@ fn nested_inner() -> u32 {
 
 #[test]
 fn nested_calls_nest_in_time() {
-    let _lock = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let capture = Capture::start();
     assert_eq!(nested_outer(), 2);
     let outer = &capture.of("nested_outer")[0];

@@ -4,13 +4,6 @@
 
 use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
-use std::sync::Mutex;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[gpu_kernel(name = "busy_in_encoder", trace_all)]
 fn busy_in_encoder(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, reference: Option<&RawTimer>) {
@@ -63,7 +56,6 @@ fn long_kernel() -> Option<Gpu> {
 
 #[test]
 fn encoder_scope_agrees_with_raw_pass_timestamps() {
-    let _s = serial();
     let Some(gpu) = long_kernel() else { return };
     let capture = Capture::start();
     let reference = RawTimer::new(&gpu.device);
@@ -92,7 +84,6 @@ fn submit_prepared(queue: &wgpu::Queue, commands: wgpu::CommandBuffer) {
 
 #[test]
 fn queue_bracket_bounds_a_prepared_submission_and_follows_it() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 18, 256) else { return };
     let capture = Capture::start();
     let reference = RawTimer::new(&gpu.device);
@@ -128,7 +119,6 @@ fn queue_bracket_bounds_a_prepared_submission_and_follows_it() {
 
 #[test]
 fn queue_bracket_covers_the_work_within_the_host_observed_window() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 18, 256) else { return };
     let capture = Capture::start();
     let reference = RawTimer::new(&gpu.device);
@@ -163,7 +153,6 @@ fn upload(queue: &wgpu::Queue, buffer: &wgpu::Buffer, data: &[f32]) {
 
 #[test]
 fn write_buffer_transfers_are_gpu_timed_with_exact_bytes() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 20, 1) else { return };
     let capture = Capture::start();
     let data = vec![2.0f32; 1 << 20];
@@ -215,7 +204,6 @@ mod parents {
 #[test]
 fn nested_scopes_nest_on_the_gpu_and_in_tracing() {
     use tracing_subscriber::layer::SubscriberExt;
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
     let parents = parents::Parents::default();
     let subscriber = tracing_subscriber::registry().with(parents.clone());
@@ -253,7 +241,6 @@ fn always_kept(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
 
 #[test]
 fn threshold_sampling_keeps_aggregates_and_drops_short_spans() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 12, 1) else { return };
     let path = std::env::temp_dir().join(format!("gpuspan-sampling-{}.json", std::process::id()));
     let guard = gpuspan::Config::default().summary(false).trace_file(&path).init();
@@ -285,7 +272,6 @@ async fn async_submit(gpu: &Gpu, queue: &wgpu::Queue) -> Result<(), String> {
 
 #[test]
 fn async_functions_are_gpu_timed() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
     let capture = Capture::start();
     pollster::block_on(async_submit(&gpu, &gpu.queue)).unwrap();
@@ -302,9 +288,9 @@ fn threaded(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
 
 #[test]
 fn eight_threads_annotating_at_once() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
-    let capture = Capture::start();
+    // The calls run on threads of their own; `threaded` is this test's only.
+    let capture = Capture::start_all_threads();
     const THREADS: usize = 8;
     const CALLS: usize = 25;
     std::thread::scope(|s| {
@@ -339,7 +325,6 @@ fn dropped_encoder(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
 
 #[test]
 fn an_encoder_dropped_unsubmitted_loses_only_its_gpu_timing() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
     let capture = Capture::start();
     let mut encoder = gpu.device.create_command_encoder(&Default::default());

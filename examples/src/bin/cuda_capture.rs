@@ -148,7 +148,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let timing = gpuspan::cuda::start();
     println!("timing: {timing:?}");
-    let capture = Capture::start();
+    let capture = Capture::start_all_threads();
     let ctx = CudaContext::new(0)?;
     let s1 = ctx.new_stream()?;
     let s2 = ctx.new_stream()?;

@@ -219,7 +219,7 @@ fn run(job: Job, visible: usize) -> Result<Checks, Box<dyn std::error::Error>> {
     let who = job.who();
     let _guard = gpuspan::init();
     let timing = gpuspan::cuda::start();
-    let capture = gpuspan::Capture::start();
+    let capture = gpuspan::Capture::start_all_threads();
     let mut checks = Checks::default();
 
     // Ranked: the first visible GPU is this rank's (the launcher lists it first), the next one

@@ -1,5 +1,5 @@
-//! Timing without CUPTI: two CUDA events around the call on its stream, read back by gpuspan's
-//! `gpuspan-events` thread with `cuEventQuery` (never a synchronize on the caller's work).
+//! Timing without CUPTI: two CUDA events around the call on its stream, read back by the one
+//! resolver (`crate::resolver`) with `cuEventQuery` (never a synchronize on the caller's work).
 //!
 //! Events give durations, not dates. To place a call on the host clock, each context gets an
 //! anchor: an event recorded on a stream of gpuspan's own, which is idle, so it completes at
@@ -11,12 +11,12 @@
 
 use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::record::{GpuTiming, Interval, Record, TimingSource};
+use crate::resolver::{PendingWork, Progress};
 use crate::{clock, pipeline};
 use cudarc::driver::result::{self, event, stream as cstream};
 use cudarc::driver::sys::{CUevent, CUevent_flags, CUstream};
 use cudarc::driver::{CudaContext, CudaStream};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long an anchor is used: at 10 s an f32 millisecond count is exact to about 1 µs.
@@ -57,11 +57,23 @@ struct Waiting {
     record: Record,
 }
 
+/// Calls whose end event was recorded, and how long the resolver waits before querying them
+/// again (see [`Events::poll`]).
+#[derive(Debug)]
+struct Queue {
+    calls: Vec<Waiting>,
+    backoff: Duration,
+    /// Handed to the resolver (at the first call).
+    registered: bool,
+}
+
 static CONTEXTS: Mutex<Vec<ContextState>> = Mutex::new(Vec::new());
-static WAITING: Mutex<Vec<Waiting>> = Mutex::new(Vec::new());
-static THREAD: Once = Once::new();
-/// Calls taken off `WAITING` but not yet handed to the pipeline: a flush waits for them too.
-static SUBMITTING: AtomicU64 = AtomicU64::new(0);
+static WAITING: Mutex<Queue> = Mutex::new(Queue { calls: Vec::new(), backoff: FIRST_QUERY, registered: false });
+
+/// The first query of new work comes this soon; while none finishes the wait doubles up to
+/// [`LAST_QUERY`].
+const FIRST_QUERY: Duration = Duration::from_millis(1);
+const LAST_QUERY: Duration = Duration::from_millis(16);
 
 fn ev(e: usize) -> CUevent {
     e as CUevent
@@ -141,7 +153,7 @@ pub(crate) fn start_kept(stream: &Arc<CudaStream>) -> Result<EventScope, result:
     Ok(e)
 }
 
-/// Records the end event and leaves the call to the events thread.
+/// Records the end event and leaves the call to the resolver.
 pub(crate) fn finish(mut scope: EventScope, record: Record) {
     let keep = scope.keep.take();
     let end = (|| {
@@ -159,16 +171,19 @@ pub(crate) fn finish(mut scope: EventScope, record: Record) {
     drop(keep);
     match end {
         Ok(end) => {
-            if let Ok(mut w) = WAITING.lock() {
-                w.push(Waiting { scope, end, record });
+            let first = match WAITING.lock() {
+                Ok(mut w) => {
+                    w.calls.push(Waiting { scope, end, record });
+                    w.backoff = FIRST_QUERY;
+                    !std::mem::replace(&mut w.registered, true)
+                }
+                Err(_) => false,
+            };
+            if first {
+                crate::resolver::register(&Events);
+            } else {
+                crate::resolver::wake();
             }
-            THREAD.call_once(|| {
-                crate::flush::register(flush);
-                let _ = std::thread::Builder::new().name("gpuspan-events".into()).spawn(|| loop {
-                    let pending = poll();
-                    std::thread::sleep(Duration::from_millis(if pending > 0 { 1 } else { 20 }));
-                });
-            });
         }
         Err(e) => {
             note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host only"));
@@ -184,8 +199,9 @@ fn elapsed_ns(a: usize, b: usize) -> Result<i64, result::DriverError> {
 }
 
 /// Resolves every waiting call whose end event completed; returns how many still wait.
-fn poll() -> usize {
-    let Ok(mut waiting) = WAITING.lock() else { return 0 };
+fn resolve_ready() -> usize {
+    let Ok(mut queue) = WAITING.lock() else { return 0 };
+    let waiting = &mut queue.calls;
     if waiting.is_empty() {
         return 0;
     }
@@ -210,8 +226,7 @@ fn poll() -> usize {
         }
     }
     let left = waiting.len();
-    SUBMITTING.fetch_add(done.len() as u64, Ordering::SeqCst);
-    drop(waiting);
+    drop(queue);
     for (ok, w) in done {
         let timing = ok.then(|| {
             let d = elapsed_ns(w.scope.start, w.end).ok()?;
@@ -242,20 +257,44 @@ fn poll() -> usize {
             }
         }
         pipeline::submit(record);
-        SUBMITTING.fetch_sub(1, Ordering::SeqCst);
     }
     left
 }
 
-/// `gpuspan::flush()`: polls until every call is resolved or the deadline passes.
-fn flush(deadline: Instant) -> bool {
-    loop {
-        if poll() == 0 && SUBMITTING.load(Ordering::SeqCst) == 0 {
-            return true;
+/// The calls timed by CUDA events.
+struct Events;
+
+impl PendingWork for Events {
+    fn name(&self) -> &'static str {
+        "cuda events"
+    }
+
+    /// An event says it completed only when asked (`cuEventQuery`): there is no signal to wait
+    /// for, so the resolver comes back on a timer while calls wait, sooner for new work and
+    /// less often the longer it runs, so a long kernel costs few queries.
+    fn poll(&self, now: Instant) -> Progress {
+        let pending = resolve_ready();
+        let wait = match WAITING.lock() {
+            Ok(mut q) => {
+                let wait = q.backoff;
+                q.backoff = if pending > 0 { (wait * 2).min(LAST_QUERY) } else { FIRST_QUERY };
+                wait
+            }
+            Err(_) => FIRST_QUERY,
+        };
+        Progress { pending, next_wake: (pending > 0).then(|| now + wait) }
+    }
+
+    /// Queries until every call is resolved or the deadline passes.
+    fn flush(&self, deadline: Instant) -> bool {
+        loop {
+            if resolve_ready() == 0 {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
     }
 }

@@ -20,11 +20,11 @@ use gpuspan_capture as cap;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a written record may sit in the buffer before it reaches the file.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -39,6 +39,7 @@ pub(crate) struct Sampling {
 /// The sink writing the capture.
 #[derive(Debug)]
 pub(crate) struct CaptureFile {
+    path: PathBuf,
     state: Mutex<State>,
     /// Wakes the flusher early to stop.
     wake: Condvar,
@@ -113,6 +114,7 @@ impl CaptureFile {
         state.dirty = false;
         crate::spans::want();
         let capture = Arc::new(CaptureFile {
+            path: path.to_owned(),
             state: Mutex::new(state),
             wake: Condvar::new(),
             flusher: Mutex::new(None),
@@ -183,7 +185,7 @@ impl CaptureFile {
     }
 
     /// Writes the aggregates of every site seen and the end marker, and closes the file.
-    pub(crate) fn finish(&self) -> Written {
+    pub(crate) fn close(&self) -> Written {
         {
             lock(&self.state).stopping = true;
             self.wake.notify_all();
@@ -222,6 +224,19 @@ impl Sink for CaptureFile {
                 self.lost.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+    /// Closes the file (the end is small and already in memory: no deadline of its own).
+    fn finish(&self, _deadline: Instant) -> Option<String> {
+        let w = self.close();
+        let path = self.path.display();
+        let lost = if w.lost > 0 { format!(" ({} not written)", w.lost) } else { String::new() };
+        Some(match w.error {
+            None => format!(
+                "gpuspan: capture with {} calls{lost} written to {path} (read it with `gpuspan report {path}`)",
+                w.records
+            ),
+            Some(e) => format!("gpuspan: the capture at {path} stopped after {} calls{lost}: {e}", w.records),
+        })
     }
 }
 
@@ -532,7 +547,7 @@ mod tests {
         assert_eq!(killed.records.len(), 2);
         assert!(killed.truncation.is_some() && killed.end.is_none());
 
-        let written = c.finish();
+        let written = c.close();
         assert_eq!((written.records, written.lost), (2, 0));
         assert!(written.error.is_none());
         c.accept(&r);

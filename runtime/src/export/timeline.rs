@@ -11,8 +11,9 @@ use crate::pipeline::Sink;
 use crate::record::{Record, Value};
 use serde_json::{json, Map, Value as Json};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Instant;
 
 const HOST_PID: u32 = 1;
 const GPU_PID: u32 = 2;
@@ -22,11 +23,19 @@ const GPU_PID: u32 = 2;
 pub(crate) struct Timeline {
     records: Mutex<Vec<Record>>,
     capacity: usize,
+    /// Where [`Sink::finish`] writes it.
+    path: Option<PathBuf>,
 }
 
 impl Timeline {
+    #[cfg_attr(not(test), allow(dead_code))] // a timeline with nowhere to go, for tests
     pub(crate) fn new(capacity: usize) -> Self {
-        Timeline { records: Mutex::new(Vec::new()), capacity }
+        Timeline { records: Mutex::new(Vec::new()), capacity, path: None }
+    }
+
+    /// A timeline written to `path` when it finishes.
+    pub(crate) fn to_file(capacity: usize, path: PathBuf) -> Self {
+        Timeline { path: Some(path), ..Timeline::new(capacity) }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -57,6 +66,24 @@ impl Sink for Timeline {
             }
         }
         Losses::add(&LOSSES.timeline_events, 1);
+    }
+
+    /// Writes the file (whole, so without a deadline of its own: it is one write of memory
+    /// already held).
+    fn finish(&self, _deadline: Instant) -> Option<String> {
+        let path = self.path.as_ref()?;
+        let calls = self.len();
+        // Switched off before anything was recorded: an empty file would say nothing.
+        if calls == 0 && !crate::switch::is_on() {
+            return None;
+        }
+        Some(match self.write_file(path) {
+            Ok(()) => format!(
+                "gpuspan: timeline with {calls} calls written to {} (open it in https://ui.perfetto.dev)",
+                path.display()
+            ),
+            Err(e) => format!("gpuspan: could not write the timeline to {}: {e}", path.display()),
+        })
     }
 }
 

@@ -95,6 +95,6 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
     if let Some(q) = queue {
         let _ = state.queue.set(q.clone());
     }
-    super::resolver::wake();
+    super::resolver::register();
     state
 }

@@ -1,5 +1,5 @@
-//! The resolver: a background thread that drives pending frames to delivery without the
-//! caller ever waiting, and the blocking `flush` used by `gpuspan::flush()` and shutdown.
+//! wgpu's pending work for the one resolver (`crate::resolver`): frames in flight driven to
+//! delivery without the caller ever waiting, and the blocking flush.
 //!
 //! It polls a device (without blocking) only while frames are in flight, so wgpu's callbacks
 //! also run when the program itself has stopped submitting, and it re-calibrates each device's
@@ -8,38 +8,41 @@
 use super::calibration;
 use super::device::{self, DeviceState};
 use crate::diagnostics::note_once;
-use std::sync::{Arc, Condvar, Mutex, Once};
+use crate::resolver::{PendingWork, Progress};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often a device's GPU clock is mapped onto the host clock again. The host clock (TSC via
 /// quanta) was measured drifting ~4 ppm from CLOCK_MONOTONIC on the CPU box: 2 s keeps that
 /// under 10 µs between calibrations.
 const RECALIBRATE_EVERY: Duration = Duration::from_secs(2);
+/// How soon a device with frames in flight is polled again. wgpu signals a finished
+/// submission or mapping only from inside `Device::poll`, so while frames wait on the GPU
+/// there is nothing to be woken by: the device itself must be asked.
+const POLL_IN_FLIGHT: Duration = Duration::from_millis(2);
 
-static WOKEN: Mutex<bool> = Mutex::new(false);
-static WAKE: Condvar = Condvar::new();
-static START: Once = Once::new();
+/// The frames of every registered device.
+struct Frames;
+
+/// Hands the frames to the resolver (at each device's registration).
+pub(crate) fn register() {
+    crate::resolver::register(&Frames);
+}
 
 /// Asks the resolver to look at the frames now.
 pub(crate) fn wake() {
-    START.call_once(|| {
-        let spawned = std::thread::Builder::new().name("gpuspan-wgpu-resolver".into()).spawn(run);
-        if let Err(e) = spawned {
-            note_once(format_args!("could not start the wgpu resolver thread ({e}); GPU timings arrive at flush"));
-        }
-        crate::flush::register(flush);
-    });
-    if let Ok(mut w) = WOKEN.lock() {
-        *w = true;
-        WAKE.notify_one();
-    }
+    crate::resolver::wake();
 }
 
-fn run() {
-    loop {
-        let mut busy = false;
+impl PendingWork for Frames {
+    fn name(&self) -> &'static str {
+        "wgpu"
+    }
+
+    fn poll(&self, now: Instant) -> Progress {
+        let mut pending = 0;
         for d in device::all() {
-            busy |= step(&d, false);
+            pending += step(&d, false);
             let contradicted = d.clock_contradicted.load(std::sync::atomic::Ordering::Relaxed);
             let due = contradicted
                 || d.clock().is_none_or(|c| {
@@ -50,21 +53,28 @@ fn run() {
                 calibrate(&d);
             }
         }
-        let timeout = if busy { Duration::from_millis(2) } else { Duration::from_millis(250) };
-        if let Ok(w) = WOKEN.lock() {
-            if let Ok((mut w, _)) = WAKE.wait_timeout_while(w, timeout, |w| !*w) {
-                *w = false;
+        Progress { pending, next_wake: (pending > 0).then(|| now + POLL_IN_FLIGHT) }
+    }
+
+    fn flush(&self, deadline: Instant) -> bool {
+        loop {
+            let pending: usize = device::all().iter().map(|d| step(d, true)).sum();
+            if pending == 0 {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
             }
         }
     }
 }
 
-/// Polls the device when something is pending and advances every frame. Returns whether
+/// Polls the device when something is pending and advances every frame. Returns how many
 /// frames are still pending on the GPU.
-fn step(d: &Arc<DeviceState>, wait: bool) -> bool {
+fn step(d: &Arc<DeviceState>, wait: bool) -> usize {
     let frames = d.in_flight.lock().map(|f| f.clone()).unwrap_or_default();
     if !frames.iter().any(|f| f.is_pending()) {
-        return false;
+        return 0;
     }
     let poll = if wait {
         wgpu::PollType::Wait { submission_index: None, timeout: Some(Duration::from_millis(50)) }
@@ -72,13 +82,7 @@ fn step(d: &Arc<DeviceState>, wait: bool) -> bool {
         wgpu::PollType::Poll
     };
     let _ = d.device.poll(poll);
-    let mut pending = false;
-    for f in frames {
-        if !f.advance() && f.is_pending() {
-            pending = true;
-        }
-    }
-    pending
+    frames.iter().filter(|f| !f.advance() && f.is_pending()).count()
 }
 
 /// Takes a fresh clock mapping for the device. Returns whether one is available.
@@ -97,22 +101,6 @@ pub(crate) fn calibrate(d: &DeviceState) -> bool {
                 d.label.name
             ));
             d.clock().is_some()
-        }
-    }
-}
-
-/// Resolves everything pending before `deadline`, waiting on the GPU as needed.
-pub(crate) fn flush(deadline: Instant) -> bool {
-    loop {
-        let mut pending = false;
-        for d in device::all() {
-            pending |= step(&d, true);
-        }
-        if !pending {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
         }
     }
 }

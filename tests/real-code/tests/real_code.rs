@@ -35,7 +35,7 @@ fn tokio() -> tokio::runtime::Runtime {
 fn the_library_runs_on_tokio_with_errors_from_macros() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     #[cfg(feature = "profile")]
-    let capture = gpuspan::Capture::start();
+    let capture = gpuspan::Capture::start_all_threads();
     let Some(compute) = compute() else { return };
     upload(compute.queue(), compute.buffer(), &[2.0; 1 << 12]);
     let failed = compute.step(0);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 #[ignore = "needs a GPU"]
 fn streams_made_in_the_body_bare_attributes_async_and_async_trait() {
     #[cfg(feature = "profile")]
-    let capture = gpuspan::Capture::start();
+    let capture = gpuspan::Capture::start_all_threads();
     let saxpy = Arc::new(Saxpy::new().expect("this test needs a CUDA device (scripts/gpu run)"));
     let n = 1 << 16;
     let y = saxpy.run(2.0, &vec![1.0; n], &vec![0.5; n], 4).expect("run");

@@ -1,6 +1,6 @@
 //! The activity buffers gpuspan lends CUPTI: a small pool of boxed slices, each with a header
 //! word holding its sequence number (the fences scopes wait on), and their return through the
-//! channel to the resolver thread.
+//! channel to the resolver (woken for it).
 
 use super::{Msg, TX};
 use crate::diagnostics::{Losses, LOSSES};
@@ -63,6 +63,7 @@ pub(super) unsafe extern "C" fn completed(
                     recycle(base);
                 }
             }
+            super::work::wake();
         }
         None => recycle(base),
     }

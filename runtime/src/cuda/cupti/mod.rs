@@ -6,14 +6,15 @@
 //! the callback-id tables (which calls enqueue work, which are not worth recording),
 //! [`buffers`] lends CUPTI its activity buffers, [`records`] decodes them, [`clock`] maps CUPTI's
 //! clock onto the host's, [`window`] marks synchronous scopes by thread and time,
-//! [`attribution`] ties records to scopes and [`finish`] makes their records (by window through [`thread_index`], else by external
-//! id), [`thread`] drains and resolves, [`dump`] writes and reads the capture file the fixture
+//! [`attribution`] ties records to scopes (by window through [`thread_index`], else by external
+//! id) and [`finish`] makes their records, [`work`] drains and resolves them for the one
+//! resolver thread (`crate::resolver`), [`dump`] writes and reads the capture file the fixture
 //! tests replay.
 //!
 //! Threads: CUPTI calls `buffers::requested` and `buffers::completed` on its own threads (or
-//! inside a flush); both only hand data over through a channel. Decoding and attribution happen
-//! under one lock, taken by gpuspan's `gpuspan-cupti` thread every few milliseconds and by
-//! `gpuspan::flush()`; records are submitted after the lock is released.
+//! inside a flush); both only hand data over through a channel and wake the resolver. Decoding
+//! and attribution happen under one lock, taken by the resolver; records are submitted after
+//! the lock is released.
 
 // Decoding, the callback tables, attribution and the dump format are lent to tests by
 // `cuda::replay` (feature `testing`): their items are `pub`.
@@ -33,10 +34,10 @@ mod library;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 #[allow(missing_docs)]
 pub(super) mod records;
-mod thread;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub(super) mod thread_index;
 mod window;
+mod work;
 
 use super::{CudaError, CudaScope};
 use crate::diagnostics::{note_once, Losses, LOSSES};
@@ -46,17 +47,16 @@ use attribution::{Counts, Resolver};
 use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind};
 use std::collections::HashSet;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 use thread_index::Window;
 
 const KIND: CUpti_ExternalCorrelationKind = CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
 static TX: OnceLock<Sender<Msg>> = OnceLock::new();
 static LIVE: OnceLock<Mutex<Live>> = OnceLock::new();
-/// Ended scopes sent but not yet taken by the resolver: tells its thread to flush soon.
-static WAITING: AtomicU64 = AtomicU64::new(0);
 
 enum Msg {
     Requested(u64),
@@ -76,9 +76,14 @@ struct Live {
     rx: Receiver<Msg>,
     dump: Option<std::io::BufWriter<std::fs::File>>,
     dumped_names: HashSet<u64>,
+    /// When CUPTI's clock was last mapped onto the host's, and its buffers last asked for.
+    last_clock: Instant,
+    last_flush: Instant,
+    /// CUPTI accepted [`work::FLUSH_PERIOD_MS`] and flushes on its own.
+    cupti_flushes: bool,
 }
 
-/// Turns CUPTI activity recording on and starts the resolver thread.
+/// Turns CUPTI activity recording on and hands its work to the resolver.
 pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     library::check_library()?;
     let mut version = 0u32;
@@ -101,7 +106,15 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         window::ENABLED.store(true, Ordering::Relaxed);
     }
     let _ = TX.set(tx);
-    let _ = LIVE.set(Mutex::new(Live { resolver: Resolver::new(devices), rx, dump, dumped_names: HashSet::new() }));
+    let _ = LIVE.set(Mutex::new(Live {
+        resolver: Resolver::new(devices),
+        rx,
+        dump,
+        dumped_names: HashSet::new(),
+        last_clock: Instant::now(),
+        last_flush: Instant::now(),
+        cupti_flushes: false,
+    }));
     // SAFETY: the callbacks are `extern "C"` functions valid for the whole process.
     library::check("cuptiActivityRegisterCallbacks", unsafe {
         sys::cuptiActivityRegisterCallbacks(Some(buffers::requested), Some(buffers::completed))
@@ -131,9 +144,11 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         ));
     }
     // SAFETY: setting the period has no preconditions.
-    let period = unsafe { sys::cuptiActivityFlushPeriod(thread::FLUSH_PERIOD_MS) };
+    let period = unsafe { sys::cuptiActivityFlushPeriod(work::FLUSH_PERIOD_MS) };
     if period == CUptiResult::CUPTI_SUCCESS {
-        thread::CUPTI_FLUSHES.store(true, Ordering::Relaxed);
+        if let Some(mut l) = LIVE.get().and_then(|l| l.lock().ok()) {
+            l.cupti_flushes = true;
+        }
     } else {
         note_once(format_args!(
             "CUPTI refused a flush period ({}): gpuspan flushes its buffers itself, which slows CUDA calls \
@@ -159,11 +174,9 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         sys::cuptiActivityPopExternalCorrelationId(KIND, &mut last)
     })?;
     clock::measure();
-    std::thread::Builder::new()
-        .name("gpuspan-cupti".into())
-        .spawn(thread::run)
-        .map_err(|e| CudaError::Thread(e.to_string()))?;
-    crate::flush::register(thread::flush);
+    // Registers CUPTI with the resolver now: where CUPTI flushes nothing on its own, the
+    // resolver asks for its buffers from the start.
+    work::register();
     Ok(version)
 }
 
@@ -225,10 +238,10 @@ pub(crate) fn ended_window(call: Call, start: u64) {
 fn send_ended(call: Call, window: Option<Window>) {
     let fence = buffers::REQUESTED.load(Ordering::SeqCst);
     if let Some(tx) = TX.get() {
-        WAITING.fetch_add(1, Ordering::Relaxed);
         if tx.send(Msg::Ended(call, fence, window)).is_err() {
             Losses::add(&LOSSES.unresolved_scopes, 1);
         }
+        work::wake();
     }
 }
 

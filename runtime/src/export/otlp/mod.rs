@@ -354,6 +354,19 @@ impl Otlp {
     }
 }
 
+/// The export's end at `gpuspan::shutdown()`. The pipeline never gives `Otlp` itself a record
+/// (its span and metric sinks, which [`OtlpConfig::start`] registered, take them): `init` hands
+/// it to [`pipeline::finish`] with the sinks it started, so that every output ends in one place
+/// and one order.
+impl Sink for Otlp {
+    fn accept(&self, _record: &crate::record::Record) {}
+
+    /// Bounded by the export's own shutdown timeout (see [`Otlp::shutdown`]), not `deadline`.
+    fn finish(&self, _deadline: Instant) -> Option<String> {
+        Some(format!("gpuspan: OTLP export to {}: {}", self.destination(), self.shutdown_shared()))
+    }
+}
+
 impl Drop for Otlp {
     fn drop(&mut self) {
         self.shutdown_shared();

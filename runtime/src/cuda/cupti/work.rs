@@ -1,22 +1,18 @@
-//! The `gpuspan-cupti` thread and `gpuspan::flush()`: both drain the channel under the live
-//! state's lock (decoding returned buffers and attributing them), and hand resolved records to
-//! the pipeline after releasing it.
+//! CUPTI's pending work for the one resolver (`crate::resolver`): a poll and a flush both
+//! drain the channel under the live state's lock (decoding returned buffers and attributing
+//! them), and hand resolved records to the pipeline after releasing it.
 
 use super::dump::Frame;
 use super::records::Raw;
-use super::{buffers, clock, dump, records, window, Live, Msg, LIVE, WAITING};
+use super::{buffers, clock, dump, records, window, Live, Msg, LIVE};
 use crate::diagnostics::note_once;
 use crate::pipeline;
 use crate::record::Record;
+use crate::resolver::{PendingWork, Progress};
 use cudarc::cupti::sys;
 use std::ffi::{c_char, CStr};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// Records resolved but not yet handed to the pipeline (submitted outside the lock): a flush
-/// is complete only when this is 0 too.
-static SUBMITTING: AtomicU64 = AtomicU64::new(0);
 
 impl Live {
     /// Takes everything the channel holds; returns resolved records.
@@ -36,7 +32,6 @@ impl Live {
                 Msg::Note(text) => self.write(Frame::Note { host_ns: crate::clock::now_ns(), text }),
                 Msg::Ended(call, fence, window) => {
                     let record = call.into_record();
-                    WAITING.fetch_sub(1, Ordering::Relaxed);
                     if let (Some(w), true) = (window, self.dump.is_some()) {
                         self.write(Frame::Window { scope_id: record.scope_id, window: w });
                     }
@@ -111,6 +106,8 @@ impl Live {
 }
 
 /// Drains and resolves under the lock, submits outside it; returns what is still pending.
+/// Called only by the one driver of `crate::resolver`, so when it returns, every record it
+/// took is in the pipeline.
 fn process(flushed: Option<bool>) -> usize {
     let Some(live) = LIVE.get() else { return 0 };
     let (records, pending) = match live.lock() {
@@ -123,7 +120,6 @@ fn process(flushed: Option<bool>) -> usize {
                 // The deadline: every ended scope is decided with what it has (counted).
                 r.extend(l.resolver.force());
             }
-            SUBMITTING.fetch_add(r.len() as u64, Ordering::SeqCst);
             let p = l.resolver.pending();
             (r, p)
         }
@@ -131,14 +127,8 @@ fn process(flushed: Option<bool>) -> usize {
     };
     for r in records {
         pipeline::submit(r);
-        SUBMITTING.fetch_sub(1, Ordering::SeqCst);
     }
     pending
-}
-
-/// Nothing pending and nothing being handed over by another thread.
-fn settled(pending: usize) -> bool {
-    pending == 0 && SUBMITTING.load(Ordering::SeqCst) == 0
 }
 
 /// Asks CUPTI for its buffers: only those whose records are all complete, or all (`forced`).
@@ -150,51 +140,85 @@ fn flush_all(forced: bool) {
 
 /// How often CUPTI hands back its buffers, from its own worker thread
 /// (`cuptiActivityFlushPeriod`). Flushing from gpuspan's thread instead (`cuptiActivityFlushAll`)
-/// takes locks the application's CUDA calls need: measured on an H100 with an upload / three
-/// 200 µs kernels / download loop, flushing ourselves every 5 ms cost 3.4–3.8 % of its wall
-/// time, every 50 ms 0.4–0.6 %, every 2 s 0.0–0.2 %; CUPTI's own 50 ms period cost −0.1–0.2 %
-/// (docs/benchmarks.md).
+/// takes locks the application's CUDA calls need: measured on an H100 (docs/benchmarks.md),
+/// flushing ourselves every 5 ms slowed a small-kernel loop by several percent, every 50 ms
+/// by well under one, CUPTI's own 50 ms period not measurably.
 pub(super) const FLUSH_PERIOD_MS: u32 = 50;
-/// How often the resolver takes what CUPTI handed back. Where CUPTI refused a flush period,
-/// it also flushes this often while scopes wait for their records (every 500 ms otherwise).
+/// Where CUPTI refused a flush period, the resolver flushes this often while scopes wait for
+/// their records, and every [`FLUSH_IDLE`] otherwise.
 const FLUSH_WHILE_PENDING: Duration = Duration::from_millis(50);
-/// CUPTI accepted [`FLUSH_PERIOD_MS`] and flushes on its own.
-pub(super) static CUPTI_FLUSHES: AtomicBool = AtomicBool::new(false);
+const FLUSH_IDLE: Duration = Duration::from_millis(500);
+/// How often CUPTI's clock is mapped onto the host's again while records are pending (and
+/// before a drain after a longer pause).
+const CLOCK_EVERY: Duration = Duration::from_secs(1);
 
-pub(super) fn run() {
-    let mut pending = 0;
-    let mut last_flush = Instant::now();
-    let mut last_clock = Instant::now();
-    loop {
-        if last_clock.elapsed() >= Duration::from_secs(1) {
-            clock::measure();
-            last_clock = Instant::now();
-        }
-        std::thread::sleep(FLUSH_WHILE_PENDING);
-        let busy = pending > 0 || WAITING.load(Ordering::Relaxed) > 0;
-        let due = if busy { FLUSH_WHILE_PENDING } else { Duration::from_millis(500) };
-        let flushed = if !CUPTI_FLUSHES.load(Ordering::Relaxed) && last_flush.elapsed() >= due {
-            flush_all(false);
-            last_flush = Instant::now();
-            Some(false)
-        } else {
-            None
-        };
-        pending = process(flushed);
-    }
+/// CUPTI's activity records: scopes waiting for their buffers.
+pub(super) struct Activity;
+
+/// Hands CUPTI's records to the resolver (when recording starts).
+pub(super) fn register() {
+    crate::resolver::register(&Activity);
 }
 
-/// `gpuspan::flush()`: default flushes until nothing is pending, a forced one at the deadline.
-pub(super) fn flush(deadline: Instant) -> bool {
-    loop {
-        flush_all(false);
-        if settled(process(Some(false))) {
-            return true;
+/// Asks the resolver to drain the channel now (a scope ended, CUPTI returned a buffer).
+pub(super) fn wake() {
+    crate::resolver::wake();
+}
+
+impl PendingWork for Activity {
+    fn name(&self) -> &'static str {
+        "cupti"
+    }
+
+    /// Drains what CUPTI and the scopes handed over. Buffers come back on CUPTI's own thread
+    /// (which wakes the resolver); where CUPTI flushes on its own, nothing here waits on time
+    /// but the clock mapping and the stale-record limit. Where it refused a period, the buffers
+    /// must be asked for, on a timer.
+    fn poll(&self, now: Instant) -> Progress {
+        let Some(live) = LIVE.get() else { return Progress::default() };
+        let (last_clock, last_flush, self_flushing) = match live.lock() {
+            Ok(l) => (l.last_clock, l.last_flush, !l.cupti_flushes),
+            Err(_) => return Progress::default(),
+        };
+        if now.saturating_duration_since(last_clock) >= CLOCK_EVERY {
+            clock::measure();
+            if let Ok(mut l) = live.lock() {
+                l.last_clock = now;
+            }
         }
-        if Instant::now() >= deadline {
-            flush_all(true);
-            return settled(process(Some(true)));
+        let mut pending = process(None);
+        let every = if pending > 0 { FLUSH_WHILE_PENDING } else { FLUSH_IDLE };
+        let mut flushed_at = last_flush;
+        if self_flushing && now.saturating_duration_since(last_flush) >= every {
+            flush_all(false);
+            flushed_at = now;
+            if let Ok(mut l) = live.lock() {
+                l.last_flush = now;
+            }
+            pending = process(Some(false));
         }
-        std::thread::sleep(Duration::from_millis(1));
+        let next_wake = match (self_flushing, pending > 0) {
+            (true, true) => Some((flushed_at + FLUSH_WHILE_PENDING).min(now + CLOCK_EVERY)),
+            (true, false) => Some(flushed_at + FLUSH_IDLE),
+            (false, true) => Some(now + CLOCK_EVERY),
+            (false, false) => None,
+        };
+        Progress { pending, next_wake }
+    }
+
+    /// Flushes until nothing is pending, a forced flush at the deadline.
+    fn flush(&self, deadline: Instant) -> bool {
+        loop {
+            flush_all(false);
+            if process(Some(false)) == 0 {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                flush_all(true);
+                return process(Some(true)) == 0;
+            }
+            // Buffers come back from CUPTI's thread: give it a moment, bounded by the deadline.
+            std::thread::sleep(Duration::from_millis(1).min(deadline.saturating_duration_since(Instant::now())));
+        }
     }
 }

@@ -1,0 +1,179 @@
+//! What `init()` sets up: [`Config`], read from the `GPUSPAN_*` variables and overridden in code.
+
+use std::path::PathBuf;
+
+/// Where the timeline (or the capture) goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TraceFile {
+    /// `<program>-<pid>.trace.json` in a private per-user directory: `$XDG_RUNTIME_DIR/gpuspan/`,
+    /// else `gpuspan-<uid>/` in the temporary directory (created 0700).
+    Default,
+    Path(PathBuf),
+    Off,
+}
+
+/// What [`init`](crate::init()) sets up. [`Config::from_env`] reads the `GPUSPAN_*` variables; the methods
+/// override them in code. Switches take `on`/`off`, `1`/`0`, `true`/`false` or `yes`/`no` in
+/// any case; a value that cannot be used is said once and the default applies.
+///
+/// | variable | effect |
+/// |---|---|
+/// | `GPUSPAN=off` | no measurement at all (each call costs one atomic load); at exit only the summary's one line saying so |
+/// | `GPUSPAN_TRACE_FILE=path` / `off` | where the timeline is written, or no timeline |
+/// | `GPUSPAN_CAPTURE=path` / `on` | write a capture file for the `gpuspan` CLI there (`on`: next to the timeline, as `<program>-<pid>.gpuspan`); off by default |
+/// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
+/// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
+/// | `GPUSPAN_TRACE_ALL=on` | export every call |
+/// | `GPUSPAN_ON_SIGNAL=flush` | on SIGINT/SIGTERM, write everything as [`shutdown`](crate::shutdown) does, then let the signal take its course |
+/// | `GPUSPAN_LIVE=on` | serve the live feed that `gpuspan top` shows; see [`Config::live`] |
+/// | `OTEL_EXPORTER_OTLP_ENDPOINT=url` | (feature `otlp`) spans and metrics to that collector; see [`crate::otlp::OtlpConfig`] |
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub(crate) summary: bool,
+    pub(crate) trace_file: TraceFile,
+    pub(crate) capture: TraceFile,
+    pub(crate) threshold_us: Option<u64>,
+    pub(crate) trace_all: Option<bool>,
+    pub(crate) flush_on_signal: bool,
+    pub(crate) live: bool,
+    pub(crate) timeline_capacity: usize,
+    /// The OTLP export to start (feature `otlp`; `()` without it, never read then).
+    #[allow(dead_code)]
+    pub(crate) otlp: crate::init::OtlpChoice,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            summary: true,
+            trace_file: TraceFile::Default,
+            capture: TraceFile::Off,
+            threshold_us: None,
+            trace_all: None,
+            flush_on_signal: false,
+            live: false,
+            timeline_capacity: 200_000,
+            otlp: Default::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Defaults, then the `GPUSPAN_*` environment variables of the table above (`GPUSPAN`
+    /// itself is read by the run-time switch, on the first annotated call or at [`init`](crate::init())).
+    pub fn from_env() -> Self {
+        // Without `enabled` nothing here would be used, so nothing is read.
+        #[cfg_attr(not(feature = "enabled"), allow(unused_mut))]
+        let mut c = Config { otlp: crate::init::otlp_from_env(), ..Config::default() };
+        #[cfg(feature = "enabled")]
+        {
+            use crate::env;
+            if let Some(on) = env::summary() {
+                c.summary = on;
+            }
+            match env::trace_file() {
+                Some(env::TraceFile::Off) => c.trace_file = TraceFile::Off,
+                Some(env::TraceFile::Default) => c.trace_file = TraceFile::Default,
+                Some(env::TraceFile::Path(p)) => c.trace_file = TraceFile::Path(p),
+                None => {}
+            }
+            match env::capture() {
+                Some(env::TraceFile::Off) => c.capture = TraceFile::Off,
+                Some(env::TraceFile::Default) => c.capture = TraceFile::Default,
+                Some(env::TraceFile::Path(p)) => c.capture = TraceFile::Path(p),
+                None => {}
+            }
+            c.threshold_us = env::threshold_us();
+            c.trace_all = env::trace_all();
+            if let Some(on) = env::on_signal() {
+                c.flush_on_signal = on;
+            }
+            if let Some(on) = env::live() {
+                c.live = on;
+            }
+        }
+        c
+    }
+
+    /// Print the summary table at shutdown (default on).
+    pub fn summary(mut self, on: bool) -> Self {
+        self.summary = on;
+        self
+    }
+
+    /// Write the timeline to `path` at shutdown. Whatever is at `path` must be a regular file
+    /// (it is replaced whole) or nothing: a symbolic link, a FIFO or a device is left alone and
+    /// the timeline is not written (said once).
+    pub fn trace_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.trace_file = TraceFile::Path(path.into());
+        self
+    }
+
+    /// Write no timeline.
+    pub fn no_trace_file(mut self) -> Self {
+        self.trace_file = TraceFile::Off;
+        self
+    }
+
+    /// Write a capture file to `path` as the program runs, for the `gpuspan` CLI (`gpuspan report
+    /// <path>`): every sampled call with its host and GPU intervals and activities, then at the
+    /// end every site's aggregates and what was lost. It is written as records arrive (flushed
+    /// every 100 ms), so a killed program leaves a readable capture. The same rules as for
+    /// [`Config::trace_file`] apply to what is at `path`.
+    pub fn capture(mut self, path: impl Into<PathBuf>) -> Self {
+        self.capture = TraceFile::Path(path.into());
+        self
+    }
+
+    /// Write no capture file (the default, unless `GPUSPAN_CAPTURE` asks for one).
+    pub fn no_capture(mut self) -> Self {
+        self.capture = TraceFile::Off;
+        self
+    }
+
+    /// Calls shorter than this are aggregated but not exported (default 100 µs).
+    pub fn threshold_us(mut self, us: u64) -> Self {
+        self.threshold_us = Some(us);
+        self
+    }
+
+    /// Export every call whatever its duration.
+    pub fn trace_all(mut self, on: bool) -> Self {
+        self.trace_all = Some(on);
+        self
+    }
+
+    /// On SIGINT or SIGTERM, write everything as [`shutdown`](crate::shutdown) does (summary, timeline, last
+    /// exports; bounded in time), then let the signal take its course: the program's own handler
+    /// if it installed one before [`init`](crate::init()) (it runs at once, as before), else the default action
+    /// (the process ends by that signal). A second signal during the flush acts at once. Off by
+    /// default: gpuspan installs no signal handler unless asked (`GPUSPAN_ON_SIGNAL=flush`).
+    /// Unix only; elsewhere it is said once and ignored.
+    pub fn flush_on_signal(mut self, on: bool) -> Self {
+        self.flush_on_signal = on;
+        self
+    }
+
+    /// Serve the live feed that `gpuspan top` attaches to (default off; `GPUSPAN_LIVE=on`): a
+    /// Unix socket `<program>-<pid>.live.sock` in the private directory (mode 0600, directory
+    /// 0700, answering only this user), removed at shutdown. A thread of its own answers it from
+    /// the aggregates gpuspan keeps anyway, so an annotated call costs nothing more, and a client
+    /// that stops reading is disconnected, never waited for. Unix only; elsewhere it is said
+    /// once and ignored. docs/live.md describes what it serves.
+    pub fn live(mut self, on: bool) -> Self {
+        self.live = on;
+        self
+    }
+
+    /// At most this many calls are kept for the timeline; later ones are counted as lost.
+    pub fn timeline_capacity(mut self, events: usize) -> Self {
+        self.timeline_capacity = events;
+        self
+    }
+
+    /// Starts gpuspan with this configuration. Keep the guard alive until the end of `main`.
+    #[must_use = "dropping the guard at once ends the measurement and prints the summary"]
+    pub fn init(self) -> crate::Guard {
+        crate::init::start(self)
+    }
+}

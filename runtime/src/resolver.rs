@@ -1,0 +1,339 @@
+//! The one resolver: a `gpuspan-resolver` thread that brings every backend's pending GPU
+//! measurements home, off the caller's path, and `gpuspan::flush()`.
+//!
+//! A backend (wgpu frames, CUPTI buffers, CUDA events) implements [`PendingWork`] in its own
+//! file and calls [`wake`] whenever it has something new (a scope ended, CUPTI returned a
+//! buffer, a submission finished). The first wake starts the thread; it polls every registered
+//! backend, then sleeps until the next wake or the earliest `next_wake` a backend asked for.
+//! Only one thread at a time drives the backends (the resolver, or a flush on the caller's
+//! thread when there is no resolver), so a backend needs no counter of records "taken but not
+//! yet submitted": when its `poll` returns, what it took is in the pipeline.
+//!
+//! [`stop`] (at shutdown) ends the thread and joins it within a deadline; new work after that
+//! starts a fresh one.
+
+// Without a GPU backend nothing registers: only `flush` is reached.
+#![cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+
+use crate::diagnostics::note_once;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What one poll of a backend left behind.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Progress {
+    /// Calls handed over to the backend that have not reached the pipeline yet.
+    pub pending: usize,
+    /// When to poll again if nothing wakes the resolver first (`None`: only when woken).
+    pub next_wake: Option<Instant>,
+}
+
+/// A backend's measurements between a scope's end and the pipeline. Called by one thread at a
+/// time, never on the caller's path.
+pub(crate) trait PendingWork: Sync {
+    /// Names the backend (in notes, and to register it once).
+    fn name(&self) -> &'static str;
+    /// Resolves what is ready without blocking and submits it to the pipeline.
+    fn poll(&self, now: Instant) -> Progress;
+    /// Resolves everything pending, waiting on the GPU until at most `deadline` (forcing what
+    /// can be forced then). Returns whether nothing is left pending.
+    fn flush(&self, deadline: Instant) -> bool;
+}
+
+struct State {
+    backends: Vec<&'static dyn PendingWork>,
+    thread: Option<JoinHandle<()>>,
+    /// The thread is running (set when spawned, cleared by the thread as it exits).
+    running: bool,
+    /// What the backends held after the thread's last poll (for the note at [`stop`]).
+    pending: usize,
+    /// Asked to end (by [`stop`]); cleared by the thread as it exits.
+    stop: bool,
+    /// Flush requests: the latest asked, the latest done, its result, and the deadline of the
+    /// next one (`Some` while one waits for the thread).
+    flush_asked: u64,
+    flush_done: u64,
+    flush_settled: bool,
+    flush_deadline: Option<Instant>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    backends: Vec::new(),
+    thread: None,
+    running: false,
+    pending: 0,
+    stop: false,
+    flush_asked: 0,
+    flush_done: 0,
+    flush_settled: false,
+    flush_deadline: None,
+});
+/// Signals the thread (new work, a flush, stop) and those waiting on it (a flush done, exit).
+static SIGNAL: Condvar = Condvar::new();
+/// Held by whoever drives the backends.
+static DRIVING: Mutex<()> = Mutex::new(());
+/// New work since the thread last looked. Outside the lock, so that a burst of scope ends
+/// costs one signal (the first) and an atomic swap each.
+static WOKEN: AtomicBool = AtomicBool::new(false);
+
+/// How long a flush's caller waits past its deadline for the thread to report (a backend's
+/// last GPU wait may end just after it).
+const GRACE: Duration = Duration::from_millis(250);
+
+thread_local! {
+    /// Set on the resolver thread: a flush asked from there (a sink) must not wait for itself.
+    static ON_RESOLVER: Cell<bool> = const { Cell::new(false) };
+}
+
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Adds `backend` to those the resolver drives (once; later calls only wake it).
+pub(crate) fn register(backend: &'static dyn PendingWork) {
+    {
+        let mut guard = state();
+        let s = &mut *guard;
+        if !s.backends.iter().any(|b| b.name() == backend.name()) {
+            s.backends.push(backend);
+        }
+    }
+    wake();
+}
+
+/// A registered backend has new work: wakes the resolver, starting it if it is not running.
+/// Only the first wake after the resolver last looked takes the lock.
+pub(crate) fn wake() {
+    if WOKEN.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let mut guard = state();
+    let s = &mut *guard;
+    if !s.running && !s.backends.is_empty() {
+        // A thread that ended (after `stop`) is joined before its successor starts.
+        let old = s.thread.take();
+        let spawned = std::thread::Builder::new().name("gpuspan-resolver".into()).spawn(run);
+        match spawned {
+            Ok(handle) => {
+                s.thread = Some(handle);
+                s.running = true;
+            }
+            Err(e) => note_once(format_args!(
+                "could not start the gpuspan-resolver thread ({e}); GPU timings arrive only at flush"
+            )),
+        }
+        drop(guard);
+        if let Some(old) = old {
+            let _ = old.join();
+        }
+        return;
+    }
+    drop(guard);
+    SIGNAL.notify_all();
+}
+
+fn run() {
+    ON_RESOLVER.with(|r| r.set(true));
+    let mut guard = state();
+    loop {
+        let s = &mut *guard;
+        if let Some(deadline) = s.flush_deadline.take() {
+            let asked = s.flush_asked;
+            let backends = s.backends.clone();
+            drop(guard);
+            let settled = drive(|| flush_all(&backends, deadline));
+            guard = state();
+            let s = &mut *guard;
+            s.flush_done = asked;
+            s.flush_settled = settled;
+            SIGNAL.notify_all();
+            continue;
+        }
+        if s.stop && !WOKEN.load(Ordering::Acquire) {
+            s.stop = false;
+            s.running = false;
+            SIGNAL.notify_all();
+            return;
+        }
+        WOKEN.store(false, Ordering::Release);
+        let backends = s.backends.clone();
+        drop(guard);
+        let now = Instant::now();
+        let (pending, next) = drive(|| poll_all(&backends, now));
+        guard = state();
+        let s = &mut *guard;
+        s.pending = pending;
+        if WOKEN.load(Ordering::Acquire) || s.stop || s.flush_deadline.is_some() {
+            continue;
+        }
+        guard = match next {
+            Some(t) => SIGNAL
+                .wait_timeout(guard, t.saturating_duration_since(Instant::now()))
+                .map_or_else(|e| e.into_inner().0, |(g, _)| g),
+            None => SIGNAL.wait(guard).unwrap_or_else(|e| e.into_inner()),
+        };
+    }
+}
+
+fn drive<T>(f: impl FnOnce() -> T) -> T {
+    let _driving = DRIVING.lock().unwrap_or_else(|e| e.into_inner());
+    f()
+}
+
+/// Polls every backend; returns what they still hold and the earliest time one asked to be
+/// polled again.
+fn poll_all(backends: &[&'static dyn PendingWork], now: Instant) -> (usize, Option<Instant>) {
+    backends
+        .iter()
+        .map(|b| b.poll(now))
+        .fold((0, None), |(pending, next), p| (pending + p.pending, [next, p.next_wake].into_iter().flatten().min()))
+}
+
+/// Flushes every backend, each whatever the ones before it returned.
+fn flush_all(backends: &[&'static dyn PendingWork], deadline: Instant) -> bool {
+    let results: Vec<bool> = backends.iter().map(|b| b.flush(deadline)).collect();
+    results.into_iter().all(|done| done)
+}
+
+/// Resolves pending GPU measurements (waiting at most `timeout`) and hands them to the
+/// aggregates and exporters. Returns `true` when nothing is left pending.
+pub fn flush_timeout(timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    // From a sink on the resolver thread: the thread is busy with this very call.
+    if ON_RESOLVER.with(Cell::get) {
+        return false;
+    }
+    let mut guard = state();
+    let s = &mut *guard;
+    if s.backends.is_empty() {
+        return true;
+    }
+    if !s.running {
+        // No thread (it could not start, or ended at shutdown): this thread drives.
+        let backends = s.backends.clone();
+        drop(guard);
+        return drive(|| flush_all(&backends, deadline));
+    }
+    s.flush_asked += 1;
+    let mine = s.flush_asked;
+    s.flush_deadline = Some(s.flush_deadline.map_or(deadline, |d| d.max(deadline)));
+    SIGNAL.notify_all();
+    let give_up = deadline + GRACE;
+    loop {
+        let s = &mut *guard;
+        if s.flush_done >= mine {
+            return s.flush_settled;
+        }
+        let now = Instant::now();
+        if now >= give_up || !s.running {
+            return false;
+        }
+        guard = SIGNAL.wait_timeout(guard, give_up - now).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+    }
+}
+
+/// [`flush_timeout`] with five seconds.
+pub fn flush() -> bool {
+    flush_timeout(Duration::from_secs(5))
+}
+
+/// Ends the resolver thread (after the work it was woken for) and joins it, waiting at most
+/// until `deadline`; a thread still busy then is left to finish on its own (said once).
+pub(crate) fn stop(deadline: Instant) {
+    let mut guard = state();
+    let s = &mut *guard;
+    if !s.running || ON_RESOLVER.with(Cell::get) {
+        return;
+    }
+    s.stop = true;
+    SIGNAL.notify_all();
+    loop {
+        let s = &mut *guard;
+        if !s.running {
+            let handle = s.thread.take();
+            drop(guard);
+            if let Some(h) = handle {
+                let _ = h.join();
+            }
+            return;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            note_once(format_args!(
+                "the gpuspan-resolver thread was still busy at shutdown ({} calls pending); it was left to finish \
+                 on its own",
+                s.pending
+            ));
+            return;
+        }
+        guard = SIGNAL.wait_timeout(guard, deadline - now).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A backend with `left` calls that resolve one per poll.
+    struct Countdown {
+        left: AtomicUsize,
+        polls: AtomicUsize,
+    }
+
+    impl PendingWork for Countdown {
+        fn name(&self) -> &'static str {
+            "countdown (test)"
+        }
+        fn poll(&self, now: Instant) -> Progress {
+            self.polls.fetch_add(1, Ordering::SeqCst);
+            let left = self.left.load(Ordering::SeqCst).saturating_sub(1);
+            self.left.store(left, Ordering::SeqCst);
+            Progress { pending: left, next_wake: (left > 0).then(|| now + Duration::from_millis(1)) }
+        }
+        fn flush(&self, deadline: Instant) -> bool {
+            while self.left.load(Ordering::SeqCst) > 0 {
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                self.poll(Instant::now());
+            }
+            true
+        }
+    }
+
+    static WORK: Countdown = Countdown { left: AtomicUsize::new(0), polls: AtomicUsize::new(0) };
+
+    #[test]
+    fn the_thread_polls_when_woken_flushes_through_itself_and_restarts_after_stop() {
+        WORK.left.store(5, Ordering::SeqCst);
+        register(&WORK);
+        assert!(flush_timeout(Duration::from_secs(5)), "a flush resolves everything pending");
+        assert_eq!(WORK.left.load(Ordering::SeqCst), 0);
+        stop(Instant::now() + Duration::from_secs(5));
+        assert!(
+            {
+                let s = state();
+                !s.running && s.thread.is_none()
+            },
+            "joined at stop"
+        );
+        // Without a thread, a flush drives the backends itself.
+        WORK.left.store(3, Ordering::SeqCst);
+        assert!(flush_timeout(Duration::from_secs(5)));
+        // New work starts a fresh thread, which polls it down without a flush.
+        let before = WORK.polls.load(Ordering::SeqCst);
+        WORK.left.store(4, Ordering::SeqCst);
+        wake();
+        let until = Instant::now() + Duration::from_secs(10);
+        while WORK.left.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(WORK.left.load(Ordering::SeqCst), 0, "the restarted thread resolved the work");
+        assert!(WORK.polls.load(Ordering::SeqCst) >= before + 4);
+        stop(Instant::now() + Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,90 @@
+//! The host span as a `tracing` subscriber sees it: name, target, level, the fields asked for
+//! (and no others), and `error` recorded on a failing call only.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Level, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+#[derive(Debug, Clone)]
+struct Seen {
+    name: &'static str,
+    target: &'static str,
+    level: Level,
+    /// Every field the span declares, with the values recorded (at creation or later).
+    fields: BTreeMap<String, Option<String>>,
+    closed: bool,
+}
+
+/// Keeps every span it sees, by id.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<(u64, Seen)>>>);
+
+struct Values<'a>(&'a mut BTreeMap<String, Option<String>>);
+
+impl Visit for Values<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), Some(format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), Some(value.to_owned()));
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
+        let meta = attrs.metadata();
+        let mut fields: BTreeMap<String, Option<String>> =
+            meta.fields().iter().map(|f| (f.name().to_owned(), None)).collect();
+        attrs.record(&mut Values(&mut fields));
+        let seen = Seen { name: meta.name(), target: meta.target(), level: *meta.level(), fields, closed: false };
+        self.0.lock().unwrap().push((id.into_u64(), seen));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        let mut spans = self.0.lock().unwrap();
+        if let Some((_, s)) = spans.iter_mut().rev().find(|(i, _)| *i == id.into_u64()) {
+            values.record(&mut Values(&mut s.fields));
+        }
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        let mut spans = self.0.lock().unwrap();
+        if let Some((_, s)) = spans.iter_mut().rev().find(|(i, _)| *i == id.into_u64()) {
+            s.closed = true;
+        }
+    }
+}
+
+#[gpuspan::gpu_kernel(name = "load.checked", level = "warn", fields(n, stage = "load"))]
+fn checked(n: u32, unrecorded: &str) -> Result<u32, String> {
+    if n > 2 {
+        return Err(format!("{n} is too big for {unrecorded}"));
+    }
+    Ok(n * 2)
+}
+
+#[test]
+fn a_failing_call_marks_its_host_span_with_error_and_the_fields_asked_for() {
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    tracing::subscriber::with_default(subscriber, || {
+        assert_eq!(checked(1, "x"), Ok(2));
+        assert!(checked(3, "y").is_err());
+    });
+    let seen: Vec<Seen> = spans.0.lock().unwrap().iter().map(|(_, s)| s.clone()).collect();
+    let ours: Vec<&Seen> = seen.iter().filter(|s| s.name == "load.checked").collect();
+    assert_eq!(ours.len(), 2, "one host span per call: {seen:?}");
+    for (s, (n, error)) in ours.iter().zip([("1", None), ("3", Some("true"))]) {
+        assert_eq!(s.level, Level::WARN, "the attribute's level");
+        assert!(s.target.starts_with("gpuspan::"), "gpuspan's target: {}", s.target);
+        assert_eq!(s.fields.get("n"), Some(&Some(n.to_owned())), "{s:?}");
+        assert_eq!(s.fields.get("stage"), Some(&Some("load".to_owned())), "{s:?}");
+        assert_eq!(s.fields.get("error"), Some(&error.map(str::to_owned)), "`error` only when the call failed: {s:?}");
+        assert!(!s.fields.contains_key("unrecorded"), "parameters not named in `fields` are not recorded: {s:?}");
+        assert!(s.closed, "the span closes with the call");
+    }
+}
