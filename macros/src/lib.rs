@@ -7,6 +7,7 @@
 
 mod expand;
 mod parse;
+mod submit;
 mod validate;
 
 use proc_macro::TokenStream;

@@ -208,6 +208,7 @@ mod tests {
                 source: TimingSource::GpuTimestamp,
                 clock_error_ns: 5,
                 bracketed: false,
+                bracket_at_exit: false,
                 device: None,
             });
             let mut out = Vec::new();
@@ -284,6 +285,7 @@ mod tests {
             source: TimingSource::Cupti,
             clock_error_ns: 0,
             bracketed: false,
+            bracket_at_exit: false,
             device: None,
         });
         let mut out = Vec::new();
