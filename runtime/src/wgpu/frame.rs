@@ -266,8 +266,8 @@ impl Frame {
             b.push((scope_id, false));
         }
         self.set_state_unless_poisoned(State::AwaitingExecution { resolve_ourselves: false });
+        // The resolver is woken once, by the record's `attach` that follows.
         self.executed.store(true, Ordering::Release);
-        resolver::wake();
     }
 
     /// Closes a bracket whose call submitted nothing gpuspan saw, at the function's exit, with
