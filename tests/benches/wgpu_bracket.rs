@@ -43,6 +43,43 @@ fn uploads(c: &mut Criterion) {
             let _ = gpu.device.poll(wgpu::PollType::Poll);
         })
     });
+    // Raw timestamps around the body, from a ring of query slots made once: what the GPU side
+    // of any bracket costs, without (`raw_timestamps`) and with (`raw_timestamps_resolved`) the
+    // resolve into a buffer that a read-back would then map.
+    const RING: u32 = 4096;
+    let ring = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: Some("raw bracket"),
+        ty: wgpu::QueryType::Timestamp,
+        count: RING,
+    });
+    let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("raw bracket resolve"),
+        size: u64::from(RING / 2) * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE,
+        mapped_at_creation: false,
+    });
+    for resolved in [false, true] {
+        let mut next = 0u32;
+        let name = if resolved { "raw_timestamps_resolved" } else { "raw_timestamps" };
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let slot = next;
+                next = (next + 2) % RING;
+                let mut begin = gpu.device.create_command_encoder(&Default::default());
+                begin.write_timestamp(&ring, slot);
+                gpu.queue.submit([begin.finish()]);
+                gpu.queue.write_buffer(&gpu.buffer, 0, &data);
+                let mut end = gpu.device.create_command_encoder(&Default::default());
+                end.write_timestamp(&ring, slot + 1);
+                if resolved {
+                    let offset = u64::from(slot / 2) * wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT;
+                    end.resolve_query_set(&ring, slot..slot + 2, &resolve, offset);
+                }
+                gpu.queue.submit([end.finish()]);
+                let _ = gpu.device.poll(wgpu::PollType::Poll);
+            })
+        });
+    }
     g.bench_function("bracketed", |b| {
         b.iter(|| {
             upload_bracketed(&gpu.queue, &gpu.buffer, &data);
