@@ -9,6 +9,7 @@
 mod expand;
 mod parse;
 mod plan;
+mod submit;
 mod validate;
 
 use plan::Kind;

@@ -110,6 +110,9 @@ struct Shard {
     sources: AtomicU8,
     /// Some durations were brackets around submissions (upper bounds), not exact queries.
     bracketed: AtomicBool,
+    /// Some of those brackets closed at the function's exit (no submission of the call seen):
+    /// they also hold the host work after the last submission.
+    bracket_at_exit: AtomicBool,
     /// Largest growth of device memory / RSS over one call (`track_memory` sites; i64::MIN: none).
     device_delta_max: AtomicI64,
     rss_delta_max: AtomicI64,
@@ -135,6 +138,7 @@ impl Shard {
             bytes: AtomicU64::new(0),
             sources: AtomicU8::new(0),
             bracketed: AtomicBool::new(false),
+            bracket_at_exit: AtomicBool::new(false),
             device_delta_max: AtomicI64::new(i64::MIN),
             rss_delta_max: AtomicI64::new(i64::MIN),
             histogram: Histogram::new(),
@@ -151,6 +155,9 @@ impl Shard {
             record.source().bit(),
             record.gpu.as_ref().is_some_and(|g| g.bracketed),
         );
+        if record.gpu.as_ref().is_some_and(|g| g.bracket_at_exit) && !self.bracket_at_exit.load(Relaxed) {
+            self.bracket_at_exit.store(true, Relaxed);
+        }
         if let Some((before, after)) = &record.memory {
             let grow = |max: &AtomicI64, b: Option<u64>, a: Option<u64>| {
                 if let (Some(b), Some(a)) = (b, a) {
@@ -319,6 +326,7 @@ pub(crate) struct Totals {
     pub bytes: u64,
     pub sources: Vec<TimingSource>,
     pub bracketed: bool,
+    pub bracket_at_exit: bool,
     pub device_delta_max: Option<i64>,
     pub rss_delta_max: Option<i64>,
     buckets: Vec<u64>,
@@ -451,6 +459,7 @@ impl SiteStats {
             bytes: 0,
             sources: Vec::new(),
             bracketed: false,
+            bracket_at_exit: false,
             device_delta_max: None,
             rss_delta_max: None,
             buckets: vec![0; BUCKETS],
@@ -469,6 +478,7 @@ impl SiteStats {
                 t.bytes += s.bytes.load(Relaxed);
                 source_bits |= s.sources.load(Relaxed);
                 t.bracketed |= s.bracketed.load(Relaxed);
+                t.bracket_at_exit |= s.bracket_at_exit.load(Relaxed);
                 let seen = |d: i64| (d != i64::MIN).then_some(d);
                 let most = |a: Option<i64>, b: Option<i64>| a.max(b).or(a).or(b);
                 t.device_delta_max = most(t.device_delta_max, seen(s.device_delta_max.load(Relaxed)));

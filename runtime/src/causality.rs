@@ -124,6 +124,7 @@ mod tests {
             source: TimingSource::CudaEvent,
             clock_error_ns: error_ns,
             bracketed: false,
+            bracket_at_exit: false,
             device: None,
         });
         r.activities.push(Activity {

@@ -41,6 +41,44 @@ pub use tracing;
 #[cfg(feature = "wgpu")]
 pub use crate::wgpu::resources::{as_device, as_queue, as_recorder};
 
+/// The receiver of a `.submit(..)` call in a queue-bracketed body: `SubmitQueue` when it is a
+/// wgpu queue (the submission then carries the bracket's end, `wgpu/bracket.rs`), else
+/// [`SubmitOther`], which leaves the call as written.
+#[derive(Debug)]
+pub struct SubmitProbe<'a, T: ?Sized>(pub &'a T);
+
+/// The fallback arm: any receiver that is not a wgpu queue, including type parameters.
+pub trait SubmitOther {
+    /// Nothing to add to this submission.
+    fn gpuspan_submit(&self) -> PlainSubmit;
+}
+
+impl<T: ?Sized> SubmitOther for &SubmitProbe<'_, T> {
+    #[inline(always)]
+    fn gpuspan_submit(&self) -> PlainSubmit {
+        PlainSubmit
+    }
+}
+
+/// A submission gpuspan adds nothing to.
+#[derive(Debug)]
+pub struct PlainSubmit;
+
+impl PlainSubmit {
+    /// The argument, unchanged.
+    #[inline(always)]
+    pub fn with_end<A>(self, arg: A, _: &mut Scope) -> A {
+        arg
+    }
+}
+
+#[cfg(feature = "wgpu")]
+pub use crate::wgpu::bracket::SubmitQueue;
+
+/// Without the `wgpu` feature no receiver is a queue gpuspan brackets.
+#[cfg(not(feature = "wgpu"))]
+pub trait SubmitQueue {}
+
 #[cfg(feature = "cuda")]
 pub use crate::cuda::resources::as_stream;
 

@@ -143,7 +143,7 @@ fn queue_bracket_covers_the_work_within_the_host_observed_window() {
     // The summary shows a bracket's durations as bounds.
     let table = gpuspan::summary().to_string();
     let row = table.lines().find(|l| l.starts_with("busy_on_queue ")).expect("row");
-    assert!(row.contains("≤ ") && row.contains("bracket: upper bound"), "{row}");
+    assert!(row.contains("≤ ") && row.contains("bracket to last submit: upper bound"), "{row}");
 }
 
 #[gpu_transfer(direction = cpu_to_gpu)]

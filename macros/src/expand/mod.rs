@@ -79,6 +79,7 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
     let ScopeParts { p, prelude, enter } = scope_parts(&plan, &format!("{macro_name}!({})", name.value()));
     let (recorder, exit) = recorder_and_exit(&plan, &p);
     let mut timed = block.clone();
+    end_brackets_at_submissions(&plan, &p, &mut timed);
     // `return` leaves the enclosing function, whose type the block cannot name: only `?` is
     // inspected (its operand's type is known), every other exit just closes the scope.
     ExitRewriter { p: p.clone(), recorder, ret_ty: None, returns: false }.visit_block_mut(&mut timed);
@@ -344,6 +345,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         return func.into_token_stream();
     }
 
+    end_brackets_at_submissions(plan, &p, block);
     let (recorder, exit) = recorder_and_exit(plan, &p);
     let diverges = matches!(&func.sig.output, ReturnType::Type(_, t) if matches!(**t, Type::Never(_)));
     let named_return = match &func.sig.output {
@@ -392,6 +394,14 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         })
     };
     func.into_token_stream()
+}
+
+/// A queue-bracketed body's own submissions carry the bracket's end (`submit.rs`). Async bodies
+/// are not rewritten: their scope lives in the future, out of the body's reach.
+fn end_brackets_at_submissions(plan: &Plan, p: &TokenStream, block: &mut syn::Block) {
+    if matches!(plan.resource, Resource::WgpuQueue { .. } | Resource::WgpuDevice { .. }) {
+        crate::submit::rewrite(p, block);
+    }
 }
 
 /// The statements of an async body that open the scope at the first poll, run `body` as a

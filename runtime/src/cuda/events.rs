@@ -241,6 +241,7 @@ fn resolve_ready() -> usize {
                 source: TimingSource::CudaEvent,
                 clock_error_ns: w.scope.anchor.error_ns + ulp_ns + 500,
                 bracketed: false,
+                bracket_at_exit: false,
                 device: super::devices().get(w.scope.ctx.ordinal()).cloned(),
             })
         });

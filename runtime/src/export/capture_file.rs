@@ -518,6 +518,7 @@ mod tests {
             source: TimingSource::Cupti,
             clock_error_ns: 7,
             bracketed: false,
+            bracket_at_exit: false,
             device: device.clone(),
         });
         r.clock_corrected_ns = 11;

@@ -34,6 +34,9 @@ pub struct SiteSummary {
     pub sources: Vec<TimingSource>,
     /// Some calls were timed by bracketing the queue: their GPU time is an upper bound.
     pub bracketed: bool,
+    /// Some of those brackets closed at the function's exit, not with the call's last
+    /// submission: they also hold the host work after it (a read-back's wait and copy-out).
+    pub bracket_at_exit: bool,
     /// `track_memory` sites: the largest growth of device memory / process RSS over one call.
     pub device_delta_max_bytes: Option<i64>,
     /// The largest growth of the process's resident set over one call.
@@ -72,6 +75,7 @@ impl SiteSummary {
             host_total_ns: t.host_total_ns,
             bytes: t.bytes,
             bracketed: t.bracketed,
+            bracket_at_exit: t.bracket_at_exit,
             device_delta_max_bytes: t.device_delta_max,
             rss_delta_max_bytes: t.rss_delta_max,
             sources: t.sources,
@@ -180,8 +184,10 @@ impl fmt::Display for Summary {
                     })
                     .collect::<Vec<_>>()
                     .join("+");
-                if s.bracketed {
-                    sources.push_str(" (bracket: upper bound)");
+                if s.bracket_at_exit {
+                    sources.push_str(" (bracket to exit: upper bound, holds host work)");
+                } else if s.bracketed {
+                    sources.push_str(" (bracket to last submit: upper bound)");
                 }
                 let is_transfer = s.site.desc.kind == SiteKind::Transfer;
                 // A bracket times the submissions and whatever the GPU waited on between them:

@@ -235,6 +235,7 @@ mod tests {
                 source: TimingSource::GpuTimestamp,
                 clock_error_ns: 5,
                 bracketed: false,
+                bracket_at_exit: false,
                 device: None,
             });
             let mut out = Vec::new();
@@ -311,6 +312,7 @@ mod tests {
             source: TimingSource::Cupti,
             clock_error_ns: 0,
             bracketed: false,
+            bracket_at_exit: false,
             device: None,
         });
         let mut out = Vec::new();

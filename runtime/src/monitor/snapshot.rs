@@ -189,6 +189,7 @@ mod tests {
             source: TimingSource::Cupti,
             clock_error_ns: 0,
             bracketed: false,
+            bracket_at_exit: false,
             device: Some(DeviceLabel { id: 0, name: device.into() }),
         });
         r
@@ -332,6 +333,7 @@ mod tests {
             bytes,
             sources: vec![TimingSource::Cupti],
             bracketed: false,
+            bracket_at_exit: false,
             device_delta_max_bytes: None,
             rss_delta_max_bytes: None,
         };

@@ -60,6 +60,8 @@ impl Record {
             a.push(("gpu.clock_error_us", us(g.clock_error_ns)));
             if g.bracketed {
                 a.push(("gpu.timing.bracketed", Bool(true)));
+                let end = if g.bracket_at_exit { "exit" } else { "last_submit" };
+                a.push(("gpu.timing.bracket_end", Str(end.into())));
             }
             if self.clock_corrected_ns > 0 {
                 a.push(("gpu.clock_corrected_ns", I64(self.clock_corrected_ns as i64)));

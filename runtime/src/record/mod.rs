@@ -94,8 +94,14 @@ pub struct GpuTiming {
     /// Bound on the error of mapping the GPU clock onto the host clock (0 when none is needed).
     pub clock_error_ns: u64,
     /// Measured by timestamps submitted before and after the call's own submissions: an upper
-    /// bound that also holds submission latency while the GPU was idle.
+    /// bound of the GPU's busy time that also holds submission latency and the gaps between the
+    /// call's submissions while the GPU was idle.
     pub bracketed: bool,
+    /// A bracket that closed at the function's exit rather than with its last submission,
+    /// because gpuspan saw none of the call's submissions (they were in a callee, a closure or
+    /// a macro): it also holds the host work after the last submission, such as a read-back's
+    /// map, poll and copy-out. `false` for a bracket that closed with the last submission.
+    pub bracket_at_exit: bool,
     /// The device, where the backend knows it.
     pub device: Option<DeviceLabel>,
 }
@@ -111,6 +117,7 @@ impl GpuTiming {
             source,
             clock_error_ns: 0,
             bracketed: false,
+            bracket_at_exit: false,
             device: None,
         }
     }

@@ -8,6 +8,9 @@
 //! `GpuProfiler` (recycled with its query pools), so frames on different threads, or waiting on
 //! different submissions, never block one another.
 //!
+//! A queue bracket gets a frame of its own, never on a thread's stack: its end is written when
+//! the call submits (see `bracket.rs`), so nested scopes' queries must not share its resolves.
+//!
 //! Life of a frame: Recording → AwaitingExecution → Mapping → Finished → delivered, or
 //! Poisoned (a query could not be closed, commands never submitted) → delivered with host
 //! timing only, the loss counted.
@@ -51,8 +54,9 @@ pub(crate) struct Frame {
     open_scopes: AtomicUsize,
     records: Mutex<Vec<Record>>,
     results: Mutex<HashMap<u64, Range<f64>>>,
-    /// Scopes timed by queue bracketing rather than queries in the user's recorder.
-    bracketed: Mutex<Vec<u64>>,
+    /// Scopes timed by queue bracketing rather than queries in the user's recorder, and
+    /// whether their bracket closed at the function's exit (no submission of theirs seen).
+    bracketed: Mutex<Vec<(u64, bool)>>,
 }
 
 impl std::fmt::Debug for Frame {
@@ -121,7 +125,9 @@ impl Frame {
         }
     }
 
-    fn open(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
+    /// A frame for one queue bracket alone: on no thread's stack, so scopes nested in the
+    /// bracketed call record into frames of their own.
+    pub(super) fn open(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
         let mut in_flight = device.in_flight.lock().ok()?;
         if in_flight.len() >= MAX_IN_FLIGHT {
             Losses::add(&LOSSES.pending_frames, 1);
@@ -224,37 +230,64 @@ impl Frame {
         recorder.when_executed(move || signal.fire());
     }
 
-    /// Closes a query opened in gpuspan's own command buffer (queue bracketing) with another
-    /// one submitted right now.
-    ///
-    /// `detached`: for an async scope, whether it owns its detached frame (see
-    /// [`Frame::detach_from_thread`]); `None` for a scope still on its thread's frame stack.
-    pub(super) fn end_in_queue(
-        self: &Arc<Self>,
+    /// The command buffer that a bracketed call's submission on the bracket's queue carries last:
+    /// at the first, the bracket's opening query is closed in it; at each later one a
+    /// zero-length query with the same label marks the new end (`flatten` keeps the latest).
+    /// Every query is resolved right there, so whichever submission is the last one needs
+    /// nothing after it. `None` (and the frame's timings lost) when the profiler is gone.
+    pub(super) fn end_at_submit(
+        &self,
         scope_id: u64,
-        query: GpuProfilerQuery,
-        queue: &wgpu::Queue,
-        detached: Option<bool>,
-    ) {
+        opening: Option<GpuProfilerQuery>,
+    ) -> Option<wgpu::CommandBuffer> {
+        let mut encoder =
+            self.device.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan end") });
+        let recorded = self.profiler.lock().ok().and_then(|mut profiler| {
+            let p = profiler.as_mut()?;
+            let query = match opening {
+                Some(q) => q,
+                None => p.begin_query(scope_id.to_string(), &mut encoder),
+            };
+            p.end_query(&mut encoder, query);
+            p.resolve_queries(&mut encoder);
+            Some(())
+        });
+        if recorded.is_none() {
+            self.set_state(State::Poisoned);
+            return None;
+        }
+        Some(encoder.finish())
+    }
+
+    /// A bracket that closed with the call's last submission: nothing more is submitted, the
+    /// frame waits for its commands like any other.
+    pub(super) fn end_after_submits(self: &Arc<Self>, scope_id: u64) {
         if let Ok(mut b) = self.bracketed.lock() {
-            b.push(scope_id);
+            b.push((scope_id, false));
+        }
+        self.set_state_unless_poisoned(State::AwaitingExecution { resolve_ourselves: false });
+        // The resolver is woken once, by the record's `attach` that follows.
+        self.executed.store(true, Ordering::Release);
+    }
+
+    /// Closes a bracket whose call submitted nothing gpuspan saw, at the function's exit, with
+    /// a query submitted right now (labelled as such: it holds the host's work after the call's
+    /// last submission).
+    pub(super) fn end_in_queue(self: &Arc<Self>, scope_id: u64, query: GpuProfilerQuery, queue: &wgpu::Queue) {
+        if let Ok(mut b) = self.bracketed.lock() {
+            b.push((scope_id, true));
         }
         let Ok(mut profiler) = self.profiler.lock() else { return };
         let Some(p) = profiler.as_mut() else { return };
         let mut encoder =
             self.device.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan end") });
         p.end_query(&mut encoder, query);
-        let outermost = detached.unwrap_or_else(|| self.leave());
-        if outermost {
-            p.resolve_queries(&mut encoder);
-        }
+        p.resolve_queries(&mut encoder);
         drop(profiler);
         queue.submit([encoder.finish()]);
-        if outermost {
-            self.set_state_unless_poisoned(State::AwaitingExecution { resolve_ourselves: false });
-            self.executed.store(true, Ordering::Release);
-            resolver::wake();
-        }
+        self.set_state_unless_poisoned(State::AwaitingExecution { resolve_ourselves: false });
+        self.executed.store(true, Ordering::Release);
+        resolver::wake();
     }
 
     /// A query that can no longer be closed (the function unwound, or left by an exit gpuspan
@@ -266,6 +299,12 @@ impl Frame {
         }
         if let Ok(mut s) = self.state.lock() {
             *s = State::Poisoned;
+        }
+    }
+
+    fn set_state(&self, next: State) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = next;
         }
     }
 
@@ -371,7 +410,8 @@ impl Frame {
                         busy_ns: ((range.end - range.start) * 1e9).round().max(0.0) as u64,
                         source: TimingSource::GpuTimestamp,
                         clock_error_ns: clock.error_ns,
-                        bracketed: bracketed.contains(&record.scope_id),
+                        bracketed: bracketed.iter().any(|(id, _)| *id == record.scope_id),
+                        bracket_at_exit: bracketed.iter().any(|&(id, at_exit)| id == record.scope_id && at_exit),
                         device: Some(self.device.label.clone()),
                     });
                 }
@@ -396,11 +436,16 @@ impl Frame {
     }
 }
 
-/// Query results by scope id (wgpu-profiler labels are the scope ids).
+/// Query results by scope id (wgpu-profiler labels are the scope ids). A bracket closed at
+/// several submissions has several queries under its id: its interval spans them all.
 fn flatten(results: &[GpuTimerQueryResult], out: &mut HashMap<u64, Range<f64>>) {
     for r in results {
         if let (Ok(id), Some(time)) = (r.label.parse::<u64>(), &r.time) {
-            out.insert(id, time.clone());
+            let merged = match out.get(&id) {
+                Some(seen) => seen.start.min(time.start)..seen.end.max(time.end),
+                None => time.clone(),
+            };
+            out.insert(id, merged);
         }
         flatten(&r.nested_queries, out);
     }

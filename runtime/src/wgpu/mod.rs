@@ -2,9 +2,11 @@
 //!
 //! A function with a `&mut CommandEncoder` (or `ComputePass`/`RenderPass`) parameter gets a
 //! query in that recorder; one with only a `&Queue` has its submissions bracketed by timestamp
-//! writes in gpuspan's own command buffers, submitted before and after it (queue order makes the
-//! interval cover the work in between, pending `write_buffer` copies included). Queries are
-//! resolved off the caller's path by the resolver thread; the caller never waits on the GPU.
+//! writes in gpuspan's own command buffers: one submitted before the body, and one carried by
+//! each of the body's own submissions on that queue (`bracket.rs`), so the bracket ends with the
+//! last of them; queue order makes the interval cover the work in between, pending
+//! `write_buffer` copies included. Queries are resolved off the caller's path by the resolver
+//! thread; the caller never waits on the GPU.
 //!
 //! ```no_run
 //! # async fn setup(adapter: wgpu::Adapter) {
@@ -20,6 +22,7 @@
 //! ```
 
 pub(crate) mod attach;
+pub(crate) mod bracket;
 mod calibration;
 mod device;
 mod frame;
@@ -93,10 +96,13 @@ fn check_features(d: &DeviceState) -> bool {
 
 /// The wgpu part of an open scope.
 pub(crate) struct WgpuScope {
+    scope_id: u64,
     frame: Arc<Frame>,
     query: Option<GpuProfilerQuery>,
     /// Set for queue bracketing: the end bracket is submitted on this queue.
     queue: Option<wgpu::Queue>,
+    /// The call's submissions on `queue` that carried the bracket's end (`bracket.rs`).
+    submits: u32,
     /// An async scope's frame left its thread at the first suspension: `Some(true)` when this
     /// scope owns the frame, `Some(false)` when it was nested in another scope's.
     detached: Option<bool>,
@@ -148,7 +154,7 @@ impl WgpuScope {
         }
         let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
         let query = frame.begin(scope_id, recorder);
-        Ok(WgpuScope { frame, query, queue: None, detached: None })
+        Ok(WgpuScope { scope_id, frame, query, queue: None, submits: 0, detached: None })
     }
 
     fn begin_on_queue(
@@ -175,12 +181,12 @@ impl WgpuScope {
         if !check_features(&state) {
             return Err("device without timestamp queries");
         }
-        let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
+        let frame = Frame::open(&state).ok_or("no query frame: too many in flight")?;
         let mut encoder =
             state.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan begin") });
         let query = frame.begin(scope_id, &mut encoder);
         queue.submit([encoder.finish()]);
-        Ok(WgpuScope { frame, query, queue: Some(queue.clone()), detached: None })
+        Ok(WgpuScope { scope_id, frame, query, queue: Some(queue.clone()), submits: 0, detached: None })
     }
 
     /// A function that only takes a device: the submissions on the queue registered with it
@@ -209,7 +215,8 @@ impl WgpuScope {
 
     /// An async scope stops running on this thread (see `Frame::detach_from_thread`).
     pub(crate) fn suspend(&mut self) {
-        if self.detached.is_none() {
+        // A bracket's frame is its own, on no thread's stack.
+        if self.detached.is_none() && self.queue.is_none() {
             self.detached = Some(self.frame.detach_from_thread());
         }
     }
@@ -223,9 +230,12 @@ impl WgpuScope {
     pub(crate) fn finish(mut self, record: Record) {
         if let Some(q) = self.query.take() {
             match &self.queue {
-                Some(queue) => self.frame.end_in_queue(record.scope_id, q, queue, self.detached),
+                // No submission of the call was seen: the bracket closes now.
+                Some(queue) => self.frame.end_in_queue(record.scope_id, q, queue),
                 None => self.frame.abandon(q, self.detached),
             }
+        } else if self.submits > 0 {
+            self.frame.end_after_submits(record.scope_id);
         }
         self.frame.attach(record);
     }

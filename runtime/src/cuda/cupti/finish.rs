@@ -64,6 +64,7 @@ pub(crate) fn finish(mut record: Record, mut activities: Vec<Activity>, clock_er
         source: crate::record::TimingSource::Cupti,
         clock_error_ns,
         bracketed: false,
+        bracket_at_exit: false,
         device,
     });
     let copied: Option<u64> = activities

@@ -1,0 +1,213 @@
+//! Queue brackets end with the call's last submission (issue 13): a function that submits, then
+//! maps, waits for and copies out its result has a bracket that holds its GPU work but not its
+//! read-back; a `submit` that is not a wgpu queue's is left alone.
+#![cfg(feature = "wgpu")]
+
+use gpuspan::{gpu_kernel, Capture, Record};
+use gpuspan_tests::gpu::{Gpu, RawTimer};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
+    r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
+}
+
+/// Host work on the result after the read-back (parsing it, say). Long next to any clock
+/// mapping error, so that a bracket that still ended at exit could not pass for one that did not.
+const HOST_WORK: Duration = Duration::from_millis(30);
+
+/// Shaped like a third party's compute wrapper: the queue in a field, a compute submit, then a
+/// map, a blocking poll and a copy-out in the same function.
+struct Compute {
+    gpu: Gpu,
+    staging: wgpu::Buffer,
+    /// When the read-back's map callback ran, on gpuspan's host clock.
+    mapped_at: Arc<AtomicU64>,
+}
+
+impl Compute {
+    fn new(gpu: Gpu) -> Compute {
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("staging"),
+            size: gpu.buffer.size(),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Compute { gpu, staging, mapped_at: Arc::new(AtomicU64::new(0)) }
+    }
+
+    fn encode(&self) -> wgpu::CommandBuffer {
+        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+        self.gpu.record_pass(&mut encoder, None);
+        encoder.copy_buffer_to_buffer(&self.gpu.buffer, 0, &self.staging, 0, self.gpu.buffer.size());
+        encoder.finish()
+    }
+
+    fn read_back(&self) -> Vec<u8> {
+        let slice = self.staging.slice(..);
+        let mapped_at = self.mapped_at.clone();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            r.expect("map");
+            mapped_at.store(gpuspan::clock::now_ns(), Ordering::SeqCst);
+        });
+        self.gpu.wait();
+        let out = slice.get_mapped_range().expect("mapped").to_vec();
+        self.staging.unmap();
+        std::thread::sleep(HOST_WORK);
+        out
+    }
+
+    #[gpu_kernel(name = "compute_then_read_back", queue = self.gpu.queue, trace_all)]
+    fn run(&self) -> Vec<u8> {
+        self.gpu.queue.submit([self.encode()]);
+        self.read_back()
+    }
+
+    /// The same, with the submission in a callee the macro cannot see into.
+    #[gpu_kernel(name = "compute_in_callee_then_read_back", queue = self.gpu.queue, trace_all)]
+    fn run_in_callee(&self) -> Vec<u8> {
+        self.submit_encoded();
+        self.read_back()
+    }
+
+    fn submit_encoded(&self) {
+        self.gpu.queue.submit([self.encode()]);
+    }
+}
+
+#[test]
+fn bracket_ends_at_the_last_submission_not_after_the_read_back() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let compute = Compute::new(gpu);
+    let capture = Capture::start();
+    let out = compute.run();
+    let mapped_at = compute.mapped_at.load(Ordering::SeqCst);
+    assert_eq!(out.len() as u64, compute.gpu.buffer.size());
+    assert!(gpuspan::flush(), "flush left GPU work pending");
+    let r = &capture.of("compute_then_read_back")[0];
+    let g = gpu_timing(r);
+    assert!(g.bracketed && !g.bracket_at_exit, "ended with the submission: {g:?}");
+    eprintln!(
+        "bracket {:.3} ms, host call {:.3} ms, bracket end {:.3} ms before the map callback (error bound {:.3} ms)",
+        g.busy_ns as f64 / 1e6,
+        r.host.duration_ns() as f64 / 1e6,
+        (mapped_at as f64 - g.interval.end_ns as f64) / 1e6,
+        g.clock_error_ns as f64 / 1e6
+    );
+    // The end timestamp was written before the work the map waited for completed.
+    assert!(
+        g.interval.end_ns <= mapped_at + g.clock_error_ns,
+        "bracket end {} after the map callback {} (error bound {})",
+        g.interval.end_ns,
+        mapped_at,
+        g.clock_error_ns
+    );
+    assert!(g.busy_ns < r.host.duration_ns().saturating_sub(HOST_WORK.as_nanos() as u64) + g.clock_error_ns);
+    let attrs = r.attributes();
+    assert!(attrs.iter().any(|(k, v)| *k == "gpu.timing.bracket_end" && format!("{v:?}").contains("last_submit")));
+}
+
+#[test]
+fn bracket_without_a_visible_submission_ends_at_exit_and_says_so() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let compute = Compute::new(gpu);
+    let capture = Capture::start();
+    compute.run_in_callee();
+    let mapped_at = compute.mapped_at.load(Ordering::SeqCst);
+    assert!(gpuspan::flush());
+    let r = &capture.of("compute_in_callee_then_read_back")[0];
+    let g = gpu_timing(r);
+    assert!(g.bracketed && g.bracket_at_exit, "{g:?}");
+    // Submitted at exit, after the map callback and the host work: the bracket holds them.
+    assert!(g.interval.end_ns + g.clock_error_ns >= mapped_at + HOST_WORK.as_nanos() as u64);
+    let table = gpuspan::summary().to_string();
+    let row = table.lines().find(|l| l.starts_with("compute_in_callee_then_read_back ")).expect("row");
+    assert!(row.contains("≤ ") && row.contains("bracket to exit"), "{row}");
+}
+
+#[gpu_kernel(name = "two_submissions", trace_all)]
+fn two_submissions(gpu: &Gpu, queue: &wgpu::Queue, first: &RawTimer, second: &RawTimer) {
+    for reference in [first, second] {
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        gpu.record_pass(&mut encoder, Some(&reference.query_set));
+        reference.resolve(&mut encoder);
+        queue.submit(Some(encoder.finish()));
+    }
+}
+
+#[test]
+fn bracket_spans_every_submission_of_the_call() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 18, 64) else { return };
+    let capture = Capture::start();
+    let (first, second) = (RawTimer::new(&gpu.device), RawTimer::new(&gpu.device));
+    two_submissions(&gpu, &gpu.queue, &first, &second);
+    let raw = first.read_ns(&gpu) + second.read_ns(&gpu);
+    assert!(gpuspan::flush());
+    let r = &capture.of("two_submissions")[0];
+    let g = gpu_timing(r);
+    assert!(g.bracketed && !g.bracket_at_exit);
+    // Ending at the first submission would leave the second pass out.
+    assert!(g.busy_ns as f64 >= raw * 0.99, "bracket {} ns < both passes {raw} ns", g.busy_ns);
+    let table = gpuspan::summary().to_string();
+    let row = table.lines().find(|l| l.starts_with("two_submissions ")).expect("row");
+    assert!(row.contains("≤ ") && row.contains("bracket to last submit"), "{row}");
+}
+
+/// Something else with a `submit` method, taking `&mut self`.
+#[derive(Default)]
+struct Jobs(Vec<u32>);
+
+impl Jobs {
+    fn submit(&mut self, job: u32) -> usize {
+        self.0.push(job);
+        self.0.len()
+    }
+}
+
+trait Submitter {
+    fn submit(&mut self, job: u32) -> usize;
+}
+
+impl Submitter for Jobs {
+    fn submit(&mut self, job: u32) -> usize {
+        Jobs::submit(self, job + 100)
+    }
+}
+
+fn jobs_of(j: &mut Jobs) -> &mut Jobs {
+    j
+}
+
+#[gpu_kernel(name = "other_submits", trace_all)]
+fn other_submits<S: Submitter>(queue: &wgpu::Queue, jobs: &mut Jobs, generic: &mut S) -> (usize, usize, usize) {
+    let a = jobs.submit(1);
+    let b = jobs_of(jobs).submit(2);
+    let c = generic.submit(3);
+    queue.submit([]);
+    (a, b, c)
+}
+
+#[test]
+fn other_submit_methods_run_unchanged() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
+    let capture = Capture::start();
+    let (mut jobs, mut generic) = (Jobs::default(), Jobs::default());
+    assert_eq!(other_submits(&gpu.queue, &mut jobs, &mut generic), (1, 2, 1));
+    assert_eq!((jobs.0, generic.0), (vec![1, 2], vec![103]));
+    assert!(gpuspan::flush());
+    let g = gpu_timing(&capture.of("other_submits")[0]).clone();
+    // The empty submission on the queue carried the bracket's end; the others were not seen
+    // as the queue's.
+    assert!(g.bracketed && !g.bracket_at_exit, "{g:?}");
+}
