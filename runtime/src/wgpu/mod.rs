@@ -20,13 +20,16 @@
 //! ```
 
 pub(crate) mod attach;
+mod bounds;
 mod calibration;
 mod device;
 mod frame;
+mod read_back;
 mod resolver;
 pub(crate) mod resources;
 
-pub use attach::{attach, Attached};
+pub use attach::attach;
+pub use read_back::read_buffer;
 pub use resources::{AsHandle, AsRecorder};
 // Sealed: the bound of `attach` and of `AsRecorder::Recorder`, implemented by wgpu's encoder and
 // passes only, so nameable nowhere outside.
@@ -220,7 +223,8 @@ impl WgpuScope {
         self.frame.forget_scope();
     }
 
-    pub(crate) fn finish(mut self, record: Record) {
+    pub(crate) fn finish(mut self, mut record: Record) {
+        record.read_back = read_back::take_phases();
         if let Some(q) = self.query.take() {
             match &self.queue {
                 Some(queue) => self.frame.end_in_queue(record.scope_id, q, queue, self.detached),
