@@ -416,10 +416,12 @@ fn read_buffer_times_the_gpu_copy_exactly_and_labels_the_wait_and_copy_out() {
     let g = gpu_timing(r);
     assert_eq!((g.source, g.bracketed, r.bytes), (TimingSource::GpuTimestamp, false, Some(bytes)));
     let p = r.read_back.expect("the host phases are on the record");
-    // The phases follow one another inside the call, and the GPU copy lies inside the wait.
+    // The phases follow one another inside the call, and the GPU copy ended before the wait
+    // for it did, within the stated error (it may end before the wait begins: a software
+    // driver can run it inside the submit).
     assert!(r.host.start_ns <= p.wait.start_ns && p.wait.end_ns <= p.copy_out.start_ns);
     assert!(p.copy_out.end_ns <= r.host.end_ns);
-    assert!(g.busy_ns <= p.wait.duration_ns() + g.clock_error_ns, "{g:?} {p:?}");
+    assert!(g.interval.end_ns <= p.wait.end_ns + g.clock_error_ns, "{g:?} {p:?}");
     let attrs = r.attributes();
     let has = |k: &str| attrs.iter().any(|(name, _)| *name == k);
     assert!(has("gpu_transfer.wait_us") && has("gpu_transfer.copy_out_us"), "{attrs:?}");
