@@ -172,7 +172,8 @@ pub fn call_wgpu(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Q
         usage: wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     });
-    let read: Result<usize, wgpu::BufferAsyncError> = gpuspan::wgpu::read_buffer(device, queue, &buffer, .., <[u8]>::len);
+    let read: Result<usize, wgpu::BufferAsyncError> =
+        gpuspan::wgpu::read_buffer(device, queue, &buffer, .., <[u8]>::len);
     assert!(read.is_err() || read == Ok(4));
     gpuspan::wgpu::timestamp_features(adapter)
 }

@@ -107,7 +107,11 @@ pub(super) fn place(
     let observed = if observed_ns == 0 { crate::clock::now_ns() } else { observed_ns };
     let placement = device.bounds.lock().map_or_else(
         // A poisoned lock (a panic elsewhere): the calibration alone, as before facts existed.
-        |_| Placement { offset_ns: calibration.offset_ns, error_ns: calibration.error_ns, calibration_contradicted: false },
+        |_| Placement {
+            offset_ns: calibration.offset_ns,
+            error_ns: calibration.error_ns,
+            calibration_contradicted: false,
+        },
         |mut b| b.place(gpu, rounding, record.host.start_ns, observed, calibration),
     );
     if placement.calibration_contradicted {
@@ -115,7 +119,8 @@ pub(super) fn place(
     }
     let to_host = |g: i128| u64::try_from(g + placement.offset_ns).unwrap_or(0);
     let start = to_host(gpu.0);
-    let mut timing = GpuTiming::new(Interval { start_ns: start, end_ns: to_host(gpu.1).max(start) }, TimingSource::GpuTimestamp);
+    let mut timing =
+        GpuTiming::new(Interval { start_ns: start, end_ns: to_host(gpu.1).max(start) }, TimingSource::GpuTimestamp);
     timing.busy_ns = ((range.end - range.start) * 1e9).round().max(0.0) as u64;
     timing.clock_error_ns = placement.error_ns;
     timing
@@ -299,7 +304,13 @@ mod tests {
         b.place((i128::from(T), i128::from(T) + 10), 1, T, T + 20, cal(T));
         // Half a second later the widened old facts still hold the offset near 0 ± drift.
         let later = T + 500_000_000;
-        let p = b.place((i128::from(later) - 5_000, i128::from(later) - 4_000), 1, later - 5_000, later + 1_000_000, cal(later));
+        let p = b.place(
+            (i128::from(later) - 5_000, i128::from(later) - 4_000),
+            1,
+            later - 5_000,
+            later + 1_000_000,
+            cal(later),
+        );
         assert!(p.error_ns < 20_000, "old facts, aged by 20 ppm, still bound it: {p:?}");
         // The clock jumps by 1 ms: the old facts contradict the new one, the window restarts.
         let jump = T + 600_000_000;
