@@ -239,6 +239,10 @@ type TransferAcc = (u64, u64, u64, bool);
 #[derive(Debug, Default)]
 pub struct Builder {
     kinds: HashMap<u32, SiteKind>,
+    /// `gpu_to_cpu` transfer sites, and those of them with host-timed calls: a read-back timed
+    /// on the host is mostly waiting for the GPU, so it gets no bandwidth.
+    read_backs: BTreeSet<u32>,
+    host_read_backs: BTreeSet<u32>,
     sites: BTreeMap<u32, SiteAcc>,
     kernels: HashMap<String, KernelAcc>,
     /// Kernel sites' own GPU time, by site id (named at the end: no string per record).
@@ -268,6 +272,9 @@ impl Builder {
     /// A site the records may name.
     pub fn site(&mut self, s: &gpuspan_capture::Site) {
         self.kinds.insert(s.id, s.kind);
+        if s.direction == Some(gpuspan_capture::Direction::GpuToCpu) {
+            self.read_backs.insert(s.id);
+        }
     }
 
     /// The application spans read so far (feed them before the records made in them).
@@ -288,6 +295,9 @@ impl Builder {
         s.bytes += r.bytes.unwrap_or(0);
         if !s.sources.contains(&r.source()) {
             s.sources.push(r.source());
+        }
+        if r.source() == TimingSource::Host && self.read_backs.contains(&r.site) {
+            self.host_read_backs.insert(r.site);
         }
         s.host_total_ns += r.host.duration_ns();
         s.errors += u64::from(r.error);
@@ -487,7 +497,11 @@ impl Builder {
                     p99_ns: s.durations.quantile(0.99),
                     host_total_ns: s.host_total_ns,
                     bytes: s.bytes,
-                    bandwidth_bytes_per_s: table::rate(s.bytes, s.total_ns),
+                    bandwidth_bytes_per_s: if self.host_read_backs.contains(&id) {
+                        None
+                    } else {
+                        table::rate(s.bytes, s.total_ns)
+                    },
                     errors: s.errors,
                     bracketed: s.bracketed,
                     clock_corrected: s.clock_corrected,
@@ -535,22 +549,31 @@ impl Builder {
 
     fn transfer_rows(&mut self, index: &Index<'_>) -> Vec<TransferRow> {
         let mut acc = std::mem::take(&mut self.transfers);
+        let mut waiting = BTreeSet::new();
         for (id, x) in std::mem::take(&mut self.transfer_sites) {
             let direction = index.site(id).and_then(|s| s.direction).map(|d| d.as_str().to_owned());
-            add_transfer(&mut acc, (index.site_name(id), direction, None, None), x);
+            let key = (index.site_name(id), direction, None, None);
+            if self.host_read_backs.contains(&id) {
+                waiting.insert(key.clone());
+            }
+            add_transfer(&mut acc, key, x);
         }
         let mut rows: Vec<TransferRow> = acc
             .into_iter()
-            .map(|((transfer, direction, src_kind, dst_kind), (count, bytes, total_ns, bracketed))| TransferRow {
-                transfer,
-                direction,
-                src_kind,
-                dst_kind,
-                count,
-                bytes,
-                total_ns,
-                bandwidth_bytes_per_s: table::rate(bytes, total_ns),
-                bracketed,
+            .map(|(key, (count, bytes, total_ns, bracketed))| {
+                let bandwidth_bytes_per_s = if waiting.contains(&key) { None } else { table::rate(bytes, total_ns) };
+                let (transfer, direction, src_kind, dst_kind) = key;
+                TransferRow {
+                    transfer,
+                    direction,
+                    src_kind,
+                    dst_kind,
+                    count,
+                    bytes,
+                    total_ns,
+                    bandwidth_bytes_per_s,
+                    bracketed,
+                }
             })
             .collect();
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.transfer.cmp(&b.transfer)));

@@ -158,7 +158,7 @@ pub fn call_otlp() {
     let _: Option<gpuspan::otlp::OtlpError> = None;
 }
 
-/// Calls the wgpu API. Needs a device, so tests only compile it; both calls are empty bodies.
+/// Calls the wgpu API. Needs a device, so tests only compile it; the off `read_buffer` reads untimed.
 #[cfg(feature = "backends")]
 pub fn call_wgpu(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) -> wgpu::Features {
     gpuspan::wgpu::register(adapter, device, queue);
@@ -167,5 +167,14 @@ pub fn call_wgpu(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Q
     let _ = (takes_recorder::<&mut wgpu::CommandEncoder>, takes_queue::<&wgpu::Queue>);
     let mut encoder = device.create_command_encoder(&Default::default());
     drop(gpuspan::wgpu::attach(&mut encoder).begin_compute_pass(&Default::default()));
+    let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 4,
+        usage: wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let read: Result<usize, wgpu::BufferAsyncError> =
+        gpuspan::wgpu::read_buffer(device, queue, &buffer, .., <[u8]>::len);
+    assert!(read.is_err() || read == Ok(4));
     gpuspan::wgpu::timestamp_features(adapter)
 }

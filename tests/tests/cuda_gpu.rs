@@ -166,6 +166,9 @@ fn spin_kernel_matches_raw_cupti_and_events_agree() {
         assert_eq!(kernels(r), vec![("spin", [1, 1, 1])]);
         assert_eq!(r.duration_ns(), r.activities[0].interval.duration_ns());
         let gpu = r.gpu.as_ref().expect("GPU timing");
+        // Strict: before any causality correction, no start earlier than the call's by more
+        // than the error the record stated.
+        assert!(r.clock_corrected_ns <= gpu.clock_error_ns, "placed beyond its stated bound: {r:?}");
         leads.push(gpu.interval.start_ns as i64 - r.host.start_ns as i64);
     }
     let (offset, error) = gpuspan::cuda::cupti_clock_offset().expect("CUPTI clock");
@@ -215,6 +218,7 @@ fn events_child() {
         assert_eq!(r.source(), TimingSource::CudaEvent);
         let gpu = r.gpu.as_ref().expect("event timing");
         assert!(gpu.interval.start_ns + gpu.clock_error_ns >= r.host.start_ns, "starts before its launch");
+        assert!(r.clock_corrected_ns <= gpu.clock_error_ns, "placed beyond its stated bound: {r:?}");
     }
     println!("EVENT_MEDIAN_NS={}", median(records.iter().map(Record::duration_ns).collect()));
 }
@@ -680,6 +684,7 @@ fn attach_child() {
         // (the start event is recorded inside the call).
         assert!(gpu.busy_ns > 0, "{name}: {r:?}");
         assert!(gpu.interval.start_ns + gpu.clock_error_ns >= r[0].host.start_ns, "{name} starts in its call: {r:?}");
+        assert!(r[0].clock_corrected_ns <= gpu.clock_error_ns, "{name} placed beyond its stated bound: {r:?}");
         println!("{name}: {} ns by CUDA events (host {} ns)", gpu.busy_ns, r[0].host.duration_ns());
     }
     let spin = &capture.of("declared_own_stream")[0];

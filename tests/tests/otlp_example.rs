@@ -133,6 +133,14 @@ fn the_example_sends_one_trace_under_traceparent_with_gpu_spans_and_ranks() {
                 gpu["start_ns"].as_u64() >= host["start_ns"].as_u64(),
                 "{name}: GPU starts after the host call began"
             );
+            // Before any causality correction, the GPU start was placed no earlier than the
+            // call's start minus the error the record stated: strict, no tolerance added.
+            let corrected_ns = gpu["attributes"].get("gpu.clock_corrected_ns").and_then(Json::as_f64).unwrap_or(0.0);
+            let error_ns = attr(gpu, "gpu.clock_error_us").as_f64().unwrap() * 1000.0;
+            assert!(
+                corrected_ns <= error_ns,
+                "{name}: placed {corrected_ns} ns before its call, beyond its stated error of {error_ns} ns"
+            );
             assert_ne!(
                 (gpu["start_ns"].as_u64(), gpu["end_ns"].as_u64()),
                 (host["start_ns"].as_u64(), host["end_ns"].as_u64())

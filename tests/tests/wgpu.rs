@@ -21,7 +21,23 @@ fn busy_on_queue(gpu: &Gpu, queue: &wgpu::Queue, reference: Option<&RawTimer>) {
 }
 
 fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
-    r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
+    let g = r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name));
+    assert_within_bound(r);
+    g
+}
+
+/// The GPU start as placed before any causality correction is no earlier than the call's start
+/// minus the error the record stated: the stated bound is a bound. Strict: no tolerance added.
+fn assert_within_bound(r: &Record) {
+    let Some(g) = &r.gpu else { return };
+    let placed = g.interval.start_ns - r.clock_corrected_ns;
+    assert!(
+        placed + g.clock_error_ns >= r.host.start_ns,
+        "{}: GPU start placed {} ns before its call, beyond its stated error of {} ns",
+        r.site.desc.name,
+        r.host.start_ns - placed,
+        g.clock_error_ns
+    );
 }
 
 fn assert_close(what: &str, got_ns: f64, reference_ns: f64) {
@@ -316,6 +332,38 @@ fn eight_threads_annotating_at_once() {
     assert_eq!(threads.len(), THREADS);
     let timed = records.iter().filter(|r| r.source() == TimingSource::GpuTimestamp).count();
     assert_eq!(timed, THREADS * CALLS, "every call got GPU timestamps");
+    records.iter().for_each(assert_within_bound);
+}
+
+#[test]
+fn every_placement_holds_its_stated_bound_and_the_summary_says_how_well_the_clock_is_known() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 12, 4) else { return };
+    let capture = Capture::start();
+    for i in 0..120 {
+        if i % 3 == 0 {
+            busy_on_queue(&gpu, &gpu.queue, None);
+        } else {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            busy_in_encoder(&gpu, &mut encoder, None);
+            gpu.queue.submit([encoder.finish()]);
+        }
+        if i % 10 == 0 {
+            gpu.wait(); // the resolver sees some frames finish at once, others late
+        }
+    }
+    gpu.wait();
+    assert!(gpuspan::flush());
+    let records: Vec<Record> = capture.of("busy_in_encoder").into_iter().chain(capture.of("busy_on_queue")).collect();
+    assert_eq!(records.len(), 120);
+    for r in &records {
+        let g = gpu_timing(r);
+        assert!(g.clock_error_ns > 0, "a mapped clock always has some error");
+        assert_eq!(r.clock_corrected_ns, 0, "placed from host facts, never needing the last-resort correction: {r:?}");
+    }
+    let table = gpuspan::summary().to_string();
+    let line = table.lines().find(|l| l.starts_with("GPU clock of ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains("records placed from host facts") && line.contains("offset known to ±"), "{line}");
 }
 
 #[gpu_kernel(name = "dropped_encoder", trace_all)]
@@ -333,4 +381,57 @@ fn an_encoder_dropped_unsubmitted_loses_only_its_gpu_timing() {
     assert!(gpuspan::flush());
     let r = &capture.of("dropped_encoder")[0];
     assert_eq!(r.source(), TimingSource::Host, "the call is still counted, with host timing");
+}
+
+#[test]
+fn read_buffer_times_the_gpu_copy_exactly_and_labels_the_wait_and_copy_out() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 18, 64) else { return };
+    let capture = Capture::start();
+    gpu.queue.write_buffer(&gpu.buffer, 0, bytemuck::cast_slice(&vec![3.0f32; 1 << 18]));
+    // Queue a long kernel first: the read-back waits for it, which must not count as transfer.
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, None);
+    gpu.queue.submit([encoder.finish()]);
+    let bytes = gpu.buffer.size();
+    let n = gpuspan::wgpu::read_buffer(&gpu.device, &gpu.queue, &gpu.buffer, .., |b: &[u8]| b.len()).expect("mapped");
+    assert_eq!(n as u64, bytes);
+    assert!(gpuspan::flush());
+    let r = &capture.of("read_buffer")[0];
+    let g = gpu_timing(r);
+    assert_eq!((g.source, g.bracketed, r.bytes), (TimingSource::GpuTimestamp, false, Some(bytes)));
+    let p = r.read_back.expect("the host phases are on the record");
+    // The phases follow one another inside the call, and the GPU copy ended before the wait
+    // for it did, within the stated error (it may end before the wait begins: a software
+    // driver can run it inside the submit).
+    assert!(r.host.start_ns <= p.wait.start_ns && p.wait.end_ns <= p.copy_out.start_ns);
+    assert!(p.copy_out.end_ns <= r.host.end_ns);
+    assert!(g.interval.end_ns <= p.wait.end_ns + g.clock_error_ns, "{g:?} {p:?}");
+    let attrs = r.attributes();
+    let has = |k: &str| attrs.iter().any(|(name, _)| *name == k);
+    assert!(has("gpu_transfer.wait_us") && has("gpu_transfer.copy_out_us"), "{attrs:?}");
+    // The bandwidth is the GPU copy's, never the host interval's.
+    let bw = r.bandwidth_bytes_per_s().expect("bandwidth of the GPU copy");
+    assert_eq!(bw, bytes as f64 * 1e9 / g.busy_ns as f64);
+}
+
+#[gpu_transfer(direction = gpu_to_cpu, bytes = 4)]
+fn host_timed_read_back(gpu: &Gpu) -> usize {
+    gpu.wait();
+    4
+}
+
+#[test]
+fn a_host_timed_read_back_shows_no_bandwidth() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
+    let capture = Capture::start();
+    host_timed_read_back(&gpu);
+    assert!(gpuspan::flush());
+    let r = &capture.of("host_timed_read_back")[0];
+    assert_eq!((r.source(), r.bytes), (TimingSource::Host, Some(4)));
+    assert_eq!(r.bandwidth_bytes_per_s(), None, "its host time is mostly waiting for the GPU");
+    let row = gpuspan::summary().to_string();
+    let row = row.lines().find(|l| l.starts_with("host_timed_read_back ")).expect("row").to_owned();
+    assert!(!row.contains("B/s"), "{row}");
 }

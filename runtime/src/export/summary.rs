@@ -44,8 +44,13 @@ pub struct SiteSummary {
 }
 
 impl SiteSummary {
-    /// Bytes per second over the summed duration, for transfers that moved bytes.
+    /// Bytes per second over the summed duration, for transfers that moved bytes. None for a
+    /// read-back with host-timed calls: their host time is mostly waiting for the GPU.
     pub fn bandwidth_bytes_per_s(&self) -> Option<f64> {
+        let read_back = self.site.desc.direction == Some(crate::site::Direction::GpuToCpu);
+        if read_back && self.sources.contains(&TimingSource::Host) {
+            return None;
+        }
         (self.bytes > 0 && self.total_ns > 0).then(|| self.bytes as f64 * 1e9 / self.total_ns as f64)
     }
 

@@ -20,8 +20,7 @@ pub fn timestamp_features(_adapter: &wgpu::Adapter) -> wgpu::Features {
 pub fn register(_adapter: &wgpu::Adapter, _device: &wgpu::Device, _queue: &wgpu::Queue) {}
 
 /// Without the `enabled` feature: only passes the recorder through.
-#[must_use = "the query closes when this guard is dropped: encode through it, then drop it"]
-pub struct Attached<'a, R: Recorder> {
+struct Attached<'a, R: Recorder> {
     recorder: &'a mut R,
 }
 
@@ -32,7 +31,8 @@ impl<R: Recorder> std::fmt::Debug for Attached<'_, R> {
 }
 
 /// Without the `enabled` feature: returns a guard that only passes the recorder through.
-pub fn attach<R: Recorder>(recorder: &mut R) -> Attached<'_, R> {
+#[must_use = "the query closes when this guard is dropped: encode through it, then drop it"]
+pub fn attach<R: Recorder>(recorder: &mut R) -> impl std::ops::DerefMut<Target = R> + std::fmt::Debug + '_ {
     Attached { recorder }
 }
 
@@ -47,4 +47,45 @@ impl<R: Recorder> std::ops::DerefMut for Attached<'_, R> {
     fn deref_mut(&mut self) -> &mut R {
         self.recorder
     }
+}
+
+/// Without the `enabled` feature: copies `range` of `buffer` into a mappable buffer, waits for
+/// it and hands the bytes to `read`, untimed.
+pub fn read_buffer<T>(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    buffer: &wgpu::Buffer,
+    range: impl std::ops::RangeBounds<u64>,
+    read: impl FnOnce(&[u8]) -> T,
+) -> Result<T, wgpu::BufferAsyncError> {
+    use std::ops::Bound;
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s + 1,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e + 1,
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => buffer.size(),
+    };
+    let len = end.saturating_sub(start);
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("gpuspan read_buffer"),
+        size: len,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    encoder.copy_buffer_to_buffer(buffer, start, &staging, 0, len);
+    queue.submit([encoder.finish()]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    device.poll(wgpu::PollType::wait_indefinitely()).map_err(|_| wgpu::BufferAsyncError)?;
+    rx.recv().map_err(|_| wgpu::BufferAsyncError)??;
+    let out = read(&staging.slice(..).get_mapped_range().map_err(|_| wgpu::BufferAsyncError)?);
+    staging.unmap();
+    Ok(out)
 }

@@ -54,6 +54,13 @@ impl Record {
                 if let Some(bw) = self.bandwidth_bytes_per_s() {
                     a.push(("gpu_transfer.bandwidth_bytes_per_s", F64(bw)));
                 }
+                if let Some(p) = &self.read_back {
+                    a.push(("gpu_transfer.wait_us", us(p.wait.duration_ns())));
+                    a.push(("gpu_transfer.copy_out_us", us(p.copy_out.duration_ns())));
+                    if let (Some(b), d @ 1..) = (self.bytes, p.copy_out.duration_ns()) {
+                        a.push(("gpu_transfer.copy_out_bandwidth_bytes_per_s", F64(b as f64 * 1e9 / d as f64)));
+                    }
+                }
             }
         }
         if let Some(g) = &self.gpu {

@@ -91,7 +91,9 @@ pub struct GpuTiming {
     pub busy_ns: u64,
     /// What measured it.
     pub source: TimingSource,
-    /// Bound on the error of mapping the GPU clock onto the host clock (0 when none is needed).
+    /// Bound on the error of mapping the GPU clock onto the host clock (0 when none is needed),
+    /// as the mapping stated it: the causality check never changes it, so a record whose
+    /// `clock_corrected_ns` exceeds it was placed beyond its bound.
     pub clock_error_ns: u64,
     /// Measured by timestamps submitted before and after the call's own submissions: an upper
     /// bound of the GPU's busy time that also holds submission latency and the gaps between the
@@ -226,6 +228,17 @@ impl Activity {
     }
 }
 
+/// The host's part of a read-back timed by `gpuspan::wgpu::read_buffer`; the GPU copy is the
+/// record's GPU timing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadBackPhases {
+    /// Waiting for the mapping: for the copy and everything queued before it.
+    pub wait: Interval,
+    /// Copying out of the mapped buffer (the caller's closure).
+    pub copy_out: Interval,
+}
+
 /// One call of an annotated function, resolved.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -249,6 +262,8 @@ pub struct Record {
     pub clock_corrected_ns: u64,
     /// The kernels and copies inside the call (CUPTI).
     pub activities: Vec<Activity>,
+    /// For a `read_buffer` read-back: the host's wait and copy-out.
+    pub read_back: Option<ReadBackPhases>,
     /// Memory before and after the call, for sites with `track_memory`.
     pub memory: Option<(crate::memory::MemoryMark, crate::memory::MemoryMark)>,
     /// What the leaves (the device monitor) said about the call when it was submitted, so
@@ -277,6 +292,7 @@ impl Record {
             gpu: None,
             clock_corrected_ns: 0,
             activities: Vec::new(),
+            read_back: None,
             memory: None,
             extra: Vec::new(),
             parent: Default::default(),
@@ -311,8 +327,13 @@ impl Record {
         self.gpu.as_ref().map_or(self.host, |g| g.interval)
     }
 
-    /// Bandwidth in bytes per second over the measured duration, for transfers.
+    /// Bandwidth in bytes per second over the measured duration, for transfers. None for a
+    /// read-back timed on the host: its host interval is mostly waiting for the GPU work queued
+    /// before it, not moving bytes (`gpuspan::wgpu::read_buffer` times its phases apart).
     pub fn bandwidth_bytes_per_s(&self) -> Option<f64> {
+        if self.source() == TimingSource::Host && self.site.desc.direction == Some(crate::site::Direction::GpuToCpu) {
+            return None;
+        }
         let bytes = self.bytes?;
         let d = self.duration_ns();
         (d > 0).then(|| bytes as f64 * 1e9 / d as f64)

@@ -55,8 +55,8 @@ pub(crate) fn pop() -> Option<((u32, u64), WgpuScope)> {
 
 /// The recorder `attach` was given, timed for the enclosing gpuspan scope until dropped.
 /// Dereferences to the recorder, so encoding goes through it; drop it before `finish()`.
-#[must_use = "the query closes when this guard is dropped: encode through it, then drop it"]
-pub struct Attached<'a, R: Recorder> {
+/// Unnameable outside (decision 18): `attach` returns it as an `impl DerefMut`.
+pub(crate) struct Attached<'a, R: Recorder> {
     recorder: &'a mut R,
     scope: Option<(u64, WgpuScope)>,
 }
@@ -91,7 +91,8 @@ impl<R: Recorder> std::fmt::Debug for Attached<'_, R> {
 /// (`device = ...`) or the only registered one. One attachment per call is timed; a function
 /// that already has a GPU source (a recorder or queue parameter) keeps it. Outside an
 /// annotated function, or with gpuspan off, the guard only passes the recorder through.
-pub fn attach<R: Recorder>(recorder: &mut R) -> Attached<'_, R> {
+#[must_use = "the query closes when this guard is dropped: encode through it, then drop it"]
+pub fn attach<R: Recorder>(recorder: &mut R) -> impl std::ops::DerefMut<Target = R> + std::fmt::Debug + '_ {
     let scope = begin(recorder);
     Attached { recorder, scope }
 }

@@ -11,19 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `host_ns = gpu_ns + offset_ns`, good to within `error_ns`.
+/// `host_ns = gpu_ns + offset_ns`, good to within `error_ns` when taken: the interval
+/// `bounds.rs` intersects with host facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ClockMap {
     pub offset_ns: i128,
     pub error_ns: u64,
     /// When it was taken, on the host clock.
     pub taken_at_ns: u64,
-}
-
-impl ClockMap {
-    pub(super) fn to_host(self, gpu_ns: f64) -> u64 {
-        (gpu_ns.round() as i128 + self.offset_ns).max(0) as u64
-    }
 }
 
 /// Why a calibration could not be taken.

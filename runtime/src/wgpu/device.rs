@@ -1,5 +1,6 @@
 //! The devices gpuspan knows: each with its queue, its clock mapping, and its profiler frames.
 
+use super::bounds::Bounds;
 use super::calibration::ClockMap;
 use super::frame::Frame;
 use crate::record::DeviceLabel;
@@ -18,6 +19,8 @@ pub(crate) struct DeviceState {
     /// A record placed its GPU work before its call by more than the mapping's stated error:
     /// the resolver re-calibrates at its next round instead of waiting for the period.
     pub clock_contradicted: AtomicBool,
+    /// Host facts about the clock offset, and what placing records with them found.
+    pub bounds: Mutex<Bounds>,
     /// Profilers whose frame has been delivered, ready for reuse (their query pools too).
     pub idle: Mutex<Vec<GpuProfiler>>,
     /// Frames not yet delivered, in the order they were opened.
@@ -77,6 +80,9 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
                 s.clone()
             } else {
                 let id = devices.len() as u32;
+                if id == 0 {
+                    crate::hooks::add_summary_section(clock_lines);
+                }
                 let s = Arc::new(DeviceState {
                     label: DeviceLabel { id, name: name.unwrap_or("wgpu device").into() },
                     device: device.clone(),
@@ -84,6 +90,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
                     features: device.features(),
                     clock: Mutex::new(None),
                     clock_contradicted: AtomicBool::new(false),
+                    bounds: Mutex::new(Bounds::default()),
                     idle: Mutex::new(Vec::new()),
                     in_flight: Mutex::new(Vec::new()),
                 });
@@ -97,4 +104,9 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
     }
     super::resolver::register();
     state
+}
+
+/// The summary's lines about each device's clock offset (the trust report's per-device part).
+fn clock_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
+    all().iter().filter_map(|d| d.bounds.lock().ok().filter(|b| b.placed > 0).map(|b| b.line(&d.label.name))).collect()
 }

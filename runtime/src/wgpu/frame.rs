@@ -19,11 +19,11 @@ use super::device::DeviceState;
 use super::resolver;
 use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::pipeline;
-use crate::record::{GpuTiming, Record, TimingSource};
+use crate::record::{GpuTiming, Record};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use wgpu_profiler::{GpuProfiler, GpuProfilerQuery, GpuProfilerSettings, GpuTimerQueryResult};
 
@@ -57,6 +57,8 @@ pub(crate) struct Frame {
     /// Scopes timed by queue bracketing rather than queries in the user's recorder, and
     /// whether their bracket closed at the function's exit (no submission of theirs seen).
     bracketed: Mutex<Vec<(u64, bool)>>,
+    /// When the host first saw the frame's timestamps: no GPU work of it ended later.
+    observed_ns: AtomicU64,
 }
 
 impl std::fmt::Debug for Frame {
@@ -167,6 +169,7 @@ impl Frame {
             records: Mutex::new(Vec::new()),
             results: Mutex::new(HashMap::new()),
             bracketed: Mutex::new(Vec::new()),
+            observed_ns: AtomicU64::new(0),
         });
         in_flight.push(frame.clone());
         Some(frame)
@@ -347,6 +350,7 @@ impl Frame {
                 p.as_mut()?.process_finished_frame(period)
             });
             if let Some(results) = finished {
+                self.observed_ns.store(crate::clock::now_ns(), Ordering::Release);
                 if let Ok(mut map) = self.results.lock() {
                     flatten(&results, &mut map);
                 }
@@ -394,25 +398,16 @@ impl Frame {
         let results = self.results.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
         let bracketed = self.bracketed.lock().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default();
         let clock = self.device.clock();
+        let observed = self.observed_ns.load(Ordering::Acquire);
         for mut record in records {
             match (results.get(&record.scope_id), clock) {
                 (Some(range), Some(clock)) if !poisoned => {
-                    let start = clock.to_host(range.start * 1e9);
-                    let end = clock.to_host(range.end * 1e9).max(start);
-                    // The call began before its GPU work could: a start earlier than that by more
-                    // than the stated error means the mapping has drifted (the causality check
-                    // corrects this record; the next ones get a fresh calibration).
-                    if start.saturating_add(clock.error_ns) < record.host.start_ns {
-                        self.device.clock_contradicted.store(true, Ordering::Relaxed);
-                    }
+                    let placed = super::bounds::place(&self.device, range, &record, observed, clock);
                     record.gpu = Some(GpuTiming {
-                        interval: crate::record::Interval { start_ns: start, end_ns: end },
-                        busy_ns: ((range.end - range.start) * 1e9).round().max(0.0) as u64,
-                        source: TimingSource::GpuTimestamp,
-                        clock_error_ns: clock.error_ns,
                         bracketed: bracketed.iter().any(|(id, _)| *id == record.scope_id),
                         bracket_at_exit: bracketed.iter().any(|&(id, at_exit)| id == record.scope_id && at_exit),
                         device: Some(self.device.label.clone()),
+                        ..placed
                     });
                 }
                 _ => Losses::add(&LOSSES.unresolved_scopes, 1),

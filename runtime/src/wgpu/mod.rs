@@ -22,14 +22,17 @@
 //! ```
 
 pub(crate) mod attach;
+mod bounds;
 pub(crate) mod bracket;
 mod calibration;
 mod device;
 mod frame;
+mod read_back;
 mod resolver;
 pub(crate) mod resources;
 
-pub use attach::{attach, Attached};
+pub use attach::attach;
+pub use read_back::read_buffer;
 pub use resources::{AsHandle, AsRecorder};
 // Sealed: the bound of `attach` and of `AsRecorder::Recorder`, implemented by wgpu's encoder and
 // passes only, so nameable nowhere outside.
@@ -227,7 +230,8 @@ impl WgpuScope {
         self.frame.forget_scope();
     }
 
-    pub(crate) fn finish(mut self, record: Record) {
+    pub(crate) fn finish(mut self, mut record: Record) {
+        record.read_back = read_back::take_phases();
         if let Some(q) = self.query.take() {
             match &self.queue {
                 // No submission of the call was seen: the bracket closes now.

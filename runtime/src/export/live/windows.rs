@@ -86,6 +86,9 @@ impl Windows {
             let per_s = |n: u64| if window_ns > 0 { n as f64 * 1e9 / window_ns as f64 } else { 0.0 };
             let on_gpu = !t.sources.is_empty() && !t.sources.contains(&crate::TimingSource::Host);
             let d = &track.site.desc;
+            // A read-back timed on the host is mostly waiting for the GPU: no bandwidth.
+            let host_read_back =
+                d.direction == Some(crate::site::Direction::GpuToCpu) && t.sources.contains(&crate::TimingSource::Host);
             rows.push(msg::Site {
                 name: d.name.to_owned(),
                 function: track.site.qualified_function(),
@@ -110,7 +113,8 @@ impl Windows {
                     p99_ns: quantile(0.99),
                     bytes,
                     bytes_per_s: per_s(bytes),
-                    bandwidth_bytes_per_s: (bytes > 0 && time_ns > 0).then(|| bytes as f64 * 1e9 / time_ns as f64),
+                    bandwidth_bytes_per_s: (bytes > 0 && time_ns > 0 && !host_read_back)
+                        .then(|| bytes as f64 * 1e9 / time_ns as f64),
                 },
             });
         }
