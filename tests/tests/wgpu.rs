@@ -337,7 +337,6 @@ fn eight_threads_annotating_at_once() {
 
 #[test]
 fn every_placement_holds_its_stated_bound_and_the_summary_says_how_well_the_clock_is_known() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 12, 4) else { return };
     let capture = Capture::start();
     for i in 0..120 {
@@ -385,7 +384,6 @@ fn an_encoder_dropped_unsubmitted_loses_only_its_gpu_timing() {
 
 #[test]
 fn read_buffer_times_the_gpu_copy_exactly_and_labels_the_wait_and_copy_out() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 18, 64) else { return };
     let capture = Capture::start();
     gpu.queue.write_buffer(&gpu.buffer, 0, bytemuck::cast_slice(&vec![3.0f32; 1 << 18]));
@@ -423,7 +421,6 @@ fn host_timed_read_back(gpu: &Gpu) -> usize {
 
 #[test]
 fn a_host_timed_read_back_shows_no_bandwidth() {
-    let _s = serial();
     let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
     let capture = Capture::start();
     host_timed_read_back(&gpu);
