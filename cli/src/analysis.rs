@@ -1,7 +1,7 @@
 //! What every command derives from a capture: names by id, the GPU work as intervals per
 //! device, and how calls nest on each thread.
 
-use gpuspan_capture::{Capture, Interval, Record, Site, Span};
+use gpuspan_capture::{ActivityKind, Capture, Interval, Record, Site, Span};
 use std::collections::HashMap;
 
 /// The application spans of a capture, fed as their frames are read: each instance's parent and
@@ -193,6 +193,31 @@ pub fn stack(parents: &[Option<usize>], i: usize) -> Vec<usize> {
     }
     chain.reverse();
     chain
+}
+
+/// Cumulative bytes moved, a step per transfer in time order: each copy at its end, or (a call
+/// without copy activities) the call's bytes at its GPU end, else its host end.
+pub fn bytes_moved(capture: &Capture) -> Vec<(u64, u64)> {
+    let mut moved: Vec<(u64, u64)> = Vec::new();
+    for r in &capture.records {
+        let before = moved.len();
+        moved.extend(r.activities.iter().filter_map(|a| match a.kind {
+            ActivityKind::Copy { bytes, .. } => Some((a.interval.end_ns, bytes)),
+            _ => None,
+        }));
+        if moved.len() == before {
+            if let Some(b) = r.bytes {
+                moved.push((r.gpu.as_ref().map_or(r.host.end_ns, |g| g.interval.end_ns), b));
+            }
+        }
+    }
+    moved.sort_unstable();
+    let mut total = 0u64;
+    for step in &mut moved {
+        total += step.1;
+        step.1 = total;
+    }
+    moved
 }
 
 #[cfg(test)]

@@ -242,26 +242,7 @@ fn counters<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'
     for (device, e) in edges {
         levels(ev, pid, &format!("{} work in flight", index.device_label(device)), "work", e, base)?;
     }
-    let mut moved: Vec<(u64, u64)> = Vec::new();
-    for r in &c.records {
-        let copies: Vec<(u64, u64)> = r
-            .activities
-            .iter()
-            .filter_map(|a| match a.kind {
-                ActivityKind::Copy { bytes, .. } => Some((a.interval.end_ns, bytes)),
-                _ => None,
-            })
-            .collect();
-        if !copies.is_empty() {
-            moved.extend(copies);
-        } else if let Some(b) = r.bytes {
-            moved.push((r.gpu.as_ref().map_or(r.host.end_ns, |g| g.interval.end_ns), b));
-        }
-    }
-    moved.sort_unstable();
-    let mut total = 0u64;
-    for (t, b) in moved {
-        total += b;
+    for (t, total) in analysis::bytes_moved(c) {
         ev.push(&json!({"ph": "C", "name": "bytes moved", "pid": pid, "ts": us(t, base), "args": {"bytes": total}}))?;
     }
     readings(ev, pid, c, index, base)

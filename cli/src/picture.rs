@@ -5,7 +5,7 @@
 //! and calls in flight per device, bytes moved, and the device monitor's readings).
 
 use crate::analysis::{self, Index};
-use gpuspan_capture::{ActivityKind, Capture};
+use gpuspan_capture::Capture;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -74,26 +74,12 @@ fn tracks(c: &Capture, index: &Index<'_>) -> Vec<Track> {
         work.entry(w.device).or_default().extend([(w.interval.start_ns, 1), (w.interval.end_ns, -1)]);
     }
     let mut calls: BTreeMap<Option<u32>, Vec<(u64, i64)>> = BTreeMap::new();
-    let mut moved: Vec<(u64, u64)> = Vec::new();
     for r in &c.records {
         if let Some(g) = &r.gpu {
             calls
                 .entry(g.device)
                 .or_default()
                 .extend([(r.host.start_ns, 1), (g.interval.end_ns.max(r.host.start_ns), -1)]);
-        }
-        let copies: Vec<(u64, u64)> = r
-            .activities
-            .iter()
-            .filter_map(|a| match a.kind {
-                ActivityKind::Copy { bytes, .. } => Some((a.interval.end_ns, bytes)),
-                _ => None,
-            })
-            .collect();
-        if !copies.is_empty() {
-            moved.extend(copies);
-        } else if let Some(b) = r.bytes {
-            moved.push((r.gpu.as_ref().map_or(r.host.end_ns, |g| g.interval.end_ns), b));
         }
     }
     for (d, e) in work {
@@ -102,14 +88,9 @@ fn tracks(c: &Capture, index: &Index<'_>) -> Vec<Track> {
     for (d, e) in calls {
         out.push((format!("{} calls in flight", device(index, d)), "", level(e)));
     }
+    let moved = analysis::bytes_moved(c);
     if !moved.is_empty() {
-        moved.sort_unstable();
-        let mut total = 0u64;
-        let steps = moved.into_iter().map(|(t, b)| {
-            total += b;
-            (t, total as f64)
-        });
-        out.push(("bytes moved".into(), "B", steps.collect()));
+        out.push(("bytes moved".into(), "B", moved.into_iter().map(|(t, total)| (t, total as f64)).collect()));
     }
     let mut readings: Readings = BTreeMap::new();
     for d in &c.samples {

@@ -181,17 +181,15 @@ impl Scope {
         let attach_slot = crate::wgpu::attach::push(site, false);
         let start = clock::raw();
         Scope {
-            state: ManuallyDrop::new(State::Host(Host {
+            state: ManuallyDrop::new(State::Host(Host::new(
                 site,
                 span,
                 start,
                 bytes,
-                error: false,
                 parent,
-                spans: None,
                 #[cfg(feature = "wgpu")]
                 attach_slot,
-            })),
+            ))),
         }
     }
 
@@ -230,17 +228,15 @@ impl Scope {
         let attach_slot = crate::wgpu::attach::push(site, !matches!(gpu, GpuScope::None));
         Scope {
             state: ManuallyDrop::new(State::Full(Active {
-                host: Host {
+                host: Host::new(
                     site,
                     span,
                     start,
                     bytes,
-                    error: false,
                     parent,
-                    spans: None,
                     #[cfg(feature = "wgpu")]
                     attach_slot,
-                },
+                ),
                 scope_id,
                 thread,
                 memory_before,
@@ -412,6 +408,28 @@ fn collect_attachment(state: &mut State) {
 }
 
 impl Host {
+    #[inline(always)]
+    fn new(
+        site: &'static Site,
+        span: HostSpan,
+        start: u64,
+        bytes: Option<u64>,
+        parent: crate::parent::Parent,
+        #[cfg(feature = "wgpu")] attach_slot: bool,
+    ) -> Host {
+        Host {
+            site,
+            span,
+            start,
+            bytes,
+            error: false,
+            parent,
+            spans: None,
+            #[cfg(feature = "wgpu")]
+            attach_slot,
+        }
+    }
+
     /// A host-timed call that `close` could not count in place (its span already closed): one
     /// too short for its site's threshold is counted into its thread's ring all the same; a
     /// longer one (or a failed one) becomes a record.

@@ -58,18 +58,7 @@ pub fn read_buffer<T>(
     range: impl std::ops::RangeBounds<u64>,
     read: impl FnOnce(&[u8]) -> T,
 ) -> Result<T, wgpu::BufferAsyncError> {
-    use std::ops::Bound;
-    let start = match range.start_bound() {
-        Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s + 1,
-        Bound::Unbounded => 0,
-    };
-    let end = match range.end_bound() {
-        Bound::Included(&e) => e + 1,
-        Bound::Excluded(&e) => e,
-        Bound::Unbounded => buffer.size(),
-    };
-    let len = end.saturating_sub(start);
+    let (start, len) = resources::byte_range(range, buffer.size());
     let staging = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("gpuspan read_buffer"),
         size: len,

@@ -9,7 +9,7 @@ use crate::record::{Interval, ReadBackPhases};
 use crate::scope::Scope;
 use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind};
 use std::cell::Cell;
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::sync::mpsc;
 
 /// The site of every `read_buffer` call.
@@ -59,17 +59,7 @@ pub fn read_buffer<T>(
     range: impl RangeBounds<u64>,
     read: impl FnOnce(&[u8]) -> T,
 ) -> Result<T, wgpu::BufferAsyncError> {
-    let start = match range.start_bound() {
-        Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s + 1,
-        Bound::Unbounded => 0,
-    };
-    let end = match range.end_bound() {
-        Bound::Included(&e) => e + 1,
-        Bound::Excluded(&e) => e,
-        Bound::Unbounded => buffer.size(),
-    };
-    let len = end.saturating_sub(start);
+    let (start, len) = super::resources::byte_range(range, buffer.size());
     let staging = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("gpuspan read_buffer"),
         size: len,

@@ -154,3 +154,20 @@ pub fn as_queue<Q: AsHandle<wgpu::Queue> + ?Sized>(q: &Q) -> &wgpu::Queue {
 pub fn as_device<D: AsHandle<wgpu::Device> + ?Sized>(d: &D) -> &wgpu::Device {
     d.as_handle()
 }
+
+/// Where `range` starts in a buffer of `size` bytes and how long it is, as
+/// `copy_buffer_to_buffer` takes it (`read_buffer`, on and off).
+pub(crate) fn byte_range(range: impl std::ops::RangeBounds<u64>, size: u64) -> (u64, u64) {
+    use std::ops::Bound;
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s + 1,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e + 1,
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => size,
+    };
+    (start, end.saturating_sub(start))
+}
