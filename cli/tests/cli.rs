@@ -852,3 +852,30 @@ fn a_bounded_idle_analysis_equals_the_exact_one_or_says_the_records_were_too_far
         assert!(b.finish(&index).is_none(), "reversed records are out of order for a window of one");
     }
 }
+
+#[test]
+fn an_h100_capture_carries_nvml_readings_that_become_counter_tracks() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h100_multi_gpu_nvml.gpuspan");
+    let c = Capture::open(path).expect("the H100 fixture reads");
+    assert!(c.truncation.is_none() && c.end.is_some());
+    // NVML's own readings of the H100, taken by the device monitor while the example ran.
+    let samples: Vec<&DeviceSample> = c.samples.iter().flat_map(|d| &d.samples).collect();
+    assert!(!samples.is_empty(), "the monitor's readings are in the capture");
+    assert!(samples.iter().all(|s| s.power_w.is_some_and(|w| w > 0.0) && s.sm_clock_mhz.is_some()));
+    let out = scratch("h100-nvml.json");
+    let (code, _, err) = gpuspan(&["timeline", path, "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("JSON");
+    let counters: std::collections::BTreeSet<String> = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .filter_map(|e| e["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(counters.iter().any(|n| n.contains("power")), "{counters:?}");
+    assert!(counters.iter().any(|n| n.contains("utilization")), "{counters:?}");
+    let (code, text, err) = gpuspan(&["report", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("Device readings") && text.contains("H100"), "{text}");
+}
