@@ -94,6 +94,9 @@ pub(crate) struct Active {
     /// The application spans the call was made in: taken when the call becomes a record, and
     /// only while a capture wants them.
     spans: crate::spans::Chain,
+    /// An NVTX range of this site is pushed on the current thread (a tool is attached).
+    #[cfg(feature = "nvtx")]
+    nvtx: bool,
 }
 
 /// The backend's part of an open scope.
@@ -180,6 +183,8 @@ impl Scope {
         };
         #[cfg(feature = "wgpu")]
         let attach_slot = crate::wgpu::attach::push(site, !matches!(gpu, GpuScope::None));
+        #[cfg(feature = "nvtx")]
+        let nvtx = crate::nvtx::push(site);
         Scope {
             active: ManuallyDrop::new(Some(Active {
                 site,
@@ -195,6 +200,8 @@ impl Scope {
                 gpu,
                 #[cfg(feature = "wgpu")]
                 attach_slot,
+                #[cfg(feature = "nvtx")]
+                nvtx,
             })),
         }
     }
@@ -231,6 +238,11 @@ impl Scope {
             #[cfg(feature = "wgpu")]
             a.collect_attachment();
             a.gpu.suspend(a.scope_id);
+            // An NVTX range lives on one thread's stack: popped at every suspension.
+            #[cfg(feature = "nvtx")]
+            if std::mem::take(&mut a.nvtx) {
+                crate::nvtx::pop();
+            }
         }
     }
 
@@ -242,6 +254,10 @@ impl Scope {
                 a.attach_slot = crate::wgpu::attach::push(a.site, !matches!(a.gpu, GpuScope::None));
             }
             a.gpu.resume(a.scope_id);
+            #[cfg(feature = "nvtx")]
+            {
+                a.nvtx = crate::nvtx::push(a.site);
+            }
         }
     }
 
@@ -283,6 +299,10 @@ fn close(slot: &mut ManuallyDrop<Option<Active>>) {
         a.error = true;
     }
     let host_span = a.span.close(a.error);
+    #[cfg(feature = "nvtx")]
+    if std::mem::take(&mut a.nvtx) {
+        crate::nvtx::pop();
+    }
     #[cfg(feature = "wgpu")]
     a.collect_attachment();
     // The common case of a host-timed call too short to export: count it and stop, without
