@@ -206,7 +206,12 @@ pub(crate) fn pop() {
 #[cfg(not(test))]
 #[cold]
 fn start() -> Option<Nvtx> {
-    let path = std::env::var_os("NVTX_INJECTION64_PATH").filter(|p| !p.is_empty())?;
+    attach_path(std::env::var_os("NVTX_INJECTION64_PATH"))
+}
+
+/// Attaches the tool at `path`; a failure is said once, in the summary's notes.
+fn attach_path(path: Option<std::ffi::OsString>) -> Option<Nvtx> {
+    let path = path.filter(|p| !p.is_empty())?;
     load(&path).map_err(crate::diagnostics::note_once).ok()
 }
 

@@ -148,6 +148,10 @@ fn a_tool_that_refuses_or_leaves_out_a_function_leaves_nvtx_off_with_a_reason() 
 fn a_missing_or_foreign_injection_library_is_a_note_not_a_panic() {
     let missing = load(OsStr::new("/nonexistent/libgpuspan-no-tool.so")).expect_err("no such file");
     assert!(missing.starts_with("NVTX ranges off: cannot load the injection library /nonexistent/"), "{missing}");
+    // Through the variable's path: no tool, and the reason is among the summary's notes.
+    assert!(attach_path(None).is_none() && attach_path(Some("".into())).is_none());
+    assert!(attach_path(Some("/nonexistent/libgpuspan-no-tool.so".into())).is_none());
+    assert!(crate::diagnostics::notes().iter().any(|n| n == &missing), "{:?}", crate::diagnostics::notes());
     // libc loads but has no InitializeInjectionNvtx2.
     let foreign = load(OsStr::new("libc.so.6")).expect_err("libc is no NVTX tool");
     assert!(foreign.contains("libc.so.6 is not an NVTX tool"), "{foreign}");
