@@ -190,6 +190,8 @@ mod pipeline;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod ring;
 // Expansion support, reached only through the hidden `__private`: not documented API.
+#[cfg(all(feature = "enabled", feature = "nvtx"))]
+mod nvtx;
 #[cfg(feature = "enabled")]
 #[allow(missing_docs)]
 mod probe;

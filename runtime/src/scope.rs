@@ -110,6 +110,9 @@ struct Host {
     /// This scope has a slot on its thread's `wgpu::attach` stack.
     #[cfg(feature = "wgpu")]
     attach_slot: bool,
+    /// An NVTX range of this site is pushed on the current thread (a tool is attached).
+    #[cfg(feature = "nvtx")]
+    nvtx: bool,
 }
 
 #[derive(Debug)]
@@ -291,6 +294,10 @@ impl Scope {
         if let State::Full(a) = &mut *self.state {
             a.gpu.suspend(a.scope_id);
         }
+        #[cfg(feature = "nvtx")]
+        if let Some(h) = self.host_mut() {
+            h.pop_nvtx();
+        }
     }
 
     /// An async call runs again, perhaps on another thread.
@@ -304,6 +311,10 @@ impl Scope {
         }
         if let State::Full(a) = &mut *self.state {
             a.gpu.resume(a.scope_id);
+        }
+        #[cfg(feature = "nvtx")]
+        if let Some(h) = self.host_mut() {
+            h.nvtx = crate::nvtx::push(h.site);
         }
     }
 
@@ -346,6 +357,12 @@ impl Drop for Scope {
 #[inline(never)]
 fn close(state: &mut ManuallyDrop<State>) {
     let end = clock::raw();
+    #[cfg(feature = "nvtx")]
+    match &mut **state {
+        State::Host(h) => h.pop_nvtx(),
+        State::Full(a) => a.host.pop_nvtx(),
+        State::Off => {}
+    }
     #[cfg(feature = "wgpu")]
     collect_attachment(state);
     if let State::Host(h) = &mut **state {
@@ -427,6 +444,17 @@ impl Host {
             spans: None,
             #[cfg(feature = "wgpu")]
             attach_slot,
+            #[cfg(feature = "nvtx")]
+            nvtx: crate::nvtx::push(site),
+        }
+    }
+
+    /// Pops this scope's NVTX range, if it pushed one: a range lives on one thread's stack.
+    #[cfg(feature = "nvtx")]
+    #[inline]
+    fn pop_nvtx(&mut self) {
+        if std::mem::take(&mut self.nvtx) {
+            crate::nvtx::pop();
         }
     }
 
