@@ -378,11 +378,14 @@ impl Builder {
                         Some(src.as_str().to_owned()),
                         Some(dst.as_str().to_owned()),
                     );
-                    let mut x = TransferAcc { count: 1, bytes: *bytes, ns, ..TransferAcc::default() };
+                    // Into the row directly: its per-device sums allocate once, not per copy.
+                    let e = self.transfers.entry(key).or_default();
+                    e.count += 1;
+                    e.bytes += bytes;
+                    e.ns += ns;
                     if let Some(device) = self.links.copy(r, a) {
-                        x.link.add(device, *bytes, ns);
+                        e.link.add(device, *bytes, ns);
                     }
-                    add_transfer(&mut self.transfers, key, x);
                     let pageable = *src == MemoryKind::Pageable || *dst == MemoryKind::Pageable;
                     let pinned = *src == MemoryKind::Pinned || *dst == MemoryKind::Pinned;
                     if pageable || pinned {
