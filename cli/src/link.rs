@@ -109,7 +109,7 @@ impl Builder {
         else {
             return None;
         };
-        let device = a.device.or(record.gpu.as_ref()?.device)?;
+        let device = a.device.or_else(|| record.gpu.as_ref()?.device)?;
         *self.copies.entry(device).or_default() += 1;
         if bytes < LARGE_COPY_BYTES {
             return Some(device);
