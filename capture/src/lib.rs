@@ -14,14 +14,16 @@
 //! them; at a clean end come one [`Aggregate`] per site (every call, sampled or not) and the
 //! [`End`] frame (losses, notes). [`Span`] frames (the application spans enclosing records)
 //! come before the first record made in them; [`DeviceSamples`] frames (a monitor's readings)
-//! as the writer gets them. The writer appends frames as records arrive, so a process
+//! as the writer gets them; a [`DeviceLink`] frame (the device's link peaks) after its device's
+//! frame, usually before the first record naming that device, but later where the monitor
+//! learnt of the device late. The writer appends frames as records arrive, so a process
 //! killed mid-run leaves a file whose complete frames are all readable: a missing `End` or a
 //! frame cut short reads as [`Truncation`], never as an error. A frame whose CRC does not match,
 //! a payload that does not decode, or a length beyond [`MAX_FRAME`] is corruption.
 //!
 //! Versioning: postcard encodes fields by position, so any change to these types is a new
-//! [`VERSION`]; a reader reads every version up to its own (version 1 lacks spans and samples)
-//! and refuses later ones with one clear error.
+//! [`VERSION`]; a reader reads every version up to its own (version 1 lacks spans and samples,
+//! version 2 link frames) and refuses later ones with one clear error.
 //!
 //! ```
 //! use gpuspan_capture::*;
@@ -52,7 +54,7 @@ pub use write::Writer;
 pub const MAGIC: [u8; 8] = *b"GPUSPCAP";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 
 /// The oldest format version this crate reads.
 pub const OLDEST_VERSION: u16 = 1;

@@ -2,8 +2,8 @@
 //! that is damaged or not a capture at all (an error, never a panic).
 
 use crate::{
-    Aggregate, Device, DeviceSamples, End, Frame, Header, Record, Site, Span, Thread, MAGIC, MAX_FRAME, OLDEST_VERSION,
-    VERSION,
+    Aggregate, Device, DeviceLink, DeviceSamples, End, Frame, Header, Record, Site, Span, Thread, MAGIC, MAX_FRAME,
+    OLDEST_VERSION, VERSION,
 };
 use std::fmt;
 use std::io::{self, Read};
@@ -173,6 +173,7 @@ impl<R: Read> Reader<R> {
         if crc32fast::hash(&self.payload) != crc {
             return Err(self.corrupt("a frame's checksum does not match its contents"));
         }
+        // Version 2's frames are version 3's first variants, unchanged: one decoder reads both.
         let decoded = if self.version == 1 {
             postcard::from_bytes::<crate::v1::Frame1>(&self.payload).map(Frame::from)
         } else {
@@ -225,6 +226,8 @@ pub struct Capture {
     pub spans: Vec<Span>,
     /// Device monitor readings, in the order written (each device's in time order).
     pub samples: Vec<DeviceSamples>,
+    /// The devices' link peaks, where a device monitor knew them (version 3).
+    pub links: Vec<DeviceLink>,
     pub aggregates: Vec<Aggregate>,
     /// `None` when the writer did not finish (then `truncation` says how far it got).
     pub end: Option<End>,
@@ -242,6 +245,7 @@ impl Capture {
             records: Vec::new(),
             spans: Vec::new(),
             samples: Vec::new(),
+            links: Vec::new(),
             aggregates: Vec::new(),
             end: None,
             truncation: None,
@@ -277,6 +281,7 @@ impl Capture {
             Frame::End(e) => self.end = Some(e),
             Frame::Span(s) => self.spans.push(s),
             Frame::Samples(s) => self.samples.push(s),
+            Frame::Link(l) => self.links.push(l),
         }
     }
 
@@ -292,6 +297,11 @@ impl Capture {
         self.devices.iter().find(|d| d.key == key)
     }
 
+    /// The device's link peaks, if the capture holds them (the last written wins).
+    pub fn link(&self, key: u32) -> Option<&crate::LinkPeak> {
+        self.links.iter().rev().find(|l| l.device == key).map(|l| &l.peak)
+    }
+
     /// Writes this capture as a file (finished or not, as it was read).
     pub fn write_to(&self, out: impl io::Write) -> io::Result<()> {
         let mut w = crate::Writer::new(out, &self.header)?;
@@ -303,6 +313,9 @@ impl Capture {
         }
         for d in &self.devices {
             w.write(&Frame::Device(d.clone()))?;
+        }
+        for l in &self.links {
+            w.write(&Frame::Link(*l))?;
         }
         for s in &self.spans {
             w.write(&Frame::Span(s.clone()))?;
@@ -337,6 +350,15 @@ mod tests {
         c.samples = vec![DeviceSamples {
             device: 0,
             samples: vec![DeviceSample { time_ns: 3, power_w: Some(87.5), ..Default::default() }],
+        }];
+        c.links = vec![DeviceLink {
+            device: 0,
+            peak: LinkPeak {
+                pcie_generation: Some(5),
+                pcie_width: Some(16),
+                pcie_bytes_per_s: Some(63.015e9),
+                nvlink_bytes_per_s: None,
+            },
         }];
         c.aggregates = vec![Aggregate { site: 0, calls: 5, ..Default::default() }];
         c.end = Some(End { end_ns: 9, records: 5, losses: vec![], notes: vec!["n".into()] });
@@ -431,5 +453,30 @@ mod tests {
         assert_eq!(c.records.len() as u64, c.end.as_ref().unwrap().records);
         assert!(c.records.iter().all(|r| r.span.is_none()) && c.spans.is_empty() && c.samples.is_empty());
         assert!(c.records.iter().any(|r| !r.activities.is_empty()), "activities decode in the old layout");
+        assert!(c.links.is_empty() && c.link(0).is_none(), "version 1 holds no link peaks");
+    }
+
+    #[test]
+    fn a_version_2_capture_still_reads() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../cli/tests/fixtures/h100_multi_gpu_nvml.gpuspan");
+        let bytes = std::fs::read(path).unwrap();
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2, "the fixture was written in version 2");
+        assert_eq!(Reader::new(&bytes[..]).unwrap().version(), 2);
+        let c = Capture::from_reader(&bytes[..]).unwrap();
+        assert!(c.truncation.is_none() && c.end.is_some());
+        assert_eq!(c.records.len() as u64, c.end.as_ref().unwrap().records);
+        assert!(!c.samples.is_empty(), "its monitor readings decode");
+        assert!(c.links.is_empty() && c.link(0).is_none(), "version 2 holds no link peaks");
+    }
+
+    #[test]
+    fn link_peaks_read_back_and_the_last_written_wins() {
+        let bytes = sample();
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), VERSION);
+        let mut c = Capture::from_reader(&bytes[..]).unwrap();
+        assert_eq!(c.link(0).and_then(|l| l.pcie_bytes_per_s), Some(63.015e9));
+        assert_eq!(c.link(1), None);
+        c.push(Frame::Link(DeviceLink { device: 0, peak: LinkPeak::default() }));
+        assert_eq!(c.link(0), Some(&LinkPeak::default()));
     }
 }

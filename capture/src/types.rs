@@ -18,6 +18,8 @@ pub enum Frame {
     Span(Span),
     /// A device monitor's readings (version 2).
     Samples(DeviceSamples),
+    /// A device's links at their peak, as a device monitor knows them (version 3).
+    Link(DeviceLink),
 }
 
 /// Who wrote the capture and how it sampled.
@@ -409,4 +411,27 @@ pub struct DeviceSample {
     /// Bytes per second the device received over PCIe (from the host).
     pub pcie_rx_bytes_per_s: Option<f64>,
     pub temperature_c: Option<u32>,
+}
+
+/// A device's links at their most, written once per device by a writer whose device monitor
+/// knows them (version 3): what transfer bandwidth is measured against ("link efficiency").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DeviceLink {
+    /// A [`Device::key`].
+    pub device: u32,
+    pub peak: LinkPeak,
+}
+
+/// The peak of a device's links in one direction. `None`: the monitor does not know it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct LinkPeak {
+    /// The highest PCIe generation the device and its slot allow.
+    pub pcie_generation: Option<u32>,
+    /// The most PCIe lanes the device and its slot allow.
+    pub pcie_width: Option<u32>,
+    /// Bytes per second the PCIe link carries in one direction at that generation and width
+    /// (line code subtracted, packet overhead not: large copies reach 80–90 % of it).
+    pub pcie_bytes_per_s: Option<f64>,
+    /// Bytes per second the device's active NVLinks carry together in one direction.
+    pub nvlink_bytes_per_s: Option<f64>,
 }

@@ -1,6 +1,7 @@
 //! Format version 1, still read: its frames are version 2's without the span and sample frames,
 //! and its records lack [`Record::span`](crate::Record::span). Postcard encodes by position, so
-//! the old layout is spelled out here and converted as it is read.
+//! the old layout is spelled out here and converted as it is read. (Version 2 needs no module of
+//! its own: version 3 only appends the link frame, so version 2 decodes as version 3.)
 
 use crate::{Activity, Aggregate, Device, End, Frame, Gpu, Header, Interval, Memory, Site, Thread};
 use serde::Deserialize;

@@ -17,6 +17,7 @@ pub mod analysis;
 pub mod diff;
 pub mod flame;
 pub mod idle;
+pub mod link;
 #[cfg(unix)]
 pub mod live;
 pub mod load;

@@ -1,6 +1,7 @@
 //! `gpuspan report`: per-site, per-kernel and per-transfer tables, device busy time, GPU idle
 //! time attributed to the host, GPU cost per request (application span), the device monitor's
-//! readings, launch-bound sites and transfer findings.
+//! readings, launch-bound sites and transfer findings (pageable copies, low link efficiency:
+//! [`crate::link`]).
 //!
 //! Every figure but the "all calls" columns is computed from the recorded (sampled) calls, so
 //! it can be checked against the records; "all calls" comes from the runtime's aggregates of
@@ -8,6 +9,7 @@
 
 use crate::analysis::Index;
 use crate::idle::{self, DeviceIdle};
+use crate::link;
 use crate::load::LoadError;
 use crate::requests::{self, RequestRow};
 use crate::stats::{self, Samples};
@@ -106,6 +108,11 @@ pub struct TransferRow {
     pub bytes: u64,
     pub total_ns: u64,
     pub bandwidth_bytes_per_s: Option<f64>,
+    /// Bandwidth over the link's peak (0 to 1), for copies between host and device the GPU
+    /// reported on a device whose PCIe peak the capture holds (format 3, a device monitor).
+    pub link_efficiency: Option<f64>,
+    /// The peak it is measured against (time-weighted where the copies ran on several devices).
+    pub link_peak_bytes_per_s: Option<f64>,
     /// Some times are queue brackets (upper bounds): the bandwidth is a lower bound.
     pub bracketed: bool,
 }
@@ -167,7 +174,7 @@ fn readings_rows(capture: &Capture, index: &Index<'_>) -> Vec<ReadingsRow> {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// `pageable_copy`, `upper_bound`, `sampled`, `incomplete`.
+    /// `pageable_copy`, `low_link_efficiency`, `upper_bound`, `sampled`, `incomplete`.
     pub kind: String,
     pub message: String,
 }
@@ -179,6 +186,7 @@ pub fn build(capture: &Capture) -> Report {
         b.site(s);
     }
     b.spans(&capture.spans);
+    b.links(&capture.links);
     for r in &capture.records {
         b.record(r);
     }
@@ -196,14 +204,35 @@ pub fn stream(path: &Path, progress: bool) -> Result<(Report, Capture), LoadErro
         }
         fed = c.sites.len();
         b.spans(&c.spans);
+        b.links(&c.links);
         b.record(r);
     })?;
-    let (mut report, idle_again) = b.finish(&meta);
-    if idle_again {
-        // Records too far out of order for the idle analysis' window: a second pass, exact.
-        let mut idle = idle::Builder::exact();
-        let meta = crate::load::stream(path, progress, |_, r| idle.record(r))?;
-        report.devices = idle.finish(&Index::new(&meta)).expect("an unbounded builder takes records in any order");
+    let (mut report, again) = b.finish(&meta);
+    if again.idle || again.links {
+        // Records too far out of order for the idle analysis' window, or large copies read
+        // before their link's peak: a second pass, exact, with every peak known.
+        let mut idle = again.idle.then(idle::Builder::exact);
+        let mut links = again.links.then(|| link::Builder::new(&meta.links));
+        let second = crate::load::stream(path, progress, |_, r| {
+            if let Some(idle) = &mut idle {
+                idle.record(r);
+            }
+            if let Some(links) = &mut links {
+                for a in &r.activities {
+                    links.copy(r, a);
+                }
+            }
+        })?;
+        let index = Index::new(&second);
+        if let Some(idle) = idle {
+            report.devices = idle.finish(&index).expect("an unbounded builder takes records in any order");
+        }
+        if let Some(links) = links {
+            let at = report.findings.iter().position(|f| f.kind == "low_link_efficiency");
+            report.findings.retain(|f| f.kind != "low_link_efficiency");
+            let at = at.unwrap_or_else(|| report.findings.iter().take_while(|f| f.kind == "pageable_copy").count());
+            report.findings.splice(at..at, links.findings(&index));
+        }
     }
     Ok((report, meta))
 }
@@ -229,8 +258,25 @@ struct KernelAcc {
 
 type TransferKey = (String, Option<String>, Option<String>, Option<String>);
 
-/// (count, bytes, ns, bracketed)
-type TransferAcc = (u64, u64, u64, bool);
+#[derive(Debug, Default)]
+struct TransferAcc {
+    count: u64,
+    bytes: u64,
+    ns: u64,
+    bracketed: bool,
+    /// The host↔device copies among them, per device.
+    link: link::Sums,
+}
+
+/// What [`Builder::finish`] could not answer in one pass over records in file order: read the
+/// records again for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Again {
+    /// Records too far out of order for the idle analysis' window: `devices` is empty.
+    pub idle: bool,
+    /// Large copies read before their device's link peak: the low-efficiency findings lack them.
+    pub links: bool,
+}
 
 /// The report built one record at a time: memory grows with the sites, kernels, transfers,
 /// devices and threads, and (for the idle analysis) with the GPU work and calls, not with the
@@ -258,14 +304,16 @@ pub struct Builder {
     records: usize,
     idle: idle::Builder,
     requests: requests::Builder,
+    links: link::Builder,
 }
 
 fn add_transfer(acc: &mut BTreeMap<TransferKey, TransferAcc>, key: TransferKey, x: TransferAcc) {
-    let e = acc.entry(key).or_insert((0, 0, 0, false));
-    e.0 += x.0;
-    e.1 += x.1;
-    e.2 += x.2;
-    e.3 |= x.3;
+    let e = acc.entry(key).or_default();
+    e.count += x.count;
+    e.bytes += x.bytes;
+    e.ns += x.ns;
+    e.bracketed |= x.bracketed;
+    e.link.merge(&x.link);
 }
 
 impl Builder {
@@ -280,6 +328,12 @@ impl Builder {
     /// The application spans read so far (feed them before the records made in them).
     pub fn spans(&mut self, all: &[gpuspan_capture::Span]) {
         self.requests.spans(all);
+    }
+
+    /// The link frames read so far (feed them before the records: a large copy read before its
+    /// device's peak is judged only by a second pass, see [`Again::links`]).
+    pub fn links(&mut self, all: &[gpuspan_capture::DeviceLink]) {
+        self.links.links(all);
     }
 
     pub fn record(&mut self, r: &Record) {
@@ -324,7 +378,14 @@ impl Builder {
                         Some(src.as_str().to_owned()),
                         Some(dst.as_str().to_owned()),
                     );
-                    add_transfer(&mut self.transfers, key, (1, *bytes, ns, false));
+                    // Into the row directly: its per-device sums allocate once, not per copy.
+                    let e = self.transfers.entry(key).or_default();
+                    e.count += 1;
+                    e.bytes += bytes;
+                    e.ns += ns;
+                    if let Some(device) = self.links.copy(r, a) {
+                        e.link.add(device, *bytes, ns);
+                    }
                     let pageable = *src == MemoryKind::Pageable || *dst == MemoryKind::Pageable;
                     let pinned = *src == MemoryKind::Pinned || *dst == MemoryKind::Pinned;
                     if pageable || pinned {
@@ -340,7 +401,7 @@ impl Builder {
                     add_transfer(
                         &mut self.transfers,
                         (a.name.clone(), Some("memset".into()), None, None),
-                        (1, *bytes, ns, false),
+                        TransferAcc { count: 1, bytes: *bytes, ns, ..TransferAcc::default() },
                     );
                 }
             }
@@ -356,21 +417,21 @@ impl Builder {
             }
         }
         if !copies && kind == Some(SiteKind::Transfer) {
-            let e = self.transfer_sites.entry(r.site).or_insert((0, 0, 0, false));
-            e.0 += 1;
-            e.1 += r.bytes.unwrap_or(0);
-            e.2 += d;
-            e.3 |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
+            let e = self.transfer_sites.entry(r.site).or_default();
+            e.count += 1;
+            e.bytes += r.bytes.unwrap_or(0);
+            e.ns += d;
+            e.bracketed |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
         }
         self.idle.record(r);
         self.requests.record(r);
     }
 
     /// The report, with everything but the records from `capture` (its records are ignored:
-    /// they were fed to [`Builder::record`]); `true` when the idle analysis (bounded by default,
-    /// see [`idle::Builder`]) got records too far out of order: then `devices` is empty, to be
-    /// filled by an exact second pass.
-    pub fn finish(mut self, capture: &Capture) -> (Report, bool) {
+    /// they were fed to [`Builder::record`]), and what a second pass must redo ([`Again`]).
+    pub fn finish(mut self, capture: &Capture) -> (Report, Again) {
+        // Link frames after the last record (a row's efficiency needs only the end's peaks).
+        self.links.links(&capture.links);
         let index = Index::new(capture);
         let h = &capture.header;
         let end_ns = capture.end.as_ref().map(|e| e.end_ns).or(self.last_ns).unwrap_or(h.start_ns);
@@ -392,6 +453,7 @@ impl Builder {
         let sites = self.site_rows(capture, &index, &mut approximate);
         let launch_bound = self.launch_bound(&index, &mut approximate);
         let mut findings = self.transfer_findings();
+        findings.extend(self.links.findings(&index));
         for s in sites.iter().filter(|s| s.bracketed) {
             findings.push(Finding {
                 kind: "upper_bound".into(),
@@ -447,7 +509,7 @@ impl Builder {
         if readings.is_empty() {
             limits.push("device counters: no device monitor readings (NVML: the `nvml` feature, on a machine with an NVIDIA driver)".into());
         }
-        limits.push("link efficiency: captures do not hold the PCIe link's peak".into());
+        limits.extend(self.links.limit(&index));
         if approximate {
             limits.push(format!(
                 "exact p50/p99: rows with more than {} recorded values take them from a log-linear histogram, within {:.2} % of the exact value",
@@ -470,7 +532,7 @@ impl Builder {
             notes,
             limits,
         };
-        (report, idle_again)
+        (report, Again { idle: idle_again, links: self.links.needs_second_pass() })
     }
 
     fn site_rows(&mut self, capture: &Capture, index: &Index<'_>, approximate: &mut bool) -> Vec<SiteRow> {
@@ -560,19 +622,22 @@ impl Builder {
         }
         let mut rows: Vec<TransferRow> = acc
             .into_iter()
-            .map(|(key, (count, bytes, total_ns, bracketed))| {
-                let bandwidth_bytes_per_s = if waiting.contains(&key) { None } else { table::rate(bytes, total_ns) };
+            .map(|(key, x)| {
+                let bandwidth_bytes_per_s = if waiting.contains(&key) { None } else { table::rate(x.bytes, x.ns) };
+                let link = x.link.efficiency(&self.links);
                 let (transfer, direction, src_kind, dst_kind) = key;
                 TransferRow {
                     transfer,
                     direction,
                     src_kind,
                     dst_kind,
-                    count,
-                    bytes,
-                    total_ns,
+                    count: x.count,
+                    bytes: x.bytes,
+                    total_ns: x.ns,
                     bandwidth_bytes_per_s,
-                    bracketed,
+                    link_efficiency: link.map(|l| l.0),
+                    link_peak_bytes_per_s: link.map(|l| l.1),
+                    bracketed: x.bracketed,
                 }
             })
             .collect();
@@ -671,6 +736,15 @@ impl Units {
         }
     }
 
+    /// A fraction of a peak: a percentage for people, the fraction for scripts.
+    fn efficiency(self, e: Option<f64>) -> String {
+        match e {
+            None => "-".into(),
+            Some(e) if self.raw => format!("{e:.6}"),
+            Some(e) => format!("{:.1} %", e * 100.0),
+        }
+    }
+
     /// A bound marker (`≤ `, `≥ `) where it applies, for people only: raw cells stay numbers
     /// (the JSON says which rows are bounds).
     fn bound(self, on: bool, mark: &str) -> &str {
@@ -758,6 +832,7 @@ impl Report {
             u.head("bytes", "B"),
             u.head("total", "ns"),
             u.head("bandwidth", "B/s"),
+            u.head("link efficiency", "fraction of peak"),
         ];
         for x in &self.transfers {
             let memory = match (&x.src_kind, &x.dst_kind) {
@@ -772,6 +847,7 @@ impl Report {
                 u.bytes(x.bytes),
                 format!("{}{}", u.bound(x.bracketed, "≤ "), u.ns(x.total_ns)),
                 format!("{}{}", u.bound(x.bracketed, "≥ "), u.rate(x.bandwidth_bytes_per_s)),
+                u.efficiency(x.link_efficiency),
             ]);
         }
         t
@@ -943,7 +1019,7 @@ impl Report {
         );
         section("Kernels", self.kernels_table(people), "no kernel was recorded");
         section(
-            "Transfers (≤ / ≥: bounds from queue brackets)",
+            "Transfers (≤ / ≥: bounds from queue brackets; link efficiency: bandwidth / the PCIe link's peak, for copies between host and device the GPU reported)",
             self.transfers_table(people),
             "no transfer was recorded",
         );

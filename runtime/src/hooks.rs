@@ -7,7 +7,8 @@
 //! - a device-memory reader: the device side of a `track_memory` site's memory marks;
 //! - metric sources: readings an exporter that exports metrics observes when it collects;
 //! - live devices: the devices' recent samples, for the live feed's snapshots;
-//! - device readings: the devices' samples since a time, for the capture file.
+//! - device readings: the devices' samples since a time and their links' peaks, for the
+//!   capture file.
 //!
 //! Registering the same function again does nothing, so a leaf may register itself from more
 //! than one place (`init` and its own start).
@@ -29,10 +30,21 @@ pub(crate) type MetricSource = fn() -> Vec<Gauge>;
 /// why there are none.
 #[cfg(feature = "enabled")]
 pub(crate) type LiveDevices = fn() -> Result<Vec<gpuspan_capture::live::Device>, String>;
-/// Each device's readings taken after the given time (Unix-epoch ns), oldest first, labelled
-/// as records label their device.
+/// Each device's readings taken after the given time (Unix-epoch ns), with its links' peaks.
 #[cfg(feature = "enabled")]
-pub(crate) type DeviceReadings = fn(u64) -> Vec<(crate::record::DeviceLabel, Vec<gpuspan_capture::DeviceSample>)>;
+pub(crate) type DeviceReadings = fn(u64) -> Vec<Readings>;
+
+/// One device as a leaf that reads devices hands it to the capture file.
+#[cfg(feature = "enabled")]
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Readings {
+    /// Labelled as records label their device.
+    pub device: crate::record::DeviceLabel,
+    /// The peaks of its links, where the leaf knows them: the same on every call.
+    pub link: Option<gpuspan_capture::LinkPeak>,
+    /// Taken after the time asked for, oldest first (may be empty).
+    pub samples: Vec<gpuspan_capture::DeviceSample>,
+}
 /// Reads a metric: calls its argument once per data point, with the value and the attributes.
 pub(crate) type Observe = fn(&mut dyn FnMut(f64, &[(&'static str, Value)]));
 
@@ -117,11 +129,17 @@ pub(crate) fn set_device_readings(f: DeviceReadings) {
 
 /// The devices' readings after `since_ns`; `None` when no leaf reads devices.
 #[cfg(feature = "enabled")]
-pub(crate) fn device_readings(
-    since_ns: u64,
-) -> Option<Vec<(crate::record::DeviceLabel, Vec<gpuspan_capture::DeviceSample>)>> {
+pub(crate) fn device_readings(since_ns: u64) -> Option<Vec<Readings>> {
     let reader = HOOKS.read().ok()?.device_readings?;
     Some(reader(since_ns))
+}
+
+/// Held by the unit tests that register or read the device-readings hook: there is one per
+/// process, and tests run in parallel.
+#[cfg(all(test, feature = "enabled"))]
+pub(crate) fn device_readings_exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.

@@ -187,6 +187,40 @@ fn on_the_gpus_every_rank_times_its_calls_on_its_device() {
             assert!(stdout.contains("one GPU visible: no copy between GPUs (it needs two)"));
         }
     }
+    // The device monitor's link peaks reach each rank's capture (format 3), and rank 0's copies
+    // between host and device are measured against its GPU's PCIe peak. Only rank 0: captures
+    // label the monitor's GPUs by NVML index, and a rank's records theirs by CUDA ordinal, which
+    // CUDA_VISIBLE_DEVICES makes 0 on every rank (decision 29).
+    for rank in 0..gpus {
+        let path = dir.join(format!("rank{rank}.gpuspan"));
+        let c = gpuspan_capture::Capture::open(&path).expect("the rank's capture");
+        println!("rank {rank}: link peaks {:?}", c.links);
+        assert!(
+            !c.links.is_empty() && c.links.iter().all(|l| l.peak.pcie_bytes_per_s.is_some_and(|p| p > 1e9)),
+            "rank {rank}: every GPU the monitor read has its PCIe peak: {:?}",
+            c.links
+        );
+        if rank > 0 {
+            continue;
+        }
+        let report = clean(bin("gpuspan"))
+            .args(["report".as_ref(), path.as_os_str(), "--format".as_ref(), "json".as_ref()])
+            .output()
+            .expect("gpuspan report");
+        assert!(report.status.success(), "{}", text(&report).1);
+        let json: Value = serde_json::from_slice(&report.stdout).expect("the report's JSON");
+        let rows = json["transfers"].as_array().expect("transfer rows");
+        let up: Vec<f64> = rows
+            .iter()
+            .filter(|t| t["direction"] == "cpu_to_gpu")
+            .filter_map(|t| t["link_efficiency"].as_f64())
+            .collect();
+        println!("rank 0: link efficiency of uploads {up:?}");
+        assert!(
+            !up.is_empty() && up.iter().all(|e| *e > 0.0 && *e <= 1.0),
+            "rank 0's uploads against the link: {rows:?}"
+        );
+    }
     let merged: Value =
         serde_json::from_slice(&std::fs::read(dir.join("merged.trace.json")).expect("merged")).expect("valid JSON");
     let events = merged["traceEvents"].as_array().expect("events");

@@ -11,11 +11,15 @@
 //!
 //! While a capture is written, scopes take the application `tracing` spans they were made in
 //! (`crate::spans`); each span instance is written once, before the first record made in it. The
-//! device monitor's readings, where one runs, are pulled through the core's hooks at each flush.
+//! device monitor's readings, where one runs, are pulled through the core's hooks at each flush,
+//! with each device's link peaks: written once per device, right after its device frame when
+//! known by then (the first pull is at the start), else as soon as a pull brings them.
 
+use super::capture_frames::{self as frames, activity, interval, site_frame, source};
+use crate::hooks::Readings;
 use crate::pipeline::Sink;
-use crate::record::{ActivityKind, DeviceLabel, Record};
-use crate::site::{Backend, Direction, Site, SiteKind};
+use crate::record::{DeviceLabel, Record};
+use crate::site::Site;
 use gpuspan_capture as cap;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -25,6 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub(crate) use super::capture_frames::program_name;
 
 /// How long a written record may sit in the buffer before it reaches the file.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -62,6 +68,10 @@ struct State {
     sites: Vec<&'static Site>,
     threads: HashSet<u32>,
     devices: HashMap<(u32, Arc<str>), u32>,
+    /// The link peaks the device readings said, by device.
+    links: HashMap<(u32, Arc<str>), cap::LinkPeak>,
+    /// The devices (keys) whose link frame is written.
+    linked: HashSet<u32>,
     /// The device readings written reach up to here (Unix-epoch ns).
     readings_until: u64,
 }
@@ -83,15 +93,7 @@ impl CaptureFile {
     /// and starts the flusher.
     pub(crate) fn create(path: &Path, sampling: Sampling) -> io::Result<Arc<CaptureFile>> {
         let file = super::file::create(path)?;
-        let header = cap::Header {
-            program: program_name(),
-            pid: std::process::id(),
-            hostname: hostname(),
-            writer: format!("gpuspan {}", env!("CARGO_PKG_VERSION")),
-            start_ns: crate::clock::now_ns(),
-            threshold_us: sampling.threshold_us,
-            trace_all: sampling.trace_all,
-        };
+        let header = frames::header(sampling.threshold_us, sampling.trace_all);
         let writer = cap::Writer::new(BufWriter::with_capacity(64 * 1024, file), &header)?;
         let mut state = State {
             writer: Some(writer),
@@ -102,6 +104,8 @@ impl CaptureFile {
             sites: Vec::new(),
             threads: HashSet::new(),
             devices: HashMap::new(),
+            links: HashMap::new(),
+            linked: HashSet::new(),
             readings_until: header.start_ns,
         };
         // Every site compiled in, reached or not: the report lists those never reached.
@@ -148,19 +152,11 @@ impl CaptureFile {
         }
     }
 
-    fn write_samples(&self, readings: Vec<(DeviceLabel, Vec<cap::DeviceSample>)>) {
+    fn write_samples(&self, readings: Vec<Readings>) {
         let mut s = lock(&self.state);
-        for (device, samples) in readings {
-            let Some(last) = samples.last().map(|r| r.time_ns) else { continue };
-            let written = s
-                .device(&device)
-                .and_then(|device| s.frame(&cap::Frame::Samples(cap::DeviceSamples { device, samples })));
-            match written {
-                Ok(()) => {
-                    s.dirty = true;
-                    s.readings_until = s.readings_until.max(last);
-                }
-                Err(e) => s.fail(e),
+        for r in readings {
+            if let Err(e) = s.readings(r) {
+                s.fail(e);
             }
         }
     }
@@ -280,13 +276,43 @@ impl State {
     }
 
     fn device(&mut self, d: &DeviceLabel) -> io::Result<u32> {
-        if let Some(k) = self.devices.get(&(d.id, d.name.clone())) {
+        let label = (d.id, d.name.clone());
+        if let Some(k) = self.devices.get(&label) {
             return Ok(*k);
         }
         let key = u32::try_from(self.devices.len()).unwrap_or(u32::MAX);
         self.frame(&cap::Frame::Device(cap::Device { key, id: d.id, name: d.name.to_string() }))?;
-        self.devices.insert((d.id, d.name.clone()), key);
+        self.link(key, &label)?;
+        self.devices.insert(label, key);
         Ok(key)
+    }
+
+    /// Writes the device's link frame, once, if its peaks are known.
+    fn link(&mut self, key: u32, label: &(u32, Arc<str>)) -> io::Result<()> {
+        let Some(peak) = self.links.get(label).copied() else { return Ok(()) };
+        if self.linked.insert(key) {
+            self.frame(&cap::Frame::Link(cap::DeviceLink { device: key, peak }))?;
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    /// One device's pulled readings: its link (for a device already written, now; else with
+    /// its device frame) and its samples.
+    fn readings(&mut self, r: Readings) -> io::Result<()> {
+        let label = (r.device.id, r.device.name.clone());
+        if let Some(peak) = r.link {
+            self.links.insert(label.clone(), peak);
+        }
+        if let Some(&key) = self.devices.get(&label) {
+            self.link(key, &label)?;
+        }
+        let Some(last) = r.samples.last().map(|x| x.time_ns) else { return Ok(()) };
+        let device = self.device(&r.device)?;
+        self.frame(&cap::Frame::Samples(cap::DeviceSamples { device, samples: r.samples }))?;
+        self.dirty = true;
+        self.readings_until = self.readings_until.max(last);
+        Ok(())
     }
 
     /// Describes the spans of a chain not yet written, outermost first; the innermost's id.
@@ -351,25 +377,9 @@ impl State {
 
     fn write_end(&mut self, records: u64, lost: u64) -> io::Result<()> {
         for (id, site) in self.sites.clone().into_iter().enumerate() {
-            let t = site.stats.totals();
-            if t.calls == 0 {
-                continue;
+            if let Some(aggregate) = frames::aggregate(u32::try_from(id).unwrap_or(u32::MAX), site) {
+                self.frame(&cap::Frame::Aggregate(aggregate))?;
             }
-            let aggregate = cap::Aggregate {
-                site: u32::try_from(id).unwrap_or(u32::MAX),
-                calls: t.calls,
-                errors: t.errors,
-                total_ns: t.total_ns,
-                min_ns: t.min_ns,
-                p50_ns: t.quantile(0.5).unwrap_or(0),
-                p99_ns: t.quantile(0.99).unwrap_or(0),
-                max_ns: t.max_ns,
-                host_total_ns: t.host_total_ns,
-                bytes: t.bytes,
-                sources: t.sources.iter().map(|s| source(*s)).collect(),
-                bracketed: t.bracketed,
-            };
-            self.frame(&cap::Frame::Aggregate(aggregate))?;
         }
         let mut losses: Vec<cap::Loss> = crate::diagnostics::LOSSES
             .snapshot()
@@ -388,102 +398,12 @@ impl State {
     }
 }
 
-fn interval(i: crate::record::Interval) -> cap::Interval {
-    cap::Interval { start_ns: i.start_ns, end_ns: i.end_ns }
-}
-
-fn source(s: crate::record::TimingSource) -> cap::TimingSource {
-    use crate::record::TimingSource as T;
-    match s {
-        T::GpuTimestamp => cap::TimingSource::GpuTimestamp,
-        T::Cupti => cap::TimingSource::Cupti,
-        T::CudaEvent => cap::TimingSource::CudaEvent,
-        T::Host => cap::TimingSource::Host,
-    }
-}
-
-fn direction(d: Direction) -> cap::Direction {
-    match d {
-        Direction::CpuToGpu => cap::Direction::CpuToGpu,
-        Direction::GpuToCpu => cap::Direction::GpuToCpu,
-        Direction::GpuToGpu => cap::Direction::GpuToGpu,
-    }
-}
-
-fn memory_kind(k: crate::record::MemoryKind) -> cap::MemoryKind {
-    use crate::record::MemoryKind as M;
-    match k {
-        M::Pageable => cap::MemoryKind::Pageable,
-        M::Pinned => cap::MemoryKind::Pinned,
-        M::Device => cap::MemoryKind::Device,
-        M::Managed => cap::MemoryKind::Managed,
-        M::Array => cap::MemoryKind::Array,
-        M::Unknown => cap::MemoryKind::Unknown,
-    }
-}
-
-fn activity(k: &ActivityKind) -> cap::ActivityKind {
-    match k {
-        ActivityKind::Kernel(g) => cap::ActivityKind::Kernel {
-            grid: g.grid,
-            block: g.block,
-            registers_per_thread: g.registers_per_thread,
-            static_shared_bytes: g.static_shared_bytes,
-            dynamic_shared_bytes: g.dynamic_shared_bytes,
-        },
-        ActivityKind::Copy { bytes, direction: d, src, dst } => cap::ActivityKind::Copy {
-            bytes: *bytes,
-            direction: d.map(direction),
-            src: memory_kind(*src),
-            dst: memory_kind(*dst),
-        },
-        ActivityKind::Set { bytes } => cap::ActivityKind::Set { bytes: *bytes },
-    }
-}
-
-fn site_frame(id: u32, site: &Site) -> cap::Site {
-    let d = &site.desc;
-    cap::Site {
-        id,
-        name: d.name.to_owned(),
-        function: d.function.to_owned(),
-        module_path: d.module_path.to_owned(),
-        file: d.file.to_owned(),
-        line: d.line,
-        kind: match d.kind {
-            SiteKind::Kernel => cap::SiteKind::Kernel,
-            SiteKind::Transfer => cap::SiteKind::Transfer,
-        },
-        backend: match d.backend {
-            Backend::Wgpu => cap::Backend::Wgpu,
-            Backend::Cuda => cap::Backend::Cuda,
-            Backend::Host => cap::Backend::Host,
-        },
-        direction: d.direction.map(direction),
-        threshold_us: d.threshold_us,
-        trace_all: d.trace_all,
-    }
-}
-
-/// The program's file name, as the default output names use it.
-pub(crate) fn program_name() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "program".into())
-}
-
-/// The host's name where the OS publishes it as a file (Linux); a merged timeline labels each
-/// capture's process with it.
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Activity, GpuTiming, Interval, MemoryKind, TimingSource};
-    use crate::site::SiteDesc;
+    use crate::record::{Activity, ActivityKind, GpuTiming, Interval, MemoryKind, TimingSource};
+    use crate::site::{Backend, Direction, SiteDesc, SiteKind};
+    use std::sync::atomic::AtomicBool;
 
     fn site(name: &'static str) -> &'static Site {
         Box::leak(Box::new(Site::new(SiteDesc {
@@ -503,6 +423,8 @@ mod tests {
 
     #[test]
     fn records_read_back_as_written_and_a_kill_leaves_what_was_flushed() {
+        // No other test's readings hook may answer this capture's pulls.
+        let _hook = crate::hooks::device_readings_exclusive();
         let dir = std::env::temp_dir().join(format!("gpuspan-capture-test-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join("c.gpuspan");
@@ -540,7 +462,8 @@ mod tests {
         c.accept(&r);
         let t0 = crate::clock::now_ns() + 1_000_000_000;
         let reading = |t| cap::DeviceSample { time_ns: t0 + t, power_w: Some(350.0), ..Default::default() };
-        c.write_samples(vec![(DeviceLabel::new(0, "H200"), vec![reading(10), reading(20)])]);
+        let device = DeviceLabel::new(0, "H200");
+        c.write_samples(vec![Readings { device, link: None, samples: vec![reading(10), reading(20)] }]);
         assert_eq!(lock(&c.state).readings_until, t0 + 20, "the next pull asks for later readings only");
         // What the flusher wrote is on disk before the end: a process killed now leaves it.
         std::thread::sleep(FLUSH_EVERY * 3);
@@ -574,6 +497,100 @@ mod tests {
         assert_eq!(a.stream, Some(7));
         assert!(matches!(a.kind, cap::ActivityKind::Copy { bytes: 4096, src: cap::MemoryKind::Pageable, .. }));
         assert_eq!(back.end.as_ref().unwrap().records, 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The stub leaf speaks only while a test turns it on (the hook outlives the test).
+    static STUB_ON: AtomicBool = AtomicBool::new(false);
+    /// Whether the stub knows device 1's link yet.
+    static STUB_LATE_LINK: AtomicBool = AtomicBool::new(false);
+
+    /// A gen 5 x16 link with NVLink, or a gen 4 x16 one without (as the monitor would say).
+    fn peak(generation: u32) -> cap::LinkPeak {
+        let nvlink = (generation == 5).then_some(450e9);
+        let pcie = Some(if generation == 5 { 63.015e9 } else { 31.508e9 });
+        cap::LinkPeak {
+            pcie_generation: Some(generation),
+            pcie_width: Some(16),
+            pcie_bytes_per_s: pcie,
+            nvlink_bytes_per_s: nvlink,
+        }
+    }
+
+    /// A device monitor without NVML: devices 0 and 2 with their links from the start, device 1
+    /// whose link is learnt late; no samples.
+    fn stub(_since_ns: u64) -> Vec<Readings> {
+        let links = [Some(peak(5)), STUB_LATE_LINK.load(Ordering::SeqCst).then(|| peak(4)), Some(peak(5))];
+        let on = STUB_ON.load(Ordering::SeqCst);
+        let device = |id| DeviceLabel::new(id, "Stub GPU");
+        (0..3)
+            .filter(|_| on)
+            .map(|id| Readings { device: device(id), link: links[id as usize], samples: vec![] })
+            .collect()
+    }
+
+    struct StubOn;
+    impl Drop for StubOn {
+        fn drop(&mut self) {
+            STUB_ON.store(false, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_leaf_s_link_peaks_are_written_once_per_named_device_before_its_records_where_known() {
+        let _hook = crate::hooks::device_readings_exclusive();
+        crate::hooks::set_device_readings(stub);
+        STUB_LATE_LINK.store(false, Ordering::SeqCst);
+        STUB_ON.store(true, Ordering::SeqCst);
+        let _on = StubOn;
+        let dir = std::env::temp_dir().join(format!("gpuspan-capture-link-test-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("c.gpuspan");
+        let c = CaptureFile::create(&path, Sampling { threshold_us: 0, trace_all: true }).unwrap();
+        // The flusher pulls at once and every 100 ms; a pull here makes the order certain.
+        c.write_readings();
+        let s = site("upload_link");
+        let on = |id, scope| {
+            let mut r = Record::new(s, scope, 1, Interval { start_ns: 1_000, end_ns: 9_000 });
+            r.gpu = Some(GpuTiming {
+                interval: Interval { start_ns: 2_000, end_ns: 5_000 },
+                busy_ns: 3_000,
+                source: TimingSource::Cupti,
+                clock_error_ns: 0,
+                bracketed: false,
+                bracket_at_exit: false,
+                device: Some(DeviceLabel::new(id, "Stub GPU")),
+            });
+            r
+        };
+        c.accept(&on(0, 1));
+        c.accept(&on(1, 2));
+        STUB_LATE_LINK.store(true, Ordering::SeqCst);
+        c.write_readings();
+        c.write_readings();
+        c.accept(&on(1, 3));
+        assert!(c.close().error.is_none());
+
+        let file = std::fs::read(&path).unwrap();
+        let mut reader = cap::Reader::new(&file[..]).unwrap();
+        let mut order = Vec::new();
+        while let Some(f) = reader.next_frame().unwrap() {
+            match f {
+                cap::Frame::Device(d) => order.push(format!("device {}", d.id)),
+                cap::Frame::Link(l) => order.push(format!("link {}", l.device)),
+                cap::Frame::Record(r) => order.push(format!("record {}", r.scope_id)),
+                _ => {}
+            }
+        }
+        assert_eq!(
+            order,
+            ["device 0", "link 0", "record 1", "device 1", "record 2", "link 1", "record 3"],
+            "a known link follows its device frame; a late one comes with the next pull; each once"
+        );
+        let back = cap::Capture::open(&path).unwrap();
+        assert_eq!(back.devices.len(), 2, "a device no record or reading names is not written");
+        assert_eq!(back.link(0), Some(&peak(5)));
+        assert_eq!(back.link(1), Some(&peak(4)));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -6,6 +6,8 @@
 #[cfg(feature = "enabled")]
 pub(crate) mod capture_file;
 #[cfg(feature = "enabled")]
+mod capture_frames;
+#[cfg(feature = "enabled")]
 pub(crate) mod file;
 pub(crate) mod format;
 // A Unix socket: elsewhere `Config::live` says once that there is no live feed.

@@ -334,12 +334,11 @@ impl History {
 pub(crate) mod testing {
     use super::*;
 
-    static LOCK: Mutex<()> = Mutex::new(());
-
     /// Installs a finished monitor holding `devices` with their samples, for as long as the
-    /// returned guard lives (tests that install one run one at a time).
+    /// returned guard lives (tests that install one, or register the device-readings hook
+    /// otherwise, run one at a time).
     pub(crate) fn install(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) -> MutexGuard<'static, ()> {
-        let guard = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let guard = crate::hooks::device_readings_exclusive();
         let shared = Shared::new(MonitorConfig::default().interval(interval));
         let slots = devices
             .into_iter()

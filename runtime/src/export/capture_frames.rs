@@ -1,0 +1,129 @@
+//! The runtime's sites, aggregates and records' parts in the capture format's types, and the
+//! capture's header: what the capture file's sink writes, kept apart from how it writes.
+
+use crate::record::ActivityKind;
+use crate::site::{Backend, Direction, Site, SiteKind};
+use gpuspan_capture as cap;
+
+/// The header of a capture starting now.
+pub(super) fn header(threshold_us: u64, trace_all: bool) -> cap::Header {
+    cap::Header {
+        program: program_name(),
+        pid: std::process::id(),
+        hostname: hostname(),
+        writer: format!("gpuspan {}", env!("CARGO_PKG_VERSION")),
+        start_ns: crate::clock::now_ns(),
+        threshold_us,
+        trace_all,
+    }
+}
+
+pub(super) fn interval(i: crate::record::Interval) -> cap::Interval {
+    cap::Interval { start_ns: i.start_ns, end_ns: i.end_ns }
+}
+
+pub(super) fn source(s: crate::record::TimingSource) -> cap::TimingSource {
+    use crate::record::TimingSource as T;
+    match s {
+        T::GpuTimestamp => cap::TimingSource::GpuTimestamp,
+        T::Cupti => cap::TimingSource::Cupti,
+        T::CudaEvent => cap::TimingSource::CudaEvent,
+        T::Host => cap::TimingSource::Host,
+    }
+}
+
+fn direction(d: Direction) -> cap::Direction {
+    match d {
+        Direction::CpuToGpu => cap::Direction::CpuToGpu,
+        Direction::GpuToCpu => cap::Direction::GpuToCpu,
+        Direction::GpuToGpu => cap::Direction::GpuToGpu,
+    }
+}
+
+fn memory_kind(k: crate::record::MemoryKind) -> cap::MemoryKind {
+    use crate::record::MemoryKind as M;
+    match k {
+        M::Pageable => cap::MemoryKind::Pageable,
+        M::Pinned => cap::MemoryKind::Pinned,
+        M::Device => cap::MemoryKind::Device,
+        M::Managed => cap::MemoryKind::Managed,
+        M::Array => cap::MemoryKind::Array,
+        M::Unknown => cap::MemoryKind::Unknown,
+    }
+}
+
+pub(super) fn activity(k: &ActivityKind) -> cap::ActivityKind {
+    match k {
+        ActivityKind::Kernel(g) => cap::ActivityKind::Kernel {
+            grid: g.grid,
+            block: g.block,
+            registers_per_thread: g.registers_per_thread,
+            static_shared_bytes: g.static_shared_bytes,
+            dynamic_shared_bytes: g.dynamic_shared_bytes,
+        },
+        ActivityKind::Copy { bytes, direction: d, src, dst } => cap::ActivityKind::Copy {
+            bytes: *bytes,
+            direction: d.map(direction),
+            src: memory_kind(*src),
+            dst: memory_kind(*dst),
+        },
+        ActivityKind::Set { bytes } => cap::ActivityKind::Set { bytes: *bytes },
+    }
+}
+
+pub(super) fn site_frame(id: u32, site: &Site) -> cap::Site {
+    let d = &site.desc;
+    cap::Site {
+        id,
+        name: d.name.to_owned(),
+        function: d.function.to_owned(),
+        module_path: d.module_path.to_owned(),
+        file: d.file.to_owned(),
+        line: d.line,
+        kind: match d.kind {
+            SiteKind::Kernel => cap::SiteKind::Kernel,
+            SiteKind::Transfer => cap::SiteKind::Transfer,
+        },
+        backend: match d.backend {
+            Backend::Wgpu => cap::Backend::Wgpu,
+            Backend::Cuda => cap::Backend::Cuda,
+            Backend::Host => cap::Backend::Host,
+        },
+        direction: d.direction.map(direction),
+        threshold_us: d.threshold_us,
+        trace_all: d.trace_all,
+    }
+}
+
+/// The program's file name, as the default output names use it.
+pub(crate) fn program_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "program".into())
+}
+
+/// The host's name where the OS publishes it as a file (Linux); a merged timeline labels each
+/// capture's process with it.
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty())
+}
+
+/// Every call of a site, as the runtime aggregated them; `None` for a site never called.
+pub(super) fn aggregate(id: u32, site: &Site) -> Option<cap::Aggregate> {
+    let t = site.stats.totals();
+    (t.calls > 0).then(|| cap::Aggregate {
+        site: id,
+        calls: t.calls,
+        errors: t.errors,
+        total_ns: t.total_ns,
+        min_ns: t.min_ns,
+        p50_ns: t.quantile(0.5).unwrap_or(0),
+        p99_ns: t.quantile(0.99).unwrap_or(0),
+        max_ns: t.max_ns,
+        host_total_ns: t.host_total_ns,
+        bytes: t.bytes,
+        sources: t.sources.iter().map(|s| source(*s)).collect(),
+        bracketed: t.bracketed,
+    })
+}
