@@ -66,8 +66,26 @@ struct Ended {
 struct Pending {
     ended: Option<Ended>,
     correlation_ids: Vec<u32>,
-    expected: Vec<(u32, Work)>,
+    /// The work-enqueuing calls made in the scope: correlation id, what they enqueue, and when
+    /// the call started on the host clock (its work cannot start earlier).
+    expected: Vec<(u32, Work, u64)>,
     activities: Vec<(u32, Activity)>,
+}
+
+/// How far the mapping placed some of a scope's GPU work before the start of the call that
+/// launched it (0 when it did not). CUPTI's kernel timestamps are normalised from the GPU's clock
+/// by CUPTI itself; an error there is invisible to the host-clock offset, but not to this fact:
+/// a record's stated error is widened by it, so that the causality check never finds the
+/// record's work before its call by more than the error the record states (decision 37).
+fn api_lead_ns(expected: &[(u32, Work, u64)], activities: &[(u32, Activity)]) -> u64 {
+    activities
+        .iter()
+        .filter_map(|(c, a)| {
+            let (_, _, api_start) = expected.iter().find(|(e, ..)| e == c)?;
+            api_start.checked_sub(a.interval.start_ns)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Which buffers came back: all up to `prefix`, and those in `above`.
@@ -242,6 +260,7 @@ impl Resolver {
 
     fn settle(&mut self, a: RawApi, owner: Owner, out: &mut Vec<Record>) {
         let c = a.correlation_id;
+        let api_start = self.host_ns(a.start);
         let held = self.held.remove(&c).unwrap_or_default();
         match owner {
             Owner::Scope(scope) => {
@@ -249,7 +268,7 @@ impl Resolver {
                 let p = self.scopes.entry(scope).or_default();
                 p.correlation_ids.push(c);
                 if let Some(work) = work_of(a.domain, a.cbid) {
-                    p.expected.push((c, work));
+                    p.expected.push((c, work, api_start));
                 }
                 p.activities.extend(held.into_iter().map(|h| (c, h)));
             }
@@ -277,7 +296,8 @@ impl Resolver {
             self.counts.window_scopes += 1;
         }
         self.counts.scopes_resolved += 1;
-        Some(finish(e.record, p.activities.into_iter().map(|(_, a)| a).collect(), self.clock_error_ns))
+        let clock_error_ns = self.clock_error_ns + api_lead_ns(&p.expected, &p.activities);
+        Some(finish(e.record, p.activities.into_iter().map(|(_, a)| a).collect(), clock_error_ns))
     }
 
     /// Buffer `seq` came back with these records; `name` reads the kernel name behind a pointer.
@@ -301,7 +321,8 @@ impl Resolver {
                     }
                     match self.correlation.get(&a.correlation_id) {
                         Some(scope) => {
-                            self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work));
+                            let api_start = self.host_ns(a.start);
+                            self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, api_start));
                         }
                         None => self.api_waiting.push((seq, a.clone())),
                     }
@@ -334,7 +355,8 @@ impl Resolver {
             let (seq, a) = &self.api_waiting[i];
             if let Some(scope) = self.correlation.get(&a.correlation_id) {
                 if let Some(work) = work_of(a.domain, a.cbid) {
-                    self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work));
+                    let api_start = (a.start as i64 - self.clock_offset_ns).max(0) as u64;
+                    self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, api_start));
                 }
                 self.api_waiting.swap_remove(i);
             } else if *seq <= prefix {
@@ -384,7 +406,7 @@ impl Resolver {
             let Some(p) = self.scopes.get_mut(&id) else { continue };
             let Some(e) = p.ended.as_mut() else { continue };
             let passed = *e.fence_passed_ns.get_or_insert(now_ns);
-            let complete = p.expected.iter().all(|(c, _)| p.activities.iter().any(|(ac, _)| ac == c));
+            let complete = p.expected.iter().all(|(c, ..)| p.activities.iter().any(|(ac, _)| ac == c));
             if complete {
                 ready.push(id);
             } else if now_ns.saturating_sub(passed) >= STALE_NS {
@@ -544,5 +566,59 @@ mod tests {
         assert!(attrs.contains(&("gpu_transfer.src_device.id", crate::record::Value::I64(0))), "{attrs:?}");
         assert!(attrs.contains(&("gpu_transfer.dst_device.id", crate::record::Value::I64(1))), "{attrs:?}");
         assert!(attrs.contains(&("gpu.device.id", crate::record::Value::I64(1))), "{attrs:?}");
+    }
+
+    /// A copy CUPTI timestamps before the call that launched it (its GPU-clock normalisation
+    /// is off): the record states at least that much error, so the causality check, which moves
+    /// it to the call's start, finds no move larger than the stated error.
+    #[test]
+    fn work_placed_before_its_launching_call_widens_the_stated_error() {
+        use super::super::records::{ApiDomain, RawExternal, RawMemcpy};
+        use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+        static COPY: Site = Site::new(SiteDesc {
+            name: "early",
+            function: "early",
+            kind: SiteKind::Transfer,
+            backend: Backend::Cuda,
+            module_path: "tests",
+            file: file!(),
+            line: line!(),
+            direction: Some(crate::site::Direction::CpuToGpu),
+            threshold_us: None,
+            trace_all: false,
+            track_memory: false,
+        });
+        let mut r = Resolver::new(device_labels(vec!["GPU A".into()]));
+        r.ended(Record::new(&COPY, 6, 1, Interval { start_ns: 1_000, end_ns: 2_000 }), 1);
+        let api = RawApi {
+            domain: ApiDomain::Driver,
+            cbid: D::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2 as u32,
+            start: 1_100,
+            end: 1_200,
+            thread_id: 1,
+            correlation_id: 78,
+            return_value: 0,
+        };
+        let ext = RawExternal { external_kind: EXTERNAL_KIND, external_id: 6, correlation_id: 78 };
+        let copy = RawMemcpy {
+            copy_kind: 1,
+            src_kind: 1,
+            dst_kind: 3,
+            bytes: 4096,
+            start: 700, // 400 ns before its call started
+            end: 900,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id: 78,
+            peer: None,
+        };
+        r.buffer(1, &[Raw::External(ext), Raw::Api(api), Raw::Memcpy(copy)], &mut |_| None);
+        let mut out = r.poll(10_000);
+        assert_eq!(out.len(), 1);
+        let stated = out[0].gpu.as_ref().expect("GPU timing").clock_error_ns;
+        assert!(stated >= 400, "the stated error covers the 400 ns the copy sits before its call: {stated}");
+        crate::causality::enforce(&mut out[0]);
+        assert!(out[0].clock_corrected_ns > 0 && out[0].clock_corrected_ns <= stated);
     }
 }
