@@ -1,0 +1,132 @@
+//! Attribution's unit tests: buffers, peer copies, and work placed before its call.
+use super::super::finish::device_labels;
+use super::*;
+use crate::site::{Backend, Site, SiteDesc, SiteKind};
+
+#[test]
+fn delivered_prefix_advances_over_gaps() {
+    let mut d = Delivered::default();
+    d.mark(2);
+    assert_eq!(d.prefix, 0);
+    d.mark(1);
+    assert_eq!(d.prefix, 2);
+    d.mark(4);
+    d.mark(3);
+    assert_eq!(d.prefix, 4);
+}
+
+/// A peer copy (CUPTI's MEMCPY2) joins the scope whose call enqueued it, which then waits
+/// for it like for any copy, and carries the devices it ran on, read from and wrote to.
+#[test]
+fn a_peer_copy_is_attributed_with_its_devices() {
+    use super::super::records::{ApiDomain, PeerDevices, RawExternal, RawMemcpy};
+    use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+    static COPY: Site = Site::new(SiteDesc {
+        name: "peer",
+        function: "peer",
+        kind: SiteKind::Transfer,
+        backend: Backend::Cuda,
+        module_path: "tests",
+        file: file!(),
+        line: line!(),
+        direction: Some(crate::site::Direction::GpuToGpu),
+        threshold_us: None,
+        trace_all: false,
+        track_memory: false,
+    });
+    let labels = device_labels(vec!["GPU A".into(), "GPU B".into()]);
+    let mut r = Resolver::new(labels.clone());
+    r.ended(Record::new(&COPY, 5, 1, Interval { start_ns: 100, end_ns: 200 }), 1);
+    let api = RawApi {
+        domain: ApiDomain::Driver,
+        cbid: D::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync as u32,
+        start: 110,
+        end: 150,
+        thread_id: 1,
+        correlation_id: 77,
+        return_value: 0,
+    };
+    let ext = RawExternal { external_kind: EXTERNAL_KIND, external_id: 5, correlation_id: 77 };
+    r.buffer(1, &[Raw::External(ext), Raw::Api(api)], &mut |_| None);
+    assert!(r.poll(1_000).is_empty(), "the copy's record has not come: the scope waits for it");
+    let copy = RawMemcpy {
+        copy_kind: 10,
+        src_kind: 3,
+        dst_kind: 3,
+        bytes: 1 << 20,
+        start: 300,
+        end: 400,
+        device: 1,
+        context: 2,
+        stream: 9,
+        correlation_id: 77,
+        peer: Some(PeerDevices { src_device: 0, dst_device: 1 }),
+    };
+    r.buffer(2, &[Raw::Memcpy(copy)], &mut |_| None);
+    let out = r.poll(2_000);
+    assert_eq!(out.len(), 1);
+    let rec = &out[0];
+    assert_eq!(rec.bytes, Some(1 << 20));
+    assert_eq!(rec.gpu.as_ref().and_then(|g| g.device.clone()), Some(labels[1].clone()));
+    let a = &rec.activities[0];
+    assert_eq!((a.src_device.as_ref(), a.dst_device.as_ref()), (Some(&labels[0]), Some(&labels[1])));
+    assert!(matches!(a.kind, ActivityKind::Copy { direction: Some(crate::site::Direction::GpuToGpu), .. }));
+    let attrs = a.attributes(rec);
+    assert!(attrs.contains(&("gpu_transfer.src_device.id", crate::record::Value::I64(0))), "{attrs:?}");
+    assert!(attrs.contains(&("gpu_transfer.dst_device.id", crate::record::Value::I64(1))), "{attrs:?}");
+    assert!(attrs.contains(&("gpu.device.id", crate::record::Value::I64(1))), "{attrs:?}");
+}
+
+/// A copy CUPTI timestamps before the call that launched it (its GPU-clock normalisation
+/// is off): the record states at least that much error, so the causality check, which moves
+/// it to the call's start, finds no move larger than the stated error.
+#[test]
+fn work_placed_before_its_launching_call_widens_the_stated_error() {
+    use super::super::records::{ApiDomain, RawExternal, RawMemcpy};
+    use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+    static COPY: Site = Site::new(SiteDesc {
+        name: "early",
+        function: "early",
+        kind: SiteKind::Transfer,
+        backend: Backend::Cuda,
+        module_path: "tests",
+        file: file!(),
+        line: line!(),
+        direction: Some(crate::site::Direction::CpuToGpu),
+        threshold_us: None,
+        trace_all: false,
+        track_memory: false,
+    });
+    let mut r = Resolver::new(device_labels(vec!["GPU A".into()]));
+    r.ended(Record::new(&COPY, 6, 1, Interval { start_ns: 1_000, end_ns: 2_000 }), 1);
+    let api = RawApi {
+        domain: ApiDomain::Driver,
+        cbid: D::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2 as u32,
+        start: 1_100,
+        end: 1_200,
+        thread_id: 1,
+        correlation_id: 78,
+        return_value: 0,
+    };
+    let ext = RawExternal { external_kind: EXTERNAL_KIND, external_id: 6, correlation_id: 78 };
+    let copy = RawMemcpy {
+        copy_kind: 1,
+        src_kind: 1,
+        dst_kind: 3,
+        bytes: 4096,
+        start: 700, // 400 ns before its call started
+        end: 900,
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation_id: 78,
+        peer: None,
+    };
+    r.buffer(1, &[Raw::External(ext), Raw::Api(api), Raw::Memcpy(copy)], &mut |_| None);
+    let mut out = r.poll(10_000);
+    assert_eq!(out.len(), 1);
+    let stated = out[0].gpu.as_ref().expect("GPU timing").clock_error_ns;
+    assert!(stated >= 400, "the stated error covers the 400 ns the copy sits before its call: {stated}");
+    crate::causality::enforce(&mut out[0]);
+    assert!(out[0].clock_corrected_ns > 0 && out[0].clock_corrected_ns <= stated);
+}
