@@ -153,6 +153,26 @@ pub fn kind_of(b: &[u8]) -> Option<u32> {
     (b.len() >= 4).then(|| u32_at(b, 0))
 }
 
+/// A copy record's common fields, from CUPTI's plain (`MEMCPY`) or peer (`MEMCPY2`) layout:
+/// the two structs name them alike at different offsets.
+macro_rules! memcpy {
+    ($t:ty, $b:expr, $peer:expr) => {
+        RawMemcpy {
+            copy_kind: u8_at($b, offset_of!($t, copyKind)),
+            src_kind: u8_at($b, offset_of!($t, srcKind)),
+            dst_kind: u8_at($b, offset_of!($t, dstKind)),
+            bytes: u64_at($b, offset_of!($t, bytes)),
+            start: u64_at($b, offset_of!($t, start)),
+            end: u64_at($b, offset_of!($t, end)),
+            device: u32_at($b, offset_of!($t, deviceId)),
+            context: u32_at($b, offset_of!($t, contextId)),
+            stream: u32_at($b, offset_of!($t, streamId)),
+            correlation_id: u32_at($b, offset_of!($t, correlationId)),
+            peer: $peer,
+        }
+    };
+}
+
 /// Parses the record that starts at `b[0]`; `b` may extend past it.
 pub fn parse(b: &[u8]) -> Result<Raw, Truncated> {
     let Some(kind) = kind_of(b) else { return Err(Truncated { kind: 0, need: 4, have: b.len() }) };
@@ -192,38 +212,15 @@ pub fn parse(b: &[u8]) -> Result<Raw, Truncated> {
         }
         MEMCPY => {
             need::<Memcpy>(kind, b)?;
-            Raw::Memcpy(RawMemcpy {
-                copy_kind: u8_at(b, offset_of!(Memcpy, copyKind)),
-                src_kind: u8_at(b, offset_of!(Memcpy, srcKind)),
-                dst_kind: u8_at(b, offset_of!(Memcpy, dstKind)),
-                bytes: u64_at(b, offset_of!(Memcpy, bytes)),
-                start: u64_at(b, offset_of!(Memcpy, start)),
-                end: u64_at(b, offset_of!(Memcpy, end)),
-                device: u32_at(b, offset_of!(Memcpy, deviceId)),
-                context: u32_at(b, offset_of!(Memcpy, contextId)),
-                stream: u32_at(b, offset_of!(Memcpy, streamId)),
-                correlation_id: u32_at(b, offset_of!(Memcpy, correlationId)),
-                peer: None,
-            })
+            Raw::Memcpy(memcpy!(Memcpy, b, None))
         }
         MEMCPY2 => {
             need::<PeerMemcpy>(kind, b)?;
-            Raw::Memcpy(RawMemcpy {
-                copy_kind: u8_at(b, offset_of!(PeerMemcpy, copyKind)),
-                src_kind: u8_at(b, offset_of!(PeerMemcpy, srcKind)),
-                dst_kind: u8_at(b, offset_of!(PeerMemcpy, dstKind)),
-                bytes: u64_at(b, offset_of!(PeerMemcpy, bytes)),
-                start: u64_at(b, offset_of!(PeerMemcpy, start)),
-                end: u64_at(b, offset_of!(PeerMemcpy, end)),
-                device: u32_at(b, offset_of!(PeerMemcpy, deviceId)),
-                context: u32_at(b, offset_of!(PeerMemcpy, contextId)),
-                stream: u32_at(b, offset_of!(PeerMemcpy, streamId)),
-                correlation_id: u32_at(b, offset_of!(PeerMemcpy, correlationId)),
-                peer: Some(PeerDevices {
-                    src_device: u32_at(b, offset_of!(PeerMemcpy, srcDeviceId)),
-                    dst_device: u32_at(b, offset_of!(PeerMemcpy, dstDeviceId)),
-                }),
-            })
+            let peer = PeerDevices {
+                src_device: u32_at(b, offset_of!(PeerMemcpy, srcDeviceId)),
+                dst_device: u32_at(b, offset_of!(PeerMemcpy, dstDeviceId)),
+            };
+            Raw::Memcpy(memcpy!(PeerMemcpy, b, Some(peer)))
         }
         MEMSET => {
             need::<Memset>(kind, b)?;
