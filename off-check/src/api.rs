@@ -29,7 +29,7 @@ pub fn call_core() {
 
     gpuspan::set_enabled(true);
     assert!(gpuspan::flush());
-    assert!(gpuspan::flush_timeout(Duration::from_millis(1)));
+    assert!(gpuspan::init().flush(Duration::from_millis(1)));
 
     let summary: gpuspan::Summary = gpuspan::summary();
     assert!(summary.reached.is_empty() && summary.never_reached.is_empty());
@@ -153,8 +153,8 @@ pub fn call_otlp() {
     assert!(otlp.flush(Duration::ZERO) && otlp.stats().spans_lost() == 0);
     assert!(otlp.destination().contains("grpc") && otlp.config().traces_url() == otlp.config().traces_url());
     otlp.export(&gpuspan::Record::new(&SITE, 1, 0, Default::default()));
-    let report: gpuspan::otlp::ShutdownReport = otlp.shutdown();
-    assert!(report.complete && report.stats == gpuspan::otlp::ExportStats::default());
+    let report: gpuspan::otlp::ExportStats = otlp.shutdown();
+    assert!(!report.shutdown_timed_out && report == gpuspan::otlp::ExportStats::default());
     let _: Option<gpuspan::otlp::OtlpError> = None;
 }
 

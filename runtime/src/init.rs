@@ -292,7 +292,7 @@ mod imp {
             if let Some(live) = self.live {
                 live.stop();
             }
-            if crate::switch::is_on() && !crate::flush_timeout(END_WITHIN) {
+            if crate::switch::is_on() && !crate::resolver::flush_within(END_WITHIN) {
                 crate::diagnostics::note_once(format_args!(
                     "some GPU measurements were still pending at shutdown (flush timed out after {} s)",
                     END_WITHIN.as_secs()
@@ -311,6 +311,12 @@ mod imp {
     }
 
     impl Guard {
+        /// [`flush`](crate::flush) with a deadline of `timeout` instead of five seconds.
+        /// Returns `true` when nothing is left pending.
+        pub fn flush(&self, timeout: Duration) -> bool {
+            crate::resolver::flush_within(timeout)
+        }
+
         /// The path the timeline will be written to, if any.
         pub fn trace_file(&self) -> Option<&std::path::Path> {
             self.trace_file.as_deref()
@@ -380,6 +386,11 @@ mod off {
     }
 
     impl Guard {
+        /// Always `true` without the `enabled` feature: nothing is ever pending.
+        pub fn flush(&self, _timeout: std::time::Duration) -> bool {
+            true
+        }
+
         /// Always `None`: no timeline is written with instrumentation compiled out.
         pub fn trace_file(&self) -> Option<&std::path::Path> {
             None

@@ -232,12 +232,12 @@ pub use {
 #[cfg(feature = "enabled")]
 pub use {
     export::summary::summary,
-    resolver::{flush, flush_timeout},
+    resolver::flush,
     switch::set_enabled,
 };
 
 #[cfg(not(feature = "enabled"))]
-pub use off::{flush, flush_timeout, set_enabled, summary};
+pub use off::{flush, set_enabled, summary};
 
 #[cfg(all(feature = "testing", feature = "enabled"))]
 pub use {capture::Capture, record::Record};

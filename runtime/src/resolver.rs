@@ -198,9 +198,8 @@ fn flush_all(backends: &[&'static dyn PendingWork], deadline: Instant) -> bool {
     results.into_iter().all(|done| done)
 }
 
-/// Resolves pending GPU measurements (waiting at most `timeout`) and hands them to the
-/// aggregates and exporters. Returns `true` when nothing is left pending.
-pub fn flush_timeout(timeout: Duration) -> bool {
+/// [`flush`] waiting at most `timeout` (for [`Guard::flush`](crate::Guard::flush) and the end).
+pub(crate) fn flush_within(timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     // From a sink on the resolver thread: the thread is busy with this very call.
     if ON_RESOLVER.with(Cell::get) {
@@ -235,9 +234,11 @@ pub fn flush_timeout(timeout: Duration) -> bool {
     }
 }
 
-/// [`flush_timeout`] with five seconds.
+/// Resolves pending GPU measurements (waiting at most five seconds; [`Guard::flush`](crate::Guard::flush)
+/// takes another deadline) and hands them to the aggregates and exporters. Returns `true` when
+/// nothing is left pending.
 pub fn flush() -> bool {
-    flush_timeout(Duration::from_secs(5))
+    flush_within(Duration::from_secs(5))
 }
 
 /// Ends the resolver thread (after the work it was woken for) and joins it, waiting at most
@@ -311,7 +312,7 @@ mod tests {
     fn the_thread_polls_when_woken_flushes_through_itself_and_restarts_after_stop() {
         WORK.left.store(5, Ordering::SeqCst);
         register(&WORK);
-        assert!(flush_timeout(Duration::from_secs(5)), "a flush resolves everything pending");
+        assert!(flush_within(Duration::from_secs(5)), "a flush resolves everything pending");
         assert_eq!(WORK.left.load(Ordering::SeqCst), 0);
         stop(Instant::now() + Duration::from_secs(5));
         assert!(
@@ -323,7 +324,7 @@ mod tests {
         );
         // Without a thread, a flush drives the backends itself.
         WORK.left.store(3, Ordering::SeqCst);
-        assert!(flush_timeout(Duration::from_secs(5)));
+        assert!(flush_within(Duration::from_secs(5)));
         // New work starts a fresh thread, which polls it down without a flush.
         let before = WORK.polls.load(Ordering::SeqCst);
         WORK.left.store(4, Ordering::SeqCst);

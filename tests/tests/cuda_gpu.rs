@@ -88,7 +88,8 @@ fn launch_tag(stream: &CudaStream, f: &CudaFunction, grid: (u32, u32, u32)) {
 }
 
 fn flush() {
-    assert!(gpuspan::flush_timeout(Duration::from_secs(10)), "gpuspan::flush timed out");
+    // Two five-second deadlines: the GPU machine's first CUPTI delivery can be slow.
+    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
 }
 
 fn median(mut v: Vec<u64>) -> u64 {

@@ -70,9 +70,9 @@ fn absent_collector_program_finishes_within_the_bound_and_losses_are_counted() {
         let took = t.elapsed();
         println!("absent collector, {protocol:?}: {report}");
         assert!(took <= BOUND + Duration::from_millis(500), "shutdown took {took:?}");
-        assert_eq!(report.stats.spans_exported, 0);
-        assert_eq!(report.stats.spans_lost(), 50, "every span counted: {report}");
-        assert!(report.stats.metric_exports_failed >= 1, "{report}");
+        assert_eq!(report.spans_exported, 0);
+        assert_eq!(report.spans_lost(), 50, "every span counted: {report}");
+        assert!(report.metric_exports_failed >= 1, "{report}");
         let after = lost_in_summary("not delivered to the OTLP collector");
         assert!(after - before >= 50, "the summary counts them: {before} -> {after}");
     }
@@ -102,8 +102,8 @@ fn hung_collector_cannot_hold_shutdown_past_the_bound() {
         let took = t.elapsed();
         println!("hung collector, {protocol:?}: {report}");
         assert!(took <= BOUND + Duration::from_millis(500), "shutdown took {took:?}");
-        assert_eq!(report.stats.spans_exported, 0);
-        assert_eq!(report.stats.spans_lost(), 20, "{report}");
+        assert_eq!(report.spans_exported, 0);
+        assert_eq!(report.spans_lost(), 20, "{report}");
     }
     drop(hung);
     // The export cut off says the bound that applied (5 s), not its own timeout (60 s).
@@ -145,8 +145,8 @@ fn restart(protocol: Protocol) {
     let report = otlp.shutdown();
     println!("killed and restarted, {protocol:?}: {report}; received {} spans", spans.len());
     assert_eq!(count(&spans, "during_outage"), 0);
-    assert_eq!(report.stats.spans_exported, 40, "{report}");
-    assert_eq!(report.stats.spans_lost(), 20, "{report}");
+    assert_eq!(report.spans_exported, 40, "{report}");
+    assert_eq!(report.spans_lost(), 20, "{report}");
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn a_burst_overflows_the_bounded_queue_and_every_drop_is_counted() {
     assert!(otlp.flush(Duration::from_secs(10)));
     let report = otlp.shutdown();
     println!("burst of 5000 calls, queue of 64: {report}");
-    let s = &report.stats;
+    let s = &report;
     assert!(s.spans_dropped > 0, "{report}");
     assert_eq!(s.spans_failed + s.spans_abandoned, 0, "{report}");
     assert_eq!(s.spans_exported + s.spans_dropped, 5000, "every span is exported or counted: {report}");
@@ -240,7 +240,7 @@ fn a_burst_overflows_the_bounded_queue_and_every_drop_is_counted() {
     assert!(otlp.flush(Duration::from_secs(10)));
     let report = otlp.shutdown();
     println!("burst of 2000 three-span records, queue of 64: {report}");
-    let s = &report.stats;
+    let s = &report;
     assert!(s.spans_dropped > 0 && s.spans_dropped.is_multiple_of(3), "whole records are dropped: {report}");
     assert_eq!(s.spans_exported + s.spans_dropped, 6000, "{report}");
     let received = collector.wait_spans(&id, Duration::from_secs(20), |r| r.len() as u64 >= s.spans_exported);
@@ -307,7 +307,7 @@ fn tls_with_a_private_ca_and_a_header() {
         assert!(otlp.flush(Duration::from_secs(10)));
         let report = otlp.shutdown();
         println!("TLS with a private CA, {protocol:?}: {report}");
-        assert_eq!(report.stats.spans_lost(), 0, "{report}");
+        assert_eq!(report.spans_lost(), 0, "{report}");
         collector.wait_spans(&id, Duration::from_secs(20), |s| s.len() == 5);
     }
 
@@ -324,7 +324,7 @@ fn tls_with_a_private_ca_and_a_header() {
     otlp.flush(Duration::from_secs(10));
     let report = otlp.shutdown();
     println!("TLS, wrong header: {report}");
-    assert_eq!(report.stats.spans_failed, 1, "{report}");
+    assert_eq!(report.spans_failed, 1, "{report}");
 
     // Without the CA the collector's certificate is not trusted.
     let id = test_id("tls-untrusted");
@@ -333,7 +333,7 @@ fn tls_with_a_private_ca_and_a_header() {
     otlp.flush(Duration::from_secs(10));
     let report = otlp.shutdown();
     println!("TLS, CA not given: {report}");
-    assert_eq!(report.stats.spans_failed, 1, "{report}");
+    assert_eq!(report.spans_failed, 1, "{report}");
 
     let notes = gpuspan::summary().notes.join("\n");
     assert!(notes.contains("401") || notes.contains("Unauthorized"), "the refusal is reported: {notes}");

@@ -4,15 +4,9 @@
 //! instead.
 
 use crate::Summary;
-use std::time::Duration;
 
 /// Does nothing without the `enabled` feature: there is nothing to turn on.
 pub fn set_enabled(_on: bool) {}
-
-/// Always `true` without the `enabled` feature: nothing is ever pending.
-pub fn flush_timeout(_timeout: Duration) -> bool {
-    true
-}
 
 /// Always `true` without the `enabled` feature: nothing is ever pending.
 pub fn flush() -> bool {

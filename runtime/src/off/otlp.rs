@@ -8,7 +8,7 @@ mod config;
 mod report;
 
 pub use config::{OtlpConfig, Protocol};
-pub use report::{ExportStats, OtlpError, ShutdownReport};
+pub use report::{ExportStats, OtlpError};
 
 use opentelemetry_sdk::trace::SdkTracer;
 use std::time::Duration;
@@ -68,7 +68,7 @@ impl Otlp {
     }
 
     /// Returns at once without the `enabled` feature, having exported nothing.
-    pub fn shutdown(self) -> ShutdownReport {
-        ShutdownReport { stats: ExportStats::default(), elapsed: Duration::ZERO, complete: true }
+    pub fn shutdown(self) -> ExportStats {
+        ExportStats::default()
     }
 }

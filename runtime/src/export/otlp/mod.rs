@@ -25,7 +25,7 @@ mod spans;
 mod transport;
 
 pub use config::{OtlpConfig, Protocol};
-pub use report::{ExportStats, OtlpError, ShutdownReport};
+pub use report::{ExportStats, OtlpError};
 use tracing_subscriber::Layer;
 
 use opentelemetry::trace::TracerProvider as _;
@@ -107,6 +107,8 @@ pub struct Otlp {
     metric_failed: Arc<AtomicU64>,
     /// Shut down already (by [`Otlp::shutdown`], `gpuspan::shutdown()` or a drop).
     done: AtomicBool,
+    /// Shutdown ran out of time (reported in [`ExportStats::shutdown_timed_out`]).
+    timed_out: AtomicBool,
 }
 
 impl fmt::Debug for Otlp {
@@ -166,6 +168,7 @@ impl Otlp {
             metric_exported: Arc::default(),
             metric_failed: Arc::default(),
             done: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
             config: config.clone(),
         };
         if config.traces {
@@ -260,6 +263,7 @@ impl Otlp {
         let mut s = ExportStats {
             metric_exports: self.metric_exported.load(Relaxed),
             metric_exports_failed: self.metric_failed.load(Relaxed),
+            shutdown_timed_out: self.timed_out.load(Relaxed),
             ..ExportStats::default()
         };
         if let Some(q) = &self.queue {
@@ -289,17 +293,19 @@ impl Otlp {
     }
 
     /// Stops exporting: the last spans and metrics are sent, within the shutdown timeout
-    /// (5 s by default) whether or not the collector answers.
-    pub fn shutdown(self) -> ShutdownReport {
-        self.shutdown_shared()
+    /// (5 s by default) whether or not the collector answers. Returns what the export did over
+    /// its life.
+    pub fn shutdown(self) -> ExportStats {
+        self.shutdown_shared().0
     }
 
     /// [`Otlp::shutdown`] through a shared reference, for `gpuspan::shutdown()`, which ends the
     /// export the guard still refers to. The first call does the work; later ones report it done.
-    pub(crate) fn shutdown_shared(&self) -> ShutdownReport {
+    /// Also returns how long it took.
+    pub(crate) fn shutdown_shared(&self) -> (ExportStats, Duration) {
         let start = Instant::now();
         if self.done.swap(true, Relaxed) {
-            return ShutdownReport { stats: self.stats(), elapsed: Duration::ZERO, complete: true };
+            return (self.stats(), Duration::ZERO);
         }
         for s in &self.sinks {
             pipeline::remove_sink(s);
@@ -350,7 +356,8 @@ impl Otlp {
                 budget.as_secs_f64()
             ));
         }
-        ShutdownReport { stats: self.stats(), elapsed: start.elapsed(), complete }
+        self.timed_out.store(!complete, Relaxed);
+        (self.stats(), start.elapsed())
     }
 }
 
@@ -363,7 +370,8 @@ impl Sink for Otlp {
 
     /// Bounded by the export's own shutdown timeout (see [`Otlp::shutdown`]), not `deadline`.
     fn finish(&self, _deadline: Instant) -> Option<String> {
-        Some(format!("gpuspan: OTLP export to {}: {}", self.destination(), self.shutdown_shared()))
+        let (stats, took) = self.shutdown_shared();
+        Some(format!("gpuspan: OTLP export to {}: {stats}; shutdown took {:.2} s", self.destination(), took.as_secs_f64()))
     }
 }
 

@@ -2,7 +2,6 @@
 //! the build without the `enabled` feature so that code reading it compiles either way.
 
 use std::fmt;
-use std::time::Duration;
 
 /// Why OTLP export could not start. Every variant says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +51,9 @@ pub struct ExportStats {
     pub metric_exports: u64,
     /// Metric exports that failed (the next success carries their counts).
     pub metric_exports_failed: u64,
+    /// Shutdown's deadline passed before every signal was shut down; what was still pending
+    /// is in the counts above.
+    pub shutdown_timed_out: bool,
 }
 
 impl ExportStats {
@@ -61,36 +63,26 @@ impl ExportStats {
     }
 }
 
-/// The end of a pipeline: what it did and how long shutting it down took.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ShutdownReport {
-    /// What the pipeline did over its life.
-    pub stats: ExportStats,
-    /// How long shutting down took.
-    pub elapsed: Duration,
-    /// Everything pending was exported or failed before the deadline.
-    pub complete: bool,
-}
-
-impl fmt::Display for ShutdownReport {
+impl fmt::Display for ExportStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.stats;
-        write!(f, "{} spans exported", s.spans_exported)?;
-        if s.spans_lost() > 0 {
+        write!(f, "{} spans exported", self.spans_exported)?;
+        if self.spans_lost() > 0 {
             write!(
                 f,
                 ", {} lost ({} queue full, {} export failed, {} left at shutdown)",
-                s.spans_lost(),
-                s.spans_dropped,
-                s.spans_failed,
-                s.spans_abandoned
+                self.spans_lost(),
+                self.spans_dropped,
+                self.spans_failed,
+                self.spans_abandoned
             )?;
         }
-        write!(f, "; {} metric exports", s.metric_exports)?;
-        if s.metric_exports_failed > 0 {
-            write!(f, ", {} failed", s.metric_exports_failed)?;
+        write!(f, "; {} metric exports", self.metric_exports)?;
+        if self.metric_exports_failed > 0 {
+            write!(f, ", {} failed", self.metric_exports_failed)?;
         }
-        write!(f, "; shutdown took {:.2} s", self.elapsed.as_secs_f64())
+        if self.shutdown_timed_out {
+            write!(f, "; shutdown ran out of time")?;
+        }
+        Ok(())
     }
 }
