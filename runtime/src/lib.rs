@@ -230,11 +230,7 @@ pub use {
 };
 
 #[cfg(feature = "enabled")]
-pub use {
-    export::summary::summary,
-    resolver::flush,
-    switch::set_enabled,
-};
+pub use {export::summary::summary, resolver::flush, switch::set_enabled};
 
 #[cfg(not(feature = "enabled"))]
 pub use off::{flush, set_enabled, summary};

@@ -371,7 +371,11 @@ impl Sink for Otlp {
     /// Bounded by the export's own shutdown timeout (see [`Otlp::shutdown`]), not `deadline`.
     fn finish(&self, _deadline: Instant) -> Option<String> {
         let (stats, took) = self.shutdown_shared();
-        Some(format!("gpuspan: OTLP export to {}: {stats}; shutdown took {:.2} s", self.destination(), took.as_secs_f64()))
+        Some(format!(
+            "gpuspan: OTLP export to {}: {stats}; shutdown took {:.2} s",
+            self.destination(),
+            took.as_secs_f64()
+        ))
     }
 }
 
