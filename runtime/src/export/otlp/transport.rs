@@ -225,32 +225,42 @@ pub(super) fn span_exporter(
     let url = config.traces_url();
     let built = match config.protocol {
         Protocol::Grpc => io.enter(|| {
-            let b = opentelemetry_otlp::SpanExporter::builder()
-                .with_tonic()
-                .with_endpoint(&url)
-                .with_timeout(config.timeout)
-                .with_metadata(metadata(config));
-            if is_https(&url) {
-                b.with_tls_config(tls.tonic()).build()
-            } else {
-                b.build()
-            }
+            tonic_endpoint(opentelemetry_otlp::SpanExporter::builder().with_tonic(), config, &url, tls).build()
         }),
         Protocol::HttpProtobuf => {
             let client = http_client(config, tls)?;
             io.enter(|| {
-                opentelemetry_otlp::SpanExporter::builder()
-                    .with_http()
-                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                    .with_endpoint(&url)
-                    .with_timeout(config.timeout)
-                    .with_headers(config.headers.iter().cloned().collect())
-                    .with_http_client(client)
-                    .build()
+                http_endpoint(opentelemetry_otlp::SpanExporter::builder().with_http(), config, &url, client).build()
             })
         }
     };
     built.map_err(|source| OtlpError::Exporter { signal: "span", url, source })
+}
+
+/// A gRPC exporter's builder (either signal) pointed at `url`, with the configured timeout,
+/// metadata and, for `https`, TLS.
+fn tonic_endpoint<B: WithExportConfig + WithTonicConfig>(b: B, config: &OtlpConfig, url: &str, tls: &Tls) -> B {
+    let b = b.with_endpoint(url).with_timeout(config.timeout).with_metadata(metadata(config));
+    if is_https(url) {
+        b.with_tls_config(tls.tonic())
+    } else {
+        b
+    }
+}
+
+/// An http/protobuf exporter's builder (either signal) pointed at `url` through `client`, with
+/// the configured timeout and headers.
+fn http_endpoint<B: WithExportConfig + WithHttpConfig>(
+    b: B,
+    config: &OtlpConfig,
+    url: &str,
+    client: reqwest::Client,
+) -> B {
+    b.with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .with_endpoint(url)
+        .with_timeout(config.timeout)
+        .with_headers(config.headers.iter().cloned().collect())
+        .with_http_client(client)
 }
 
 pub(super) fn metric_exporter(
@@ -263,30 +273,14 @@ pub(super) fn metric_exporter(
     let temporality = Temporality::Cumulative;
     let built = match config.protocol {
         Protocol::Grpc => io.enter(|| {
-            let b = opentelemetry_otlp::MetricExporter::builder()
-                .with_tonic()
-                .with_endpoint(&url)
-                .with_timeout(config.timeout)
-                .with_metadata(metadata(config))
-                .with_temporality(temporality);
-            if is_https(&url) {
-                b.with_tls_config(tls.tonic()).build()
-            } else {
-                b.build()
-            }
+            let b = opentelemetry_otlp::MetricExporter::builder().with_tonic();
+            tonic_endpoint(b, config, &url, tls).with_temporality(temporality).build()
         }),
         Protocol::HttpProtobuf => {
             let client = http_client(config, tls)?;
             io.enter(|| {
-                opentelemetry_otlp::MetricExporter::builder()
-                    .with_http()
-                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                    .with_endpoint(&url)
-                    .with_timeout(config.timeout)
-                    .with_headers(config.headers.iter().cloned().collect())
-                    .with_http_client(client)
-                    .with_temporality(temporality)
-                    .build()
+                let b = opentelemetry_otlp::MetricExporter::builder().with_http();
+                http_endpoint(b, config, &url, client).with_temporality(temporality).build()
             })
         }
     };
