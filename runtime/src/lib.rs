@@ -195,6 +195,8 @@ mod nvtx;
 #[cfg(feature = "enabled")]
 #[allow(missing_docs)]
 mod probe;
+#[cfg(all(feature = "enabled", any(feature = "wgpu", feature = "cuda")))]
+mod placement;
 #[cfg(feature = "enabled")]
 mod resolver;
 #[cfg(feature = "enabled")]

@@ -70,13 +70,17 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
         match f {
             Frame::Buffer { seq, host_ns, offsets, bytes } => {
                 now = *host_ns;
-                resolver.buffer(*seq, &raws(offsets, bytes), &mut |p| names.get(&p).cloned());
+                // Written after the buffer came back: a valid, if late, upper bound on its work.
+                resolver.buffer(*seq, *host_ns, &raws(offsets, bytes), &mut |p| names.get(&p).cloned());
             }
             Frame::Ended { scope_id, fence, host_ns, site: name } => {
                 now = *host_ns;
-                let record =
-                    Record::new(site(name), *scope_id, 1, Interval { start_ns: host_ns - 1, end_ns: *host_ns });
-                resolver.ended_in(record, *fence, windows.remove(scope_id));
+                // The dump has no scope starts: a synchronous scope began at its window's start
+                // (CUPTI's clock, the replay's host clock), a pushed one is given none (0).
+                let window = windows.remove(scope_id);
+                let start_ns = window.map_or(0, |w: gpuspan::cuda::replay::Window| w.start);
+                let record = Record::new(site(name), *scope_id, 1, Interval { start_ns, end_ns: *host_ns });
+                resolver.ended_in(record, *fence, window);
             }
             Frame::Window { scope_id, window } => {
                 windows.insert(*scope_id, *window);

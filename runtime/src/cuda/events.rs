@@ -1,15 +1,20 @@
 //! Timing without CUPTI: two CUDA events around the call on its stream, read back by the one
 //! resolver (`crate::resolver`) with `cuEventQuery` (never a synchronize on the caller's work).
 //!
-//! Events give durations, not dates. To place a call on the host clock, each context gets an
-//! anchor: an event recorded on a stream of gpuspan's own, which is idle, so it completes at
-//! once; the host clock read before recording and after it completed brackets its GPU time.
-//! A call's start is the anchor's host time plus `cuEventElapsedTime(anchor, start)`; the
-//! anchor is renewed every [`ANCHOR_RENEW`] so the elapsed time stays small enough for f32.
-//! The duration is `cuEventElapsedTime(start, end)`: stream time between the events, which
-//! includes any gap in which the stream waited.
+//! Events give durations, not dates. Each context gets an anchor: an event recorded on a stream
+//! of gpuspan's own, which is idle, so it completes at once; the host clock read before
+//! recording and after it completed brackets its GPU time: the calibration. A call's events are
+//! known as `cuEventElapsedTime(anchor, event)`, and each call brings two facts that hold
+//! whatever the anchor says (decision 38): its start event cannot have completed before the
+//! host recorded it, and its end event had completed when `cuEventQuery` first said so. The
+//! shared placement (`crate::placement`) keeps them per context and places the call inside them
+//! and the anchor's interval; the anchor is renewed every [`ANCHOR_RENEW`] (so the elapsed time
+//! stays small enough for f32), or at once when the facts contradicted it, and each anchor
+//! starts the facts afresh (a new origin). The duration is `cuEventElapsedTime(start, end)`:
+//! stream time between the events, which includes any gap in which the stream waited.
 
 use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::placement::{Bounds, ClockMap, Facts};
 use crate::record::{GpuTiming, Interval, Record, TimingSource};
 use crate::resolver::{PendingWork, Progress};
 use crate::{clock, pipeline};
@@ -21,6 +26,8 @@ use std::time::{Duration, Instant};
 
 /// How long an anchor is used: at 10 s an f32 millisecond count is exact to about 1 µs.
 const ANCHOR_RENEW: Duration = Duration::from_secs(10);
+/// The resolution of `cuEventElapsedTime` ("around 0.5 microseconds", CUDA's documentation).
+const EVENT_RESOLUTION_NS: u64 = 500;
 
 #[derive(Debug)]
 struct Anchor {
@@ -36,6 +43,11 @@ struct ContextState {
     own_stream: usize,
     anchor: Arc<Anchor>,
     pool: Vec<usize>,
+    /// Facts about the offset of [`ContextState::facts_anchor`]'s clock, and the placements.
+    bounds: Bounds,
+    facts_anchor: usize,
+    /// The facts contradicted the anchor: a new one is made before the next call.
+    renew: bool,
 }
 
 /// Started event timing of one call.
@@ -45,6 +57,8 @@ pub(crate) struct EventScope {
     stream: usize,
     start: usize,
     anchor: Arc<Anchor>,
+    /// The host instant just before the start event was recorded: it completes later.
+    recorded_ns: u64,
     /// A stream handed over by `cuda::attach` was made in the call's body and is dropped at its
     /// end, before the end event is recorded on it: kept alive until then.
     keep: Option<Arc<CudaStream>>,
@@ -108,13 +122,22 @@ fn state_for<'a>(
         None => {
             let own = cstream::create(cstream::StreamKind::NonBlocking)? as usize;
             let anchor = Arc::new(make_anchor(own)?);
-            all.push(ContextState { ctx: ctx.clone(), own_stream: own, anchor, pool: Vec::new() });
+            all.push(ContextState {
+                ctx: ctx.clone(),
+                own_stream: own,
+                facts_anchor: anchor.event,
+                anchor,
+                pool: Vec::new(),
+                bounds: Bounds::default(),
+                renew: false,
+            });
             all.len() - 1
         }
     };
     let s = &mut all[i];
-    if s.anchor.made.elapsed() >= ANCHOR_RENEW {
+    if s.renew || s.anchor.made.elapsed() >= ANCHOR_RENEW {
         s.anchor = Arc::new(make_anchor(s.own_stream)?);
+        s.renew = false;
     }
     Ok(s)
 }
@@ -134,6 +157,7 @@ pub(crate) fn start(stream: &CudaStream) -> Result<EventScope, result::DriverErr
         CONTEXTS.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
     let s = state_for(&mut all, ctx)?;
     let start = take_event(s)?;
+    let recorded_ns = clock::now_ns();
     // SAFETY: the event and the caller's stream are live in the bound context.
     unsafe { event::record(ev(start), stream.cu_stream())? };
     Ok(EventScope {
@@ -141,6 +165,7 @@ pub(crate) fn start(stream: &CudaStream) -> Result<EventScope, result::DriverErr
         stream: stream.cu_stream() as usize,
         start,
         anchor: s.anchor.clone(),
+        recorded_ns,
         keep: None,
     })
 }
@@ -180,6 +205,7 @@ pub(crate) fn finish(mut scope: EventScope, record: Record) {
                 Err(_) => false,
             };
             if first {
+                crate::hooks::add_summary_section(clock_lines);
                 crate::resolver::register(&Events);
             } else {
                 crate::resolver::wake();
@@ -220,33 +246,38 @@ fn resolve_ready() -> usize {
         match ready {
             Ok(false) => i += 1,
             Ok(true) | Err(_) => {
+                // Its end event had completed by now: a fact for placing it.
+                let seen_ns = clock::now_ns();
                 let w = waiting.swap_remove(i);
-                done.push((ready.is_ok(), w));
+                done.push((ready.is_ok().then_some(seen_ns), w));
             }
         }
     }
     let left = waiting.len();
     drop(queue);
-    for (ok, w) in done {
-        let timing = ok.then(|| {
-            let d = elapsed_ns(w.scope.start, w.end).ok()?;
+    for (seen, w) in done {
+        let timing = seen.and_then(|seen_ns| {
+            let d = elapsed_ns(w.scope.start, w.end).ok()?.max(0);
             let from_anchor = elapsed_ns(w.scope.anchor.event, w.scope.start).ok()?;
-            let start = (w.scope.anchor.host_ns as i64 + from_anchor).max(0) as u64;
-            let d = d.max(0) as u64;
-            // f32 milliseconds since the anchor: one unit in the last place.
+            // f32 milliseconds since the anchor: one unit in the last place, and the events'
+            // own resolution.
             let ulp_ns = ((from_anchor.unsigned_abs() as f64) * 2f64.powi(-23)).ceil() as u64;
+            let gpu = (i128::from(from_anchor), i128::from(from_anchor) + i128::from(d));
+            let facts = Facts::of(gpu, w.scope.recorded_ns, seen_ns);
+            let offset = place(&w.scope, facts, i128::from(ulp_ns + EVENT_RESOLUTION_NS))?;
+            let start = u64::try_from(gpu.0 + offset.0).unwrap_or(0);
             Some(GpuTiming {
-                interval: Interval { start_ns: start, end_ns: start + d },
-                busy_ns: d,
+                interval: Interval { start_ns: start, end_ns: start + d as u64 },
+                busy_ns: d as u64,
                 source: TimingSource::CudaEvent,
-                clock_error_ns: w.scope.anchor.error_ns + ulp_ns + 500,
+                clock_error_ns: offset.1,
                 bracketed: false,
                 bracket_at_exit: false,
                 device: super::devices().get(w.scope.ctx.ordinal()).cloned(),
             })
         });
         let mut record = w.record;
-        record.gpu = timing.flatten();
+        record.gpu = timing;
         if record.gpu.is_none() {
             Losses::add(&LOSSES.unresolved_scopes, 1);
             note_once("reading back CUDA events failed: some calls are timed on the host only");
@@ -260,6 +291,38 @@ fn resolve_ready() -> usize {
         pipeline::submit(record);
     }
     left
+}
+
+/// The offset (`host = ns since the anchor + offset`) and error of one call, from its context's
+/// facts and its anchor; `None` if the context is gone.
+fn place(scope: &EventScope, facts: Facts, rounding: i128) -> Option<(i128, u64)> {
+    let mut all = CONTEXTS.lock().ok()?;
+    let s = all.iter_mut().find(|s| s.ctx.cu_ctx() == scope.ctx.cu_ctx())?;
+    let anchor = &scope.anchor;
+    if s.facts_anchor != anchor.event {
+        // Another anchor, another origin: facts about the last one say nothing about this one.
+        s.bounds.forget();
+        s.facts_anchor = anchor.event;
+    }
+    let calibration =
+        ClockMap { offset_ns: i128::from(anchor.host_ns), error_ns: anchor.error_ns, taken_at_ns: anchor.host_ns };
+    let p = s.bounds.place(facts, rounding, calibration);
+    s.renew |= p.calibration_contradicted;
+    Some((p.offset_ns, p.error_ns))
+}
+
+/// The trust report's lines: per context, how well its events' offset is known.
+fn clock_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
+    let Ok(all) = CONTEXTS.lock() else { return Vec::new() };
+    all.iter()
+        .filter(|s| s.bounds.placed > 0)
+        .map(|s| {
+            let name = super::devices()
+                .get(s.ctx.ordinal())
+                .map_or_else(|| format!("device {}", s.ctx.ordinal()), |d| d.name.to_string());
+            s.bounds.line(&format!("{name} (CUDA events)"))
+        })
+        .collect()
 }
 
 /// The calls timed by CUDA events.

@@ -1,7 +1,6 @@
 //! The devices gpuspan knows: each with its queue, its clock mapping, and its profiler frames.
 
-use super::bounds::Bounds;
-use super::calibration::ClockMap;
+use crate::placement::{Bounds, ClockMap};
 use super::frame::Frame;
 use crate::record::DeviceLabel;
 use std::sync::atomic::AtomicBool;
