@@ -141,10 +141,8 @@ impl Bounds {
         let spread = drift(upper_at.abs_diff(lower_at));
         let lower = own.lower.map(|(l, _)| l - rounding);
         let upper = own.upper.map(|(u, _)| u + rounding);
-        let mine = Span {
-            lo: lower.map_or(Span::ALL.lo, |l| l - spread),
-            hi: upper.map_or(Span::ALL.hi, |u| u + spread),
-        };
+        let mine =
+            Span { lo: lower.map_or(Span::ALL.lo, |l| l - spread), hi: upper.map_or(Span::ALL.hi, |u| u + spread) };
         self.add(lower_at, lower, None);
         self.add(upper_at, None, upper);
         // Evaluated at the later instant: later than every instant of the record's work.
@@ -174,11 +172,8 @@ impl Bounds {
         // The middle when the calibration holds. When it was contradicted, it was most likely
         // off by a little, not by the facts' whole width (their upper edge is as loose as the
         // backend's delivery): the point nearest to it, with the far edge as the error.
-        let offset = if nearest {
-            calibration.offset_ns.clamp(span.lo, span.hi)
-        } else {
-            span.lo + (span.hi - span.lo) / 2
-        };
+        let offset =
+            if nearest { calibration.offset_ns.clamp(span.lo, span.hi) } else { span.lo + (span.hi - span.lo) / 2 };
         // Never before the record's own lower fact: unwidened, it is a valid floor that the
         // drift allowance would otherwise blur by a few ns.
         let offset = match own.lower {

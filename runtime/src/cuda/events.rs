@@ -24,8 +24,10 @@ use cudarc::driver::{CudaContext, CudaStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long an anchor is used: at 10 s an f32 millisecond count is exact to about 1 µs.
-const ANCHOR_RENEW: Duration = Duration::from_secs(10);
+/// How long an anchor is used: its interval is widened by 20 ppm of its age when calls are
+/// placed (`crate::placement`), 20 µs after a second; and an f32 millisecond count of a second
+/// is exact to about 0.1 µs. Making one costs a few event round trips on a calling thread.
+const ANCHOR_RENEW: Duration = Duration::from_secs(1);
 /// The resolution of `cuEventElapsedTime` ("around 0.5 microseconds", CUDA's documentation).
 const EVENT_RESOLUTION_NS: u64 = 500;
 

@@ -41,8 +41,8 @@ use super::finish::{demangle, finish, unattributed};
 use super::records::{self, Raw, RawApi};
 use super::thread_index::{Owner, Snapshot, ThreadIndex, Window};
 use crate::record::{Activity, ActivityKind, DeviceLabel, Interval, KernelGeometry, Record};
-use std::borrow::Cow;
 use facts::{Piece, Placer};
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 mod facts;
@@ -172,7 +172,8 @@ impl Resolver {
 
     /// The trust report's lines: how well each device's offset is known.
     pub(crate) fn clock_lines(&self) -> Vec<String> {
-        let name = |id: u32| self.devices.get(id as usize).map_or_else(|| format!("device {id}"), |d| d.name.to_string());
+        let name =
+            |id: u32| self.devices.get(id as usize).map_or_else(|| format!("device {id}"), |d| d.name.to_string());
         self.placer.lines(name)
     }
 
@@ -297,8 +298,7 @@ impl Resolver {
         }
         self.counts.scopes_resolved += 1;
         let launch_of = |c: u32| p.expected.iter().find(|(e, ..)| *e == c).map(|(_, _, start)| *start);
-        let (activities, clock_error_ns) =
-            self.placer.place(Some(e.record.host.start_ns), launch_of, p.activities);
+        let (activities, clock_error_ns) = self.placer.place(Some(e.record.host.start_ns), launch_of, p.activities);
         Some(finish(e.record, activities, clock_error_ns))
     }
 
