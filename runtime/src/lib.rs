@@ -192,6 +192,8 @@ mod ring;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(all(feature = "enabled", feature = "nvtx"))]
 mod nvtx;
+#[cfg(all(feature = "enabled", any(feature = "wgpu", feature = "cuda")))]
+mod placement;
 #[cfg(feature = "enabled")]
 #[allow(missing_docs)]
 mod probe;

@@ -70,13 +70,17 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
         match f {
             Frame::Buffer { seq, host_ns, offsets, bytes } => {
                 now = *host_ns;
-                resolver.buffer(*seq, &raws(offsets, bytes), &mut |p| names.get(&p).cloned());
+                // Written after the buffer came back: a valid, if late, upper bound on its work.
+                resolver.buffer(*seq, *host_ns, &raws(offsets, bytes), &mut |p| names.get(&p).cloned());
             }
             Frame::Ended { scope_id, fence, host_ns, site: name } => {
                 now = *host_ns;
-                let record =
-                    Record::new(site(name), *scope_id, 1, Interval { start_ns: host_ns - 1, end_ns: *host_ns });
-                resolver.ended_in(record, *fence, windows.remove(scope_id));
+                // The dump has no scope starts: a synchronous scope began at its window's start
+                // (CUPTI's clock, the replay's host clock), a pushed one is given none (0).
+                let window = windows.remove(scope_id);
+                let start_ns = window.map_or(0, |w: gpuspan::cuda::replay::Window| w.start);
+                let record = Record::new(site(name), *scope_id, 1, Interval { start_ns, end_ns: *host_ns });
+                resolver.ended_in(record, *fence, window);
             }
             Frame::Window { scope_id, window } => {
                 windows.insert(*scope_id, *window);
@@ -214,6 +218,33 @@ fn a_call_resolves_when_its_buffer_is_complete_not_before() {
     assert!(r.gpu.as_ref().unwrap().interval.end_ns < long.gpu.as_ref().unwrap().interval.end_ns);
 }
 
+/// Real CUPTI traffic placed from its facts: every record of a scope with a known start (a
+/// window's) starts no earlier than that start minus the error it states, and its work, which
+/// had ended before its buffer was written to the dump, ends no later than that plus the error.
+#[test]
+fn replayed_records_lie_within_their_facts() {
+    let frames = frames();
+    let last_buffer = frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Buffer { host_ns, .. } => Some(*host_ns),
+            _ => None,
+        })
+        .max()
+        .expect("buffers");
+    let (records, _) = replay();
+    let mut checked = 0;
+    for (_, r) in &records {
+        let Some(g) = r.gpu.as_ref() else { continue };
+        assert!(g.interval.end_ns <= last_buffer + g.clock_error_ns, "ends after its buffer came: {r:?}");
+        if r.host.start_ns > 0 {
+            assert!(g.interval.start_ns + g.clock_error_ns >= r.host.start_ns, "starts before its scope: {r:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "the window scopes: {checked}");
+}
+
 /// A synchronous scope owns its thread's calls inside its window; a pushed (async) scope
 /// inside it owns its own; a call after the window, or on another thread, is nobody's; a
 /// call in a still open window waits for it; a flush deadline decides the rest.
@@ -272,9 +303,10 @@ fn windows_attribute_by_thread_and_time() {
     let ext = RawExternal { external_kind: EXTERNAL_KIND, external_id: 2, correlation_id: 12 };
     let calls = [launch(7, 110, 11), Raw::External(ext), launch(7, 150, 12), launch(8, 150, 13)];
     let [a, b, c, d] = calls;
-    r.buffer(1, &[a, b, c, d, launch(7, 250, 14)], &mut |_| None);
+    r.buffer(1, 300, &[a, b, c, d, launch(7, 250, 14)], &mut |_| None);
     r.buffer(
         2,
+        20_000,
         &[launch(7, 450, 15), kernel(11, 1), kernel(12, 2), kernel(13, 3), kernel(14, 4), kernel(15, 5)],
         &mut |_| None,
     );
@@ -293,7 +325,7 @@ fn windows_attribute_by_thread_and_time() {
     assert_eq!((r.pending(), r.held_calls(), r.counts().window_scopes), (0, 0, 2));
     // A scope whose kernel never comes is decided at the deadline, and counted.
     r.ended_in(Record::new(&SYNC, 4, 1, host), 3, Some(Window { thread: 7, start: 600, end: 700 }));
-    r.buffer(3, &[launch(7, 650, 16)], &mut |_| None);
+    r.buffer(3, 20_000, &[launch(7, 650, 16)], &mut |_| None);
     assert!(r.poll(0).is_empty());
     assert_eq!(r.force().len(), 1);
     assert_eq!((r.pending(), r.counts().deadline_scopes), (0, 1));

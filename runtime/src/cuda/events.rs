@@ -1,15 +1,20 @@
 //! Timing without CUPTI: two CUDA events around the call on its stream, read back by the one
 //! resolver (`crate::resolver`) with `cuEventQuery` (never a synchronize on the caller's work).
 //!
-//! Events give durations, not dates. To place a call on the host clock, each context gets an
-//! anchor: an event recorded on a stream of gpuspan's own, which is idle, so it completes at
-//! once; the host clock read before recording and after it completed brackets its GPU time.
-//! A call's start is the anchor's host time plus `cuEventElapsedTime(anchor, start)`; the
-//! anchor is renewed every [`ANCHOR_RENEW`] so the elapsed time stays small enough for f32.
-//! The duration is `cuEventElapsedTime(start, end)`: stream time between the events, which
-//! includes any gap in which the stream waited.
+//! Events give durations, not dates. Each context gets an anchor: an event recorded on a stream
+//! of gpuspan's own, which is idle, so it completes at once; the host clock read before
+//! recording and after it completed brackets its GPU time: the calibration. A call's events are
+//! known as `cuEventElapsedTime(anchor, event)`, and each call brings two facts that hold
+//! whatever the anchor says (decision 38): its start event cannot have completed before the
+//! host recorded it, and its end event had completed when `cuEventQuery` first said so. The
+//! shared placement (`crate::placement`) keeps them per context and places the call inside them
+//! and the anchor's interval; the anchor is renewed every [`ANCHOR_RENEW`] (so the elapsed time
+//! stays small enough for f32), or at once when the facts contradicted it, and each anchor
+//! starts the facts afresh (a new origin). The duration is `cuEventElapsedTime(start, end)`:
+//! stream time between the events, which includes any gap in which the stream waited.
 
 use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::placement::{Bounds, ClockMap, Facts};
 use crate::record::{GpuTiming, Interval, Record, TimingSource};
 use crate::resolver::{PendingWork, Progress};
 use crate::{clock, pipeline};
@@ -19,8 +24,12 @@ use cudarc::driver::{CudaContext, CudaStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long an anchor is used: at 10 s an f32 millisecond count is exact to about 1 µs.
-const ANCHOR_RENEW: Duration = Duration::from_secs(10);
+/// How long an anchor is used: its interval is widened by 20 ppm of its age when calls are
+/// placed (`crate::placement`), 20 µs after a second; and an f32 millisecond count of a second
+/// is exact to about 0.1 µs. Making one costs a few event round trips on a calling thread.
+const ANCHOR_RENEW: Duration = Duration::from_secs(1);
+/// The resolution of `cuEventElapsedTime` ("around 0.5 microseconds", CUDA's documentation).
+const EVENT_RESOLUTION_NS: u64 = 500;
 
 #[derive(Debug)]
 struct Anchor {
@@ -36,6 +45,51 @@ struct ContextState {
     own_stream: usize,
     anchor: Arc<Anchor>,
     pool: Vec<usize>,
+    clock: Placing,
+}
+
+/// A context's calls placed on the host clock: facts about the offset of one anchor's clock.
+#[derive(Debug, Default)]
+struct Placing {
+    bounds: Bounds,
+    /// The anchor event the facts are about.
+    anchor: usize,
+    /// The facts contradicted the anchor: a new one is made before the next call.
+    renew: bool,
+}
+
+impl Placing {
+    /// The host interval and stated error of a call whose start event came `from_anchor_ns`
+    /// after `anchor` and whose end `duration_ns` after that; recorded by the host at
+    /// `recorded_ns`, seen completed at `seen_ns`.
+    fn place(
+        &mut self,
+        anchor: &Anchor,
+        recorded_ns: u64,
+        seen_ns: u64,
+        from_anchor_ns: i64,
+        duration_ns: u64,
+    ) -> (Interval, u64) {
+        if self.anchor != anchor.event {
+            // Another anchor, another origin: facts about the last one say nothing about this.
+            self.bounds.forget();
+            self.anchor = anchor.event;
+        }
+        // f32 milliseconds since the anchor: one unit in the last place; and the events' own
+        // resolution.
+        let ulp_ns = ((from_anchor_ns.unsigned_abs() as f64) * 2f64.powi(-23)).ceil() as i128;
+        let gpu = (i128::from(from_anchor_ns), i128::from(from_anchor_ns) + i128::from(duration_ns));
+        let calibration =
+            ClockMap { offset_ns: i128::from(anchor.host_ns), error_ns: anchor.error_ns, taken_at_ns: anchor.host_ns };
+        let p = self.bounds.place(
+            Facts::of(gpu, recorded_ns, seen_ns),
+            ulp_ns + i128::from(EVENT_RESOLUTION_NS),
+            calibration,
+        );
+        self.renew |= p.calibration_contradicted;
+        let start = u64::try_from(gpu.0 + p.offset_ns).unwrap_or(0);
+        (Interval { start_ns: start, end_ns: start + duration_ns }, p.error_ns)
+    }
 }
 
 /// Started event timing of one call.
@@ -45,6 +99,8 @@ pub(crate) struct EventScope {
     stream: usize,
     start: usize,
     anchor: Arc<Anchor>,
+    /// The host instant just before the start event was recorded: it completes later.
+    recorded_ns: u64,
     /// A stream handed over by `cuda::attach` was made in the call's body and is dropped at its
     /// end, before the end event is recorded on it: kept alive until then.
     keep: Option<Arc<CudaStream>>,
@@ -108,13 +164,20 @@ fn state_for<'a>(
         None => {
             let own = cstream::create(cstream::StreamKind::NonBlocking)? as usize;
             let anchor = Arc::new(make_anchor(own)?);
-            all.push(ContextState { ctx: ctx.clone(), own_stream: own, anchor, pool: Vec::new() });
+            all.push(ContextState {
+                ctx: ctx.clone(),
+                own_stream: own,
+                clock: Placing { anchor: anchor.event, ..Placing::default() },
+                anchor,
+                pool: Vec::new(),
+            });
             all.len() - 1
         }
     };
     let s = &mut all[i];
-    if s.anchor.made.elapsed() >= ANCHOR_RENEW {
+    if s.clock.renew || s.anchor.made.elapsed() >= ANCHOR_RENEW {
         s.anchor = Arc::new(make_anchor(s.own_stream)?);
+        s.clock.renew = false;
     }
     Ok(s)
 }
@@ -134,6 +197,7 @@ pub(crate) fn start(stream: &CudaStream) -> Result<EventScope, result::DriverErr
         CONTEXTS.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
     let s = state_for(&mut all, ctx)?;
     let start = take_event(s)?;
+    let recorded_ns = clock::now_ns();
     // SAFETY: the event and the caller's stream are live in the bound context.
     unsafe { event::record(ev(start), stream.cu_stream())? };
     Ok(EventScope {
@@ -141,6 +205,7 @@ pub(crate) fn start(stream: &CudaStream) -> Result<EventScope, result::DriverErr
         stream: stream.cu_stream() as usize,
         start,
         anchor: s.anchor.clone(),
+        recorded_ns,
         keep: None,
     })
 }
@@ -180,6 +245,7 @@ pub(crate) fn finish(mut scope: EventScope, record: Record) {
                 Err(_) => false,
             };
             if first {
+                crate::hooks::add_summary_section(clock_lines);
                 crate::resolver::register(&Events);
             } else {
                 crate::resolver::wake();
@@ -220,33 +286,36 @@ fn resolve_ready() -> usize {
         match ready {
             Ok(false) => i += 1,
             Ok(true) | Err(_) => {
+                // Its end event had completed by now: a fact for placing it.
+                let seen_ns = clock::now_ns();
                 let w = waiting.swap_remove(i);
-                done.push((ready.is_ok(), w));
+                done.push((ready.is_ok().then_some(seen_ns), w));
             }
         }
     }
     let left = waiting.len();
     drop(queue);
-    for (ok, w) in done {
-        let timing = ok.then(|| {
-            let d = elapsed_ns(w.scope.start, w.end).ok()?;
+    for (seen, w) in done {
+        let timing = seen.and_then(|seen_ns| {
+            let d = elapsed_ns(w.scope.start, w.end).ok()?.max(0) as u64;
             let from_anchor = elapsed_ns(w.scope.anchor.event, w.scope.start).ok()?;
-            let start = (w.scope.anchor.host_ns as i64 + from_anchor).max(0) as u64;
-            let d = d.max(0) as u64;
-            // f32 milliseconds since the anchor: one unit in the last place.
-            let ulp_ns = ((from_anchor.unsigned_abs() as f64) * 2f64.powi(-23)).ceil() as u64;
+            let (interval, error) = {
+                let mut all = CONTEXTS.lock().ok()?;
+                let s = all.iter_mut().find(|s| s.ctx.cu_ctx() == w.scope.ctx.cu_ctx())?;
+                s.clock.place(&w.scope.anchor, w.scope.recorded_ns, seen_ns, from_anchor, d)
+            };
             Some(GpuTiming {
-                interval: Interval { start_ns: start, end_ns: start + d },
+                interval,
                 busy_ns: d,
                 source: TimingSource::CudaEvent,
-                clock_error_ns: w.scope.anchor.error_ns + ulp_ns + 500,
+                clock_error_ns: error,
                 bracketed: false,
                 bracket_at_exit: false,
                 device: super::devices().get(w.scope.ctx.ordinal()).cloned(),
             })
         });
         let mut record = w.record;
-        record.gpu = timing.flatten();
+        record.gpu = timing;
         if record.gpu.is_none() {
             Losses::add(&LOSSES.unresolved_scopes, 1);
             note_once("reading back CUDA events failed: some calls are timed on the host only");
@@ -260,6 +329,20 @@ fn resolve_ready() -> usize {
         pipeline::submit(record);
     }
     left
+}
+
+/// The trust report's lines: per context, how well its events' offset is known.
+fn clock_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
+    let Ok(all) = CONTEXTS.lock() else { return Vec::new() };
+    all.iter()
+        .filter(|s| s.clock.bounds.placed > 0)
+        .map(|s| {
+            let name = super::devices()
+                .get(s.ctx.ordinal())
+                .map_or_else(|| format!("device {}", s.ctx.ordinal()), |d| d.name.to_string());
+            s.clock.bounds.line(&format!("{name} (CUDA events)"))
+        })
+        .collect()
 }
 
 /// The calls timed by CUDA events.
@@ -297,5 +380,59 @@ impl PendingWork for Events {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: u64 = 1_700_000_000_000_000_000;
+
+    fn anchor(event: usize, host_ns: u64, error_ns: u64) -> Anchor {
+        Anchor { event, host_ns, error_ns, made: Instant::now() }
+    }
+
+    /// The anchor's event completed at host T. A call recorded 100 µs later whose start event
+    /// ran 5 µs after that, for 80 µs, seen done 2 ms later.
+    fn call(p: &mut Placing, a: &Anchor, at: u64) -> (Interval, u64, u64) {
+        let recorded = at;
+        let gpu_start = at + 5_000;
+        let (interval, error) = p.place(a, recorded, gpu_start + 2_080_000, (gpu_start - T) as i64, 80_000);
+        (interval, error, gpu_start)
+    }
+
+    #[test]
+    fn a_true_anchor_places_calls_within_its_error() {
+        let mut p = Placing::default();
+        let a = anchor(1, T, 1_500);
+        let (interval, error, truth) = call(&mut p, &a, T + 100_000);
+        assert_eq!(interval.duration_ns(), 80_000);
+        assert!(interval.start_ns.abs_diff(truth) <= error, "{interval:?} ±{error} vs {truth}");
+        assert!(error <= 3_000, "the anchor's bracket, drift since, and the events' resolution: {error}");
+        assert!(!p.renew);
+    }
+
+    /// An anchor whose bracket says 30 µs too early (seen on the H100: events placed up to 37 µs
+    /// before their call): the calls' facts contradict it, the anchor is to be renewed, and every
+    /// call is placed after its event was recorded, with an error that covers its true start.
+    #[test]
+    fn a_wrong_anchor_is_caught_and_calls_are_placed_from_their_facts() {
+        let mut p = Placing::default();
+        let a = anchor(1, T - 30_000, 1_000);
+        for i in 0..10 {
+            let recorded = T + 100_000 + i * 1_000_000;
+            let (interval, error, truth) = call(&mut p, &a, recorded);
+            assert!(interval.start_ns >= recorded, "not before its record call: {interval:?} {recorded}");
+            assert!(interval.start_ns.abs_diff(truth) <= error, "{interval:?} ±{error} vs {truth}");
+        }
+        assert!(p.renew);
+        assert_eq!(p.bounds.contradicted, 10);
+        // A new anchor is a new origin: the old facts are dropped, a true anchor holds again.
+        p.renew = false;
+        let b = anchor(2, T, 1_000);
+        let (interval, error, truth) = call(&mut p, &b, T + 20_000_000);
+        assert!(interval.start_ns.abs_diff(truth) <= error && error < 5_000, "{interval:?} ±{error}");
+        assert!(!p.renew);
     }
 }

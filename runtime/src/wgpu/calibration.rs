@@ -3,23 +3,15 @@
 //! A single timestamp is written by a tiny submission; the GPU wrote it at some host instant
 //! between the moment we began submitting and the moment we saw it complete. The offset is the
 //! midpoint of that window and its error bound is half the window; the narrowest of a few tries
-//! is kept. GPU clocks drift from the host's and some reset, so the resolver thread takes a new
-//! calibration periodically instead of trusting the first one forever.
+//! is kept (a `ClockMap`: the interval `crate::placement` intersects with host facts). GPU
+//! clocks drift from the host's and some reset, so the resolver thread takes a new calibration
+//! periodically instead of trusting the first one forever.
 
 use crate::clock;
+pub(crate) use crate::placement::ClockMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `host_ns = gpu_ns + offset_ns`, good to within `error_ns` when taken: the interval
-/// `bounds.rs` intersects with host facts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ClockMap {
-    pub offset_ns: i128,
-    pub error_ns: u64,
-    /// When it was taken, on the host clock.
-    pub taken_at_ns: u64,
-}
 
 /// Why a calibration could not be taken.
 #[derive(Debug, thiserror::Error)]

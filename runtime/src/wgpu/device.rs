@@ -1,8 +1,7 @@
 //! The devices gpuspan knows: each with its queue, its clock mapping, and its profiler frames.
 
-use super::bounds::Bounds;
-use super::calibration::ClockMap;
 use super::frame::Frame;
+use crate::placement::{Bounds, ClockMap};
 use crate::record::DeviceLabel;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};

@@ -41,8 +41,11 @@ use super::finish::{demangle, finish, unattributed};
 use super::records::{self, Raw, RawApi};
 use super::thread_index::{Owner, Snapshot, ThreadIndex, Window};
 use crate::record::{Activity, ActivityKind, DeviceLabel, Interval, KernelGeometry, Record};
+use facts::{Piece, Placer};
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
+
+mod facts;
 
 /// How long a scope past its fence waits for missing device records before it is resolved
 /// with what it has.
@@ -67,25 +70,9 @@ struct Pending {
     ended: Option<Ended>,
     correlation_ids: Vec<u32>,
     /// The work-enqueuing calls made in the scope: correlation id, what they enqueue, and when
-    /// the call started on the host clock (its work cannot start earlier).
+    /// the call started on CUPTI's clock (its work cannot start earlier).
     expected: Vec<(u32, Work, u64)>,
-    activities: Vec<(u32, Activity)>,
-}
-
-/// How far the mapping placed some of a scope's GPU work before the start of the call that
-/// launched it (0 when it did not). CUPTI's kernel timestamps are normalised from the GPU's clock
-/// by CUPTI itself; an error there is invisible to the host-clock offset, but not to this fact:
-/// a record's stated error is widened by it, so that the causality check never finds the
-/// record's work before its call by more than the error the record states (decision 37).
-fn api_lead_ns(expected: &[(u32, Work, u64)], activities: &[(u32, Activity)]) -> u64 {
-    activities
-        .iter()
-        .filter_map(|(c, a)| {
-            let (_, _, api_start) = expected.iter().find(|(e, ..)| e == c)?;
-            api_start.checked_sub(a.interval.start_ns)
-        })
-        .max()
-        .unwrap_or(0)
+    activities: Vec<(u32, Piece)>,
 }
 
 /// Which buffers came back: all up to `prefix`, and those in `above`.
@@ -133,14 +120,14 @@ pub struct Resolver {
     correlation: HashMap<u32, u64>,
     /// Work-enqueuing API records without an external id, with the buffer they came in.
     api_waiting: Vec<(u64, RawApi)>,
-    /// Work-enqueuing API calls made outside every scope: their host interval.
+    /// Work-enqueuing API calls made outside every scope: their interval on CUPTI's clock.
     outside: HashMap<u32, Interval>,
     /// Activities whose correlation id is not known yet, with the buffer they came in.
-    orphans: Vec<(u64, u32, Activity)>,
+    orphans: Vec<(u64, u32, Piece)>,
     /// Windows of ended synchronous scopes, and the calls that wait for one.
     threads: ThreadIndex,
     /// Activities of calls that wait for their window, by correlation id.
-    held: HashMap<u32, Vec<Activity>>,
+    held: HashMap<u32, Vec<Piece>>,
     /// Scopes ended and not resolved, by `(fence, id)`: a poll looks only at those whose fence
     /// has passed.
     ended: BTreeSet<(u64, u64)>,
@@ -150,9 +137,8 @@ pub struct Resolver {
     names: HashMap<u64, &'static str>,
     devices: Vec<DeviceLabel>,
     counts: Counts,
-    /// CUPTI's clock minus the host clock, and the error of that offset.
-    clock_offset_ns: i64,
-    clock_error_ns: u64,
+    /// CUPTI's clock onto the host's: per device, from facts and the calibration.
+    placer: Placer,
 }
 
 impl Resolver {
@@ -172,20 +158,36 @@ impl Resolver {
             names: HashMap::new(),
             devices,
             counts: Counts::default(),
-            clock_offset_ns: 0,
-            clock_error_ns: 0,
+            placer: Placer::default(),
         }
     }
 
-    /// How CUPTI's timestamps map onto the host clock: `host = cupti - offset_ns`, within
-    /// `error_ns`. Replays of captured traffic leave it at 0.
-    pub fn set_clock(&mut self, offset_ns: i64, error_ns: u64) {
-        self.clock_offset_ns = offset_ns;
-        self.clock_error_ns = error_ns;
+    /// Takes the calibration of CUPTI's CPU clock against the host's (`host = cupti + offset`)
+    /// from `measure`, asked to measure again when a record's facts contradicted the last one.
+    /// Replays of captured traffic set none: their CUPTI clock is taken as the host's.
+    pub(crate) fn calibrate(&mut self, measure: impl FnOnce(bool) -> crate::placement::ClockMap) {
+        let again = self.placer.take_contradicted();
+        self.placer.set_clock(measure(again));
     }
 
-    fn host_ns(&self, cupti_ns: u64) -> u64 {
-        (cupti_ns as i64 - self.clock_offset_ns).max(0) as u64
+    /// The trust report's lines: how well each device's offset is known.
+    pub(crate) fn clock_lines(&self) -> Vec<String> {
+        let name =
+            |id: u32| self.devices.get(id as usize).map_or_else(|| format!("device {id}"), |d| d.name.to_string());
+        self.placer.lines(name)
+    }
+
+    /// The record of work no call claimed, placed from its own facts; `api` is the interval of
+    /// the call that enqueued it on CUPTI's clock, when CUPTI reported it.
+    fn unattributed(&mut self, piece: Piece, api: Option<Interval>) -> Record {
+        self.counts.unattributed_activities += 1;
+        let (mut placed, error) = self.placer.place(None, |_| api.map(|i| i.start_ns), vec![(0, piece)]);
+        let a = placed.remove(0);
+        let host = match api {
+            Some(i) => Interval { start_ns: self.placer.host_ns(i.start_ns), end_ns: self.placer.host_ns(i.end_ns) },
+            None => a.interval,
+        };
+        unattributed(a, host, error)
     }
 
     /// What it has done so far.
@@ -260,7 +262,7 @@ impl Resolver {
 
     fn settle(&mut self, a: RawApi, owner: Owner, out: &mut Vec<Record>) {
         let c = a.correlation_id;
-        let api_start = self.host_ns(a.start);
+        let api_start = a.start;
         let held = self.held.remove(&c).unwrap_or_default();
         match owner {
             Owner::Scope(scope) => {
@@ -273,11 +275,10 @@ impl Resolver {
                 p.activities.extend(held.into_iter().map(|h| (c, h)));
             }
             Owner::Outside | Owner::Undecided => {
-                let host = Interval { start_ns: self.host_ns(a.start), end_ns: self.host_ns(a.end) };
-                self.outside.insert(c, host);
+                let api = Interval { start_ns: a.start, end_ns: a.end };
+                self.outside.insert(c, api);
                 for h in held {
-                    self.counts.unattributed_activities += 1;
-                    out.push(unattributed(h, host, self.clock_error_ns));
+                    out.push(self.unattributed(h, Some(api)));
                 }
             }
         }
@@ -296,12 +297,20 @@ impl Resolver {
             self.counts.window_scopes += 1;
         }
         self.counts.scopes_resolved += 1;
-        let clock_error_ns = self.clock_error_ns + api_lead_ns(&p.expected, &p.activities);
-        Some(finish(e.record, p.activities.into_iter().map(|(_, a)| a).collect(), clock_error_ns))
+        let launch_of = |c: u32| p.expected.iter().find(|(e, ..)| *e == c).map(|(_, _, start)| *start);
+        let (activities, clock_error_ns) = self.placer.place(Some(e.record.host.start_ns), launch_of, p.activities);
+        Some(finish(e.record, activities, clock_error_ns))
     }
 
-    /// Buffer `seq` came back with these records; `name` reads the kernel name behind a pointer.
-    pub fn buffer(&mut self, seq: u64, records: &[Raw], name: &mut dyn FnMut(u64) -> Option<String>) {
+    /// Buffer `seq` came back with these records, handed to the host at `delivered_ns` (host
+    /// clock; its work ended before: 0 if unknown); `name` reads the kernel name behind a pointer.
+    pub fn buffer(
+        &mut self,
+        seq: u64,
+        delivered_ns: u64,
+        records: &[Raw],
+        name: &mut dyn FnMut(u64) -> Option<String>,
+    ) {
         // External correlation records first: within a buffer they precede their API records,
         // but nothing below depends on that order.
         for r in records {
@@ -321,8 +330,7 @@ impl Resolver {
                     }
                     match self.correlation.get(&a.correlation_id) {
                         Some(scope) => {
-                            let api_start = self.host_ns(a.start);
-                            self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, api_start));
+                            self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, a.start));
                         }
                         None => self.api_waiting.push((seq, a.clone())),
                     }
@@ -333,6 +341,7 @@ impl Resolver {
                         self.counts.invalid_activities += 1;
                         continue;
                     };
+                    let activity = Piece { activity, delivered_ns };
                     match self.correlation.get(&c) {
                         Some(scope) => self.scopes.entry(*scope).or_default().activities.push((c, activity)),
                         None => self.orphans.push((seq, c, activity)),
@@ -355,8 +364,7 @@ impl Resolver {
             let (seq, a) = &self.api_waiting[i];
             if let Some(scope) = self.correlation.get(&a.correlation_id) {
                 if let Some(work) = work_of(a.domain, a.cbid) {
-                    let api_start = (a.start as i64 - self.clock_offset_ns).max(0) as u64;
-                    self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, api_start));
+                    self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, a.start));
                 }
                 self.api_waiting.swap_remove(i);
             } else if *seq <= prefix {
@@ -388,9 +396,8 @@ impl Resolver {
                 // into the next buffer. Once that one is in too (or none was asked for), no
                 // call will claim it.
                 let (_, _, a) = self.orphans.swap_remove(i);
-                let host = self.outside.get(&c).copied().unwrap_or(a.interval);
-                self.counts.unattributed_activities += 1;
-                out.push(unattributed(a, host, self.clock_error_ns));
+                let api = self.outside.get(&c).copied();
+                out.push(self.unattributed(a, api));
             } else {
                 i += 1;
             }
@@ -434,10 +441,9 @@ impl Resolver {
         n
     }
 
+    /// An activity with its interval on CUPTI's clock (placed when its record is resolved).
     fn activity(&mut self, r: &Raw, name: &mut dyn FnMut(u64) -> Option<String>) -> Option<Activity> {
-        let off = self.clock_offset_ns;
-        let host = |t: u64| (t as i64 - off).max(0) as u64;
-        let valid = |s: u64, e: u64| (s > 0 && e >= s).then(|| Interval { start_ns: host(s), end_ns: host(e) });
+        let valid = |s: u64, e: u64| (s > 0 && e >= s).then_some(Interval { start_ns: s, end_ns: e });
         Some(match r {
             Raw::Kernel(k) => {
                 let interval = valid(k.start, k.end)?;

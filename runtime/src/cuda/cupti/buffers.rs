@@ -1,6 +1,7 @@
 //! The activity buffers gpuspan lends CUPTI: a small pool of boxed slices, each with a header
-//! word holding its sequence number (the fences scopes wait on), and their return through the
-//! channel to the resolver (woken for it).
+//! holding its sequence number (the fences scopes wait on) and the host instant CUPTI handed it
+//! back (every record in it ended before: a fact for placing them), and their return through
+//! the channel to the resolver (woken for it).
 
 use super::{Msg, TX};
 use crate::diagnostics::{Losses, LOSSES};
@@ -10,7 +11,8 @@ use std::sync::Mutex;
 
 /// Bytes of one activity buffer. A kernel record is ~200 bytes, an API record 40.
 const BUFFER_BYTES: usize = 4 << 20;
-/// Words in front of the part handed to CUPTI: the buffer's sequence number lives there.
+/// Words in front of the part handed to CUPTI: the buffer's sequence number, then the host
+/// instant it came back.
 pub(super) const HEADER_WORDS: usize = 2;
 const WORDS: usize = BUFFER_BYTES / 8 + HEADER_WORDS;
 
@@ -54,8 +56,11 @@ pub(super) unsafe extern "C" fn completed(
             let _ = tx.send(Msg::Dropped(dropped as u64));
         }
     }
+    let delivered = crate::clock::now_ns();
     // SAFETY: every buffer CUPTI returns was made by `requested`, HEADER_WORDS past its start.
     let base = unsafe { (buffer as *mut u64).sub(HEADER_WORDS) } as usize;
+    // SAFETY: the header is ours (CUPTI writes only past it) and HEADER_WORDS ≥ 2.
+    unsafe { *(base as *mut u64).add(1) = delivered };
     match TX.get() {
         Some(tx) => {
             if let Err(e) = tx.send(Msg::Buffer { base, valid }) {
@@ -67,6 +72,12 @@ pub(super) unsafe extern "C" fn completed(
         }
         None => recycle(base),
     }
+}
+
+/// The host instant CUPTI handed back the buffer at `base` (its records' work ended before).
+pub(super) fn delivered_ns(base: usize) -> u64 {
+    // SAFETY: `base` is a live buffer from `requested`, written by `completed`.
+    unsafe { *(base as *const u64).add(1) }
 }
 
 pub(super) fn recycle(base: usize) {

@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 impl Live {
     /// Takes everything the channel holds; returns resolved records.
     fn drain(&mut self) -> Vec<Record> {
-        let (offset, error) = clock::offset();
-        self.resolver.set_clock(offset, error);
+        self.resolver.calibrate(clock::mapping);
         // Before the channel: a window that closed before this was sent before it.
         let threads = window::snapshot();
         let mut dropped = 0;
@@ -69,7 +68,7 @@ impl Live {
                         (ptr != 0)
                             .then(|| unsafe { CStr::from_ptr(ptr as *const c_char) }.to_string_lossy().into_owned())
                     };
-                    self.resolver.buffer(seq, &raws, &mut name);
+                    self.resolver.buffer(seq, buffers::delivered_ns(base), &raws, &mut name);
                     if self.dump.is_some() {
                         for r in &raws {
                             if let Raw::Kernel(k) = r {

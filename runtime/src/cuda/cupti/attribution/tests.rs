@@ -1,4 +1,4 @@
-//! Attribution's unit tests: buffers, peer copies, and work placed before its call.
+//! Attribution's unit tests: buffers, peer copies, and work CUPTI timed before its call.
 use super::super::finish::device_labels;
 use super::*;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
@@ -47,7 +47,7 @@ fn a_peer_copy_is_attributed_with_its_devices() {
         return_value: 0,
     };
     let ext = RawExternal { external_kind: EXTERNAL_KIND, external_id: 5, correlation_id: 77 };
-    r.buffer(1, &[Raw::External(ext), Raw::Api(api)], &mut |_| None);
+    r.buffer(1, 1_000, &[Raw::External(ext), Raw::Api(api)], &mut |_| None);
     assert!(r.poll(1_000).is_empty(), "the copy's record has not come: the scope waits for it");
     let copy = RawMemcpy {
         copy_kind: 10,
@@ -62,7 +62,7 @@ fn a_peer_copy_is_attributed_with_its_devices() {
         correlation_id: 77,
         peer: Some(PeerDevices { src_device: 0, dst_device: 1 }),
     };
-    r.buffer(2, &[Raw::Memcpy(copy)], &mut |_| None);
+    r.buffer(2, 2_000, &[Raw::Memcpy(copy)], &mut |_| None);
     let out = r.poll(2_000);
     assert_eq!(out.len(), 1);
     let rec = &out[0];
@@ -77,11 +77,12 @@ fn a_peer_copy_is_attributed_with_its_devices() {
     assert!(attrs.contains(&("gpu.device.id", crate::record::Value::I64(1))), "{attrs:?}");
 }
 
-/// A copy CUPTI timestamps before the call that launched it (its GPU-clock normalisation
-/// is off): the record states at least that much error, so the causality check, which moves
-/// it to the call's start, finds no move larger than the stated error.
+/// A copy CUPTI timestamps before the call that launched it (its GPU-clock normalisation is
+/// off, which the CPU-clock calibration cannot see): the launch fact contradicts the
+/// calibration, which is flagged for measuring again, and the copy is placed no earlier than its
+/// call, so the causality check finds nothing to move; the stated error covers the placement.
 #[test]
-fn work_placed_before_its_launching_call_widens_the_stated_error() {
+fn work_timed_before_its_launching_call_is_placed_after_it_by_the_facts() {
     use super::super::records::{ApiDomain, RawExternal, RawMemcpy};
     use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
     static COPY: Site = Site::new(SiteDesc {
@@ -98,6 +99,12 @@ fn work_placed_before_its_launching_call_widens_the_stated_error() {
         track_memory: false,
     });
     let mut r = Resolver::new(device_labels(vec!["GPU A".into()]));
+    // CUPTI's CPU clock is the host's, known to ±50 ns.
+    let cal = crate::placement::ClockMap { offset_ns: 0, error_ns: 50, taken_at_ns: 1_000 };
+    r.calibrate(|again| {
+        assert!(!again, "nothing contradicted it yet");
+        cal
+    });
     r.ended(Record::new(&COPY, 6, 1, Interval { start_ns: 1_000, end_ns: 2_000 }), 1);
     let api = RawApi {
         domain: ApiDomain::Driver,
@@ -122,11 +129,23 @@ fn work_placed_before_its_launching_call_widens_the_stated_error() {
         correlation_id: 78,
         peer: None,
     };
-    r.buffer(1, &[Raw::External(ext), Raw::Api(api), Raw::Memcpy(copy)], &mut |_| None);
+    r.buffer(1, 5_000, &[Raw::External(ext), Raw::Api(api), Raw::Memcpy(copy)], &mut |_| None);
     let mut out = r.poll(10_000);
     assert_eq!(out.len(), 1);
-    let stated = out[0].gpu.as_ref().expect("GPU timing").clock_error_ns;
-    assert!(stated >= 400, "the stated error covers the 400 ns the copy sits before its call: {stated}");
+    let gpu = out[0].gpu.clone().expect("GPU timing");
+    // No earlier than the call's start as the calibration maps it at the earliest.
+    assert!(gpu.interval.start_ns >= 1_100 - 50 - 1, "{gpu:?}");
+    assert_eq!(gpu.interval.duration_ns(), 200, "placing moves, never stretches");
+    // The truth (the copy ran somewhere between its launch and its buffer's delivery) lies
+    // within the stated error.
+    assert!(gpu.interval.end_ns + gpu.clock_error_ns >= 5_000 && gpu.interval.start_ns <= 1_100 + gpu.clock_error_ns);
+    let mut asked_again = false;
+    r.calibrate(|again| {
+        asked_again = again;
+        cal
+    });
+    assert!(asked_again, "the calibration is measured again");
     crate::causality::enforce(&mut out[0]);
-    assert!(out[0].clock_corrected_ns > 0 && out[0].clock_corrected_ns <= stated);
+    assert_eq!(out[0].clock_corrected_ns, 0, "nothing left for the causality check to move");
+    assert!(r.clock_lines()[0].starts_with("GPU clock of GPU A (CUPTI): 1 records placed"), "{:?}", r.clock_lines());
 }
