@@ -235,6 +235,13 @@ pub fn cupti_counts() -> Option<replay::Counts> {
     cupti::counts()
 }
 
+/// CUDA scopes that found their thread's ring to the resolver full and were handed over through
+/// its spill instead (none lost; decision 42). Feature `testing`.
+#[cfg(feature = "testing")]
+pub fn cupti_spilled() -> u64 {
+    cupti::spilled()
+}
+
 /// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
 /// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process).
 /// Feature `testing`.

@@ -12,7 +12,8 @@
 //! tests replay.
 //!
 //! Threads: CUPTI calls `buffers::requested` and `buffers::completed` on its own threads (or
-//! inside a flush); both only hand data over through a channel and wake the resolver. Decoding
+//! inside a flush); both only hand data over through a channel and wake the resolver. Scopes
+//! hand their ends over through their thread's ring ([`queue`], via [`window`]). Decoding
 //! and attribution happen under one lock, taken by the resolver; records are submitted after
 //! the lock is released.
 
@@ -29,6 +30,7 @@ pub(super) mod dump;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub(super) mod finish;
 mod library;
+mod queue;
 // The raw records' fields mirror CUPTI's structs and keep their names: CUPTI's headers
 // document them.
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
@@ -225,16 +227,17 @@ pub(crate) fn pop(id: u64) {
 
 /// A scope ended: it waits for the buffers CUPTI requested so far.
 pub(crate) fn ended(call: Call) {
-    send_ended(call, None);
+    window::ended(call);
 }
 
 /// A synchronous scope ended: its window closes, and it waits for the buffers CUPTI requested
 /// so far (read after the window's end, so they hold every API record inside it).
 #[inline]
 pub(crate) fn ended_window(call: Call, start: u64) {
-    window::close(start, |w| send_ended(call, w));
+    window::close(start, call);
 }
 
+/// A scope ended on a thread whose ring is gone (it is being torn down): through the channel.
 fn send_ended(call: Call, window: Option<Window>) {
     let fence = buffers::REQUESTED.load(Ordering::SeqCst);
     if let Some(tx) = TX.get() {
@@ -257,4 +260,10 @@ pub(crate) fn note(text: String) {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn counts() -> Option<Counts> {
     Some(LIVE.get()?.lock().ok()?.resolver.counts())
+}
+
+/// Scopes that found their thread's ring full and went through its spill (decision 42).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) fn spilled() -> u64 {
+    window::spilled()
 }

@@ -8,8 +8,14 @@
 //! external id is pushed on its thread (an async poll), whose id must stay on top of CUPTI's
 //! stack. Each thread publishes the start of its outermost open window, so that the resolver can
 //! tell a call made outside every scope from one whose scope has not ended yet.
+//!
+//! Every CUPTI scope, windowed or pushed, hands its end to the resolver through its thread's
+//! ring (`queue.rs`); a scope ending while its thread is being torn down (no ring any more)
+//! goes through the channel of `mod.rs`.
 
+use super::queue::{Producer, Pushed, Rings};
 use super::thread_index::{Snapshot, Window};
+use crate::scope::Call;
 use cudarc::cupti::sys::{self as sys, CUptiResult};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,12 +35,30 @@ struct Published {
 /// Every thread that opened a window and is alive (or still has one open).
 static THREADS: Mutex<Vec<Arc<Published>>> = Mutex::new(Vec::new());
 
+/// A scope's end on its way to the resolver.
+pub(super) struct Ended {
+    pub call: Call,
+    /// Buffers CUPTI had requested when the scope ended (after its window's end was read).
+    pub fence: u64,
+    /// The window of a synchronous scope.
+    pub window: Option<Window>,
+}
+
+/// Every thread's ring of ended scopes, drained by the resolver ([`drain`]).
+static ENDED: Rings<Ended> = Rings::new();
+
+/// Slots of a thread's ring: ~150 bytes each, ~75 KiB for a thread that runs CUDA scopes. The
+/// producer wakes the resolver at a quarter (128 scopes: ~0.5 ms of tiny launches) and
+/// spills past the end (decision 42).
+const RING_SLOTS: usize = 512;
+
 struct Local {
     /// Windows open on this thread.
     windows: Cell<u32>,
     /// External ids this thread's scopes have pushed and not popped.
     pushed: Cell<u32>,
     published: Arc<Published>,
+    ended: Producer<Ended>,
 }
 
 impl Local {
@@ -45,7 +69,17 @@ impl Local {
         if let Ok(mut t) = THREADS.lock() {
             t.push(published.clone());
         }
-        Local { windows: Cell::new(0), pushed: Cell::new(0), published }
+        Local { windows: Cell::new(0), pushed: Cell::new(0), published, ended: ENDED.producer(RING_SLOTS) }
+    }
+
+    /// Puts an ended scope in this thread's ring, waking the resolver if the ring asks for it.
+    #[inline]
+    fn hand_over(&self, call: Call, window: Option<Window>) {
+        // Read after the window's end: the buffers holding its API records are requested by now.
+        let fence = super::buffers::REQUESTED.load(Ordering::SeqCst);
+        if self.ended.push(Ended { call, fence, window }) == Pushed::Wake {
+            super::work::wake();
+        }
     }
 }
 
@@ -93,21 +127,46 @@ pub(super) fn open() -> Option<u64> {
         .flatten()
 }
 
-/// Closes the window opened at `start`; `send` hands it over (and must do so before the thread
+/// Closes the window opened at `start` and hands the scope over with it (before the thread
 /// shows the resolver that the window is closed).
 #[inline]
-pub(super) fn close(start: u64, send: impl FnOnce(Option<Window>)) {
+pub(super) fn close(start: u64, call: Call) {
     let end = now();
-    let mut send = Some(send);
+    let mut call = Some(call);
     let _ = LOCAL.try_with(|l| {
-        if let Some(send) = send.take() {
-            send(Some(Window { thread: l.published.thread, start, end }));
+        if let Some(call) = call.take() {
+            l.hand_over(call, Some(Window { thread: l.published.thread, start, end }));
         }
         leave(l);
     });
-    if let Some(send) = send {
-        send(None); // the thread is ending: the scope resolves without a window
+    if let Some(call) = call {
+        super::send_ended(call, None); // the thread is ending: the scope resolves without a window
     }
+}
+
+/// A scope without a window (it pushed its id) ended: through this thread's ring as well.
+#[inline]
+pub(super) fn ended(call: Call) {
+    let mut call = Some(call);
+    let _ = LOCAL.try_with(|l| {
+        if let Some(call) = call.take() {
+            l.hand_over(call, None);
+        }
+    });
+    if let Some(call) = call {
+        super::send_ended(call, None);
+    }
+}
+
+/// Hands every scope the threads' rings hold to `f`, each thread's in the order they ended.
+pub(super) fn drain(f: impl FnMut(Ended)) -> usize {
+    ENDED.drain(f)
+}
+
+/// Scopes that found their thread's ring full (handed over all the same).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(super) fn spilled() -> u64 {
+    ENDED.spilled()
 }
 
 fn leave(l: &Local) {
@@ -133,8 +192,8 @@ pub(super) fn pushed(delta: i32) {
     let _ = LOCAL.try_with(|l| l.pushed.set(l.pushed.get().saturating_add_signed(delta)));
 }
 
-/// Which threads have a window open. Taken before the resolver drains its channel: a window
-/// that closed before this was sent before it.
+/// Which threads have a window open. Taken before the resolver drains the rings: a window
+/// that closed before this was pushed before it.
 pub(super) fn snapshot() -> Snapshot {
     let now = now();
     let mut open = Vec::new();
