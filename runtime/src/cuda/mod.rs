@@ -242,6 +242,13 @@ pub fn cupti_spilled() -> u64 {
     cupti::spilled()
 }
 
+/// Whether CUDA scopes read `CLOCK_REALTIME` for their windows, having found it to be CUPTI's
+/// clock (decision 43), rather than `cuptiGetTimestamp`. Feature `testing`.
+#[cfg(feature = "testing")]
+pub fn cupti_windows_read_realtime() -> bool {
+    cupti::reads_realtime()
+}
+
 /// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
 /// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process).
 /// Feature `testing`.

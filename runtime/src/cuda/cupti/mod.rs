@@ -105,6 +105,7 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     // SAFETY: setting the id type has no preconditions.
     let system = sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
     if unsafe { sys::cuptiSetThreadIdType(system) } == CUptiResult::CUPTI_SUCCESS {
+        window::choose_clock();
         window::ENABLED.store(true, Ordering::Relaxed);
     }
     let _ = TX.set(tx);
@@ -260,6 +261,12 @@ pub(crate) fn note(text: String) {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn counts() -> Option<Counts> {
     Some(LIVE.get()?.lock().ok()?.resolver.counts())
+}
+
+/// Windows read `CLOCK_REALTIME` instead of `cuptiGetTimestamp` (decision 43).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) fn reads_realtime() -> bool {
+    window::reads_realtime()
 }
 
 /// Scopes that found their thread's ring full and went through its spill (decision 42).
