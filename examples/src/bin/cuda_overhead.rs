@@ -178,11 +178,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = gpuspan::summary();
         let calls: u64 = s.reached.iter().map(|r| r.calls).sum();
         println!(
-            "{mode}: flush {} in {:.0} ms; {calls} calls recorded; losses {:?}; {} scopes found their ring full",
+            "{mode}: flush {} in {:.0} ms; {calls} calls recorded; losses {:?}; queues of ended scopes grew by {} segments",
             if done { "resolved everything" } else { "left records pending" },
             t.elapsed().as_secs_f64() * 1e3,
             s.losses,
-            gpuspan::cuda::cupti_spilled()
+            gpuspan::cuda::cupti_queue_grown()
         );
     }
     drop(guard);

@@ -235,11 +235,12 @@ pub fn cupti_counts() -> Option<replay::Counts> {
     cupti::counts()
 }
 
-/// CUDA scopes that found their thread's ring to the resolver full and were handed over through
-/// its spill instead (none lost; decision 42). Feature `testing`.
+/// How often a thread's CUDA scopes got more than a segment (256 scopes) ahead of the resolver:
+/// segments its queue allocated past the first (none is ever lost; decision 42). Feature
+/// `testing`.
 #[cfg(feature = "testing")]
-pub fn cupti_spilled() -> u64 {
-    cupti::spilled()
+pub fn cupti_queue_grown() -> u64 {
+    cupti::queue_grown()
 }
 
 /// Whether CUDA scopes read `CLOCK_REALTIME` for their windows, having found it to be CUPTI's

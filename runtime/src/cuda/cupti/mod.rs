@@ -13,7 +13,7 @@
 //!
 //! Threads: CUPTI calls `buffers::requested` and `buffers::completed` on its own threads (or
 //! inside a flush); both only hand data over through a channel and wake the resolver. Scopes
-//! hand their ends over through their thread's ring ([`queue`], via [`window`]). Decoding
+//! hand their ends over through their thread's queue ([`queue`], via [`window`]). Decoding
 //! and attribution happen under one lock, taken by the resolver; records are submitted after
 //! the lock is released.
 
@@ -238,7 +238,7 @@ pub(crate) fn ended_window(call: Call, start: u64) {
     window::close(start, call);
 }
 
-/// A scope ended on a thread whose ring is gone (it is being torn down): through the channel.
+/// A scope ended on a thread whose queue is gone (it is being torn down): through the channel.
 fn send_ended(call: Call, window: Option<Window>) {
     let fence = buffers::REQUESTED.load(Ordering::SeqCst);
     if let Some(tx) = TX.get() {
@@ -269,8 +269,8 @@ pub(crate) fn reads_realtime() -> bool {
     window::reads_realtime()
 }
 
-/// Scopes that found their thread's ring full and went through its spill (decision 42).
+/// Segments the threads' queues of ended scopes allocated past their first (decision 42).
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-pub(crate) fn spilled() -> u64 {
-    window::spilled()
+pub(crate) fn queue_grown() -> u64 {
+    window::grown()
 }

@@ -1,63 +1,87 @@
-//! How a thread hands its ended CUDA scopes to the resolver: a ring per thread with one
+//! How a thread hands its ended CUDA scopes to the resolver: a queue per thread with one
 //! producer (the thread) and one consumer (the resolver), instead of a shared channel. A push is
-//! a slot write and a release store (~10 ns; the channel's send cost ~140 ns on an H100).
+//! a slot write and a release store (the channel's send cost ~140 ns on an H100).
 //!
-//! A full ring blocks nothing and loses nothing (decision 42): the item goes to the ring's
-//! *spill*, a vector behind a lock that only the consumer also takes (for a swap), and every
-//! later item follows it there until the consumer has emptied both, so the consumer still sees
-//! each thread's items in the order they were pushed (the windows of one thread must arrive in
-//! the order their scopes ended). Spilled items are counted.
+//! The queue is a chain of fixed segments. A producer that fills its segment links the next
+//! one behind it and goes on there: it never waits and nothing is dropped (decision 42). The
+//! consumer hands an emptied segment back as the *spare*, which the producer takes before
+//! allocating, so a queue that the resolver keeps up with lives in two segments; a segment is
+//! allocated (and counted) only while the resolver is more than a segment behind.
 //!
-//! The producer asks for the consumer (a wake) only when its ring reaches a quarter of its
-//! capacity or spills: the resolver does not need a scope until its CUPTI buffers come back, and
-//! it looks at the rings on every poll anyway.
+//! The producer asks for the consumer (a wake) at a quarter of each segment and when it
+//! allocates: the resolver does not need a scope until its CUPTI buffers come back, and it looks
+//! at the queues on every poll anyway.
 
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A thread's ring. Slots between `tail` and `head` hold items; only the producer writes `head`
-/// and the slots past it, only the consumer (holding its registry's `consuming` lock) writes
-/// `tail`.
-struct Ring<T> {
-    head: AtomicUsize,
-    tail: AtomicUsize,
+struct Segment<T> {
     slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
-    /// Set by the producer when it spills, cleared by the consumer (under `spill`) once it took
-    /// the spill: while set, the producer's items go to the spill.
-    spilling: AtomicBool,
-    spill: Mutex<Vec<T>>,
-    spilled: AtomicU64,
-    /// The producer is gone (its thread ended): the consumer drops the ring once it is empty.
+    /// Slots the producer has filled; stored with release after each write.
+    written: AtomicUsize,
+    /// The segment after this one, linked (release) once this one is full.
+    next: AtomicPtr<Segment<T>>,
+}
+
+impl<T> Segment<T> {
+    fn boxed(len: usize) -> *mut Segment<T> {
+        Box::into_raw(Box::new(Segment {
+            slots: (0..len).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect(),
+            written: AtomicUsize::new(0),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }))
+    }
+}
+
+/// One thread's queue, shared by its producer and the registry.
+struct Queue<T> {
+    /// The consumer's place: the segment it reads and the next slot in it. Touched only by the
+    /// consumer, which holds its registry's `consuming` lock.
+    read_segment: UnsafeCell<*mut Segment<T>>,
+    read: UnsafeCell<usize>,
+    /// An emptied segment for the producer to reuse (null if none).
+    spare: AtomicPtr<Segment<T>>,
+    segment_len: usize,
+    /// Segments allocated past the first (the resolver was more than a segment behind).
+    grown: AtomicU64,
+    /// The producer is gone (its thread ended): the registry drops the queue once it is empty.
     closed: AtomicBool,
 }
 
-// SAFETY: a slot is written only by the producer while it lies outside `tail..head` (no consumer
-// reads it) and read only by the one consumer while inside `tail..head` (published by the
-// producer's release store of `head`); items cross threads, so `T: Send`.
-unsafe impl<T: Send> Sync for Ring<T> {}
-unsafe impl<T: Send> Send for Ring<T> {}
+// SAFETY: a slot is written once by the producer before `written` covers it (release) and read
+// once by the one consumer after (acquire); segments pass between them only through `next` and
+// `spare` (release/acquire). Items cross threads, so `T: Send`.
+unsafe impl<T: Send> Sync for Queue<T> {}
+unsafe impl<T: Send> Send for Queue<T> {}
+
+impl<T> Drop for Queue<T> {
+    fn drop(&mut self) {
+        // `&mut self`: producer and consumer are gone. Drop what was never read, then free.
+        let (mut seg, mut from) = (*self.read_segment.get_mut(), *self.read.get_mut());
+        while !seg.is_null() {
+            // SAFETY: every segment of the chain came from `Segment::boxed` and is owned here.
+            let s = unsafe { Box::from_raw(seg) };
+            for slot in &s.slots[from..s.written.load(Relaxed)] {
+                // SAFETY: slots below `written` and past the reader were written and not read.
+                unsafe { (*slot.get()).assume_init_drop() };
+            }
+            seg = s.next.load(Relaxed);
+            from = 0;
+        }
+        let spare = *self.spare.get_mut();
+        if !spare.is_null() {
+            // SAFETY: as above; a spare holds no items.
+            drop(unsafe { Box::from_raw(spare) });
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl<T> Ring<T> {
-    fn capacity(&self) -> usize {
-        self.slots.len()
-    }
-}
-
-impl<T> Drop for Ring<T> {
-    fn drop(&mut self) {
-        let (tail, head) = (*self.tail.get_mut(), *self.head.get_mut());
-        for i in tail..head {
-            // SAFETY: `tail..head` holds initialised items nobody took; `&mut self`: no one else.
-            unsafe { self.slots[i % self.slots.len()].get_mut().assume_init_drop() };
-        }
-    }
 }
 
 /// What a push asks of its caller.
@@ -65,13 +89,15 @@ impl<T> Drop for Ring<T> {
 pub(super) enum Pushed {
     /// Nothing: the consumer will find it at its next look.
     Quiet,
-    /// Wake the consumer: the ring filled up to the wake mark, or spilled.
+    /// Wake the consumer: a segment filled to its wake mark, or one was allocated.
     Wake,
 }
 
-/// The owning thread's end of a ring. Not `Sync` (`Cell`): one thread pushes.
+/// The owning thread's end of a queue. Not `Sync` (`Cell`): one thread pushes.
 pub(super) struct Producer<T> {
-    ring: Arc<Ring<T>>,
+    queue: Arc<Queue<T>>,
+    segment: Cell<*mut Segment<T>>,
+    pos: Cell<usize>,
     _one_thread: PhantomData<Cell<()>>,
 }
 
@@ -79,188 +105,224 @@ impl<T> Producer<T> {
     /// Adds `item` behind everything this producer pushed before.
     #[inline]
     pub(super) fn push(&self, item: T) -> Pushed {
-        let r = &*self.ring;
-        let head = r.head.load(Relaxed);
-        let used = head.wrapping_sub(r.tail.load(Acquire));
-        // Acquire: a cleared flag was stored after the consumer read `head` (see `take`).
-        if used >= r.capacity() || r.spilling.load(Acquire) {
-            return spill(r, item);
+        let len = self.queue.segment_len;
+        let mut pos = self.pos.get();
+        let mut asked = Pushed::Quiet;
+        if pos == len {
+            asked = self.next_segment();
+            pos = 0;
         }
-        // SAFETY: `used < capacity`: the slot is outside `tail..head`, and only this thread
-        // writes slots.
-        unsafe { (*r.slots[head % r.capacity()].get()).write(item) };
-        r.head.store(head.wrapping_add(1), Release);
-        if used + 1 == (r.capacity() / 4).max(1) {
-            Pushed::Wake
-        } else {
-            Pushed::Quiet
+        let seg = self.segment.get();
+        // SAFETY: the producer owns `seg` past `written` (`pos` is its `written`), and `pos < len`.
+        unsafe {
+            (*(*seg).slots[pos].get()).write(item);
+            (*seg).written.store(pos + 1, Release);
         }
+        self.pos.set(pos + 1);
+        if pos + 1 == (len / 4).max(1) {
+            asked = Pushed::Wake;
+        }
+        asked
     }
-}
 
-#[cold]
-#[inline(never)]
-fn spill<T>(r: &Ring<T>, item: T) -> Pushed {
-    let mut s = lock(&r.spill);
-    s.push(item);
-    r.spilling.store(true, Relaxed);
-    r.spilled.fetch_add(1, Relaxed);
-    Pushed::Wake
+    /// The current segment is full: links the spare, or a new segment, behind it.
+    #[cold]
+    #[inline(never)]
+    fn next_segment(&self) -> Pushed {
+        let q = &*self.queue;
+        let spare = q.spare.swap(ptr::null_mut(), Acquire);
+        let (next, asked) = if spare.is_null() {
+            q.grown.fetch_add(1, Relaxed);
+            (Segment::boxed(q.segment_len), Pushed::Wake)
+        } else {
+            // SAFETY: the consumer gave the spare up (release swap) and no longer reads it.
+            unsafe {
+                (*spare).written.store(0, Relaxed);
+                (*spare).next.store(ptr::null_mut(), Relaxed);
+            }
+            (spare, Pushed::Quiet)
+        };
+        // SAFETY: the current segment is alive until the consumer has read past it, which needs
+        // this link. Release: the reset above is seen by a consumer that follows the link.
+        unsafe { (*self.segment.get()).next.store(next, Release) };
+        self.segment.set(next);
+        self.pos.set(0);
+        asked
+    }
 }
 
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
-        self.ring.closed.store(true, Release);
+        self.queue.closed.store(true, Release);
     }
 }
 
-/// Every thread's ring of one kind of item, and the one consumer's drain.
-pub(super) struct Rings<T> {
-    rings: Mutex<Vec<Arc<Ring<T>>>>,
+/// Every thread's queue of one kind of item, and the one consumer's drain.
+pub(super) struct Queues<T> {
+    queues: Mutex<Vec<Arc<Queue<T>>>>,
     /// Held by the consumer: one drain at a time.
     consuming: Mutex<()>,
-    /// Items spilled by rings already dropped.
-    spilled_before: AtomicU64,
+    /// Segments grown by queues already dropped.
+    grown_before: AtomicU64,
 }
 
-impl<T> Rings<T> {
+impl<T> Queues<T> {
     pub(super) const fn new() -> Self {
-        Rings { rings: Mutex::new(Vec::new()), consuming: Mutex::new(()), spilled_before: AtomicU64::new(0) }
+        Queues { queues: Mutex::new(Vec::new()), consuming: Mutex::new(()), grown_before: AtomicU64::new(0) }
     }
 
-    /// A new ring of `capacity` slots for the calling thread.
-    pub(super) fn producer(&self, capacity: usize) -> Producer<T> {
-        let ring = Arc::new(Ring {
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
-            slots: (0..capacity.max(1)).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect(),
-            spilling: AtomicBool::new(false),
-            spill: Mutex::new(Vec::new()),
-            spilled: AtomicU64::new(0),
+    /// A new queue for the calling thread, in segments of `segment_len` items.
+    pub(super) fn producer(&self, segment_len: usize) -> Producer<T> {
+        let segment_len = segment_len.max(1);
+        let first = Segment::boxed(segment_len);
+        let queue = Arc::new(Queue {
+            read_segment: UnsafeCell::new(first),
+            read: UnsafeCell::new(0),
+            spare: AtomicPtr::new(ptr::null_mut()),
+            segment_len,
+            grown: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         });
-        lock(&self.rings).push(ring.clone());
-        Producer { ring, _one_thread: PhantomData }
+        lock(&self.queues).push(queue.clone());
+        Producer { queue, segment: Cell::new(first), pos: Cell::new(0), _one_thread: PhantomData }
     }
 
-    /// Hands every item pushed so far to `f`, each ring's in push order; drops the rings of
+    /// Hands every item pushed so far to `f`, each queue's in push order; drops the queues of
     /// threads that ended. Returns how many items it handed over.
     pub(super) fn drain(&self, mut f: impl FnMut(T)) -> usize {
         let _one = lock(&self.consuming);
-        let rings: Vec<Arc<Ring<T>>> = lock(&self.rings).clone();
+        let queues: Vec<Arc<Queue<T>>> = lock(&self.queues).clone();
         let mut n = 0;
         let mut ended = Vec::new();
-        for r in &rings {
+        for q in &queues {
             // Read first: everything pushed before the producer closed is visible below.
-            let closed = r.closed.load(Acquire);
-            n += take(r, &mut f);
+            let closed = q.closed.load(Acquire);
+            // SAFETY: this thread holds `consuming`.
+            n += unsafe { take(q, &mut f) };
             if closed {
-                ended.push(r.clone());
+                ended.push(q.clone());
             }
         }
         if !ended.is_empty() {
-            let mut all = lock(&self.rings);
-            all.retain(|r| !ended.iter().any(|e| Arc::ptr_eq(r, e)));
-            let spilled: u64 = ended.iter().map(|r| r.spilled.load(Relaxed)).sum();
-            self.spilled_before.fetch_add(spilled, Relaxed);
+            let mut all = lock(&self.queues);
+            all.retain(|q| !ended.iter().any(|e| Arc::ptr_eq(q, e)));
+            let grown: u64 = ended.iter().map(|q| q.grown.load(Relaxed)).sum();
+            self.grown_before.fetch_add(grown, Relaxed);
         }
         n
     }
 
-    /// Items that went through a spill so far (a full ring), over all threads.
+    /// Segments allocated past each queue's first, over all threads: how often a thread's
+    /// scopes got more than a segment ahead of the resolver.
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-    pub(super) fn spilled(&self) -> u64 {
-        let live: u64 = lock(&self.rings).iter().map(|r| r.spilled.load(Relaxed)).sum();
-        live + self.spilled_before.load(Relaxed)
+    pub(super) fn grown(&self) -> u64 {
+        let live: u64 = lock(&self.queues).iter().map(|q| q.grown.load(Relaxed)).sum();
+        live + self.grown_before.load(Relaxed)
     }
 
-    /// Rings registered (live threads, and ended ones not drained yet).
+    /// Queues registered (live threads, and ended ones not drained yet).
     #[cfg(test)]
     fn len(&self) -> usize {
-        lock(&self.rings).len()
+        lock(&self.queues).len()
     }
 }
 
-/// The consumer's part for one ring (its caller holds `consuming`).
-fn take<T>(r: &Ring<T>, f: &mut impl FnMut(T)) -> usize {
-    // Under the spill lock: `head` and the spill are read together, and the flag cleared, so
-    // that every slot before `head` is older than every spilled item, and every slot the
-    // producer fills after seeing the flag cleared lies at or past `head`.
-    let (head, spilled) = {
-        let mut s = lock(&r.spill);
-        let head = r.head.load(Acquire);
-        let spilled = std::mem::take(&mut *s);
-        r.spilling.store(false, Release);
-        (head, spilled)
-    };
-    let tail = r.tail.load(Relaxed);
-    let cap = r.capacity();
-    for i in tail..head {
-        // SAFETY: `tail..head` was published by the producer (acquire load of `head` above) and
-        // is not reused before the release store of `tail` below; each item is read once.
-        f(unsafe { (*r.slots[i % cap].get()).assume_init_read() });
+/// The consumer's part for one queue.
+///
+/// # Safety
+/// The caller is the one consumer (it holds the registry's `consuming` lock).
+unsafe fn take<T>(q: &Queue<T>, f: &mut impl FnMut(T)) -> usize {
+    // SAFETY: only the consumer touches its place.
+    let (seg_at, read_at) = unsafe { (&mut *q.read_segment.get(), &mut *q.read.get()) };
+    let mut n = 0;
+    loop {
+        let seg = *seg_at;
+        // SAFETY: the consumer's segment stays alive until the consumer itself gives it up.
+        let s = unsafe { &*seg };
+        let written = s.written.load(Acquire);
+        while *read_at < written {
+            // SAFETY: written (release store of `written`, acquired above) and read once.
+            f(unsafe { (*s.slots[*read_at].get()).assume_init_read() });
+            *read_at += 1;
+            n += 1;
+        }
+        if *read_at < q.segment_len {
+            return n;
+        }
+        let next = s.next.load(Acquire);
+        if next.is_null() {
+            return n; // full and read, but the producer has not moved on yet
+        }
+        *seg_at = next;
+        *read_at = 0;
+        // The producer left `seg` for good (it linked `next`): it becomes the spare.
+        let old = q.spare.swap(seg, Release);
+        if !old.is_null() {
+            // SAFETY: a spare nobody took: neither side refers to it any more.
+            drop(unsafe { Box::from_raw(old) });
+        }
     }
-    r.tail.store(head, Release);
-    let n = head.wrapping_sub(tail) + spilled.len();
-    spilled.into_iter().for_each(f);
-    n
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Pushed, Rings};
+    use super::{Pushed, Queues};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{mpsc, Arc};
 
-    fn drained(rings: &Rings<u64>) -> Vec<u64> {
+    fn drained(queues: &Queues<u64>) -> Vec<u64> {
         let mut out = Vec::new();
-        rings.drain(|x| out.push(x));
+        queues.drain(|x| out.push(x));
         out
     }
 
     #[test]
     fn items_come_out_in_push_order_across_drains() {
-        let rings = Rings::new();
-        let p = rings.producer(8);
+        let queues = Queues::new();
+        let p = queues.producer(8);
         for i in 0..5 {
             p.push(i);
         }
-        assert_eq!(drained(&rings), [0, 1, 2, 3, 4]);
-        assert_eq!(drained(&rings), [0u64; 0], "nothing twice");
-        // Wrapping past the end of the slots.
+        assert_eq!(drained(&queues), [0, 1, 2, 3, 4]);
+        assert_eq!(drained(&queues), [0u64; 0], "nothing twice");
+        // Past the end of the first segment: the producer moves on to a second.
         for i in 5..12 {
             p.push(i);
         }
-        assert_eq!(drained(&rings), (5..12).collect::<Vec<_>>());
-        assert_eq!(rings.spilled(), 0);
+        assert_eq!(drained(&queues), (5..12).collect::<Vec<_>>());
+        assert_eq!(queues.grown(), 1, "one segment allocated past the first");
     }
 
     #[test]
-    fn a_full_ring_spills_counts_and_keeps_the_order() {
-        let rings = Rings::new();
-        let p = rings.producer(4);
+    fn a_full_queue_grows_counts_and_keeps_the_order_then_reuses_its_segments() {
+        let queues = Queues::new();
+        let p = queues.producer(4);
         let asked: Vec<Pushed> = (0..10).map(|i| p.push(i)).collect();
-        assert_eq!(asked[0], Pushed::Wake, "a quarter of 4 slots is one: the first push wakes");
-        assert!(asked[1..4].iter().all(|a| *a == Pushed::Quiet), "{asked:?}");
-        assert!(asked[4..].iter().all(|a| *a == Pushed::Wake), "every spill wakes: {asked:?}");
-        assert_eq!(rings.spilled(), 6, "the six past the capacity");
-        assert_eq!(drained(&rings), (0..10).collect::<Vec<_>>(), "nothing lost, in order");
-        // Emptied: the ring takes items again, and the count stays.
-        let asked: Vec<Pushed> = (10..13).map(|i| p.push(i)).collect();
-        assert_eq!(asked, [Pushed::Wake, Pushed::Quiet, Pushed::Quiet], "the wake mark again, no spill");
-        assert_eq!(rings.spilled(), 6);
-        assert_eq!(drained(&rings), [10, 11, 12]);
+        assert_eq!(asked[0], Pushed::Wake, "a quarter of 4 slots is one: the first push of a segment wakes");
+        assert_eq!(&asked[1..4], [Pushed::Quiet; 3]);
+        assert_eq!(asked[4], Pushed::Wake, "a new segment, allocated: the resolver is behind");
+        assert_eq!(queues.grown(), 2, "10 items in three segments, two allocated");
+        assert_eq!(drained(&queues), (0..10).collect::<Vec<_>>(), "nothing lost, in order");
+        // Caught up: the emptied segments come back as the spare, nothing is allocated.
+        for round in 0..5u64 {
+            let items: Vec<u64> = (0..4).map(|i| 100 + 4 * round + i).collect();
+            items.iter().for_each(|&i| {
+                p.push(i);
+            });
+            assert_eq!(drained(&queues), items);
+        }
+        assert_eq!(queues.grown(), 2, "a queue the consumer keeps up with lives in two segments");
     }
 
     #[test]
     fn a_busy_producer_and_consumer_lose_and_reorder_nothing() {
-        let rings = Arc::new(Rings::new());
+        let queues = Arc::new(Queues::new());
         let (ready, wait) = mpsc::channel();
-        const N: u64 = 200_000;
+        const N: u64 = 300_000;
         let producer = {
-            let rings = rings.clone();
+            let queues = queues.clone();
             std::thread::spawn(move || {
-                let p = rings.producer(16); // small: it spills often
+                let p = queues.producer(16); // small segments: the producer changes often
                 ready.send(()).unwrap();
                 for i in 0..N {
                     p.push(i);
@@ -270,35 +332,35 @@ mod tests {
         wait.recv().unwrap();
         let mut seen = Vec::with_capacity(N as usize);
         while seen.len() < N as usize {
-            rings.drain(|x| seen.push(x));
+            queues.drain(|x| seen.push(x));
             std::thread::yield_now();
         }
         producer.join().unwrap();
-        rings.drain(|x| seen.push(x));
+        queues.drain(|x| seen.push(x));
         assert_eq!(seen.len() as u64, N);
         assert!(seen.windows(2).all(|w| w[0] + 1 == w[1]), "in push order, each once");
     }
 
     #[test]
-    fn a_thread_that_ends_with_items_left_hands_them_over_and_its_ring_goes() {
-        let rings = Arc::new(Rings::new());
-        let r = rings.clone();
+    fn a_thread_that_ends_with_items_left_hands_them_over_and_its_queue_goes() {
+        let queues = Arc::new(Queues::new());
+        let q = queues.clone();
         std::thread::spawn(move || {
-            let p = r.producer(4);
+            let p = q.producer(4);
             for i in 0..7 {
-                p.push(i); // three of them spilled
+                p.push(i);
             }
         })
         .join()
         .unwrap();
-        assert_eq!(rings.len(), 1, "kept until drained");
-        assert_eq!(drained(&rings), (0..7).collect::<Vec<_>>());
-        assert_eq!(rings.len(), 0, "an ended thread's empty ring is dropped");
-        assert_eq!(rings.spilled(), 3, "its spills still counted");
+        assert_eq!(queues.len(), 1, "kept until drained");
+        assert_eq!(drained(&queues), (0..7).collect::<Vec<_>>());
+        assert_eq!(queues.len(), 0, "an ended thread's empty queue is dropped");
+        assert_eq!(queues.grown(), 1, "its growth still counted");
     }
 
     #[test]
-    fn items_never_drained_are_dropped_with_the_rings() {
+    fn items_never_drained_are_dropped_with_the_queues() {
         static DROPS: AtomicUsize = AtomicUsize::new(0);
         struct Counted;
         impl Drop for Counted {
@@ -306,22 +368,22 @@ mod tests {
                 DROPS.fetch_add(1, Ordering::SeqCst);
             }
         }
-        let rings = Rings::new();
-        let p = rings.producer(4);
+        let queues = Queues::new();
+        let p = queues.producer(4);
         for _ in 0..6 {
             p.push(Counted);
         }
         let mut taken = 0;
-        rings.drain(|c| {
+        queues.drain(|c| {
             taken += 1;
             drop(c)
         });
         assert_eq!((taken, DROPS.load(Ordering::SeqCst)), (6, 6));
-        for _ in 0..3 {
-            p.push(Counted);
+        for _ in 0..7 {
+            p.push(Counted); // across a segment boundary
         }
         drop(p);
-        drop(rings);
-        assert_eq!(DROPS.load(Ordering::SeqCst), 9, "the three left in the ring");
+        drop(queues);
+        assert_eq!(DROPS.load(Ordering::SeqCst), 13, "the seven left in the queue");
     }
 }

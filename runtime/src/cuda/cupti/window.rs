@@ -10,10 +10,10 @@
 //! tell a call made outside every scope from one whose scope has not ended yet.
 //!
 //! Every CUPTI scope, windowed or pushed, hands its end to the resolver through its thread's
-//! ring (`queue.rs`); a scope ending while its thread is being torn down (no ring any more)
+//! queue (`queue.rs`); a scope ending while its thread is being torn down (no queue any more)
 //! goes through the channel of `mod.rs`.
 
-use super::queue::{Producer, Pushed, Rings};
+use super::queue::{Producer, Pushed, Queues};
 use super::thread_index::{Snapshot, Window};
 use crate::scope::Call;
 use cudarc::cupti::sys::{self as sys, CUptiResult};
@@ -44,13 +44,13 @@ pub(super) struct Ended {
     pub window: Option<Window>,
 }
 
-/// Every thread's ring of ended scopes, drained by the resolver ([`drain`]).
-static ENDED: Rings<Ended> = Rings::new();
+/// Every thread's queue of ended scopes, drained by the resolver ([`drain`]).
+static ENDED: Queues<Ended> = Queues::new();
 
-/// Slots of a thread's ring: ~150 bytes each, ~75 KiB for a thread that runs CUDA scopes. The
-/// producer wakes the resolver at a quarter (128 scopes: ~0.5 ms of tiny launches) and
-/// spills past the end (decision 42).
-const RING_SLOTS: usize = 512;
+/// Scopes per segment of a thread's queue: ~150 bytes each, ~38 KiB a segment, two for a thread
+/// the resolver keeps up with. The producer wakes the resolver at a quarter of each (64 scopes,
+/// ~0.3 ms of tiny launches) and links a further segment when one is full (decision 42).
+const SEGMENT: usize = 256;
 
 struct Local {
     /// Windows open on this thread.
@@ -69,10 +69,10 @@ impl Local {
         if let Ok(mut t) = THREADS.lock() {
             t.push(published.clone());
         }
-        Local { windows: Cell::new(0), pushed: Cell::new(0), published, ended: ENDED.producer(RING_SLOTS) }
+        Local { windows: Cell::new(0), pushed: Cell::new(0), published, ended: ENDED.producer(SEGMENT) }
     }
 
-    /// Puts an ended scope in this thread's ring, waking the resolver if the ring asks for it.
+    /// Puts an ended scope in this thread's queue, waking the resolver if the queue asks for it.
     #[inline]
     fn hand_over(&self, call: Call, window: Option<Window>) {
         // Read after the window's end: the buffers holding its API records are requested by now.
@@ -201,7 +201,7 @@ pub(super) fn close(start: u64, call: Call) {
     }
 }
 
-/// A scope without a window (it pushed its id) ended: through this thread's ring as well.
+/// A scope without a window (it pushed its id) ended: through this thread's queue as well.
 #[inline]
 pub(super) fn ended(call: Call) {
     let mut call = Some(call);
@@ -215,15 +215,15 @@ pub(super) fn ended(call: Call) {
     }
 }
 
-/// Hands every scope the threads' rings hold to `f`, each thread's in the order they ended.
+/// Hands every scope the threads' queues hold to `f`, each thread's in the order they ended.
 pub(super) fn drain(f: impl FnMut(Ended)) -> usize {
     ENDED.drain(f)
 }
 
-/// Scopes that found their thread's ring full (handed over all the same).
+/// Segments the threads' queues allocated past their first (decision 42).
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-pub(super) fn spilled() -> u64 {
-    ENDED.spilled()
+pub(super) fn grown() -> u64 {
+    ENDED.grown()
 }
 
 fn leave(l: &Local) {
@@ -249,7 +249,7 @@ pub(super) fn pushed(delta: i32) {
     let _ = LOCAL.try_with(|l| l.pushed.set(l.pushed.get().saturating_add_signed(delta)));
 }
 
-/// Which threads have a window open. Taken before the resolver drains the rings: a window
+/// Which threads have a window open. Taken before the resolver drains the queues: a window
 /// that closed before this was pushed before it.
 pub(super) fn snapshot() -> Snapshot {
     verify_clock();

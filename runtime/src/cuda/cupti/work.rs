@@ -1,5 +1,5 @@
 //! CUPTI's pending work for the one resolver (`crate::resolver`): a poll and a flush both
-//! drain the threads' rings of ended scopes and the channel under the live state's lock (decoding returned buffers and attributing
+//! drain the threads' queues of ended scopes and the channel under the live state's lock (decoding returned buffers and attributing
 //! them), and hand resolved records to the pipeline after releasing it.
 
 use super::dump::Frame;
@@ -30,15 +30,15 @@ impl Live {
         self.resolver.ended_in(record, fence, window);
     }
 
-    /// Takes everything the threads' rings and the channel hold; returns resolved records and
+    /// Takes everything the threads' queues and the channel hold; returns resolved records and
     /// whether any scope ended since the last drain.
     fn drain(&mut self) -> (Vec<Record>, bool) {
         let (offset, error) = clock::offset();
         self.resolver.set_clock(offset, error);
-        // Before the rings: a window that closed before this was pushed before it.
+        // Before the queues: a window that closed before this was pushed before it.
         let threads = window::snapshot();
-        // The rings before the channel: a scope that reaches the channel (its thread's ring is
-        // gone) ended after everything in its ring.
+        // The queues before the channel: a scope that reaches the channel (its thread's queue
+        // is gone) ended after everything in its queue.
         let any_ended = window::drain(|e| self.ended(e.call, e.fence, e.window)) > 0;
         let mut dropped = 0;
         while let Ok(msg) = self.rx.try_recv() {
@@ -157,15 +157,29 @@ pub(super) const FLUSH_PERIOD_MS: u32 = 50;
 /// their records, and every [`FLUSH_IDLE`] otherwise.
 const FLUSH_WHILE_PENDING: Duration = Duration::from_millis(50);
 const FLUSH_IDLE: Duration = Duration::from_millis(500);
-/// How often CUPTI's clock is mapped onto the host's again while records are pending (and
-/// before a drain after a longer pause).
-const CLOCK_EVERY: Duration = Duration::from_secs(1);
-/// Scopes do not wake the resolver when they end (only a quarter-full ring does: decision 42):
-/// it looks at the rings this often while scopes end or wait, and every [`RINGS_IDLE`]
+/// How often CUPTI's clock is mapped onto the host's again, before a drain (~0.5 µs on the
+/// resolver): the two clocks drift apart by some µs per second (CUPTI's is `CLOCK_REALTIME`,
+/// the host clock the TSC at a calibrated rate), and scopes no longer wake the resolver, which
+/// used to measure afresh at the first scope after a pause.
+const CLOCK_EVERY: Duration = Duration::from_millis(10);
+/// Scopes do not wake the resolver when they end (only a quarter-full segment does: decision
+/// 42): it looks at the queues this often while scopes end or wait, and every [`QUEUES_IDLE`]
 /// otherwise. A scope needs its CUPTI buffers back before it resolves anyway, and every
 /// returned buffer wakes the resolver.
-const RINGS_BUSY: Duration = Duration::from_millis(20);
-const RINGS_IDLE: Duration = Duration::from_millis(200);
+const QUEUES_BUSY: Duration = Duration::from_millis(20);
+const QUEUES_IDLE: Duration = Duration::from_millis(200);
+
+/// Maps CUPTI's clock onto the host's again if the last mapping is [`CLOCK_EVERY`] old.
+fn fresh_clock(now: Instant) {
+    let Some(live) = LIVE.get() else { return };
+    let due = live.lock().is_ok_and(|l| now.saturating_duration_since(l.last_clock) >= CLOCK_EVERY);
+    if due {
+        clock::measure();
+        if let Ok(mut l) = live.lock() {
+            l.last_clock = now;
+        }
+    }
+}
 
 /// CUPTI's activity records: scopes waiting for their buffers.
 pub(super) struct Activity;
@@ -191,16 +205,11 @@ impl PendingWork for Activity {
     /// must be asked for, on a timer.
     fn poll(&self, now: Instant) -> Progress {
         let Some(live) = LIVE.get() else { return Progress::default() };
-        let (last_clock, last_flush, self_flushing) = match live.lock() {
-            Ok(l) => (l.last_clock, l.last_flush, !l.cupti_flushes),
+        let (last_flush, self_flushing) = match live.lock() {
+            Ok(l) => (l.last_flush, !l.cupti_flushes),
             Err(_) => return Progress::default(),
         };
-        if now.saturating_duration_since(last_clock) >= CLOCK_EVERY {
-            clock::measure();
-            if let Ok(mut l) = live.lock() {
-                l.last_clock = now;
-            }
-        }
+        fresh_clock(now);
         let first = process(None);
         let mut pending = first.pending;
         let every = if pending > 0 { FLUSH_WHILE_PENDING } else { FLUSH_IDLE };
@@ -214,19 +223,20 @@ impl PendingWork for Activity {
             pending = process(Some(false)).pending;
         }
         let next_wake = match (self_flushing, pending > 0) {
-            (true, true) => (flushed_at + FLUSH_WHILE_PENDING).min(now + CLOCK_EVERY),
+            (true, true) => (flushed_at + FLUSH_WHILE_PENDING).min(now + QUEUES_BUSY),
             (true, false) => flushed_at + FLUSH_IDLE,
-            (false, true) => now + CLOCK_EVERY,
-            (false, false) => now + RINGS_IDLE,
+            (false, true) => now + QUEUES_BUSY,
+            (false, false) => now + QUEUES_IDLE,
         };
-        let rings = if pending > 0 || first.ended { RINGS_BUSY } else { RINGS_IDLE };
-        Progress { pending, next_wake: Some(next_wake.min(now + rings)) }
+        let queues = if pending > 0 || first.ended { QUEUES_BUSY } else { QUEUES_IDLE };
+        Progress { pending, next_wake: Some(next_wake.min(now + queues)) }
     }
 
     /// Flushes until nothing is pending, a forced flush at the deadline.
     fn flush(&self, deadline: Instant) -> bool {
         loop {
             flush_all(false);
+            fresh_clock(Instant::now());
             if process(Some(false)).pending == 0 {
                 return true;
             }
