@@ -159,7 +159,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let q = |v: &[f64], q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
         let pct = |r: f64| format!("{:+.1} %", 100.0 * (r - 1.0));
         println!(
-            "{mode}/pairs: Annotated vs Unscoped, median of {pairs} alternating pairs of {short} launches: {}              (quartiles {} .. {}, min {} max {}); Annotated - Unscoped {:+.0} ns (quartiles {:+.0} .. {:+.0})",
+            "{mode}/pairs: Annotated vs Unscoped, median of {pairs} alternating pairs of {short} launches: {} \
+             (quartiles {} .. {}, min {} max {}); Annotated - Unscoped {:+.0} ns (quartiles {:+.0} .. {:+.0})",
             pct(q(&ratios, 0.5)),
             pct(q(&ratios, 0.25)),
             pct(q(&ratios, 0.75)),
@@ -327,7 +328,13 @@ fn clock_probe() {
             }
             i += k;
         }
-        let what = if k == 1 { "10 ms apart, extrapolated 10 ms" } else if k == 5 { "50 ms apart" } else { "1 s apart" };
+        let what = if k == 1 {
+            "10 ms apart, extrapolated 10 ms"
+        } else if k == 5 {
+            "50 ms apart"
+        } else {
+            "1 s apart"
+        };
         line += &format!("; {what}: {worst:.0} ns");
     }
     println!("{line}");
