@@ -87,6 +87,8 @@ pub fn call_cuda() {
     assert_eq!(gpuspan::cuda::timing(), None);
     assert_eq!(gpuspan::cuda::cupti_counts(), None::<gpuspan::cuda::replay::Counts>);
     assert_eq!(gpuspan::cuda::cupti_clock_offset(), None);
+    assert_eq!(gpuspan::cuda::cupti_queue_grown(), 0);
+    assert!(!gpuspan::cuda::cupti_windows_read_realtime());
     gpuspan::cuda::dump_note("off");
     let _ = gpuspan::cuda::attach;
     let _: Option<gpuspan::cuda::CudaError> = None;

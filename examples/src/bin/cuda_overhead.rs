@@ -11,8 +11,10 @@
 //!   host-timed annotated function) and `annotated` (a `#[gpu_kernel]` with the stream).
 //!
 //! `cuda_overhead <bare|cupti-kernel|gpuspan> [launches]` prints ns per launch (median of the
-//! batches) and the distribution of single launches; `cuda_overhead parts [calls]` times the
-//! pieces of a CUDA scope without a launch. `PIN_CPU=n` pins the launching thread.
+//! batches) and the distribution of single launches; in the gpuspan process also the median (and
+//! quartiles) of the Annotated/Unscoped ratio over 41 tightly alternating pairs of short batches.
+//! `cuda_overhead parts [calls]` times the pieces of a CUDA scope without a launch, and compares
+//! CUPTI's clock with the host's clocks (what a scope could read instead). `PIN_CPU=n` pins the launching thread.
 //! docs/benchmarks.md records the runs; the PyTorch comparison is scripts/torch_overhead.py.
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
@@ -63,7 +65,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         "gpuspan" => {
             let g = gpuspan::Config::from_env().summary(false).no_trace_file().init();
-            println!("timing: {:?}", gpuspan::cuda::start());
+            println!(
+                "timing: {:?}; windows read {}",
+                gpuspan::cuda::start(),
+                if gpuspan::cuda::cupti_windows_read_realtime() { "CLOCK_REALTIME" } else { "cuptiGetTimestamp" }
+            );
             (Some(g), &[Variant::Unscoped, Variant::PushPop, Variant::HostScope, Variant::Annotated])
         }
         "parts" => return parts(launches),
@@ -100,6 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(per)
     };
     const ROUNDS: usize = 9;
+    const PAIRS: usize = 41;
     let mut batches = vec![Vec::new(); variants.len()];
     let mut each = vec![Vec::new(); variants.len()];
     for &v in variants {
@@ -111,6 +118,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let i = (round + k) % variants.len();
             batches[i].push(run(variants[i], &mut x, launches, &mut each[i])?);
         }
+    }
+    // Tightly alternating pairs of short batches, Unscoped and Annotated, the order flipped
+    // every pair: a slow stretch of the process slows both halves of a pair, so the ratio of
+    // each pair is compared, not batches minutes apart (batches of one mode spread by 20-35 %).
+    let pairs = if variants.len() > 1 { PAIRS } else { 0 };
+    let short = (launches / 10).max(100);
+    let mut ratios = Vec::with_capacity(pairs);
+    let mut deltas = Vec::with_capacity(pairs);
+    for p in 0..pairs {
+        let mut t = [0.0; 2];
+        for k in 0..2 {
+            let i = (p + k) % 2;
+            let v = [Variant::Unscoped, Variant::Annotated][i];
+            t[i] = run(v, &mut x, short, &mut Vec::new())?;
+        }
+        ratios.push(t[1] / t[0]);
+        deltas.push(t[1] - t[0]);
     }
     for (i, v) in variants.iter().enumerate() {
         let b = &mut batches[i];
@@ -129,6 +153,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             at(1.0)
         );
     }
+    if pairs > 0 {
+        ratios.sort_by(f64::total_cmp);
+        deltas.sort_by(f64::total_cmp);
+        let q = |v: &[f64], q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        let pct = |r: f64| format!("{:+.1} %", 100.0 * (r - 1.0));
+        println!(
+            "{mode}/pairs: Annotated vs Unscoped, median of {pairs} alternating pairs of {short} launches: {} \
+             (quartiles {} .. {}, min {} max {}); Annotated - Unscoped {:+.0} ns (quartiles {:+.0} .. {:+.0})",
+            pct(q(&ratios, 0.5)),
+            pct(q(&ratios, 0.25)),
+            pct(q(&ratios, 0.75)),
+            pct(ratios[0]),
+            pct(ratios[pairs - 1]),
+            q(&deltas, 0.5),
+            q(&deltas, 0.25),
+            q(&deltas, 0.75),
+        );
+    }
     if guard.is_some() {
         // Every annotated launch above is a record to resolve: how long the resolver needs for
         // the rest once the loops end, and whether everything was decided (the stress check).
@@ -137,10 +179,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = gpuspan::summary();
         let calls: u64 = s.reached.iter().map(|r| r.calls).sum();
         println!(
-            "{mode}: flush {} in {:.0} ms; {calls} calls recorded; losses {:?}",
+            "{mode}: flush {} in {:.0} ms; {calls} calls recorded; losses {:?}; queues of ended scopes grew by {} segments",
             if done { "resolved everything" } else { "left records pending" },
             t.elapsed().as_secs_f64() * 1e3,
-            s.losses
+            s.losses,
+            gpuspan::cuda::cupti_queue_grown()
         );
     }
     drop(guard);
@@ -159,7 +202,11 @@ fn empty_host_scope() {}
 /// configures it, the pieces in alternating batches (medians of 9 batches of `n` calls).
 fn parts(n: usize) -> Result<(), Box<dyn std::error::Error>> {
     let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
-    println!("timing: {:?}", gpuspan::cuda::start());
+    println!(
+        "timing: {:?}; windows read {}",
+        gpuspan::cuda::start(),
+        if gpuspan::cuda::cupti_windows_read_realtime() { "CLOCK_REALTIME" } else { "cuptiGetTimestamp" }
+    );
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
     let mut id = 0;
@@ -190,9 +237,111 @@ fn parts(n: usize) -> Result<(), Box<dyn std::error::Error>> {
         println!("parts/{name}: {:.0} ns per call (median of 9 × {n}; batches {times:.0?})", times[4]);
     }
     std::hint::black_box(stamp);
+    clock_probe();
     drop(guard);
     Ok(())
 }
+
+/// CUPTI's clock against the host's clocks: what reading each costs, whether CUPTI's is
+/// `CLOCK_REALTIME` (within the bracket of one read), and how far its readings lie from a
+/// straight line through the TSC's, interpolated between readings 10 ms, 50 ms and 1 s apart:
+/// the error a scope would carry if it read the TSC and the resolver mapped it.
+#[cfg(target_arch = "x86_64")]
+fn clock_probe() {
+    use core::arch::x86_64::_rdtsc;
+    let realtime = || {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: plain out-parameter.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    // SAFETY: rdtsc exists on every x86-64 CPU.
+    let tsc = || unsafe { _rdtsc() };
+    let n = 200_000;
+    let cost = |f: &dyn Fn() -> u64| {
+        let t = Instant::now();
+        let mut acc = 0;
+        for _ in 0..n {
+            acc ^= f();
+        }
+        std::hint::black_box(acc);
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    let (c_cupti, c_real, c_tsc) = (cost(&raw_cupti::timestamp), cost(&realtime), cost(&tsc));
+    // CUPTI - CLOCK_REALTIME, each bracketed by two realtime reads.
+    let mut offs: Vec<(i64, u64)> = (0..2000)
+        .map(|_| {
+            let r0 = realtime();
+            let c = raw_cupti::timestamp();
+            let r1 = realtime();
+            (c as i64 - (r0 / 2 + r1 / 2) as i64, (r1 - r0).div_ceil(2))
+        })
+        .collect();
+    offs.sort_by_key(|o| o.1);
+    let tight: Vec<i64> = offs[..200].iter().map(|o| o.0).collect();
+    println!(
+        "clock/read cost: cuptiGetTimestamp {c_cupti:.1} ns, clock_gettime(REALTIME) {c_real:.1} ns, rdtsc {c_tsc:.1} \
+         ns; CUPTI - REALTIME over the 200 tightest of 2000 brackets: {} .. {} ns (half-bracket <= {} ns)",
+        tight.iter().min().unwrap_or(&0),
+        tight.iter().max().unwrap_or(&0),
+        offs[199].1
+    );
+    // (TSC, CUPTI) pairs every 10 ms for 2 s, each the tightest of 5 brackets.
+    let mut pairs = Vec::new();
+    for _ in 0..201 {
+        let best = (0..5)
+            .map(|_| {
+                let t0 = tsc();
+                let c = raw_cupti::timestamp();
+                let t1 = tsc();
+                (t1 - t0, t0 / 2 + t1 / 2, c)
+            })
+            .min_by_key(|p| p.0)
+            .unwrap_or((0, 0, 0));
+        pairs.push(best);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (t_base, c_base) = (pairs[0].1, pairs[0].2);
+    let at = |i: usize| ((pairs[i].1 - t_base) as f64, (pairs[i].2 - c_base) as f64);
+    let last = pairs.len() - 1;
+    let ns_per_tick = (at(last).1) / (at(last).0);
+    let worst_bracket = pairs.iter().map(|p| p.0).max().unwrap_or(0) as f64 * ns_per_tick / 2.0;
+    let mut line = format!(
+        "clock/TSC->CUPTI: {:.6} ns per tick over 2 s, brackets <= {worst_bracket:.0} ns; worst distance from the line through readings",
+        ns_per_tick
+    );
+    for k in [1usize, 5, 100] {
+        let mut worst: f64 = 0.0;
+        let mut i = 0;
+        while i + k <= last {
+            let ((ta, ca), (tb, cb)) = (at(i), at(i + k));
+            for j in i + 1..i + k {
+                let (t, c) = at(j);
+                worst = worst.max((c - (ca + (cb - ca) * (t - ta) / (tb - ta))).abs());
+            }
+            if k == 1 {
+                // Extrapolated one step past the pair instead (no later reading yet).
+                if i + 2 <= last {
+                    let (t, c) = at(i + 2);
+                    worst = worst.max((c - (ca + (cb - ca) * (t - ta) / (tb - ta))).abs());
+                }
+            }
+            i += k;
+        }
+        let what = if k == 1 {
+            "10 ms apart, extrapolated 10 ms"
+        } else if k == 5 {
+            "50 ms apart"
+        } else {
+            "1 s apart"
+        };
+        line += &format!("; {what}: {worst:.0} ns");
+    }
+    println!("{line}");
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn clock_probe() {}
 
 /// `window-check`: can a scope find its launches by thread and time instead of an external id?
 /// Reads CUPTI's clock around each launch and checks that the launch's API record lies inside

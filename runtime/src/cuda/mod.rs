@@ -235,6 +235,21 @@ pub fn cupti_counts() -> Option<replay::Counts> {
     cupti::counts()
 }
 
+/// How often a thread's CUDA scopes got more than a segment (256 scopes) ahead of the resolver:
+/// segments its queue allocated past the first (none is ever lost; decision 42). Feature
+/// `testing`.
+#[cfg(feature = "testing")]
+pub fn cupti_queue_grown() -> u64 {
+    cupti::queue_grown()
+}
+
+/// Whether CUDA scopes read `CLOCK_REALTIME` for their windows, having found it to be CUPTI's
+/// clock (decision 43), rather than `cuptiGetTimestamp`. Feature `testing`.
+#[cfg(feature = "testing")]
+pub fn cupti_windows_read_realtime() -> bool {
+    cupti::reads_realtime()
+}
+
 /// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
 /// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process).
 /// Feature `testing`.

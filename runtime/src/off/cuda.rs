@@ -49,6 +49,18 @@ pub fn cupti_clock_offset() -> Option<(i64, u64)> {
     None
 }
 
+/// Always 0 without the `enabled` feature: no scope is handed to a resolver.
+#[cfg(feature = "testing")]
+pub fn cupti_queue_grown() -> u64 {
+    0
+}
+
+/// Always `false` without the `enabled` feature: CUPTI never times this process.
+#[cfg(feature = "testing")]
+pub fn cupti_windows_read_realtime() -> bool {
+    false
+}
+
 /// Does nothing without the `enabled` feature: there is no CUPTI dump.
 #[cfg(feature = "testing")]
 pub fn dump_note(_text: impl Into<String>) {}

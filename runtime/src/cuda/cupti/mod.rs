@@ -12,7 +12,8 @@
 //! tests replay.
 //!
 //! Threads: CUPTI calls `buffers::requested` and `buffers::completed` on its own threads (or
-//! inside a flush); both only hand data over through a channel and wake the resolver. Decoding
+//! inside a flush); both only hand data over through a channel and wake the resolver. Scopes
+//! hand their ends over through their thread's queue ([`queue`], via [`window`]). Decoding
 //! and attribution happen under one lock, taken by the resolver; records are submitted after
 //! the lock is released.
 
@@ -29,6 +30,7 @@ pub(super) mod dump;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub(super) mod finish;
 mod library;
+mod queue;
 // The raw records' fields mirror CUPTI's structs and keep their names: CUPTI's headers
 // document them.
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
@@ -76,8 +78,8 @@ struct Live {
     rx: Receiver<Msg>,
     dump: Option<std::io::BufWriter<std::fs::File>>,
     dumped_names: HashSet<u64>,
-    /// When CUPTI's clock was last mapped onto the host's, and its buffers last asked for.
-    last_clock: Instant,
+    /// When CUPTI's buffers were last asked for (its clock is mapped afresh where records are
+    /// placed: `clock::mapping`).
     last_flush: Instant,
     /// CUPTI accepted [`work::FLUSH_PERIOD_MS`] and flushes on its own.
     cupti_flushes: bool,
@@ -103,6 +105,7 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     // SAFETY: setting the id type has no preconditions.
     let system = sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
     if unsafe { sys::cuptiSetThreadIdType(system) } == CUptiResult::CUPTI_SUCCESS {
+        window::choose_clock();
         window::ENABLED.store(true, Ordering::Relaxed);
     }
     let _ = TX.set(tx);
@@ -111,7 +114,6 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         rx,
         dump,
         dumped_names: HashSet::new(),
-        last_clock: Instant::now(),
         last_flush: Instant::now(),
         cupti_flushes: false,
     }));
@@ -225,16 +227,17 @@ pub(crate) fn pop(id: u64) {
 
 /// A scope ended: it waits for the buffers CUPTI requested so far.
 pub(crate) fn ended(call: Call) {
-    send_ended(call, None);
+    window::ended(call);
 }
 
 /// A synchronous scope ended: its window closes, and it waits for the buffers CUPTI requested
 /// so far (read after the window's end, so they hold every API record inside it).
 #[inline]
 pub(crate) fn ended_window(call: Call, start: u64) {
-    window::close(start, |w| send_ended(call, w));
+    window::close(start, call);
 }
 
+/// A scope ended on a thread whose queue is gone (it is being torn down): through the channel.
 fn send_ended(call: Call, window: Option<Window>) {
     let fence = buffers::REQUESTED.load(Ordering::SeqCst);
     if let Some(tx) = TX.get() {
@@ -257,4 +260,16 @@ pub(crate) fn note(text: String) {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn counts() -> Option<Counts> {
     Some(LIVE.get()?.lock().ok()?.resolver.counts())
+}
+
+/// Windows read `CLOCK_REALTIME` instead of `cuptiGetTimestamp` (decision 43).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) fn reads_realtime() -> bool {
+    window::reads_realtime()
+}
+
+/// Segments the threads' queues of ended scopes allocated past their first (decision 42).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) fn queue_grown() -> u64 {
+    window::grown()
 }

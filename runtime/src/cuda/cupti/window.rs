@@ -8,8 +8,14 @@
 //! external id is pushed on its thread (an async poll), whose id must stay on top of CUPTI's
 //! stack. Each thread publishes the start of its outermost open window, so that the resolver can
 //! tell a call made outside every scope from one whose scope has not ended yet.
+//!
+//! Every CUPTI scope, windowed or pushed, hands its end to the resolver through its thread's
+//! queue (`queue.rs`); a scope ending while its thread is being torn down (no queue any more)
+//! goes through the channel of `mod.rs`.
 
+use super::queue::{Producer, Pushed, Queues};
 use super::thread_index::{Snapshot, Window};
+use crate::scope::Call;
 use cudarc::cupti::sys::{self as sys, CUptiResult};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,12 +35,30 @@ struct Published {
 /// Every thread that opened a window and is alive (or still has one open).
 static THREADS: Mutex<Vec<Arc<Published>>> = Mutex::new(Vec::new());
 
+/// A scope's end on its way to the resolver.
+pub(super) struct Ended {
+    pub call: Call,
+    /// Buffers CUPTI had requested when the scope ended (after its window's end was read).
+    pub fence: u64,
+    /// The window of a synchronous scope.
+    pub window: Option<Window>,
+}
+
+/// Every thread's queue of ended scopes, drained by the resolver ([`drain`]).
+static ENDED: Queues<Ended> = Queues::new();
+
+/// Scopes per segment of a thread's queue: ~150 bytes each, ~38 KiB a segment, two for a thread
+/// the resolver keeps up with. The producer wakes the resolver at a quarter of each (64 scopes,
+/// ~0.3 ms of tiny launches) and links a further segment when one is full (decision 42).
+const SEGMENT: usize = 256;
+
 struct Local {
     /// Windows open on this thread.
     windows: Cell<u32>,
     /// External ids this thread's scopes have pushed and not popped.
     pushed: Cell<u32>,
     published: Arc<Published>,
+    ended: Producer<Ended>,
 }
 
 impl Local {
@@ -45,7 +69,17 @@ impl Local {
         if let Ok(mut t) = THREADS.lock() {
             t.push(published.clone());
         }
-        Local { windows: Cell::new(0), pushed: Cell::new(0), published }
+        Local { windows: Cell::new(0), pushed: Cell::new(0), published, ended: ENDED.producer(SEGMENT) }
+    }
+
+    /// Puts an ended scope in this thread's queue, waking the resolver if the queue asks for it.
+    #[inline]
+    fn hand_over(&self, call: Call, window: Option<Window>) {
+        // Read after the window's end: the buffers holding its API records are requested by now.
+        let fence = super::buffers::REQUESTED.load(Ordering::SeqCst);
+        if self.ended.push(Ended { call, fence, window }) == Pushed::Wake {
+            super::work::wake();
+        }
     }
 }
 
@@ -53,15 +87,72 @@ thread_local! {
     static LOCAL: Local = Local::new();
 }
 
+/// CUPTI's clock is `CLOCK_REALTIME` (checked at start and at every snapshot): windows read
+/// that clock directly, ~20 ns through the vDSO against ~38 ns for `cuptiGetTimestamp`
+/// (decision 43).
+static REALTIME: AtomicBool = AtomicBool::new(false);
+
 /// CUPTI's clock, which its API records use.
 #[inline]
 pub(super) fn now() -> u64 {
+    if REALTIME.load(Ordering::Relaxed) {
+        return realtime();
+    }
+    cupti_now()
+}
+
+#[inline]
+fn cupti_now() -> u64 {
     let mut t = 0;
     // SAFETY: plain out-parameter; the symbol was checked at start.
     if unsafe { sys::cuptiGetTimestamp(&mut t) } != CUptiResult::CUPTI_SUCCESS {
         return 0;
     }
     t
+}
+
+#[inline]
+fn realtime() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: plain out-parameter.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Whether a reading of CUPTI's clock lies between two readings of `CLOCK_REALTIME` taken
+/// around it: always, if they are one clock, however long the bracket.
+fn bracketed() -> bool {
+    let r0 = realtime();
+    let c = cupti_now();
+    let r1 = realtime();
+    r0 != 0 && c != 0 && r0 <= c && c <= r1
+}
+
+/// At CUPTI's start: windows read `CLOCK_REALTIME` if CUPTI's clock is that clock, i.e. if
+/// each of 1000 readings lies inside its bracket (the tightest take ~40 ns: a clock that differs
+/// by more than that fails).
+pub(super) fn choose_clock() {
+    REALTIME.store((0..1000).all(|_| bracketed()), Ordering::Relaxed);
+}
+
+/// Windows read `CLOCK_REALTIME` (false before CUPTI started).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(super) fn reads_realtime() -> bool {
+    REALTIME.load(Ordering::Relaxed)
+}
+
+/// On the resolver, before each drain: once a reading falls outside its bracket, the two clocks
+/// are not one (CUPTI mapped its own), and windows go back to `cuptiGetTimestamp` for good.
+fn verify_clock() {
+    if REALTIME.load(Ordering::Relaxed) && !bracketed() {
+        REALTIME.store(false, Ordering::Relaxed);
+        crate::diagnostics::note_once(
+            "CUPTI's clock stopped matching CLOCK_REALTIME: CUDA scopes read it through cuptiGetTimestamp from now \
+             on (scopes open at that moment may be attributed by a clock off by up to one resolver poll's drift)",
+        );
+    }
 }
 
 /// Opens a window on this thread and returns its start, or `None` if this scope must push its
@@ -93,21 +184,46 @@ pub(super) fn open() -> Option<u64> {
         .flatten()
 }
 
-/// Closes the window opened at `start`; `send` hands it over (and must do so before the thread
+/// Closes the window opened at `start` and hands the scope over with it (before the thread
 /// shows the resolver that the window is closed).
 #[inline]
-pub(super) fn close(start: u64, send: impl FnOnce(Option<Window>)) {
+pub(super) fn close(start: u64, call: Call) {
     let end = now();
-    let mut send = Some(send);
+    let mut call = Some(call);
     let _ = LOCAL.try_with(|l| {
-        if let Some(send) = send.take() {
-            send(Some(Window { thread: l.published.thread, start, end }));
+        if let Some(call) = call.take() {
+            l.hand_over(call, Some(Window { thread: l.published.thread, start, end }));
         }
         leave(l);
     });
-    if let Some(send) = send {
-        send(None); // the thread is ending: the scope resolves without a window
+    if let Some(call) = call {
+        super::send_ended(call, None); // the thread is ending: the scope resolves without a window
     }
+}
+
+/// A scope without a window (it pushed its id) ended: through this thread's queue as well.
+#[inline]
+pub(super) fn ended(call: Call) {
+    let mut call = Some(call);
+    let _ = LOCAL.try_with(|l| {
+        if let Some(call) = call.take() {
+            l.hand_over(call, None);
+        }
+    });
+    if let Some(call) = call {
+        super::send_ended(call, None);
+    }
+}
+
+/// Hands every scope the threads' queues hold to `f`, each thread's in the order they ended.
+pub(super) fn drain(f: impl FnMut(Ended)) -> usize {
+    ENDED.drain(f)
+}
+
+/// Segments the threads' queues allocated past their first (decision 42).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(super) fn grown() -> u64 {
+    ENDED.grown()
 }
 
 fn leave(l: &Local) {
@@ -133,9 +249,10 @@ pub(super) fn pushed(delta: i32) {
     let _ = LOCAL.try_with(|l| l.pushed.set(l.pushed.get().saturating_add_signed(delta)));
 }
 
-/// Which threads have a window open. Taken before the resolver drains its channel: a window
-/// that closed before this was sent before it.
+/// Which threads have a window open. Taken before the resolver drains the queues: a window
+/// that closed before this was pushed before it.
 pub(super) fn snapshot() -> Snapshot {
+    verify_clock();
     let now = now();
     let mut open = Vec::new();
     if let Ok(mut threads) = THREADS.lock() {

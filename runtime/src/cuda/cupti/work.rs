@@ -1,25 +1,44 @@
 //! CUPTI's pending work for the one resolver (`crate::resolver`): a poll and a flush both
-//! drain the channel under the live state's lock (decoding returned buffers and attributing
+//! drain the threads' queues of ended scopes and the channel under the live state's lock (decoding returned buffers and attributing
 //! them), and hand resolved records to the pipeline after releasing it.
 
 use super::dump::Frame;
 use super::records::Raw;
+use super::thread_index::Window;
 use super::{buffers, clock, dump, records, window, Live, Msg, LIVE};
 use crate::diagnostics::note_once;
 use crate::pipeline;
 use crate::record::Record;
 use crate::resolver::{PendingWork, Progress};
+use crate::scope::Call;
 use cudarc::cupti::sys;
 use std::ffi::{c_char, CStr};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 impl Live {
-    /// Takes everything the channel holds; returns resolved records.
-    fn drain(&mut self) -> Vec<Record> {
+    /// A scope ended: its record is built here, off the caller's thread.
+    fn ended(&mut self, call: Call, fence: u64, window: Option<Window>) {
+        let record = call.into_record();
+        if let (Some(w), true) = (window, self.dump.is_some()) {
+            self.write(Frame::Window { scope_id: record.scope_id, window: w });
+        }
+        if self.dump.is_some() {
+            let site = record.site.desc.name.to_owned();
+            self.write(Frame::Ended { scope_id: record.scope_id, fence, host_ns: crate::clock::now_ns(), site });
+        }
+        self.resolver.ended_in(record, fence, window);
+    }
+
+    /// Takes everything the threads' queues and the channel hold; returns resolved records and
+    /// whether any scope ended since the last drain.
+    fn drain(&mut self) -> (Vec<Record>, bool) {
         self.resolver.calibrate(clock::mapping);
-        // Before the channel: a window that closed before this was sent before it.
+        // Before the queues: a window that closed before this was pushed before it.
         let threads = window::snapshot();
+        // The queues before the channel: a scope that reaches the channel (its thread's queue
+        // is gone) ended after everything in its queue.
+        let any_ended = window::drain(|e| self.ended(e.call, e.fence, e.window)) > 0;
         let mut dropped = 0;
         while let Ok(msg) = self.rx.try_recv() {
             match msg {
@@ -29,22 +48,7 @@ impl Live {
                 }
                 Msg::Dropped(n) => dropped += n,
                 Msg::Note(text) => self.write(Frame::Note { host_ns: crate::clock::now_ns(), text }),
-                Msg::Ended(call, fence, window) => {
-                    let record = call.into_record();
-                    if let (Some(w), true) = (window, self.dump.is_some()) {
-                        self.write(Frame::Window { scope_id: record.scope_id, window: w });
-                    }
-                    if self.dump.is_some() {
-                        let site = record.site.desc.name.to_owned();
-                        self.write(Frame::Ended {
-                            scope_id: record.scope_id,
-                            fence,
-                            host_ns: crate::clock::now_ns(),
-                            site,
-                        });
-                    }
-                    self.resolver.ended_in(record, fence, window);
-                }
+                Msg::Ended(call, fence, window) => self.ended(call, fence, window),
                 Msg::Buffer { base, valid } => {
                     // SAFETY: a live buffer from `requested`, returned by CUPTI with `valid` bytes.
                     let seq = unsafe { *(base as *const u64) };
@@ -100,34 +104,39 @@ impl Live {
         if let Some(w) = &mut self.dump {
             let _ = w.flush();
         }
-        records
+        (records, any_ended)
     }
 }
 
-/// Drains and resolves under the lock, submits outside it; returns what is still pending.
-/// Called only by the one driver of `crate::resolver`, so when it returns, every record it
-/// took is in the pipeline.
-fn process(flushed: Option<bool>) -> usize {
-    let Some(live) = LIVE.get() else { return 0 };
-    let (records, pending) = match live.lock() {
+/// What a [`process`] left: calls still pending, and whether any scope ended since the last.
+#[derive(Clone, Copy, Default)]
+struct Processed {
+    pending: usize,
+    ended: bool,
+}
+
+/// Drains and resolves under the lock, submits outside it. Called only by the one driver of
+/// `crate::resolver`, so when it returns, every record it took is in the pipeline.
+fn process(flushed: Option<bool>) -> Processed {
+    let Some(live) = LIVE.get() else { return Processed::default() };
+    let (records, done) = match live.lock() {
         Ok(mut l) => {
             if let Some(forced) = flushed {
                 l.write(Frame::Flushed { host_ns: crate::clock::now_ns(), forced });
             }
-            let mut r = l.drain();
+            let (mut r, ended) = l.drain();
             if flushed == Some(true) {
                 // The deadline: every ended scope is decided with what it has (counted).
                 r.extend(l.resolver.force());
             }
-            let p = l.resolver.pending();
-            (r, p)
+            (r, Processed { pending: l.resolver.pending(), ended })
         }
-        Err(_) => return 0,
+        Err(_) => return Processed::default(),
     };
     for r in records {
         pipeline::submit(r);
     }
-    pending
+    done
 }
 
 /// Asks CUPTI for its buffers: only those whose records are all complete, or all (`forced`).
@@ -147,9 +156,12 @@ pub(super) const FLUSH_PERIOD_MS: u32 = 50;
 /// their records, and every [`FLUSH_IDLE`] otherwise.
 const FLUSH_WHILE_PENDING: Duration = Duration::from_millis(50);
 const FLUSH_IDLE: Duration = Duration::from_millis(500);
-/// How often CUPTI's clock is mapped onto the host's again while records are pending (and
-/// before a drain after a longer pause).
-const CLOCK_EVERY: Duration = Duration::from_secs(1);
+/// Scopes do not wake the resolver when they end (only a quarter-full segment does: decision
+/// 42): it looks at the queues this often while scopes end or wait, and every [`QUEUES_IDLE`]
+/// otherwise. A scope needs its CUPTI buffers back before it resolves anyway, and every
+/// returned buffer wakes the resolver.
+const QUEUES_BUSY: Duration = Duration::from_millis(20);
+const QUEUES_IDLE: Duration = Duration::from_millis(200);
 
 /// CUPTI's activity records: scopes waiting for their buffers.
 pub(super) struct Activity;
@@ -175,17 +187,12 @@ impl PendingWork for Activity {
     /// must be asked for, on a timer.
     fn poll(&self, now: Instant) -> Progress {
         let Some(live) = LIVE.get() else { return Progress::default() };
-        let (last_clock, last_flush, self_flushing) = match live.lock() {
-            Ok(l) => (l.last_clock, l.last_flush, !l.cupti_flushes),
+        let (last_flush, self_flushing) = match live.lock() {
+            Ok(l) => (l.last_flush, !l.cupti_flushes),
             Err(_) => return Progress::default(),
         };
-        if now.saturating_duration_since(last_clock) >= CLOCK_EVERY {
-            clock::measure();
-            if let Ok(mut l) = live.lock() {
-                l.last_clock = now;
-            }
-        }
-        let mut pending = process(None);
+        let first = process(None);
+        let mut pending = first.pending;
         let every = if pending > 0 { FLUSH_WHILE_PENDING } else { FLUSH_IDLE };
         let mut flushed_at = last_flush;
         if self_flushing && now.saturating_duration_since(last_flush) >= every {
@@ -194,27 +201,28 @@ impl PendingWork for Activity {
             if let Ok(mut l) = live.lock() {
                 l.last_flush = now;
             }
-            pending = process(Some(false));
+            pending = process(Some(false)).pending;
         }
         let next_wake = match (self_flushing, pending > 0) {
-            (true, true) => Some((flushed_at + FLUSH_WHILE_PENDING).min(now + CLOCK_EVERY)),
-            (true, false) => Some(flushed_at + FLUSH_IDLE),
-            (false, true) => Some(now + CLOCK_EVERY),
-            (false, false) => None,
+            (true, true) => (flushed_at + FLUSH_WHILE_PENDING).min(now + QUEUES_BUSY),
+            (true, false) => flushed_at + FLUSH_IDLE,
+            (false, true) => now + QUEUES_BUSY,
+            (false, false) => now + QUEUES_IDLE,
         };
-        Progress { pending, next_wake }
+        let queues = if pending > 0 || first.ended { QUEUES_BUSY } else { QUEUES_IDLE };
+        Progress { pending, next_wake: Some(next_wake.min(now + queues)) }
     }
 
     /// Flushes until nothing is pending, a forced flush at the deadline.
     fn flush(&self, deadline: Instant) -> bool {
         loop {
             flush_all(false);
-            if process(Some(false)) == 0 {
+            if process(Some(false)).pending == 0 {
                 return true;
             }
             if Instant::now() >= deadline {
                 flush_all(true);
-                return process(Some(true)) == 0;
+                return process(Some(true)).pending == 0;
             }
             // Buffers come back from CUPTI's thread: give it a moment, bounded by the deadline.
             std::thread::sleep(Duration::from_millis(1).min(deadline.saturating_duration_since(Instant::now())));
