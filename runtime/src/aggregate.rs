@@ -202,16 +202,17 @@ impl Shard {
 }
 
 impl Shard {
-    /// Adds host-timed calls (duration, bytes) of this shard's site: the counters are summed in
-    /// registers and stored once, only the histogram is touched per call.
-    fn add_host_all(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
+    /// Adds host-timed calls (duration, bytes; 0 for none) of this shard's site: the counters are
+    /// summed in registers and stored once, only the histogram is touched per call.
+    #[inline]
+    fn add_host_all(&self, calls: impl Iterator<Item = (u64, u64)>) {
         let (mut n, mut sum, mut min, mut max, mut bytes) = (0u64, 0u64, u64::MAX, 0u64, 0u64);
         for (d, b) in calls {
             n += 1;
             sum = sum.wrapping_add(d);
             min = min.min(d);
             max = max.max(d);
-            bytes = bytes.wrapping_add(b.unwrap_or(0));
+            bytes = bytes.wrapping_add(b);
             let bucket = &self.histogram.buckets[Histogram::index(d)];
             bucket.store(bucket.load(Relaxed).wrapping_add(1), Relaxed);
         }
@@ -379,16 +380,16 @@ impl SiteStats {
         });
     }
 
-    /// Host-timed calls (duration, bytes) that produced no record, counted together: a run of
-    /// this site's calls in the calling thread's ring.
-    pub(crate) fn add_host_all(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
+    /// Host-timed calls (duration, bytes; 0 for none) that produced no record, counted together:
+    /// a run of this site's calls in the calling thread's ring.
+    pub(crate) fn add_host_all(&self, calls: impl Iterator<Item = (u64, u64)>) {
         self.with_shard(|shard| shard.add_host_all(calls));
     }
 
     /// The same, counted on a thread other than the one that made the calls (a reader draining
     /// that thread's ring): into the site's totals of other threads, never into the caller's
     /// shards, which only their own thread writes.
-    pub(crate) fn add_host_all_elsewhere(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
+    pub(crate) fn add_host_all_elsewhere(&self, calls: impl Iterator<Item = (u64, u64)>) {
         let site = self.index();
         registry().retired(site).add_host_all(calls);
     }

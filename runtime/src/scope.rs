@@ -179,7 +179,15 @@ impl Scope {
         }
         site.mark_entered();
         let parent = crate::parent::capture();
-        let span = HostSpan::enter(span);
+        // A span no subscriber wanted owns nothing: forgotten rather than dropped (its drop is
+        // an out-of-line call that only tracing's `log` feature gives work: a "--" line for a
+        // span whose "++" it never wrote here), its words never moved into the scope.
+        let span = if span.is_disabled() {
+            std::mem::forget(span);
+            HostSpan::Off
+        } else {
+            HostSpan::enter(span)
+        };
         #[cfg(feature = "wgpu")]
         let attach_slot = crate::wgpu::attach::push(site, false);
         let start = clock::raw();
@@ -351,9 +359,10 @@ impl Drop for Scope {
 }
 
 /// Ends the measurement of an open scope and consumes its state (`state` is never used again).
-/// Out of line, so the caller's code stays small. A host scope of a site on the global
-/// threshold that ends before it is closed in place: its span closed, one ring entry written,
-/// nothing converted or moved.
+/// Out of line, so the caller's code stays small. A host scope of a site on the global floor
+/// that ends before it is the common case and the only one handled here: read the clock, close
+/// the span if a subscriber made one, write (site, ticks, bytes) into the thread's ring.
+/// Converting, counting and deciding about anything else happen elsewhere.
 #[inline(never)]
 fn close(state: &mut ManuallyDrop<State>) {
     let end = clock::raw();
@@ -366,17 +375,37 @@ fn close(state: &mut ManuallyDrop<State>) {
     #[cfg(feature = "wgpu")]
     collect_attachment(state);
     if let State::Host(h) = &mut **state {
-        h.error |= std::thread::panicking();
-        let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
         let ticks = end.saturating_sub(h.start);
-        let own = h.site.desc.trace_all || h.site.desc.threshold_us.is_some();
-        if sampling::below_floor(ticks) && !h.error && !own && !pipeline::wants_every_call() {
+        if h.site.on_global_floor && sampling::below_floor(ticks) && !h.error && !std::thread::panicking() {
             crate::ring::push(h.site, ticks, h.bytes);
             // What the state still owns: the trace parent (an OpenTelemetry context with the
-            // OTLP export; nothing otherwise). The span is closed already.
-            h.parent = Default::default();
+            // OTLP export; nothing otherwise) and the span, closed last so that without a
+            // subscriber nothing here outlives a call. `spans` is only ever taken below.
+            // SAFETY: the state is never used again (see above), so each field is dropped once.
+            unsafe { std::ptr::drop_in_place(&mut h.parent) };
+            if !matches!(h.span, HostSpan::Off) {
+                close_span_counted(&mut h.span);
+            }
             return;
         }
+    }
+    close_general(state, end);
+}
+
+/// Exits and closes the span of a call that [`close`] counted: not the common case of a
+/// program without a subscriber, so out of line.
+#[inline(never)]
+fn close_span_counted(span: &mut HostSpan) {
+    drop(std::mem::replace(span, HostSpan::Off).close(false));
+}
+
+/// A host call that is longer than the floor, of a site with its own threshold, failed or
+/// while a sink wants every record, and every backend's scope.
+#[inline(never)]
+fn close_general(state: &mut ManuallyDrop<State>, end: u64) {
+    if let State::Host(h) = &mut **state {
+        h.error |= std::thread::panicking();
+        let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
         // Only a call that may become a record pays for its span chain.
         h.spans = crate::spans::capture(span.as_ref());
     }
