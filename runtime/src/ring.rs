@@ -25,11 +25,9 @@ struct Entry {
     site: &'static Site,
     /// The call's duration in raw clock ticks.
     ticks: u64,
-    /// `u64::MAX` stands for "no size" (a real size that large is counted as such: saturated).
+    /// 0 for "no size": the aggregates add sizes, where the two are the same.
     bytes: u64,
 }
-
-const NO_BYTES: u64 = u64::MAX;
 
 struct Ring {
     /// Entries written; only the owner thread stores it.
@@ -80,17 +78,14 @@ impl Ring {
             // store of `head`, acquired above) and are not reused before the release store of
             // `tail`; `UnsafeCell<MaybeUninit<Entry>>` has `Entry`'s layout.
             let written = unsafe { std::slice::from_raw_parts(self.entries.as_ptr().add(at).cast::<Entry>(), len) };
+            // One pass: each run of one site's entries is counted until the site changes.
             let mut rest = written;
             while let Some(first) = rest.first() {
-                let n = rest.iter().position(|e| !std::ptr::eq(e.site, first.site)).unwrap_or(rest.len());
-                let (run, after) = rest.split_at(n);
-                let calls = run.iter().map(|e| (to_ns(e.ticks), if e.bytes == NO_BYTES { 0 } else { e.bytes }));
-                if own {
-                    first.site.stats.add_host_all(calls);
-                } else {
-                    first.site.stats.add_host_all_elsewhere(calls);
-                }
-                rest = after;
+                let site = first.site;
+                let calls =
+                    rest.iter().map_while(|e| std::ptr::eq(e.site, site).then(|| (to_ns(e.ticks), e.bytes)));
+                let n = if own { site.stats.add_host_all(calls) } else { site.stats.add_host_all_elsewhere(calls) };
+                rest = &rest[n.max(1)..];
             }
             i = i.wrapping_add(len);
         }
@@ -147,13 +142,30 @@ thread_local! {
 /// thread-local's destructor), through [`first_or_late`].
 #[inline(always)]
 pub(crate) fn push(site: &'static Site, ticks: u64, bytes: Option<u64>) {
-    let ring = RING.with(Cell::get);
+    push_to(current(), site, ticks, bytes);
+}
+
+/// This thread's ring, as [`push_to`] takes it. Read by a scope's caller: a thread-local is
+/// reached through what the compiler sees as a call (the linker makes it one load), and the
+/// caller's frame saves registers for its own calls anyway.
+#[derive(Clone, Copy)]
+pub(crate) struct Current(*const Ring);
+
+#[inline(always)]
+pub(crate) fn current() -> Current {
+    Current(RING.with(Cell::get))
+}
+
+/// [`push`] into `ring`, which the calling thread read with [`current`].
+#[inline(always)]
+pub(crate) fn push_to(ring: Current, site: &'static Site, ticks: u64, bytes: Option<u64>) {
+    let ring = ring.0;
     if ring.is_null() || ring == GONE {
         return first_or_late(site, ticks, bytes);
     }
     // SAFETY: `LOCAL` keeps the ring alive until its destructor, which clears `RING` first.
     let ring = unsafe { &*ring };
-    let bytes = bytes.unwrap_or(NO_BYTES);
+    let bytes = bytes.unwrap_or(0);
     let head = ring.head.load(Relaxed);
     if head.wrapping_sub(ring.tail.load(Acquire)) >= CAPACITY {
         return full(ring, site, ticks, bytes);

@@ -178,16 +178,21 @@ impl Scope {
             return Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>);
         }
         site.mark_entered();
-        let parent = crate::parent::capture();
         // A span no subscriber wanted owns nothing: forgotten rather than dropped (its drop is
         // an out-of-line call that only tracing's `log` feature gives work: a "--" line for a
-        // span whose "++" it never wrote here), its words never moved into the scope.
-        let span = if span.is_disabled() {
+        // span whose "++" it never wrote here). The two cases build the scope apart, so that
+        // the common one writes the span's tag alone instead of moving the span's words.
+        if span.is_disabled() {
             std::mem::forget(span);
-            HostSpan::Off
+            Self::host_with(site, HostSpan::Off, bytes)
         } else {
-            HostSpan::enter(span)
-        };
+            Self::host_with(site, HostSpan::enter(span), bytes)
+        }
+    }
+
+    #[inline(always)]
+    fn host_with(site: &'static Site, span: HostSpan, bytes: Option<u64>) -> Scope {
+        let parent = crate::parent::capture();
         #[cfg(feature = "wgpu")]
         let attach_slot = crate::wgpu::attach::push(site, false);
         let start = clock::raw();
@@ -353,7 +358,10 @@ impl Drop for Scope {
     #[inline]
     fn drop(&mut self) {
         if !matches!(*self.state, State::Off) {
-            close(&mut self.state);
+            // Read here, in the caller's frame, so that `close` saves no registers on its fast
+            // path: the clock, the panic state and the thread's ring (each may call out of line
+            // on a rare path, and a thread-local is a call to the compiler).
+            close(&mut self.state, clock::raw(), std::thread::panicking(), crate::ring::current());
         }
     }
 }
@@ -364,8 +372,7 @@ impl Drop for Scope {
 /// the span if a subscriber made one, write (site, ticks, bytes) into the thread's ring.
 /// Converting, counting and deciding about anything else happen elsewhere.
 #[inline(never)]
-fn close(state: &mut ManuallyDrop<State>) {
-    let end = clock::raw();
+fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate::ring::Current) {
     #[cfg(feature = "nvtx")]
     match &mut **state {
         State::Host(h) => h.pop_nvtx(),
@@ -376,35 +383,40 @@ fn close(state: &mut ManuallyDrop<State>) {
     collect_attachment(state);
     if let State::Host(h) = &mut **state {
         let ticks = end.saturating_sub(h.start);
-        if h.site.on_global_floor && sampling::below_floor(ticks) && !h.error && !std::thread::panicking() {
-            crate::ring::push(h.site, ticks, h.bytes);
-            // What the state still owns: the trace parent (an OpenTelemetry context with the
-            // OTLP export; nothing otherwise) and the span, closed last so that without a
-            // subscriber nothing here outlives a call. `spans` is only ever taken below.
+        if h.site.on_global_floor && sampling::below_floor(ticks) && !h.error && !panicking {
+            // What the state owns besides the span: the trace parent (an OpenTelemetry context
+            // with the OTLP export; nothing otherwise). `spans` is only ever taken below.
             // SAFETY: the state is never used again (see above), so each field is dropped once.
             unsafe { std::ptr::drop_in_place(&mut h.parent) };
-            if !matches!(h.span, HostSpan::Off) {
-                close_span_counted(&mut h.span);
+            // Both ends are tail calls: this path saves no registers.
+            if matches!(h.span, HostSpan::Off) {
+                return crate::ring::push_to(ring, h.site, ticks, h.bytes);
             }
-            return;
+            return count_and_close_span(h, ticks);
         }
     }
-    close_general(state, end);
+    close_general(state, end, panicking);
 }
 
-/// Exits and closes the span of a call that [`close`] counted: not the common case of a
-/// program without a subscriber, so out of line.
+/// Counts a call that [`close`] found short, then exits and closes its span: with a subscriber,
+/// not the common case of a program without one, so out of line.
 #[inline(never)]
-fn close_span_counted(span: &mut HostSpan) {
-    drop(std::mem::replace(span, HostSpan::Off).close(false));
+fn count_and_close_span(h: &mut Host, ticks: u64) {
+    crate::ring::push(h.site, ticks, h.bytes);
+    if let HostSpan::Entered(span) = &h.span {
+        span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
+    }
+    // Closed where it lies, not moved out first.
+    // SAFETY: the state is never used again (see `close`), so the span is dropped once.
+    unsafe { std::ptr::drop_in_place(&mut h.span) };
 }
 
 /// A host call that is longer than the floor, of a site with its own threshold, failed or
 /// while a sink wants every record, and every backend's scope.
 #[inline(never)]
-fn close_general(state: &mut ManuallyDrop<State>, end: u64) {
+fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
     if let State::Host(h) = &mut **state {
-        h.error |= std::thread::panicking();
+        h.error |= panicking;
         let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
         // Only a call that may become a record pays for its span chain.
         h.spans = crate::spans::capture(span.as_ref());
