@@ -88,9 +88,24 @@ mod tests {
     use super::{below_floor, load_env, FLOOR_TICKS, THRESHOLD_NS, TRACE_ALL};
     use std::sync::atomic::Ordering::Relaxed;
 
+    #[derive(Debug)]
+    struct EveryRecord;
+    impl crate::pipeline::Sink for EveryRecord {
+        fn accept(&self, _: &crate::record::Record) {}
+        fn wants_all(&self) -> bool {
+            true
+        }
+    }
+
+    /// One test, so that no other changes the floor meanwhile.
     #[test]
-    fn the_floor_is_the_global_threshold_in_ticks() {
+    fn the_floor_is_the_global_threshold_in_ticks_and_zero_while_a_sink_wants_every_record() {
         load_env();
+        let sink: std::sync::Arc<dyn crate::pipeline::Sink> = std::sync::Arc::new(EveryRecord);
+        crate::pipeline::add_sink(sink.clone());
+        assert_eq!(FLOOR_TICKS.load(Relaxed), 0, "no call is short enough to skip that sink");
+        assert!(!below_floor(0));
+        crate::pipeline::remove_sink(&sink);
         let every = TRACE_ALL.load(Relaxed) || crate::pipeline::wants_every_call();
         let expected = if every { 0 } else { crate::clock::ticks_below_ns(THRESHOLD_NS.load(Relaxed)) };
         let floor = FLOOR_TICKS.load(Relaxed);
