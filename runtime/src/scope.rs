@@ -175,7 +175,7 @@ impl Scope {
             return Self::cuda_watched(site, span, bytes);
         }
         if site.desc.track_memory {
-            return Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>);
+            return Self::host_tracking_memory(site, span, bytes);
         }
         site.mark_entered();
         // A span no subscriber wanted owns nothing: forgotten rather than dropped (its drop is
@@ -188,6 +188,13 @@ impl Scope {
         } else {
             Self::host_with(site, HostSpan::enter(span), bytes)
         }
+    }
+
+    /// A host scope that also marks memory: the whole state, out of line (its own frame).
+    #[cold]
+    #[inline(never)]
+    fn host_tracking_memory(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+        Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>)
     }
 
     #[inline(always)]
