@@ -82,7 +82,8 @@ impl Ring {
             let mut rest = written;
             while let Some(first) = rest.first() {
                 let site = first.site;
-                let calls = rest.iter().map_while(|e| std::ptr::eq(e.site, site).then(|| (to_ns(e.ticks), e.bytes)));
+                let calls =
+                    rest.iter().map_while(move |e| std::ptr::eq(e.site, site).then(|| (to_ns(e.ticks), e.bytes)));
                 let n = if own { site.stats.add_host_all(calls) } else { site.stats.add_host_all_elsewhere(calls) };
                 rest = &rest[n.max(1)..];
             }
