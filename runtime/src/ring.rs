@@ -34,6 +34,9 @@ struct Ring {
     head: AtomicUsize,
     /// Entries counted; stored only under `drain`.
     tail: AtomicUsize,
+    /// `tail + CAPACITY` as the owner last read `tail`: it writes below this without reading
+    /// `tail` again. Only the owner uses it.
+    limit: AtomicUsize,
     drain: Mutex<()>,
     entries: [UnsafeCell<MaybeUninit<Entry>>; CAPACITY],
 }
@@ -57,6 +60,7 @@ impl Ring {
         Ring {
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
+            limit: AtomicUsize::new(CAPACITY),
             drain: Mutex::new(()),
             entries: [const { UnsafeCell::new(MaybeUninit::uninit()) }; CAPACITY],
         }
@@ -167,7 +171,7 @@ pub(crate) fn push_to(ring: Current, site: &'static Site, ticks: u64, bytes: Opt
     let ring = unsafe { &*ring };
     let bytes = bytes.unwrap_or(0);
     let head = ring.head.load(Relaxed);
-    if head.wrapping_sub(ring.tail.load(Acquire)) >= CAPACITY {
+    if head >= ring.limit.load(Relaxed) {
         return full(ring, site, ticks, bytes);
     }
     ring.write(head, Entry { site, ticks, bytes });
@@ -201,13 +205,18 @@ fn unregistered(site: &'static Site, ticks: u64, bytes: Option<u64>) {
     site.stats.add_host(crate::clock::ticks_to_ns(ticks), bytes);
 }
 
-/// The ring is full: counts it, then writes the entry (the caller's tail call: its path keeps
+/// The ring is full as far as the owner knew: counts it unless a reader did, then writes the entry (the caller's tail call: its path keeps
 /// no registers for it, so the entry travels in registers, not in memory).
 #[cold]
 #[inline(never)]
 fn full(ring: &Ring, site: &'static Site, ticks: u64, bytes: u64) {
-    ring.drain_own();
-    ring.write(ring.head.load(Relaxed), Entry { site, ticks, bytes });
+    let head = ring.head.load(Relaxed);
+    // A reader may have counted the ring meanwhile; if not, the owner counts it now.
+    if head.wrapping_sub(ring.tail.load(Acquire)) >= CAPACITY {
+        ring.drain_own();
+    }
+    ring.limit.store(ring.tail.load(Acquire).wrapping_add(CAPACITY), Relaxed);
+    ring.write(head, Entry { site, ticks, bytes });
 }
 
 /// Counts every thread's pending calls into the aggregates, so that a reader sees every call.

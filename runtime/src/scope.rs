@@ -389,7 +389,9 @@ fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate
     #[cfg(feature = "wgpu")]
     collect_attachment(state);
     if let State::Host(h) = &mut **state {
-        let ticks = end.saturating_sub(h.start);
+        // A clock read going backwards wraps to a huge count: never below the floor, so the
+        // general path (which saturates it to 0) takes it.
+        let ticks = end.wrapping_sub(h.start);
         if h.site.on_global_floor && sampling::below_floor(ticks) && !h.error && !panicking {
             // What the state owns besides the span: the trace parent (an OpenTelemetry context
             // with the OTLP export; nothing otherwise). `spans` is only ever taken below.
