@@ -401,7 +401,7 @@ fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate
             if matches!(h.span, HostSpan::Off) {
                 return crate::ring::push_to(ring, h.site, ticks, h.bytes);
             }
-            return count_and_close_span(h, ticks);
+            return count_and_close_span(h, ticks, ring);
         }
     }
     close_general(state, end, panicking);
@@ -410,8 +410,8 @@ fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate
 /// Counts a call that [`close`] found short, then exits and closes its span: with a subscriber,
 /// not the common case of a program without one, so out of line.
 #[inline(never)]
-fn count_and_close_span(h: &mut Host, ticks: u64) {
-    crate::ring::push(h.site, ticks, h.bytes);
+fn count_and_close_span(h: &mut Host, ticks: u64, ring: crate::ring::Current) {
+    crate::ring::push_to(ring, h.site, ticks, h.bytes);
     if let HostSpan::Entered(span) = &h.span {
         span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
     }
