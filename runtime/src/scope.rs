@@ -178,10 +178,8 @@ impl Scope {
             return Self::host_tracking_memory(site, span, bytes);
         }
         site.mark_entered();
-        // A span no subscriber wanted owns nothing: forgotten rather than dropped (its drop is
-        // an out-of-line call that only tracing's `log` feature gives work: a "--" line for a
-        // span whose "++" it never wrote here). The two cases build the scope apart, so that
-        // the common one writes the span's tag alone instead of moving the span's words.
+        // A span no subscriber wanted owns nothing: forgotten, not dropped (an out-of-line call
+        // whose only work, with tracing's `log` feature, is a "--" line for a span never entered).
         if span.is_disabled() {
             std::mem::forget(span);
             Self::host_with(site, HostSpan::Off, bytes)
@@ -365,19 +363,16 @@ impl Drop for Scope {
     #[inline]
     fn drop(&mut self) {
         if !matches!(*self.state, State::Off) {
-            // Read here, in the caller's frame, so that `close` saves no registers on its fast
-            // path: the clock, the panic state and the thread's ring (each may call out of line
-            // on a rare path, and a thread-local is a call to the compiler).
+            // Read in the caller's frame, so that `close` saves no registers: each may call out
+            // of line on a rare path, and to the compiler a thread-local is a call.
             close(&mut self.state, clock::raw(), std::thread::panicking(), crate::ring::current());
         }
     }
 }
 
 /// Ends the measurement of an open scope and consumes its state (`state` is never used again).
-/// Out of line, so the caller's code stays small. A host scope of a site on the global floor
-/// that ends before it is the common case and the only one handled here: read the clock, close
-/// the span if a subscriber made one, write (site, ticks, bytes) into the thread's ring.
-/// Converting, counting and deciding about anything else happen elsewhere.
+/// Handles only the common case, a host call of a site on the global floor that ended before
+/// it: one entry (site, ticks, bytes) in the thread's ring, the span closed if there is one.
 #[inline(never)]
 fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate::ring::Current) {
     #[cfg(feature = "nvtx")]
@@ -389,13 +384,11 @@ fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate
     #[cfg(feature = "wgpu")]
     collect_attachment(state);
     if let State::Host(h) = &mut **state {
-        // A clock read going backwards wraps to a huge count: never below the floor, so the
-        // general path (which saturates it to 0) takes it.
+        // A clock going backwards wraps to a huge count: the general path saturates it.
         let ticks = end.wrapping_sub(h.start);
         if h.site.on_global_floor && sampling::below_floor(ticks) && !h.error && !panicking {
-            // What the state owns besides the span: the trace parent (an OpenTelemetry context
-            // with the OTLP export; nothing otherwise). `spans` is only ever taken below.
-            // SAFETY: the state is never used again (see above), so each field is dropped once.
+            // Besides the span, the state owns the trace parent (an OpenTelemetry context with
+            // the OTLP export). SAFETY: the state is never used again, so it is dropped once.
             unsafe { std::ptr::drop_in_place(&mut h.parent) };
             // Both ends are tail calls: this path saves no registers.
             if matches!(h.span, HostSpan::Off) {
@@ -415,8 +408,7 @@ fn count_and_close_span(h: &mut Host, ticks: u64, ring: crate::ring::Current) {
     if let HostSpan::Entered(span) = &h.span {
         span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
     }
-    // Closed where it lies, not moved out first.
-    // SAFETY: the state is never used again (see `close`), so the span is dropped once.
+    // SAFETY: the state is never used again (see `close`): the span is dropped once, in place.
     unsafe { std::ptr::drop_in_place(&mut h.span) };
 }
 
@@ -430,12 +422,6 @@ fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
         // Only a call that may become a record pays for its span chain.
         h.spans = crate::spans::capture(span.as_ref());
     }
-    close_slowly(state, end);
-}
-
-/// The rest: a longer or failed host call, or a backend's scope.
-#[inline(never)]
-fn close_slowly(state: &mut ManuallyDrop<State>, end: u64) {
     // SAFETY: `state` is read once, here, and never again: the scope is being dropped.
     match unsafe { ManuallyDrop::take(state) } {
         State::Host(h) => h.close(end),
