@@ -181,8 +181,8 @@ impl Ring {
     /// Writes entry number `head` (only the owner does).
     #[inline(always)]
     fn write(&self, head: usize, entry: Entry) {
-        // SAFETY: the slot is free: `tail` is past it (the caller checked, or just drained),
-        // and only the owner writes slots.
+        // SAFETY: the slot is free: `head` is below `limit`, a `tail + CAPACITY` acquired from
+        // the consumers (the caller checked, or `full` just set it), and only the owner writes.
         unsafe { (*self.entries[head % CAPACITY].get()).write(entry) };
         self.head.store(head.wrapping_add(1), Release);
     }
@@ -205,8 +205,8 @@ fn unregistered(site: &'static Site, ticks: u64, bytes: Option<u64>) {
     site.stats.add_host(crate::clock::ticks_to_ns(ticks), bytes);
 }
 
-/// The ring is full as far as the owner knew: counts it unless a reader did, then writes the entry (the caller's tail call: its path keeps
-/// no registers for it, so the entry travels in registers, not in memory).
+/// The ring is full as far as the owner knew: counts it unless a reader did, then writes the
+/// entry. The caller's tail call: its path keeps no registers, and the entry travels in them.
 #[cold]
 #[inline(never)]
 fn full(ring: &Ring, site: &'static Site, ticks: u64, bytes: u64) {
