@@ -27,13 +27,14 @@ impl Histogram {
         Histogram { buckets: [const { AtomicU32::new(0) }; BUCKETS] }
     }
 
+    /// Below `SUB`, the value itself; above, `SUB` buckets per power of two. With `shift` the
+    /// bits below the top `SUB_BITS + 1` (0 below `SUB`), `v >> shift` is `SUB + sub-bucket`, so
+    /// the index is `shift * SUB + (v >> shift)`: no branch, as the ring's counting wants.
+    #[inline(always)]
     fn index(v: u64) -> usize {
-        if v < SUB as u64 {
-            return v as usize;
-        }
-        let exp = 63 - v.leading_zeros(); // >= SUB_BITS
-        let sub = (v >> (exp - SUB_BITS)) as usize & (SUB - 1);
-        ((exp - SUB_BITS + 1) as usize) * SUB + sub
+        let exp = 63 - (v | 1).leading_zeros();
+        let shift = exp.saturating_sub(SUB_BITS);
+        shift as usize * SUB + (v >> shift) as usize
     }
 
     /// The smallest value that falls into bucket `i`, and the bucket's width.
@@ -202,21 +203,24 @@ impl Shard {
 }
 
 impl Shard {
-    /// Adds host-timed calls (duration, bytes) of this shard's site: the counters are summed in
-    /// registers and stored once, only the histogram is touched per call.
-    fn add_host_all(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
+    /// Adds host-timed calls (duration, bytes; 0 for none) of this shard's site: the counters are
+    /// summed in registers and stored once, only the histogram is touched per call.
+    /// Returns how many calls it counted.
+    #[inline]
+    fn add_host_all(&self, calls: impl Iterator<Item = (u64, u64)>) -> usize {
         let (mut n, mut sum, mut min, mut max, mut bytes) = (0u64, 0u64, u64::MAX, 0u64, 0u64);
         for (d, b) in calls {
             n += 1;
             sum = sum.wrapping_add(d);
             min = min.min(d);
             max = max.max(d);
-            bytes = bytes.wrapping_add(b.unwrap_or(0));
-            let bucket = &self.histogram.buckets[Histogram::index(d)];
+            bytes = bytes.wrapping_add(b);
+            // SAFETY: `index` is below `BUCKETS` for every u64 (u64::MAX: 59 * 16 + 31 = 975).
+            let bucket = unsafe { self.histogram.buckets.get_unchecked(Histogram::index(d)) };
             bucket.store(bucket.load(Relaxed).wrapping_add(1), Relaxed);
         }
         if n == 0 {
-            return;
+            return 0;
         }
         bump(&self.calls, n);
         bump(&self.total_ns, sum);
@@ -233,6 +237,7 @@ impl Shard {
         if sources & host == 0 {
             self.sources.store(sources | host, Relaxed);
         }
+        n as usize
     }
 
     /// Adds another shard's counts of the same site to this one. The caller is the only writer
@@ -379,23 +384,24 @@ impl SiteStats {
         });
     }
 
-    /// Host-timed calls (duration, bytes) that produced no record, counted together: a run of
-    /// this site's calls in the calling thread's ring.
-    pub(crate) fn add_host_all(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
-        self.with_shard(|shard| shard.add_host_all(calls));
+    /// Host-timed calls (duration, bytes; 0 for none) that produced no record, counted together:
+    /// a run of this site's calls in the calling thread's ring.
+    /// Returns how many it counted.
+    pub(crate) fn add_host_all(&self, calls: impl Iterator<Item = (u64, u64)>) -> usize {
+        self.with_shard(|shard| shard.add_host_all(calls))
     }
 
     /// The same, counted on a thread other than the one that made the calls (a reader draining
     /// that thread's ring): into the site's totals of other threads, never into the caller's
     /// shards, which only their own thread writes.
-    pub(crate) fn add_host_all_elsewhere(&self, calls: impl Iterator<Item = (u64, Option<u64>)>) {
+    pub(crate) fn add_host_all_elsewhere(&self, calls: impl Iterator<Item = (u64, u64)>) -> usize {
         let site = self.index();
-        registry().retired(site).add_host_all(calls);
+        registry().retired(site).add_host_all(calls)
     }
 
     /// Runs `f` on this thread's shard of the site. `f` only updates the shard's counters.
     #[inline]
-    fn with_shard(&self, f: impl FnOnce(&Shard)) {
+    fn with_shard<R>(&self, f: impl FnOnce(&Shard) -> R) -> R {
         let site = self.index();
         // SAFETY: the only reference to this thread's table while it lives (see `LOCAL`); the
         // shard pointer stays valid while the table holds its `Arc`, which outlives this call.
@@ -417,9 +423,9 @@ impl SiteStats {
     /// Makes this thread's shard of the site (once per thread and site).
     #[cold]
     #[inline(never)]
-    fn first_call_on_this_thread(site: usize, f: impl FnOnce(&Shard)) {
+    fn first_call_on_this_thread<R>(site: usize, f: impl FnOnce(&Shard) -> R) -> R {
         let shard = Arc::new(Shard::new(site));
-        f(&shard);
+        let counted = f(&shard);
         let kept = LOCAL.try_with(|local| {
             // SAFETY: as in `with_shard`.
             let local = unsafe { &mut *local.0.get() };
@@ -434,6 +440,7 @@ impl SiteStats {
             // The thread's table went away meanwhile: count the call with the ended threads.
             Err(_) => r.retired(site).absorb(&shard),
         }
+        counted
     }
 
     /// A call on a thread whose table is gone (an annotated function called from another
@@ -441,8 +448,8 @@ impl SiteStats {
     /// registry's lock, instead of touching the destroyed table (which would abort).
     #[cold]
     #[inline(never)]
-    fn thread_ending(site: usize, f: impl FnOnce(&Shard)) {
-        f(registry().retired(site));
+    fn thread_ending<R>(site: usize, f: impl FnOnce(&Shard) -> R) -> R {
+        f(registry().retired(site))
     }
 
     /// The site's counts over every thread, calls still in threads' rings included.
@@ -506,6 +513,13 @@ impl Default for SiteStats {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_largest_value_has_the_last_bucket() {
+        assert_eq!(Histogram::index(u64::MAX), BUCKETS - 1);
+        assert_eq!((0..16).map(Histogram::index).collect::<Vec<_>>(), (0..16).collect::<Vec<_>>());
+        assert_eq!(Histogram::index(16), 16);
+    }
 
     proptest! {
         #[test]

@@ -108,9 +108,10 @@ pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
 
 /// [`ticks_to_ns`] for many conversions in a row: the clock looked up once.
 #[inline]
-pub(crate) fn ticks_converter() -> impl Fn(u64) -> u64 {
-    let o = origin();
-    move |ticks| o.to_ns(ticks)
+pub(crate) fn ticks_converter() -> impl Fn(u64) -> u64 + Copy {
+    // The scale by value, so that a loop keeps it in a register.
+    let scale = origin().scale;
+    move |ticks| ((u128::from(ticks) * u128::from(scale)) >> SCALE_SHIFT) as u64
 }
 
 /// The fewest ticks that convert to `ns` nanoseconds or more: a difference below it is shorter

@@ -28,10 +28,15 @@ static WANT_ALL: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn add_sink(sink: Arc<dyn Sink>) {
     if let Ok(mut s) = SINKS.write() {
-        if sink.wants_all() {
+        let all = sink.wants_all();
+        if all {
             WANT_ALL.fetch_add(1, Ordering::Relaxed);
         }
         s.push(sink);
+        drop(s);
+        if all {
+            crate::sampling::refresh_floor();
+        }
     }
 }
 
@@ -41,12 +46,14 @@ pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
         s.retain(|x| !Arc::ptr_eq(x, sink));
         if s.len() < before && sink.wants_all() {
             WANT_ALL.fetch_sub(1, Ordering::Relaxed);
+            drop(s);
+            crate::sampling::refresh_floor();
         }
     }
 }
 
-/// Whether some sink wants every record, sampled or not.
-#[inline(always)]
+/// Whether some sink wants every record, sampled or not (the sampling floor says it too).
+#[inline]
 pub(crate) fn wants_every_call() -> bool {
     WANT_ALL.load(Ordering::Relaxed) > 0
 }

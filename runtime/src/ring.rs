@@ -11,7 +11,7 @@
 //! only the owner writes).
 
 use crate::site::Site;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,17 +25,18 @@ struct Entry {
     site: &'static Site,
     /// The call's duration in raw clock ticks.
     ticks: u64,
-    /// `u64::MAX` stands for "no size" (a real size that large is counted as such: saturated).
+    /// 0 for "no size": the aggregates add sizes, where the two are the same.
     bytes: u64,
 }
-
-const NO_BYTES: u64 = u64::MAX;
 
 struct Ring {
     /// Entries written; only the owner thread stores it.
     head: AtomicUsize,
     /// Entries counted; stored only under `drain`.
     tail: AtomicUsize,
+    /// `tail + CAPACITY` as the owner last read `tail`: it writes below this without reading
+    /// `tail` again. Only the owner uses it.
+    limit: AtomicUsize,
     drain: Mutex<()>,
     entries: [UnsafeCell<MaybeUninit<Entry>>; CAPACITY],
 }
@@ -59,6 +60,7 @@ impl Ring {
         Ring {
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
+            limit: AtomicUsize::new(CAPACITY),
             drain: Mutex::new(()),
             entries: [const { UnsafeCell::new(MaybeUninit::uninit()) }; CAPACITY],
         }
@@ -70,27 +72,26 @@ impl Ring {
     fn drain_runs(&self, _held: &MutexGuard<'_, ()>, own: bool) {
         let tail = self.tail.load(Relaxed);
         let head = self.head.load(Acquire);
-        // SAFETY: entries between `tail` and `head` were published by the owner (release store
-        // of `head`, acquired above) and are not reused before the release store of `tail`.
-        let entry = |i: usize| unsafe { &*(*self.entries[i % CAPACITY].get()).as_ptr() };
         let to_ns = crate::clock::ticks_converter();
         let mut i = tail;
         while i != head {
-            let site = entry(i).site;
-            let mut end = i + 1;
-            while end != head && std::ptr::eq(entry(end).site, site) {
-                end += 1;
+            // The written entries from `i` that lie in one piece of the array.
+            let at = i % CAPACITY;
+            let len = head.wrapping_sub(i).min(CAPACITY - at);
+            // SAFETY: entries between `tail` and `head` were published by the owner (release
+            // store of `head`, acquired above) and are not reused before the release store of
+            // `tail`; `UnsafeCell<MaybeUninit<Entry>>` has `Entry`'s layout.
+            let written = unsafe { std::slice::from_raw_parts(self.entries.as_ptr().add(at).cast::<Entry>(), len) };
+            // One pass: each run of one site's entries is counted until the site changes.
+            let mut rest = written;
+            while let Some(first) = rest.first() {
+                let site = first.site;
+                let calls =
+                    rest.iter().map_while(move |e| std::ptr::eq(e.site, site).then(|| (to_ns(e.ticks), e.bytes)));
+                let n = if own { site.stats.add_host_all(calls) } else { site.stats.add_host_all_elsewhere(calls) };
+                rest = &rest[n.max(1)..];
             }
-            let calls = (i..end).map(|j| {
-                let e = entry(j);
-                (to_ns(e.ticks), (e.bytes != NO_BYTES).then_some(e.bytes))
-            });
-            if own {
-                site.stats.add_host_all(calls);
-            } else {
-                site.stats.add_host_all_elsewhere(calls);
-            }
-            i = end;
+            i = i.wrapping_add(len);
         }
         self.tail.store(head, Release);
     }
@@ -109,12 +110,15 @@ impl Local {
     fn new() -> Self {
         let ring = Arc::new(Ring::new());
         lock(&RINGS).push(ring.clone());
+        RING.with(|r| r.set(Arc::as_ptr(&ring)));
         Local(ring)
     }
 }
 
 impl Drop for Local {
     fn drop(&mut self) {
+        // Calls from later thread-local destructors count straight into the aggregates.
+        RING.with(|r| r.set(GONE));
         // The shard table may be gone already: `add_host` then counts with the ended threads.
         self.0.drain_own();
         let mut rings = lock(&RINGS);
@@ -124,28 +128,73 @@ impl Drop for Local {
     }
 }
 
+/// [`RING`] once this thread's ring is gone (never a ring's address: a ring is aligned to 8).
+const GONE: *const Ring = std::ptr::dangling::<u64>().cast();
+
 thread_local! {
+    /// Owns this thread's ring (made on the thread's first counted call).
     static LOCAL: Local = Local::new();
+    /// The ring [`LOCAL`] owns, for [`push`]: a plain pointer in a thread-local with neither
+    /// lazy set-up nor destructor, so reading it is one load. Null before the first call,
+    /// [`GONE`] after `LOCAL`'s destructor.
+    static RING: Cell<*const Ring> = const { Cell::new(std::ptr::null()) };
 }
 
 /// Counts a host-timed call that produced no record, `ticks` long (raw clock): into this
-/// thread's ring, or straight into the aggregates when the ring is full (after counting the whole
-/// ring) or already destroyed (a call from another thread-local's destructor).
+/// thread's ring, after counting the whole ring when it is full (so nothing is lost and memory
+/// stays bounded); on a thread's first call, or after its ring is gone (a call from another
+/// thread-local's destructor), through [`first_or_late`].
 #[inline(always)]
 pub(crate) fn push(site: &'static Site, ticks: u64, bytes: Option<u64>) {
-    let entry = Entry { site, ticks, bytes: bytes.unwrap_or(NO_BYTES) };
-    let pushed = LOCAL.try_with(|local| {
-        let ring = &*local.0;
-        let head = ring.head.load(Relaxed);
-        if head.wrapping_sub(ring.tail.load(Acquire)) >= CAPACITY {
-            full(ring);
-        }
-        // SAFETY: the slot is free: `tail` is past it (checked above, or just drained), and only
-        // this thread writes slots.
-        unsafe { (*ring.entries[head % CAPACITY].get()).write(entry) };
-        ring.head.store(head.wrapping_add(1), Release);
-    });
-    if pushed.is_err() {
+    push_to(current(), site, ticks, bytes);
+}
+
+/// This thread's ring, as [`push_to`] takes it. Read by a scope's caller: a thread-local is
+/// reached through what the compiler sees as a call (the linker makes it one load), and the
+/// caller's frame saves registers for its own calls anyway.
+#[derive(Clone, Copy)]
+pub(crate) struct Current(*const Ring);
+
+#[inline(always)]
+pub(crate) fn current() -> Current {
+    Current(RING.with(Cell::get))
+}
+
+/// [`push`] into `ring`, which the calling thread read with [`current`].
+#[inline(always)]
+pub(crate) fn push_to(ring: Current, site: &'static Site, ticks: u64, bytes: Option<u64>) {
+    let ring = ring.0;
+    if ring.is_null() || ring == GONE {
+        return first_or_late(site, ticks, bytes);
+    }
+    // SAFETY: `LOCAL` keeps the ring alive until its destructor, which clears `RING` first.
+    let ring = unsafe { &*ring };
+    let bytes = bytes.unwrap_or(0);
+    let head = ring.head.load(Relaxed);
+    if head >= ring.limit.load(Relaxed) {
+        return full(ring, site, ticks, bytes);
+    }
+    ring.write(head, Entry { site, ticks, bytes });
+}
+
+impl Ring {
+    /// Writes entry number `head` (only the owner does).
+    #[inline(always)]
+    fn write(&self, head: usize, entry: Entry) {
+        // SAFETY: the slot is free: `head` is below `limit`, a `tail + CAPACITY` acquired from
+        // the consumers (the caller checked, or `full` just set it), and only the owner writes.
+        unsafe { (*self.entries[head % CAPACITY].get()).write(entry) };
+        self.head.store(head.wrapping_add(1), Release);
+    }
+}
+
+/// The thread's first counted call (makes its ring), or one after its ring is gone.
+#[cold]
+#[inline(never)]
+fn first_or_late(site: &'static Site, ticks: u64, bytes: Option<u64>) {
+    if RING.with(Cell::get).is_null() && LOCAL.try_with(|_| ()).is_ok() {
+        push(site, ticks, bytes);
+    } else {
         unregistered(site, ticks, bytes);
     }
 }
@@ -156,10 +205,18 @@ fn unregistered(site: &'static Site, ticks: u64, bytes: Option<u64>) {
     site.stats.add_host(crate::clock::ticks_to_ns(ticks), bytes);
 }
 
+/// The ring is full as far as the owner knew: counts it unless a reader did, then writes the
+/// entry. The caller's tail call: its path keeps no registers, and the entry travels in them.
 #[cold]
 #[inline(never)]
-fn full(ring: &Ring) {
-    ring.drain_own();
+fn full(ring: &Ring, site: &'static Site, ticks: u64, bytes: u64) {
+    let head = ring.head.load(Relaxed);
+    // A reader may have counted the ring meanwhile; if not, the owner counts it now.
+    if head.wrapping_sub(ring.tail.load(Acquire)) >= CAPACITY {
+        ring.drain_own();
+    }
+    ring.limit.store(ring.tail.load(Acquire).wrapping_add(CAPACITY), Relaxed);
+    ring.write(head, Entry { site, ticks, bytes });
 }
 
 /// Counts every thread's pending calls into the aggregates, so that a reader sees every call.

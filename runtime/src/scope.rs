@@ -175,11 +175,29 @@ impl Scope {
             return Self::cuda_watched(site, span, bytes);
         }
         if site.desc.track_memory {
-            return Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>);
+            return Self::host_tracking_memory(site, span, bytes);
         }
         site.mark_entered();
+        // A span no subscriber wanted owns nothing: forgotten, not dropped (an out-of-line call
+        // whose only work, with tracing's `log` feature, is a "--" line for a span never entered).
+        if span.is_disabled() {
+            std::mem::forget(span);
+            Self::host_with(site, HostSpan::Off, bytes)
+        } else {
+            Self::host_with(site, HostSpan::enter(span), bytes)
+        }
+    }
+
+    /// A host scope that also marks memory: the whole state, out of line (its own frame).
+    #[cold]
+    #[inline(never)]
+    fn host_tracking_memory(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+        Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>)
+    }
+
+    #[inline(always)]
+    fn host_with(site: &'static Site, span: HostSpan, bytes: Option<u64>) -> Scope {
         let parent = crate::parent::capture();
-        let span = HostSpan::enter(span);
         #[cfg(feature = "wgpu")]
         let attach_slot = crate::wgpu::attach::push(site, false);
         let start = clock::raw();
@@ -345,18 +363,18 @@ impl Drop for Scope {
     #[inline]
     fn drop(&mut self) {
         if !matches!(*self.state, State::Off) {
-            close(&mut self.state);
+            // Read in the caller's frame, so that `close` saves no registers: each may call out
+            // of line on a rare path, and to the compiler a thread-local is a call.
+            close(&mut self.state, clock::raw(), std::thread::panicking(), crate::ring::current());
         }
     }
 }
 
 /// Ends the measurement of an open scope and consumes its state (`state` is never used again).
-/// Out of line, so the caller's code stays small. A host scope of a site on the global
-/// threshold that ends before it is closed in place: its span closed, one ring entry written,
-/// nothing converted or moved.
+/// Handles only the common case, a host call of a site on the global floor that ended before
+/// it: one entry (site, ticks, bytes) in the thread's ring, the span closed if there is one.
 #[inline(never)]
-fn close(state: &mut ManuallyDrop<State>) {
-    let end = clock::raw();
+fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate::ring::Current) {
     #[cfg(feature = "nvtx")]
     match &mut **state {
         State::Host(h) => h.pop_nvtx(),
@@ -366,26 +384,44 @@ fn close(state: &mut ManuallyDrop<State>) {
     #[cfg(feature = "wgpu")]
     collect_attachment(state);
     if let State::Host(h) = &mut **state {
-        h.error |= std::thread::panicking();
-        let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
-        let ticks = end.saturating_sub(h.start);
-        let own = h.site.desc.trace_all || h.site.desc.threshold_us.is_some();
-        if sampling::below_floor(ticks) && !h.error && !own && !pipeline::wants_every_call() {
-            crate::ring::push(h.site, ticks, h.bytes);
-            // What the state still owns: the trace parent (an OpenTelemetry context with the
-            // OTLP export; nothing otherwise). The span is closed already.
-            h.parent = Default::default();
-            return;
+        // A clock going backwards wraps to a huge count: the general path saturates it.
+        let ticks = end.wrapping_sub(h.start);
+        if h.site.on_global_floor && sampling::below_floor(ticks) && !h.error && !panicking {
+            // Besides the span, the state owns the trace parent (an OpenTelemetry context with
+            // the OTLP export). SAFETY: the state is never used again, so it is dropped once.
+            unsafe { std::ptr::drop_in_place(&mut h.parent) };
+            // Both ends are tail calls: this path saves no registers.
+            if matches!(h.span, HostSpan::Off) {
+                return crate::ring::push_to(ring, h.site, ticks, h.bytes);
+            }
+            return count_and_close_span(h, ticks, ring);
         }
+    }
+    close_general(state, end, panicking);
+}
+
+/// Counts a call that [`close`] found short, then exits and closes its span: with a subscriber,
+/// not the common case of a program without one, so out of line.
+#[inline(never)]
+fn count_and_close_span(h: &mut Host, ticks: u64, ring: crate::ring::Current) {
+    crate::ring::push_to(ring, h.site, ticks, h.bytes);
+    if let HostSpan::Entered(span) = &h.span {
+        span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
+    }
+    // SAFETY: the state is never used again (see `close`): the span is dropped once, in place.
+    unsafe { std::ptr::drop_in_place(&mut h.span) };
+}
+
+/// A host call that is longer than the floor, of a site with its own threshold, failed or
+/// while a sink wants every record, and every backend's scope.
+#[inline(never)]
+fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
+    if let State::Host(h) = &mut **state {
+        h.error |= panicking;
+        let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
         // Only a call that may become a record pays for its span chain.
         h.spans = crate::spans::capture(span.as_ref());
     }
-    close_slowly(state, end);
-}
-
-/// The rest: a longer or failed host call, or a backend's scope.
-#[inline(never)]
-fn close_slowly(state: &mut ManuallyDrop<State>, end: u64) {
     // SAFETY: `state` is read once, here, and never again: the scope is being dropped.
     match unsafe { ManuallyDrop::take(state) } {
         State::Host(h) => h.close(end),

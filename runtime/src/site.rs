@@ -101,6 +101,9 @@ pub struct Site {
     /// What the attribute said about it.
     pub desc: SiteDesc,
     pub(crate) stats: SiteStats,
+    /// Neither a threshold of its own nor `trace_all`: a short call is known in raw ticks by the
+    /// global floor (`sampling::below_floor`). Fixed at compile time, so the check is one load.
+    pub(crate) on_global_floor: bool,
     /// A scope of this site was opened: a site with no finished call was still running at
     /// shutdown (an annotated `main`), not never reached.
     entered: AtomicBool,
@@ -111,7 +114,13 @@ pub struct Site {
 impl Site {
     /// A site with no calls yet (the attributes make one `static` per function).
     pub const fn new(desc: SiteDesc) -> Self {
-        Site { desc, stats: SiteStats::new(), entered: AtomicBool::new(false), host_reason: OnceLock::new() }
+        Site {
+            on_global_floor: !desc.trace_all && desc.threshold_us.is_none(),
+            desc,
+            stats: SiteStats::new(),
+            entered: AtomicBool::new(false),
+            host_reason: OnceLock::new(),
+        }
     }
 
     /// Notes that a call of this site started: a load, and a store only the first time.

@@ -88,3 +88,53 @@ fn a_failing_call_marks_its_host_span_with_error_and_the_fields_asked_for() {
         assert!(s.closed, "the span closes with the call");
     }
 }
+
+/// Counts the enters, exits and closes of the spans named `name`.
+#[derive(Clone, Default)]
+struct Lifecycle(Arc<Mutex<(u64, u64, u64)>>);
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Lifecycle {
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if ctx.span(id).is_some_and(|s| s.name() == "short_upload") {
+            self.0.lock().unwrap().0 += 1;
+        }
+    }
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        if ctx.span(id).is_some_and(|s| s.name() == "short_upload") {
+            self.0.lock().unwrap().1 += 1;
+        }
+    }
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if ctx.span(&id).is_some_and(|s| s.name() == "short_upload") {
+            self.0.lock().unwrap().2 += 1;
+        }
+    }
+}
+
+#[gpuspan::gpu_transfer(direction = cpu_to_gpu)]
+fn short_upload(data: &[u8]) -> usize {
+    data.len()
+}
+
+#[test]
+fn short_calls_under_a_subscriber_close_their_spans_and_are_all_counted() {
+    // Past the per-thread ring's 512 entries, so that full rings are counted on the way.
+    const CALLS: u64 = 1_500;
+    let lifecycle = Lifecycle::default();
+    let subscriber = tracing_subscriber::registry().with(lifecycle.clone());
+    let data = [7u8; 24];
+    tracing::subscriber::with_default(subscriber, || {
+        let outer = tracing::info_span!("outer").entered();
+        for _ in 0..CALLS {
+            assert_eq!(short_upload(&data), 24);
+        }
+        assert_eq!(tracing::Span::current().metadata().map(|m| m.name()), Some("outer"), "every host span was exited");
+        drop(outer);
+    });
+    assert_eq!(*lifecycle.0.lock().unwrap(), (CALLS, CALLS, CALLS), "entered, exited and closed once per call");
+    let summary = gpuspan::summary();
+    let row = summary.reached.iter().find(|r| r.site.desc.name == "short_upload").expect("the site's row");
+    assert_eq!((row.calls, row.errors, row.bytes), (CALLS, 0, CALLS * 24), "every call counted, with its size");
+    assert!(row.min_ns <= row.p50_ns && row.p50_ns <= row.max_ns && row.max_ns <= row.total_ns);
+    assert_eq!(row.total_ns, row.host_total_ns, "host-timed: the duration is the host time");
+}

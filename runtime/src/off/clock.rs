@@ -21,6 +21,6 @@ pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
 /// [`ticks_to_ns`] for many conversions in a row.
 #[allow(dead_code)]
 #[inline]
-pub(crate) fn ticks_converter() -> impl Fn(u64) -> u64 {
+pub(crate) fn ticks_converter() -> impl Fn(u64) -> u64 + Copy {
     ticks_to_ns
 }
