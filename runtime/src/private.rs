@@ -65,19 +65,34 @@ impl<T: ?Sized> SubmitOther for &SubmitProbe<'_, T> {
 pub struct PlainSubmit;
 
 impl PlainSubmit {
-    /// The argument, unchanged.
+    /// The argument, unchanged. `ends` is the scope (sync bodies) or its [`BracketHandle`]
+    /// (async bodies).
     #[inline(always)]
-    pub fn with_end<A>(self, arg: A, _: &mut Scope) -> A {
+    pub fn with_end<A, E: ?Sized>(self, arg: A, _ends: &mut E) -> A {
         arg
     }
 }
 
 #[cfg(feature = "wgpu")]
-pub use crate::wgpu::bracket::SubmitQueue;
+pub use crate::wgpu::bracket::{BracketEnds, BracketHandle, SubmitQueue};
 
 /// Without the `wgpu` feature no receiver is a queue gpuspan brackets.
 #[cfg(not(feature = "wgpu"))]
 pub trait SubmitQueue {}
+
+/// Without the `wgpu` feature an async body's submissions have no bracket to end.
+#[cfg(not(feature = "wgpu"))]
+#[derive(Debug)]
+pub struct BracketHandle;
+
+#[cfg(not(feature = "wgpu"))]
+impl Scope {
+    /// Nothing to hand an async body.
+    #[inline(always)]
+    pub fn bracket_handle(&mut self) -> BracketHandle {
+        BracketHandle
+    }
+}
 
 #[cfg(feature = "cuda")]
 pub use crate::cuda::resources::as_stream;

@@ -3,6 +3,7 @@
 use super::bounds::Bounds;
 use super::calibration::ClockMap;
 use super::frame::Frame;
+use super::pool::Pool;
 use crate::record::DeviceLabel;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -25,6 +26,8 @@ pub(crate) struct DeviceState {
     pub idle: Mutex<Vec<GpuProfiler>>,
     /// Frames not yet delivered, in the order they were opened.
     pub in_flight: Mutex<Vec<Arc<Frame>>>,
+    /// Queue brackets' timestamp slots, in batches (`pool.rs`).
+    pub brackets: Mutex<Pool>,
 }
 
 impl std::fmt::Debug for DeviceState {
@@ -42,8 +45,9 @@ impl DeviceState {
         self.clock.lock().ok().and_then(|c| *c)
     }
 
+    /// Frames and bracket batches not yet delivered.
     pub(super) fn in_flight_count(&self) -> usize {
-        self.in_flight.lock().map_or(0, |f| f.len())
+        self.in_flight.lock().map_or(0, |f| f.len()) + self.brackets.lock().map_or(0, |p| p.len())
     }
 }
 
@@ -93,6 +97,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
                     bounds: Mutex::new(Bounds::default()),
                     idle: Mutex::new(Vec::new()),
                     in_flight: Mutex::new(Vec::new()),
+                    brackets: Mutex::new(Pool::default()),
                 });
                 devices.push(s.clone());
                 s
