@@ -130,7 +130,7 @@ impl Pool {
 /// batches waiting.
 pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
     let mut pool = d.brackets.lock().ok()?;
-    let opened = !pool.batches.last().is_some_and(|b| !b.sealed);
+    let opened = pool.batches.last().is_none_or(|b| b.sealed);
     if opened {
         if pool.batches.len() >= MAX_BATCHES {
             drop(pool);
