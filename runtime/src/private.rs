@@ -41,6 +41,34 @@ pub use tracing;
 #[cfg(feature = "wgpu")]
 pub use crate::wgpu::resources::{as_device, as_queue, as_recorder};
 
+/// No `device = ...`: the device parameter's `None`, typed.
+#[cfg(feature = "wgpu")]
+#[inline(always)]
+pub fn no_device() -> Option<&'static ::wgpu::Device> {
+    None
+}
+
+/// Without the `wgpu` feature the device parameter is generic: its `None` needs a type.
+#[cfg(not(feature = "wgpu"))]
+#[inline(always)]
+pub fn no_device() -> Option<&'static ()> {
+    None
+}
+
+/// No stream: the stream parameter's `None`, typed.
+#[cfg(feature = "cuda")]
+#[inline(always)]
+pub fn no_stream() -> Option<&'static cudarc::driver::CudaStream> {
+    None
+}
+
+/// Without the `cuda` feature the stream parameter is generic: its `None` needs a type.
+#[cfg(not(feature = "cuda"))]
+#[inline(always)]
+pub fn no_stream() -> Option<&'static ()> {
+    None
+}
+
 /// The receiver of a `.submit(..)` call in a queue-bracketed body: `SubmitQueue` when it is a
 /// wgpu queue (the submission then carries the bracket's end, `wgpu/bracket.rs`), else
 /// [`SubmitOther`], which leaves the call as written.

@@ -298,7 +298,9 @@ fn pooled_brackets_each_get_their_own_timestamps() {
     }
     let raw: Vec<f64> = timers.iter().map(|t| t.read_ns(&gpu)).collect();
     assert!(gpuspan::flush());
-    let records = capture.of("one_pass");
+    // Delivered batch by batch, not necessarily in call order: put them back in it.
+    let mut records = capture.of("one_pass");
+    records.sort_by_key(|r| r.host.start_ns);
     assert_eq!(records.len(), timers.len());
     for (i, (r, raw)) in records.iter().zip(&raw).enumerate() {
         let g = gpu_timing(r);
@@ -315,6 +317,43 @@ fn pooled_brackets_each_get_their_own_timestamps() {
             );
         }
     }
+}
+
+/// A call that stays inside its bracket until told to leave.
+#[gpu_kernel(name = "held_open", trace_all)]
+fn held_open(queue: &wgpu::Queue, opened: &std::sync::mpsc::Sender<()>, leave: &std::sync::mpsc::Receiver<()>) {
+    queue.submit([]);
+    opened.send(()).expect("the test waits");
+    leave.recv().expect("the test says when");
+}
+
+/// A bracket still running in a batch does not hold back its neighbours' records: a flush
+/// delivers every call that finished.
+#[test]
+fn a_running_bracket_does_not_hold_back_finished_ones() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 12, 4) else { return };
+    let capture = Capture::start_all_threads();
+    let (opened_tx, opened) = std::sync::mpsc::channel();
+    let (leave, leave_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let queue = &gpu.queue;
+        let running = s.spawn(move || held_open(queue, &opened_tx, &leave_rx));
+        opened.recv().expect("the call opened its bracket");
+        let timer = RawTimer::new(&gpu.device);
+        one_pass(&gpu, &gpu.queue, &timer);
+        assert!(gpuspan::flush());
+        let done = capture.of("one_pass");
+        assert_eq!(done.len(), 1, "the finished call is delivered while the other runs");
+        assert!(gpu_timing(&done[0]).bracketed);
+        assert!(capture.of("held_open").is_empty());
+        leave.send(()).expect("the call waits");
+        running.join().expect("the call returns");
+    });
+    assert!(gpuspan::flush());
+    let held = capture.of("held_open");
+    assert_eq!(held.len(), 1);
+    assert!(gpu_timing(&held[0]).bracketed && !gpu_timing(&held[0]).bracket_at_exit);
 }
 
 /// Something else with a `submit` method, taking `&mut self`.

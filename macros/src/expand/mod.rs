@@ -254,12 +254,12 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     let enter = match &plan.resource {
         Resource::None => quote!(#p::Scope::host(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes)),
         Resource::WgpuRecorder { recorder, device } => {
-            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device));
+            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device), quote!(no_device));
             let recorder = user_call(&p, quote!(as_recorder), &recorder_tokens(recorder));
             quote!(#p::Scope::wgpu_recorder(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #recorder, #device))
         }
         Resource::WgpuQueue { queue, device } => {
-            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device));
+            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device), quote!(no_device));
             let queue = user_call(&p, quote!(as_queue), &queue_tokens(queue));
             quote!(#p::Scope::wgpu_queue(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #queue, #device))
         }
@@ -274,7 +274,7 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
             quote!(#p::Scope::wgpu_attachable(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
         }
         Resource::Cuda { stream } => {
-            let stream = option_ref(&p, &stream.as_ref().map(stream_tokens), quote!(as_stream));
+            let stream = option_ref(&p, &stream.as_ref().map(stream_tokens), quote!(as_stream), quote!(no_stream));
             quote!(#p::Scope::cuda(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #stream))
         }
     };

@@ -3,16 +3,18 @@
 //! A bracket costs what its two timestamps cost: a slot pair taken from a batch of query slots
 //! made once and reused, one `write_timestamp` in the opening command buffer and one in each end
 //! its call's submissions carry (`bracket.rs`). Nothing else is per call: no label, no query
-//! pool lease, no resolve and no read-back mapping. Those happen once per batch, on the resolver
-//! thread: when a batch is closed to new brackets (full, or older than [`SEAL_AFTER_NS`] at a
-//! resolver round, or at a flush) and every bracket in it has finished, one command buffer
-//! resolves all its slots and copies them into a mappable buffer, which is mapped once; then
-//! each record gets its own two timestamps, exactly as a bracket of its own would have.
+//! pool lease, no resolve and no read-back mapping. Those happen per batch, on the resolver
+//! thread: once a batch is closed to new brackets (full, or older than [`SEAL_AFTER_NS`] at a
+//! resolver round, or at a flush), one command buffer resolves its slots and copies them into a
+//! mappable buffer, which is mapped once; each record finished by then gets its own two
+//! timestamps, exactly as a bracket of its own would have. Brackets still running (a long call,
+//! an async function awaiting) are not waited for: they are delivered by a later round of the
+//! same batch, which is reused once none is left.
 //!
-//! Every slot a resolve reads was written: a bracket writes its start when it opens and its end
-//! before it finishes (at exit when none of its submissions carried one, on drop otherwise), and
-//! a batch is only resolved once all its brackets finished, after their submissions in queue
-//! order.
+//! A record is only resolved after its bracket's last end was submitted (its scope finished
+//! before the round took it), so queue order puts the resolve after every write it reads. The
+//! slots of brackets still running are resolved too and ignored: a slot never written reads as
+//! 0 (wgpu clears those), one written in an earlier use of the batch keeps that value.
 
 use super::device::DeviceState;
 use super::resolver;
@@ -98,9 +100,12 @@ struct Batch {
     opened_at_ns: u64,
     /// Closed to new brackets.
     sealed: bool,
-    /// Finished brackets: their pair, whether they closed at the function's exit, their record.
+    /// Finished brackets waiting for a round: their pair, whether they closed at the function's
+    /// exit, their record.
     records: Vec<(u32, bool, Record)>,
-    /// Set when the read-back was submitted; the map callback sets it done or failed.
+    /// Those the round in flight reads back.
+    resolving: Vec<(u32, bool, Record)>,
+    /// Set when a round's read-back was submitted; the map callback sets it done or failed.
     map: Option<Arc<AtomicU8>>,
 }
 
@@ -153,6 +158,7 @@ pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
             opened_at_ns: crate::clock::now_ns(),
             sealed: false,
             records: Vec::new(),
+            resolving: Vec::new(),
             map: None,
         });
     }
@@ -184,7 +190,8 @@ pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Opti
         return;
     };
     b.open -= 1;
-    let ready = b.sealed && b.open == 0;
+    // A closed batch is not polled for: a record finishing in one asks for a round.
+    let ready = b.sealed;
     match record {
         Some(r) => b.records.push((slots.pair, at_exit, r)),
         None => Losses::add(&LOSSES.unresolved_scopes, 1),
@@ -195,15 +202,18 @@ pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Opti
     }
 }
 
-/// Seals batches old enough (every one when `flush`) and submits the read-back of each sealed
-/// batch whose brackets have all finished. Returns how many batches the resolver must come back
-/// for: filling ones (to seal them) and those waiting on the GPU.
+/// Seals batches old enough (every one when `flush`), and submits a round for each sealed batch
+/// with finished records and no round in flight; a sealed batch with nothing left to deliver is
+/// recycled. Returns how many batches the resolver must come back for: filling ones (to seal
+/// them) and those with records waiting or a round in flight.
 pub(super) fn request(d: &DeviceState, flush: bool) -> usize {
-    let Ok(mut pool) = d.brackets.lock() else { return 0 };
+    let Ok(mut guard) = d.brackets.lock() else { return 0 };
+    let pool = &mut *guard;
     let now = crate::clock::now_ns();
     let mut submits = Vec::new();
     let mut waiting = 0;
-    for b in &mut pool.batches {
+    let mut spent = Vec::new();
+    for (i, b) in pool.batches.iter_mut().enumerate() {
         if !b.sealed && (flush || now.saturating_sub(b.opened_at_ns) >= SEAL_AFTER_NS) {
             b.sealed = true;
         }
@@ -211,13 +221,18 @@ pub(super) fn request(d: &DeviceState, flush: bool) -> usize {
             waiting += 1;
             continue;
         }
-        if b.open > 0 {
-            continue; // a running call holds it; its finish wakes the resolver
-        }
-        waiting += 1;
         if b.map.is_some() {
+            waiting += 1;
             continue;
         }
+        if b.records.is_empty() {
+            if b.open == 0 {
+                spent.push(i); // every bracket delivered (or dropped without a record)
+            }
+            continue; // brackets still running: their finish asks for the next round
+        }
+        waiting += 1;
+        b.resolving = std::mem::take(&mut b.records);
         let mut encoder =
             d.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan brackets") });
         encoder.resolve_query_set(&b.buffers.query_set, 0..2 * b.taken, &b.buffers.resolve, 0);
@@ -231,40 +246,47 @@ pub(super) fn request(d: &DeviceState, flush: bool) -> usize {
         b.map = Some(flag);
         submits.push((b.queue.clone(), encoder.finish()));
     }
-    drop(pool);
+    for i in spent.into_iter().rev() {
+        let b = pool.batches.remove(i);
+        pool.spare.push(b.buffers);
+    }
     // Outside the lock: calls opening brackets meanwhile never wait on a submission.
+    drop(guard);
     for (queue, commands) in submits {
         queue.submit([commands]);
     }
     waiting
 }
 
-/// Delivers every batch whose read-back is mapped: each record with its own two timestamps,
-/// placed on the host clock. Its buffers go back to the pool.
+/// Delivers the records of every round whose read-back is mapped: each with its own two
+/// timestamps, placed on the host clock (a round whose mapping failed: without, counted).
 pub(super) fn deliver(d: &Arc<DeviceState>) {
-    let done: Vec<Batch> = match d.brackets.lock() {
-        Ok(mut pool) => {
-            let (done, waiting) = std::mem::take(&mut pool.batches)
-                .into_iter()
-                .partition(|b| b.map.as_ref().is_some_and(|m| m.load(Ordering::Acquire) != MAP_PENDING));
-            pool.batches = waiting;
-            done
+    let mut rounds = Vec::new();
+    if let Ok(mut pool) = d.brackets.lock() {
+        for b in &mut pool.batches {
+            let Some(state) = b.map.as_ref().map(|m| m.load(Ordering::Acquire)) else { continue };
+            if state == MAP_PENDING {
+                continue;
+            }
+            let ticks = if state == MAP_DONE {
+                let ticks = read_ticks(b);
+                b.buffers.read.unmap();
+                ticks
+            } else {
+                None
+            };
+            b.map = None;
+            rounds.push((ticks, std::mem::take(&mut b.resolving)));
         }
-        Err(_) => return,
-    };
-    for b in done {
-        let mapped = b.map.as_ref().is_some_and(|m| m.load(Ordering::Acquire) == MAP_DONE);
-        let ticks = mapped.then(|| read_ticks(&b)).flatten();
-        if mapped {
-            b.buffers.read.unmap();
-        }
+    }
+    let period = d.timestamp_period().map(f64::from);
+    for (ticks, records) in rounds {
         let observed = crate::clock::now_ns();
-        let period = d.timestamp_period().map(f64::from);
         let clock = match (&ticks, d.clock()) {
             (Some(_), None) => resolver::calibrate(d).then(|| d.clock()).flatten(),
             (_, clock) => clock,
         };
-        for (pair, at_exit, mut record) in b.records {
+        for (pair, at_exit, mut record) in records {
             let stamps = ticks.as_ref().map(|t| (t[2 * pair as usize], t[2 * pair as usize + 1]));
             match (stamps, period, clock) {
                 // A zero is a slot the resolve found unwritten (wgpu clears those).
@@ -284,11 +306,6 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
                 _ => Losses::add(&LOSSES.unresolved_scopes, 1),
             }
             pipeline::submit(record);
-        }
-        if mapped {
-            if let Ok(mut pool) = d.brackets.lock() {
-                pool.spare.push(b.buffers);
-            }
         }
     }
 }
