@@ -23,7 +23,8 @@
 //!
 //! Versioning: postcard encodes fields by position, so any change to these types is a new
 //! [`VERSION`]; a reader reads every version up to its own (version 1 lacks spans and samples,
-//! version 2 link frames) and refuses later ones with one clear error.
+//! version 2 link frames, version 3 where a bracket ended) and refuses later ones with one clear
+//! error.
 //!
 //! ```
 //! use gpuspan_capture::*;
@@ -54,7 +55,7 @@ pub use write::Writer;
 pub const MAGIC: [u8; 8] = *b"GPUSPCAP";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 
 /// The oldest format version this crate reads.
 pub const OLDEST_VERSION: u16 = 1;

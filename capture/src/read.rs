@@ -173,7 +173,8 @@ impl<R: Read> Reader<R> {
         if crc32fast::hash(&self.payload) != crc {
             return Err(self.corrupt("a frame's checksum does not match its contents"));
         }
-        // Version 2's frames are version 3's first variants, unchanged: one decoder reads both.
+        // Version 2's frames are version 3's first variants, and version 3's records read as
+        // version 4's (a bracket's `bool` is its enum's first two variants): one decoder.
         let decoded = if self.version == 1 {
             postcard::from_bytes::<crate::v1::Frame1>(&self.payload).map(Frame::from)
         } else {
@@ -467,6 +468,37 @@ mod tests {
         assert_eq!(c.records.len() as u64, c.end.as_ref().unwrap().records);
         assert!(!c.samples.is_empty(), "its monitor readings decode");
         assert!(c.links.is_empty() && c.link(0).is_none(), "version 2 holds no link peaks");
+    }
+
+    /// Version 3 wrote `bracketed: bool` where version 4 writes a [`Bracket`]: the same bytes
+    /// for "no bracket" and "a bracket", so a version-3 record decodes unchanged.
+    #[test]
+    fn a_version_3_bracket_flag_reads_as_a_bracket_of_unstated_end() {
+        #[derive(serde::Serialize)]
+        struct GpuV3 {
+            interval: Interval,
+            busy_ns: u64,
+            source: TimingSource,
+            clock_error_ns: u64,
+            bracketed: bool,
+            device: Option<u32>,
+        }
+        for (bracketed, expected) in [(false, Bracket::None), (true, Bracket::Unstated)] {
+            let old = GpuV3 {
+                interval: Interval::new(10, 90),
+                busy_ns: 80,
+                source: TimingSource::GpuTimestamp,
+                clock_error_ns: 7,
+                bracketed,
+                device: Some(2),
+            };
+            let gpu: Gpu = postcard::from_bytes(&postcard::to_allocvec(&old).unwrap()).unwrap();
+            assert_eq!((gpu.bracket, gpu.busy_ns, gpu.clock_error_ns, gpu.device), (expected, 80, 7, Some(2)));
+        }
+        for b in [Bracket::LastSubmit, Bracket::Exit] {
+            let gpu = Gpu { bracket: b, ..Gpu::new(Interval::new(1, 2), TimingSource::GpuTimestamp) };
+            assert_eq!(postcard::from_bytes::<Gpu>(&postcard::to_allocvec(&gpu).unwrap()).unwrap(), gpu);
+        }
     }
 
     #[test]

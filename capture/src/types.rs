@@ -206,16 +206,57 @@ pub struct Gpu {
     pub source: TimingSource,
     /// Bound on the error of mapping the GPU clock onto the host clock.
     pub clock_error_ns: u64,
-    /// Timestamps around the call's submissions: an upper bound.
-    pub bracketed: bool,
+    /// Whether timestamps around the call's submissions measured it (an upper bound), and
+    /// where that bracket ended.
+    pub bracket: Bracket,
     /// A [`Device::key`].
     pub device: Option<u32>,
 }
 
 impl Gpu {
-    /// Busy for the whole interval, no clock error, no device.
+    /// Busy for the whole interval, no clock error, no bracket, no device.
     pub fn new(interval: Interval, source: TimingSource) -> Gpu {
-        Gpu { interval, busy_ns: interval.duration_ns(), source, clock_error_ns: 0, bracketed: false, device: None }
+        Gpu {
+            interval,
+            busy_ns: interval.duration_ns(),
+            source,
+            clock_error_ns: 0,
+            bracket: Bracket::None,
+            device: None,
+        }
+    }
+
+    /// Measured by a queue bracket: its times are upper bounds.
+    pub fn bracketed(&self) -> bool {
+        self.bracket != Bracket::None
+    }
+}
+
+/// How a queue bracket measured a call, if one did (format 4). Versions up to 3 wrote a `bool`
+/// here, which postcard encodes as the byte 0 or 1, as it does this enum's first two variants:
+/// they read as [`Bracket::None`] and [`Bracket::Unstated`] without a conversion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Bracket {
+    /// Timed by queries or records of its own work, not a bracket.
+    None,
+    /// A bracket whose end the capture does not say (written by format 3 or older).
+    Unstated,
+    /// Ended with the call's last submission on the queue.
+    LastSubmit,
+    /// Ended at the function's exit (no submission of the call was seen): it also holds the
+    /// host's work after the last submission.
+    Exit,
+}
+
+impl Bracket {
+    /// The value of `gpu.timing.bracket_end`, for a bracket.
+    pub fn end(self) -> Option<&'static str> {
+        match self {
+            Bracket::None => None,
+            Bracket::Unstated => Some("unstated"),
+            Bracket::LastSubmit => Some("last_submit"),
+            Bracket::Exit => Some("exit"),
+        }
     }
 }
 

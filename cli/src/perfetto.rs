@@ -115,8 +115,9 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         let tid = track(if several { Some(SEVERAL_DEVICES) } else { g.device }, None);
         let mut gargs = json!({"gpu.busy_us": g.busy_ns as f64 / 1000.0, "gpu.clock_error_us": g.clock_error_ns as f64 / 1000.0,
             "gpu.timing.source": g.source.as_str()});
-        if g.bracketed {
+        if let Some(end) = g.bracket.end() {
             gargs["gpu.timing.bracketed"] = json!(true);
+            gargs["gpu.timing.bracket_end"] = json!(end);
         }
         if r.clock_corrected_ns > 0 {
             gargs["gpu.clock_corrected_ns"] = json!(r.clock_corrected_ns);

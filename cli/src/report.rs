@@ -14,7 +14,7 @@ use crate::load::LoadError;
 use crate::requests::{self, RequestRow};
 use crate::stats::{self, Samples};
 use crate::table::{self, Table};
-use gpuspan_capture::{ActivityKind, Capture, MemoryKind, Record, SiteKind, TimingSource};
+use gpuspan_capture::{ActivityKind, Bracket, Capture, MemoryKind, Record, SiteKind, TimingSource};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -81,8 +81,32 @@ pub struct SiteRow {
     pub errors: u64,
     /// Some durations are queue brackets: upper bounds.
     pub bracketed: bool,
+    /// Where those brackets ended: `last_submit` (with the call's last submission), `exit` (at
+    /// the function's exit, holding host work after it), `unstated` (a capture of format 3 or
+    /// older); each that occurs.
+    pub bracket_ends: Vec<String>,
     /// Recorded calls whose GPU interval was moved to start at the call (clock correction).
     pub clock_corrected: u64,
+}
+
+/// A site's timing sources, and where its brackets ended: `gpu_timestamp (bracket to last
+/// submit)`. Shown in the table and in its CSV.
+fn source_cell(s: &SiteRow) -> String {
+    let sources = if s.sources.is_empty() { "-".to_owned() } else { s.sources.join("+") };
+    let ends: Vec<&str> = s
+        .bracket_ends
+        .iter()
+        .map(|e| match e.as_str() {
+            "last_submit" => "bracket to last submit",
+            "exit" => "bracket to exit",
+            _ => "bracket",
+        })
+        .collect();
+    if ends.is_empty() {
+        sources
+    } else {
+        format!("{sources} ({})", ends.join(", "))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -246,7 +270,7 @@ struct SiteAcc {
     sources: Vec<TimingSource>,
     host_total_ns: u64,
     errors: u64,
-    bracketed: bool,
+    brackets: BTreeSet<Bracket>,
     clock_corrected: u64,
 }
 
@@ -355,7 +379,9 @@ impl Builder {
         }
         s.host_total_ns += r.host.duration_ns();
         s.errors += u64::from(r.error);
-        s.bracketed |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
+        if let Some(g) = r.gpu.as_ref().filter(|g| g.bracketed()) {
+            s.brackets.insert(g.bracket);
+        }
         s.clock_corrected += u64::from(r.clock_corrected_ns > 0);
 
         let mut copies = false;
@@ -421,7 +447,7 @@ impl Builder {
             e.count += 1;
             e.bytes += r.bytes.unwrap_or(0);
             e.ns += d;
-            e.bracketed |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
+            e.bracketed |= r.gpu.as_ref().is_some_and(|g| g.bracketed());
         }
         self.idle.record(r);
         self.requests.record(r);
@@ -455,10 +481,15 @@ impl Builder {
         let mut findings = self.transfer_findings();
         findings.extend(self.links.findings(&index));
         for s in sites.iter().filter(|s| s.bracketed) {
+            let at_exit = if s.bracket_ends.iter().any(|e| e == "exit") {
+                "; some brackets ended at the function's exit, not with its last submission, so they also hold the host's work after it (submissions in a callee, a closure or a macro are not seen)"
+            } else {
+                ""
+            };
             findings.push(Finding {
                 kind: "upper_bound".into(),
                 message: format!(
-                    "{}: timed by timestamps around its queue submissions, so its GPU times are upper bounds (they include submission latency while the GPU idled)",
+                    "{}: timed by timestamps around its queue submissions, so its GPU times are upper bounds (they include submission latency while the GPU idled){at_exit}",
                     s.site
                 ),
             });
@@ -559,13 +590,16 @@ impl Builder {
                     p99_ns: s.durations.quantile(0.99),
                     host_total_ns: s.host_total_ns,
                     bytes: s.bytes,
-                    bandwidth_bytes_per_s: if self.host_read_backs.contains(&id) {
+                    // A host-timed read-back is mostly waiting; a bracket holds more than the
+                    // copy: neither time makes a bandwidth.
+                    bandwidth_bytes_per_s: if self.host_read_backs.contains(&id) || !s.brackets.is_empty() {
                         None
                     } else {
                         table::rate(s.bytes, s.total_ns)
                     },
                     errors: s.errors,
-                    bracketed: s.bracketed,
+                    bracketed: !s.brackets.is_empty(),
+                    bracket_ends: s.brackets.iter().filter_map(|b| b.end()).map(str::to_owned).collect(),
                     clock_corrected: s.clock_corrected,
                 }
             })
@@ -780,7 +814,7 @@ impl Report {
             t.row(vec![
                 s.site.clone(),
                 format!("{}/{}", s.kind, s.backend),
-                if s.sources.is_empty() { "-".into() } else { s.sources.join("+") },
+                source_cell(s),
                 s.recorded.to_string(),
                 s.calls.map_or_else(|| "-".into(), |c| c.to_string()),
                 d(Some(s.total_ns)),

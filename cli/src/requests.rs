@@ -55,7 +55,7 @@ impl Builder {
             return;
         }
         let ns = r.gpu.as_ref().map_or(0, |g| g.busy_ns);
-        let bracketed = r.gpu.as_ref().is_some_and(|g| g.bracketed);
+        let bracketed = r.gpu.as_ref().is_some_and(|g| g.bracketed());
         for (id, _) in self.spans.chain(r.span) {
             let e = self.per.entry(id).or_default();
             e.0 += ns;

@@ -879,3 +879,32 @@ fn an_h100_capture_carries_nvml_readings_that_become_counter_tracks() {
     assert_eq!(code, 0, "{err}");
     assert!(text.contains("Device readings") && text.contains("H100"), "{text}");
 }
+
+/// A capture of format 4 written on lavapipe (`tests/bracket_capture.rs` in gpuspan-tests, with
+/// GPUSPAN_TEST_KEEP): one site whose brackets ended with their last submission, one whose ended
+/// at exit. The command says which, both as upper bounds without a bandwidth, in text and CSV.
+#[test]
+fn the_report_says_where_each_bracket_ended() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lavapipe_brackets.gpuspan");
+    let (code, text, err) = gpuspan(&["report", path]);
+    assert_eq!(code, 0, "{err}");
+    for (site, label) in [("upload_seen ", "bracket to last submit"), ("upload_in_callee ", "bracket to exit")] {
+        let line = text.lines().find(|l| l.starts_with(site)).unwrap_or_else(|| panic!("{site}in {text}"));
+        assert!(line.contains(label) && line.contains("≤ ") && !line.contains("/s"), "{line}");
+    }
+    let (code, csv, err) = gpuspan(&["report", path, "--format", "csv", "--table", "sites"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(csv.lines().any(|l| l.starts_with("upload_seen,") && l.contains("(bracket to last submit)")), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("upload_in_callee,") && l.contains("(bracket to exit)")), "{csv}");
+    let (code, json, err) = gpuspan(&["report", path, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let ends: BTreeMap<String, serde_json::Value> = v["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .map(|s| (s["site"].as_str().unwrap_or_default().to_owned(), s["bracket_ends"].clone()))
+        .collect();
+    assert_eq!(ends["upload_seen"], serde_json::json!(["last_submit"]));
+    assert_eq!(ends["upload_in_callee"], serde_json::json!(["exit"]));
+}

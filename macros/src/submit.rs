@@ -5,10 +5,13 @@
 //! specialization in `gpuspan::__private`: another type's `submit` (a thread pool's) and
 //! generic code keep the plain call.
 //!
+//! In an async function (or an `#[async_trait]` body) the scope lives in the future that wraps
+//! the body, for the whole body: the body's own submissions reach it through a handle
+//! (`BracketHandle`) moved into the body, the same rewrite with another name.
+//!
 //! Not rewritten, and why:
 //! - closures and async blocks: they may run after the function returned or on another thread,
-//!   when the scope is closed or out of reach, and an async body has moved the scope into its
-//!   future (async functions are not rewritten at all);
+//!   when the scope is closed or out of reach;
 //! - nested functions and items: they are not the call being timed;
 //! - macro invocations: their tokens are opaque until expanded.
 //!
@@ -20,19 +23,26 @@ use quote::quote;
 use syn::visit_mut::VisitMut;
 use syn::{Expr, ExprMethodCall};
 
-/// Rewrites the submissions in `block`, the body of a bracketed scope whose scope variable is
-/// `__gpuspan_scope`. `p` is the path to the expansion support.
-pub fn rewrite(p: &TokenStream, block: &mut syn::Block) {
-    SubmitRewriter { p }.visit_block_mut(block);
+/// Rewrites the submissions in `block`, the body of a bracketed scope; each asks `ends` (the
+/// scope, or an async body's handle: a local of that name) for the bracket's end. `p` is the
+/// path to the expansion support. Returns how many submissions were rewritten.
+pub fn rewrite(p: &TokenStream, ends: &syn::Ident, block: &mut syn::Block) -> usize {
+    let mut r = SubmitRewriter { p, ends, rewritten: 0 };
+    r.visit_block_mut(block);
+    r.rewritten
 }
 
 struct SubmitRewriter<'a> {
     p: &'a TokenStream,
+    ends: &'a syn::Ident,
+    rewritten: usize,
 }
 
 impl SubmitRewriter<'_> {
-    fn rewrite(&self, call: &ExprMethodCall) -> Expr {
+    fn rewrite(&mut self, call: &ExprMethodCall) -> Expr {
+        self.rewritten += 1;
         let p = self.p;
+        let ends = self.ends;
         let receiver = &call.receiver;
         let arg = &call.args[0];
         let method = &call.method;
@@ -41,7 +51,7 @@ impl SubmitRewriter<'_> {
                 #[allow(unused_imports)]
                 use #p::{SubmitOther as _, SubmitQueue as _};
                 let __gpuspan_submit = (&#p::SubmitProbe(&#recv)).gpuspan_submit();
-                #recv.#method(__gpuspan_submit.with_end(#arg, &mut __gpuspan_scope))
+                #recv.#method(__gpuspan_submit.with_end(#arg, &mut #ends))
             }
         };
         if is_place(receiver) {

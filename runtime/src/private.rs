@@ -41,6 +41,34 @@ pub use tracing;
 #[cfg(feature = "wgpu")]
 pub use crate::wgpu::resources::{as_device, as_queue, as_recorder};
 
+/// No `device = ...`: the device parameter's `None`, typed.
+#[cfg(feature = "wgpu")]
+#[inline(always)]
+pub fn no_device() -> Option<&'static ::wgpu::Device> {
+    None
+}
+
+/// Without the `wgpu` feature the device parameter is generic: its `None` needs a type.
+#[cfg(not(feature = "wgpu"))]
+#[inline(always)]
+pub fn no_device() -> Option<&'static ()> {
+    None
+}
+
+/// No stream: the stream parameter's `None`, typed.
+#[cfg(feature = "cuda")]
+#[inline(always)]
+pub fn no_stream() -> Option<&'static cudarc::driver::CudaStream> {
+    None
+}
+
+/// Without the `cuda` feature the stream parameter is generic: its `None` needs a type.
+#[cfg(not(feature = "cuda"))]
+#[inline(always)]
+pub fn no_stream() -> Option<&'static ()> {
+    None
+}
+
 /// The receiver of a `.submit(..)` call in a queue-bracketed body: `SubmitQueue` when it is a
 /// wgpu queue (the submission then carries the bracket's end, `wgpu/bracket.rs`), else
 /// [`SubmitOther`], which leaves the call as written.
@@ -65,19 +93,34 @@ impl<T: ?Sized> SubmitOther for &SubmitProbe<'_, T> {
 pub struct PlainSubmit;
 
 impl PlainSubmit {
-    /// The argument, unchanged.
+    /// The argument, unchanged. `ends` is the scope (sync bodies) or its [`BracketHandle`]
+    /// (async bodies).
     #[inline(always)]
-    pub fn with_end<A>(self, arg: A, _: &mut Scope) -> A {
+    pub fn with_end<A, E: ?Sized>(self, arg: A, _ends: &mut E) -> A {
         arg
     }
 }
 
 #[cfg(feature = "wgpu")]
-pub use crate::wgpu::bracket::SubmitQueue;
+pub use crate::wgpu::bracket::{BracketEnds, BracketHandle, SubmitQueue};
 
 /// Without the `wgpu` feature no receiver is a queue gpuspan brackets.
 #[cfg(not(feature = "wgpu"))]
 pub trait SubmitQueue {}
+
+/// Without the `wgpu` feature an async body's submissions have no bracket to end.
+#[cfg(not(feature = "wgpu"))]
+#[derive(Debug)]
+pub struct BracketHandle;
+
+#[cfg(not(feature = "wgpu"))]
+impl Scope {
+    /// Nothing to hand an async body.
+    #[inline(always)]
+    pub fn bracket_handle(&mut self) -> BracketHandle {
+        BracketHandle
+    }
+}
 
 #[cfg(feature = "cuda")]
 pub use crate::cuda::resources::as_stream;

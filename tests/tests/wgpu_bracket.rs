@@ -1,9 +1,10 @@
 //! Queue brackets end with the call's last submission (issue 13): a function that submits, then
 //! maps, waits for and copies out its result has a bracket that holds its GPU work but not its
-//! read-back; a `submit` that is not a wgpu queue's is left alone.
+//! read-back; a `submit` that is not a wgpu queue's is left alone. Async functions' brackets
+//! end at their last submission too, on whichever thread the future runs.
 #![cfg(feature = "wgpu")]
 
-use gpuspan::{gpu_kernel, Capture, Record};
+use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,12 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn bracket_end(r: &Record) -> String {
+    let attrs = r.attributes();
+    let v = attrs.iter().find(|(k, _)| *k == "gpu.timing.bracket_end").map(|(_, v)| format!("{v:?}"));
+    v.unwrap_or_else(|| panic!("no gpu.timing.bracket_end on {}", r.site.desc.name))
 }
 
 fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
@@ -80,6 +87,114 @@ impl Compute {
     fn submit_encoded(&self) {
         self.gpu.queue.submit([self.encode()]);
     }
+
+    /// The read-back without blocking a worker: the device is polled between sleeps, so the
+    /// future may resume on another thread.
+    async fn read_back_async(&self) -> Vec<u8> {
+        let slice = self.staging.slice(..);
+        let mapped_at = self.mapped_at.clone();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            r.expect("map");
+            mapped_at.store(gpuspan::clock::now_ns(), Ordering::SeqCst);
+        });
+        while self.mapped_at.load(Ordering::SeqCst) == 0 {
+            let _ = self.gpu.device.poll(wgpu::PollType::Poll);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let out = slice.get_mapped_range().expect("mapped").to_vec();
+        self.staging.unmap();
+        tokio::time::sleep(HOST_WORK).await;
+        out
+    }
+
+    /// An async compute wrapper: submit, an `.await`, then the read-back and host work.
+    #[gpu_kernel(name = "async_compute_then_read_back", queue = self.gpu.queue, trace_all)]
+    async fn run_async(&self) -> Vec<u8> {
+        self.gpu.queue.submit([self.encode()]);
+        tokio::task::yield_now().await;
+        self.read_back_async().await
+    }
+
+    /// An async upload that may fail after its submission, through `?`.
+    #[gpu_transfer(name = "async_upload_or_fail", queue = self.gpu.queue, direction = cpu_to_gpu, bytes = data.len(), trace_all)]
+    async fn upload_async(&self, data: &[u8], fail: bool) -> Result<usize, String> {
+        self.gpu.queue.write_buffer(&self.gpu.buffer, 0, data);
+        self.gpu.queue.submit([]);
+        tokio::time::sleep(HOST_WORK).await;
+        refuse(fail)?;
+        Ok(data.len())
+    }
+}
+
+fn refuse(fail: bool) -> Result<(), String> {
+    if fail {
+        Err("refused".to_owned())
+    } else {
+        Ok(())
+    }
+}
+
+fn multi_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().expect("tokio runtime")
+}
+
+#[test]
+fn async_bracket_ends_at_its_last_submission_across_awaits() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let compute = Arc::new(Compute::new(gpu));
+    let capture = Capture::start_all_threads();
+    let rt = multi_thread_runtime();
+    let c = compute.clone();
+    let out = rt.block_on(async move { tokio::spawn(async move { c.run_async().await }).await }).expect("task");
+    assert_eq!(out.len() as u64, compute.gpu.buffer.size());
+    let mapped_at = compute.mapped_at.load(Ordering::SeqCst);
+    assert!(gpuspan::flush(), "flush left GPU work pending");
+    let r = &capture.of("async_compute_then_read_back")[0];
+    let g = gpu_timing(r);
+    assert!(g.bracketed && !g.bracket_at_exit, "ended with the submission: {g:?}");
+    assert!(bracket_end(r).contains("last_submit"), "{}", bracket_end(r));
+    assert!(
+        g.interval.end_ns <= mapped_at + g.clock_error_ns,
+        "bracket end {} after the map callback {} (error bound {})",
+        g.interval.end_ns,
+        mapped_at,
+        g.clock_error_ns
+    );
+    assert!(r.host.end_ns >= mapped_at + HOST_WORK.as_nanos() as u64, "the call held the read-back: {r:?}");
+}
+
+#[test]
+fn async_bracket_left_by_question_mark_ends_at_its_submission() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 1) else { return };
+    let compute = Arc::new(Compute::new(gpu));
+    let capture = Capture::start_all_threads();
+    let rt = multi_thread_runtime();
+    let data = vec![7u8; compute.gpu.buffer.size() as usize];
+    let (c, d) = (compute.clone(), data.clone());
+    let failed = rt.block_on(async move { tokio::spawn(async move { c.upload_async(&d, true).await }).await });
+    assert_eq!(failed.expect("task"), Err("refused".to_owned()));
+    let (c, d) = (compute.clone(), data);
+    let done = rt.block_on(async move { tokio::spawn(async move { c.upload_async(&d, false).await }).await });
+    assert_eq!(done.expect("task"), Ok(compute.gpu.buffer.size() as usize));
+    assert!(gpuspan::flush(), "flush left GPU work pending");
+    let records = capture.of("async_upload_or_fail");
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records.iter().filter(|r| r.error).count(), 1, "the `?` exit marks its call: {records:?}");
+    for r in &records {
+        let g = gpu_timing(r);
+        assert!(g.bracketed && !g.bracket_at_exit, "{g:?}");
+        assert!(bracket_end(r).contains("last_submit"), "{}", bracket_end(r));
+        // The sleep after the submission is the call's, not the bracket's.
+        assert!(
+            g.interval.end_ns <= r.host.end_ns.saturating_sub(HOST_WORK.as_nanos() as u64) + g.clock_error_ns,
+            "bracket end {} holds the host's wait (call end {}, error bound {})",
+            g.interval.end_ns,
+            r.host.end_ns,
+            g.clock_error_ns
+        );
+    }
 }
 
 #[test]
@@ -111,8 +226,7 @@ fn bracket_ends_at_the_last_submission_not_after_the_read_back() {
         g.clock_error_ns
     );
     assert!(g.busy_ns < r.host.duration_ns().saturating_sub(HOST_WORK.as_nanos() as u64) + g.clock_error_ns);
-    let attrs = r.attributes();
-    assert!(attrs.iter().any(|(k, v)| *k == "gpu.timing.bracket_end" && format!("{v:?}").contains("last_submit")));
+    assert!(bracket_end(r).contains("last_submit"), "{}", bracket_end(r));
 }
 
 #[test]
@@ -161,6 +275,85 @@ fn bracket_spans_every_submission_of_the_call() {
     let table = gpuspan::summary().to_string();
     let row = table.lines().find(|l| l.starts_with("two_submissions ")).expect("row");
     assert!(row.contains("≤ ") && row.contains("bracket to last submit"), "{row}");
+}
+
+#[gpu_kernel(name = "one_pass", trace_all)]
+fn one_pass(gpu: &Gpu, queue: &wgpu::Queue, reference: &RawTimer) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, Some(&reference.query_set));
+    reference.resolve(&mut encoder);
+    queue.submit(Some(encoder.finish()));
+}
+
+/// Brackets share batches of query slots (issue 16): each record must still get its own two
+/// timestamps, not a neighbour's.
+#[test]
+fn pooled_brackets_each_get_their_own_timestamps() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 12, 4) else { return };
+    let capture = Capture::start();
+    let timers: Vec<RawTimer> = (0..40).map(|_| RawTimer::new(&gpu.device)).collect();
+    for t in &timers {
+        one_pass(&gpu, &gpu.queue, t);
+    }
+    let raw: Vec<f64> = timers.iter().map(|t| t.read_ns(&gpu)).collect();
+    assert!(gpuspan::flush());
+    // Delivered batch by batch, not necessarily in call order: put them back in it.
+    let mut records = capture.of("one_pass");
+    records.sort_by_key(|r| r.host.start_ns);
+    assert_eq!(records.len(), timers.len());
+    for (i, (r, raw)) in records.iter().zip(&raw).enumerate() {
+        let g = gpu_timing(r);
+        assert!(g.bracketed && !g.bracket_at_exit, "{g:?}");
+        assert!(g.busy_ns as f64 >= raw * 0.99, "call {i}: bracket {} ns < its pass {raw} ns", g.busy_ns);
+        // Queue order: the next call's bracket opens after this one's end.
+        if let Some(next) = records.get(i + 1).map(gpu_timing) {
+            assert!(
+                g.interval.end_ns <= next.interval.start_ns + g.clock_error_ns + next.clock_error_ns,
+                "call {i} ends at {} after call {} starts at {}",
+                g.interval.end_ns,
+                i + 1,
+                next.interval.start_ns
+            );
+        }
+    }
+}
+
+/// A call that stays inside its bracket until told to leave.
+#[gpu_kernel(name = "held_open", trace_all)]
+fn held_open(queue: &wgpu::Queue, opened: &std::sync::mpsc::Sender<()>, leave: &std::sync::mpsc::Receiver<()>) {
+    queue.submit([]);
+    opened.send(()).expect("the test waits");
+    leave.recv().expect("the test says when");
+}
+
+/// A bracket still running in a batch does not hold back its neighbours' records: a flush
+/// delivers every call that finished.
+#[test]
+fn a_running_bracket_does_not_hold_back_finished_ones() {
+    let _s = serial();
+    let Some(gpu) = Gpu::for_test(1 << 12, 4) else { return };
+    let capture = Capture::start_all_threads();
+    let (opened_tx, opened) = std::sync::mpsc::channel();
+    let (leave, leave_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let queue = &gpu.queue;
+        let running = s.spawn(move || held_open(queue, &opened_tx, &leave_rx));
+        opened.recv().expect("the call opened its bracket");
+        let timer = RawTimer::new(&gpu.device);
+        one_pass(&gpu, &gpu.queue, &timer);
+        assert!(gpuspan::flush());
+        let done = capture.of("one_pass");
+        assert_eq!(done.len(), 1, "the finished call is delivered while the other runs");
+        assert!(gpu_timing(&done[0]).bracketed);
+        assert!(capture.of("held_open").is_empty());
+        leave.send(()).expect("the call waits");
+        running.join().expect("the call returns");
+    });
+    assert!(gpuspan::flush());
+    let held = capture.of("held_open");
+    assert_eq!(held.len(), 1);
+    assert!(gpu_timing(&held[0]).bracketed && !gpu_timing(&held[0]).bracket_at_exit);
 }
 
 /// Something else with a `submit` method, taking `&mut self`.

@@ -254,12 +254,12 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     let enter = match &plan.resource {
         Resource::None => quote!(#p::Scope::host(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes)),
         Resource::WgpuRecorder { recorder, device } => {
-            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device));
+            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device), quote!(no_device));
             let recorder = user_call(&p, quote!(as_recorder), &recorder_tokens(recorder));
             quote!(#p::Scope::wgpu_recorder(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #recorder, #device))
         }
         Resource::WgpuQueue { queue, device } => {
-            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device));
+            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device), quote!(no_device));
             let queue = user_call(&p, quote!(as_queue), &queue_tokens(queue));
             quote!(#p::Scope::wgpu_queue(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #queue, #device))
         }
@@ -274,7 +274,7 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
             quote!(#p::Scope::wgpu_attachable(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
         }
         Resource::Cuda { stream } => {
-            let stream = option_ref(&p, &stream.as_ref().map(stream_tokens), quote!(as_stream));
+            let stream = option_ref(&p, &stream.as_ref().map(stream_tokens), quote!(as_stream), quote!(no_stream));
             quote!(#p::Scope::cuda(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #stream))
         }
     };
@@ -331,16 +331,18 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             },
             _ => quote!(),
         };
+        let handle = end_async_brackets_at_submissions(plan, &p, block);
         let stmts = &block.stmts;
-        let timed = timed_future(&p, &prelude, &enter, quote!({ #fake_return #(#stmts)* }));
+        let timed = timed_future(&p, &prelude, &enter, handle, quote!({ #fake_return #(#stmts)* }));
         *block = syn::parse_quote!({ #timed });
         return func.into_token_stream();
     }
     // `#[async_trait]` has already turned the method into `Box::pin(async move { .. })`: time the
     // future, not the call that boxes it (tracing-attributes' `AsyncInfo` does the same).
     if let Some(inner) = async_trait_body(block) {
+        let handle = end_async_brackets_at_submissions(plan, &p, &mut inner.block);
         let stmts = &inner.block.stmts;
-        let timed = timed_future(&p, &prelude, &enter, quote!({ #(#stmts)* }));
+        let timed = timed_future(&p, &prelude, &enter, handle, quote!({ #(#stmts)* }));
         inner.block = syn::parse_quote!({ #timed });
         return func.into_token_stream();
     }
@@ -396,20 +398,40 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
     func.into_token_stream()
 }
 
-/// A queue-bracketed body's own submissions carry the bracket's end (`submit.rs`). Async bodies
-/// are not rewritten: their scope lives in the future, out of the body's reach.
+/// A queue-bracketed body's own submissions carry the bracket's end (`submit.rs`).
 fn end_brackets_at_submissions(plan: &Plan, p: &TokenStream, block: &mut syn::Block) {
-    if matches!(plan.resource, Resource::WgpuQueue { .. } | Resource::WgpuDevice { .. }) {
-        crate::submit::rewrite(p, block);
+    if is_bracketed(plan) {
+        crate::submit::rewrite(p, &format_ident!("__gpuspan_scope"), block);
     }
+}
+
+/// The same for an async body, whose scope is in the future wrapping it: the submissions use a
+/// handle moved into the body. The statement that makes the handle, when any was rewritten.
+fn end_async_brackets_at_submissions(plan: &Plan, p: &TokenStream, block: &mut syn::Block) -> Option<TokenStream> {
+    let handle = format_ident!("__gpuspan_bracket");
+    (is_bracketed(plan) && crate::submit::rewrite(p, &handle, block) > 0)
+        .then(|| quote!(let mut #handle = __gpuspan_scope.bracket_handle();))
+}
+
+fn is_bracketed(plan: &Plan) -> bool {
+    matches!(plan.resource, Resource::WgpuQueue { .. } | Resource::WgpuDevice { .. })
 }
 
 /// The statements of an async body that open the scope at the first poll, run `body` as a
 /// future whose host span is entered per poll (the future stays `Send`), and probe its output.
-fn timed_future(p: &TokenStream, prelude: &TokenStream, enter: &TokenStream, body: TokenStream) -> TokenStream {
+/// `handle` makes the bracket handle the body's submissions use, when they use one.
+fn timed_future(
+    p: &TokenStream,
+    prelude: &TokenStream,
+    enter: &TokenStream,
+    handle: Option<TokenStream>,
+    body: TokenStream,
+) -> TokenStream {
     quote! {
         #prelude
-        let __gpuspan_scope = #enter;
+        #[allow(unused_mut)]
+        let mut __gpuspan_scope = #enter;
+        #handle
         let (__gpuspan_out, mut __gpuspan_scope) =
             #p::ScopedFuture::new(__gpuspan_scope, async move #body).await;
         __gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit());

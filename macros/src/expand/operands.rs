@@ -27,13 +27,20 @@ pub(super) fn respan(tokens: &TokenStream, span: proc_macro2::Span) -> TokenStre
         .collect()
 }
 
-pub(super) fn option_ref(p: &TokenStream, t: &Option<TokenStream>, conv: TokenStream) -> TokenStream {
+pub(super) fn option_ref(
+    p: &TokenStream,
+    t: &Option<TokenStream>,
+    conv: TokenStream,
+    none: TokenStream,
+) -> TokenStream {
     match t {
         Some(t) => {
             let call = user_call(p, conv, &quote_spanned!(t.span()=> &#t));
             quote!(::core::option::Option::Some(#call))
         }
-        None => quote!(::core::option::Option::None),
+        // Typed by the runtime: without the backend's feature the parameter is generic, and a
+        // bare `None` would leave its type to infer.
+        None => quote!(#p::#none()),
     }
 }
 

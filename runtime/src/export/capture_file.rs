@@ -15,7 +15,7 @@
 //! with each device's link peaks: written once per device, right after its device frame when
 //! known by then (the first pull is at the start), else as soon as a pull brings them.
 
-use super::capture_frames::{self as frames, activity, interval, site_frame, source};
+use super::capture_frames::{self as frames, activity, bracket, interval, site_frame, source};
 use crate::hooks::Readings;
 use crate::pipeline::Sink;
 use crate::record::{DeviceLabel, Record};
@@ -342,7 +342,7 @@ impl State {
                 busy_ns: g.busy_ns,
                 source: source(g.source),
                 clock_error_ns: g.clock_error_ns,
-                bracketed: g.bracketed,
+                bracket: bracket(g),
                 device: g.device.as_ref().map(|d| self.device(d)).transpose()?,
             }),
         };

@@ -32,6 +32,15 @@ pub(super) fn source(s: crate::record::TimingSource) -> cap::TimingSource {
     }
 }
 
+/// Whether a queue bracket measured the record, and where it ended (format 4).
+pub(super) fn bracket(g: &crate::record::GpuTiming) -> cap::Bracket {
+    match (g.bracketed, g.bracket_at_exit) {
+        (false, _) => cap::Bracket::None,
+        (true, false) => cap::Bracket::LastSubmit,
+        (true, true) => cap::Bracket::Exit,
+    }
+}
+
 fn direction(d: Direction) -> cap::Direction {
     match d {
         Direction::CpuToGpu => cap::Direction::CpuToGpu,

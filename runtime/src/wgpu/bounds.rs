@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 /// The rounding of a GPU instant that reached us as f64 seconds (wgpu-profiler's results): on
 /// a Unix-epoch GPU clock (NVIDIA) about a quarter of a microsecond.
-fn rounding_ns(seconds: f64) -> i128 {
+pub(super) fn rounding_ns(seconds: f64) -> i128 {
     (seconds.abs() * f64::EPSILON * 1e9).ceil() as i128 + 1
 }
 
@@ -28,6 +28,21 @@ pub(super) fn place(
 ) -> GpuTiming {
     let gpu = ((range.start * 1e9).round() as i128, (range.end * 1e9).round() as i128);
     let rounding = rounding_ns(range.start).max(rounding_ns(range.end));
+    let mut timing = place_ns(device, gpu, rounding, record, observed_ns, calibration);
+    timing.busy_ns = ((range.end - range.start) * 1e9).round().max(0.0) as u64;
+    timing
+}
+
+/// [`place`] for GPU instants already in nanoseconds, each off by up to `rounding` ns; the busy
+/// time is the interval's.
+pub(super) fn place_ns(
+    device: &DeviceState,
+    gpu: (i128, i128),
+    rounding: i128,
+    record: &Record,
+    observed_ns: u64,
+    calibration: ClockMap,
+) -> GpuTiming {
     let observed = if observed_ns == 0 { crate::clock::now_ns() } else { observed_ns };
     let facts = Facts::of(gpu, record.host.start_ns, observed);
     let placement = device.bounds.lock().map_or_else(
@@ -46,7 +61,6 @@ pub(super) fn place(
     let start = to_host(gpu.0);
     let mut timing =
         GpuTiming::new(Interval { start_ns: start, end_ns: to_host(gpu.1).max(start) }, TimingSource::GpuTimestamp);
-    timing.busy_ns = ((range.end - range.start) * 1e9).round().max(0.0) as u64;
     timing.clock_error_ns = placement.error_ns;
     timing
 }

@@ -1,20 +1,169 @@
-//! Ending a queue bracket with the call's last submission rather than at its exit.
+//! Queue brackets: a timestamp submitted before the call's work, and an end carried by each of
+//! the call's own submissions, so that the bracket closes with its last one rather than at the
+//! function's exit.
 //!
 //! In a queue-bracketed body the macro rewrites each `RECV.submit(ARG)` into
-//! `RECV.submit((&SubmitProbe(&RECV)).gpuspan_submit().with_end(ARG, &mut scope))`. When `RECV`
-//! is a wgpu queue, autoref specialization picks [`SubmitQueue`] and the submission carries one
-//! more command buffer of gpuspan's: the bracket's end timestamp, resolved in place. Any other
-//! receiver (a thread pool's `submit`, a type parameter) picks `SubmitOther`, whose `with_end`
-//! returns `ARG` unchanged. So work the function does after its last submission (mapping a
-//! read-back, waiting for it, copying out) is no longer inside the bracket, and nothing is
-//! submitted at exit.
+//! `RECV.submit((&SubmitProbe(&RECV)).gpuspan_submit().with_end(ARG, &mut ENDS))`, where `ENDS`
+//! is the scope in a sync body and the scope's [`BracketHandle`] in an async one (whose scope
+//! lives in the future wrapping the body). When `RECV` is a wgpu queue, autoref specialization
+//! picks [`SubmitQueue`] and the submission carries one more command buffer of gpuspan's: the
+//! bracket's end timestamp. Any other receiver (a thread pool's `submit`, a type parameter)
+//! picks `SubmitOther`, whose `with_end` returns `ARG` unchanged. So work the function does
+//! after its last submission (mapping a read-back, waiting for it, copying out) is no longer
+//! inside the bracket, and nothing is submitted at exit.
+//!
+//! The two timestamps go into slots of a batch shared with other brackets (`pool.rs`); the
+//! batch is resolved and read back once, off the caller's thread.
 
+use super::device::DeviceState;
+use super::pool::{self, Slots};
 use super::resources::AsHandle;
 use super::WgpuScope;
 use crate::__private::SubmitProbe;
+use crate::record::Record;
 use crate::scope::{GpuScope, Scope};
 use std::iter::Chain;
 use std::option::IntoIter;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Marks a bracket closed in its shared count of an async body's submissions.
+const CLOSED: u32 = u32::MAX;
+
+/// The bracket part of an open scope.
+pub(crate) struct Bracket {
+    device: Arc<DeviceState>,
+    queue: wgpu::Queue,
+    slots: Slots,
+    /// Submissions on `queue` that carried the end, made by a sync body.
+    submits: u32,
+    /// Those made through an async body's [`BracketHandle`], when one was handed out.
+    shared: Option<Arc<AtomicU32>>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Bracket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bracket").field("device", &self.device.label).field("submits", &self.submits).finish()
+    }
+}
+
+impl Bracket {
+    /// Opens a bracket on `queue`: its start timestamp is submitted now, before the body's work.
+    /// `None` when the device has too many brackets waiting (counted).
+    pub(super) fn open(device: Arc<DeviceState>, queue: &wgpu::Queue) -> Option<Bracket> {
+        let slots = pool::take(&device, queue)?;
+        let mut encoder =
+            device.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan begin") });
+        slots.write_start(&mut encoder);
+        queue.submit([encoder.finish()]);
+        Some(Bracket { device, queue: queue.clone(), slots, submits: 0, shared: None, closed: false })
+    }
+
+    /// The end-timestamp buffer a submission on `queue` carries, when it is the bracket's queue.
+    fn end_at_submit(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
+        if self.closed || &self.queue != queue {
+            return None;
+        }
+        self.submits += 1;
+        Some(end_buffer(&self.device.device, &self.slots))
+    }
+
+    /// A handle through which an async body's submissions carry the end.
+    fn handle(&mut self) -> BracketHandle {
+        let submits = self.shared.get_or_insert_with(|| Arc::new(AtomicU32::new(0))).clone();
+        BracketHandle(Some(Shared {
+            device: self.device.device.clone(),
+            queue: self.queue.clone(),
+            slots: self.slots.clone(),
+            submits,
+        }))
+    }
+
+    /// The call ended: its record waits in the batch for the timestamps.
+    pub(super) fn finish(mut self, record: Record) {
+        self.close(Some(record));
+    }
+
+    /// Ends the bracket; when no submission of the call carried the end, it is written now (at
+    /// the function's exit, and labelled so).
+    fn close(&mut self, record: Option<Record>) {
+        self.closed = true;
+        let shared = self.shared.as_ref().map_or(0, |s| s.swap(CLOSED, Ordering::AcqRel));
+        let at_exit = self.submits == 0 && shared == 0;
+        if at_exit {
+            self.queue.submit([end_buffer(&self.device.device, &self.slots)]);
+        }
+        pool::finish(&self.device, &self.slots, at_exit, record);
+    }
+}
+
+impl Drop for Bracket {
+    /// A bracket dropped without a record still writes its end: its batch resolves every slot
+    /// it handed out.
+    fn drop(&mut self) {
+        if !self.closed {
+            self.close(None);
+        }
+    }
+}
+
+fn end_buffer(device: &wgpu::Device, slots: &Slots) -> wgpu::CommandBuffer {
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan end") });
+    slots.write_end(&mut encoder);
+    encoder.finish()
+}
+
+/// An async body's way to its bracket: the scope is in the future wrapping the body, out of the
+/// body's reach, so the body holds this instead (empty when the scope is no bracket).
+#[derive(Debug)]
+pub struct BracketHandle(Option<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    slots: Slots,
+    submits: Arc<AtomicU32>,
+}
+
+impl Scope {
+    /// The handle an async body's rewritten submissions use.
+    #[inline]
+    pub fn bracket_handle(&mut self) -> BracketHandle {
+        match self.gpu_mut() {
+            Some(GpuScope::Wgpu(WgpuScope::Bracket(b))) => b.handle(),
+            _ => BracketHandle(None),
+        }
+    }
+}
+
+/// Where a rewritten submission asks for the bracket's end: the scope (sync bodies) or its
+/// handle (async bodies).
+pub trait BracketEnds {
+    /// The end-timestamp buffer to append to a submission on `queue`, if it is the bracket's.
+    fn end_for(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer>;
+}
+
+impl BracketEnds for Scope {
+    #[inline]
+    fn end_for(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
+        match self.gpu_mut() {
+            Some(GpuScope::Wgpu(WgpuScope::Bracket(b))) => b.end_at_submit(queue),
+            _ => None,
+        }
+    }
+}
+
+impl BracketEnds for BracketHandle {
+    #[inline]
+    fn end_for(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
+        let s = self.0.as_ref().filter(|s| &s.queue == queue)?;
+        // Counted unless the bracket has closed (the scope was dropped: a cancelled future).
+        s.submits.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n != CLOSED).then_some(n + 1)).ok()?;
+        Some(end_buffer(&s.device, &s.slots))
+    }
+}
 
 /// The specialized arm: the receiver is a wgpu queue (or a reference or `Arc` of one).
 pub trait SubmitQueue<'a> {
@@ -37,32 +186,12 @@ impl QueueSubmit<'_> {
     /// The command buffers to submit: the user's, then, when this is the bracket's queue, the
     /// bracket's end.
     #[inline]
-    pub fn with_end<I: IntoIterator<Item = wgpu::CommandBuffer>>(
+    pub fn with_end<I: IntoIterator<Item = wgpu::CommandBuffer>, E: BracketEnds + ?Sized>(
         self,
         buffers: I,
-        scope: &mut Scope,
+        ends: &mut E,
     ) -> Chain<I::IntoIter, IntoIter<wgpu::CommandBuffer>> {
-        let end = match scope.gpu_mut() {
-            Some(GpuScope::Wgpu(w)) => w.end_at_submit(self.0),
-            _ => None,
-        };
+        let end = ends.end_for(self.0);
         buffers.into_iter().chain(end)
-    }
-}
-
-impl WgpuScope {
-    /// The end-timestamp buffer a submission on `queue` carries, when this scope brackets that
-    /// queue. A submission on another queue is not the bracket's.
-    fn end_at_submit(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
-        if self.queue.as_ref() != Some(queue) {
-            return None;
-        }
-        let opening = self.query.take();
-        if opening.is_none() && self.submits == 0 {
-            return None; // the bracket never opened
-        }
-        let end = self.frame.end_at_submit(self.scope_id, opening)?;
-        self.submits += 1;
-        Some(end)
     }
 }

@@ -1,6 +1,7 @@
 //! The devices gpuspan knows: each with its queue, its clock mapping, and its profiler frames.
 
 use super::frame::Frame;
+use super::pool::Pool;
 use crate::placement::{Bounds, ClockMap};
 use crate::record::DeviceLabel;
 use std::sync::atomic::AtomicBool;
@@ -24,6 +25,8 @@ pub(crate) struct DeviceState {
     pub idle: Mutex<Vec<GpuProfiler>>,
     /// Frames not yet delivered, in the order they were opened.
     pub in_flight: Mutex<Vec<Arc<Frame>>>,
+    /// Queue brackets' timestamp slots, in batches (`pool.rs`).
+    pub brackets: Mutex<Pool>,
 }
 
 impl std::fmt::Debug for DeviceState {
@@ -41,8 +44,9 @@ impl DeviceState {
         self.clock.lock().ok().and_then(|c| *c)
     }
 
+    /// Frames and bracket batches not yet delivered.
     pub(super) fn in_flight_count(&self) -> usize {
-        self.in_flight.lock().map_or(0, |f| f.len())
+        self.in_flight.lock().map_or(0, |f| f.len()) + self.brackets.lock().map_or(0, |p| p.len())
     }
 }
 
@@ -92,6 +96,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
                     bounds: Mutex::new(Bounds::default()),
                     idle: Mutex::new(Vec::new()),
                     in_flight: Mutex::new(Vec::new()),
+                    brackets: Mutex::new(Pool::default()),
                 });
                 devices.push(s.clone());
                 s

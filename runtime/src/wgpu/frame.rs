@@ -8,8 +8,7 @@
 //! `GpuProfiler` (recycled with its query pools), so frames on different threads, or waiting on
 //! different submissions, never block one another.
 //!
-//! A queue bracket gets a frame of its own, never on a thread's stack: its end is written when
-//! the call submits (see `bracket.rs`), so nested scopes' queries must not share its resolves.
+//! Queue brackets are not frames: their timestamps are pooled per device (`pool.rs`).
 //!
 //! Life of a frame: Recording → AwaitingExecution → Mapping → Finished → delivered, or
 //! Poisoned (a query could not be closed, commands never submitted) → delivered with host
@@ -54,9 +53,6 @@ pub(crate) struct Frame {
     open_scopes: AtomicUsize,
     records: Mutex<Vec<Record>>,
     results: Mutex<HashMap<u64, Range<f64>>>,
-    /// Scopes timed by queue bracketing rather than queries in the user's recorder, and
-    /// whether their bracket closed at the function's exit (no submission of theirs seen).
-    bracketed: Mutex<Vec<(u64, bool)>>,
     /// When the host first saw the frame's timestamps: no GPU work of it ended later.
     observed_ns: AtomicU64,
 }
@@ -127,9 +123,8 @@ impl Frame {
         }
     }
 
-    /// A frame for one queue bracket alone: on no thread's stack, so scopes nested in the
-    /// bracketed call record into frames of their own.
-    pub(super) fn open(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
+    /// A new frame, on no thread's stack yet.
+    fn open(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
         let mut in_flight = device.in_flight.lock().ok()?;
         if in_flight.len() >= MAX_IN_FLIGHT {
             Losses::add(&LOSSES.pending_frames, 1);
@@ -143,8 +138,7 @@ impl Frame {
         let profiler = match reused {
             Some(p) => p,
             None => {
-                // Debug groups off: a bracketed scope opens its query in one command buffer and
-                // closes it in another, which a debug group may not span.
+                // Debug groups off: gpuspan's queries add no markers to the user's commands.
                 let settings = GpuProfilerSettings {
                     max_num_pending_frames: 1,
                     enable_debug_groups: false,
@@ -168,7 +162,6 @@ impl Frame {
             open_scopes: AtomicUsize::new(0),
             records: Mutex::new(Vec::new()),
             results: Mutex::new(HashMap::new()),
-            bracketed: Mutex::new(Vec::new()),
             observed_ns: AtomicU64::new(0),
         });
         in_flight.push(frame.clone());
@@ -233,66 +226,6 @@ impl Frame {
         recorder.when_executed(move || signal.fire());
     }
 
-    /// The command buffer that a bracketed call's submission on the bracket's queue carries last:
-    /// at the first, the bracket's opening query is closed in it; at each later one a
-    /// zero-length query with the same label marks the new end (`flatten` keeps the latest).
-    /// Every query is resolved right there, so whichever submission is the last one needs
-    /// nothing after it. `None` (and the frame's timings lost) when the profiler is gone.
-    pub(super) fn end_at_submit(
-        &self,
-        scope_id: u64,
-        opening: Option<GpuProfilerQuery>,
-    ) -> Option<wgpu::CommandBuffer> {
-        let mut encoder =
-            self.device.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan end") });
-        let recorded = self.profiler.lock().ok().and_then(|mut profiler| {
-            let p = profiler.as_mut()?;
-            let query = match opening {
-                Some(q) => q,
-                None => p.begin_query(scope_id.to_string(), &mut encoder),
-            };
-            p.end_query(&mut encoder, query);
-            p.resolve_queries(&mut encoder);
-            Some(())
-        });
-        if recorded.is_none() {
-            self.set_state(State::Poisoned);
-            return None;
-        }
-        Some(encoder.finish())
-    }
-
-    /// A bracket that closed with the call's last submission: nothing more is submitted, the
-    /// frame waits for its commands like any other.
-    pub(super) fn end_after_submits(self: &Arc<Self>, scope_id: u64) {
-        if let Ok(mut b) = self.bracketed.lock() {
-            b.push((scope_id, false));
-        }
-        self.set_state_unless_poisoned(State::AwaitingExecution { resolve_ourselves: false });
-        // The resolver is woken once, by the record's `attach` that follows.
-        self.executed.store(true, Ordering::Release);
-    }
-
-    /// Closes a bracket whose call submitted nothing gpuspan saw, at the function's exit, with
-    /// a query submitted right now (labelled as such: it holds the host's work after the call's
-    /// last submission).
-    pub(super) fn end_in_queue(self: &Arc<Self>, scope_id: u64, query: GpuProfilerQuery, queue: &wgpu::Queue) {
-        if let Ok(mut b) = self.bracketed.lock() {
-            b.push((scope_id, true));
-        }
-        let Ok(mut profiler) = self.profiler.lock() else { return };
-        let Some(p) = profiler.as_mut() else { return };
-        let mut encoder =
-            self.device.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan end") });
-        p.end_query(&mut encoder, query);
-        p.resolve_queries(&mut encoder);
-        drop(profiler);
-        queue.submit([encoder.finish()]);
-        self.set_state_unless_poisoned(State::AwaitingExecution { resolve_ourselves: false });
-        self.executed.store(true, Ordering::Release);
-        resolver::wake();
-    }
-
     /// A query that can no longer be closed (the function unwound, or left by an exit gpuspan
     /// could not see): the whole frame's timings are unusable.
     pub(super) fn abandon(self: &Arc<Self>, query: GpuProfilerQuery, detached: Option<bool>) {
@@ -302,12 +235,6 @@ impl Frame {
         }
         if let Ok(mut s) = self.state.lock() {
             *s = State::Poisoned;
-        }
-    }
-
-    fn set_state(&self, next: State) {
-        if let Ok(mut s) = self.state.lock() {
-            *s = next;
         }
     }
 
@@ -396,19 +323,13 @@ impl Frame {
     fn deliver(self: &Arc<Self>, poisoned: bool) {
         let records = self.records.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
         let results = self.results.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
-        let bracketed = self.bracketed.lock().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default();
         let clock = self.device.clock();
         let observed = self.observed_ns.load(Ordering::Acquire);
         for mut record in records {
             match (results.get(&record.scope_id), clock) {
                 (Some(range), Some(clock)) if !poisoned => {
                     let placed = super::bounds::place(&self.device, range, &record, observed, clock);
-                    record.gpu = Some(GpuTiming {
-                        bracketed: bracketed.iter().any(|(id, _)| *id == record.scope_id),
-                        bracket_at_exit: bracketed.iter().any(|&(id, at_exit)| id == record.scope_id && at_exit),
-                        device: Some(self.device.label.clone()),
-                        ..placed
-                    });
+                    record.gpu = Some(GpuTiming { device: Some(self.device.label.clone()), ..placed });
                 }
                 _ => Losses::add(&LOSSES.unresolved_scopes, 1),
             }
@@ -431,8 +352,8 @@ impl Frame {
     }
 }
 
-/// Query results by scope id (wgpu-profiler labels are the scope ids). A bracket closed at
-/// several submissions has several queries under its id: its interval spans them all.
+/// Query results by scope id (wgpu-profiler labels are the scope ids). Should an id label
+/// several queries, its interval spans them all.
 fn flatten(results: &[GpuTimerQueryResult], out: &mut HashMap<u64, Range<f64>>) {
     for r in results {
         if let (Ok(id), Some(time)) = (r.label.parse::<u64>(), &r.time) {

@@ -5,8 +5,9 @@
 //! writes in gpuspan's own command buffers: one submitted before the body, and one carried by
 //! each of the body's own submissions on that queue (`bracket.rs`), so the bracket ends with the
 //! last of them; queue order makes the interval cover the work in between, pending
-//! `write_buffer` copies included. Queries are resolved off the caller's path by the resolver
-//! thread; the caller never waits on the GPU.
+//! `write_buffer` copies included. A bracket's timestamps are slots of a batch shared by many
+//! brackets (`pool.rs`). Queries are resolved off the caller's path by the resolver thread; the
+//! caller never waits on the GPU.
 //!
 //! ```no_run
 //! # async fn setup(adapter: wgpu::Adapter) {
@@ -27,6 +28,7 @@ pub(crate) mod bracket;
 mod calibration;
 mod device;
 mod frame;
+mod pool;
 mod read_back;
 mod resolver;
 pub(crate) mod resources;
@@ -43,6 +45,7 @@ use crate::probe::Exit;
 use crate::record::Record;
 use crate::scope::{GpuScope, Scope};
 use crate::site::Site;
+use bracket::Bracket;
 use device::DeviceState;
 use frame::Frame;
 use std::sync::Arc;
@@ -98,22 +101,26 @@ fn check_features(d: &DeviceState) -> bool {
 }
 
 /// The wgpu part of an open scope.
-pub(crate) struct WgpuScope {
-    scope_id: u64,
+#[derive(Debug)]
+pub(crate) enum WgpuScope {
+    /// A query in the user's encoder or pass, in a profiler frame.
+    Recorder(RecorderScope),
+    /// Timestamps around the call's submissions on a queue (`bracket.rs`).
+    Bracket(Bracket),
+}
+
+/// A scope timed by a query in a recorder.
+pub(crate) struct RecorderScope {
     frame: Arc<Frame>,
     query: Option<GpuProfilerQuery>,
-    /// Set for queue bracketing: the end bracket is submitted on this queue.
-    queue: Option<wgpu::Queue>,
-    /// The call's submissions on `queue` that carried the bracket's end (`bracket.rs`).
-    submits: u32,
     /// An async scope's frame left its thread at the first suspension: `Some(true)` when this
-    /// scope owns the frame, `Some(false)` when it was nested in another scope's.
+    /// scope owns the frame, `Some(false)` when it was nested in another's frame.
     detached: Option<bool>,
 }
 
-impl std::fmt::Debug for WgpuScope {
+impl std::fmt::Debug for RecorderScope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuScope").field("frame", &self.frame).field("open", &self.query.is_some()).finish()
+        f.debug_struct("RecorderScope").field("frame", &self.frame).field("open", &self.query.is_some()).finish()
     }
 }
 
@@ -157,12 +164,11 @@ impl WgpuScope {
         }
         let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
         let query = frame.begin(scope_id, recorder);
-        Ok(WgpuScope { scope_id, frame, query, queue: None, submits: 0, detached: None })
+        Ok(WgpuScope::Recorder(RecorderScope { frame, query, detached: None }))
     }
 
     fn begin_on_queue(
         site: &'static Site,
-        scope_id: u64,
         queue: &wgpu::Queue,
         device: Option<&wgpu::Device>,
     ) -> Result<WgpuScope, &'static str> {
@@ -184,17 +190,13 @@ impl WgpuScope {
         if !check_features(&state) {
             return Err("device without timestamp queries");
         }
-        let frame = Frame::open(&state).ok_or("no query frame: too many in flight")?;
-        let mut encoder =
-            state.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan begin") });
-        let query = frame.begin(scope_id, &mut encoder);
-        queue.submit([encoder.finish()]);
-        Ok(WgpuScope { scope_id, frame, query, queue: Some(queue.clone()), submits: 0, detached: None })
+        let bracket = Bracket::open(state, queue).ok_or("too many queue brackets waiting for their timestamps")?;
+        Ok(WgpuScope::Bracket(bracket))
     }
 
     /// A function that only takes a device: the submissions on the queue registered with it
     /// are bracketed.
-    fn begin_on_device(site: &'static Site, scope_id: u64, device: &wgpu::Device) -> Result<WgpuScope, &'static str> {
+    fn begin_on_device(site: &'static Site, device: &wgpu::Device) -> Result<WgpuScope, &'static str> {
         let state = device::register(device, None, None);
         let Some(queue) = state.queue.get().cloned() else {
             note_once(format_args!(
@@ -204,44 +206,49 @@ impl WgpuScope {
             ));
             return Err("device's queue not registered");
         };
-        Self::begin_on_queue(site, scope_id, &queue, Some(device))
+        Self::begin_on_queue(site, &queue, Some(device))
     }
 
     fn end_in_recorder<R: Recorder>(&mut self, recorder: &mut R) {
-        if self.queue.is_some() {
-            return; // bracketed on the queue: ended in `finish`
-        }
-        if let Some(q) = self.query.take() {
-            self.frame.end_in_recorder(q, recorder);
+        // A bracket ends with its submissions, or in `finish`.
+        if let WgpuScope::Recorder(RecorderScope { frame, query, .. }) = self {
+            if let Some(q) = query.take() {
+                frame.end_in_recorder(q, recorder);
+            }
         }
     }
 
-    /// An async scope stops running on this thread (see `Frame::detach_from_thread`).
+    /// An async scope stops running on this thread (see `Frame::detach_from_thread`). A
+    /// bracket is on no thread's stack.
     pub(crate) fn suspend(&mut self) {
-        // A bracket's frame is its own, on no thread's stack.
-        if self.detached.is_none() && self.queue.is_none() {
-            self.detached = Some(self.frame.detach_from_thread());
+        if let WgpuScope::Recorder(r) = self {
+            if r.detached.is_none() {
+                r.detached = Some(r.frame.detach_from_thread());
+            }
         }
     }
 
     /// A measurement no scope will collect (an attached recorder outlived its scope): its
     /// frame stops waiting for a record.
     pub(crate) fn forget(self) {
-        self.frame.forget_scope();
+        match self {
+            WgpuScope::Recorder(r) => r.frame.forget_scope(),
+            // Dropped: it writes its end and its batch stops waiting for it.
+            WgpuScope::Bracket(b) => drop(b),
+        }
     }
 
-    pub(crate) fn finish(mut self, mut record: Record) {
+    pub(crate) fn finish(self, mut record: Record) {
         record.read_back = read_back::take_phases();
-        if let Some(q) = self.query.take() {
-            match &self.queue {
-                // No submission of the call was seen: the bracket closes now.
-                Some(queue) => self.frame.end_in_queue(record.scope_id, q, queue),
-                None => self.frame.abandon(q, self.detached),
+        match self {
+            WgpuScope::Recorder(mut r) => {
+                if let Some(q) = r.query.take() {
+                    r.frame.abandon(q, r.detached);
+                }
+                r.frame.attach(record);
             }
-        } else if self.submits > 0 {
-            self.frame.end_after_submits(record.scope_id);
+            WgpuScope::Bracket(b) => b.finish(record),
         }
-        self.frame.attach(record);
     }
 }
 
@@ -280,9 +287,7 @@ impl Scope {
         queue: &wgpu::Queue,
         device: Option<&wgpu::Device>,
     ) -> Scope {
-        Scope::open(site, span, bytes, |scope_id| {
-            started(site, WgpuScope::begin_on_queue(site, scope_id, queue, device))
-        })
+        Scope::open(site, span, bytes, |_| started(site, WgpuScope::begin_on_queue(site, queue, device)))
     }
 
     /// A host-timed scope whose function records into a recorder it creates and hands over with
@@ -299,7 +304,7 @@ impl Scope {
     /// A scope whose submissions on the device's registered queue are bracketed.
     #[inline]
     pub fn wgpu_device(site: &'static Site, span: Span, bytes: Option<u64>, device: &wgpu::Device) -> Scope {
-        Scope::open(site, span, bytes, |scope_id| started(site, WgpuScope::begin_on_device(site, scope_id, device)))
+        Scope::open(site, span, bytes, |_| started(site, WgpuScope::begin_on_device(site, device)))
     }
 
     /// The function leaves: closes the query in the recorder it was opened in.

@@ -7,6 +7,7 @@
 
 use super::calibration;
 use super::device::{self, DeviceState};
+use super::pool;
 use crate::diagnostics::note_once;
 use crate::resolver::{PendingWork, Progress};
 use std::sync::Arc;
@@ -69,11 +70,12 @@ impl PendingWork for Frames {
     }
 }
 
-/// Polls the device when something is pending and advances every frame. Returns how many
-/// frames are still pending on the GPU.
+/// Polls the device when something is pending and advances every frame and bracket batch (a
+/// flush seals the batches still taking brackets). Returns how many are still pending.
 fn step(d: &Arc<DeviceState>, wait: bool) -> usize {
     let frames = d.in_flight.lock().map(|f| f.clone()).unwrap_or_default();
-    if !frames.iter().any(|f| f.is_pending()) {
+    let batches = pool::request(d, wait);
+    if batches == 0 && !frames.iter().any(|f| f.is_pending()) {
         return 0;
     }
     let poll = if wait {
@@ -82,7 +84,9 @@ fn step(d: &Arc<DeviceState>, wait: bool) -> usize {
         wgpu::PollType::Poll
     };
     let _ = d.device.poll(poll);
-    frames.iter().filter(|f| !f.advance() && f.is_pending()).count()
+    pool::deliver(d);
+    let frames = frames.iter().filter(|f| !f.advance() && f.is_pending()).count();
+    frames + pool::request(d, wait)
 }
 
 /// Takes a fresh clock mapping for the device. Returns whether one is available.

@@ -1,0 +1,327 @@
+//! Queue brackets' timestamps, pooled per device (issue 16).
+//!
+//! A bracket costs what its two timestamps cost: a slot pair taken from a batch of query slots
+//! made once and reused, one `write_timestamp` in the opening command buffer and one in each end
+//! its call's submissions carry (`bracket.rs`). Nothing else is per call: no label, no query
+//! pool lease, no resolve and no read-back mapping. Those happen per batch, on the resolver
+//! thread: once a batch is closed to new brackets (full, or older than [`SEAL_AFTER_NS`] at a
+//! resolver round, or at a flush), one command buffer resolves its slots and copies them into a
+//! mappable buffer, which is mapped once; each record finished by then gets its own two
+//! timestamps, exactly as a bracket of its own would have. Brackets still running (a long call,
+//! an async function awaiting) are not waited for: they are delivered by a later round of the
+//! same batch, which is reused once none is left.
+//!
+//! A record is only resolved after its bracket's last end was submitted (its scope finished
+//! before the round took it), so queue order puts the resolve after every write it reads. The
+//! slots of brackets still running are resolved too and ignored: a slot never written reads as
+//! 0 (wgpu clears those), one written in an earlier use of the batch keeps that value.
+
+use super::device::DeviceState;
+use super::resolver;
+use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::pipeline;
+use crate::record::{GpuTiming, Record};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// Brackets per batch (two query slots each).
+const PAIRS: u32 = 128;
+/// A batch still taking brackets is closed to new ones at the first resolver round after it is
+/// this old, so that a trickle of calls does not hold records back.
+const SEAL_AFTER_NS: u64 = 1_000_000;
+/// Batches a device may have between their first bracket and delivery; past this, brackets fall
+/// back to host timing, counted.
+const MAX_BATCHES: usize = 64;
+
+const MAP_PENDING: u8 = 0;
+const MAP_DONE: u8 = 1;
+const MAP_FAILED: u8 = 2;
+
+/// A batch's GPU objects, made once per batch in flight and reused.
+struct Buffers {
+    query_set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    read: wgpu::Buffer,
+}
+
+impl Buffers {
+    fn new(device: &wgpu::Device) -> Buffers {
+        let bytes = u64::from(2 * PAIRS) * u64::from(wgpu::QUERY_SIZE);
+        Buffers {
+            query_set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("gpuspan brackets"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * PAIRS,
+            }),
+            resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpuspan brackets resolve"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            read: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpuspan brackets read"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        }
+    }
+}
+
+/// One bracket's two query slots: its start at `2 * pair`, its end at `2 * pair + 1`.
+#[derive(Debug, Clone)]
+pub(crate) struct Slots {
+    batch: u64,
+    pair: u32,
+    query_set: wgpu::QuerySet,
+}
+
+impl Slots {
+    pub(super) fn write_start(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.write_timestamp(&self.query_set, 2 * self.pair);
+    }
+
+    /// Written again by each later submission of the call: the last one is what the resolve reads.
+    pub(super) fn write_end(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.write_timestamp(&self.query_set, 2 * self.pair + 1);
+    }
+}
+
+struct Batch {
+    id: u64,
+    buffers: Buffers,
+    /// The queue its brackets were opened on (a wgpu device has one): the resolve goes there.
+    queue: wgpu::Queue,
+    /// Slot pairs handed out, from 0.
+    taken: u32,
+    /// Brackets opened whose scope has not finished.
+    open: u32,
+    opened_at_ns: u64,
+    /// Closed to new brackets.
+    sealed: bool,
+    /// Finished brackets waiting for a round: their pair, whether they closed at the function's
+    /// exit, their record.
+    records: Vec<(u32, bool, Record)>,
+    /// Those the round in flight reads back.
+    resolving: Vec<(u32, bool, Record)>,
+    /// Set when a round's read-back was submitted; the map callback sets it done or failed.
+    map: Option<Arc<AtomicU8>>,
+}
+
+impl Batch {
+    fn bytes(&self) -> u64 {
+        u64::from(2 * self.taken) * u64::from(wgpu::QUERY_SIZE)
+    }
+}
+
+/// A device's batches, in the order they were opened; the last one takes new brackets while it
+/// is not sealed.
+#[derive(Default)]
+pub(crate) struct Pool {
+    batches: Vec<Batch>,
+    spare: Vec<Buffers>,
+    next_id: u64,
+}
+
+impl Pool {
+    /// Batches not yet delivered.
+    pub(super) fn len(&self) -> usize {
+        self.batches.len()
+    }
+}
+
+/// Two slots for a bracket on `queue`; `None` (counted, said once) when the device has too many
+/// batches waiting.
+pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
+    let mut pool = d.brackets.lock().ok()?;
+    let opened = pool.batches.last().is_none_or(|b| b.sealed);
+    if opened {
+        if pool.batches.len() >= MAX_BATCHES {
+            drop(pool);
+            Losses::add(&LOSSES.pending_frames, 1);
+            note_once(format_args!(
+                "more than {} wgpu queue brackets were waiting for their timestamps; later ones fall back to host timing",
+                MAX_BATCHES as u32 * PAIRS
+            ));
+            return None;
+        }
+        let buffers = pool.spare.pop().unwrap_or_else(|| Buffers::new(&d.device));
+        let id = pool.next_id;
+        pool.next_id += 1;
+        pool.batches.push(Batch {
+            id,
+            buffers,
+            queue: queue.clone(),
+            taken: 0,
+            open: 0,
+            opened_at_ns: crate::clock::now_ns(),
+            sealed: false,
+            records: Vec::new(),
+            resolving: Vec::new(),
+            map: None,
+        });
+    }
+    let b = pool.batches.last_mut()?;
+    let pair = b.taken;
+    b.taken += 1;
+    b.open += 1;
+    b.sealed = b.taken == PAIRS;
+    let slots = Slots { batch: b.id, pair, query_set: b.buffers.query_set.clone() };
+    drop(pool);
+    if opened {
+        // The resolver comes back while the batch fills, to seal it when it is old enough.
+        resolver::wake();
+    }
+    Some(slots)
+}
+
+/// A bracket has written its last end: its record (none when the scope was dropped without one)
+/// waits in its batch for the batch's timestamps.
+pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Option<Record>) {
+    let mut pool = d.brackets.lock().ok();
+    let Some(b) = pool.as_mut().and_then(|p| p.batches.iter_mut().find(|b| b.id == slots.batch)) else {
+        // Only after a panic with the lock held: the record goes on without GPU timing.
+        drop(pool);
+        Losses::add(&LOSSES.unresolved_scopes, 1);
+        if let Some(r) = record {
+            pipeline::submit(r);
+        }
+        return;
+    };
+    b.open -= 1;
+    // A closed batch is not polled for: a record finishing in one asks for a round.
+    let ready = b.sealed;
+    match record {
+        Some(r) => b.records.push((slots.pair, at_exit, r)),
+        None => Losses::add(&LOSSES.unresolved_scopes, 1),
+    }
+    drop(pool);
+    if ready {
+        resolver::wake();
+    }
+}
+
+/// Seals batches old enough (every one when `flush`), and submits a round for each sealed batch
+/// with finished records and no round in flight; a sealed batch with nothing left to deliver is
+/// recycled. Returns how many batches the resolver must come back for: filling ones (to seal
+/// them) and those with records waiting or a round in flight.
+pub(super) fn request(d: &DeviceState, flush: bool) -> usize {
+    let Ok(mut guard) = d.brackets.lock() else { return 0 };
+    let pool = &mut *guard;
+    let now = crate::clock::now_ns();
+    let mut submits = Vec::new();
+    let mut waiting = 0;
+    let mut spent = Vec::new();
+    for (i, b) in pool.batches.iter_mut().enumerate() {
+        if !b.sealed && (flush || now.saturating_sub(b.opened_at_ns) >= SEAL_AFTER_NS) {
+            b.sealed = true;
+        }
+        if !b.sealed {
+            waiting += 1;
+            continue;
+        }
+        if b.map.is_some() {
+            waiting += 1;
+            continue;
+        }
+        if b.records.is_empty() {
+            if b.open == 0 {
+                spent.push(i); // every bracket delivered (or dropped without a record)
+            }
+            continue; // brackets still running: their finish asks for the next round
+        }
+        waiting += 1;
+        b.resolving = std::mem::take(&mut b.records);
+        let mut encoder =
+            d.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan brackets") });
+        encoder.resolve_query_set(&b.buffers.query_set, 0..2 * b.taken, &b.buffers.resolve, 0);
+        encoder.copy_buffer_to_buffer(&b.buffers.resolve, 0, &b.buffers.read, 0, b.bytes());
+        let flag = Arc::new(AtomicU8::new(MAP_PENDING));
+        let set = flag.clone();
+        encoder.map_buffer_on_submit(&b.buffers.read, wgpu::MapMode::Read, ..b.bytes(), move |r| {
+            set.store(if r.is_ok() { MAP_DONE } else { MAP_FAILED }, Ordering::Release);
+            resolver::wake();
+        });
+        b.map = Some(flag);
+        submits.push((b.queue.clone(), encoder.finish()));
+    }
+    for i in spent.into_iter().rev() {
+        let b = pool.batches.remove(i);
+        pool.spare.push(b.buffers);
+    }
+    // Outside the lock: calls opening brackets meanwhile never wait on a submission.
+    drop(guard);
+    for (queue, commands) in submits {
+        queue.submit([commands]);
+    }
+    waiting
+}
+
+/// Delivers the records of every round whose read-back is mapped: each with its own two
+/// timestamps, placed on the host clock (a round whose mapping failed: without, counted).
+pub(super) fn deliver(d: &Arc<DeviceState>) {
+    let mut rounds = Vec::new();
+    if let Ok(mut pool) = d.brackets.lock() {
+        for b in &mut pool.batches {
+            let Some(state) = b.map.as_ref().map(|m| m.load(Ordering::Acquire)) else { continue };
+            if state == MAP_PENDING {
+                continue;
+            }
+            let ticks = if state == MAP_DONE {
+                let ticks = read_ticks(b);
+                b.buffers.read.unmap();
+                ticks
+            } else {
+                None
+            };
+            b.map = None;
+            rounds.push((ticks, std::mem::take(&mut b.resolving)));
+        }
+    }
+    let period = d.timestamp_period().map(f64::from);
+    for (ticks, records) in rounds {
+        let observed = crate::clock::now_ns();
+        let clock = match (&ticks, d.clock()) {
+            (Some(_), None) => resolver::calibrate(d).then(|| d.clock()).flatten(),
+            (_, clock) => clock,
+        };
+        for (pair, at_exit, mut record) in records {
+            let stamps = ticks.as_ref().map(|t| (t[2 * pair as usize], t[2 * pair as usize + 1]));
+            match (stamps, period, clock) {
+                // A zero is a slot the resolve found unwritten (wgpu clears those).
+                (Some((start, end)), Some(period), Some(clock)) if start > 0 && end > 0 => {
+                    let end = end.max(start);
+                    let (gpu, rounding) = to_ns(start, end, period);
+                    let placed = super::bounds::place_ns(d, gpu, rounding, &record, observed, clock);
+                    record.gpu = Some(GpuTiming {
+                        // From the ticks' difference: exact where the instants are rounded.
+                        busy_ns: ((end - start) as f64 * period).round() as u64,
+                        bracketed: true,
+                        bracket_at_exit: at_exit,
+                        device: Some(d.label.clone()),
+                        ..placed
+                    });
+                }
+                _ => Losses::add(&LOSSES.unresolved_scopes, 1),
+            }
+            pipeline::submit(record);
+        }
+    }
+}
+
+/// Two timestamps in GPU nanoseconds, and by how much each may be off: nothing with a period of
+/// 1 ns (integer ticks), else the `f64` rounding of the product.
+fn to_ns(start: u64, end: u64, period: f64) -> ((i128, i128), i128) {
+    if period == 1.0 {
+        return ((i128::from(start), i128::from(end)), 0);
+    }
+    let (s, e) = (start as f64 * period, end as f64 * period);
+    ((s.round() as i128, e.round() as i128), super::bounds::rounding_ns(e / 1e9))
+}
+
+/// The batch's timestamps, two per bracket, from its mapped read-back buffer.
+fn read_ticks(b: &Batch) -> Option<Vec<u64>> {
+    let view = b.buffers.read.get_mapped_range(..b.bytes()).ok()?;
+    Some(view.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect())
+}
