@@ -319,7 +319,8 @@ fn enable_peer_access(a: &Gpu, b: &Gpu) -> String {
     "peer access enabled".to_owned()
 }
 
-/// What the all-reduce did, for the report.
+/// What the all-reduce did, for the report (without the `nccl` feature it is always skipped).
+#[cfg_attr(not(feature = "nccl"), allow(dead_code))]
 enum Nccl {
     Skipped(String),
     Ran { version: String, ranks: usize, gpus: Vec<usize> },
