@@ -211,16 +211,10 @@ fn parts(n: usize) -> Result<(), Box<dyn std::error::Error>> {
     let stream = ctx.default_stream();
     let mut id = 0;
     let mut stamp = 0u64;
-    let names =
-        ["empty host scope", "CUPTI push + pop", "cuptiGetTimestamp", "empty CUDA scope", "empty CUDA scope, full fence"];
+    let names = ["empty host scope", "CUPTI push + pop", "cuptiGetTimestamp", "empty CUDA scope"];
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-    // Decision 46: the last piece publishes its windows with a full fence instead of a plain
-    // store ordered by the resolver's membarrier (the default where the kernel has it).
-    let asymmetric = !gpuspan::cuda::cupti_windows_full_fence(false);
-    println!("windows published with {}", if asymmetric { "a plain store + membarrier" } else { "a full fence" });
     for round in 0..10 {
         for (i, times) in per.iter_mut().enumerate() {
-            gpuspan::cuda::cupti_windows_full_fence(i == 4);
             let t = Instant::now();
             for _ in 0..n {
                 match i {
@@ -238,7 +232,6 @@ fn parts(n: usize) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    gpuspan::cuda::cupti_windows_full_fence(false);
     for (name, mut times) in names.iter().zip(per) {
         times.sort_by(f64::total_cmp);
         println!("parts/{name}: {:.0} ns per call (median of 9 × {n}; batches {times:.0?})", times[4]);

@@ -250,15 +250,6 @@ pub fn cupti_windows_read_realtime() -> bool {
     cupti::reads_realtime()
 }
 
-/// Makes CUDA scopes publish their windows with a full fence (`true`), as where the kernel has no
-/// `membarrier`, or (`false`, the default where it has) with a plain store that the resolver's
-/// barrier orders (decision 46); returns whether they now use the full fence. For benchmarks
-/// comparing the two in one process; safe at any time. Feature `testing`.
-#[cfg(feature = "testing")]
-pub fn cupti_windows_full_fence(full: bool) -> bool {
-    cupti::full_fence(full)
-}
-
 /// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
 /// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process).
 /// Feature `testing`.

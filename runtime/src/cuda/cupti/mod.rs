@@ -106,7 +106,6 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     let system = sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
     if unsafe { sys::cuptiSetThreadIdType(system) } == CUptiResult::CUPTI_SUCCESS {
         window::choose_clock();
-        window::choose_fence();
         window::ENABLED.store(true, Ordering::Relaxed);
     }
     let _ = TX.set(tx);
@@ -267,13 +266,6 @@ pub(crate) fn counts() -> Option<Counts> {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn reads_realtime() -> bool {
     window::reads_realtime()
-}
-
-/// Windows published with a full fence instead of a plain store and the resolver's barrier
-/// (decision 46); returns whether they now are.
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
-pub(crate) fn full_fence(full: bool) -> bool {
-    window::full_fence(full)
 }
 
 /// Segments the threads' queues of ended scopes allocated past their first (decision 42).

@@ -18,7 +18,7 @@ use super::thread_index::{Snapshot, Window};
 use crate::scope::Call;
 use cudarc::cupti::sys::{self as sys, CUptiResult};
 use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// CUPTI writes OS thread ids into API records (set at start): windows can be used.
@@ -155,55 +155,6 @@ fn verify_clock() {
     }
 }
 
-/// The threads publish their outermost window's start with a plain store, and the resolver makes
-/// every thread's stores visible with `membarrier` before it reads them (decision 46): the full
-/// fence a `SeqCst` store costs the caller on every scope is paid once per resolver poll
-/// instead. False where the kernel refused to register the process: each store is then `SeqCst`.
-static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
-/// The process is registered for expedited barriers: the resolver issues one before each
-/// snapshot, whether or not the stores need it (so that [`full_fence`] can switch any time).
-static REGISTERED: AtomicBool = AtomicBool::new(false);
-
-/// `membarrier(2)` commands (linux/membarrier.h).
-const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
-const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
-
-fn membarrier(cmd: libc::c_int) -> bool {
-    // SAFETY: `membarrier` takes two integers and touches no memory of ours.
-    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) == 0 }
-}
-
-/// At CUPTI's start, before any window opens: registers the process for expedited barriers.
-pub(super) fn choose_fence() {
-    let registered = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
-    REGISTERED.store(registered, Ordering::Relaxed);
-    ASYMMETRIC.store(registered, Ordering::Relaxed);
-}
-
-/// Benchmarks: windows published with a full fence (`true`) or, where the process is
-/// registered, a plain store. Safe at any time: the resolver's barrier does not depend on it.
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
-pub(super) fn full_fence(full: bool) -> bool {
-    ASYMMETRIC.store(!full && REGISTERED.load(Ordering::Relaxed), Ordering::Relaxed);
-    !ASYMMETRIC.load(Ordering::Relaxed)
-}
-
-/// Shows the resolver that this thread's outermost window opened at `start`. Either way, a call
-/// made after this store reads a later clock than a snapshot that missed it: the snapshot reads
-/// its clock before it loads, and the store is ordered before the call by the store's own
-/// fence, or else by the snapshot's `membarrier` between its clock and its loads (a store after
-/// the barrier comes after the snapshot's clock, and so does the call).
-#[inline]
-fn publish(since: &AtomicU64, start: u64) {
-    if ASYMMETRIC.load(Ordering::Relaxed) {
-        since.store(start, Ordering::Relaxed);
-        // Kept above the calls that follow by the compiler; the CPU's part is the barrier's.
-        compiler_fence(Ordering::SeqCst);
-    } else {
-        since.store(start, Ordering::SeqCst);
-    }
-}
-
 /// Opens a window on this thread and returns its start, or `None` if this scope must push its
 /// id instead (windows off, or an external id pushed on this thread).
 #[inline]
@@ -222,7 +173,9 @@ pub(super) fn open() -> Option<u64> {
             }
             let open = l.windows.get();
             if open == 0 {
-                publish(&l.published.open_since, start.max(1));
+                // SeqCst with the snapshot's load: a call made after this store reads a later clock
+                // than a snapshot that missed it.
+                l.published.open_since.store(start.max(1), Ordering::SeqCst);
             }
             l.windows.set(open + 1);
             Some(start)
@@ -300,18 +253,7 @@ pub(super) fn pushed(delta: i32) {
 /// that closed before this was pushed before it.
 pub(super) fn snapshot() -> Snapshot {
     verify_clock();
-    let mut now = now();
-    // Between the clock and the loads: every store a thread made before its barrier is seen
-    // below; one made after it came after `now` (see `publish`).
-    if REGISTERED.load(Ordering::Relaxed) && !membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) {
-        REGISTERED.store(false, Ordering::Relaxed);
-        ASYMMETRIC.store(false, Ordering::Relaxed);
-        crate::diagnostics::note_once(
-            "membarrier failed after it was registered: CUDA scopes publish their windows with a full fence from now on",
-        );
-        // Stores made without a fence may still be unseen: this snapshot decides no call.
-        now = 0;
-    }
+    let now = now();
     let mut open = Vec::new();
     if let Ok(mut threads) = THREADS.lock() {
         threads.retain(|p| {
