@@ -137,6 +137,14 @@ pub(super) fn choose_clock() {
     REALTIME.store((0..1000).all(|_| bracketed()), Ordering::Relaxed);
 }
 
+/// Without CUPTI: scopes open and close windows on `CLOCK_REALTIME` as they would under it, so
+/// that the path can be counted on a machine without a GPU (`scripts/count-window`).
+#[cfg(feature = "testing")]
+pub(super) fn simulate() {
+    REALTIME.store(true, Ordering::Relaxed);
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
 /// Windows read `CLOCK_REALTIME` (false before CUPTI started).
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(super) fn reads_realtime() -> bool {
