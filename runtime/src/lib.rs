@@ -202,6 +202,8 @@ mod resolver;
 #[cfg(feature = "enabled")]
 mod sampling;
 #[cfg(feature = "enabled")]
+mod call;
+#[cfg(feature = "enabled")]
 mod scope;
 #[cfg(feature = "enabled")]
 mod signal;
