@@ -2,8 +2,8 @@
 //! off; leaving hands the measurement to its backend, or straight to the pipeline for host
 //! timing. Nothing here blocks on the GPU.
 
-use crate::probe::Exit;
 pub(crate) use crate::call::Call;
+use crate::probe::Exit;
 use crate::site::Site;
 use crate::{clock, pipeline, sampling, thread};
 use std::mem::ManuallyDrop;
