@@ -2,8 +2,8 @@
 //! off; leaving hands the measurement to its backend, or straight to the pipeline for host
 //! timing. Nothing here blocks on the GPU.
 
+pub(crate) use crate::call::Call;
 use crate::probe::Exit;
-use crate::record::{Interval, Record};
 use crate::site::Site;
 use crate::{clock, pipeline, sampling, thread};
 use std::mem::ManuallyDrop;
@@ -416,6 +416,13 @@ fn count_and_close_span(h: &mut Host, ticks: u64, ring: crate::ring::Current) {
 /// while a sink wants every record, and every backend's scope.
 #[inline(never)]
 fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
+    #[cfg(feature = "cuda")]
+    if let State::Full(a) = &mut **state {
+        // SAFETY: the state is never used again (see `close`).
+        if unsafe { a.close_plain_window(end, panicking) } {
+            return;
+        }
+    }
     if let State::Host(h) = &mut **state {
         h.error |= panicking;
         let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
@@ -508,6 +515,31 @@ impl Host {
 }
 
 impl Active {
+    /// Closes a synchronous CUDA scope under CUPTI with nothing but its call to hand over (no
+    /// span, memory marks or error), as most are, in place: the call is read out of the state
+    /// instead of moving the whole state (`scripts/count-window`). False for any other scope.
+    ///
+    /// # Safety
+    /// On `true` the state was consumed: it is not used, nor dropped, again.
+    #[cfg(feature = "cuda")]
+    unsafe fn close_plain_window(&mut self, host_end: u64, panicking: bool) -> bool {
+        let GpuScope::Cuda(crate::cuda::CudaScope::Window { start }) = self.gpu else { return false };
+        let h = &mut self.host;
+        if !matches!(h.span, HostSpan::Off) || self.memory_before.is_some() || h.error || panicking {
+            return false;
+        }
+        // SAFETY: owned fields are moved out or dropped once, here; the rest own nothing.
+        let parent = unsafe { std::ptr::read(&h.parent) };
+        unsafe { std::ptr::drop_in_place(&mut h.spans) };
+        // As `Active::close` and `hand_over` describe it (a CUDA scope took its id at open).
+        let spans = crate::spans::capture(None);
+        let (bytes, error, memory) = (h.bytes, false, None);
+        let (site, scope_id, thread, host_start) = (h.site, self.scope_id, self.thread, h.start);
+        let call = Call { site, scope_id, thread, error, host_start, host_end, bytes, memory, parent, spans };
+        crate::cuda::cupti::ended_window(call, start);
+        true
+    }
+
     fn close(mut self, end: u64) {
         if std::thread::panicking() {
             self.host.error = true;
@@ -552,37 +584,6 @@ impl Active {
             #[cfg(feature = "cuda")]
             GpuScope::Cuda(c) => c.finish(call),
         }
-    }
-}
-
-/// A finished call as its scope saw it, before it becomes a [`Record`]: small (the clock still
-/// raw, memory marks boxed), so that a backend that resolves records on another thread (CUPTI)
-/// hands over ~100 bytes instead of a whole record and does the conversion there.
-#[derive(Debug)]
-pub(crate) struct Call {
-    pub site: &'static Site,
-    pub scope_id: u64,
-    pub thread: u32,
-    pub error: bool,
-    /// Raw host clock readings.
-    host_start: u64,
-    host_end: u64,
-    bytes: Option<u64>,
-    memory: Option<Box<(crate::memory::MemoryMark, crate::memory::MemoryMark)>>,
-    parent: crate::parent::Parent,
-    spans: crate::spans::Chain,
-}
-
-impl Call {
-    pub(crate) fn into_record(self) -> Record {
-        let host = Interval { start_ns: clock::raw_to_ns(self.host_start), end_ns: clock::raw_to_ns(self.host_end) };
-        let mut record = Record::new(self.site, self.scope_id, self.thread, host);
-        record.error = self.error;
-        record.bytes = self.bytes;
-        record.memory = self.memory.map(|m| *m);
-        record.parent = self.parent;
-        record.spans = self.spans;
-        record
     }
 }
 

@@ -13,6 +13,8 @@
 //! `cuda_overhead <bare|cupti-kernel|gpuspan> [launches]` prints ns per launch (median of the
 //! batches) and the distribution of single launches; in the gpuspan process also the median (and
 //! quartiles) of the Annotated/Unscoped ratio over 41 tightly alternating pairs of short batches.
+//! `cuda_overhead count-window <host|window> [calls]` runs the window path without CUDA for callgrind
+//! (`scripts/count-window`).
 //! `cuda_overhead parts [calls]` times the pieces of a CUDA scope without a launch, and compares
 //! CUPTI's clock with the host's clocks (what a scope could read instead). `PIN_CPU=n` pins the launching thread.
 //! docs/benchmarks.md records the runs; the PyTorch comparison is scripts/torch_overhead.py.
@@ -49,6 +51,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pin_this_thread(cpu);
     }
     let launches: usize = std::env::args().nth(2).and_then(|n| n.parse().ok()).unwrap_or(20_000);
+    if mode == "count-window" {
+        let case = std::env::args().nth(2).unwrap_or_default();
+        let calls = std::env::args().nth(3).and_then(|n| n.parse().ok()).unwrap_or(102_400);
+        return count_window(&case, calls);
+    }
     if let Err(e) = gpuspan::cuda::probe() {
         println!("cuda_overhead: no CUDA device found ({e})");
         return Ok(());
@@ -75,7 +82,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "parts" => return parts(launches),
         "window-check" => return window_check(launches),
         other => {
-            return Err(format!("unknown mode {other:?}: bare, cupti-kernel, gpuspan, parts or window-check").into())
+            return Err(format!(
+                "unknown mode {other:?}: bare, cupti-kernel, gpuspan, parts, window-check or count-window"
+            )
+            .into())
         }
     };
     let ctx = CudaContext::new(0)?;
@@ -197,6 +207,38 @@ fn empty_cuda_scope(_stream: &Arc<CudaStream>) {}
 /// An annotated host function that does nothing.
 #[gpuspan::gpu_kernel(name = "empty host scope")]
 fn empty_host_scope() {}
+
+/// `count-window <host|window> [calls]`, for `scripts/count-window` on a machine without CUDA:
+/// `calls` empty bare scopes, host-timed or marking CUPTI windows (simulated: no CUPTI here), in
+/// batches of 256 in a function of their own for callgrind to count, the queues drained between
+/// batches as the resolver would.
+fn count_window(case: &str, n: usize) -> Result<(), Box<dyn std::error::Error>> {
+    #[inline(never)]
+    fn counted(n: usize) {
+        for _ in 0..n {
+            empty_host_scope();
+        }
+    }
+    let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
+    if gpuspan::cuda::timing().is_some() {
+        return Err("count-window needs a machine where CUDA timing never starts (no driver or device)".into());
+    }
+    let mut ended = 0;
+    match case {
+        "host" => {}
+        "window" => ended = gpuspan::cuda::simulate_cupti_windows().ok_or("CUDA timing started")?,
+        other => return Err(format!("count-window host|window, not {other:?}").into()),
+    }
+    for _ in 0..n / 256 {
+        counted(256);
+        if case == "window" {
+            ended += gpuspan::cuda::simulate_cupti_windows().unwrap_or(0);
+        }
+    }
+    println!("count-window: {} scopes ({case}), {ended} windows queued and drained", n / 256 * 256);
+    drop(guard);
+    Ok(())
+}
 
 /// `parts`: what each piece of a CUDA scope costs without a launch, CUPTI on as gpuspan
 /// configures it, the pieces in alternating batches (medians of 9 batches of `n` calls).

@@ -250,6 +250,20 @@ pub fn cupti_windows_read_realtime() -> bool {
     cupti::reads_realtime()
 }
 
+/// Makes bare scopes mark CUPTI windows without CUPTI or a device, so that the instructions of
+/// that path can be counted on a machine without a GPU (`scripts/count-window`): each scope reads
+/// `CLOCK_REALTIME` at both ends and queues its end as under CUPTI. Each call also drops what the
+/// queues hold (nothing resolves it), returning how many; `None`, doing nothing, once CUDA timing
+/// was chosen. Not for programs; feature `testing`.
+#[cfg(feature = "testing")]
+pub fn simulate_cupti_windows() -> Option<usize> {
+    if TIMING.get().is_some() {
+        return None;
+    }
+    WATCH.store(WATCH_CUPTI, Ordering::Relaxed);
+    Some(cupti::simulate_windows())
+}
+
 /// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
 /// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process).
 /// Feature `testing`.

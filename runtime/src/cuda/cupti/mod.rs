@@ -268,6 +268,14 @@ pub(crate) fn reads_realtime() -> bool {
     window::reads_realtime()
 }
 
+/// Windows without CUPTI, for counting their path (`window::simulate`); returns the ended
+/// scopes the threads' queues held, dropped unresolved.
+#[cfg(feature = "testing")]
+pub(crate) fn simulate_windows() -> usize {
+    window::simulate();
+    window::drain(drop)
+}
+
 /// Segments the threads' queues of ended scopes allocated past their first (decision 42).
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn queue_grown() -> u64 {

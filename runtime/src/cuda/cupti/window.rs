@@ -137,6 +137,14 @@ pub(super) fn choose_clock() {
     REALTIME.store((0..1000).all(|_| bracketed()), Ordering::Relaxed);
 }
 
+/// Without CUPTI: scopes open and close windows on `CLOCK_REALTIME` as they would under it, so
+/// that the path can be counted on a machine without a GPU (`scripts/count-window`).
+#[cfg(feature = "testing")]
+pub(super) fn simulate() {
+    REALTIME.store(true, Ordering::Relaxed);
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
 /// Windows read `CLOCK_REALTIME` (false before CUPTI started).
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(super) fn reads_realtime() -> bool {
@@ -265,4 +273,62 @@ pub(super) fn snapshot() -> Snapshot {
         });
     }
     Snapshot { now, open }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{drain, realtime, Ended, Ordering, REALTIME};
+    use crate::cuda::CudaScope;
+    use crate::probe::Exit;
+    use crate::scope::{GpuScope, Scope};
+    use crate::site::{Backend, Site, SiteDesc, SiteKind};
+
+    static SITE: Site = Site::new(SiteDesc {
+        name: "window",
+        function: "window",
+        kind: SiteKind::Kernel,
+        backend: Backend::Cuda,
+        module_path: "window::tests",
+        file: "window.rs",
+        line: 1,
+        direction: None,
+        threshold_us: None,
+        trace_all: false,
+        track_memory: false,
+    });
+
+    fn window_scope(start: u64) -> Scope {
+        Scope::open(&SITE, tracing::Span::none(), Some(64), |_| GpuScope::Cuda(CudaScope::Window { start }))
+    }
+
+    #[test]
+    fn a_plain_window_scope_closed_in_place_is_described_as_one_closed_in_full() {
+        REALTIME.store(true, Ordering::Relaxed); // no CUPTI here: windows end on CLOCK_REALTIME
+        let begun = realtime();
+        drop(window_scope(begun)); // no span, no error: closed in place (`scope::close_general`)
+        let mut failed = window_scope(begun);
+        failed.exit(Exit::Error); // through `Active::close` and `hand_over`
+        drop(failed);
+        let mut ended: Vec<Ended> = Vec::new();
+        drain(|e| {
+            if std::ptr::eq(e.call.site, &SITE) {
+                ended.push(e);
+            }
+        });
+        assert_eq!(ended.len(), 2, "both scopes handed over, in the order they ended");
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        let mut ids = Vec::new();
+        for (e, failed) in ended.into_iter().zip([false, true]) {
+            let w = e.window.expect("a synchronous scope hands over its window");
+            assert_eq!((w.thread, w.start), (tid, begun));
+            assert!(w.end >= w.start);
+            let r = e.call.into_record();
+            assert_eq!(r.error, failed);
+            assert_eq!((r.bytes, r.memory.is_none(), r.thread), (Some(64), true, crate::thread::index()));
+            assert!(r.scope_id != 0 && r.host.start_ns <= r.host.end_ns);
+            ids.push(r.scope_id);
+        }
+        assert!(ids[0] < ids[1], "ids in opening order");
+    }
 }
