@@ -112,6 +112,22 @@ impl Demo {
         Some(demo)
     }
 
+    /// Waits (90 s at most) until each of `sites` has finished a call: a host-timed site counts
+    /// as soon as it returns, a GPU-timed one only once its timestamps are read back, which on a
+    /// busy machine can come well after the first host-timed call.
+    fn wait_for_calls(&self, sites: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let snap = snapshot(&self.socket);
+            if sites.iter().all(|name| snap.sites.iter().any(|s| s.name == *name && s.calls > 0)) {
+                return;
+            }
+            let seen: Vec<(&str, u64)> = snap.sites.iter().map(|s| (s.name.as_str(), s.calls)).collect();
+            assert!(Instant::now() < deadline, "not all of {sites:?} finished a call within 90 s: {seen:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Waits for it to end; its stderr.
     fn finish(mut self) -> String {
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -258,6 +274,8 @@ fn top_in_tmux_shows_the_sites_moving_sorts_pauses_and_leaves_a_clean_screen() {
     }
     let dir = TempDir::new("tmux");
     let Some(demo) = Demo::start(&dir.0, 60.0, "tmux") else { return };
+    let named = ["upload", "saxpy", "square", "copy_to_staging", "map_and_copy_out"];
+    demo.wait_for_calls(&named);
 
     // For scripts: one snapshot as one JSON line, which parses and names every site.
     let out = Command::new(GPUSPAN)
@@ -272,7 +290,7 @@ fn top_in_tmux_shows_the_sites_moving_sorts_pauses_and_leaves_a_clean_screen() {
     assert_eq!(json["pid"], demo.child.id());
     assert_eq!(json["program"], "live_demo");
     let names: Vec<&str> = json["sites"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
-    for s in ["upload", "saxpy", "square", "copy_to_staging", "map_and_copy_out"] {
+    for s in named {
         assert!(names.contains(&s), "{s} in {names:?}");
     }
     let saxpy = json["sites"].as_array().unwrap().iter().find(|s| s["name"] == "saxpy").unwrap();
