@@ -529,14 +529,17 @@ impl Active {
             return false;
         }
         // SAFETY: owned fields are moved out or dropped once, here; the rest own nothing.
-        let parent = unsafe { std::ptr::read(&h.parent) };
         unsafe { std::ptr::drop_in_place(&mut h.spans) };
-        // As `Active::close` and `hand_over` describe it (a CUDA scope took its id at open).
-        let spans = crate::spans::capture(None);
-        let (bytes, error, memory) = (h.bytes, false, None);
-        let (site, scope_id, thread, host_start) = (h.site, self.scope_id, self.thread, h.start);
-        let call = Call { site, scope_id, thread, error, host_start, host_end, bytes, memory, parent, spans };
-        crate::cuda::cupti::ended_window(call, start);
+        let (thread, scope_id) = (self.thread, self.scope_id);
+        // Built in the queue's slot, after the window's end is read (`cupti::window::close`).
+        crate::cuda::cupti::ended_window(start, || {
+            // SAFETY: as above; the closure runs once, so `parent` is moved out once.
+            let parent = unsafe { std::ptr::read(&h.parent) };
+            // As `Active::close` and `hand_over` describe it (a CUDA scope took its id at open).
+            let spans = crate::spans::capture(None);
+            let (site, host_start, bytes, error, memory) = (h.site, h.start, h.bytes, false, None);
+            Call { site, scope_id, thread, error, host_start, host_end, bytes, memory, parent, spans }
+        });
         true
     }
 

@@ -421,7 +421,7 @@ impl CudaScope {
     /// The scope ended: its record waits for the GPU's timing.
     pub(crate) fn finish(self, call: Call) {
         match self {
-            CudaScope::Window { start } => cupti::ended_window(call, start),
+            CudaScope::Window { start } => cupti::ended_window(start, || call),
             CudaScope::Cupti { pushed } => {
                 if pushed {
                     cupti::pop(call.scope_id);
