@@ -51,9 +51,9 @@ pub(super) struct Ended {
 static ENDED: Queues<Ended> = Queues::new();
 
 /// Scopes per segment of a thread's queue: ~100 bytes each (~120 with `otlp`), ~25–30 KiB a
-/// segment, two for a thread
-/// the resolver keeps up with. The producer wakes the resolver at a quarter of each (64 scopes,
-/// ~0.3 ms of tiny launches) and links a further segment when one is full (decision 42).
+/// segment, two for a thread the resolver keeps up with. The producer wakes the resolver at a
+/// quarter of each (64 scopes, ~0.3 ms of tiny launches) and links a further segment when one
+/// is full (decision 42).
 const SEGMENT: usize = 256;
 
 struct Local {
