@@ -107,15 +107,8 @@ pub(super) struct Producer<T> {
 
 impl<T> Producer<T> {
     /// Adds `item` behind everything this producer pushed before.
-    #[cfg(test)]
-    pub(super) fn push(&self, item: T) -> Pushed {
-        self.push_with(|| item)
-    }
-
-    /// Adds the item `make` builds behind everything this producer pushed before. Built once
-    /// its slot is known, so that it is written there rather than built aside and copied in.
     #[inline]
-    pub(super) fn push_with(&self, make: impl FnOnce() -> T) -> Pushed {
+    pub(super) fn push(&self, item: T) -> Pushed {
         let len = self.queue.segment_len;
         let mut pos = self.pos.get();
         let mut asked = Pushed::Quiet;
@@ -126,7 +119,7 @@ impl<T> Producer<T> {
         let seg = self.segment.get();
         // SAFETY: the producer owns `seg` past `written` (`pos` is its `written`), and `pos < len`.
         unsafe {
-            (*(*seg).slots[pos].get()).write(make());
+            (*(*seg).slots[pos].get()).write(item);
             (*seg).written.store(pos + 1, Release);
         }
         self.pos.set(pos + 1);

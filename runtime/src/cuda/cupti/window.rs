@@ -77,13 +77,16 @@ impl Local {
     }
 
     /// Puts an ended scope in this thread's queue, waking the resolver if the queue asks for it.
-    /// `call` builds the scope's call there, so that it is written once, into the queue.
+    /// `call` builds the scope's call here, so that it is not moved through the callers.
     /// `(start, end)`: its window, `(0, 0)` for none.
     #[inline]
     fn hand_over(&self, call: impl FnOnce() -> Call, (start, end): (u64, u64)) {
         // Read after the window's end: the buffers holding its API records are requested by now.
         let fence = super::buffers::REQUESTED.load(Ordering::SeqCst);
-        if self.ended.push_with(|| Ended { call: call(), fence, start, end }) == Pushed::Wake {
+        // Built before the push: `call` may reach the span registry, and the push must not be
+        // entered again between choosing its slot and publishing it.
+        let ended = Ended { call: call(), fence, start, end };
+        if self.ended.push(ended) == Pushed::Wake {
             super::work::wake();
         }
     }
