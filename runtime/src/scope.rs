@@ -121,8 +121,7 @@ pub(crate) struct Active {
     /// 0 for a host-timed scope until it needs a record: most never do.
     pub scope_id: u64,
     pub thread: u32,
-    /// Taken before the call's clock starts, for `track_memory` sites. Boxed: rare, and inline
-    /// it would grow every open scope by 40 bytes.
+    /// Taken before the call's clock starts, for `track_memory` sites; boxed (rare, 40 bytes).
     memory_before: Option<Box<crate::memory::MemoryMark>>,
     pub gpu: GpuScope,
 }
@@ -532,7 +531,7 @@ impl Active {
         // SAFETY: owned fields are moved out or dropped once, here; the rest own nothing.
         unsafe { std::ptr::drop_in_place(&mut h.spans) };
         let (thread, scope_id) = (self.thread, self.scope_id);
-        // Built in the queue's slot, after the window's end is read (`cupti::window::close`).
+        // Built where the scope is queued, after its window's end is read (`cupti::window::close`).
         crate::cuda::cupti::ended_window(start, || {
             // SAFETY: as above; the closure runs once, so `parent` is moved out once.
             let parent = unsafe { std::ptr::read(&h.parent) };

@@ -203,7 +203,7 @@ pub(super) fn open() -> Option<u64> {
 
 /// Closes the window opened at `start` and hands the scope over with it (before the thread
 /// shows the resolver that the window is closed). `call` describes the scope: a closure over
-/// its state rather than a `Call`, so that the ~70-byte call is built once, in its queue slot,
+/// its state rather than a `Call`, so that the ~70-byte call is built where it is queued
 /// instead of moved through here twice more (`scripts/count-window`).
 #[inline]
 pub(super) fn close(start: u64, call: impl FnOnce() -> Call) {
