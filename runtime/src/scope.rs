@@ -121,8 +121,8 @@ pub(crate) struct Active {
     /// 0 for a host-timed scope until it needs a record: most never do.
     pub scope_id: u64,
     pub thread: u32,
-    /// Taken before the call's clock starts, for `track_memory` sites.
-    memory_before: Option<crate::memory::MemoryMark>,
+    /// Taken before the call's clock starts, for `track_memory` sites; boxed (rare, 40 bytes).
+    memory_before: Option<Box<crate::memory::MemoryMark>>,
     pub gpu: GpuScope,
 }
 
@@ -237,7 +237,7 @@ impl Scope {
         // A backend needs the id now (it tags GPU work with it); a host scope takes one only if
         // it ends up as a record.
         let (thread, scope_id) = if start_gpu.is_some() { thread::next_scope() } else { (0, 0) };
-        let memory_before = site.desc.track_memory.then(crate::memory::mark);
+        let memory_before = site.desc.track_memory.then(|| Box::new(crate::memory::mark()));
         let parent = crate::parent::capture();
         let span = HostSpan::enter(span);
         let start = clock::raw();
@@ -529,14 +529,17 @@ impl Active {
             return false;
         }
         // SAFETY: owned fields are moved out or dropped once, here; the rest own nothing.
-        let parent = unsafe { std::ptr::read(&h.parent) };
         unsafe { std::ptr::drop_in_place(&mut h.spans) };
-        // As `Active::close` and `hand_over` describe it (a CUDA scope took its id at open).
-        let spans = crate::spans::capture(None);
-        let (bytes, error, memory) = (h.bytes, false, None);
-        let (site, scope_id, thread, host_start) = (h.site, self.scope_id, self.thread, h.start);
-        let call = Call { site, scope_id, thread, error, host_start, host_end, bytes, memory, parent, spans };
-        crate::cuda::cupti::ended_window(call, start);
+        let (thread, scope_id) = (self.thread, self.scope_id);
+        // Built where the scope is queued, after its window's end is read (`cupti::window::close`).
+        crate::cuda::cupti::ended_window(start, || {
+            // SAFETY: as above; the closure runs once, so `parent` is moved out once.
+            let parent = unsafe { std::ptr::read(&h.parent) };
+            // As `Active::close` and `hand_over` describe it (a CUDA scope took its id at open).
+            let spans = crate::spans::capture(None);
+            let (site, host_start, bytes, error, memory) = (h.site, h.start, h.bytes, false, None);
+            Call { site, scope_id, thread, error, host_start, host_end, bytes, memory, parent, spans }
+        });
         true
     }
 
@@ -560,7 +563,7 @@ impl Active {
     /// Describes the finished call and hands it to its backend (or the pipeline).
     #[inline(never)]
     fn hand_over(mut self, host_end: u64) {
-        let memory = self.memory_before.map(|before| Box::new((before, crate::memory::mark())));
+        let memory = self.memory_before.map(|before| Box::new((*before, crate::memory::mark())));
         if self.scope_id == 0 {
             (self.thread, self.scope_id) = thread::next_scope();
         }

@@ -330,7 +330,9 @@ pub(crate) enum CudaScope {
     /// While the scope runs on a thread its events are on that thread's [`OPEN`] list
     /// (`parked: None`), while an async scope is suspended they are here.
     Events {
-        parked: Option<Option<events::EventScope>>,
+        /// Boxed: an async scope suspended, or a thread ending, is rare, and the ~50-byte events
+        /// inline would grow every open scope (CUPTI's included) and the copies that build it.
+        parked: Option<Box<Option<events::EventScope>>>,
         /// The site named a stream (so a missing one is not the site's fault).
         named_stream: bool,
     },
@@ -358,7 +360,7 @@ impl CudaScope {
                         })
                         .ok()
                 });
-                CudaScope::Events { parked: register(scope_id, events), named_stream: stream.is_some() }
+                CudaScope::Events { parked: register(scope_id, events).map(Box::new), named_stream: stream.is_some() }
             }
             Timing::Host => CudaScope::Host,
         }
@@ -369,7 +371,7 @@ impl CudaScope {
     fn bare(scope_id: u64) -> CudaScope {
         match WATCH.load(Ordering::Relaxed) {
             WATCH_CUPTI => cupti::enter(scope_id),
-            WATCH_EVENTS => CudaScope::Events { parked: register(scope_id, None), named_stream: false },
+            WATCH_EVENTS => CudaScope::Events { parked: register(scope_id, None).map(Box::new), named_stream: false },
             _ => CudaScope::Host,
         }
     }
@@ -393,7 +395,7 @@ impl CudaScope {
             }
             CudaScope::Events { parked, .. } => {
                 if parked.is_none() {
-                    *parked = Some(unregister(scope_id).flatten());
+                    *parked = Some(Box::new(unregister(scope_id).flatten()));
                 }
             }
             CudaScope::Host => {}
@@ -411,7 +413,7 @@ impl CudaScope {
             }
             CudaScope::Events { parked, .. } => {
                 if let Some(events) = parked.take() {
-                    *parked = register(scope_id, events);
+                    *parked = register(scope_id, *events).map(Box::new);
                 }
             }
             CudaScope::Host => {}
@@ -421,7 +423,7 @@ impl CudaScope {
     /// The scope ended: its record waits for the GPU's timing.
     pub(crate) fn finish(self, call: Call) {
         match self {
-            CudaScope::Window { start } => cupti::ended_window(call, start),
+            CudaScope::Window { start } => cupti::ended_window(start, || call),
             CudaScope::Cupti { pushed } => {
                 if pushed {
                     cupti::pop(call.scope_id);
@@ -431,7 +433,7 @@ impl CudaScope {
             }
             CudaScope::Events { parked, named_stream } => {
                 let events = match parked {
-                    Some(events) => events,
+                    Some(events) => *events,
                     None => unregister(call.scope_id).flatten(),
                 };
                 match events {

@@ -231,9 +231,10 @@ pub(crate) fn ended(call: Call) {
 }
 
 /// A synchronous scope ended: its window closes, and it waits for the buffers CUPTI requested
-/// so far (read after the window's end, so they hold every API record inside it).
+/// so far (read after the window's end, so they hold every API record inside it). `call`
+/// describes the scope, built where it is queued (`window::close`).
 #[inline]
-pub(crate) fn ended_window(call: Call, start: u64) {
+pub(crate) fn ended_window(start: u64, call: impl FnOnce() -> Call) {
     window::close(start, call);
 }
 
@@ -273,7 +274,7 @@ pub(crate) fn reads_realtime() -> bool {
 #[cfg(feature = "testing")]
 pub(crate) fn simulate_windows() -> usize {
     window::simulate();
-    window::drain(drop)
+    window::drain(|_, _, _| ())
 }
 
 /// Segments the threads' queues of ended scopes allocated past their first (decision 42).

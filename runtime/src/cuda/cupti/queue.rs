@@ -52,6 +52,8 @@ struct Queue<T> {
     grown: AtomicU64,
     /// The producer is gone (its thread ended): the registry drops the queue once it is empty.
     closed: AtomicBool,
+    /// Who produces (an OS thread id), handed with each item so that items need not carry it.
+    owner: u32,
 }
 
 // SAFETY: a slot is written once by the producer before `written` covers it (release) and read
@@ -173,8 +175,8 @@ impl<T> Queues<T> {
         Queues { queues: Mutex::new(Vec::new()), consuming: Mutex::new(()), grown_before: AtomicU64::new(0) }
     }
 
-    /// A new queue for the calling thread, in segments of `segment_len` items.
-    pub(super) fn producer(&self, segment_len: usize) -> Producer<T> {
+    /// A new queue for the calling thread, `owner`, in segments of `segment_len` items.
+    pub(super) fn producer(&self, segment_len: usize, owner: u32) -> Producer<T> {
         let segment_len = segment_len.max(1);
         let first = Segment::boxed(segment_len);
         let queue = Arc::new(Queue {
@@ -184,14 +186,15 @@ impl<T> Queues<T> {
             segment_len,
             grown: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            owner,
         });
         lock(&self.queues).push(queue.clone());
         Producer { queue, segment: Cell::new(first), pos: Cell::new(0), _one_thread: PhantomData }
     }
 
-    /// Hands every item pushed so far to `f`, each queue's in push order; drops the queues of
-    /// threads that ended. Returns how many items it handed over.
-    pub(super) fn drain(&self, mut f: impl FnMut(T)) -> usize {
+    /// Hands every item pushed so far to `f` with its queue's owner, each queue's in push
+    /// order; drops the queues of threads that ended. Returns how many items it handed over.
+    pub(super) fn drain(&self, mut f: impl FnMut(u32, T)) -> usize {
         let _one = lock(&self.consuming);
         let queues: Vec<Arc<Queue<T>>> = lock(&self.queues).clone();
         let mut n = 0;
@@ -233,7 +236,7 @@ impl<T> Queues<T> {
 ///
 /// # Safety
 /// The caller is the one consumer (it holds the registry's `consuming` lock).
-unsafe fn take<T>(q: &Queue<T>, f: &mut impl FnMut(T)) -> usize {
+unsafe fn take<T>(q: &Queue<T>, f: &mut impl FnMut(u32, T)) -> usize {
     // SAFETY: only the consumer touches its place.
     let (seg_at, read_at) = unsafe { (&mut *q.read_segment.get(), &mut *q.read.get()) };
     let mut n = 0;
@@ -244,7 +247,7 @@ unsafe fn take<T>(q: &Queue<T>, f: &mut impl FnMut(T)) -> usize {
         let written = s.written.load(Acquire);
         while *read_at < written {
             // SAFETY: written (release store of `written`, acquired above) and read once.
-            f(unsafe { (*s.slots[*read_at].get()).assume_init_read() });
+            f(q.owner, unsafe { (*s.slots[*read_at].get()).assume_init_read() });
             *read_at += 1;
             n += 1;
         }
@@ -274,14 +277,17 @@ mod tests {
 
     fn drained(queues: &Queues<u64>) -> Vec<u64> {
         let mut out = Vec::new();
-        queues.drain(|x| out.push(x));
+        queues.drain(|owner, x| {
+            assert_eq!(owner, 7, "each item with its queue's owner");
+            out.push(x)
+        });
         out
     }
 
     #[test]
     fn items_come_out_in_push_order_across_drains() {
         let queues = Queues::new();
-        let p = queues.producer(8);
+        let p = queues.producer(8, 7);
         for i in 0..5 {
             p.push(i);
         }
@@ -298,7 +304,7 @@ mod tests {
     #[test]
     fn a_full_queue_grows_counts_and_keeps_the_order_then_reuses_its_segments() {
         let queues = Queues::new();
-        let p = queues.producer(4);
+        let p = queues.producer(4, 7);
         let asked: Vec<Pushed> = (0..10).map(|i| p.push(i)).collect();
         assert_eq!(asked[0], Pushed::Wake, "a quarter of 4 slots is one: the first push of a segment wakes");
         assert_eq!(&asked[1..4], [Pushed::Quiet; 3]);
@@ -324,7 +330,7 @@ mod tests {
         let producer = {
             let queues = queues.clone();
             std::thread::spawn(move || {
-                let p = queues.producer(16); // small segments: the producer changes often
+                let p = queues.producer(16, 7); // small segments: the producer changes often
                 ready.send(()).unwrap();
                 for i in 0..N {
                     p.push(i);
@@ -334,11 +340,11 @@ mod tests {
         wait.recv().unwrap();
         let mut seen = Vec::with_capacity(N as usize);
         while seen.len() < N as usize {
-            queues.drain(|x| seen.push(x));
+            queues.drain(|_, x| seen.push(x));
             std::thread::yield_now();
         }
         producer.join().unwrap();
-        queues.drain(|x| seen.push(x));
+        queues.drain(|_, x| seen.push(x));
         assert_eq!(seen.len() as u64, N);
         assert!(seen.windows(2).all(|w| w[0] + 1 == w[1]), "in push order, each once");
     }
@@ -348,7 +354,7 @@ mod tests {
         let queues = Arc::new(Queues::new());
         let q = queues.clone();
         std::thread::spawn(move || {
-            let p = q.producer(4);
+            let p = q.producer(4, 7);
             for i in 0..7 {
                 p.push(i);
             }
@@ -371,12 +377,12 @@ mod tests {
             }
         }
         let queues = Queues::new();
-        let p = queues.producer(4);
+        let p = queues.producer(4, 7);
         for _ in 0..6 {
             p.push(Counted);
         }
         let mut taken = 0;
-        queues.drain(|c| {
+        queues.drain(|_, c| {
             taken += 1;
             drop(c)
         });

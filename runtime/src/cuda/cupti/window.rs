@@ -35,21 +35,25 @@ struct Published {
 /// Every thread that opened a window and is alive (or still has one open).
 static THREADS: Mutex<Vec<Arc<Published>>> = Mutex::new(Vec::new());
 
-/// A scope's end on its way to the resolver.
+/// A scope's end on its way to the resolver, in its thread's queue: written field by field on
+/// every scope's close, so it holds only what the queue does not know (its thread).
 pub(super) struct Ended {
-    pub call: Call,
+    call: Call,
     /// Buffers CUPTI had requested when the scope ended (after its window's end was read).
-    pub fence: u64,
-    /// The window of a synchronous scope.
-    pub window: Option<Window>,
+    fence: u64,
+    /// CUPTI's clock at the ends of a synchronous scope's window; `start` is 0 for a scope that
+    /// pushed its id instead (a window never starts at 0: [`open`]).
+    start: u64,
+    end: u64,
 }
 
 /// Every thread's queue of ended scopes, drained by the resolver ([`drain`]).
 static ENDED: Queues<Ended> = Queues::new();
 
-/// Scopes per segment of a thread's queue: ~150 bytes each, ~38 KiB a segment, two for a thread
-/// the resolver keeps up with. The producer wakes the resolver at a quarter of each (64 scopes,
-/// ~0.3 ms of tiny launches) and links a further segment when one is full (decision 42).
+/// Scopes per segment of a thread's queue: ~100 bytes each (~120 with `otlp`), ~25–30 KiB a
+/// segment, two for a thread the resolver keeps up with. The producer wakes the resolver at a
+/// quarter of each (64 scopes, ~0.3 ms of tiny launches) and links a further segment when one
+/// is full (decision 42).
 const SEGMENT: usize = 256;
 
 struct Local {
@@ -69,15 +73,20 @@ impl Local {
         if let Ok(mut t) = THREADS.lock() {
             t.push(published.clone());
         }
-        Local { windows: Cell::new(0), pushed: Cell::new(0), published, ended: ENDED.producer(SEGMENT) }
+        Local { windows: Cell::new(0), pushed: Cell::new(0), published, ended: ENDED.producer(SEGMENT, thread) }
     }
 
     /// Puts an ended scope in this thread's queue, waking the resolver if the queue asks for it.
+    /// `call` builds the scope's call here, so that it is not moved through the callers.
+    /// `(start, end)`: its window, `(0, 0)` for none.
     #[inline]
-    fn hand_over(&self, call: Call, window: Option<Window>) {
+    fn hand_over(&self, call: impl FnOnce() -> Call, (start, end): (u64, u64)) {
         // Read after the window's end: the buffers holding its API records are requested by now.
         let fence = super::buffers::REQUESTED.load(Ordering::SeqCst);
-        if self.ended.push(Ended { call, fence, window }) == Pushed::Wake {
+        // Built before the push: `call` may reach the span registry, and the push must not be
+        // entered again between choosing its slot and publishing it.
+        let ended = Ended { call: call(), fence, start, end };
+        if self.ended.push(ended) == Pushed::Wake {
             super::work::wake();
         }
     }
@@ -193,19 +202,21 @@ pub(super) fn open() -> Option<u64> {
 }
 
 /// Closes the window opened at `start` and hands the scope over with it (before the thread
-/// shows the resolver that the window is closed).
+/// shows the resolver that the window is closed). `call` describes the scope: a closure over
+/// its state rather than a `Call`, so that the ~70-byte call is built where it is queued
+/// instead of moved through here twice more (`scripts/count-window`).
 #[inline]
-pub(super) fn close(start: u64, call: Call) {
+pub(super) fn close(start: u64, call: impl FnOnce() -> Call) {
     let end = now();
     let mut call = Some(call);
     let _ = LOCAL.try_with(|l| {
         if let Some(call) = call.take() {
-            l.hand_over(call, Some(Window { thread: l.published.thread, start, end }));
+            l.hand_over(call, (start, end));
         }
         leave(l);
     });
     if let Some(call) = call {
-        super::send_ended(call, None); // the thread is ending: the scope resolves without a window
+        super::send_ended(call(), None); // the thread is ending: the scope resolves without a window
     }
 }
 
@@ -215,7 +226,7 @@ pub(super) fn ended(call: Call) {
     let mut call = Some(call);
     let _ = LOCAL.try_with(|l| {
         if let Some(call) = call.take() {
-            l.hand_over(call, None);
+            l.hand_over(|| call, (0, 0));
         }
     });
     if let Some(call) = call {
@@ -223,9 +234,13 @@ pub(super) fn ended(call: Call) {
     }
 }
 
-/// Hands every scope the threads' queues hold to `f`, each thread's in the order they ended.
-pub(super) fn drain(f: impl FnMut(Ended)) -> usize {
-    ENDED.drain(f)
+/// Hands every scope the threads' queues hold to `f` (its call, fence and window), each
+/// thread's in the order they ended.
+pub(super) fn drain(mut f: impl FnMut(Call, u64, Option<Window>)) -> usize {
+    ENDED.drain(|thread, e| {
+        let window = (e.start != 0).then_some(Window { thread, start: e.start, end: e.end });
+        f(e.call, e.fence, window)
+    })
 }
 
 /// Segments the threads' queues allocated past their first (decision 42).
@@ -277,7 +292,7 @@ pub(super) fn snapshot() -> Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use super::{drain, realtime, Ended, Ordering, REALTIME};
+    use super::{drain, realtime, Ordering, REALTIME};
     use crate::cuda::CudaScope;
     use crate::probe::Exit;
     use crate::scope::{GpuScope, Scope};
@@ -309,21 +324,26 @@ mod tests {
         let mut failed = window_scope(begun);
         failed.exit(Exit::Error); // through `Active::close` and `hand_over`
         drop(failed);
-        let mut ended: Vec<Ended> = Vec::new();
-        drain(|e| {
-            if std::ptr::eq(e.call.site, &SITE) {
-                ended.push(e);
+        // A scope that pushed its id (never popped here: it pushed nothing) has no window.
+        drop(Scope::open(&SITE, tracing::Span::none(), Some(64), |_| {
+            GpuScope::Cuda(CudaScope::Cupti { pushed: false })
+        }));
+        let mut ended = Vec::new();
+        drain(|call, _fence, window| {
+            if std::ptr::eq(call.site, &SITE) {
+                ended.push((call, window));
             }
         });
-        assert_eq!(ended.len(), 2, "both scopes handed over, in the order they ended");
+        assert_eq!(ended.len(), 3, "every scope handed over, in the order they ended");
+        assert!(ended.pop().is_some_and(|(_, window)| window.is_none()), "a pushed scope has no window");
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
         let mut ids = Vec::new();
-        for (e, failed) in ended.into_iter().zip([false, true]) {
-            let w = e.window.expect("a synchronous scope hands over its window");
-            assert_eq!((w.thread, w.start), (tid, begun));
+        for ((call, window), failed) in ended.into_iter().zip([false, true]) {
+            let w = window.expect("a synchronous scope hands over its window");
+            assert_eq!((w.thread, w.start), (tid, begun), "with its queue's thread");
             assert!(w.end >= w.start);
-            let r = e.call.into_record();
+            let r = call.into_record();
             assert_eq!(r.error, failed);
             assert_eq!((r.bytes, r.memory.is_none(), r.thread), (Some(64), true, crate::thread::index()));
             assert!(r.scope_id != 0 && r.host.start_ns <= r.host.end_ns);

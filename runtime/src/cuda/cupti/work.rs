@@ -38,7 +38,7 @@ impl Live {
         let threads = window::snapshot();
         // The queues before the channel: a scope that reaches the channel (its thread's queue
         // is gone) ended after everything in its queue.
-        let any_ended = window::drain(|e| self.ended(e.call, e.fence, e.window)) > 0;
+        let any_ended = window::drain(|call, fence, window| self.ended(call, fence, window)) > 0;
         let mut dropped = 0;
         while let Ok(msg) = self.rx.try_recv() {
             match msg {
