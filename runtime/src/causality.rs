@@ -121,21 +121,9 @@ pub(crate) fn enforce(record: &mut Record) {
 mod tests {
     use super::*;
     use crate::record::{Activity, ActivityKind, GpuTiming, Interval, KernelGeometry};
-    use crate::site::{Backend, Site, SiteDesc, SiteKind};
+    use crate::site::{Backend, Site, SiteKind};
 
-    static SITE: Site = Site::new(SiteDesc {
-        name: "causality",
-        function: "causality",
-        kind: SiteKind::Kernel,
-        backend: Backend::Cuda,
-        module_path: module_path!(),
-        file: file!(),
-        line: line!(),
-        direction: None,
-        threshold_us: None,
-        trace_all: false,
-        track_memory: false,
-    });
+    static SITE: Site = Site::new(crate::site::site_desc!("causality", SiteKind::Kernel, Backend::Cuda));
 
     fn record(host_start: u64, gpu_start: u64, error_ns: u64) -> Record {
         let mut r = Record::new(&SITE, 1, 1, Interval { start_ns: host_start, end_ns: host_start + 1_000 });

@@ -210,19 +210,8 @@ mod tests {
     use crate::site::{Backend, Site, SiteDesc, SiteKind};
     use std::sync::{Arc, Mutex};
 
-    static SITE: Site = Site::new(SiteDesc {
-        name: "hooked",
-        function: "hooked",
-        kind: SiteKind::Kernel,
-        backend: Backend::Host,
-        module_path: "hooks_tests",
-        file: "hooks.rs",
-        line: 1,
-        direction: None,
-        threshold_us: None,
-        trace_all: true,
-        track_memory: false,
-    });
+    static SITE: Site =
+        Site::new(SiteDesc { trace_all: true, ..crate::site::site_desc!("hooked", SiteKind::Kernel, Backend::Host) });
     inventory::submit! { crate::site::SiteRef(&SITE) }
 
     /// Speaks only about this test's site, so that other tests' records and summaries are as

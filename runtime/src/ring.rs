@@ -234,23 +234,11 @@ pub(crate) fn drain_all() {
 #[cfg(test)]
 mod tests {
     use crate::clock::ticks_to_ns;
-    use crate::site::{Backend, Site, SiteDesc, SiteKind};
+    use crate::site::{Backend, Site, SiteKind};
     use std::sync::mpsc;
 
     const fn site(name: &'static str) -> Site {
-        Site::new(SiteDesc {
-            name,
-            function: name,
-            kind: SiteKind::Kernel,
-            backend: Backend::Host,
-            module_path: "ring::tests",
-            file: "ring.rs",
-            line: 1,
-            direction: None,
-            threshold_us: None,
-            trace_all: false,
-            track_memory: false,
-        })
+        Site::new(crate::site::site_desc!(name, SiteKind::Kernel, Backend::Host))
     }
 
     #[test]

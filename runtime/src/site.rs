@@ -68,6 +68,31 @@ impl Direction {
     }
 }
 
+/// The description of a site the runtime writes itself (its own helpers, CUPTI's unattributed
+/// work, unit tests): `name` as name and function, where the macro is invoked, no direction,
+/// threshold or options; other fields by struct update (`SiteDesc { trace_all: true,
+/// ..site_desc!(..) }`).
+#[allow(unused_macros)]
+macro_rules! site_desc {
+    ($name:expr, $kind:expr, $backend:expr) => {
+        $crate::site::SiteDesc {
+            name: $name,
+            function: $name,
+            kind: $kind,
+            backend: $backend,
+            module_path: module_path!(),
+            file: file!(),
+            line: line!(),
+            direction: None,
+            threshold_us: None,
+            trace_all: false,
+            track_memory: false,
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use site_desc;
+
 /// Everything the macro knows about a site at compile time.
 #[derive(Debug, Clone, Copy)]
 pub struct SiteDesc {

@@ -407,17 +407,9 @@ mod tests {
 
     fn site(name: &'static str) -> &'static Site {
         Box::leak(Box::new(Site::new(SiteDesc {
-            name,
-            function: name,
-            kind: SiteKind::Transfer,
-            backend: Backend::Cuda,
-            module_path: "m",
-            file: "f.rs",
-            line: 3,
             direction: Some(Direction::CpuToGpu),
-            threshold_us: None,
             trace_all: true,
-            track_memory: false,
+            ..crate::site::site_desc!(name, SiteKind::Transfer, Backend::Cuda)
         })))
     }
 

@@ -209,17 +209,8 @@ mod tests {
     fn site(name: &str) -> &'static Site {
         let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
         Box::leak(Box::new(Site::new(SiteDesc {
-            name,
-            function: name,
-            kind: SiteKind::Kernel,
-            backend: Backend::Wgpu,
-            module_path: "m",
-            file: name,
-            line: 1,
-            direction: None,
-            threshold_us: None,
             trace_all: true,
-            track_memory: false,
+            ..crate::site::site_desc!(name, SiteKind::Kernel, Backend::Wgpu)
         })))
     }
 

@@ -142,19 +142,7 @@ mod tests {
     use std::time::Duration;
 
     const fn site(name: &'static str, kind: SiteKind, direction: Option<Direction>) -> Site {
-        Site::new(SiteDesc {
-            name,
-            function: name,
-            kind,
-            backend: Backend::Cuda,
-            module_path: "tests",
-            file: "snapshot.rs",
-            line: 1,
-            direction,
-            threshold_us: Some(100),
-            trace_all: false,
-            track_memory: false,
-        })
+        Site::new(SiteDesc { direction, threshold_us: Some(100), ..crate::site::site_desc!(name, kind, Backend::Cuda) })
     }
 
     static UPLOAD: Site = site("upload", SiteKind::Transfer, Some(Direction::CpuToGpu));

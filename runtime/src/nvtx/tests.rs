@@ -7,17 +7,8 @@ use crate::site::{Backend, SiteDesc, SiteKind};
 use std::ffi::CStr;
 
 static SITE: Site = Site::new(SiteDesc {
-    name: "nvtx site",
     function: "nvtx_site",
-    kind: SiteKind::Kernel,
-    backend: Backend::Cuda,
-    module_path: module_path!(),
-    file: file!(),
-    line: line!(),
-    direction: None,
-    threshold_us: None,
-    trace_all: false,
-    track_memory: false,
+    ..crate::site::site_desc!("nvtx site", SiteKind::Kernel, Backend::Cuda)
 });
 
 thread_local! {
@@ -157,19 +148,7 @@ fn a_missing_or_foreign_injection_library_is_a_note_not_a_panic() {
     assert!(foreign.contains("libc.so.6 is not an NVTX tool"), "{foreign}");
 }
 
-static SCOPED: Site = Site::new(SiteDesc {
-    name: "scoped",
-    function: "scoped",
-    kind: SiteKind::Kernel,
-    backend: Backend::Host,
-    module_path: module_path!(),
-    file: file!(),
-    line: line!(),
-    direction: None,
-    threshold_us: None,
-    trace_all: false,
-    track_memory: false,
-});
+static SCOPED: Site = Site::new(crate::site::site_desc!("scoped", SiteKind::Kernel, Backend::Host));
 
 /// Pending once, then ready: an `.await` that suspends.
 struct YieldOnce(bool);

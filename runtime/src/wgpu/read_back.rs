@@ -14,17 +14,9 @@ use std::sync::mpsc;
 
 /// The site of every `read_buffer` call.
 static READ_BUFFER: Site = Site::new(SiteDesc {
-    name: "read_buffer",
-    function: "read_buffer",
-    kind: SiteKind::Transfer,
-    backend: Backend::Wgpu,
     module_path: "gpuspan::wgpu",
-    file: file!(),
-    line: line!(),
     direction: Some(Direction::GpuToCpu),
-    threshold_us: None,
-    trace_all: false,
-    track_memory: false,
+    ..crate::site::site_desc!("read_buffer", SiteKind::Transfer, Backend::Wgpu)
 });
 inventory::submit! { crate::site::SiteRef(&READ_BUFFER) }
 

@@ -7,17 +7,8 @@ use std::sync::Arc;
 
 /// The site of GPU work launched outside every annotated call.
 pub(crate) static UNATTRIBUTED: Site = Site::new(SiteDesc {
-    name: "unattributed",
-    function: "unattributed",
-    kind: SiteKind::Kernel,
-    backend: Backend::Cuda,
     module_path: "gpuspan::cuda",
-    file: file!(),
-    line: line!(),
-    direction: None,
-    threshold_us: None,
-    trace_all: false,
-    track_memory: false,
+    ..crate::site::site_desc!("unattributed", SiteKind::Kernel, Backend::Cuda)
 });
 inventory::submit! { crate::site::SiteRef(&UNATTRIBUTED) }
 

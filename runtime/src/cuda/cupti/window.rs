@@ -296,21 +296,9 @@ mod tests {
     use crate::cuda::CudaScope;
     use crate::probe::Exit;
     use crate::scope::{GpuScope, Scope};
-    use crate::site::{Backend, Site, SiteDesc, SiteKind};
+    use crate::site::{Backend, Site, SiteKind};
 
-    static SITE: Site = Site::new(SiteDesc {
-        name: "window",
-        function: "window",
-        kind: SiteKind::Kernel,
-        backend: Backend::Cuda,
-        module_path: "window::tests",
-        file: "window.rs",
-        line: 1,
-        direction: None,
-        threshold_us: None,
-        trace_all: false,
-        track_memory: false,
-    });
+    static SITE: Site = Site::new(crate::site::site_desc!("window", SiteKind::Kernel, Backend::Cuda));
 
     fn window_scope(start: u64) -> Scope {
         Scope::open(&SITE, tracing::Span::none(), Some(64), |_| GpuScope::Cuda(CudaScope::Window { start }))

@@ -133,22 +133,10 @@ impl Windows {
 mod tests {
     use super::*;
     use crate::record::{Interval, Record};
-    use crate::site::{Backend, SiteDesc, SiteKind};
+    use crate::site::{Backend, SiteKind};
 
     const fn site(name: &'static str, backend: Backend) -> Site {
-        Site::new(SiteDesc {
-            name,
-            function: name,
-            kind: SiteKind::Kernel,
-            backend,
-            module_path: "live_tests",
-            file: "live.rs",
-            line: 1,
-            direction: None,
-            threshold_us: None,
-            trace_all: false,
-            track_memory: false,
-        })
+        Site::new(crate::site::site_desc!(name, SiteKind::Kernel, backend))
     }
 
     static WINDOWED: Site = site("windowed", Backend::Host);

@@ -160,17 +160,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     static SITE: Site = Site::new(SiteDesc {
-        name: "step",
-        function: "step",
-        kind: SiteKind::Kernel,
-        backend: Backend::Cuda,
-        module_path: "spans_tests",
-        file: "spans.rs",
-        line: 1,
-        direction: None,
         threshold_us: Some(50),
         trace_all: true,
-        track_memory: false,
+        ..crate::site::site_desc!("step", SiteKind::Kernel, Backend::Cuda)
     });
 
     /// A CUDA call with a kernel on a stream and a copy that names no device of its own.

@@ -22,17 +22,8 @@ fn a_peer_copy_is_attributed_with_its_devices() {
     use super::super::records::{ApiDomain, PeerDevices, RawExternal, RawMemcpy};
     use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
     static COPY: Site = Site::new(SiteDesc {
-        name: "peer",
-        function: "peer",
-        kind: SiteKind::Transfer,
-        backend: Backend::Cuda,
-        module_path: "tests",
-        file: file!(),
-        line: line!(),
         direction: Some(crate::site::Direction::GpuToGpu),
-        threshold_us: None,
-        trace_all: false,
-        track_memory: false,
+        ..crate::site::site_desc!("peer", SiteKind::Transfer, Backend::Cuda)
     });
     let labels = device_labels(vec!["GPU A".into(), "GPU B".into()]);
     let mut r = Resolver::new(labels.clone());
@@ -86,17 +77,8 @@ fn work_timed_before_its_launching_call_is_placed_after_it_by_the_facts() {
     use super::super::records::{ApiDomain, RawExternal, RawMemcpy};
     use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
     static COPY: Site = Site::new(SiteDesc {
-        name: "early",
-        function: "early",
-        kind: SiteKind::Transfer,
-        backend: Backend::Cuda,
-        module_path: "tests",
-        file: file!(),
-        line: line!(),
         direction: Some(crate::site::Direction::CpuToGpu),
-        threshold_us: None,
-        trace_all: false,
-        track_memory: false,
+        ..crate::site::site_desc!("early", SiteKind::Transfer, Backend::Cuda)
     });
     let mut r = Resolver::new(device_labels(vec!["GPU A".into()]));
     // CUPTI's CPU clock is the host's, known to ±50 ns.
