@@ -41,6 +41,7 @@
 //! assert!(c.truncation.is_none());
 //! ```
 
+pub mod lanes;
 pub mod live;
 mod read;
 mod types;

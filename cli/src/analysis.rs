@@ -1,7 +1,7 @@
 //! What every command derives from a capture: names by id, the GPU work as intervals per
 //! device, and how calls nest on each thread.
 
-use gpuspan_capture::{ActivityKind, Capture, Interval, Record, Site, Span};
+use gpuspan_capture::{ActivityKind, Capture, Interval, Site, Span};
 use std::collections::HashMap;
 
 /// The application spans of a capture, fed as their frames are read: each instance's parent and
@@ -145,56 +145,6 @@ pub fn union(mut intervals: Vec<Interval>) -> Vec<Interval> {
     out
 }
 
-/// The enclosing call of each record: the innermost record on the same thread whose host
-/// interval contains this one's (annotated calls on a thread nest like a call stack).
-///
-/// The flamegraph puts these under the application spans of the outermost call; the idle
-/// attribution uses them alone. Only sampled calls are in a capture: an enclosing call that was
-/// not sampled is missing from the stack.
-pub fn parents(records: &[Record]) -> Vec<Option<usize>> {
-    let mut order: Vec<usize> = (0..records.len()).collect();
-    // By thread, then start, the longer first when two start together (it encloses the other).
-    order.sort_by_key(|&i| {
-        let r = &records[i];
-        (r.thread, r.host.start_ns, std::cmp::Reverse(r.host.end_ns), i)
-    });
-    let mut parent = vec![None; records.len()];
-    let mut stack: Vec<usize> = Vec::new();
-    let mut thread = None;
-    for i in order {
-        let r = &records[i];
-        if thread != Some(r.thread) {
-            stack.clear();
-            thread = Some(r.thread);
-        }
-        while let Some(&top) = stack.last() {
-            if records[top].host.end_ns >= r.host.end_ns && records[top].host.start_ns <= r.host.start_ns {
-                break;
-            }
-            stack.pop();
-        }
-        parent[i] = stack.last().copied();
-        stack.push(i);
-    }
-    parent
-}
-
-/// The chain of enclosing records, outermost first, ending with `i` itself.
-pub fn stack(parents: &[Option<usize>], i: usize) -> Vec<usize> {
-    let mut chain = vec![i];
-    let mut at = i;
-    // Bounded by the record count: a cycle cannot come out of `parents`, but a bound costs nothing.
-    while let Some(p) = parents[at] {
-        if chain.len() > parents.len() {
-            break;
-        }
-        chain.push(p);
-        at = p;
-    }
-    chain.reverse();
-    chain
-}
-
 /// Cumulative bytes moved, a step per transfer in time order: each copy at its end, or (a call
 /// without copy activities) the call's bytes at its GPU end, else its host end.
 pub fn bytes_moved(capture: &Capture) -> Vec<(u64, u64)> {
@@ -223,19 +173,6 @@ pub fn bytes_moved(capture: &Capture) -> Vec<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rec(thread: u32, start: u64, end: u64) -> Record {
-        Record::new(0, 0, thread, Interval::new(start, end))
-    }
-
-    #[test]
-    fn calls_nest_by_host_interval_per_thread() {
-        let records =
-            vec![rec(1, 0, 100), rec(1, 10, 20), rec(1, 30, 90), rec(1, 40, 50), rec(2, 15, 16), rec(1, 95, 120)];
-        let p = parents(&records);
-        assert_eq!(p, vec![None, Some(0), Some(0), Some(2), None, None]);
-        assert_eq!(stack(&p, 3), vec![0, 2, 3]);
-    }
 
     #[test]
     fn a_chain_runs_from_the_outermost_span_and_stops_at_unknown_ones() {

@@ -7,10 +7,16 @@
 //! enclosed calls already account for (a wgpu scope's timestamps enclose those of the scopes
 //! inside it). So each nanosecond is counted once and the folded total is the GPU time of the
 //! outermost recorded calls.
+//!
+//! A call encloses another on its thread when its host interval contains the other's, it was
+//! made in the same application span or an enclosing one, and, where its own time is what its
+//! GPU interval leaves, that interval holds the other's GPU work: async calls of two tasks
+//! interleave on one worker thread, and an interval alone would nest one request's call in
+//! another's (decision 48).
 
 use crate::analysis::{Index, Spans};
 use crate::load::LoadError;
-use gpuspan_capture::{Capture, Record};
+use gpuspan_capture::{Capture, Interval, Record};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::{self, Write};
@@ -64,6 +70,8 @@ struct Call {
     end: u64,
     /// GPU busy time; `None`: no GPU timing.
     busy: Option<u64>,
+    /// GPU interval and its clock error, when GPU-timed.
+    gpu: Option<(Interval, u64)>,
     site: u32,
     record: u32,
     /// The innermost application span it was made in.
@@ -73,7 +81,7 @@ struct Call {
 }
 
 /// The order calls nest in: start, the longer first when two start together (it encloses the
-/// other), then file order (the order of `analysis::parents`).
+/// other), then file order.
 type Key = (u64, Reverse<u64>, u32);
 
 impl Call {
@@ -99,13 +107,14 @@ impl Ord for Call {
     }
 }
 
-/// One thread's calls: those not yet nested (earliest first), the last nested, and the stack of
-/// open calls with their stack id and the GPU time of the calls they enclose.
+/// One thread's calls: those not yet nested (earliest first), the last nested, and the calls
+/// that may still enclose later ones (in start order) with their stack id and the GPU time of
+/// the calls they enclose. Sync calls keep it a stack; interleaved async calls overlap in it.
 #[derive(Debug, Default)]
 struct Lane {
     pending: BinaryHeap<Reverse<Call>>,
     last: Option<Key>,
-    stack: Vec<(Call, u32, u64)>,
+    open: Vec<(Call, u32, u64)>,
 }
 
 /// One frame of a stack.
@@ -156,29 +165,56 @@ impl Fold {
         }
     }
 
-    /// Nests the thread's next call in key order under the open calls that enclose it, or, for
-    /// an outermost call, under the application spans it was made in.
+    /// Nests the thread's next call in key order under the innermost open call that encloses
+    /// it (see the module's docs), or, for an outermost call, under the application spans it was
+    /// made in. Calls that ended before this one began enclose nothing more: they are emitted.
     fn step(&mut self, lane: &mut Lane, thread: u32, c: Call, spans: &Spans) {
         lane.last = Some(c.key());
-        while let Some(top) = lane.stack.last() {
-            if top.0.end >= c.end && top.0.start <= c.start {
-                break;
+        let mut k = 0;
+        while k < lane.open.len() {
+            if lane.open[k].0.end < c.start {
+                let done = lane.open.remove(k);
+                self.emit(done);
+            } else {
+                k += 1;
             }
-            let top = lane.stack.pop().expect("a top");
-            self.emit(top);
         }
-        let parent = match lane.stack.last() {
-            Some(p) => p.1,
+        let mut chain: Option<Vec<(u64, u32)>> = None;
+        let parent = lane.open.iter().rposition(|(p, _, _)| {
+            p.start <= c.start && p.end >= c.end && gpu_encloses(p, &c) && {
+                match p.span {
+                    None => true,
+                    Some(s) if c.span == Some(s) => true,
+                    Some(s) => chain.get_or_insert_with(|| spans.chain(c.span)).iter().any(|&(id, _)| id == s),
+                }
+            }
+        });
+        let parent_path = match parent {
+            Some(i) => lane.open[i].1,
             None => {
                 let root = self.intern(u32::MAX, Node::Thread(thread));
-                spans.chain(c.span).into_iter().fold(root, |at, (_, name)| self.intern(at, Node::Span(name)))
+                let chain = chain.unwrap_or_else(|| spans.chain(c.span));
+                chain.into_iter().fold(root, |at, (_, name)| self.intern(at, Node::Span(name)))
             }
         };
-        let path = self.intern(parent, Node::Site(c.site));
-        if let (Some(p), Some(busy)) = (lane.stack.last_mut(), c.busy) {
-            p.2 += c.acts.as_ref().map_or(busy, |a| a.iter().map(|x| x.1).sum());
+        let path = self.intern(parent_path, Node::Site(c.site));
+        if let (Some(i), Some(busy)) = (parent, c.busy) {
+            lane.open[i].2 += c.acts.as_ref().map_or(busy, |a| a.iter().map(|x| x.1).sum());
         }
-        lane.stack.push((c, path, 0));
+        lane.open.push((c, path, 0));
+    }
+}
+
+/// Whether `p`'s GPU interval can hold `c`'s GPU time, where `p`'s own time would be what is left
+/// of its busy time after `c`'s (timestamps enclose the scopes inside): a call whose GPU work
+/// lies outside `p`'s (another task's, another device's) was not made inside it.
+fn gpu_encloses(p: &Call, c: &Call) -> bool {
+    match (&p.gpu, &c.gpu, &p.acts) {
+        (Some((outer, e1)), Some((inner, e2)), None) => {
+            let slack = (*e1).max(*e2);
+            outer.start_ns <= inner.start_ns.saturating_add(slack) && inner.end_ns <= outer.end_ns.saturating_add(slack)
+        }
+        _ => true,
     }
 }
 
@@ -258,6 +294,7 @@ impl Folder {
             start: r.host.start_ns,
             end: r.host.end_ns,
             busy: r.gpu.as_ref().map(|g| g.busy_ns),
+            gpu: r.gpu.as_ref().map(|g| (g.interval, g.clock_error_ns)),
             site: r.site,
             record,
             span: r.span,
@@ -284,8 +321,8 @@ impl Folder {
             while let Some(Reverse(c)) = lane.pending.pop() {
                 self.fold.step(lane, thread, c, &self.spans);
             }
-            while let Some(top) = lane.stack.pop() {
-                self.fold.emit(top);
+            for open in lane.open.drain(..) {
+                self.fold.emit(open);
             }
         }
         let mut act_names = vec![String::new(); self.names.len()];

@@ -10,7 +10,8 @@
 //!
 //! Reading is the `gpuspan-capture` crate's; this crate turns a [`Capture`](gpuspan_capture::Capture)
 //! into answers: a report ([`report`]), a flamegraph ([`flame`]), a diff ([`diff`]) and a
-//! Perfetto timeline of one or several captures ([`perfetto`]). [`live`] and [`top`] attach to
+//! Perfetto timeline of one or several captures ([`perfetto`]), and the ranks of one job side by
+//! side ([`ranks`]). [`live`] and [`top`] attach to
 //! running programs instead: `gpuspan top`.
 
 pub mod analysis;
@@ -23,6 +24,7 @@ pub mod live;
 pub mod load;
 pub mod perfetto;
 pub mod picture;
+pub mod ranks;
 pub mod report;
 pub mod requests;
 pub mod stats;

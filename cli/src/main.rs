@@ -8,7 +8,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuspan_capture::Capture;
-use gpuspan_cli::{diff, flame, load, perfetto, picture, report};
+use gpuspan_cli::{diff, flame, load, perfetto, picture, ranks, report};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -69,6 +69,18 @@ enum Command {
         /// A static SVG picture instead of Perfetto's JSON.
         #[arg(long)]
         svg: bool,
+    },
+    /// The captures of one job's ranks side by side: each rank's GPU compute and collective
+    /// time, each site per rank, and the straggler the others wait for in their collectives.
+    Ranks {
+        /// One capture per rank (`rank<N>` in the file names gives the rank, else the order).
+        #[arg(required = true, num_args = 1..)]
+        captures: Vec<PathBuf>,
+        /// A site whose calls are collectives (besides those running NCCL or RCCL kernels).
+        #[arg(long = "collective")]
+        collectives: Vec<String>,
+        #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+        format: DiffFormat,
     },
     /// The Perfetto timeline of one capture, with counter tracks.
     Timeline {
@@ -188,6 +200,12 @@ fn emit(path: Option<&Path>, write: impl FnOnce(&mut dyn Write) -> io::Result<()
     })
 }
 
+/// A command's answer as indented JSON, one line at its end.
+fn write_json(w: &mut dyn Write, value: &impl serde::Serialize) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, value)?;
+    writeln!(w)
+}
+
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
         Command::Report { capture, format, table } => {
@@ -195,10 +213,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             warn_truncated(&capture, &c);
             emit(None, |w| match format {
                 Format::Text => w.write_all(r.to_text().as_bytes()),
-                Format::Json => {
-                    serde_json::to_writer_pretty(&mut *w, &r)?;
-                    writeln!(w)
-                }
+                Format::Json => write_json(w, &r),
                 Format::Csv => w.write_all(r.table(table).to_csv().as_bytes()),
             })?;
         }
@@ -222,10 +237,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             warn_truncated(&new, &n);
             emit(None, |w| match format {
                 DiffFormat::Text => w.write_all(d.to_text().as_bytes()),
-                DiffFormat::Json => {
-                    serde_json::to_writer_pretty(&mut *w, &d)?;
-                    writeln!(w)
-                }
+                DiffFormat::Json => write_json(w, &d),
             })?;
             if let Some(limit) = fail_if_slower {
                 let slower = d.slower_than(limit);
@@ -251,6 +263,18 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                     output.display()
                 ));
             }
+        }
+        Command::Ranks { captures, collectives, format } => {
+            let loaded: Vec<Capture> = captures.iter().map(|p| read(p)).collect::<Result<_, _>>()?;
+            let labels: Vec<String> = captures.iter().map(|p| p.display().to_string()).collect();
+            let numbers = ranks::rank_numbers(&captures.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+            let given: Vec<(&str, usize, &Capture)> =
+                labels.iter().zip(&numbers).zip(&loaded).map(|((l, n), c)| (l.as_str(), *n, c)).collect();
+            let r = ranks::compare(&given, &collectives);
+            emit(None, |w| match format {
+                DiffFormat::Text => w.write_all(r.to_text().as_bytes()),
+                DiffFormat::Json => write_json(w, &r),
+            })?;
         }
         #[cfg(unix)]
         Command::Top { targets, dirs, once, format, sort, interval_ms, wait } => {

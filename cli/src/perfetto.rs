@@ -10,16 +10,21 @@
 //! readings (utilization, memory, power, clocks, PCIe throughput, temperature) per device. Captures are aligned on their timestamps, which
 //! are Unix-epoch nanoseconds of each process's clock: on one machine they share one clock; on
 //! several, the alignment is as good as the machines' clock synchronisation (each process's
-//! GPU mapping error is in its process's arguments).
+//! GPU mapping error is in its process's arguments). Events that overlap on a track without
+//! nesting go on lanes of it, each a track of its own (`gpuspan_capture::lanes`).
 
 use crate::analysis::{self, Index, Spans};
-use gpuspan_capture::{ActivityKind, Capture};
+use gpuspan_capture::lanes::{lane_name, Placer};
+use gpuspan_capture::{ActivityKind, Capture, Record};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 /// First track id of GPU tracks in a process: host thread indexes stay below it.
 const GPU_TID: u64 = 1 << 32;
+
+/// First track id of the extra lanes of tracks (see `gpuspan_capture::lanes`).
+const LANE_TID: u64 = 1 << 40;
 
 /// The device key of the track of calls whose work ran on several devices (no device of their
 /// own: a collective over the process's GPUs), so that they are not drawn on an unnamed one.
@@ -81,17 +86,23 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
     ev.push(&json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}))?;
     ev.push(&json!({"ph": "M", "name": "process_labels", "pid": pid,
         "args": {"labels": format!("GPU clock mapping error ≤ {:.1} µs", clock_error as f64 / 1000.0)}}))?;
-    for t in &c.threads {
-        ev.push(&json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": t.index, "args": {"name": t.name}}))?;
-    }
+    let mut names: BTreeMap<u64, String> = c.threads.iter().map(|t| (u64::from(t.index), t.name.clone())).collect();
     // GPU tracks: (device, stream) -> tid; stream None is the device's call track.
     let mut tracks: BTreeMap<(Option<u32>, Option<u64>), u64> = BTreeMap::new();
     let mut track = |device: Option<u32>, stream: Option<u64>| {
         let next = GPU_TID + tracks.len() as u64;
         *tracks.entry((device, stream)).or_insert(next)
     };
+    // Each record's events as (track, start, end): the host call, its GPU interval, its
+    // activities; then their lanes, and a track of its own for every lane past the first.
+    let slices: Vec<Vec<(u64, u64, u64)>> = c.records.iter().map(|r| record_slices(r, &mut track)).collect();
+    let flat: Vec<(u64, u64, u64)> = slices.iter().flatten().copied().collect();
+    let mut lanes = Placer::new(&flat, LANE_TID);
     let spans = Spans::new(&c.spans);
-    for r in &c.records {
+    for (r, slices) in c.records.iter().zip(slices) {
+        // Every event's lane is taken here, in order, whichever of them are written.
+        let tids: Vec<u64> = slices.into_iter().map(|(tid, _, _)| lanes.next(tid).unwrap_or(tid)).collect();
+        let host_tid = tids[0];
         let site = index.site(r.site);
         let name = index.site_name(r.site);
         let cat = site.map_or("call", |s| s.kind.as_str());
@@ -108,11 +119,10 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         if r.error {
             args["error"] = json!(true);
         }
-        ev.push(&json!({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": r.thread,
+        ev.push(&json!({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": host_tid,
             "ts": us(r.host.start_ns, base), "dur": us(r.host.end_ns, r.host.start_ns), "args": args}))?;
         let Some(g) = &r.gpu else { continue };
-        let several = g.device.is_none() && r.activities.iter().any(|a| a.device.is_some());
-        let tid = track(if several { Some(SEVERAL_DEVICES) } else { g.device }, None);
+        let tid = tids[1];
         let mut gargs = json!({"gpu.busy_us": g.busy_ns as f64 / 1000.0, "gpu.clock_error_us": g.clock_error_ns as f64 / 1000.0,
             "gpu.timing.source": g.source.as_str()});
         if let Some(end) = g.bracket.end() {
@@ -126,14 +136,13 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
             "ts": us(g.interval.start_ns, base), "dur": us(g.interval.end_ns, g.interval.start_ns), "args": gargs}))?;
         // Flow ids must be unique across the merged processes: scope ids are unique per process.
         let flow = format!("{pid}:{}", r.scope_id);
-        ev.push(&json!({"ph": "s", "id": flow, "name": "launch", "cat": "gpuspan.flow", "pid": pid, "tid": r.thread,
+        ev.push(&json!({"ph": "s", "id": flow, "name": "launch", "cat": "gpuspan.flow", "pid": pid, "tid": host_tid,
             "ts": us(r.host.start_ns, base)}))?;
         ev.push(
             &json!({"ph": "f", "bp": "e", "id": flow, "name": "launch", "cat": "gpuspan.flow", "pid": pid, "tid": tid,
             "ts": us(g.interval.start_ns, base)}),
         )?;
-        for a in &r.activities {
-            let tid = track(a.device.or(g.device), a.stream);
+        for (a, &tid) in r.activities.iter().zip(&tids[2..]) {
             let args = match &a.kind {
                 ActivityKind::Kernel {
                     grid,
@@ -155,18 +164,40 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
                 "ts": us(a.interval.start_ns, base), "dur": us(a.interval.end_ns, a.interval.start_ns), "args": args}))?;
         }
     }
-    for ((device, stream), tid) in &tracks {
+    for ((device, stream), tid) in tracks {
         let label = match device {
             Some(SEVERAL_DEVICES) => "GPUs: several devices".to_owned(),
-            _ => index.device_label(*device),
+            _ => index.device_label(device),
         };
         let name = match stream {
             Some(s) => format!("{label} stream {s}"),
             None => format!("{label} calls"),
         };
+        names.insert(tid, name);
+    }
+    for (tid, lane, lane_tid) in lanes.lanes() {
+        names.insert(lane_tid, lane_name(names.get(&tid).map_or("?", String::as_str), lane));
+    }
+    for (tid, name) in names {
         ev.push(&json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}))?;
     }
     counters(ev, pid, c, &index, base)
+}
+
+/// A record's events as (track, start, end), in the order [`process`] writes them: the call on
+/// its thread, then, when GPU-timed, its GPU interval on its device's call track (or the track of
+/// calls on several devices) and its activities on their streams' tracks.
+fn record_slices(r: &Record, track: &mut impl FnMut(Option<u32>, Option<u64>) -> u64) -> Vec<(u64, u64, u64)> {
+    let mut out = vec![(u64::from(r.thread), r.host.start_ns, r.host.end_ns)];
+    if let Some(g) = &r.gpu {
+        let several = g.device.is_none() && r.activities.iter().any(|a| a.device.is_some());
+        let tid = track(if several { Some(SEVERAL_DEVICES) } else { g.device }, None);
+        out.push((tid, g.interval.start_ns, g.interval.end_ns));
+        for a in &r.activities {
+            out.push((track(a.device.or(g.device), a.stream), a.interval.start_ns, a.interval.end_ns));
+        }
+    }
+    out
 }
 
 /// A level that steps up and down at the given instants, as a counter track.

@@ -2,38 +2,18 @@
 //! `tests/fixtures/lavapipe_demo.gpuspan`; the CUDA example on an H100 under CUPTI,
 //! `tests/fixtures/h100_cuda_saxpy.gpuspan`) and on synthetic captures whose answers are known.
 
+mod common;
+
+use common::{complete_events, gpuspan, kernel, save, scratch};
 use gpuspan_capture::*;
 use gpuspan_cli::{analysis, diff, flame, idle, report, stats};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lavapipe_demo.gpuspan");
 
 fn fixture() -> Capture {
     Capture::open(FIXTURE).expect("the fixture reads")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpuspan-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn save(c: &Capture, name: &str) -> PathBuf {
-    let path = scratch(name);
-    let mut bytes = Vec::new();
-    c.write_to(&mut bytes).unwrap();
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-/// Runs the binary: (status code, stdout, stderr).
-fn gpuspan(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuspan")).args(args).output().expect("the binary runs");
-    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-    assert!(!e.contains("panicked"), "{e}");
-    (out.status.code().unwrap_or(-1), o, e)
 }
 
 /// A synthetic capture: sites by name (ids in order), then records added by the test.
@@ -272,19 +252,7 @@ fn flamegraph_folds_gpu_time_once_and_the_svg_is_xml_with_the_frames() {
     b.call(1, 1, (100, 200), Some((150, 450, 0)));
     let g = b.call(2, 1, (300, 400), Some((500, 800, 0)));
     for (name, s, e) in [("sgemm_128;x", 500, 600), ("relu", 650, 800)] {
-        g.activities.push(Activity {
-            name: name.into(),
-            interval: Interval::new(s, e),
-            kind: ActivityKind::Kernel {
-                grid: [1, 1, 1],
-                block: [32, 1, 1],
-                registers_per_thread: 8,
-                static_shared_bytes: 0,
-                dynamic_shared_bytes: 0,
-            },
-            stream: Some(7),
-            device: Some(0),
-        });
+        g.activities.push(kernel(name, Interval::new(s, e), 0));
     }
     let folded = flame::folded(&b.c);
     let expected: BTreeMap<String, u64> = [
@@ -471,19 +439,7 @@ fn merge_puts_each_capture_in_its_own_process_on_one_time_axis() {
 /// on each device's stream.
 #[test]
 fn merged_ranks_keep_a_track_per_device_and_one_for_calls_on_several() {
-    let kernel = |device: u32, start: u64| Activity {
-        name: "ncclDevKernel".into(),
-        interval: Interval::new(start, start + 500),
-        kind: ActivityKind::Kernel {
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            registers_per_thread: 0,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-        },
-        stream: Some(7),
-        device: Some(device),
-    };
+    let nccl = |device: u32, start: u64| kernel("ncclDevKernel", Interval::new(start, start + 500), device);
     let mut paths = Vec::new();
     for rank in 0..2u32 {
         let mut b =
@@ -491,7 +447,7 @@ fn merged_ranks_keep_a_track_per_device_and_one_for_calls_on_several() {
         b.call(0, 1, (0, 1_000), Some((100, 600, rank)));
         let r = b.call(1, 1, (2_000, 3_000), Some((2_100, 2_900, 0)));
         r.gpu.as_mut().unwrap().device = None;
-        r.activities = vec![kernel(0, 2_100), kernel(1, 2_200)];
+        r.activities = vec![nccl(0, 2_100), nccl(1, 2_200)];
         paths.push(save(&b.c, &format!("rank{rank}-several.gpuspan")));
     }
     let out = scratch("merged-several.json");
@@ -608,6 +564,94 @@ fn gpu_cost_per_request_sums_each_span_instance_and_the_flamegraph_folds_over_sp
 }
 
 #[test]
+fn interleaved_async_calls_of_two_requests_fold_under_their_own_requests() {
+    // One worker thread polls two requests' async `forward` calls in turn: by host interval the
+    // second request's call lies inside the first's, and had a larger GPU time (the failure CI
+    // saw: the first lost its time to the second). A call really made inside `forward`, in the
+    // same request, still nests; so does one in a span opened inside the request.
+    let mut b = Builder::new("server", 9, &[("forward", SiteKind::Kernel), ("inner", SiteKind::Kernel)]);
+    let span = |id, parent, name: &str| Span { id, parent, name: name.into() };
+    b.c.spans = vec![span(1, None, "handle_request"), span(2, None, "handle_request"), span(3, Some(1), "stage")];
+    b.call(0, 1, (0, 1_000), Some((100, 300, 0))).span = Some(1);
+    b.call(0, 1, (200, 600), Some((300, 800, 0))).span = Some(2);
+    b.call(1, 1, (250, 280), Some((120, 170, 0))).span = Some(1);
+    b.call(1, 1, (700, 720), Some((180, 200, 0))).span = Some(3);
+    // A later call of request 1 that the second request's call, still open, must not take.
+    b.call(1, 1, (400, 450), Some((205, 215, 0))).span = Some(1);
+    let folded = flame::folded(&b.c);
+    let expect: BTreeMap<String, u64> = [
+        ("main;handle_request;forward", 200 - 50 - 20 - 10),
+        ("main;handle_request;forward;inner", 50 + 20 + 10),
+        ("main;handle_request;forward", 500),
+    ]
+    .into_iter()
+    .fold(BTreeMap::new(), |mut m, (k, v)| {
+        *m.entry(k.to_owned()).or_insert(0) += v;
+        m
+    });
+    assert_eq!(folded, expect);
+    let busy: u64 = [200, 500].iter().sum();
+    assert_eq!(folded.values().sum::<u64>(), busy, "each request's outermost call, counted once");
+    for window in [1, 2, 64] {
+        let mut f = flame::Folder::with_window(window);
+        f.spans(&b.c.spans);
+        let mut sorted: Vec<&Record> = b.c.records.iter().collect();
+        sorted.sort_by_key(|r| r.host.end_ns);
+        sorted.iter().for_each(|r| f.record(r));
+        match f.finish(&analysis::Index::new(&b.c)) {
+            Some(streamed) => assert_eq!(streamed, expect, "window {window}"),
+            None => assert!(window < sorted.len(), "a window holding every call always folds"),
+        }
+    }
+
+    // Two tasks under no application span: the GPU intervals tell them apart (a wgpu scope's
+    // timestamps enclose those of the calls made inside it), and a call inside the first task's
+    // still nests in it though the second's host interval holds it too.
+    let mut b = Builder::new("tasks", 11, &[("forward", SiteKind::Kernel), ("inner", SiteKind::Kernel)]);
+    b.call(0, 1, (0, 1_000), Some((100, 300, 0)));
+    b.call(0, 1, (200, 600), Some((280, 780, 0)));
+    b.call(1, 1, (250, 280), Some((120, 170, 0)));
+    let folded = flame::folded(&b.c);
+    let expect: BTreeMap<String, u64> =
+        [("main;forward", 150 + 500), ("main;forward;inner", 50)].into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    assert_eq!(folded, expect, "nothing lost to a wrong nesting");
+}
+
+#[test]
+fn the_timeline_puts_calls_that_overlap_without_nesting_on_lanes_and_drops_none() {
+    // Two async calls taking turns on one thread, the GPU intervals of two threads' calls on one
+    // device, and two kernels of one stream overlapping (a dependent launch): Perfetto drops a
+    // complete event that overlaps another on its track without nesting.
+    let mut b = Builder::new("overlap", 10, &[("forward", SiteKind::Kernel)]);
+    b.call(0, 1, (0, 100), Some((10, 90, 0))).activities.push(kernel("a", Interval::new(20, 60), 0));
+    b.call(0, 1, (50, 150), None);
+    b.call(0, 1, (60, 70), None);
+    b.call(0, 2, (55, 65), Some((40, 140, 0))).activities.push(kernel("b", Interval::new(50, 80), 0));
+    b.call(0, 1, (120, 130), Some((141, 150, 0)));
+    let path = save(&b.c, "overlap.gpuspan");
+    let json_path = scratch("overlap.json");
+    let (code, _, err) = gpuspan(&["timeline", path.to_str().unwrap(), "-o", json_path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let (events, overlap) = complete_events(&json);
+    assert_eq!(overlap, None, "every track's events nest");
+    assert_eq!(events.len(), 5 + 3 + 2, "every call, GPU interval and kernel");
+    let mut names: Vec<&str> = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .filter(|n| n.contains("overlapping"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["GPU 0: gpu-a calls (overlapping 1)", "GPU 0: gpu-a stream 7 (overlapping 1)", "main (overlapping 1)"]
+    );
+}
+
+#[test]
 fn gpu_cost_per_request_on_a_capture_of_two_concurrent_tokio_requests() {
     // Written by tests/tests/requests.rs (wgpu on lavapipe): two `handle_request` spans served at
     // once, each awaiting forward passes on tokio workers and hopping to a blocking thread.
@@ -627,6 +671,14 @@ fn gpu_cost_per_request_on_a_capture_of_two_concurrent_tokio_requests() {
     totals.sort();
     assert_eq!((row.span.as_str(), row.requests, row.records), ("handle_request", 2, c.records.len() as u64));
     assert_eq!((row.p50_ns, row.p99_ns, row.total_ns), (Some(totals[0]), Some(totals[1]), totals.iter().sum()));
+    let folded: u64 = flame::folded(&c).values().sum();
+    assert_eq!(folded, row.total_ns, "the flamegraph counts each request's GPU time once");
+    let json_path = scratch("lavapipe_requests.json");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lavapipe_requests.gpuspan");
+    let (code, _, err) = gpuspan(&["timeline", fixture, "-o", json_path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    assert_eq!(complete_events(&json).1, None, "every track's events nest");
 }
 
 #[test]

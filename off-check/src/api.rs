@@ -160,6 +160,7 @@ pub fn call_otlp() {
     let report: gpuspan::otlp::ExportStats = otlp.shutdown();
     assert!(!report.shutdown_timed_out && report == gpuspan::otlp::ExportStats::default());
     let _: Option<gpuspan::otlp::OtlpError> = None;
+    assert_eq!(gpuspan::otlp::traceparent(), None, "no span is exported to hand on");
 }
 
 /// Calls the wgpu API. Needs a device, so tests only compile it; the off `read_buffer` reads untimed.

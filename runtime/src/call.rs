@@ -14,7 +14,10 @@ pub(crate) struct Call {
     pub scope_id: u64,
     pub thread: u32,
     pub error: bool,
-    /// Raw host clock readings.
+    /// `host_start` and `host_end` are a CUDA window's ends on CUPTI's clock (nanoseconds),
+    /// which its backend maps onto the host clock; otherwise raw host clock readings.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub on_cupti_clock: bool,
     pub host_start: u64,
     pub host_end: u64,
     pub bytes: Option<u64>,
@@ -24,8 +27,14 @@ pub(crate) struct Call {
 }
 
 impl Call {
+    /// The record of a call timed by the host clock.
     pub(crate) fn into_record(self) -> Record {
         let host = Interval { start_ns: clock::raw_to_ns(self.host_start), end_ns: clock::raw_to_ns(self.host_end) };
+        self.into_record_at(host)
+    }
+
+    /// The record, with the call's ends already on the host clock (a CUDA window's, mapped).
+    pub(crate) fn into_record_at(self, host: Interval) -> Record {
         let mut record = Record::new(self.site, self.scope_id, self.thread, host);
         record.error = self.error;
         record.bytes = self.bytes;

@@ -237,12 +237,13 @@ impl Bounds {
         span
     }
 
-    /// "NVIDIA H100 (Vulkan): 1204 records placed, offset known to ±4.1 µs (widest ±37.5 µs), 3
-    /// contradicted the calibration".
-    pub(crate) fn line(&self, device: &str) -> String {
+    /// "GPU clock of GPU 0: NVIDIA H100 (Vulkan): 1204 records placed, offset known to ±4.1 µs
+    /// (widest ±37.5 µs), 3 contradicted the calibration". The device's index comes first, as on
+    /// the timeline's tracks, so that two boards of one model stay apart.
+    pub(crate) fn line(&self, id: u32, device: &str) -> String {
         let d = crate::export::format::duration;
         let mut line = format!(
-            "GPU clock of {device}: {} records placed from host facts and calibration, offset known to ±{} (widest ±{})",
+            "GPU clock of GPU {id}: {device}: {} records placed from host facts and calibration, offset known to ±{} (widest ±{})",
             self.placed,
             d(self.last_error_ns),
             d(self.widest_error_ns)

@@ -6,8 +6,11 @@ pub(crate) use crate::call::Call;
 use crate::probe::Exit;
 use crate::site::Site;
 use crate::{clock, pipeline, sampling, thread};
+use host_span::HostSpan;
 use std::mem::ManuallyDrop;
 use tracing::Span;
+
+mod host_span;
 
 /// An open measurement of one call. Created by the code `#[gpu_kernel]` and `#[gpu_transfer]`
 /// generate; ends when dropped, also when the call unwinds.
@@ -28,68 +31,6 @@ enum State {
     Host(Host),
     /// Measured by a backend, or tracking memory.
     Full(Active),
-}
-
-/// The host `tracing` span: entered for the whole call of a sync function, per poll for async.
-///
-/// A plain [`Span`] entered through its dispatcher rather than an `EnteredSpan`, so that a
-/// [`Scope`] is `Send` and an instrumented future can be `tokio::spawn`ed. A sync scope is a
-/// hidden local of a function that cannot suspend, so it is exited on the thread that entered it.
-#[derive(Debug)]
-enum HostSpan {
-    /// Entered on the current thread; exited when the scope closes.
-    Entered(Span),
-    /// Not entered: an async call's span, entered around each poll.
-    Idle(Span),
-    /// No subscriber wants the span (or it was closed): nothing to enter, exit or drop.
-    Off,
-}
-
-impl HostSpan {
-    #[inline]
-    fn enter(span: Span) -> HostSpan {
-        if span.is_disabled() {
-            HostSpan::Off
-        } else {
-            span.with_subscriber(|(id, dispatch)| dispatch.enter(id));
-            HostSpan::Entered(span)
-        }
-    }
-
-    /// Leaves the span entered by [`HostSpan::enter`] and keeps it, not entered.
-    fn detach(&mut self) {
-        if let HostSpan::Entered(span) = std::mem::replace(self, HostSpan::Off) {
-            span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
-            *self = HostSpan::Idle(span);
-        }
-    }
-
-    /// Exits the span, marking it as an error first if the call failed, and hands it back to be
-    /// dropped once the call is described (its parent names the call's application spans). By
-    /// value, so that a span no subscriber wanted leaves nothing to drop.
-    #[inline(always)]
-    fn close(self, error: bool) -> Option<Span> {
-        if matches!(self, HostSpan::Off) {
-            return None;
-        }
-        self.close_span(error)
-    }
-
-    #[inline(never)]
-    fn close_span(self, error: bool) -> Option<Span> {
-        let span = match self {
-            HostSpan::Entered(span) => {
-                span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
-                span
-            }
-            HostSpan::Idle(s) => s,
-            HostSpan::Off => return None,
-        };
-        if error {
-            span.record("error", true);
-        }
-        Some(span)
-    }
 }
 
 /// What every open scope holds, and all that a host-timed call needs.
@@ -137,6 +78,16 @@ pub(crate) enum GpuScope {
 }
 
 impl GpuScope {
+    /// The scope is timed by a CUDA window: its host start is the window's (CUPTI's clock).
+    #[inline(always)]
+    fn is_window(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if let GpuScope::Cuda(crate::cuda::CudaScope::Window) = self {
+            return true;
+        }
+        false
+    }
+
     #[allow(unused_variables)] // without backends with per-thread state
     fn suspend(&mut self, scope_id: u64) {
         #[cfg(feature = "cuda")]
@@ -192,7 +143,7 @@ impl Scope {
     #[cold]
     #[inline(never)]
     fn host_tracking_memory(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
-        Self::open_with(site, span, bytes, None::<fn(u64) -> GpuScope>)
+        Self::open_with(site, span, bytes, false, |_| (GpuScope::None, clock::raw()))
     }
 
     #[inline(always)]
@@ -223,7 +174,24 @@ impl Scope {
         bytes: Option<u64>,
         start_gpu: impl FnOnce(u64) -> GpuScope,
     ) -> Scope {
-        Self::open_with(site, span, bytes, Some(start_gpu))
+        // The host clock first: a wgpu bracket's start is a submission the call contains.
+        Self::open_with(site, span, bytes, true, |id| {
+            let start = clock::raw();
+            (start_gpu(id), start)
+        })
+    }
+
+    /// [`Scope::open`] for a backend that reads the call's start itself: `start_gpu` gives its
+    /// part and the start (a CUDA window's start is the call's, on CUPTI's clock: decision 46).
+    #[cfg(feature = "cuda")]
+    #[inline]
+    pub(crate) fn open_timed(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        start_gpu: impl FnOnce(u64) -> (GpuScope, u64),
+    ) -> Scope {
+        Self::open_with(site, span, bytes, true, start_gpu)
     }
 
     #[inline(always)]
@@ -231,20 +199,17 @@ impl Scope {
         site: &'static Site,
         span: Span,
         bytes: Option<u64>,
-        start_gpu: Option<impl FnOnce(u64) -> GpuScope>,
+        backend: bool,
+        start_gpu: impl FnOnce(u64) -> (GpuScope, u64),
     ) -> Scope {
         site.mark_entered();
         // A backend needs the id now (it tags GPU work with it); a host scope takes one only if
         // it ends up as a record.
-        let (thread, scope_id) = if start_gpu.is_some() { thread::next_scope() } else { (0, 0) };
+        let (thread, scope_id) = if backend { thread::next_scope() } else { (0, 0) };
         let memory_before = site.desc.track_memory.then(|| Box::new(crate::memory::mark()));
         let parent = crate::parent::capture();
         let span = HostSpan::enter(span);
-        let start = clock::raw();
-        let gpu = match start_gpu {
-            Some(start) => start(scope_id),
-            None => GpuScope::None,
-        };
+        let (gpu, start) = start_gpu(scope_id);
         #[cfg(feature = "wgpu")]
         let attach_slot = crate::wgpu::attach::push(site, !matches!(gpu, GpuScope::None));
         Scope {
@@ -310,7 +275,12 @@ impl Scope {
         #[cfg(feature = "wgpu")]
         collect_attachment(&mut self.state);
         if let State::Full(a) = &mut *self.state {
+            let windowed = a.gpu.is_window();
             a.gpu.suspend(a.scope_id);
+            if windowed {
+                // Its window is given up before the body ran: timed by the host clock from here.
+                a.host.start = clock::raw();
+            }
         }
         #[cfg(feature = "nvtx")]
         if let Some(h) = self.host_mut() {
@@ -360,14 +330,30 @@ impl Scope {
 
 impl Drop for Scope {
     /// Inlined so that a scope opened while gpuspan is off costs nothing more to close.
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        if !matches!(*self.state, State::Off) {
+        match *self.state {
             // Read in the caller's frame, so that `close` saves no registers: each may call out
             // of line on a rare path, and to the compiler a thread-local is a call.
-            close(&mut self.state, clock::raw(), std::thread::panicking(), crate::ring::current());
+            State::Host(_) => close(&mut self.state, clock::raw(), std::thread::panicking(), crate::ring::current()),
+            State::Full(_) => close_full(&mut self.state),
+            State::Off => {}
         }
     }
+}
+
+/// Takes a closing scope off its thread's NVTX and `wgpu::attach` stacks.
+#[inline(always)]
+#[allow(unused_variables)] // without `nvtx` and `wgpu`
+fn leave_thread_stacks(state: &mut State) {
+    #[cfg(feature = "nvtx")]
+    match state {
+        State::Host(h) => h.pop_nvtx(),
+        State::Full(a) => a.host.pop_nvtx(),
+        State::Off => {}
+    }
+    #[cfg(feature = "wgpu")]
+    collect_attachment(state);
 }
 
 /// Ends the measurement of an open scope and consumes its state (`state` is never used again).
@@ -375,14 +361,7 @@ impl Drop for Scope {
 /// it: one entry (site, ticks, bytes) in the thread's ring, the span closed if there is one.
 #[inline(never)]
 fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate::ring::Current) {
-    #[cfg(feature = "nvtx")]
-    match &mut **state {
-        State::Host(h) => h.pop_nvtx(),
-        State::Full(a) => a.host.pop_nvtx(),
-        State::Off => {}
-    }
-    #[cfg(feature = "wgpu")]
-    collect_attachment(state);
+    leave_thread_stacks(state);
     if let State::Host(h) = &mut **state {
         // A clock going backwards wraps to a huge count: the general path saturates it.
         let ticks = end.wrapping_sub(h.start);
@@ -412,17 +391,26 @@ fn count_and_close_span(h: &mut Host, ticks: u64, ring: crate::ring::Current) {
     unsafe { std::ptr::drop_in_place(&mut h.span) };
 }
 
-/// A host call that is longer than the floor, of a site with its own threshold, failed or
-/// while a sink wants every record, and every backend's scope.
+/// A scope measured by a backend or tracking memory. Its end is read here rather than in the
+/// caller's frame: a CUDA window, the most common, reads its own.
 #[inline(never)]
-fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
+fn close_full(state: &mut ManuallyDrop<State>) {
+    let panicking = std::thread::panicking();
+    leave_thread_stacks(state);
     #[cfg(feature = "cuda")]
     if let State::Full(a) = &mut **state {
         // SAFETY: the state is never used again (see `close`).
-        if unsafe { a.close_plain_window(end, panicking) } {
+        if unsafe { a.close_plain_window(panicking) } {
             return;
         }
     }
+    close_general(state, clock::raw(), panicking);
+}
+
+/// A host call that is longer than the floor, of a site with its own threshold, failed or
+/// while a sink wants every record, and every backend's scope but a plain CUDA window's.
+#[inline(never)]
+fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
     if let State::Host(h) = &mut **state {
         h.error |= panicking;
         let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
@@ -522,8 +510,10 @@ impl Active {
     /// # Safety
     /// On `true` the state was consumed: it is not used, nor dropped, again.
     #[cfg(feature = "cuda")]
-    unsafe fn close_plain_window(&mut self, host_end: u64, panicking: bool) -> bool {
-        let GpuScope::Cuda(crate::cuda::CudaScope::Window { start }) = self.gpu else { return false };
+    unsafe fn close_plain_window(&mut self, panicking: bool) -> bool {
+        if !self.gpu.is_window() {
+            return false;
+        }
         let h = &mut self.host;
         if !matches!(h.span, HostSpan::Off) || self.memory_before.is_some() || h.error || panicking {
             return false;
@@ -532,13 +522,15 @@ impl Active {
         unsafe { std::ptr::drop_in_place(&mut h.spans) };
         let (thread, scope_id) = (self.thread, self.scope_id);
         // Built where the scope is queued, after its window's end is read (`cupti::window::close`).
-        crate::cuda::cupti::ended_window(start, || {
+        // Its ends are the window's, on CUPTI's clock (the start is in `h.start`).
+        crate::cuda::cupti::ended_window(|host_end| {
             // SAFETY: as above; the closure runs once, so `parent` is moved out once.
             let parent = unsafe { std::ptr::read(&h.parent) };
             // As `Active::close` and `hand_over` describe it (a CUDA scope took its id at open).
             let spans = crate::spans::capture(None);
-            let (site, host_start, bytes, error, memory) = (h.site, h.start, h.bytes, false, None);
-            Call { site, scope_id, thread, error, host_start, host_end, bytes, memory, parent, spans }
+            let (site, host_start, bytes, error, memory, on_cupti_clock) =
+                (h.site, h.start, h.bytes, false, None, true);
+            Call { site, scope_id, thread, error, on_cupti_clock, host_start, host_end, bytes, memory, parent, spans }
         });
         true
     }
@@ -573,6 +565,7 @@ impl Active {
             scope_id: self.scope_id,
             thread: self.thread,
             error: host.error,
+            on_cupti_clock: false, // a CUDA window puts its own ends in (`CudaScope::finish`)
             host_start: host.start,
             host_end,
             bytes: host.bytes,

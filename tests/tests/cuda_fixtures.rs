@@ -10,6 +10,9 @@ use gpuspan::{Backend, Direction, Site, SiteDesc, SiteKind};
 use std::collections::{BTreeMap, HashMap};
 
 const CAPTURE: &[u8] = include_bytes!("../fixtures/cuda/capture.dump");
+/// Rank 0 of `multi_gpu` on two H200s (NVLink), both GPUs open, computing on the first, a peer
+/// copy to the second and a two-rank NCCL all-reduce (docs/multi-gpu.md, 2026-11-24).
+const TWO_GPUS: &[u8] = include_bytes!("../fixtures/cuda/two-h200-rank0.dump");
 
 /// One site per name found in the dump, as the annotated functions would have declared them.
 fn site(name: &str) -> &'static Site {
@@ -18,7 +21,7 @@ fn site(name: &str) -> &'static Site {
     let mut sites = SITES.lock().unwrap();
     sites.entry(name.to_owned()).or_insert_with(|| {
         let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
-        let kind = if name.starts_with("up_") || name == "down" || name == "d2d" {
+        let kind = if name.starts_with("up_") || ["down", "d2d", "peer_copy"].contains(&name) {
             SiteKind::Transfer
         } else {
             SiteKind::Kernel
@@ -39,8 +42,12 @@ fn site(name: &str) -> &'static Site {
     })
 }
 
+fn frames_of(dump: &[u8]) -> Vec<Frame> {
+    parse::dump::read(dump).expect("fixture reads")
+}
+
 fn frames() -> Vec<Frame> {
-    parse::dump::read(CAPTURE).expect("fixture reads")
+    frames_of(CAPTURE)
 }
 
 fn raws(offsets: &[u32], bytes: &[u8]) -> Vec<Raw> {
@@ -53,7 +60,15 @@ fn raws(offsets: &[u32], bytes: &[u8]) -> Vec<Raw> {
 type Resolved = Vec<(usize, Record)>;
 
 fn replay() -> (Resolved, Vec<(usize, String)>) {
-    let frames = frames();
+    let (out, notes, counts) = replay_dump(CAPTURE, 1);
+    // All but the async scope and the synchronous one inside its poll (both push their ids).
+    assert_eq!(counts.window_scopes + 2, counts.scopes_resolved, "{counts:?}");
+    (out, notes)
+}
+
+/// Replays a dump of a process that saw `devices` GPUs: every call must resolve, in time.
+fn replay_dump(dump: &[u8], devices: usize) -> (Resolved, Vec<(usize, String)>, gpuspan::cuda::replay::Counts) {
+    let frames = frames_of(dump);
     let names: HashMap<u64, String> = frames
         .iter()
         .filter_map(|f| match f {
@@ -61,7 +76,8 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
             _ => None,
         })
         .collect();
-    let mut resolver = Resolver::new(gpuspan::cuda::replay::device_labels(vec!["captured GPU".into()]));
+    let labels = (0..devices).map(|i| format!("captured GPU {i}")).collect();
+    let mut resolver = Resolver::new(gpuspan::cuda::replay::device_labels(labels));
     let mut out = Vec::new();
     let mut notes = Vec::new();
     let mut now = 0;
@@ -95,10 +111,8 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
     assert_eq!(resolver.pending(), 0, "everything captured resolves");
     assert_eq!(resolver.held_calls(), 0, "every call is decided");
     let counts = resolver.counts();
-    // All but the async scope and the synchronous one inside its poll (both push their ids).
-    assert_eq!(counts.window_scopes + 2, counts.scopes_resolved, "{counts:?}");
     assert_eq!(counts.deadline_scopes + counts.stale_scopes, 0, "{counts:?}");
-    (out, notes)
+    (out, notes, counts)
 }
 
 fn kernels(r: &Record) -> Vec<(String, [u32; 3])> {
@@ -329,4 +343,49 @@ fn windows_attribute_by_thread_and_time() {
     assert!(r.poll(0).is_empty());
     assert_eq!(r.force().len(), 1);
     assert_eq!((r.pending(), r.counts().deadline_scopes), (0, 1));
+}
+
+#[test]
+fn two_gpus_records_of_both_devices_resolve_to_their_calls() {
+    let (records, _, counts) = replay_dump(TWO_GPUS, 2);
+    assert_eq!(counts.window_scopes, counts.scopes_resolved, "every scope synchronous: {counts:?}");
+    let devices: std::collections::BTreeSet<u32> =
+        records.iter().flat_map(|(_, r)| &r.activities).filter_map(|a| a.device.as_ref().map(|d| d.id)).collect();
+    assert_eq!(devices, [0, 1].into(), "work on both GPUs of the process");
+    // NCCL's kernel is launched on the calling thread, inside the annotated all-reduce.
+    let reduce = of(&records, "all_reduce");
+    assert!(!reduce.is_empty());
+    assert!(
+        reduce.iter().any(|r| kernels(r).iter().any(|(name, _)| name.starts_with("ncclDevKernel_AllReduce"))),
+        "{:?}",
+        reduce.iter().map(|r| kernels(r)).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn two_gpus_a_peer_copy_arrives_as_two_halves_one_per_device() {
+    // What CUPTI 13 gave for `cuMemcpyPeerAsync` between two H200s with peer access: no
+    // `MEMCPY2`, but two `MEMCPY` records with the copy's correlation id, a "DtoH" on the source
+    // and an "HtoD" on the destination, both between device memory (docs/multi-gpu.md). Both
+    // are the call's; neither names the pair, so no link can be given.
+    let (records, _, _) = replay_dump(TWO_GPUS, 2);
+    let copies = of(&records, "peer_copy");
+    assert_eq!(copies.len(), 2, "the example copies twice");
+    for r in copies {
+        let halves: Vec<(u32, u64, MemoryKind, MemoryKind)> = r
+            .activities
+            .iter()
+            .filter_map(|a| match a.kind {
+                ActivityKind::Copy { bytes, src, dst, .. } => Some((a.device.as_ref()?.id, bytes, src, dst)),
+                _ => None,
+            })
+            .collect();
+        let mib64 = 64 << 20;
+        assert_eq!(
+            halves,
+            [(0, mib64, MemoryKind::Device, MemoryKind::Device), (1, mib64, MemoryKind::Device, MemoryKind::Device)],
+            "{r:?}"
+        );
+        assert!(r.activities.iter().all(|a| a.src_device.is_none() && a.dst_device.is_none()));
+    }
 }

@@ -10,7 +10,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use gpuspan::cuda::Timing;
-use gpuspan::record::{ActivityKind, MemoryKind};
+use gpuspan::record::{ActivityKind, Interval, MemoryKind};
 use gpuspan::{gpu_kernel, gpu_transfer, Backend, Capture, Direction, Record, TimingSource};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -299,6 +299,19 @@ fn d2d(stream: &Arc<CudaStream>, src: &CudaSlice<f32>, dst: &mut CudaSlice<f32>)
     stream.memcpy_dtod(src, dst)
 }
 
+/// The same copy as one `cuMemcpyAsync` on unified addresses (what `cudaMemcpyAsync` does, and
+/// the multi-GPU example's `peer_copy_uva`), `src` in another context.
+#[gpu_transfer(direction = gpu_to_gpu)]
+fn d2d_uva(stream: &Arc<CudaStream>, src: &CudaSlice<f32>, dst: &mut CudaSlice<f32>) -> Result<(), DriverError> {
+    use cudarc::driver::{DevicePtr, DevicePtrMut};
+    stream.context().bind_to_thread()?;
+    stream.wait(&src.stream().record_event(None)?)?;
+    let (src_ptr, _read) = src.device_ptr(src.stream());
+    let (dst_ptr, _write) = dst.device_ptr_mut(stream);
+    // SAFETY: both ranges are `src.num_bytes()` long and outlive the stream's work.
+    unsafe { cudarc::driver::sys::cuMemcpyAsync(dst_ptr, src_ptr, src.num_bytes(), stream.cu_stream()).result() }
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn transfers_have_exact_bytes_memory_kinds_and_bandwidth() {
@@ -353,8 +366,9 @@ fn transfers_have_exact_bytes_memory_kinds_and_bandwidth() {
 }
 
 /// A copy between two contexts takes the path of a copy between two GPUs (cudarc calls
-/// `cuMemcpyPeerAsync`, which CUPTI reports as a peer copy, `MEMCPY2`): on one GPU, with a
-/// second context, it must be timed by CUPTI and resolved at once (a scope waiting for a record
+/// `cuMemcpyPeerAsync`, which CUPTI reports as a peer copy, `MEMCPY2`; `d2d_uva` calls
+/// `cuMemcpyAsync` on unified addresses, as `cudaMemcpyAsync` does): on one GPU, with a second
+/// context, each way must be timed by CUPTI and resolved at once (a scope waiting for a record
 /// kind that is not enabled would hold `flush` for 30 s), on device 0, with its bytes.
 #[test]
 #[ignore = "needs a GPU"]
@@ -370,16 +384,20 @@ fn a_copy_between_two_contexts_is_timed_as_a_peer_copy() {
     g.stream.synchronize().expect("sync");
     stream2.synchronize().expect("sync");
     let capture = Capture::start_all_threads();
-    for _ in 0..2 {
-        d2d(&stream2, &src, &mut dst).expect("copy between contexts");
+    type Copy = fn(&Arc<CudaStream>, &CudaSlice<f32>, &mut CudaSlice<f32>) -> Result<(), DriverError>;
+    for (name, copy) in [("d2d", d2d as Copy), ("d2d_uva", d2d_uva)] {
+        stream2.memset_zeros(&mut dst).expect("clear");
+        for _ in 0..2 {
+            copy(&stream2, &src, &mut dst).unwrap_or_else(|e| panic!("{name}: copy between contexts: {e}"));
+        }
+        stream2.synchronize().expect("sync");
+        assert_eq!(stream2.clone_dtoh(&dst).expect("download")[12345], 12345.0, "{name} copied");
     }
-    stream2.synchronize().expect("sync");
     let t = Instant::now();
     flush();
     println!("flush after the copies: {:?}", t.elapsed());
-    assert_eq!(stream2.clone_dtoh(&dst).expect("download")[12345], 12345.0);
-    let records = capture.of("d2d");
-    assert_eq!(records.len(), 2);
+    let records = [capture.of("d2d"), capture.of("d2d_uva")].concat();
+    assert_eq!(records.len(), 4);
     let bytes = (n * 4) as u64;
     for r in &records {
         assert_eq!(r.source(), TimingSource::Cupti, "GPU-timed");
@@ -400,7 +418,8 @@ fn a_copy_between_two_contexts_is_timed_as_a_peer_copy() {
             })
             .collect();
         println!(
-            "copy between contexts: {copies:?}, {} ns, {:.1} GB/s",
+            "{}: copy between contexts: {copies:?}, {} ns, {:.1} GB/s",
+            r.site.desc.name,
             r.duration_ns(),
             r.bandwidth_bytes_per_s().unwrap_or(0.0) / 1e9
         );
@@ -501,6 +520,46 @@ fn nested_scopes_attribute_to_the_innermost_and_outside_work_is_unattributed() {
     assert!(grids("unattributed").contains(&[7, 7, 1]), "work outside scopes is recorded as unattributed");
     let counts = gpuspan::cuda::cupti_counts().expect("CUPTI counts");
     assert!(counts.window_scopes >= 2, "synchronous scopes are attributed by their windows: {counts:?}");
+    assert_inside(capture.of("inner")[0].host, capture.of("outer")[0].host);
+}
+
+/// A nested call's host interval lies strictly inside its caller's.
+fn assert_inside(inner: Interval, outer: Interval) {
+    assert!(
+        outer.start_ns < inner.start_ns && inner.end_ns < outer.end_ns,
+        "the inner call lies inside the outer: {inner:?} {outer:?}"
+    );
+}
+
+/// Outlives many calibrations of CUPTI's clock, while its inner calls end and are mapped.
+#[gpu_kernel]
+fn long_outer(stream: &Arc<CudaStream>, tag: &CudaFunction) {
+    for _ in 0..5 {
+        inner(stream, tag);
+        // The resolver looks at the queues every 20 ms while scopes wait: it maps this inner
+        // call while the outer one is open, with the calibrations taken so far.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn a_scope_open_across_calibrations_still_holds_its_inner_calls_on_the_host_clock() {
+    let _s = serial();
+    let g = cupti_gpu();
+    let capture = Capture::start_all_threads();
+    long_outer(&g.stream, &g.tag);
+    flush();
+    let o = capture.of("long_outer")[0].host;
+    let inner: Vec<_> = capture.of("inner").iter().map(|r| r.host).collect();
+    assert_eq!(inner.len(), 5);
+    // Window scopes are timed on CUPTI's clock and mapped by the resolver (decision 46): each
+    // inner call was mapped while the outer one was still open, the outer one at its end.
+    for &i in &inner {
+        assert_inside(i, o);
+    }
+    assert!(inner.windows(2).all(|w| w[0].end_ns < w[1].start_ns), "one after the other: {inner:?}");
+    assert!(o.end_ns - o.start_ns >= 150_000_000, "the outer call lasted its sleeps: {o:?}");
 }
 
 #[gpu_kernel]

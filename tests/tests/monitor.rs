@@ -47,9 +47,9 @@ fn child_without_nvml() {
     gpuspan::flush();
     let record = capture.of("upload").pop().expect("recorded");
     assert!(record.attributes().iter().all(|(k, _)| !k.starts_with("gpu.device.") && !k.contains("link_efficiency")));
-    let t = Instant::now();
+    // The sampler ends on its own when NVML is missing: stopping it finds it finished (within
+    // `stop`'s own bound; no wall-clock assertion, which a busy machine could break).
     assert!(monitor::stop(), "the sampler had ended already");
-    assert!(t.elapsed() < Duration::from_millis(100), "stop took {:?}", t.elapsed());
     let stats = monitor::sampler_stats().expect("a sampler was started");
     assert_eq!((stats.rounds, stats.devices, stats.running), (0, 0, false));
     drop(guard); // prints the summary, whose notes hold the message

@@ -7,14 +7,19 @@
 //! their call, copies between GPUs with their link where there are two).
 //!
 //! The programs are looked for in `MULTI_GPU_BINS`, else next to this test's `deps/` folder:
-//! `cargo build -p gpuspan-examples --no-default-features --features cuda,nccl --bin multi_gpu
-//! --bin multi_gpu_launch && cargo build -p gpuspan-cli` first.
+//! `cargo build -p gpuspan-examples --no-default-features --features cuda,nccl,otlp --bin multi_gpu
+//! --bin multi_gpu_launch && cargo build -p gpuspan-cli` first (`otlp`: the launcher's and the ranks'
+//! spans, sent to the collector `scripts/collector` runs; scripts/test installs it).
 #![cfg(feature = "cuda")]
 
+mod otlp_common;
+
+use otlp_common::{all_named, assert_no_orphans, by_name, test_id, Collector};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 fn bin(name: &str) -> PathBuf {
     let dir = match std::env::var_os("MULTI_GPU_BINS") {
@@ -28,7 +33,7 @@ fn bin(name: &str) -> PathBuf {
     assert!(
         p.is_file(),
         "{} is missing: build it first with `cargo build -p gpuspan-examples --no-default-features --features \
-         cuda,nccl --bin multi_gpu --bin multi_gpu_launch && cargo build -p gpuspan-cli`",
+         cuda,nccl,otlp --bin multi_gpu --bin multi_gpu_launch && cargo build -p gpuspan-cli`",
         p.display()
     );
     p
@@ -116,6 +121,9 @@ fn without_a_gpu_the_launcher_runs_two_ranks_and_merges_their_captures() {
         assert!(dir.join(format!("rank{rank}.gpuspan")).is_file(), "rank {rank}'s capture");
     }
 
+    // The ranks side by side: nothing ran on a GPU, so nothing to compare, said so.
+    assert!(stdout.contains("- no GPU compute timed in any rank: nothing to compare"), "{stdout}");
+
     // One timeline, one process per rank, named after the program and labelled with its capture.
     let merged: Value = serde_json::from_slice(&std::fs::read(dir.join("merged.trace.json")).expect("merged timeline"))
         .expect("valid JSON");
@@ -139,6 +147,58 @@ fn without_a_gpu_the_launcher_runs_two_ranks_and_merges_their_captures() {
         .map(|c| c["pid"].as_u64().unwrap())
         .collect();
     assert_eq!(captured, pids, "the merge holds the processes the launcher started");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With an OTLP endpoint, one trace for the job: the launcher's own span, a child of the
+/// `TRACEPARENT` it was given, and under it each rank's span with the rank on its resource. No
+/// span's parent is missing from what the collector received but the given one.
+#[test]
+fn the_launcher_exports_the_job_span_every_rank_hangs_under() {
+    no_gpu_here();
+    let collector = Collector::shared_or_own();
+    let id = test_id("launch-otlp");
+    let (trace, given) = ("5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174");
+    let dir = temp_dir("otlp");
+    let out = clean(bin("multi_gpu_launch"))
+        .args(["--out".as_ref(), dir.as_os_str(), "--program".as_ref(), bin("multi_gpu").as_os_str()])
+        .env("WORLD_SIZE", "2")
+        .env("TRACEPARENT", format!("00-{trace}-{given}-01"))
+        .env("GPUSPAN_CLI", bin("gpuspan"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.grpc_url())
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_RESOURCE_ATTRIBUTES", format!("test.id={id}"))
+        .output()
+        .expect("run multi_gpu_launch");
+    let (stdout, stderr) = text(&out);
+    println!("--- stdout\n{stdout}--- stderr\n{stderr}");
+    assert!(out.status.success(), "{}", out.status);
+
+    collector.wait_spans(&id, Duration::from_secs(20), |s| s.len() >= 3);
+    std::thread::sleep(Duration::from_millis(300)); // nothing more should come
+    let spans = collector.spans(&id);
+    let names: Vec<&Value> = spans.iter().map(|s| &s["name"]).collect();
+    assert_eq!(spans.len(), 3, "the job's span and one per rank: {names:?}");
+    assert!(spans.iter().all(|s| s["trace_id"] == trace), "every span joins the given trace");
+    assert_no_orphans(&spans, &[given]);
+    let job = by_name(&spans, "multi_gpu_launch");
+    assert_eq!(job["parent_span_id"], given, "the job's span is a child of the launcher's TRACEPARENT");
+    assert_eq!(job["attributes"]["job.world_size"], 2);
+    let job_id = job["span_id"].as_str().expect("span id");
+    assert!(
+        stdout.contains(&format!("TRACEPARENT=00-{trace}-{job_id}-01")),
+        "the ranks were given the job's span as their parent: {stdout}"
+    );
+    let mut ranks: Vec<i64> = all_named(&spans, "multi_gpu")
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r["parent_span_id"], job_id, "a rank hangs under the job's span");
+            assert_eq!(r["attributes"]["job.rank"], r["resource"]["job.rank"]);
+            r["resource"]["job.rank"].as_i64().expect("the rank on the resource")
+        })
+        .collect();
+    ranks.sort_unstable();
+    assert_eq!(ranks, [0, 1]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

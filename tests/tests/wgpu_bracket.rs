@@ -37,6 +37,8 @@ struct Compute {
     staging: wgpu::Buffer,
     /// When the read-back's map callback ran, on gpuspan's host clock.
     mapped_at: Arc<AtomicU64>,
+    /// When each upload's submission was done on the GPU, on gpuspan's host clock.
+    uploaded_at: Arc<Mutex<Vec<u64>>>,
 }
 
 impl Compute {
@@ -47,7 +49,7 @@ impl Compute {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Compute { gpu, staging, mapped_at: Arc::new(AtomicU64::new(0)) }
+        Compute { gpu, staging, mapped_at: Arc::new(AtomicU64::new(0)), uploaded_at: Arc::default() }
     }
 
     fn encode(&self) -> wgpu::CommandBuffer {
@@ -120,9 +122,25 @@ impl Compute {
     async fn upload_async(&self, data: &[u8], fail: bool) -> Result<usize, String> {
         self.gpu.queue.write_buffer(&self.gpu.buffer, 0, data);
         self.gpu.queue.submit([]);
+        self.submission_done().await;
         tokio::time::sleep(HOST_WORK).await;
         refuse(fail)?;
         Ok(data.len())
+    }
+}
+
+impl Compute {
+    /// Waits, without blocking a worker, until the GPU has done what was submitted, and notes
+    /// when: the bracket's end timestamp was written before then.
+    async fn submission_done(&self) {
+        let done = Arc::new(AtomicU64::new(0));
+        let at = done.clone();
+        self.gpu.queue.on_submitted_work_done(move || at.store(gpuspan::clock::now_ns(), Ordering::SeqCst));
+        while done.load(Ordering::SeqCst) == 0 {
+            let _ = self.gpu.device.poll(wgpu::PollType::Poll);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        self.uploaded_at.lock().unwrap().push(done.load(Ordering::SeqCst));
     }
 }
 
@@ -179,21 +197,25 @@ fn async_bracket_left_by_question_mark_ends_at_its_submission() {
     let done = rt.block_on(async move { tokio::spawn(async move { c.upload_async(&d, false).await }).await });
     assert_eq!(done.expect("task"), Ok(compute.gpu.buffer.size() as usize));
     assert!(gpuspan::flush(), "flush left GPU work pending");
-    let records = capture.of("async_upload_or_fail");
+    let mut records = capture.of("async_upload_or_fail");
     assert_eq!(records.len(), 2, "{records:?}");
-    assert_eq!(records.iter().filter(|r| r.error).count(), 1, "the `?` exit marks its call: {records:?}");
-    for r in &records {
+    records.sort_by_key(|r| r.host.start_ns);
+    assert!(records[0].error && !records[1].error, "the `?` exit marks its call: {records:?}");
+    let uploaded_at = compute.uploaded_at.lock().unwrap().clone();
+    for (r, done) in records.iter().zip(uploaded_at) {
         let g = gpu_timing(r);
         assert!(g.bracketed && !g.bracket_at_exit, "{g:?}");
         assert!(bracket_end(r).contains("last_submit"), "{}", bracket_end(r));
-        // The sleep after the submission is the call's, not the bracket's.
+        // The sleep after the submission is the call's, not the bracket's: the end was written
+        // before the GPU said the submission was done, and the call went on for the sleep.
         assert!(
-            g.interval.end_ns <= r.host.end_ns.saturating_sub(HOST_WORK.as_nanos() as u64) + g.clock_error_ns,
-            "bracket end {} holds the host's wait (call end {}, error bound {})",
+            g.interval.end_ns <= done + g.clock_error_ns,
+            "bracket end {} after its submission was done {} (error bound {})",
             g.interval.end_ns,
-            r.host.end_ns,
+            done,
             g.clock_error_ns
         );
+        assert!(r.host.end_ns >= done + HOST_WORK.as_nanos() as u64, "the call held the sleep: {r:?}");
     }
 }
 

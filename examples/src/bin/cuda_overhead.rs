@@ -12,7 +12,7 @@
 //!
 //! `cuda_overhead <bare|cupti-kernel|gpuspan> [launches]` prints ns per launch (median of the
 //! batches) and the distribution of single launches; in the gpuspan process also the median (and
-//! quartiles) of the Annotated/Unscoped ratio over 41 tightly alternating pairs of short batches.
+//! quartiles) of the Annotated/Unscoped ratio over 201 tightly alternating pairs of short batches.
 //! `cuda_overhead count-window <host|window> [calls]` runs the window path without CUDA for callgrind
 //! (`scripts/count-window`).
 //! `cuda_overhead parts [calls]` times the pieces of a CUDA scope without a launch, and compares
@@ -116,7 +116,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(per)
     };
     const ROUNDS: usize = 9;
-    const PAIRS: usize = 41;
+    // Enough pairs that the median's 95 % interval (order statistics) is a few tenths of a per
+    // cent wide: with 41 the pairs' quartiles spanned up to 15 % and the median moved by more
+    // than the cost it measured from one process to the next.
+    const PAIRS: usize = 201;
     let mut batches = vec![Vec::new(); variants.len()];
     let mut each = vec![Vec::new(); variants.len()];
     for &v in variants {
@@ -168,10 +171,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         deltas.sort_by(f64::total_cmp);
         let q = |v: &[f64], q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
         let pct = |r: f64| format!("{:+.1} %", 100.0 * (r - 1.0));
+        // The median's 95 % confidence interval: the order statistics n/2 ± 0.98·√n.
+        let half = (0.98 * (pairs as f64).sqrt()).ceil() as usize;
+        let (lo, hi) = (ratios[pairs / 2 - half], ratios[pairs / 2 + half]);
         println!(
             "{mode}/pairs: Annotated vs Unscoped, median of {pairs} alternating pairs of {short} launches: {} \
-             (quartiles {} .. {}, min {} max {}); Annotated - Unscoped {:+.0} ns (quartiles {:+.0} .. {:+.0})",
+             (95 % interval {} .. {}; quartiles {} .. {}, min {} max {}); Annotated - Unscoped {:+.0} ns \
+             (quartiles {:+.0} .. {:+.0})",
             pct(q(&ratios, 0.5)),
+            pct(lo),
+            pct(hi),
             pct(q(&ratios, 0.25)),
             pct(q(&ratios, 0.75)),
             pct(ratios[0]),

@@ -1,6 +1,7 @@
 //! Several GPUs, timed by gpuspan: on each GPU of the process a kernel compiled with NVRTC and a
-//! cuBLAS sgemm; a copy from one GPU to another (`#[gpu_transfer(direction = gpu_to_gpu)]`,
-//! `cuMemcpyPeerAsync` with peer access enabled where the GPUs allow it); and an NCCL all-reduce
+//! cuBLAS sgemm; a copy from one GPU to another (`#[gpu_transfer(direction = gpu_to_gpu)]`, with
+//! peer access enabled where the GPUs allow it) made two ways: cudarc's `cuMemcpyPeerAsync`
+//! (`peer_copy`) and `cuMemcpyAsync` on unified addresses (`peer_copy_uva`); and an NCCL all-reduce
 //! inside an annotated function when libnccl can be loaded. Then it checks what gpuspan recorded:
 //! every call on the device it ran on, the NCCL kernels inside their call, the results right.
 //!
@@ -21,7 +22,9 @@
 //! nothing here calls `cuMulticastCreate`. docs/multi-gpu.md has the commands.
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg,
+};
 use gpuspan::cuda::Timing;
 use gpuspan::record::{ActivityKind, Record};
 use gpuspan::{gpu_kernel, gpu_transfer, TimingSource};
@@ -90,6 +93,21 @@ fn peer_copy(stream: &Arc<CudaStream>, src: &CudaSlice<f32>, dst: &mut CudaSlice
     stream.memcpy_dtod(src, dst)
 }
 
+/// The same copy as one `cuMemcpyAsync` on unified addresses, the call `cudaMemcpyAsync` makes
+/// for PyTorch's `copy_` between GPUs: the driver finds both devices from the pointers. On two
+/// H200s `cuMemcpyPeerAsync` ran at a tenth of PyTorch's rate (docs/multi-gpu.md); this times
+/// the other path beside it.
+#[gpu_transfer(direction = gpu_to_gpu, bytes = src.len() * std::mem::size_of::<f32>(), trace_all)]
+fn peer_copy_uva(stream: &Arc<CudaStream>, src: &CudaSlice<f32>, dst: &mut CudaSlice<f32>) -> Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    // As cudarc's own cross-context copy: wait for `src` through an event of its stream.
+    stream.wait(&src.stream().record_event(None)?)?;
+    let (src_ptr, _read) = src.device_ptr(src.stream());
+    let (dst_ptr, _write) = dst.device_ptr_mut(stream);
+    // SAFETY: both ranges are `src.num_bytes()` long and live until the stream is synchronized.
+    unsafe { cudarc::driver::sys::cuMemcpyAsync(dst_ptr, src_ptr, src.num_bytes(), stream.cu_stream()).result() }
+}
+
 /// One all-reduce (sum) of `send` into `recv` over every communicator of this process, in one
 /// NCCL group: the GPU work NCCL enqueues, on every GPU of the group, is this call's. Not in
 /// place: with a single rank NCCL then still copies (in place it would enqueue nothing).
@@ -134,6 +152,23 @@ impl Job {
     /// Several processes: each owns the first GPU it sees.
     fn ranked(&self) -> bool {
         self.world > 1
+    }
+
+    /// This process's span in the job's trace, the parent of its calls' spans (feature `otlp`,
+    /// when OTLP export runs): under a launcher, the child of the launcher's span.
+    #[cfg(feature = "otlp")]
+    fn span(&self, guard: &gpuspan::Guard) -> Option<tracing::span::EnteredSpan> {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry().with(guard.otlp_layer()).try_init().ok()?;
+        Some(
+            tracing::info_span!("multi_gpu", job.rank = self.rank as i64, job.world_size = self.world as i64).entered(),
+        )
+    }
+
+    /// Built without OTLP export: none.
+    #[cfg(not(feature = "otlp"))]
+    fn span(&self, _guard: &gpuspan::Guard) -> Option<std::convert::Infallible> {
+        None
     }
 
     fn who(&self) -> String {
@@ -195,7 +230,8 @@ fn main() -> ExitCode {
             // second line); a capture the launcher asked for is still written (empty), so that
             // its merge shows every rank of the job.
             std::env::set_var("GPUSPAN_MONITOR", "off");
-            let _guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
+            let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
+            let _span = job.span(&guard);
             println!("{}: no CUDA device found, nothing to run ({e})", job.who());
             return ExitCode::SUCCESS;
         }
@@ -217,7 +253,8 @@ fn main() -> ExitCode {
 
 fn run(job: Job, visible: usize) -> Result<Checks, Box<dyn std::error::Error>> {
     let who = job.who();
-    let _guard = gpuspan::init();
+    let guard = gpuspan::init();
+    let _span = job.span(&guard);
     let timing = gpuspan::cuda::start();
     let capture = gpuspan::Capture::start_all_threads();
     let mut checks = Checks::default();
@@ -274,12 +311,15 @@ fn run(job: Job, visible: usize) -> Result<Checks, Box<dyn std::error::Error>> {
         let src = gpus[s].stream.clone_htod(&host)?;
         let mut dst = gpus[d].stream.alloc_zeros::<f32>(N)?;
         gpus[s].stream.synchronize()?;
-        // Twice: the first copy also sets the peer mapping up.
-        for _ in 0..2 {
-            peer_copy(&gpus[d].stream, &src, &mut dst)?;
+        // Each way twice: the first copy also sets the peer mapping up.
+        for (name, copy) in COPIES {
+            gpus[d].stream.memset_zeros(&mut dst)?;
+            for _ in 0..2 {
+                copy(&gpus[d].stream, &src, &mut dst)?;
+            }
+            let back = gpus[d].stream.clone_dtoh(&dst)?;
+            checks.check(back[..1024] == host[..1024], || format!("{name} {s} → {d}: wrong data"));
         }
-        let back = gpus[d].stream.clone_dtoh(&dst)?;
-        checks.check(back[..1024] == host[..1024], || format!("copy {s} → {d}: wrong data"));
         copies.push((s, d, access));
     }
 
@@ -294,6 +334,12 @@ fn run(job: Job, visible: usize) -> Result<Checks, Box<dyn std::error::Error>> {
     drop(kept);
     Ok(checks)
 }
+
+/// A copy from one GPU to another, on the destination's stream.
+type Copy = fn(&Arc<CudaStream>, &CudaSlice<f32>, &mut CudaSlice<f32>) -> Result<(), DriverError>;
+
+/// The two ways a copy between GPUs is made, by site name.
+const COPIES: [(&str, Copy); 2] = [("peer_copy", peer_copy), ("peer_copy_uva", peer_copy_uva)];
 
 /// Lets each of two GPUs' contexts reach the other's memory, where the hardware allows it:
 /// then a peer copy goes GPU to GPU (NVLink or PCIe) instead of through host memory. Says what
@@ -427,6 +473,59 @@ fn exchange_id(job: Job) -> Result<Option<[std::ffi::c_char; 128]>, String> {
     Ok(Some(id))
 }
 
+/// The records of one way of copying (`site`): two calls per pair of GPUs, the second reported
+/// and checked (the first also set the peer mapping up).
+fn report_copies(
+    who: &str,
+    site: &str,
+    records: &[Record],
+    copies: &[(usize, usize, String)],
+    cuda_timed: bool,
+    cupti: bool,
+    checks: &mut Checks,
+) {
+    // Records arrive as they are resolved; the calls' order is their host start's.
+    let mut calls: Vec<&Record> = records.iter().filter(|r| r.site.desc.name == site).collect();
+    calls.sort_by_key(|r| r.host.start_ns);
+    checks.check(calls.len() == 2 * copies.len(), || {
+        format!("{} {site} records for {} copies", calls.len(), 2 * copies.len())
+    });
+    for (i, (s, d, access)) in copies.iter().enumerate() {
+        let Some(r) = calls.get(2 * i + 1) else { continue };
+        let attrs = r.attributes();
+        let attr = |k: &str| attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| format!("{v:?}"));
+        let bw = r.bandwidth_bytes_per_s().unwrap_or(0.0);
+        println!(
+            "{who}: {site} GPU {s} → GPU {d} ({access}): {} B in {:.1} µs = {:.1} GB/s, {:?} timing; link {}, efficiency {}",
+            r.bytes.unwrap_or(0),
+            r.duration_ns() as f64 / 1e3,
+            bw / 1e9,
+            r.source(),
+            attr("gpu_transfer.link").unwrap_or_else(|| "unknown".into()),
+            attr("gpu_transfer.link_efficiency").unwrap_or_else(|| "unknown (needs the nvml feature and NVML)".into()),
+        );
+        checks.check(r.bytes == Some((N * 4) as u64), || format!("{site} {s} → {d}: {:?} bytes recorded", r.bytes));
+        if cuda_timed {
+            let copied: Vec<_> = r
+                .activities
+                .iter()
+                .filter_map(|a| match a.kind {
+                    ActivityKind::Copy { bytes, .. } => {
+                        Some((bytes, a.src_device.as_ref().map(|x| x.id), a.dst_device.as_ref().map(|x| x.id)))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if cupti {
+                checks.check(r.source() == TimingSource::Cupti, || format!("{site} {s} → {d} was not GPU-timed"));
+                checks.check(copied == [((N * 4) as u64, Some(*s as u32), Some(*d as u32))], || {
+                    format!("{site} {s} → {d}: CUPTI recorded {copied:?}")
+                });
+            }
+        }
+    }
+}
+
 /// What gpuspan recorded, checked against what was done, and the figures of the run.
 fn report(
     who: &str,
@@ -476,47 +575,9 @@ fn report(
         println!("{who}: GPU {d}: {calls} compute calls, busy {:.3} ms (kernels and copies, union)", busy as f64 / 1e6);
     }
 
-    // Copies: bytes, bandwidth, link.
-    // Records arrive as they are resolved; the calls' order is their host start's.
-    let mut peer: Vec<&Record> = records.iter().filter(|r| r.site.desc.name == "peer_copy").collect();
-    peer.sort_by_key(|r| r.host.start_ns);
-    checks.check(peer.len() == 2 * copies.len(), || {
-        format!("{} peer_copy records for {} copies", peer.len(), 2 * copies.len())
-    });
-    for (i, (s, d, access)) in copies.iter().enumerate() {
-        // The second copy of each pair: the first also set the mapping up.
-        let Some(r) = peer.get(2 * i + 1) else { continue };
-        let attrs = r.attributes();
-        let attr = |k: &str| attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| format!("{v:?}"));
-        let bw = r.bandwidth_bytes_per_s().unwrap_or(0.0);
-        println!(
-            "{who}: copy GPU {s} → GPU {d} ({access}): {} B in {:.1} µs = {:.1} GB/s, {:?} timing; link {}, efficiency {}",
-            r.bytes.unwrap_or(0),
-            r.duration_ns() as f64 / 1e3,
-            bw / 1e9,
-            r.source(),
-            attr("gpu_transfer.link").unwrap_or_else(|| "unknown".into()),
-            attr("gpu_transfer.link_efficiency").unwrap_or_else(|| "unknown (needs the nvml feature and NVML)".into()),
-        );
-        checks.check(r.bytes == Some((N * 4) as u64), || format!("copy {s} → {d}: {:?} bytes recorded", r.bytes));
-        if cuda_timed {
-            let copied: Vec<_> = r
-                .activities
-                .iter()
-                .filter_map(|a| match a.kind {
-                    ActivityKind::Copy { bytes, .. } => {
-                        Some((bytes, a.src_device.as_ref().map(|x| x.id), a.dst_device.as_ref().map(|x| x.id)))
-                    }
-                    _ => None,
-                })
-                .collect();
-            if cupti {
-                checks.check(r.source() == TimingSource::Cupti, || format!("copy {s} → {d} was not GPU-timed"));
-                checks.check(copied == [((N * 4) as u64, Some(*s as u32), Some(*d as u32))], || {
-                    format!("copy {s} → {d}: CUPTI recorded {copied:?}")
-                });
-            }
-        }
+    // Copies, each way: bytes, bandwidth, link.
+    for (name, _) in COPIES {
+        report_copies(who, name, records, copies, cuda_timed, cupti, checks);
     }
 
     match nccl {

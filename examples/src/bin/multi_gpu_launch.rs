@@ -7,8 +7,10 @@
 //!
 //! Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, a `CUDA_VISIBLE_DEVICES`
 //! that lists its own GPU first and the others after it (rank 1 of 2: `1,0`), so that it
-//! computes on its GPU and copies to the next rank's; the launcher's `TRACEPARENT` (one is made
-//! when it has none), so that every rank's spans join one trace; `GPUSPAN_CAPTURE` and
+//! computes on its GPU and copies to the next rank's; a `TRACEPARENT`, so that every rank's spans
+//! join one trace: built with `otlp` and with `OTEL_EXPORTER_OTLP_ENDPOINT` set, the context of
+//! the launcher's own span `multi_gpu_launch`, which it exports (a child of its own
+//! `TRACEPARENT`, when it has one); otherwise its own `TRACEPARENT`, or one made when it has none; `GPUSPAN_CAPTURE` and
 //! `GPUSPAN_TRACE_FILE` in the output folder; `MULTI_GPU_NCCL_ID`, the file through which rank 0
 //! hands NCCL's id to the others; and `NCCL_NVLS_ENABLE=0`, `TORCH_SYMM_MEM_DISABLE_MULTICAST=1`,
 //! `NVSHMEM_DISABLE_NVLS=1` (NVLink multicast stays off on shared hosts).
@@ -26,8 +28,9 @@
 //! (gpuspan's summary) goes to `<out>/rank<r>.stderr` and is printed after all have ended; their
 //! stdout is this one's. Ranks still running after the timeout (default 600 s) are killed.
 //! With `--cupti-dump` each rank also writes its raw CUPTI traffic to `<out>/rank<r>.cupti.dump`
-//! (`GPUSPAN_CUPTI_DUMP`: the fixtures the replay tests read). Exits 0 when every rank and the
-//! merge succeeded.
+//! (`GPUSPAN_CUPTI_DUMP`: the fixtures the replay tests read). With several ranks it then prints
+//! `gpuspan ranks` of their captures (each rank's compute and collective time, the straggler).
+//! Exits 0 when every rank, the merge and the comparison succeeded.
 
 use std::ffi::OsString;
 use std::hash::BuildHasher;
@@ -115,6 +118,60 @@ fn new_traceparent() -> String {
     format!("00-{a:016x}{b:016x}-{:016x}-01", c | 1)
 }
 
+/// The job's root span, exported when the environment asks for OTLP export
+/// (`OTEL_EXPORTER_OTLP_ENDPOINT`; feature `otlp`): the ranks get its context as their
+/// `TRACEPARENT`, so that the collector receives the span they hang under. Its own parent is
+/// the launcher's `TRACEPARENT`, when it has one. Ended and sent when dropped, with the ranks
+/// done.
+#[cfg(feature = "otlp")]
+struct JobSpan {
+    // Fields drop in order: the span ends before the export shuts down, so it is sent.
+    _span: tracing::span::EnteredSpan,
+    _gpuspan: gpuspan::Guard,
+}
+
+#[cfg(feature = "otlp")]
+impl JobSpan {
+    fn open(world: usize, program: &Path) -> Option<JobSpan> {
+        use tracing_subscriber::prelude::*;
+        if !gpuspan::otlp::OtlpConfig::env_requests_export() {
+            return None;
+        }
+        // Only the export: the launcher runs no annotated call to summarise or capture, and
+        // samples no device (its ranks do). The ranks inherit GPUSPAN_MONITOR as it was.
+        let monitor = std::env::var_os("GPUSPAN_MONITOR");
+        std::env::set_var("GPUSPAN_MONITOR", "off");
+        let guard = gpuspan::Config::from_env().summary(false).no_trace_file().no_capture().live(false).init();
+        match monitor {
+            Some(v) => std::env::set_var("GPUSPAN_MONITOR", v),
+            None => std::env::remove_var("GPUSPAN_MONITOR"),
+        }
+        tracing_subscriber::registry().with(guard.otlp_layer()).try_init().ok()?;
+        let span = tracing::info_span!("multi_gpu_launch", job.world_size = world as i64, program = %program.display());
+        Some(JobSpan { _span: span.entered(), _gpuspan: guard })
+    }
+
+    /// The span's context (it is entered on this thread).
+    fn traceparent(&self) -> Option<String> {
+        gpuspan::otlp::traceparent()
+    }
+}
+
+/// Built without OTLP export: no span of the launcher's own.
+#[cfg(not(feature = "otlp"))]
+struct JobSpan;
+
+#[cfg(not(feature = "otlp"))]
+impl JobSpan {
+    fn open(_world: usize, _program: &Path) -> Option<JobSpan> {
+        None
+    }
+
+    fn traceparent(&self) -> Option<String> {
+        None
+    }
+}
+
 /// The file of Python's NCCL wheel (`nvidia-nccl-cu13`), or the one `MULTI_GPU_NCCL_LIB` names.
 fn find_nccl() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("MULTI_GPU_NCCL_LIB") {
@@ -190,8 +247,12 @@ fn launch() -> Result<bool, String> {
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot make {}: {e}", out.display()))?;
     let out = out.canonicalize().map_err(|e| format!("{}: {e}", out.display()))?;
     let program = o.program.unwrap_or_else(|| beside_me("multi_gpu"));
-    let traceparent =
-        std::env::var("TRACEPARENT").ok().filter(|v| !v.trim().is_empty()).unwrap_or_else(new_traceparent);
+    let job_span = JobSpan::open(world, &program);
+    let traceparent = job_span
+        .as_ref()
+        .and_then(JobSpan::traceparent)
+        .or_else(|| std::env::var("TRACEPARENT").ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(new_traceparent);
     let id_file = out.join("nccl.id");
     let _ = std::fs::remove_file(&id_file); // a stale id would send the ranks to a dead rank 0
 
@@ -315,6 +376,17 @@ fn launch() -> Result<bool, String> {
                 cli.display()
             );
             ok = false;
+        }
+    }
+    // Which rank the others waited for: the ranks side by side.
+    if present.len() > 1 {
+        match Command::new(&cli).arg("ranks").args(&present).status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => {
+                println!("multi_gpu_launch: `{} ranks` failed ({s})", cli.display());
+                ok = false;
+            }
+            Err(e) => println!("multi_gpu_launch: cannot run {} ranks ({e})", cli.display()),
         }
     }
     Ok(ok)

@@ -337,10 +337,9 @@ fn clock_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
     all.iter()
         .filter(|s| s.clock.bounds.placed > 0)
         .map(|s| {
-            let name = super::devices()
-                .get(s.ctx.ordinal())
-                .map_or_else(|| format!("device {}", s.ctx.ordinal()), |d| d.name.to_string());
-            s.clock.bounds.line(&format!("{name} (CUDA events)"))
+            let ordinal = s.ctx.ordinal();
+            let name = super::devices().get(ordinal).map_or_else(|| "unnamed".to_owned(), |d| d.name.to_string());
+            s.clock.bounds.line(ordinal as u32, &format!("{name} (CUDA events)"))
         })
         .collect()
 }

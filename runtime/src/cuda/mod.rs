@@ -38,6 +38,7 @@ pub mod replay {
     pub use super::cupti::records::*;
 }
 
+use crate::clock;
 use crate::diagnostics::note_once;
 use crate::record::DeviceLabel;
 use crate::scope::{Call, GpuScope, Scope};
@@ -317,11 +318,10 @@ fn unregister(scope_id: u64) -> Option<Option<events::EventScope>> {
 /// The CUDA part of an open scope.
 #[derive(Debug)]
 pub(crate) enum CudaScope {
-    /// A synchronous scope under CUPTI: the API calls of its thread between `start` and its end
-    /// (CUPTI's clock) are its own. Becomes [`CudaScope::Cupti`] if it suspends (async).
-    Window {
-        start: u64,
-    },
+    /// A synchronous scope under CUPTI: the API calls of its thread in its window are its own;
+    /// the window is the call's interval, opened at the scope's start (CUPTI's clock, decision
+    /// 46). Becomes [`CudaScope::Cupti`] if it suspends (async).
+    Window,
     /// The scope id is pushed as CUPTI external correlation id (popped at the end if `pushed`).
     Cupti {
         pushed: bool,
@@ -346,11 +346,14 @@ const _: fn() = || {
 };
 
 impl CudaScope {
+    /// The scope's CUDA part and the call's start: a CUPTI window's start (CUPTI's clock), or
+    /// the host clock read before anything else of the scope (decision 46).
     #[inline]
-    fn start(scope_id: u64, stream: Option<&CudaStream>) -> CudaScope {
+    fn start(scope_id: u64, stream: Option<&CudaStream>) -> (CudaScope, u64) {
         match start() {
             Timing::Cupti => cupti::enter(scope_id),
             Timing::CudaEvent => {
+                let start = clock::raw();
                 let events = stream.and_then(|s| {
                     events::start(s)
                         .map_err(|e| {
@@ -360,19 +363,28 @@ impl CudaScope {
                         })
                         .ok()
                 });
-                CudaScope::Events { parked: register(scope_id, events).map(Box::new), named_stream: stream.is_some() }
+                (
+                    CudaScope::Events {
+                        parked: register(scope_id, events).map(Box::new),
+                        named_stream: stream.is_some(),
+                    },
+                    start,
+                )
             }
-            Timing::Host => CudaScope::Host,
+            Timing::Host => (CudaScope::Host, clock::raw()),
         }
     }
 
-    /// A bare scope (no stream in the signature) in a process that times CUDA.
+    /// A bare scope (no stream in the signature) in a process that times CUDA, as [`start`].
     #[inline]
-    fn bare(scope_id: u64) -> CudaScope {
+    fn bare(scope_id: u64) -> (CudaScope, u64) {
         match WATCH.load(Ordering::Relaxed) {
             WATCH_CUPTI => cupti::enter(scope_id),
-            WATCH_EVENTS => CudaScope::Events { parked: register(scope_id, None).map(Box::new), named_stream: false },
-            _ => CudaScope::Host,
+            WATCH_EVENTS => {
+                let start = clock::raw();
+                (CudaScope::Events { parked: register(scope_id, None).map(Box::new), named_stream: false }, start)
+            }
+            _ => (CudaScope::Host, clock::raw()),
         }
     }
 
@@ -383,7 +395,7 @@ impl CudaScope {
         match self {
             // An async scope suspends once before its body runs (`ScopedFuture::new`): nothing
             // ran in the window; from now on it pushes its id around each poll.
-            CudaScope::Window { .. } => {
+            CudaScope::Window => {
                 cupti::abandon_window();
                 *self = CudaScope::Cupti { pushed: false };
             }
@@ -405,7 +417,7 @@ impl CudaScope {
     /// An async scope runs again, perhaps on another thread (before a poll).
     pub(crate) fn resume(&mut self, scope_id: u64) {
         match self {
-            CudaScope::Window { .. } => {}
+            CudaScope::Window => {}
             CudaScope::Cupti { pushed } => {
                 if !*pushed {
                     *pushed = cupti::push(scope_id);
@@ -423,7 +435,8 @@ impl CudaScope {
     /// The scope ended: its record waits for the GPU's timing.
     pub(crate) fn finish(self, call: Call) {
         match self {
-            CudaScope::Window { start } => cupti::ended_window(start, || call),
+            // The call's ends are its window's, on CUPTI's clock (it opened at the window's start).
+            CudaScope::Window => cupti::ended_window(|end| Call { on_cupti_clock: true, host_end: end, ..call }),
             CudaScope::Cupti { pushed } => {
                 if pushed {
                     cupti::pop(call.scope_id);
@@ -460,7 +473,10 @@ impl Scope {
     /// Opens the scope of a CUDA site; `stream` is the site's stream, if it names one.
     #[inline]
     pub fn cuda(site: &'static Site, span: Span, bytes: Option<u64>, stream: Option<&CudaStream>) -> Scope {
-        Scope::open(site, span, bytes, |id| GpuScope::Cuda(CudaScope::start(id, stream)))
+        Scope::open_timed(site, span, bytes, |id| {
+            let (cuda, start) = CudaScope::start(id, stream);
+            (GpuScope::Cuda(cuda), start)
+        })
     }
 
     /// The scope of a bare site (no GPU resource in its signature) once CUDA is timed: under
@@ -468,7 +484,10 @@ impl Scope {
     /// host-timed.
     #[inline(never)]
     pub(crate) fn cuda_watched(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
-        Scope::open(site, span, bytes, |id| GpuScope::Cuda(CudaScope::bare(id)))
+        Scope::open_timed(site, span, bytes, |id| {
+            let (cuda, start) = CudaScope::bare(id);
+            (GpuScope::Cuda(cuda), start)
+        })
     }
 }
 

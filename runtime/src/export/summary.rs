@@ -45,10 +45,11 @@ pub struct SiteSummary {
 
 impl SiteSummary {
     /// Bytes per second over the summed duration, for transfers that moved bytes. None for a
-    /// read-back with host-timed calls: their host time is mostly waiting for the GPU.
+    /// read-back with host-timed calls: their host time is mostly waiting for the GPU. None for
+    /// a bracketed site: its durations are upper bounds (decision 26).
     pub fn bandwidth_bytes_per_s(&self) -> Option<f64> {
         let read_back = self.site.desc.direction == Some(crate::site::Direction::GpuToCpu);
-        if read_back && self.sources.contains(&TimingSource::Host) {
+        if self.bracketed || (read_back && self.sources.contains(&TimingSource::Host)) {
             return None;
         }
         (self.bytes > 0 && self.total_ns > 0).then(|| self.bytes as f64 * 1e9 / self.total_ns as f64)
@@ -196,10 +197,10 @@ impl fmt::Display for Summary {
                 }
                 let is_transfer = s.site.desc.kind == SiteKind::Transfer;
                 // A bracket times the submissions and whatever the GPU waited on between them:
-                // its durations are bounds, shown as such, and give no bandwidth.
+                // its durations are bounds, shown as such (and give no bandwidth).
                 let bound = if s.bracketed { "≤ " } else { "" };
                 let time = |ns: u64| format!("{bound}{}", format::duration(ns));
-                let bandwidth = if s.bracketed { None } else { s.bandwidth_bytes_per_s() };
+                let bandwidth = s.bandwidth_bytes_per_s();
                 [
                     format::name(s.site.desc.name),
                     format!("{}/{}", s.site.desc.kind.as_str(), s.backend_label()),

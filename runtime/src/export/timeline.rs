@@ -5,10 +5,13 @@
 //! "GPU" has one track per device (and per CUDA stream) with the GPU interval and the kernels
 //! and copies inside it; calls whose work ran on several devices have a track of their own, their
 //! kernels and copies on each device's tracks. A flow arrow joins each host span to its GPU work.
+//! Events that overlap on a track without nesting go on lanes of it, each a track of its own
+//! (`gpuspan_capture::lanes`: Perfetto drops them otherwise).
 
 use crate::diagnostics::{Losses, LOSSES};
 use crate::pipeline::Sink;
 use crate::record::{Record, Value};
+use gpuspan_capture::lanes::{lane_name, Placer};
 use serde_json::{json, Map, Value as Json};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -42,8 +45,8 @@ impl Timeline {
         self.records.lock().map_or(0, |r| r.len())
     }
 
-    /// Writes the timeline as JSON to `out`, streamed: memory stays bounded by one record's
-    /// events, whatever the number of records (the records are not copied either).
+    /// Writes the timeline as JSON to `out`, streamed: beside the records (not copied), memory
+    /// holds each event's track and lane, not its JSON.
     pub(crate) fn write_json(&self, out: impl Write) -> io::Result<()> {
         match self.records.lock() {
             Ok(records) => write_events(&records, out),
@@ -106,9 +109,64 @@ fn us(ns: u64, base: u64) -> f64 {
 /// The device number of the track of calls whose work ran on several devices.
 const SEVERAL_DEVICES: u32 = u32::MAX;
 
-/// GPU track id: one per device, and one per (device, stream) for activities with a stream.
-fn gpu_tid(device: u32, stream: Option<u64>) -> u64 {
-    (u64::from(device) << 32) | stream.map_or(0, |s| s + 1)
+/// First track id of the extra lanes of tracks (see `gpuspan_capture::lanes`).
+const LANE_TID: u64 = 1 << 40;
+
+/// A track: (process, track id).
+type Track = (u32, u64);
+
+/// The GPU process's tracks: one per device for the calls' GPU intervals (and activities with no
+/// stream), one per (device, stream). Keys are handed out in order of first use; the track ids,
+/// by device and stream, once every track is known ([`GpuTracks::ids`]).
+#[derive(Default)]
+struct GpuTracks(std::collections::BTreeMap<(u32, Option<u64>), (u64, String)>);
+
+impl GpuTracks {
+    fn key(&mut self, device: u32, stream: Option<u64>, name: impl FnOnce() -> String) -> u64 {
+        let next = self.0.len() as u64;
+        self.0.entry((device, stream)).or_insert_with(|| (next, name())).0
+    }
+
+    /// Each key's track id, and the tracks' names by id.
+    fn ids(self) -> (Vec<u64>, Vec<String>) {
+        let mut ids = vec![0; self.0.len()];
+        let names = self.0.into_values().enumerate().map(|(id, (key, name))| {
+            ids[key as usize] = id as u64;
+            name
+        });
+        let names = names.collect();
+        (ids, names)
+    }
+}
+
+/// A record's events as (track, start, end), in the order [`write_events`] writes them: the call
+/// on its thread, then, when GPU-timed, its GPU interval on its device's track (or the track of
+/// calls on several devices) and its activities.
+fn record_slices(r: &Record, tracks: &mut GpuTracks) -> Vec<(Track, u64, u64)> {
+    let mut out = vec![((HOST_PID, u64::from(r.thread)), r.host.start_ns, r.host.end_ns)];
+    let Some(gpu) = &r.gpu else { return out };
+    let device = gpu.device.as_ref().map_or(0, |d| d.id);
+    // A call whose work ran on several devices (a collective over the GPUs of the process) has no
+    // device of its own: it gets a track of its own rather than device 0's.
+    let several = gpu.device.is_none() && r.activities.iter().any(|a| a.device.is_some());
+    let tid = tracks.key(if several { SEVERAL_DEVICES } else { device }, None, || {
+        let label = match &gpu.device {
+            Some(d) => format!("GPU {}: {}", d.id, d.name),
+            None if several => "GPUs: calls on several devices".to_owned(),
+            None => "GPU".to_owned(),
+        };
+        format!("{label} ({})", r.backend().as_str())
+    });
+    out.push(((GPU_PID, tid), gpu.interval.start_ns, gpu.interval.end_ns));
+    for a in &r.activities {
+        let dev = a.device.as_ref().map_or(device, |d| d.id);
+        let tid = tracks.key(dev, a.stream, || match a.stream {
+            Some(s) => format!("GPU {dev} stream {s}"),
+            None => format!("GPU {dev}"),
+        });
+        out.push(((GPU_PID, tid), a.interval.start_ns, a.interval.end_ns));
+    }
+    out
 }
 
 /// The Chrome Trace Event document, written one event at a time: `{"traceEvents":[...], ...}`.
@@ -143,48 +201,41 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
     let mut events = Events::start(out)?;
     events.push(&json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}}))?;
     events.push(&json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "GPU"}}))?;
-    for (index, name) in crate::thread::names() {
-        events
-            .push(&json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": index, "args": {"name": name}}))?;
+    let mut names: std::collections::BTreeMap<Track, String> =
+        crate::thread::names().into_iter().map(|(index, name)| ((HOST_PID, u64::from(index)), name)).collect();
+    // Every event's track, then its lane of it: a lane past the first is a track of its own.
+    let mut gpu_tracks = GpuTracks::default();
+    let mut slices: Vec<Vec<(Track, u64, u64)>> = records.iter().map(|r| record_slices(r, &mut gpu_tracks)).collect();
+    let (ids, gpu_names) = gpu_tracks.ids();
+    for (track, _, _) in slices.iter_mut().flatten().filter(|(t, _, _)| t.0 == GPU_PID) {
+        track.1 = ids[track.1 as usize];
     }
-    let mut gpu_tracks = std::collections::BTreeMap::new();
+    names.extend(gpu_names.into_iter().enumerate().map(|(tid, name)| ((GPU_PID, tid as u64), name)));
+    let flat: Vec<(Track, u64, u64)> = slices.iter().flatten().copied().collect();
+    let mut lanes = Placer::new(&flat, LANE_TID);
 
-    for r in records {
+    for (r, slices) in records.iter().zip(slices) {
+        // Every event's lane is taken here, in order, whichever of them are written.
+        let tids: Vec<Track> =
+            slices.into_iter().map(|(t, _, _)| lanes.next(t).map_or(t, |lane| (t.0, lane))).collect();
         let args = Json::Object(r.attributes().into_iter().map(|(k, v)| (k.to_owned(), to_json(&v))).collect());
         let name = r.site.desc.name;
         let cat = r.site.desc.kind.as_str();
+        let (_, host_tid) = tids[0];
         events.push(&json!({
-            "ph": "X", "name": name, "cat": cat, "pid": HOST_PID, "tid": r.thread,
+            "ph": "X", "name": name, "cat": cat, "pid": HOST_PID, "tid": host_tid,
             "ts": us(r.host.start_ns, base), "dur": us(r.host.end_ns, r.host.start_ns), "args": &args,
         }))?;
         let Some(gpu) = &r.gpu else { continue };
-        let device = gpu.device.as_ref().map_or(0, |d| d.id);
-        // A call whose work ran on several devices (a collective over the GPUs of the process)
-        // has no device of its own: it gets a track of its own rather than device 0's.
-        let several = gpu.device.is_none() && r.activities.iter().any(|a| a.device.is_some());
-        let tid = if several { gpu_tid(SEVERAL_DEVICES, None) } else { gpu_tid(device, None) };
-        gpu_tracks.entry(tid).or_insert_with(|| {
-            let label = match &gpu.device {
-                Some(d) => format!("GPU {}: {}", d.id, d.name),
-                None if several => "GPUs: calls on several devices".to_owned(),
-                None => "GPU".to_owned(),
-            };
-            format!("{label} ({})", r.backend().as_str())
-        });
+        let (_, tid) = tids[1];
         events.push(&json!({
             "ph": "X", "name": name, "cat": format!("gpu.{cat}"), "pid": GPU_PID, "tid": tid,
             "ts": us(gpu.interval.start_ns, base), "dur": us(gpu.interval.end_ns, gpu.interval.start_ns), "args": args,
         }))?;
         // Flow arrow from the host call to the GPU work it caused.
-        events.push(&json!({"ph": "s", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": HOST_PID, "tid": r.thread, "ts": us(r.host.start_ns, base)}))?;
+        events.push(&json!({"ph": "s", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": HOST_PID, "tid": host_tid, "ts": us(r.host.start_ns, base)}))?;
         events.push(&json!({"ph": "f", "bp": "e", "id": r.scope_id, "name": "launch", "cat": "gpuspan.flow", "pid": GPU_PID, "tid": tid, "ts": us(gpu.interval.start_ns, base)}))?;
-        for a in &r.activities {
-            let dev = a.device.as_ref().map_or(device, |d| d.id);
-            let tid = gpu_tid(dev, a.stream);
-            gpu_tracks.entry(tid).or_insert_with(|| match a.stream {
-                Some(s) => format!("GPU {dev} stream {s}"),
-                None => format!("GPU {dev}"),
-            });
+        for (a, &(_, tid)) in r.activities.iter().zip(&tids[2..]) {
             let aargs: Map<String, Json> =
                 a.attributes(r).into_iter().map(|(k, v)| (k.to_owned(), to_json(&v))).collect();
             events.push(&json!({
@@ -193,8 +244,12 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
             }))?;
         }
     }
-    for (tid, name) in gpu_tracks {
-        events.push(&json!({"ph": "M", "name": "thread_name", "pid": GPU_PID, "tid": tid, "args": {"name": name}}))?;
+    for (track, lane, tid) in lanes.lanes() {
+        let track_name = names.get(&track).cloned().unwrap_or_else(|| format!("thread {}", track.1));
+        names.insert((track.0, tid), lane_name(&track_name, lane));
+    }
+    for ((pid, tid), name) in names {
+        events.push(&json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}))?;
     }
     events.finish(base)
 }
@@ -291,6 +346,40 @@ mod tests {
         let kernels: Vec<String> =
             events.iter().filter(|e| e["cat"] == "gpu.activity").map(|e| track_name(&e["tid"])).collect();
         assert_eq!(kernels, ["GPU 1 stream 8", "GPU 0 stream 7", "GPU 1 stream 8", "GPU 0 stream 7"]);
+    }
+
+    /// Two async calls taking turns on one thread overlap there without nesting, and their GPU
+    /// intervals on the device's track: the second of each goes on a lane, nothing is dropped.
+    #[test]
+    fn events_that_overlap_without_nesting_go_on_lanes() {
+        let call = |scope: u64, host: (u64, u64), gpu: (u64, u64)| {
+            let mut r = Record::new(site("forward"), scope, 1, Interval { start_ns: host.0, end_ns: host.1 });
+            r.gpu = Some(GpuTiming::new(Interval { start_ns: gpu.0, end_ns: gpu.1 }, TimingSource::GpuTimestamp));
+            r
+        };
+        let records = [call(1, (0, 100), (10, 90)), call(2, (50, 150), (40, 140)), call(3, (60, 70), (95, 99))];
+        let mut out = Vec::new();
+        write_events(&records, &mut out).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let events = json["traceEvents"].as_array().unwrap();
+        let ns = |v: &serde_json::Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
+        let slices: Vec<((u64, u64), u64, u64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| {
+                ((e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()), ns(&e["ts"]), ns(&e["ts"]) + ns(&e["dur"]))
+            })
+            .collect();
+        assert_eq!(slices.len(), 6, "every call and GPU interval");
+        assert_eq!(gpuspan_capture::lanes::overlapping(&slices), None, "every track's events nest");
+        let lanes: Vec<&str> = events
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .filter(|n| n.ends_with("(overlapping 1)"))
+            .collect();
+        assert_eq!(lanes.len(), 2, "one lane beside the thread's track, one beside the device's: {lanes:?}");
+        assert!(lanes.contains(&"GPU (wgpu) (overlapping 1)"), "{lanes:?}");
     }
 
     #[test]

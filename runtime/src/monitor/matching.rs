@@ -125,6 +125,19 @@ pub(super) fn label_of<'a>(
     find(&identity, gpus).map(|(i, _)| i)
 }
 
+/// This process's CUDA ordinal for the NVML device at `index` in `gpus`, in a process that
+/// times CUDA (the driver is not loaded for this alone).
+#[allow(unused_variables)] // without `cuda`
+pub(super) fn cuda_ordinal<'a>(index: usize, gpus: impl Iterator<Item = &'a GpuInfo> + Clone) -> Option<u32> {
+    #[cfg(feature = "cuda")]
+    if crate::cuda::watching() {
+        let ordinal =
+            (0u32..).map_while(cuda::identity).position(|id| find(&id, gpus.clone()).map(|(i, _)| i) == Some(index));
+        return ordinal.map(|o| o as u32);
+    }
+    None
+}
+
 fn name_only(name: &str) -> Identity {
     Identity { name: Some(name.to_owned()), ..Identity::default() }
 }

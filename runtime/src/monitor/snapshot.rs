@@ -333,5 +333,8 @@ mod tests {
         ]);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[1].starts_with("  upload: 0.50"), "{lines:?}");
+        // A queue bracket's time is an upper bound: no rate, so no efficiency either.
+        let bracketed = crate::SiteSummary { bracketed: true, ..summary(&UPLOAD, half, 1_000_000_000) };
+        assert!(crate::monitor::summary::transfer_efficiency_lines(&[bracketed]).is_empty());
     }
 }

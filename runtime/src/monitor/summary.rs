@@ -175,13 +175,15 @@ pub(crate) fn summary_lines() -> Vec<String> {
         stats.mean_spacing.as_millis(),
         stats.interval.as_millis(),
     )];
-    for d in &devices {
-        lines.extend(device_lines(d));
+    for (i, d) in devices.iter().enumerate() {
+        lines.extend(device_lines(d, super::matching::cuda_ordinal(i, devices.iter().map(|d| &d.gpu))));
     }
     lines
 }
 
-fn device_lines(d: &DeviceSummary) -> Vec<String> {
+/// One device's lines. NVML numbers it in PCI order, the records by this process's CUDA
+/// ordinal (`CUDA_VISIBLE_DEVICES` reorders them): where the two differ, both are given.
+fn device_lines(d: &DeviceSummary, cuda_ordinal: Option<u32>) -> Vec<String> {
     let g = &d.gpu;
     let link = match (g.pcie.max_generation, g.pcie.max_width, g.pcie.peak_bytes_per_s()) {
         (Some(gen), Some(w), Some(peak)) => format!("PCIe gen{gen} x{w}, {} peak", format::bandwidth(peak)),
@@ -192,7 +194,12 @@ fn device_lines(d: &DeviceSummary) -> Vec<String> {
         (n, Some(total)) => format!("{link}; {n} NVLinks, {} in all", format::bandwidth(total)),
         (n, None) => format!("{link}; {n} NVLinks"),
     };
-    let mut lines = vec![format!("  GPU {} {} ({link}; {}; {} samples)", g.index, g.name, g.pci_bus_id, d.samples)];
+    let here = match cuda_ordinal {
+        Some(o) if o != g.index => format!(" (CUDA device {o} here)"),
+        _ => String::new(),
+    };
+    let mut lines =
+        vec![format!("  GPU {}{here} {} ({link}; {}; {} samples)", g.index, g.name, g.pci_bus_id, d.samples)];
     let pair =
         |p: Option<Peak>, show: &dyn Fn(f64) -> String| p.map(|p| format!("{} / {}", show(p.peak), show(p.mean)));
     let pct = |v: f64| format!("{v:.0} %");
@@ -325,11 +332,11 @@ mod tests {
             })
             .collect();
         assert!(
-            device_lines(&d2)[0].contains("63.02 GB/s peak; 18 NVLinks, 478.12 GB/s in all; 0000"),
+            device_lines(&d2, None)[0].contains("63.02 GB/s peak; 18 NVLinks, 478.12 GB/s in all; 0000"),
             "{:?}",
-            device_lines(&d2)
+            device_lines(&d2, None)
         );
-        let lines = device_lines(&d);
+        let lines = device_lines(&d, None);
         assert_eq!(
             lines[0],
             "  GPU 0 NVIDIA H100 80GB HBM3 (PCIe gen5 x16, 63.02 GB/s peak; 00000000:18:00.0; 10 samples)"
@@ -337,5 +344,9 @@ mod tests {
         assert_eq!(lines[1], "    utilization 100 % / 42 %, VRAM used 2.0 GiB / 1.0 GiB of 80.0 GiB");
         assert_eq!(lines[2], "    temperature 45 / 40 °C, power 310 / 120 W (limit 700 W)");
         assert_eq!(lines[3], "    PCIe to GPU 50.00 GB/s / 8.00 GB/s, clocks held back by gpu_idle 60 % of samples");
+        // Under CUDA_VISIBLE_DEVICES=1,0 this board is the process's CUDA device 1: said, since
+        // its records call it device 1; the same number is not repeated.
+        assert!(device_lines(&d, Some(1))[0].starts_with("  GPU 0 (CUDA device 1 here) NVIDIA H100 80GB HBM3 ("));
+        assert_eq!(device_lines(&d, Some(0))[0], lines[0]);
     }
 }

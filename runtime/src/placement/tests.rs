@@ -53,7 +53,7 @@ fn an_empty_intersection_flags_the_calibration_and_places_from_facts_nearest_it(
     assert_eq!(g.0 + p.offset_ns, i128::from(T) + 90, "{p:?}");
     assert!(p.error_ns >= 1_000_000, "the far edge is the error: {p:?}");
     assert_eq!(b.contradicted, 1);
-    assert!(b.line("dev").contains("1 contradicted the calibration"), "{}", b.line("dev"));
+    assert!(b.line(0, "dev").contains("1 contradicted the calibration"), "{}", b.line(0, "dev"));
 }
 
 #[test]

@@ -329,9 +329,14 @@ impl Record {
 
     /// Bandwidth in bytes per second over the measured duration, for transfers. None for a
     /// read-back timed on the host: its host interval is mostly waiting for the GPU work queued
-    /// before it, not moving bytes (`gpuspan::wgpu::read_buffer` times its phases apart).
+    /// before it, not moving bytes (`gpuspan::wgpu::read_buffer` times its phases apart). None
+    /// for a queue bracket too: its duration is an upper bound, so bytes over it would pass a
+    /// lower bound off as the rate (decision 26).
     pub fn bandwidth_bytes_per_s(&self) -> Option<f64> {
         if self.source() == TimingSource::Host && self.site.desc.direction == Some(crate::site::Direction::GpuToCpu) {
+            return None;
+        }
+        if self.gpu.as_ref().is_some_and(|g| g.bracketed) {
             return None;
         }
         let bytes = self.bytes?;

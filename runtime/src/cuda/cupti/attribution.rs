@@ -298,7 +298,10 @@ impl Resolver {
         }
         self.counts.scopes_resolved += 1;
         let launch_of = |c: u32| p.expected.iter().find(|(e, ..)| *e == c).map(|(_, _, start)| *start);
-        let (activities, clock_error_ns) = self.placer.place(Some(e.record.host.start_ns), launch_of, p.activities);
+        // A window scope's start is its window's, mapped by the calibration itself: not a fact
+        // beside it. Its work is placed after the API calls that launched it.
+        let call_start = e.window.is_none().then_some(e.record.host.start_ns);
+        let (activities, clock_error_ns) = self.placer.place(call_start, launch_of, p.activities);
         Some(finish(e.record, activities, clock_error_ns))
     }
 

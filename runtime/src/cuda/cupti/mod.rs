@@ -183,12 +183,15 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
 }
 
 /// Enters a scope: a window of this thread's time, or (where a window cannot decide) its id
-/// pushed as external correlation id.
+/// pushed as external correlation id. With the call's start: the window's, or the host clock's.
 #[inline]
-pub(crate) fn enter(id: u64) -> CudaScope {
+pub(crate) fn enter(id: u64) -> (CudaScope, u64) {
     match window::open() {
-        Some(start) => CudaScope::Window { start },
-        None => CudaScope::Cupti { pushed: push(id) },
+        Some(start) => (CudaScope::Window, start),
+        None => {
+            let start = crate::clock::raw();
+            (CudaScope::Cupti { pushed: push(id) }, start)
+        }
     }
 }
 
@@ -234,8 +237,8 @@ pub(crate) fn ended(call: Call) {
 /// so far (read after the window's end, so they hold every API record inside it). `call`
 /// describes the scope, built where it is queued (`window::close`).
 #[inline]
-pub(crate) fn ended_window(start: u64, call: impl FnOnce() -> Call) {
-    window::close(start, call);
+pub(crate) fn ended_window(call: impl FnOnce(u64) -> Call) {
+    window::close(call);
 }
 
 /// A scope ended on a thread whose queue is gone (it is being torn down): through the channel.

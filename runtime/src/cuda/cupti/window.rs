@@ -36,15 +36,12 @@ struct Published {
 static THREADS: Mutex<Vec<Arc<Published>>> = Mutex::new(Vec::new());
 
 /// A scope's end on its way to the resolver, in its thread's queue: written field by field on
-/// every scope's close, so it holds only what the queue does not know (its thread).
+/// every scope's close, so it holds only what the queue does not know (its thread). A window
+/// scope's window is its call's ends (`Call::on_cupti_clock`, decision 46).
 pub(super) struct Ended {
     call: Call,
     /// Buffers CUPTI had requested when the scope ended (after its window's end was read).
     fence: u64,
-    /// CUPTI's clock at the ends of a synchronous scope's window; `start` is 0 for a scope that
-    /// pushed its id instead (a window never starts at 0: [`open`]).
-    start: u64,
-    end: u64,
 }
 
 /// Every thread's queue of ended scopes, drained by the resolver ([`drain`]).
@@ -78,14 +75,13 @@ impl Local {
 
     /// Puts an ended scope in this thread's queue, waking the resolver if the queue asks for it.
     /// `call` builds the scope's call here, so that it is not moved through the callers.
-    /// `(start, end)`: its window, `(0, 0)` for none.
     #[inline]
-    fn hand_over(&self, call: impl FnOnce() -> Call, (start, end): (u64, u64)) {
+    fn hand_over(&self, call: impl FnOnce() -> Call) {
         // Read after the window's end: the buffers holding its API records are requested by now.
         let fence = super::buffers::REQUESTED.load(Ordering::SeqCst);
         // Built before the push: `call` may reach the span registry, and the push must not be
         // entered again between choosing its slot and publishing it.
-        let ended = Ended { call: call(), fence, start, end };
+        let ended = Ended { call: call(), fence };
         if self.ended.push(ended) == Pushed::Wake {
             super::work::wake();
         }
@@ -201,22 +197,23 @@ pub(super) fn open() -> Option<u64> {
         .flatten()
 }
 
-/// Closes the window opened at `start` and hands the scope over with it (before the thread
-/// shows the resolver that the window is closed). `call` describes the scope: a closure over
-/// its state rather than a `Call`, so that the ~70-byte call is built where it is queued
-/// instead of moved through here twice more (`scripts/count-window`).
+/// Closes this thread's innermost window and hands the scope over with it (before the thread
+/// shows the resolver that the window is closed). `call` describes the scope, given the
+/// window's end, with the window as its ends: a closure over its state rather than a `Call`, so
+/// that the ~70-byte call is built where it is queued instead of moved through here twice more
+/// (`scripts/count-window`).
 #[inline]
-pub(super) fn close(start: u64, call: impl FnOnce() -> Call) {
+pub(super) fn close(call: impl FnOnce(u64) -> Call) {
     let end = now();
     let mut call = Some(call);
     let _ = LOCAL.try_with(|l| {
         if let Some(call) = call.take() {
-            l.hand_over(call, (start, end));
+            l.hand_over(|| call(end));
         }
         leave(l);
     });
     if let Some(call) = call {
-        super::send_ended(call(), None); // the thread is ending: the scope resolves without a window
+        super::send_ended(call(end), None); // the thread is ending: the scope resolves without a window
     }
 }
 
@@ -226,7 +223,7 @@ pub(super) fn ended(call: Call) {
     let mut call = Some(call);
     let _ = LOCAL.try_with(|l| {
         if let Some(call) = call.take() {
-            l.hand_over(|| call, (0, 0));
+            l.hand_over(|| call);
         }
     });
     if let Some(call) = call {
@@ -238,7 +235,8 @@ pub(super) fn ended(call: Call) {
 /// thread's in the order they ended.
 pub(super) fn drain(mut f: impl FnMut(Call, u64, Option<Window>)) -> usize {
     ENDED.drain(|thread, e| {
-        let window = (e.start != 0).then_some(Window { thread, start: e.start, end: e.end });
+        let c = &e.call;
+        let window = c.on_cupti_clock.then_some(Window { thread, start: c.host_start, end: c.host_end });
         f(e.call, e.fence, window)
     })
 }
@@ -301,7 +299,7 @@ mod tests {
     static SITE: Site = Site::new(crate::site::site_desc!("window", SiteKind::Kernel, Backend::Cuda));
 
     fn window_scope(start: u64) -> Scope {
-        Scope::open(&SITE, tracing::Span::none(), Some(64), |_| GpuScope::Cuda(CudaScope::Window { start }))
+        Scope::open_timed(&SITE, tracing::Span::none(), Some(64), |_| (GpuScope::Cuda(CudaScope::Window), start))
     }
 
     #[test]
@@ -313,8 +311,8 @@ mod tests {
         failed.exit(Exit::Error); // through `Active::close` and `hand_over`
         drop(failed);
         // A scope that pushed its id (never popped here: it pushed nothing) has no window.
-        drop(Scope::open(&SITE, tracing::Span::none(), Some(64), |_| {
-            GpuScope::Cuda(CudaScope::Cupti { pushed: false })
+        drop(Scope::open_timed(&SITE, tracing::Span::none(), Some(64), |_| {
+            (GpuScope::Cuda(CudaScope::Cupti { pushed: false }), crate::clock::raw())
         }));
         let mut ended = Vec::new();
         drain(|call, _fence, window| {
@@ -331,7 +329,10 @@ mod tests {
             let w = window.expect("a synchronous scope hands over its window");
             assert_eq!((w.thread, w.start), (tid, begun), "with its queue's thread");
             assert!(w.end >= w.start);
-            let r = call.into_record();
+            // Timed by its window alone, closed in place or in full: no host clock reading.
+            assert!(call.on_cupti_clock, "the window's ends are the call's");
+            assert_eq!((call.host_start, call.host_end), (w.start, w.end));
+            let r = call.into_record_at(crate::record::Interval { start_ns: w.start, end_ns: w.end });
             assert_eq!(r.error, failed);
             assert_eq!((r.bytes, r.memory.is_none(), r.thread), (Some(64), true, crate::thread::index()));
             assert!(r.scope_id != 0 && r.host.start_ns <= r.host.end_ns);

@@ -19,7 +19,12 @@ use std::time::{Duration, Instant};
 impl Live {
     /// A scope ended: its record is built here, off the caller's thread.
     fn ended(&mut self, call: Call, fence: u64, window: Option<Window>) {
-        let record = call.into_record();
+        let record = if call.on_cupti_clock {
+            let (start_ns, end_ns) = (clock::window_to_host(call.host_start), clock::window_to_host(call.host_end));
+            call.into_record_at(crate::record::Interval { start_ns, end_ns })
+        } else {
+            call.into_record()
+        };
         if let (Some(w), true) = (window, self.dump.is_some()) {
             self.write(Frame::Window { scope_id: record.scope_id, window: w });
         }
@@ -99,6 +104,9 @@ impl Live {
         if self.dump.is_some() {
             self.write(Frame::Threads(threads.clone()));
         }
+        // Every window that ended before the snapshot is mapped by now; the rest started at or
+        // after their thread's oldest open window, or after the snapshot.
+        clock::forget_points_before(threads.open.iter().map(|&(_, since)| since).min().unwrap_or(threads.now));
         self.resolver.observe(&threads);
         let records = self.resolver.poll(crate::clock::now_ns());
         if let Some(w) = &mut self.dump {

@@ -113,7 +113,8 @@ impl Windows {
                     p99_ns: quantile(0.99),
                     bytes,
                     bytes_per_s: per_s(bytes),
-                    bandwidth_bytes_per_s: (bytes > 0 && time_ns > 0 && !host_read_back)
+                    // A bracket's time is an upper bound: no bandwidth either (decision 26).
+                    bandwidth_bytes_per_s: (bytes > 0 && time_ns > 0 && !host_read_back && !t.bracketed)
                         .then(|| bytes as f64 * 1e9 / time_ns as f64),
                 },
             });

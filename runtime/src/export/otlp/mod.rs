@@ -117,6 +117,16 @@ impl fmt::Debug for Otlp {
     }
 }
 
+/// The W3C `traceparent` of the span this thread is in, to hand to a process this one starts
+/// (as its `TRACEPARENT`) so that the child's spans join this trace under that span, as
+/// torchrun-style launchers do for their ranks. The span is the innermost one the application
+/// has entered and exported (through [`Otlp::layer`] or the OpenTelemetry API), else this
+/// process's own `TRACEPARENT` parent. `None` when no export runs or there is neither.
+pub fn traceparent() -> Option<String> {
+    let cx = capture_parent().or_else(|| PROCESS_PARENT.read().ok().and_then(|p| p.clone().flatten()))?;
+    resource::traceparent_of(&cx)
+}
+
 /// The `TRACEPARENT` context, once per process: it is attached to the thread that started the
 /// first pipeline for the rest of that thread's life.
 static PROCESS_PARENT: RwLock<Option<Option<Context>>> = RwLock::new(None);

@@ -147,6 +147,13 @@ pub(super) fn traceparent(report: &mut dyn FnMut(String)) -> Option<Context> {
     }
 }
 
+/// `cx`'s span as a W3C `traceparent` value.
+pub(super) fn traceparent_of(cx: &Context) -> Option<String> {
+    let mut carrier = HashMap::new();
+    TraceContextPropagator::new().inject_context(cx, &mut carrier);
+    carrier.remove("traceparent")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,7 +103,7 @@ impl Placer {
     pub(crate) fn lines(&self, name: impl Fn(u32) -> String) -> Vec<String> {
         let mut ids: Vec<_> = self.devices.iter().filter(|(_, b)| b.placed > 0).map(|(id, _)| *id).collect();
         ids.sort_unstable();
-        ids.into_iter().map(|id| self.devices[&id].line(&format!("{} (CUPTI)", name(id)))).collect()
+        ids.into_iter().map(|id| self.devices[&id].line(id, &format!("{} (CUPTI)", name(id)))).collect()
     }
 }
 
@@ -160,8 +160,8 @@ mod tests {
         }
         assert!(p.take_contradicted());
         assert!(!p.take_contradicted(), "taken once");
-        let lines = p.lines(|_| "GPU".into());
-        assert!(lines[0].starts_with("GPU clock of GPU (CUPTI): 20 records placed"), "{lines:?}");
+        let lines = p.lines(|_| "H200".into());
+        assert!(lines[0].starts_with("GPU clock of GPU 0: H200 (CUPTI): 20 records placed"), "{lines:?}");
         assert!(lines[0].contains("20 contradicted the calibration"), "{lines:?}");
     }
 

@@ -1,0 +1,70 @@
+//! What the command's test files share: scratch files, saved captures, running the binary.
+#![allow(dead_code)] // each test file uses a different part
+
+use gpuspan_capture::Capture;
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A path in this test process's scratch folder.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuspan-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// `c` written to the scratch file `name`.
+pub fn save(c: &Capture, name: &str) -> PathBuf {
+    let path = scratch(name);
+    let mut bytes = Vec::new();
+    c.write_to(&mut bytes).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Runs the binary: (status code, stdout, stderr). It never panics, whatever it is given.
+pub fn gpuspan<S: AsRef<OsStr>>(args: &[S]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuspan")).args(args).output().expect("the binary runs");
+    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(!e.contains("panicked"), "{e}");
+    (out.status.code().unwrap_or(-1), o, e)
+}
+
+/// A kernel named `name` over `interval` on stream 7 of `device` (its geometry does not matter
+/// to the commands these tests run).
+pub fn kernel(name: &str, interval: gpuspan_capture::Interval, device: u32) -> gpuspan_capture::Activity {
+    gpuspan_capture::Activity {
+        name: name.into(),
+        interval,
+        kind: gpuspan_capture::ActivityKind::Kernel {
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            registers_per_thread: 8,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+        },
+        stream: Some(7),
+        device: Some(device),
+    }
+}
+
+/// A complete event of a Chrome Trace Event document: ((pid, tid), start, end), in ns.
+pub type Slice = ((u64, u64), u64, u64);
+
+/// The complete events of a Chrome Trace Event document, and the first two of them on one track
+/// that overlap without nesting (which Perfetto would drop).
+pub fn complete_events(json: &serde_json::Value) -> (Vec<Slice>, Option<(usize, usize)>) {
+    let ns = |v: &serde_json::Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
+    let events: Vec<Slice> = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            let start = ns(&e["ts"]);
+            ((e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()), start, start + ns(&e["dur"]))
+        })
+        .collect();
+    let overlap = gpuspan_capture::lanes::overlapping(&events);
+    (events, overlap)
+}
