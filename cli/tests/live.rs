@@ -177,7 +177,11 @@ impl Tmux {
     }
 
     fn start(command: &str) -> Tmux {
-        let t = Tmux { server: format!("gpuspan-live-test-{}", std::process::id()) };
+        // One server per test: tests of this file run at once where the machine has the cores,
+        // and one's `kill-server` at its end must not end another's session.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let t = Tmux { server: format!("gpuspan-live-test-{}-{n}", std::process::id()) };
         let ok = t.cmd(&["new-session", "-d", "-s", "top", "-x", "160", "-y", "48", command]).status.success();
         assert!(ok, "tmux new-session failed");
         t
