@@ -1,0 +1,403 @@
+//! The spans a program already has, as measurement scopes (decision 15, issue 25): a
+//! `tracing_subscriber` layer that makes each *selected* span a [`Scope`] of the same kind an
+//! annotated call opens, timed by the same backends, so that a program with no annotation gets
+//! GPU time per span.
+//!
+//! - **Selection**: a per-layer filter ([`SpanSelection`]) in `EnvFilter`'s directive syntax.
+//!   [`layer`] takes the selection [`init`](crate::init()) was given (`Config::spans`, else
+//!   `GPUSPAN_SPANS`), whenever it is built: until `init` runs it reads `GPUSPAN_SPANS`, and
+//!   `init` replaces it (and has `tracing` ask every callsite again). [`layer_with`] takes its
+//!   own, fixed. gpuspan's own spans (target `gpuspan` or `gpuspan::..`) and events are never
+//!   selected.
+//! - **A selected span is one scope**, opened at its first entry (the host clock starts then)
+//!   and closed when the span closes: one record per span instance, aggregated under a site
+//!   named after the span (one per callsite, registered at run time: `site.rs`), with the
+//!   span's fields as attributes and `gpuspan.kind = span`.
+//! - **wgpu**: the scope is a queue bracket on the registered device's queue, its start
+//!   submitted at the first entry and its end when the span closes (`gpu.timing.bracket_end =
+//!   exit`): a bound that holds every submission on that queue in between, whoever made it,
+//!   also when the span is entered per poll of a future. Bandwidth is never derived from it.
+//! - **CUDA under CUPTI**: the scope's id is pushed as external correlation id around each
+//!   entry, on whichever thread enters (a worker's `in_scope`, a device thread that enters the
+//!   caller's span, each poll of an instrumented future), several at once included; the
+//!   innermost entered scope of a thread owns its launches, as for annotated calls. Without
+//!   CUPTI a span is timed on the host. With the layer active, CUDA timing starts at the first
+//!   selected span, before the program's first launch.
+//!
+//! Cost: an unselected span is not this layer's (the per-layer filter said no for its
+//! callsite); a selected one takes its span's extensions and a mutex at each entry and exit.
+
+use crate::record::Value;
+use crate::scope::{GpuScope, Scope};
+use crate::site::{Backend, Site, SiteDesc, SiteKind};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use tracing::callsite::Identifier;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record as Values};
+use tracing::subscriber::Interest;
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::filter::{EnvFilter, Filtered, LevelFilter};
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The layer that makes selected spans measurement scopes, with the selection
+/// [`init`](crate::init()) was given: `Config::spans(..)`, else `GPUSPAN_SPANS` (nothing selected
+/// when neither says anything). It may be built before or after `init`: until `init` runs it
+/// follows `GPUSPAN_SPANS`.
+///
+/// ```no_run
+/// use tracing_subscriber::layer::SubscriberExt;
+/// use tracing_subscriber::util::SubscriberInitExt;
+/// tracing_subscriber::registry().with(gpuspan::layer()).init();
+/// let _guard = gpuspan::Config::from_env().spans("my_app::infer=info,[request]").init();
+/// ```
+pub fn layer<S>() -> Filtered<SpanScopes, SpanSelection, S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    SpanScopes { _private: () }.with_filter(SpanSelection { fixed: None })
+}
+
+/// [`layer`] with its own selection, `directives` in `EnvFilter`'s syntax
+/// (`my_app::infer=info,candle=debug,[request]`), whatever `init` was given. Directives that do
+/// not parse are said once, and nothing is selected.
+pub fn layer_with<S>(directives: &str) -> Filtered<SpanScopes, SpanSelection, S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    SpanScopes { _private: () }.with_filter(SpanSelection { fixed: Some(parse(Some(directives))) })
+}
+
+/// The layer's part: see [`layer`].
+#[derive(Debug)]
+pub struct SpanScopes {
+    _private: (),
+}
+
+/// Which spans are scopes: an `EnvFilter`'s selection, minus gpuspan's own spans and every event.
+#[derive(Debug)]
+pub struct SpanSelection {
+    /// `None`: the one `init` was given (or `GPUSPAN_SPANS`), read each time it is asked.
+    fixed: Option<Option<Arc<EnvFilter>>>,
+}
+
+/// The selection of [`layer`]: `None` until `init` or the first question sets it.
+static FROM_INIT: RwLock<Option<Option<Arc<EnvFilter>>>> = RwLock::new(None);
+
+fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
+    let d = directives.map(str::trim).filter(|d| !d.is_empty())?;
+    match EnvFilter::builder().parse(d) {
+        Ok(f) => Some(Arc::new(f)),
+        Err(e) => {
+            crate::diagnostics::note_once(format_args!(
+                "the span selection {d:?} is not in EnvFilter's directive syntax ({e}): no span is selected"
+            ));
+            None
+        }
+    }
+}
+
+/// `init` was given this selection (`Config::spans`, or `GPUSPAN_SPANS`): [`layer`] uses it from
+/// now on, and every callsite is asked again.
+pub(crate) fn select_from_init(directives: Option<&str>) {
+    let filter = parse(directives);
+    *FROM_INIT.write().unwrap_or_else(|e| e.into_inner()) = Some(filter);
+    tracing::callsite::rebuild_interest_cache();
+}
+
+/// Whether `init`'s selection selects anything (CUDA timing is then started at `init`).
+#[allow(dead_code)] // with the cuda feature
+pub(crate) fn init_selects() -> bool {
+    matches!(&*FROM_INIT.read().unwrap_or_else(|e| e.into_inner()), Some(Some(_)))
+}
+
+fn from_init() -> Option<Arc<EnvFilter>> {
+    if let Some(f) = &*FROM_INIT.read().unwrap_or_else(|e| e.into_inner()) {
+        return f.clone();
+    }
+    let mut w = FROM_INIT.write().unwrap_or_else(|e| e.into_inner());
+    w.get_or_insert_with(|| parse(crate::env::spans().as_deref())).clone()
+}
+
+impl SpanSelection {
+    fn filter(&self) -> Option<Arc<EnvFilter>> {
+        match &self.fixed {
+            Some(f) => f.clone(),
+            None => from_init(),
+        }
+    }
+}
+
+/// gpuspan's own spans: an annotated call's host span (`gpuspan::kernel::..`) and the runtime's.
+fn is_own(meta: &Metadata<'_>) -> bool {
+    let t = meta.target();
+    t == "gpuspan" || t.starts_with("gpuspan::")
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
+    fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
+        meta.is_span() && !is_own(meta) && self.filter().is_some_and(|f| Filter::<S>::enabled(&*f, meta, cx))
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if !meta.is_span() || is_own(meta) {
+            return Interest::never();
+        }
+        self.filter().map_or_else(Interest::never, |f| Filter::<S>::callsite_enabled(&*f, meta))
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        // Asked again when `init` changes the selection (`rebuild_interest_cache`).
+        Some(self.filter().map_or(LevelFilter::OFF, |f| Filter::<S>::max_level_hint(&*f).unwrap_or(LevelFilter::TRACE)))
+    }
+
+    // What an `EnvFilter` with field or span directives (`[request{id=1}]`) keeps track of.
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_new_span(&*f, attrs, id, cx);
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Values<'_>, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_record(&*f, id, values, cx);
+        }
+    }
+
+    fn on_enter(&self, id: &Id, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_enter(&*f, id, cx);
+        }
+    }
+
+    fn on_exit(&self, id: &Id, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_exit(&*f, id, cx);
+        }
+    }
+
+    fn on_close(&self, id: Id, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_close(&*f, id, cx);
+        }
+    }
+}
+
+/// What a selected span instance keeps in its extensions.
+struct Instance {
+    site: &'static Site,
+    /// Opened at the first entry, taken when the span closes.
+    scope: Mutex<Slot>,
+    /// The span's recorded fields, as attributes of its record.
+    fields: Mutex<Vec<(&'static str, Value)>>,
+}
+
+enum Slot {
+    Unopened,
+    Open(Scope),
+    Closed,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One site per span callsite, made the first time a span of it is selected.
+fn site_of(meta: &'static Metadata<'static>) -> &'static Site {
+    static SITES: Mutex<Option<HashMap<Identifier, &'static Site>>> = Mutex::new(None);
+    let mut sites = lock(&SITES);
+    *sites.get_or_insert_with(HashMap::new).entry(meta.callsite()).or_insert_with(|| {
+        let desc = SiteDesc {
+            name: meta.name(),
+            function: meta.name(),
+            kind: SiteKind::Kernel,
+            backend: backend(),
+            module_path: meta.module_path().unwrap_or(meta.target()),
+            file: meta.file().unwrap_or("<unknown>"),
+            line: meta.line().unwrap_or(0),
+            direction: None,
+            threshold_us: None,
+            trace_all: false,
+            track_memory: false,
+        };
+        let site: &'static Site = Box::leak(Box::new(Site::for_span(desc)));
+        if desc.backend == Backend::Host {
+            site.timed_on_host("gpuspan was built without a GPU backend feature");
+        }
+        crate::site::register_at_run_time(site);
+        site
+    })
+}
+
+/// The backend a span's site names: the one that times spans in this process.
+fn backend() -> Backend {
+    #[cfg(feature = "cuda")]
+    if crate::cuda::span_scope().is_some() {
+        return Backend::Cuda;
+    }
+    if cfg!(feature = "wgpu") {
+        Backend::Wgpu
+    } else if cfg!(feature = "cuda") {
+        Backend::Cuda
+    } else {
+        Backend::Host
+    }
+}
+
+/// The GPU part of a span's scope: CUPTI's when it times this process, else a wgpu bracket.
+#[allow(unused_variables)] // without backends
+fn start_gpu(site: &'static Site) -> GpuScope {
+    #[cfg(feature = "cuda")]
+    if let Some(c) = crate::cuda::span_scope() {
+        return GpuScope::Cuda(c);
+    }
+    #[cfg(feature = "wgpu")]
+    return crate::wgpu::span_bracket(site);
+    #[allow(unreachable_code)]
+    GpuScope::None
+}
+
+/// Per thread, the selected spans entered on it whose scope pushed a CUPTI correlation id:
+/// (span id, scope id, pushed), innermost last.
+#[cfg(feature = "cuda")]
+mod entries {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static ENTERED: RefCell<Vec<(u64, u64, bool)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn enter(span: u64, scope_id: u64) {
+        let pushed = crate::cuda::span_enter(scope_id);
+        let _ = ENTERED.try_with(|e| e.borrow_mut().push((span, scope_id, pushed)));
+    }
+
+    pub(super) fn exit(span: u64) {
+        let entry = ENTERED
+            .try_with(|e| {
+                let mut e = e.borrow_mut();
+                let i = e.iter().rposition(|(s, _, _)| *s == span)?;
+                Some(e.remove(i))
+            })
+            .ok()
+            .flatten();
+        if let Some((_, scope_id, true)) = entry {
+            crate::cuda::span_exit(scope_id);
+        }
+    }
+}
+
+impl Instance {
+    #[allow(unused_variables)] // without cuda
+    fn enter(&self, span: &Id) {
+        let mut slot = lock(&self.scope);
+        if matches!(*slot, Slot::Unopened) {
+            *slot = Slot::Open(Scope::span_scope(self.site, |_| start_gpu(self.site)));
+        }
+        #[cfg(feature = "cuda")]
+        if let Slot::Open(scope) = &mut *slot {
+            if matches!(scope.gpu_mut(), Some(GpuScope::Cuda(_))) {
+                let id = scope.scope_id();
+                drop(slot);
+                entries::enter(span.into_u64(), id);
+            }
+        }
+    }
+
+    #[allow(unused_variables)] // without cuda
+    fn exit(&self, span: &Id) {
+        #[cfg(feature = "cuda")]
+        entries::exit(span.into_u64());
+    }
+
+    /// The span closes: its scope, with its fields, to be dropped by the caller outside every
+    /// lock (the record goes to its backend then).
+    fn close(&self) -> Option<Scope> {
+        let Slot::Open(mut scope) = std::mem::replace(&mut *lock(&self.scope), Slot::Closed) else { return None };
+        scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
+        Some(scope)
+    }
+}
+
+/// The span's fields, as record attribute values.
+struct Fields<'a>(&'a mut Vec<(&'static str, Value)>);
+
+impl Fields<'_> {
+    fn put(&mut self, field: &Field, v: Value) {
+        let name = field.name();
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = v,
+            None => self.0.push((name, v)),
+        }
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, Value::I64(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field, Value::I64(i64::try_from(value).unwrap_or(i64::MAX)));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.put(field, Value::F64(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field, Value::Bool(value));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, Value::Str(value.to_owned().into()));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        self.put(field, Value::Str(format!("{value:?}").into()));
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        // GPUSPAN=off: a selected span is nothing.
+        if !crate::switch::is_on() {
+            return;
+        }
+        let Some(span) = ctx.span(id) else { return };
+        // CUDA timing runs before the program's first launch under a selected span.
+        #[cfg(feature = "cuda")]
+        crate::cuda::start_for_spans();
+        let mut fields = Vec::new();
+        attrs.record(&mut Fields(&mut fields));
+        let site = site_of(attrs.metadata());
+        span.extensions_mut().insert(Instance { site, scope: Mutex::new(Slot::Unopened), fields: Mutex::new(fields) });
+    }
+
+    fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        if let Some(i) = ext.get::<Instance>() {
+            values.record(&mut Fields(&mut lock(&i.fields)));
+        }
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        if let Some(i) = ext.get::<Instance>() {
+            i.enter(id);
+        }
+    }
+
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        if let Some(i) = ext.get::<Instance>() {
+            i.exit(id);
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let scope = span.extensions().get::<Instance>().and_then(Instance::close);
+        drop(scope);
+    }
+}
