@@ -401,3 +401,105 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
         drop(scope);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::{self, Sink};
+    use crate::record::Record;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// The records of span sites named `names`, from every thread.
+    #[derive(Debug)]
+    struct Spans(Mutex<Vec<Record>>, &'static [&'static str]);
+
+    impl Sink for Spans {
+        fn accept(&self, r: &Record) {
+            if r.site.is_span() && self.1.contains(&r.site.desc.name) {
+                lock(&self.0).push(r.clone());
+            }
+        }
+        fn wants_all(&self) -> bool {
+            true
+        }
+    }
+
+    fn collect(names: &'static [&'static str], run: impl FnOnce(&tracing::Dispatch)) -> Vec<Record> {
+        let sink = Arc::new(Spans(Mutex::new(Vec::new()), names));
+        let dyn_sink: Arc<dyn Sink> = sink.clone();
+        pipeline::add_sink(dyn_sink.clone());
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("span_app=info")));
+        tracing::dispatcher::with_default(&dispatch, || run(&dispatch));
+        crate::flush();
+        pipeline::remove_sink(&dyn_sink);
+        let out = lock(&sink.0).clone();
+        out
+    }
+
+    fn attr(r: &Record, key: &str) -> Option<Value> {
+        r.attributes().into_iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn the_selection_takes_spans_by_directive_never_gpuspans_own_nor_events() {
+        let records = collect(&["sel_picked", "sel_other", "sel_own"], |_| {
+            tracing::info_span!(target: "span_app", "sel_picked", id = 7u64, label = "x").in_scope(|| {
+                tracing::info!(target: "span_app", "an event is no scope");
+            });
+            tracing::info_span!(target: "span_elsewhere", "sel_other").in_scope(|| {});
+            tracing::debug_span!(target: "span_app", "sel_picked").in_scope(|| {});
+            tracing::info_span!(target: "gpuspan::kernel::wgpu", "sel_own").in_scope(|| {});
+        });
+        assert_eq!(records.len(), 1, "{records:?}");
+        let r = &records[0];
+        assert_eq!(r.site.desc.name, "sel_picked");
+        assert_eq!(attr(r, "gpuspan.kind"), Some(Value::Str("span".into())));
+        assert_eq!(attr(r, "id"), Some(Value::I64(7)));
+        assert_eq!(attr(r, "label"), Some(Value::Str("x".into())));
+        // gpuspan's own target is never selected, even by a bare level.
+        let own = collect(&["sel_own_bare"], |_| {
+            let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("info")));
+            tracing::dispatcher::with_default(&d, || {
+                tracing::info_span!(target: "gpuspan::kernel::cuda", "sel_own_bare").in_scope(|| {});
+            });
+        });
+        assert!(own.is_empty(), "{own:?}");
+    }
+
+    #[test]
+    fn a_span_entered_on_two_threads_at_once_and_again_later_is_one_record_over_its_life() {
+        let records = collect(&["two_threads"], |dispatch| {
+            let span = tracing::info_span!(target: "span_app", "two_threads");
+            let (a, b) = (span.clone(), span.clone());
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let threads: Vec<_> = [a, b]
+                .into_iter()
+                .map(|s| {
+                    let (d, barrier) = (dispatch.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        tracing::dispatcher::with_default(&d, || {
+                            s.in_scope(|| {
+                                barrier.wait();
+                                std::thread::sleep(Duration::from_millis(2));
+                            })
+                        })
+                    })
+                })
+                .collect();
+            threads.into_iter().for_each(|t| t.join().unwrap());
+            span.in_scope(|| std::thread::sleep(Duration::from_millis(2)));
+            drop(span);
+        });
+        assert_eq!(records.len(), 1, "one record per span instance: {records:?}");
+        assert!(records[0].host.duration_ns() >= 4_000_000, "first entry to close: {:?}", records[0].host);
+    }
+
+    #[test]
+    fn directives_that_do_not_parse_select_nothing() {
+        assert!(parse(Some("span_app=notalevel")).is_none());
+        assert!(parse(Some("  ")).is_none() && parse(None).is_none());
+        assert!(parse(Some("span_app=info,[request]")).is_some());
+    }
+
+    use std::time::Duration;
+}
