@@ -196,7 +196,8 @@ struct Instance {
 
 enum Slot {
     Unopened,
-    Open(Scope),
+    /// Boxed: the slot of a span that is not open yet (or any more) stays small.
+    Open(Box<Scope>),
     Closed,
 }
 
@@ -208,7 +209,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn site_of(meta: &'static Metadata<'static>) -> &'static Site {
     static SITES: Mutex<Option<HashMap<Identifier, &'static Site>>> = Mutex::new(None);
     let mut sites = lock(&SITES);
-    *sites.get_or_insert_with(HashMap::new).entry(meta.callsite()).or_insert_with(|| {
+    sites.get_or_insert_with(HashMap::new).entry(meta.callsite()).or_insert_with(|| {
         let desc = SiteDesc {
             name: meta.name(),
             function: meta.name(),
@@ -294,7 +295,7 @@ impl Instance {
     fn enter(&self, span: &Id) {
         let mut slot = lock(&self.scope);
         if matches!(*slot, Slot::Unopened) {
-            *slot = Slot::Open(Scope::span_scope(self.site, |_| start_gpu(self.site)));
+            *slot = Slot::Open(Box::new(Scope::span_scope(self.site, |_| start_gpu(self.site))));
         }
         #[cfg(feature = "cuda")]
         if let Slot::Open(scope) = &mut *slot {
@@ -317,7 +318,7 @@ impl Instance {
     fn close(&self) -> Option<Scope> {
         let Slot::Open(mut scope) = std::mem::replace(&mut *lock(&self.scope), Slot::Closed) else { return None };
         scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
-        Some(scope)
+        Some(*scope)
     }
 }
 
