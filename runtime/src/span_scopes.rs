@@ -426,11 +426,19 @@ mod tests {
     }
 
     fn collect(names: &'static [&'static str], run: impl FnOnce(&tracing::Dispatch)) -> Vec<Record> {
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("span_app=info")));
+        collect_in(&dispatch, names, run)
+    }
+
+    fn collect_in(
+        dispatch: &tracing::Dispatch,
+        names: &'static [&'static str],
+        run: impl FnOnce(&tracing::Dispatch),
+    ) -> Vec<Record> {
         let sink = Arc::new(Spans(Mutex::new(Vec::new()), names));
         let dyn_sink: Arc<dyn Sink> = sink.clone();
         pipeline::add_sink(dyn_sink.clone());
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("span_app=info")));
-        tracing::dispatcher::with_default(&dispatch, || run(&dispatch));
+        tracing::dispatcher::with_default(dispatch, || run(dispatch));
         crate::flush();
         pipeline::remove_sink(&dyn_sink);
         let out = lock(&sink.0).clone();
@@ -493,6 +501,20 @@ mod tests {
         });
         assert_eq!(records.len(), 1, "one record per span instance: {records:?}");
         assert!(records[0].host.duration_ns() >= 4_000_000, "first entry to close: {:?}", records[0].host);
+    }
+
+    /// The only test that sets `init`'s selection (no other unit test calls `init`).
+    #[test]
+    fn layer_follows_the_selection_init_was_given_even_when_built_before() {
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer()));
+        // One callsite, asked again when the selection changes.
+        let run = |_: &tracing::Dispatch| tracing::info_span!(target: "span_init_app", "init_picked").in_scope(|| {});
+        select_from_init(Some("span_init_app=info"));
+        assert!(init_selects());
+        assert_eq!(collect_in(&dispatch, &["init_picked"], run).len(), 1);
+        select_from_init(None);
+        assert!(!init_selects());
+        assert!(collect_in(&dispatch, &["init_picked"], run).is_empty(), "init selected nothing this time");
     }
 
     #[test]
