@@ -53,6 +53,15 @@ mod app {
     pub fn inner(r: &Renderer) {
         r.draw();
     }
+
+    /// One dispatch with raw pass timestamps beside it: the reference for the bracket's bound.
+    #[tracing_attributes::instrument(skip_all)]
+    pub fn reference_frame(r: &Renderer, timer: &gpuspan_tests::gpu::RawTimer) {
+        let mut encoder = r.gpu.device.create_command_encoder(&Default::default());
+        r.gpu.record_pass(&mut encoder, Some(&timer.query_set));
+        timer.resolve(&mut encoder);
+        r.gpu.queue.submit([encoder.finish()]);
+    }
 }
 
 /// Spans the selection leaves out.
@@ -244,4 +253,45 @@ fn with_gpuspan_off_a_selected_span_records_nothing() {
     gpuspan::set_enabled(true);
     settle(&r);
     assert!(capture.of("frame").is_empty(), "GPUSPAN=off: nothing");
+}
+
+/// How tight a span's bracket is: its GPU interval against the raw pass timestamps of the one
+/// dispatch it holds, span by span (printed for docs/wgpu.md; asserted only to be a bound).
+#[test]
+fn a_spans_bracket_is_a_bound_of_its_work_and_how_tight() {
+    let Some((_serial, r)) = setup() else { return };
+    let capture = Capture::start_all_threads();
+    let timer = gpuspan_tests::gpu::RawTimer::new(&r.gpu.device);
+    let mut raw = Vec::new();
+    for _ in 0..20 {
+        app::reference_frame(&r, &timer);
+        raw.push(timer.read_ns(&r.gpu));
+    }
+    settle(&r);
+    let recs = capture.of("reference_frame");
+    assert_eq!(recs.len(), raw.len());
+    let mut ratio = Vec::new();
+    let mut excess = Vec::new();
+    for (rec, raw) in recs.iter().zip(&raw) {
+        assert_span_record(rec);
+        let bracket = rec.gpu.as_ref().unwrap().interval.duration_ns() as f64;
+        // The same GPU clock, mapped linearly: a bound holds the pass (1 µs for rounding).
+        assert!(bracket + 1_000.0 >= *raw, "bracket {bracket} ns < pass {raw} ns");
+        ratio.push(bracket / raw);
+        excess.push(bracket - raw);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut raw_sorted = raw.clone();
+    eprintln!(
+        "span bracket vs raw pass timestamps, {} spans: median pass {:.1} µs, bracket/pass median {:.2}, \
+         max {:.2}, median excess {:.1} µs",
+        raw.len(),
+        median(&mut raw_sorted) / 1e3,
+        median(&mut ratio),
+        ratio.last().unwrap(),
+        median(&mut excess) / 1e3
+    );
 }
