@@ -271,11 +271,21 @@ mod entries {
     }
 
     pub(super) fn enter(span: u64, scope_id: u64) {
-        let pushed = crate::cuda::span_enter(scope_id);
-        let _ = ENTERED.try_with(|e| e.borrow_mut().push((span, scope_id, pushed)));
+        enter_with(span, scope_id, crate::cuda::span_enter);
     }
 
     pub(super) fn exit(span: u64) {
+        exit_with(span, crate::cuda::span_exit);
+    }
+
+    /// [`enter`] with CUPTI's push given (tests count them without CUPTI).
+    pub(super) fn enter_with(span: u64, scope_id: u64, push: impl FnOnce(u64) -> bool) {
+        let pushed = push(scope_id);
+        let _ = ENTERED.try_with(|e| e.borrow_mut().push((span, scope_id, pushed)));
+    }
+
+    /// [`exit`] with CUPTI's pop given: pops what this thread's entry of `span` pushed.
+    pub(super) fn exit_with(span: u64, pop: impl FnOnce(u64)) {
         let entry = ENTERED
             .try_with(|e| {
                 let mut e = e.borrow_mut();
@@ -285,7 +295,41 @@ mod entries {
             .ok()
             .flatten();
         if let Some((_, scope_id, true)) = entry {
-            crate::cuda::span_exit(scope_id);
+            pop(scope_id);
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::cell::RefCell as Log;
+
+        #[test]
+        fn each_threads_entries_pop_what_they_pushed_innermost_first() {
+            let log = Log::new(Vec::new());
+            let push = |id: u64| {
+                log.borrow_mut().push(format!("push {id}"));
+                id != 99 // the push of scope 99 fails: nothing to pop
+            };
+            enter_with(1, 10, push);
+            enter_with(2, 20, push);
+            enter_with(3, 99, push);
+            // The same span entered on another thread meanwhile: its own entry there.
+            std::thread::spawn(|| {
+                let popped = Log::new(Vec::new());
+                enter_with(1, 10, |_| true);
+                exit_with(1, |id| popped.borrow_mut().push(id));
+                assert_eq!(*popped.borrow(), [10]);
+            })
+            .join()
+            .unwrap();
+            let pop = |id: u64| log.borrow_mut().push(format!("pop {id}"));
+            exit_with(3, pop);
+            exit_with(2, pop);
+            exit_with(7, pop); // never entered here: nothing
+            exit_with(1, pop);
+            assert_eq!(*log.borrow(), ["push 10", "push 20", "push 99", "pop 20", "pop 10"]);
+            assert!(ENTERED.with(|e| e.borrow().is_empty()));
         }
     }
 }
