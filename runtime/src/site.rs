@@ -217,6 +217,14 @@ pub(crate) fn register_at_run_time(site: &'static Site) {
     AT_RUN_TIME.lock().unwrap_or_else(|e| e.into_inner()).push(site);
 }
 
+/// The sites registered at run time after the first `from` of them (the live feed adds them to
+/// the sites it follows).
+#[cfg(feature = "enabled")]
+#[allow(dead_code)] // read by the live feed (unix)
+pub(crate) fn at_run_time_since(from: usize) -> Vec<&'static Site> {
+    AT_RUN_TIME.lock().unwrap_or_else(|e| e.into_inner()).get(from..).map(<[_]>::to_vec).unwrap_or_default()
+}
+
 /// Every site compiled into the program, and those registered at run time, in a stable order
 /// (file, line).
 #[cfg(feature = "enabled")]
