@@ -561,6 +561,21 @@ mod tests {
         assert!(collect_in(&dispatch, &["init_picked"], run).is_empty(), "init selected nothing this time");
     }
 
+    /// `[name]` as docs/spans.md says: the span of that name, and the spans inside it.
+    #[test]
+    fn a_span_name_directive_selects_that_span_and_those_inside_it() {
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("[by_name_req]")));
+        let records = collect_in(&dispatch, &["by_name_req", "by_name_inner", "by_name_outside"], |_| {
+            tracing::info_span!(target: "anywhere", "by_name_req").in_scope(|| {
+                tracing::info_span!(target: "anywhere", "by_name_inner").in_scope(|| {});
+            });
+            tracing::info_span!(target: "anywhere", "by_name_outside").in_scope(|| {});
+        });
+        let mut names: Vec<_> = records.iter().map(|r| r.site.desc.name).collect();
+        names.sort();
+        assert_eq!(names, ["by_name_inner", "by_name_req"]);
+    }
+
     #[test]
     fn directives_that_do_not_parse_select_nothing() {
         assert!(parse(Some("span_app=notalevel")).is_none());
