@@ -18,6 +18,7 @@ pub fn call_core() {
         .timeline_capacity(16)
         .flush_on_signal(true)
         .live(true)
+        .spans("my_app=info,[request]")
         .init();
     assert!(guard.trace_file().is_none() && guard.capture_file().is_none());
     // No socket is served: the live feed is instrumentation too.
@@ -28,6 +29,16 @@ pub fn call_core() {
     gpuspan::shutdown();
     #[allow(clippy::drop_non_drop)]
     drop(guard);
+
+    // The span layer: installs, selects nothing, does nothing.
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let layer: tracing_subscriber::filter::Filtered<gpuspan::SpanScopes, gpuspan::SpanSelection, _> =
+            gpuspan::layer();
+        let _default =
+            tracing_subscriber::registry().with(layer).with(gpuspan::layer_with("my_app=info")).set_default();
+    }
 
     gpuspan::set_enabled(true);
     assert!(gpuspan::flush());

@@ -24,6 +24,8 @@ pub(crate) struct Call {
     pub memory: Option<Box<(crate::memory::MemoryMark, crate::memory::MemoryMark)>>,
     pub parent: crate::parent::Parent,
     pub spans: crate::spans::Chain,
+    /// A selected span's fields (`span_scopes.rs`); boxed, as few calls have any.
+    pub fields: Option<Box<crate::record::Fields>>,
 }
 
 impl Call {
@@ -41,6 +43,9 @@ impl Call {
         record.memory = self.memory.map(|m| *m);
         record.parent = self.parent;
         record.spans = self.spans;
+        if let Some(f) = self.fields {
+            record.fields = *f;
+        }
         record
     }
 }

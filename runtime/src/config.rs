@@ -26,6 +26,7 @@ pub(crate) enum TraceFile {
 /// | `GPUSPAN_TRACE_ALL=on` | export every call |
 /// | `GPUSPAN_ON_SIGNAL=flush` | on SIGINT/SIGTERM, write everything as [`shutdown`](crate::shutdown) does, then let the signal take its course |
 /// | `GPUSPAN_LIVE=on` | serve the live feed that `gpuspan top` shows; see [`Config::live`] |
+/// | `GPUSPAN_SPANS=directives` | the `tracing` spans [`layer()`](crate::layer()) makes measurement scopes; see [`Config::spans`] |
 /// | `OTEL_EXPORTER_OTLP_ENDPOINT=url` | (feature `otlp`) spans and metrics to that collector; see [`crate::otlp::OtlpConfig`] |
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -37,6 +38,9 @@ pub struct Config {
     pub(crate) flush_on_signal: bool,
     pub(crate) live: bool,
     pub(crate) timeline_capacity: usize,
+    /// The spans `layer()` selects, in `EnvFilter`'s directive syntax.
+    #[allow(dead_code)] // without `enabled`
+    pub(crate) spans: Option<String>,
     /// The OTLP export to start (feature `otlp`; `()` without it, never read then).
     #[allow(dead_code)]
     pub(crate) otlp: crate::init::OtlpChoice,
@@ -53,6 +57,7 @@ impl Default for Config {
             flush_on_signal: false,
             live: false,
             timeline_capacity: 200_000,
+            spans: None,
             otlp: Default::default(),
         }
     }
@@ -91,6 +96,7 @@ impl Config {
             if let Some(on) = env::live() {
                 c.live = on;
             }
+            c.spans = env::spans();
         }
         c
     }
@@ -162,6 +168,17 @@ impl Config {
     /// once and ignored. docs/live.md describes what it serves.
     pub fn live(mut self, on: bool) -> Self {
         self.live = on;
+        self
+    }
+
+    /// Makes these application `tracing` spans measurement scopes, through the layer
+    /// [`gpuspan::layer()`](crate::layer()) installed in the program's subscriber: the GPU work
+    /// launched while a selected span is entered, on any thread, is that span's, and each span
+    /// closed becomes a record named after it. `directives` are in `EnvFilter`'s syntax
+    /// (`my_app::infer=info,candle=debug,[request]`); gpuspan's own spans are never selected.
+    /// Overrides `GPUSPAN_SPANS`. docs/spans.md says how to read the result.
+    pub fn spans(mut self, directives: impl Into<String>) -> Self {
+        self.spans = Some(directives.into());
         self
     }
 

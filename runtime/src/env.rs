@@ -15,6 +15,7 @@
 //! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
 //! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | off |
 //! | `GPUSPAN_LIVE` | [`crate::Config::from_env`]: the live feed for `gpuspan top` | off |
+//! | `GPUSPAN_SPANS` | [`crate::Config::from_env`]: the spans `gpuspan::layer()` makes scopes, in `EnvFilter`'s directive syntax | none |
 //! | `GPUSPAN_CUPTI` | CUDA timing | on |
 //! | `GPUSPAN_CUPTI_DUMP` | CUDA timing: a path | none |
 //! | `GPUSPAN_MONITOR` | the NVML monitor | on |
@@ -169,6 +170,12 @@ pub(crate) fn on_signal() -> Option<bool> {
 /// `GPUSPAN_LIVE`: serve the live feed (`gpuspan top`) on a socket in the private directory.
 pub(crate) fn live() -> Option<bool> {
     switch("GPUSPAN_LIVE", false)
+}
+
+/// `GPUSPAN_SPANS`: the application spans that are measurement scopes (`span_scopes.rs`), in
+/// `EnvFilter`'s directive syntax; parsed there.
+pub(crate) fn spans() -> Option<String> {
+    text("GPUSPAN_SPANS")
 }
 
 /// `GPUSPAN_CUPTI`: CUDA timing through CUPTI (default on; off: CUDA events).

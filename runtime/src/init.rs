@@ -148,6 +148,13 @@ mod imp {
         // A program that does not is told nothing about CUDA.
         #[cfg(feature = "cuda")]
         crate::cuda::start_at_init();
+        // The spans `gpuspan::layer()` selects; with one, CUDA timing runs before the program's
+        // first launch, which no annotated call announces.
+        crate::span_scopes::select_from_init(c.spans.as_deref());
+        #[cfg(feature = "cuda")]
+        if crate::span_scopes::init_selects() {
+            crate::cuda::start_for_spans();
+        }
         // The device monitor is a leaf: it adds to records, the summary, `track_memory` marks
         // and the metrics through the core's hooks, plugged in here before anything it adds to
         // starts. Then device discovery and the background sampler (GPUSPAN_NVML_* settings).

@@ -207,6 +207,8 @@ mod sampling;
 mod scope;
 #[cfg(feature = "enabled")]
 mod signal;
+#[cfg_attr(not(feature = "enabled"), path = "off/span_scopes.rs")]
+mod span_scopes;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod spans;
 #[cfg(feature = "enabled")]
@@ -226,6 +228,7 @@ pub mod cuda;
 #[cfg_attr(not(feature = "enabled"), path = "off/monitor.rs")]
 pub mod monitor;
 
+pub use span_scopes::{layer, layer_with, SpanScopes, SpanSelection};
 pub use {
     causality::Trust,
     export::summary::{SiteSummary, Summary},

@@ -65,6 +65,8 @@ pub(crate) struct Active {
     /// Taken before the call's clock starts, for `track_memory` sites; boxed (rare, 40 bytes).
     memory_before: Option<Box<crate::memory::MemoryMark>>,
     pub gpu: GpuScope,
+    /// A selected span's fields (`span_scopes.rs`), set as its scope closes.
+    fields: Option<Box<crate::record::Fields>>,
 }
 
 /// The backend's part of an open scope.
@@ -227,7 +229,60 @@ impl Scope {
                 thread,
                 memory_before,
                 gpu,
+                fields: None,
             })),
+        }
+    }
+
+    /// The scope of a selected application span (`span_scopes.rs`): opened at the span's first
+    /// entry and closed when the span closes, entered meanwhile on any number of threads, even
+    /// at once. So it is on no thread's stacks (NVTX, `wgpu::attach`), its host span is the
+    /// application's own (not gpuspan's), and the layer keeps each entry's per-thread state
+    /// (CUPTI's correlation id) itself. The host clock first, as in [`Scope::open`].
+    pub(crate) fn span_scope(site: &'static Site, start_gpu: impl FnOnce(u64) -> GpuScope) -> Scope {
+        site.mark_entered();
+        let (thread, scope_id) = thread::next_scope();
+        let parent = crate::parent::capture();
+        let start = clock::raw();
+        let gpu = start_gpu(scope_id);
+        let host = Host {
+            site,
+            span: HostSpan::Off,
+            start,
+            bytes: None,
+            error: false,
+            parent,
+            spans: None,
+            #[cfg(feature = "wgpu")]
+            attach_slot: false,
+            #[cfg(feature = "nvtx")]
+            nvtx: false,
+        };
+        Scope {
+            state: ManuallyDrop::new(State::Full(Active {
+                host,
+                scope_id,
+                thread,
+                memory_before: None,
+                gpu,
+                fields: None,
+            })),
+        }
+    }
+
+    /// A selected span's fields, for its record.
+    pub(crate) fn set_fields(&mut self, fields: crate::record::Fields) {
+        if let (State::Full(a), false) = (&mut *self.state, fields.is_empty()) {
+            a.fields = Some(Box::new(fields));
+        }
+    }
+
+    /// The id a backend tags this scope's GPU work with (0 for a host-timed scope).
+    #[allow(dead_code)] // used by the backend features
+    pub(crate) fn scope_id(&self) -> u64 {
+        match &*self.state {
+            State::Full(a) => a.scope_id,
+            State::Host(_) | State::Off => 0,
         }
     }
 
@@ -440,7 +495,14 @@ fn collect_attachment(state: &mut State) {
     let Some(((thread, scope_id), w)) = crate::wgpu::attach::pop() else { return };
     match std::mem::replace(state, State::Off) {
         State::Host(host) => {
-            *state = State::Full(Active { host, scope_id, thread, memory_before: None, gpu: GpuScope::Wgpu(w) });
+            *state = State::Full(Active {
+                host,
+                scope_id,
+                thread,
+                memory_before: None,
+                gpu: GpuScope::Wgpu(w),
+                fields: None,
+            });
         }
         State::Full(mut a) => {
             if matches!(a.gpu, GpuScope::None) {
@@ -498,7 +560,8 @@ impl Host {
             crate::ring::push(self.site, end.saturating_sub(self.start), self.bytes);
             return;
         }
-        Active { host: self, scope_id: 0, thread: 0, memory_before: None, gpu: GpuScope::None }.hand_over(end);
+        Active { host: self, scope_id: 0, thread: 0, memory_before: None, gpu: GpuScope::None, fields: None }
+            .hand_over(end);
     }
 }
 
@@ -520,6 +583,8 @@ impl Active {
         }
         // SAFETY: owned fields are moved out or dropped once, here; the rest own nothing.
         unsafe { std::ptr::drop_in_place(&mut h.spans) };
+        // SAFETY: as above (`None` for every window: only a selected span's scope has fields).
+        unsafe { std::ptr::drop_in_place(&mut self.fields) };
         let (thread, scope_id) = (self.thread, self.scope_id);
         // Built where the scope is queued, after its window's end is read (`cupti::window::close`).
         // Its ends are the window's, on CUPTI's clock (the start is in `h.start`).
@@ -530,7 +595,21 @@ impl Active {
             let spans = crate::spans::capture(None);
             let (site, host_start, bytes, error, memory, on_cupti_clock) =
                 (h.site, h.start, h.bytes, false, None, true);
-            Call { site, scope_id, thread, error, on_cupti_clock, host_start, host_end, bytes, memory, parent, spans }
+            let fields = None;
+            Call {
+                site,
+                scope_id,
+                thread,
+                error,
+                on_cupti_clock,
+                host_start,
+                host_end,
+                bytes,
+                memory,
+                parent,
+                spans,
+                fields,
+            }
         });
         true
     }
@@ -572,6 +651,7 @@ impl Active {
             memory,
             parent: host.parent,
             spans: host.spans,
+            fields: self.fields,
         };
         match self.gpu {
             GpuScope::None => pipeline::submit(call.into_record()),

@@ -134,6 +134,8 @@ pub struct Site {
     entered: AtomicBool,
     /// Why calls of a GPU site were timed on the host, when they were (first reason wins).
     host_reason: OnceLock<&'static str>,
+    /// Made at run time for a selected application span (`span_scopes.rs`), not by an attribute.
+    span: bool,
 }
 
 impl Site {
@@ -145,7 +147,20 @@ impl Site {
             stats: SiteStats::new(),
             entered: AtomicBool::new(false),
             host_reason: OnceLock::new(),
+            span: false,
         }
+    }
+
+    /// The site of a selected application span (`span_scopes.rs`): registered at run time.
+    #[cfg(feature = "enabled")]
+    pub(crate) fn for_span(desc: SiteDesc) -> Self {
+        Site { span: true, ..Site::new(desc) }
+    }
+
+    /// A selected `tracing` span's site (`gpuspan::layer()`), not an annotated function's: its
+    /// records say `gpuspan.kind = span`.
+    pub fn is_span(&self) -> bool {
+        self.span
     }
 
     /// Notes that a call of this site started: a load, and a store only the first time.
@@ -191,10 +206,31 @@ pub struct SiteRef(pub &'static Site);
 #[cfg(feature = "enabled")]
 inventory::collect!(SiteRef);
 
-/// Every site compiled into the program, in a stable order (file, line).
+/// Sites registered at run time: one per callsite of a selected application span
+/// (`span_scopes.rs`), leaked, so `&'static` as the compiled-in ones are.
+#[cfg(feature = "enabled")]
+static AT_RUN_TIME: std::sync::Mutex<Vec<&'static Site>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds a site made at run time to [`all_sites`].
+#[cfg(feature = "enabled")]
+pub(crate) fn register_at_run_time(site: &'static Site) {
+    AT_RUN_TIME.lock().unwrap_or_else(|e| e.into_inner()).push(site);
+}
+
+/// The sites registered at run time after the first `from` of them (the live feed adds them to
+/// the sites it follows).
+#[cfg(feature = "enabled")]
+#[allow(dead_code)] // read by the live feed (unix)
+pub(crate) fn at_run_time_since(from: usize) -> Vec<&'static Site> {
+    AT_RUN_TIME.lock().unwrap_or_else(|e| e.into_inner()).get(from..).map(<[_]>::to_vec).unwrap_or_default()
+}
+
+/// Every site compiled into the program, and those registered at run time, in a stable order
+/// (file, line).
 #[cfg(feature = "enabled")]
 pub(crate) fn all_sites() -> Vec<&'static Site> {
     let mut sites: Vec<&'static Site> = inventory::iter::<SiteRef>.into_iter().map(|r| r.0).collect();
+    sites.extend(AT_RUN_TIME.lock().unwrap_or_else(|e| e.into_inner()).iter().copied());
     sites.sort_by_key(|s| (s.desc.file, s.desc.line, s.desc.name));
     sites.dedup_by(|a, b| std::ptr::eq(*a, *b));
     sites

@@ -15,6 +15,18 @@
 //! - `puffin_frame`: `profile_scope!` with scopes on, a new frame every 1 000 calls (counted);
 //! - `tracy_ondemand`: `tracy_client::span!` with the client started on demand and no profiler
 //!   connected (so no server is needed; Tracy then records nothing).
+//!
+//! And what `gpuspan::layer()` costs a program's own spans (docs/spans.md), under the registry
+//! with and without the layer (`registry_gpuspan_layer`, selecting `peers_selected=info`), and
+//! the same beside a layer that wants every span (`registry_noop_layer[_gpuspan_layer]`):
+//!
+//! - `span_enter_exit/<subscriber>`: entering and leaving an existing span the layer does not
+//!   select;
+//! - `span_lifetime/<subscriber>`: creating, entering, leaving and closing an unselected span;
+//! - `selected_span_lifetime/registry_gpuspan_layer`: the same for a selected span, host-only
+//!   (no GPU backend registered): one scope opened and closed, counted like a host call;
+//! - `selected_span_reenter/registry_gpuspan_layer`: entering and leaving a selected span that
+//!   is already open (as per poll of a future).
 
 use criterion::{criterion_group, BenchmarkGroup, Criterion};
 use std::hint::black_box;
@@ -140,6 +152,56 @@ fn peers(c: &mut Criterion) {
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::sink);
     tracing::subscriber::with_default(tracing_subscriber::registry().with(fmt), || {
         host_pair(&mut g, "registry_fmt_sink")
+    });
+    g.finish();
+    spans(c);
+}
+
+fn unselected() -> tracing::Span {
+    tracing::info_span!(target: "peers_unselected", "unselected")
+}
+
+fn selected() -> tracing::Span {
+    tracing::info_span!(target: "peers_selected", "selected")
+}
+
+/// An unselected span's entry and life, under the registry with and without the layer.
+fn span_pair(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, config: &str) {
+    let span = unselected();
+    g.bench_function(format!("span_enter_exit/{config}"), |b| {
+        b.iter(|| {
+            let _e = span.enter();
+            black_box(work(black_box(7)))
+        })
+    });
+    g.bench_function(format!("span_lifetime/{config}"), |b| b.iter(|| unselected().in_scope(|| work(black_box(7)))));
+}
+
+/// What `gpuspan::layer()` adds to a program's own spans.
+fn spans(c: &mut Criterion) {
+    let mut g = c.benchmark_group("peers");
+    tracing::subscriber::with_default(tracing_subscriber::registry(), || span_pair(&mut g, "registry"));
+    // Alone, the layer's filter disables an unselected span's callsite for the whole subscriber;
+    // beside a layer that wants every span (as `fmt` does), the span lives and the layer is asked.
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), || {
+        span_pair(&mut g, "registry_noop_layer")
+    });
+    let both = tracing_subscriber::registry().with(NoopLayer).with(gpuspan::layer_with("peers_selected=info"));
+    tracing::subscriber::with_default(both, || span_pair(&mut g, "registry_noop_layer_gpuspan_layer"));
+    let layered = tracing_subscriber::registry().with(gpuspan::layer_with("peers_selected=info"));
+    tracing::subscriber::with_default(layered, || {
+        span_pair(&mut g, "registry_gpuspan_layer");
+        g.bench_function("selected_span_lifetime/registry_gpuspan_layer", |b| {
+            b.iter(|| selected().in_scope(|| work(black_box(7))))
+        });
+        let open = selected();
+        open.in_scope(|| {});
+        g.bench_function("selected_span_reenter/registry_gpuspan_layer", |b| {
+            b.iter(|| {
+                let _e = open.enter();
+                black_box(work(black_box(7)))
+            })
+        });
     });
     g.finish();
 }

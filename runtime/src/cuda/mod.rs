@@ -491,6 +491,34 @@ impl Scope {
     }
 }
 
+/// The CUDA part of a selected application span's scope (`span_scopes.rs`): under CUPTI its id
+/// is pushed as external correlation id around each entry, on whichever thread enters it
+/// ([`span_enter`], [`span_exit`]), as an async scope's is around each poll; without CUPTI
+/// `None` (CUDA events need a stream, which a span does not name: it is timed on the host).
+pub(crate) fn span_scope() -> Option<CudaScope> {
+    (WATCH.load(Ordering::Relaxed) == WATCH_CUPTI).then_some(CudaScope::Cupti { pushed: false })
+}
+
+/// A selected span is entered on this thread: CUPTI tags this thread's CUDA calls with its
+/// scope's id until [`span_exit`]. False if the id could not be pushed.
+pub(crate) fn span_enter(scope_id: u64) -> bool {
+    cupti::push(scope_id)
+}
+
+/// The entry [`span_enter`] made on this thread ends.
+pub(crate) fn span_exit(scope_id: u64) {
+    cupti::pop(scope_id);
+}
+
+/// The span layer selects a span: CUDA timing must run before the framework's first launch,
+/// which nothing annotated announces (a framework loads libcuda lazily). Started when a driver
+/// and a device are present; a process without them is told nothing about CUDA.
+pub(crate) fn start_for_spans() {
+    if TIMING.get().is_none() && probe().is_ok() {
+        start();
+    }
+}
+
 /// Whether bare scopes take part in CUDA timing: one relaxed load, false unless CUDA timing
 /// started with a device.
 #[inline(always)]

@@ -37,6 +37,10 @@ impl Record {
             ("code.line.number", I64(desc.line.into())),
             ("gpu.host_duration_us", us(self.host.duration_ns())),
         ];
+        if self.site.is_span() {
+            a.push(("gpuspan.kind", Str("span".into())));
+            a.extend(self.fields.iter().cloned());
+        }
         match desc.kind {
             SiteKind::Kernel => {
                 a.push(("gpu.kernel", Str(desc.name.into())));

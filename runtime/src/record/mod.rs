@@ -276,7 +276,12 @@ pub struct Record {
     /// The innermost application `tracing` span the call was made in, with its enclosing ones;
     /// taken only while a capture file wants it (`crate::spans`).
     pub(crate) spans: crate::spans::Chain,
+    /// A selected application span's recorded fields (`span_scopes.rs`), as attributes.
+    pub(crate) fields: Fields,
 }
+
+/// Attributes named by the program (a selected span's fields).
+pub(crate) type Fields = Vec<(&'static str, Value)>;
 
 impl Record {
     /// A record of a call with host timing only, no error, no bytes: backends and tests fill in
@@ -297,6 +302,7 @@ impl Record {
             extra: Vec::new(),
             parent: Default::default(),
             spans: None,
+            fields: Vec::new(),
         }
     }
 

@@ -263,6 +263,31 @@ fn started(site: &'static Site, begun: Result<WgpuScope, &'static str>) -> GpuSc
     }
 }
 
+/// The wgpu part of a selected application span's scope (`span_scopes.rs`): a bracket on the
+/// queue of the first registered device that has one, opened at the span's first entry and
+/// ended when the span closes (labelled `exit`, as a bracket whose submissions gpuspan did not
+/// see). Host timing, with the reason kept for the summary, where there is none.
+pub(crate) fn span_bracket(site: &'static Site) -> GpuScope {
+    let devices = device::all();
+    let Some(state) = devices.iter().find(|d| d.queue.get().is_some()).cloned() else {
+        site.timed_on_host("no wgpu device registered with its queue");
+        return GpuScope::None;
+    };
+    if devices.len() > 1 {
+        note_once(format_args!(
+            "selected spans bracket the queue of the first registered wgpu device ({}) only",
+            state.label.name
+        ));
+    }
+    if !check_features(&state) {
+        site.timed_on_host("device without timestamp queries");
+        return GpuScope::None;
+    }
+    let Some(queue) = state.queue.get().cloned() else { return GpuScope::None };
+    let bracket = Bracket::open(state, &queue).ok_or("too many queue brackets waiting for their timestamps");
+    started(site, bracket.map(WgpuScope::Bracket))
+}
+
 impl Scope {
     /// A scope timed by queries in a command encoder or pass.
     #[inline]

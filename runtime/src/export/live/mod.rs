@@ -233,6 +233,7 @@ impl Server {
     }
 
     fn run(mut self) {
+        self.windows.add_run_time_sites();
         self.windows.sample(self.started_ns);
         let mut next_tick = Instant::now() + TICK;
         while !self.stop.load(Ordering::Acquire) {
@@ -256,6 +257,8 @@ impl Server {
             }
             let now = Instant::now();
             if now >= next_tick {
+                // A selected span's site appears with its first span (`span_scopes.rs`).
+                self.windows.add_run_time_sites();
                 self.windows.sample(crate::clock::now_ns());
                 next_tick = (next_tick + TICK).max(now);
             }

@@ -36,11 +36,26 @@ struct Track {
 #[derive(Debug)]
 pub(super) struct Windows {
     tracks: Vec<Track>,
+    /// Sites registered at run time (selected spans, `span_scopes.rs`) already looked at.
+    run_time_seen: usize,
 }
 
 impl Windows {
     pub(super) fn new(sites: Vec<&'static Site>) -> Windows {
-        Windows { tracks: sites.into_iter().map(|site| Track { site, points: VecDeque::new() }).collect() }
+        let tracks = sites.into_iter().map(|site| Track { site, points: VecDeque::new() }).collect();
+        Windows { tracks, run_time_seen: 0 }
+    }
+
+    /// Follows the sites registered at run time since the last look (a selected span's site
+    /// appears when its first span does).
+    pub(super) fn add_run_time_sites(&mut self) {
+        let new = crate::site::at_run_time_since(self.run_time_seen);
+        self.run_time_seen += new.len();
+        for site in new {
+            if !self.tracks.iter().any(|t| std::ptr::eq(t.site, site)) {
+                self.tracks.push(Track { site, points: VecDeque::new() });
+            }
+        }
     }
 
     /// Reads every site's aggregates now into its history, dropping points the window no longer
@@ -173,6 +188,17 @@ mod tests {
         assert!((9.5..=10.5).contains(&window_s), "{window_s}");
         assert_eq!(rows[0].window.calls, 0);
         assert_eq!(rows[0].window.p50_ns, None);
+    }
+
+    #[test]
+    fn sites_registered_at_run_time_are_followed_once() {
+        let mut w = Windows::new(vec![&WINDOWED]);
+        let span: &'static Site =
+            Box::leak(Box::new(Site::for_span(crate::site::site_desc!("live_span", SiteKind::Kernel, Backend::Host))));
+        crate::site::register_at_run_time(span);
+        w.add_run_time_sites();
+        w.add_run_time_sites();
+        assert_eq!(w.tracks.iter().filter(|t| std::ptr::eq(t.site, span)).count(), 1);
     }
 
     static GPU_A: Site = site("gpu_a", Backend::Wgpu);
