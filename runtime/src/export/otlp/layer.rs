@@ -53,7 +53,7 @@ pub(super) struct AppSpans;
 
 fn is_gpuspan(meta: &Metadata<'_>) -> bool {
     let t = meta.target();
-    t == "gpuspan" || t.starts_with("gpuspan::")
+    t == "gpuspan" || t.starts_with("gpuspan::") || (meta.is_span() && crate::spans::is_host_span(meta))
 }
 
 impl<S> Filter<S> for AppSpans {
