@@ -239,7 +239,7 @@ pub struct Plan {
     /// (`let _ = &x;`, no machine code) rather than let them warn as unused.
     pub used_params: Vec<Ident>,
     /// Expressions of the arguments that only the instrumented code evaluates (field values,
-    /// `parent`, `follows_from`, a constant name): the off arm names them in dead code, so that
+    /// a constant name): the off arm names them in dead code, so that
     /// an import used only there does not warn as unused when instrumentation is off.
     pub off_refs: Vec<Expr>,
 }
