@@ -82,8 +82,9 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
     end_brackets_at_submissions(&plan, &p, &mut timed);
     // `return` leaves the enclosing function, whose type the block cannot name: only `?` is
     // inspected (its operand's type is known), every other exit just closes the scope.
-    ExitRewriter { p: p.clone(), recorder, ret_ty: None, returns: false, events: Events::new(&plan) }
-        .visit_block_mut(&mut timed);
+    let events = Events::new(&plan);
+    let tail_events = events.emit(&p, &quote!(__gpuspan_out));
+    ExitRewriter { p: p.clone(), recorder, ret_ty: None, returns: false, events }.visit_block_mut(&mut timed);
     Ok(quote! {
         #krate::__private::select! {
             {{
@@ -91,6 +92,8 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
                 let mut __gpuspan_scope = #enter;
                 #[allow(clippy::let_unit_value, unused_braces)]
                 let __gpuspan_out = #timed;
+                #[allow(unreachable_code)]
+                #tail_events
                 #[allow(unreachable_code)]
                 #exit;
                 __gpuspan_out
@@ -371,8 +374,15 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         let block = &mut func.block;
         // Name the async block's output type where it can be named, so that `?` inside it
         // infers its error conversion (the same trick as tracing-attributes).
-        let fake_return = match &func.sig.output {
-            ReturnType::Type(_, ty) if !contains_impl_trait(ty) => quote! {
+        // Spanned at the return type, so that a mismatch says "expected because of this": `()`
+        // at the function's name (rustc's "default return type"); an `impl Trait` inside the
+        // type becomes `_`, as tracing-attributes erases it.
+        let fake_return: Option<Type> = match &func.sig.output {
+            ReturnType::Default => Some(syn::parse_quote_spanned!(func.sig.ident.span()=> ())),
+            ReturnType::Type(_, ty) => Some(erase_impl_trait((**ty).clone())),
+        };
+        let fake_return = match fake_return {
+            Some(ty) => quote_spanned! {ty.span()=>
                 #[allow(unknown_lints, unreachable_code, clippy::diverging_sub_expression, clippy::let_unit_value, clippy::unreachable, clippy::empty_loop)]
                 if false {
                     let __gpuspan_fake_return: #ty = loop {};
@@ -610,6 +620,22 @@ fn returned_future(func: &mut ItemFn) -> Option<&mut syn::ExprAsync> {
         }
         _ => None,
     }
+}
+
+/// `ty` with each `impl Trait` replaced by `_`, so that it can annotate a `let`.
+fn erase_impl_trait(mut ty: Type) -> Type {
+    struct Eraser;
+    impl VisitMut for Eraser {
+        fn visit_type_mut(&mut self, t: &mut Type) {
+            if let Type::ImplTrait(i) = t {
+                *t = Type::Infer(syn::TypeInfer { underscore_token: syn::Token![_](i.impl_token.span) });
+            } else {
+                syn::visit_mut::visit_type_mut(self, t);
+            }
+        }
+    }
+    Eraser.visit_type_mut(&mut ty);
+    ty
 }
 
 fn contains_impl_trait(ty: &Type) -> bool {
