@@ -3,9 +3,9 @@
 //! Parsing only checks syntax and keeps every token's span; what the arguments mean and whether
 //! they fit the function is `validate.rs`'s job, so that all errors of one kind live in one place.
 //!
-//! Each comma-separated argument is parsed on its own: a syntax error in one is recorded and
-//! parsing resumes at the next top-level comma, so every mistake in the attribute is reported in
-//! one run instead of only the first.
+//! Each comma-separated argument, and each entry of `fields(..)` and `skip(..)`, is parsed on its
+//! own: a syntax error in one is recorded and parsing resumes at the next comma, so every mistake
+//! in the attribute is reported in one run instead of only the first.
 
 use proc_macro2::{Span, TokenTree};
 use syn::parse::{Parse, ParseStream};
