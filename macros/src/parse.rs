@@ -3,9 +3,9 @@
 //! Parsing only checks syntax and keeps every token's span; what the arguments mean and whether
 //! they fit the function is `validate.rs`'s job, so that all errors of one kind live in one place.
 //!
-//! Each comma-separated argument is parsed on its own: a syntax error in one is recorded and
-//! parsing resumes at the next top-level comma, so every mistake in the attribute is reported in
-//! one run instead of only the first.
+//! Each comma-separated argument, and each entry of `fields(..)` and `skip(..)`, is parsed on its
+//! own: a syntax error in one is recorded and parsing resumes at the next comma, so every mistake
+//! in the attribute is reported in one run instead of only the first.
 
 use proc_macro2::{Span, TokenTree};
 use syn::parse::{Parse, ParseStream};
@@ -28,34 +28,13 @@ pub const KNOWN: &[&str] = &[
     "skip",
     "skip_all",
     "err",
+    "ret",
+    "target",
+    "parent",
+    "follows_from",
     "level",
     "track_memory",
     "crate",
-];
-
-/// `#[tracing::instrument]` arguments that gpuspan recognises but cannot honour, with what to do
-/// instead: a user moving from `tracing` gets a reason, not "unknown argument".
-const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "ret",
-        "`ret` is not supported: gpuspan does not record return values; log the value in the function body, \
-         or add `#[tracing::instrument(ret)]` beside this attribute",
-    ),
-    (
-        "target",
-        "`target` is not supported: gpuspan spans' targets are `gpuspan::<kind>::<backend>`, so one \
-         filter directive (`gpuspan=info`) selects them all; use `name = \"...\"` to tell sites apart",
-    ),
-    (
-        "parent",
-        "`parent` is not supported: a gpuspan span is a child of the current span; enter the parent span \
-         around the call instead",
-    ),
-    (
-        "follows_from",
-        "`follows_from` is not supported: gpuspan spans only have a parent; use `fields(...)` to record \
-         an id that links the calls",
-    ),
 ];
 
 /// One `key = value`, `key(...)` or bare `key` argument, with the span of its key.
@@ -65,7 +44,14 @@ pub struct Arg {
 }
 
 pub enum ArgValue {
-    Name(LitStr),
+    /// `name = "..."`, `name = CONST`, or a bare string literal first (as `tracing` accepts).
+    Name(StrOrConst),
+    /// `target = "..."` or `target = CONST`.
+    Target(StrOrConst),
+    /// `parent = <expr>`: the span's explicit parent, as in `tracing::span!(parent: ..)`.
+    Parent(Expr),
+    /// `follows_from = <expr>`: an iterator of causes, each passed to `Span::follows_from`.
+    FollowsFrom(Expr),
     /// `wgpu`, `cuda` or `auto`; checked in validation so the error points at the value.
     Backend(Ident),
     Encoder(Expr),
@@ -81,12 +67,15 @@ pub enum ArgValue {
     /// Bare `track_memory` or `track_memory = true|false`.
     TrackMemory(Option<LitBool>),
     Fields(Punctuated<Field, Token![,]>),
+    /// Parameter names, `self` included.
     Skip(Punctuated<Ident, Token![,]>),
     /// Bare `skip_all`: no parameter is used for resource or size inference.
     SkipAll,
-    /// Bare `err`, as `tracing` users write it: gpuspan marks every `Err` already, so it only
-    /// states the default.
-    Err,
+    /// `err`, `err(Debug)`, `err(Display, level = ..)`: an `Err` leaving the function is emitted
+    /// as an event, as `tracing` does (gpuspan marks every `Err` on the span anyway).
+    Err(EventArgs),
+    /// `ret`, `ret(Debug)`, `ret(Display, level = ..)`: the returned value as an event.
+    Ret(EventArgs),
     /// A level as `tracing` users write it; checked in validation.
     Level(LevelValue),
     Crate(Path),
@@ -94,6 +83,21 @@ pub enum ArgValue {
     /// Kept so that validation treats the argument as present and adds no follow-on error
     /// such as "needs `direction`".
     Invalid,
+}
+
+/// A name or target: a string literal or a constant's name, as `tracing` accepts.
+#[derive(Clone)]
+pub enum StrOrConst {
+    Str(LitStr),
+    Const(Ident),
+}
+
+/// The parenthesised arguments of `err(..)` and `ret(..)`.
+#[derive(Default)]
+pub struct EventArgs {
+    /// `Debug` or `Display`, when given (checked at parse time).
+    pub mode: Option<Ident>,
+    pub level: Option<LevelValue>,
 }
 
 /// A level: `"info"` (any case), `info`, `Level::INFO`, `tracing::Level::INFO`, or `1`..=`5` as
@@ -105,11 +109,26 @@ pub enum LevelValue {
     Path(Path),
 }
 
-/// One entry of `fields(...)`: a bare parameter name, or `key = expr`.
+/// One entry of `fields(...)`: `key`, `key = expr`, `key = %expr`, `key = ?expr`, `%key`, `?key`,
+/// with `key` dotted (`model.layer`) or a constant in braces (`{NAME}`), as in `tracing`.
 pub struct Field {
-    /// Dotted keys such as `model.layer` are allowed, as in `tracing`.
-    pub key: Punctuated<Ident, Token![.]>,
+    pub key: FieldKey,
+    pub sigil: Sigil,
     pub value: Option<Expr>,
+}
+
+pub enum FieldKey {
+    Dotted(Punctuated<Ident, Token![.]>),
+    /// `{CONST} = ..`: the name is a constant expression.
+    Const(Expr),
+}
+
+/// How a field's value is recorded: as a `tracing::Value`, with `Display` (`%`) or `Debug` (`?`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Sigil {
+    Value,
+    Display,
+    Debug,
 }
 
 /// The whole argument list, and the syntax errors of the arguments that did not parse.
@@ -127,20 +146,26 @@ impl Parse for Args {
             None => errors = Some(e),
         };
         while !input.is_empty() {
-            match parse_key(input) {
-                Ok(key) => match parse_value(&key, input) {
-                    Ok(value) => args.push(Arg { key, value }),
+            if input.peek(LitStr) {
+                // `#[instrument("name")]`: `tracing` accepts the name as a bare string.
+                let lit: LitStr = input.parse()?;
+                args.push(Arg { key: Ident::new("name", lit.span()), value: ArgValue::Name(StrOrConst::Str(lit)) });
+            } else {
+                match parse_key(input) {
+                    Ok(key) => match parse_value(&key, input, &mut push) {
+                        Ok(value) => args.push(Arg { key, value }),
+                        Err(e) => {
+                            push(e);
+                            if KNOWN.contains(&key.to_string().as_str()) {
+                                args.push(Arg { key, value: ArgValue::Invalid });
+                            }
+                            skip_to_comma(input)?;
+                        }
+                    },
                     Err(e) => {
                         push(e);
-                        if KNOWN.contains(&key.to_string().as_str()) {
-                            args.push(Arg { key, value: ArgValue::Invalid });
-                        }
                         skip_to_comma(input)?;
                     }
-                },
-                Err(e) => {
-                    push(e);
-                    skip_to_comma(input)?;
                 }
             }
             if input.is_empty() {
@@ -171,11 +196,15 @@ fn parse_key(input: ParseStream<'_>) -> syn::Result<Ident> {
     })
 }
 
-/// The value after `key`; an unknown or unsupported key is an error at the key.
-fn parse_value(key: &Ident, input: ParseStream<'_>) -> syn::Result<ArgValue> {
+/// The value after `key`; an unknown key is an error at the key. Mistakes inside a list
+/// (`fields(..)`, `skip(..)`) go to `push`, each at its token, and the list keeps its good items.
+fn parse_value(key: &Ident, input: ParseStream<'_>, push: &mut dyn FnMut(syn::Error)) -> syn::Result<ArgValue> {
     let name = key.to_string();
     let value = match name.as_str() {
-        "name" => ArgValue::Name(parse_eq_with(input, key, "a string, e.g. `name = \"saxpy\"`")?),
+        "name" => ArgValue::Name(parse_eq_with(input, key, "a string or a constant, e.g. `name = \"saxpy\"`")?),
+        "target" => ArgValue::Target(parse_eq_with(input, key, "a string or a constant, e.g. `target = \"my_app\"`")?),
+        "parent" => ArgValue::Parent(parse_eq(input, key)?),
+        "follows_from" => ArgValue::FollowsFrom(parse_eq(input, key)?),
         "backend" => ArgValue::Backend(parse_eq_with(input, key, "`wgpu`, `cuda` or `auto`")?),
         "encoder" => ArgValue::Encoder(parse_eq(input, key)?),
         "queue" => ArgValue::Queue(parse_eq(input, key)?),
@@ -190,29 +219,20 @@ fn parse_value(key: &Ident, input: ParseStream<'_>) -> syn::Result<ArgValue> {
         )?),
         "trace_all" => ArgValue::TraceAll(parse_flag(input, key)?),
         "track_memory" => ArgValue::TrackMemory(parse_flag(input, key)?),
-        "fields" => ArgValue::Fields(parse_list(input, key, Field::parse)?),
-        "skip" => ArgValue::Skip(parse_list(input, key, Ident::parse)?),
+        "fields" => ArgValue::Fields(parse_list(input, key, Field::parse, push)?),
+        "skip" => ArgValue::Skip(parse_list(input, key, parse_skip_item, push)?),
         "skip_all" => {
             no_value(input, "`skip_all` takes no value: it skips every parameter")?;
             ArgValue::SkipAll
         }
-        "err" => {
-            no_value(
-                input,
-                "`err(...)` is not supported: gpuspan marks a call that returns `Err` with `error = true` but \
-                 does not record the error value; use bare `err`, and log the error where it is handled",
-            )?;
-            ArgValue::Err
-        }
+        "err" => ArgValue::Err(parse_event_args(input)?),
+        "ret" => ArgValue::Ret(parse_event_args(input)?),
         "level" => {
             parse_eq_sign(input, key)?;
             ArgValue::Level(parse_level(input)?)
         }
         "crate" => ArgValue::Crate(parse_eq(input, key)?),
         _ => {
-            if let Some((_, why)) = UNSUPPORTED.iter().find(|(k, _)| *k == name) {
-                return Err(syn::Error::new(key.span(), why));
-            }
             let mut msg = format!("unknown argument `{name}`");
             if let Some(close) = closest(&name) {
                 msg.push_str(&format!("; did you mean `{close}`?"));
@@ -225,11 +245,72 @@ fn parse_value(key: &Ident, input: ParseStream<'_>) -> syn::Result<ArgValue> {
     Ok(value)
 }
 
+impl Parse for StrOrConst {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(LitStr) {
+            Ok(StrOrConst::Str(input.parse()?))
+        } else {
+            Ok(StrOrConst::Const(input.parse()?))
+        }
+    }
+}
+
+/// A `skip(..)` entry: a parameter's name, `self` included.
+fn parse_skip_item(input: ParseStream<'_>) -> syn::Result<Ident> {
+    input
+        .call(syn::ext::IdentExt::parse_any)
+        .map_err(|_| syn::Error::new(next_span(input), "expected a parameter name"))
+}
+
+/// `err`/`ret` alone, or with `(Debug|Display)`, `(level = ..)` or both, as `tracing` takes them.
+fn parse_event_args(input: ParseStream<'_>) -> syn::Result<EventArgs> {
+    let mut args = EventArgs::default();
+    if !input.peek(syn::token::Paren) {
+        no_value(input, "expected `(Debug)`, `(Display)` or `(level = ..)`, or nothing")?;
+        return Ok(args);
+    }
+    let content;
+    syn::parenthesized!(content in input);
+    while !content.is_empty() {
+        let id: Ident = content.call(syn::ext::IdentExt::parse_any)?;
+        match id.to_string().as_str() {
+            "level" if args.level.is_none() => {
+                parse_eq_sign(&content, &id)?;
+                args.level = Some(parse_level(&content)?);
+            }
+            "Debug" | "Display" if args.mode.is_none() => args.mode = Some(id),
+            "level" | "Debug" | "Display" => {
+                return Err(syn::Error::new(id.span(), format!("`{id}`: only one format and one level")))
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    id.span(),
+                    "unknown event formatting mode, expected either `Debug` or `Display`",
+                ))
+            }
+        }
+        if !content.is_empty() {
+            content.parse::<Token![,]>()?;
+        }
+    }
+    Ok(args)
+}
+
 impl Parse for Field {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let key = Punctuated::parse_separated_nonempty_with(input, syn::ext::IdentExt::parse_any)?;
+        let mut sigil = parse_sigil(input)?;
+        let key = if input.peek(syn::token::Brace) {
+            let content;
+            syn::braced!(content in input);
+            FieldKey::Const(content.parse()?)
+        } else {
+            FieldKey::Dotted(Punctuated::parse_separated_nonempty_with(input, syn::ext::IdentExt::parse_any)?)
+        };
         let value = if input.peek(Token![=]) {
             let eq: Token![=] = input.parse()?;
+            if sigil == Sigil::Value {
+                sigil = parse_sigil(input)?;
+            }
             if input.is_empty() || input.peek(Token![,]) {
                 return Err(syn::Error::new(eq.span, "expected an expression after `=`"));
             }
@@ -237,7 +318,19 @@ impl Parse for Field {
         } else {
             None
         };
-        Ok(Field { key, value })
+        Ok(Field { key, sigil, value })
+    }
+}
+
+fn parse_sigil(input: ParseStream<'_>) -> syn::Result<Sigil> {
+    if input.peek(Token![%]) {
+        input.parse::<Token![%]>()?;
+        Ok(Sigil::Display)
+    } else if input.peek(Token![?]) {
+        input.parse::<Token![?]>()?;
+        Ok(Sigil::Debug)
+    } else {
+        Ok(Sigil::Value)
     }
 }
 
@@ -307,17 +400,42 @@ fn no_value(input: ParseStream<'_>, msg: &str) -> syn::Result<()> {
     Err(syn::Error::new(next_span(input), msg))
 }
 
+/// `key(a, b, ..)`: each item parsed on its own, so that one bad item is reported at its token
+/// and the others (and the other arguments) are still checked.
 fn parse_list<T>(
     input: ParseStream<'_>,
     key: &Ident,
     item: fn(ParseStream<'_>) -> syn::Result<T>,
+    push: &mut dyn FnMut(syn::Error),
 ) -> syn::Result<Punctuated<T, Token![,]>> {
     if !input.peek(syn::token::Paren) {
         return Err(syn::Error::new(key.span(), format!("`{key}` takes a list: `{key}(...)`")));
     }
     let content;
     syn::parenthesized!(content in input);
-    Punctuated::parse_terminated_with(&content, item)
+    let mut list = Punctuated::new();
+    while !content.is_empty() {
+        match item(&content) {
+            Ok(v) => list.push(v),
+            Err(e) => {
+                push(e);
+                skip_to_comma(&content)?;
+            }
+        }
+        if content.is_empty() {
+            break;
+        }
+        if content.peek(Token![,]) {
+            content.parse::<Token![,]>()?;
+        } else {
+            push(syn::Error::new(next_span(&content), format!("expected `,` between the entries of `{key}(..)`")));
+            skip_to_comma(&content)?;
+            if content.peek(Token![,]) {
+                content.parse::<Token![,]>()?;
+            }
+        }
+    }
+    Ok(list)
 }
 
 /// The span of the next token (not consumed), for errors about what comes next; a whole token
@@ -345,7 +463,6 @@ fn skip_to_comma(input: ParseStream<'_>) -> syn::Result<()> {
 fn closest(name: &str) -> Option<&'static str> {
     KNOWN
         .iter()
-        .chain(UNSUPPORTED.iter().map(|(k, _)| k))
         .map(|k| (edit_distance(name, k), *k))
         .filter(|(d, k)| *d <= 2.max(k.len() / 4))
         .min_by_key(|(d, _)| *d)

@@ -174,22 +174,56 @@ pub enum Bytes {
 
 /// One recorded field of the host span.
 pub struct Field {
-    /// Dotted keys such as `model.layer`, as in `tracing`.
-    pub key: Vec<Ident>,
+    pub key: FieldKey,
     pub value: FieldValue,
 }
 
+pub enum FieldKey {
+    /// Dotted keys such as `model.layer`, as in `tracing`.
+    Dotted(Vec<Ident>),
+    /// `{CONST} = ..`: a constant expression names the field.
+    Const(Expr),
+}
+
+/// How a field's value is recorded, as `tracing`'s `span!` writes it.
+pub use crate::parse::Sigil;
+
 pub enum FieldValue {
-    /// `fields(x)`: the parameter, recorded with `Debug`.
+    /// `fields(x)` of a parameter `x`: recorded with `Debug`.
     Param(Ident),
-    /// `fields(k = expr)`: the expression, recorded as a `tracing` value.
-    Expr(Expr),
+    /// `fields(k = expr)`, `k = %expr`, `k = ?expr`, `%x`, `?x`.
+    Expr(Expr, Sigil),
+    /// `fields(k)` of a name that is no parameter: declared, recorded later with `Span::record`.
+    Empty,
+    /// A parameter recorded by default (as `tracing` does): as a value for the primitive types
+    /// `tracing` records so, else with `Debug` when the type has it (else not at all).
+    Auto { param: Ident, as_value: bool },
+}
+
+/// A span name or target: a literal, or a constant the user names.
+#[derive(Clone)]
+pub enum Text {
+    Str(String),
+    Const(Ident),
+}
+
+/// `err`/`ret`: the event emitted with the returned value, as `tracing` emits it.
+pub struct Event {
+    /// `Display` (`%`) rather than `Debug` (`?`).
+    pub display: bool,
+    pub level: Level,
 }
 
 /// Everything expansion needs to know about one instrumented function or block.
 pub struct Plan {
     pub kind: Kind,
-    pub name: String,
+    pub name: Text,
+    /// `target = ..`; the user's `module_path!()` by default, as in `tracing`.
+    pub target: Option<Text>,
+    pub parent: Option<Expr>,
+    pub follows_from: Option<Expr>,
+    pub err: Option<Event>,
+    pub ret: Option<Event>,
     pub resource: Resource,
     pub direction: Option<Direction>,
     pub bytes: Option<Bytes>,
@@ -204,4 +238,8 @@ pub struct Plan {
     /// instrumentation off nothing else may use them, so the off arm borrows each one
     /// (`let _ = &x;`, no machine code) rather than let them warn as unused.
     pub used_params: Vec<Ident>,
+    /// Expressions of the arguments that only the instrumented code evaluates (field values,
+    /// a constant name): the off arm names them in dead code, so that
+    /// an import used only there does not warn as unused when instrumentation is off.
+    pub off_refs: Vec<Expr>,
 }

@@ -52,6 +52,20 @@ twins!(gpuspan_off_annotated_early, gpuspan_off_plain_early, #[gpu_kernel], fn(x
     x.wrapping_mul(3)
 });
 
+// `#[tracing::instrument]`'s arguments: the field values and the constant name are named in the
+// off arm's `if false` block (so that what only they use does not warn) and the parameters are
+// borrowed; none of it may leave machine code.
+const TRACING_NAME: &str = "tracing_args";
+const FIELD_KEY: &str = "from_a_constant";
+
+twins!(gpuspan_off_annotated_tracing, gpuspan_off_plain_tracing, #[gpu_kernel(name = TRACING_NAME, target = "t", skip(seed), ret, fields(doubled = n.wrapping_mul(2), shown = %n, {FIELD_KEY} = 1, later))], fn(n: u64, seed: u64) -> u64 {
+    let mut x = seed;
+    for i in 0..n {
+        x = x.wrapping_add(i ^ 0x9e37_79b9);
+    }
+    x
+});
+
 // The negative control: a different body must be told apart by the same comparison.
 #[no_mangle]
 #[inline(never)]

@@ -27,13 +27,15 @@ fn functions() -> std::collections::HashMap<String, Vec<u8>> {
 #[test]
 fn annotated_functions_compile_to_the_plain_machine_code() {
     // Keep the functions linked in.
-    let keep: [*const (); 7] = [
+    let keep: [*const (); 9] = [
         gpuspan_off_check::gpuspan_off_annotated_kernel as *const (),
         gpuspan_off_check::gpuspan_off_plain_kernel as *const (),
         gpuspan_off_check::gpuspan_off_annotated_transfer as *const (),
         gpuspan_off_check::gpuspan_off_plain_transfer as *const (),
         gpuspan_off_check::gpuspan_off_annotated_early as *const (),
         gpuspan_off_check::gpuspan_off_plain_early as *const (),
+        gpuspan_off_check::gpuspan_off_annotated_tracing as *const (),
+        gpuspan_off_check::gpuspan_off_plain_tracing as *const (),
         gpuspan_off_check::gpuspan_off_plain_control as *const (),
     ];
     std::hint::black_box(keep);
@@ -42,7 +44,7 @@ fn annotated_functions_compile_to_the_plain_machine_code() {
     }
     let f = functions();
     let get = |name: &str| f.get(name).unwrap_or_else(|| panic!("symbol {name} not found in the test binary"));
-    for shape in ["kernel", "transfer", "early"] {
+    for shape in ["kernel", "transfer", "early", "tracing"] {
         let annotated = get(&format!("gpuspan_off_annotated_{shape}"));
         let plain = get(&format!("gpuspan_off_plain_{shape}"));
         assert!(!plain.is_empty());

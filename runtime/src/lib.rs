@@ -65,7 +65,9 @@
 ///
 /// | argument | meaning |
 /// |---|---|
-/// | `name = "..."` | display name (default: the function's name) |
+/// | `name = "..."` | display name (default: the function's name); also `name = CONST` or `"..."` alone |
+/// | `target = "..."` | the span's target (default: the module path, as `#[tracing::instrument]`) |
+/// | `parent = <expr>`, `follows_from = <expr>` | the span's explicit parent and causes, as in `tracing` |
 /// | `backend = wgpu \| cuda \| auto` | which backend times it (default `auto`: from the parameter types) |
 /// | `encoder = <place>` | the wgpu `CommandEncoder`/`ComputePass`/`RenderPass` to put the queries in |
 /// | `queue = <expr>` | the wgpu `Queue` whose submissions are bracketed |
@@ -73,12 +75,15 @@
 /// | `stream = <expr>` | the CUDA stream (for the CUDA-event fallback) |
 /// | `threshold_us = N` | calls shorter than N µs are only aggregated (default: global, 100) |
 /// | `trace_all` | export every call |
-/// | `fields(x, key = expr)` | record a parameter (with `Debug`) or an expression on the span |
-/// | `skip(x)` | never use parameter `x` for resource or size inference |
+/// | `fields(x, key = expr, key = %expr, {CONST} = expr, later)` | fields of the span, as in `tracing` |
+/// | `skip(x, self)`, `skip_all` | neither record these parameters nor use them for resource or size inference |
+/// | `err`, `ret` (with `(Debug)`, `(Display)`, `(level = ..)`) | `tracing`'s events for an `Err` and the returned value |
 /// | `level = "debug"` | level of the host `tracing` span (default `info`) |
 /// | `crate = path` | path to the gpuspan crate, when renamed |
 ///
-/// Nothing about the arguments is recorded unless asked with `fields`.
+/// The host span is the one `#[tracing::instrument]` makes: every parameter not skipped is
+/// recorded, with `Debug` (or as a value for integers, `bool`, `str` and `String`). See
+/// docs/attributes.md, "Coming from `#[instrument]`", for what differs.
 #[doc(inline)]
 pub use gpuspan_macros::gpu_kernel;
 

@@ -20,11 +20,55 @@ pub fn open(open: impl FnOnce() -> Scope) -> Scope {
     }
 }
 
+/// [`open`] for an async call: its host span is not entered on opening, but around each poll
+/// of the [`ScopedFuture`] it then goes into (as `tracing`'s `Instrumented` enters it).
+#[cold]
+#[inline(never)]
+pub fn open_idle(open: impl FnOnce() -> Scope) -> Scope {
+    if crate::switch::is_on() {
+        crate::scope::opening_idle(open)
+    } else {
+        Scope::off()
+    }
+}
+
 /// Runs an instrumented function's body. A closure passed as `FnOnce` may return borrows of
 /// the `&mut` parameters it captured, so every sync function shape can be wrapped this way.
 #[inline(always)]
 pub fn call_once<R>(body: impl FnOnce() -> R) -> R {
     body()
+}
+
+/// A parameter recorded by default, as `#[tracing::instrument]` records it: with `Debug`
+/// ([`FieldDebug`]) when its type has it, else not at all ([`FieldOther`], an empty field)
+/// where `tracing` would refuse to compile. The arm is picked at compile time.
+#[derive(Debug)]
+pub struct FieldProbe<'a, T>(pub &'a T);
+
+/// The arm of [`FieldProbe`] for a type with `Debug`.
+pub trait FieldDebug<'a> {
+    /// The value, recorded with `Debug`.
+    fn gpuspan_field(&self) -> tracing::field::DebugValue<&'a dyn std::fmt::Debug>;
+}
+
+impl<'a, T: std::fmt::Debug> FieldDebug<'a> for FieldProbe<'a, T> {
+    #[inline(always)]
+    fn gpuspan_field(&self) -> tracing::field::DebugValue<&'a dyn std::fmt::Debug> {
+        tracing::field::debug(self.0)
+    }
+}
+
+/// The arm of [`FieldProbe`] for any other type: nothing recorded.
+pub trait FieldOther {
+    /// An empty field.
+    fn gpuspan_field(&self) -> tracing::field::Empty;
+}
+
+impl<T> FieldOther for &FieldProbe<'_, T> {
+    #[inline(always)]
+    fn gpuspan_field(&self) -> tracing::field::Empty {
+        tracing::field::Empty
+    }
 }
 
 /// A transfer's size from whatever integer type the user's expression has; negative sizes

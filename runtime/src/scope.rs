@@ -6,6 +6,7 @@ pub(crate) use crate::call::Call;
 use crate::probe::Exit;
 use crate::site::Site;
 use crate::{clock, pipeline, sampling, thread};
+pub(crate) use host_span::opening_idle;
 use host_span::HostSpan;
 use std::mem::ManuallyDrop;
 use tracing::Span;

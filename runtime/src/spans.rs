@@ -97,7 +97,7 @@ fn node(span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize)
         Some(p) if depth < MAX_DEPTH => node(p, depth + 1),
         _ => None,
     };
-    let chain = if is_host_span(span.metadata().target()) {
+    let chain = if is_host_span(span.metadata()) {
         parent
     } else {
         let id = NEXT_ID.fetch_add(1, Relaxed);
@@ -112,10 +112,11 @@ fn node(span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize)
     chain
 }
 
-/// gpuspan's own host span of an annotated call (the macro's target is `gpuspan::<kind>::<backend>`).
+/// gpuspan's own host span of an annotated call: its target is the user's module, and its
+/// metadata has the never-recorded field `gpuspan.<kind>.<backend>` that the macro adds.
 #[cfg(feature = "enabled")]
-fn is_host_span(target: &str) -> bool {
-    target.strip_prefix("gpuspan::").is_some_and(|k| k.starts_with("kernel::") || k.starts_with("transfer::"))
+pub(crate) fn is_host_span(meta: &tracing::Metadata<'_>) -> bool {
+    meta.fields().iter().any(|f| f.name().starts_with("gpuspan."))
 }
 
 /// The names of a chain, outermost first.
@@ -142,7 +143,7 @@ mod tests {
         let subscriber =
             tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::sink));
         tracing::subscriber::with_default(subscriber, || {
-            let host = || tracing::info_span!(target: "gpuspan::kernel::wgpu", "saxpy");
+            let host = || tracing::info_span!("saxpy", gpuspan.kernel.wgpu = tracing::field::Empty);
             let capture = || capture(Some(&host()));
             assert!(capture().is_none(), "no span entered");
             let outer = tracing::info_span!("handle_request");

@@ -6,6 +6,8 @@
 //!
 //! - `plain`: the function without instrumentation (the baseline);
 //! - `gpuspan_off`: `#[gpu_kernel]`, feature on, `GPUSPAN=off` at run time;
+//! - `gpuspan_host_no_params/<subscriber>`: the same gpuspan scope with `skip_all` (the cost of
+//!   recording the parameter, as `#[instrument]` does, is the difference);
 //! - `gpuspan_host/<subscriber>` and `tracing_instrument/<subscriber>`: a host-timed gpuspan
 //!   scope (counted, too short to export) and `tracing`'s `#[instrument]`, with no subscriber,
 //!   a bare `tracing_subscriber::registry()`, the registry with a layer that does nothing, and
@@ -49,6 +51,14 @@ fn plain(x: u64) -> u64 {
 #[gpuspan::gpu_kernel]
 #[inline(never)]
 fn gpuspan_scope(x: u64) -> u64 {
+    work(x)
+}
+
+/// The same scope recording no parameter: what `gpuspan_scope` cost before `#[gpu_kernel]`
+/// recorded parameters as `#[instrument]` does (issue 26).
+#[gpuspan::gpu_kernel(skip_all)]
+#[inline(never)]
+fn gpuspan_scope_no_params(x: u64) -> u64 {
     work(x)
 }
 
@@ -99,6 +109,7 @@ fn batched(iters: u64, mut call: impl FnMut(), mut between: impl FnMut()) -> Dur
 /// gpuspan's host scope and `#[instrument]` side by side under the current subscriber.
 fn host_pair(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, config: &str) {
     g.bench_function(format!("gpuspan_host/{config}"), |b| b.iter(|| gpuspan_scope(black_box(7))));
+    g.bench_function(format!("gpuspan_host_no_params/{config}"), |b| b.iter(|| gpuspan_scope_no_params(black_box(7))));
     g.bench_function(format!("tracing_instrument/{config}"), |b| b.iter(|| tracing_instrument(black_box(7))));
 }
 

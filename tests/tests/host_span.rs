@@ -59,10 +59,10 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
     }
 }
 
-#[gpuspan::gpu_kernel(name = "load.checked", level = "warn", fields(n, stage = "load"))]
-fn checked(n: u32, unrecorded: &str) -> Result<u32, String> {
+#[gpuspan::gpu_kernel(name = "load.checked", level = "warn", fields(n, stage = "load"), skip(unrecorded))]
+fn checked(n: u32, unrecorded: &str, by_default: u8) -> Result<u32, String> {
     if n > 2 {
-        return Err(format!("{n} is too big for {unrecorded}"));
+        return Err(format!("{n} is too big for {unrecorded} ({by_default})"));
     }
     Ok(n * 2)
 }
@@ -72,19 +72,20 @@ fn a_failing_call_marks_its_host_span_with_error_and_the_fields_asked_for() {
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());
     tracing::subscriber::with_default(subscriber, || {
-        assert_eq!(checked(1, "x"), Ok(2));
-        assert!(checked(3, "y").is_err());
+        assert_eq!(checked(1, "x", 7), Ok(2));
+        assert!(checked(3, "y", 7).is_err());
     });
     let seen: Vec<Seen> = spans.0.lock().unwrap().iter().map(|(_, s)| s.clone()).collect();
     let ours: Vec<&Seen> = seen.iter().filter(|s| s.name == "load.checked").collect();
     assert_eq!(ours.len(), 2, "one host span per call: {seen:?}");
     for (s, (n, error)) in ours.iter().zip([("1", None), ("3", Some("true"))]) {
         assert_eq!(s.level, Level::WARN, "the attribute's level");
-        assert!(s.target.starts_with("gpuspan::"), "gpuspan's target: {}", s.target);
+        assert_eq!(s.target, module_path!(), "the user's module is the target, as with #[instrument]");
         assert_eq!(s.fields.get("n"), Some(&Some(n.to_owned())), "{s:?}");
         assert_eq!(s.fields.get("stage"), Some(&Some("load".to_owned())), "{s:?}");
         assert_eq!(s.fields.get("error"), Some(&error.map(str::to_owned)), "`error` only when the call failed: {s:?}");
-        assert!(!s.fields.contains_key("unrecorded"), "parameters not named in `fields` are not recorded: {s:?}");
+        assert!(!s.fields.contains_key("unrecorded"), "skipped parameters are not recorded: {s:?}");
+        assert_eq!(s.fields.get("by_default"), Some(&Some("7".to_owned())), "the others are, as tracing does: {s:?}");
         assert!(s.closed, "the span closes with the call");
     }
 }

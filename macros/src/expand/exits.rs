@@ -33,6 +33,8 @@ pub(super) struct ExitRewriter {
     /// `return` leaves the code being timed (false for the block form, where it leaves the
     /// enclosing function: the scope then just closes).
     pub returns: bool,
+    /// The `err`/`ret` events, emitted at each `return` as at the tail.
+    pub events: super::Events,
 }
 
 impl ExitRewriter {
@@ -58,8 +60,9 @@ impl VisitMut for ExitRewriter {
                 if let Some(value) = &mut ret.expr {
                     self.visit_expr_mut(value);
                     let on_exit = self.on_exit(quote!(__gpuspan_v));
+                    let events = self.events.emit(&self.p, &quote!(__gpuspan_v));
                     let ty = &self.ret_ty;
-                    **value = syn::parse_quote!({ let __gpuspan_v #ty = #value; #on_exit; __gpuspan_v });
+                    **value = syn::parse_quote!({ let __gpuspan_v #ty = #value; #events #on_exit; __gpuspan_v });
                 } else if self.recorder.is_some() {
                     let on_exit = self.on_exit(quote!(()));
                     *expr = syn::parse_quote!({ #on_exit; return });

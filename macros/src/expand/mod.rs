@@ -8,7 +8,7 @@ mod exits;
 mod operands;
 
 use crate::parse::Args;
-use crate::plan::{Backend, Bytes, Kind, Plan, Resource};
+use crate::plan::{Backend, Bytes, FieldKey, Kind, Plan, Resource, Text};
 use crate::validate;
 use exits::{recorder_and_exit, ExitRewriter};
 use operands::{
@@ -76,13 +76,15 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
     let args: Args = syn::parse2(quote!(name = #name, #args))?;
     let plan = validate::plan(kind, args, &func)?;
     let krate = krate(&plan);
-    let ScopeParts { p, prelude, enter } = scope_parts(&plan, &format!("{macro_name}!({})", name.value()));
+    let ScopeParts { p, prelude, enter } = scope_parts(&plan, &format!("{macro_name}!({})", name.value()), false);
     let (recorder, exit) = recorder_and_exit(&plan, &p);
     let mut timed = block.clone();
     end_brackets_at_submissions(&plan, &p, &mut timed);
     // `return` leaves the enclosing function, whose type the block cannot name: only `?` is
     // inspected (its operand's type is known), every other exit just closes the scope.
-    ExitRewriter { p: p.clone(), recorder, ret_ty: None, returns: false }.visit_block_mut(&mut timed);
+    let events = Events::new(&plan);
+    let tail_events = events.emit(&p, &quote!(__gpuspan_out));
+    ExitRewriter { p: p.clone(), recorder, ret_ty: None, returns: false, events }.visit_block_mut(&mut timed);
     Ok(quote! {
         #krate::__private::select! {
             {{
@@ -90,6 +92,8 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
                 let mut __gpuspan_scope = #enter;
                 #[allow(clippy::let_unit_value, unused_braces)]
                 let __gpuspan_out = #timed;
+                #[allow(unreachable_code)]
+                #tail_events
                 #[allow(unreachable_code)]
                 #exit;
                 __gpuspan_out
@@ -141,9 +145,23 @@ impl syn::parse::Parse for BlockInput {
 /// The function as written, plus `let _ = &x;` for each parameter the arguments use, so that a
 /// parameter only named in `fields(...)` or `bytes = ...` does not warn as unused when
 /// instrumentation is off. A borrow that is never read generates no machine code.
+///
+/// The expressions only the instrumented code evaluates (field values, `parent`, a constant
+/// name) are named in an `if false` block, so that an import or a constant used only there does
+/// not warn as unused either; dead code, it generates nothing (off-check compares the machine
+/// code).
 fn off_arm(plan: &Plan, mut func: ItemFn) -> ItemFn {
-    let borrows = plan.used_params.iter().map(|p| -> syn::Stmt { syn::parse_quote!(let _ = &#p;) });
-    func.block.stmts.splice(0..0, borrows);
+    let mut stmts: Vec<syn::Stmt> = plan.used_params.iter().map(|p| syn::parse_quote!(let _ = &#p;)).collect();
+    if !plan.off_refs.is_empty() {
+        let refs = plan.off_refs.iter().map(operands::operand);
+        stmts.push(syn::parse_quote! {
+            #[allow(unreachable_code, clippy::all)]
+            if false {
+                #(let _ = &#refs;)*
+            }
+        });
+    }
+    func.block.stmts.splice(0..0, stmts);
     func
 }
 
@@ -189,10 +207,11 @@ struct ScopeParts {
     enter: TokenStream,
 }
 
-fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
+/// `idle`: an async call's scope, whose span the future enters per poll (`__private::open_idle`).
+fn scope_parts(plan: &Plan, fn_name: &str, idle: bool) -> ScopeParts {
     let krate = krate(plan);
     let p = quote!(#krate::__private);
-    let name = &plan.name;
+    let name = text(&plan.name);
     let kind = match plan.kind {
         Kind::Kernel => quote!(#p::SiteKind::Kernel),
         Kind::Transfer => quote!(#p::SiteKind::Transfer),
@@ -219,9 +238,12 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     let level = quote!(Level::#level);
     let kind_str = plan.kind.as_str();
     let backend_str = plan.resource.backend().as_str();
-    let field_keys = plan.fields.iter().map(|f| {
-        let parts = f.key.iter().map(|s| format_ident!("{}", s.to_string()));
-        quote!(#(#parts).*)
+    let field_keys = plan.fields.iter().map(|f| match &f.key {
+        FieldKey::Dotted(d) => {
+            let parts = d.iter().map(|s| syn::Ident::new(&s.to_string(), s.span()));
+            quote!(#(#parts).*)
+        }
+        FieldKey::Const(e) => quote!({ #e }),
     });
     let (field_lets, field_values) = field_slots(plan, &p);
     // Through a function rather than `as u64`, so that no cast lint fires in the user's code
@@ -238,17 +260,36 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
         None => quote!(::core::option::Option::None),
     };
 
-    // The site's constant facts (kind, backend) are in the target, part of the callsite's static
-    // metadata, rather than fields every call would record and a formatting subscriber format;
-    // exporters take them from the site.
-    let target = format!("gpuspan::{kind_str}::{backend_str}");
+    // The target is the user's module, as with `#[tracing::instrument]`, so that their filter
+    // directives select their functions. The site's constant facts (kind, backend) are the name
+    // of a field never recorded, `gpuspan.<kind>.<backend>`: part of the callsite's static
+    // metadata, which is how the runtime tells its own spans apart, at no cost per call (a
+    // subscriber sees no value for it). Exporters take them from the site.
+    let marker = syn::Ident::new(kind_str, proc_macro2::Span::call_site());
+    let marker_backend = syn::Ident::new(backend_str, proc_macro2::Span::call_site());
+    let target = match &plan.target {
+        Some(t) => text(t),
+        None => quote!(::core::module_path!()),
+    };
+    let parent = plan.parent.as_ref().map(|e| quote!(parent: #e,));
+    let follows_from = plan.follows_from.as_ref().map(|e| {
+        quote! {
+            if !__gpuspan_span.is_disabled() {
+                for __gpuspan_cause in #e {
+                    __gpuspan_span.follows_from(__gpuspan_cause);
+                }
+            }
+        }
+    });
     let span = quote! {
         #p::tracing::span!(
             target: #target,
+            #parent
             #p::tracing::#level,
             #name,
-            error = #p::tracing::field::Empty,
             #(#field_keys = #field_values,)*
+            error = #p::tracing::field::Empty,
+            gpuspan.#marker.#marker_backend = #p::tracing::field::Empty,
         )
     };
     let enter = match &plan.resource {
@@ -281,7 +322,7 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
 
     let prelude = quote! {
         #[allow(unused_imports)]
-        use #p::{ProbeExit as _, ProbeOther as _};
+        use #p::{FieldDebug as _, FieldOther as _, ProbeExit as _, ProbeOther as _};
         static __GPUSPAN_SITE: #p::Site = #p::Site::new(#p::SiteDesc {
             name: #name,
             function: #fn_name,
@@ -299,12 +340,14 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     };
     // Off at run time: one relaxed load and a compare, no span, no argument evaluated; the
     // scope is opened out of line, so that the off path is the plain function's.
+    let open = if idle { quote!(open_idle) } else { quote!(open) };
     let enter = quote! {
         if #p::might_be_on() {
-            #p::open(|| {
+            #p::#open(|| {
                 let __gpuspan_bytes: ::core::option::Option<u64> = #bytes;
                 #(#field_lets)*
                 let __gpuspan_span = #span;
+                #follows_from
                 #enter
             })
         } else {
@@ -314,15 +357,32 @@ fn scope_parts(plan: &Plan, fn_name: &str) -> ScopeParts {
     ScopeParts { p, prelude, enter }
 }
 
-fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
-    let ScopeParts { p, prelude, enter } = scope_parts(plan, &func.sig.ident.to_string());
+/// A name or target as the generated code writes it: the literal, or the user's constant.
+fn text(t: &Text) -> TokenStream {
+    match t {
+        Text::Str(s) => quote!(#s),
+        Text::Const(id) => quote!(#id),
+    }
+}
 
-    let block = &mut func.block;
+fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
+    let fn_name = func.sig.ident.to_string();
+    let events = Events::new(plan);
+
     if func.sig.asyncness.is_some() {
+        let ScopeParts { p, prelude, enter } = scope_parts(plan, &fn_name, true);
+        let block = &mut func.block;
         // Name the async block's output type where it can be named, so that `?` inside it
         // infers its error conversion (the same trick as tracing-attributes).
-        let fake_return = match &func.sig.output {
-            ReturnType::Type(_, ty) if !contains_impl_trait(ty) => quote! {
+        // Spanned at the return type, so that a mismatch says "expected because of this": `()`
+        // at the function's name (rustc's "default return type"); an `impl Trait` inside the
+        // type becomes `_`, as tracing-attributes erases it.
+        let fake_return: Option<Type> = match &func.sig.output {
+            ReturnType::Default => Some(syn::parse_quote_spanned!(func.sig.ident.span()=> ())),
+            ReturnType::Type(_, ty) => Some(erase_impl_trait((**ty).clone())),
+        };
+        let fake_return = match fake_return {
+            Some(ty) => quote_spanned! {ty.span()=>
                 #[allow(unknown_lints, unreachable_code, clippy::diverging_sub_expression, clippy::let_unit_value, clippy::unreachable, clippy::empty_loop)]
                 if false {
                     let __gpuspan_fake_return: #ty = loop {};
@@ -332,21 +392,33 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             _ => quote!(),
         };
         let handle = end_async_brackets_at_submissions(plan, &p, block);
+        let brace = block.brace_token;
         let stmts = &block.stmts;
-        let timed = timed_future(&p, &prelude, &enter, handle, quote!({ #fake_return #(#stmts)* }));
-        *block = syn::parse_quote!({ #timed });
+        let body = quote_spanned!(brace.span.join()=> { #fake_return #(#stmts)* });
+        let timed = timed_future(&p, &prelude, &enter, handle, &events, body);
+        *block = syn::parse_quote_spanned!(brace.span.join()=> { #timed });
+        block.brace_token = brace;
         return func.into_token_stream();
     }
-    // `#[async_trait]` has already turned the method into `Box::pin(async move { .. })`: time the
-    // future, not the call that boxes it (tracing-attributes' `AsyncInfo` does the same).
-    if let Some(inner) = async_trait_body(block) {
+    // A function that returns a future it builds last, `async move { .. }` (with an `impl
+    // Future` return) or `Box::pin(async move { .. })` (what `#[async_trait]` generates): time
+    // the future, not the call that builds it (tracing-attributes' `AsyncInfo`). As in
+    // `tracing`, the block becomes `async move`.
+    if let Some(inner) = returned_future(&mut func) {
+        let ScopeParts { p, prelude, enter } = scope_parts(plan, &fn_name, true);
         let handle = end_async_brackets_at_submissions(plan, &p, &mut inner.block);
+        let brace = inner.block.brace_token;
         let stmts = &inner.block.stmts;
-        let timed = timed_future(&p, &prelude, &enter, handle, quote!({ #(#stmts)* }));
-        inner.block = syn::parse_quote!({ #timed });
+        let body = quote_spanned!(brace.span.join()=> { #(#stmts)* });
+        let timed = timed_future(&p, &prelude, &enter, handle, &events, body);
+        inner.capture = Some(Default::default());
+        inner.block = syn::parse_quote_spanned!(brace.span.join()=> { #timed });
+        inner.block.brace_token = brace;
         return func.into_token_stream();
     }
 
+    let ScopeParts { p, prelude, enter } = scope_parts(plan, &fn_name, false);
+    let block = &mut func.block;
     end_brackets_at_submissions(plan, &p, block);
     let (recorder, exit) = recorder_and_exit(plan, &p);
     let diverges = matches!(&func.sig.output, ReturnType::Type(_, t) if matches!(**t, Type::Never(_)));
@@ -356,46 +428,112 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         ReturnType::Default => Some(quote!(: ())),
     };
     let track_caller = func.attrs.iter().any(|a| a.path().is_ident("track_caller"));
+    let brace = block.brace_token;
+    let tail_events = events.emit(&p, &quote!(__gpuspan_out));
     if let (Some(ret_ty), false, false) = (&named_return, diverges, track_caller) {
         // The body runs in a closure called once, so every exit (`return`, `?`, and those
         // hidden in macros such as `anyhow::bail!`) ends in the value probed below. The closure
         // is passed as `FnOnce`, so a body may return borrows of its `&mut` parameters.
         let body = &*block;
-        *block = syn::parse_quote!({
+        *block = syn::parse_quote_spanned!(brace.span.join()=> {
             #prelude
             let mut __gpuspan_scope = #enter;
             #[allow(clippy::let_unit_value, clippy::redundant_closure_call)]
             let __gpuspan_out #ret_ty = #p::call_once(|| #body);
+            #tail_events
             #exit;
             __gpuspan_out
         });
+        block.brace_token = brace;
         return func.into_token_stream();
     }
     // A return type that cannot be named (`impl Trait`), `-> !` or `#[track_caller]` (a closure
     // would change `Location::caller()`): the function's own exits are rewritten instead, so
     // exits inside macro calls are not seen.
-    let mut rewriter =
-        ExitRewriter { p: p.clone(), recorder: recorder.clone(), ret_ty: named_return.clone(), returns: true };
+    let mut rewriter = ExitRewriter {
+        p: p.clone(),
+        recorder: recorder.clone(),
+        ret_ty: named_return.clone(),
+        returns: true,
+        events: events.clone(),
+    };
     rewriter.visit_block_mut(block);
     let body = &*block;
     *block = if diverges {
-        syn::parse_quote!({
+        syn::parse_quote_spanned!(brace.span.join()=> {
             #prelude
             let mut __gpuspan_scope = #enter;
             #body
         })
     } else {
-        syn::parse_quote!({
+        syn::parse_quote_spanned!(brace.span.join()=> {
             #prelude
             let mut __gpuspan_scope = #enter;
             #[allow(clippy::let_unit_value)]
             let __gpuspan_out #named_return = #body;
             #[allow(unreachable_code)]
+            #tail_events
+            #[allow(unreachable_code)]
             #exit;
             __gpuspan_out
         })
     };
+    block.brace_token = brace;
     func.into_token_stream()
+}
+
+/// The events of `err` and `ret`, emitted as `#[tracing::instrument]` emits them: an `Err` with
+/// `Display` (or `Debug`) at ERROR (or the level given), the returned value (the `Ok` value with
+/// `err` too) with `Debug` (or `Display`) at the span's level, to the span's target, while the span
+/// is entered.
+#[derive(Clone)]
+pub(super) struct Events {
+    target: TokenStream,
+    err: Option<(syn::Ident, bool)>,
+    ret: Option<(syn::Ident, bool)>,
+}
+
+impl Events {
+    fn new(plan: &Plan) -> Events {
+        let target = match &plan.target {
+            Some(t) => text(t),
+            None => quote!(::core::module_path!()),
+        };
+        let level = |e: &crate::plan::Event| (format_ident!("{}", e.level.constant()), e.display);
+        Events { target, err: plan.err.as_ref().map(level), ret: plan.ret.as_ref().map(level) }
+    }
+
+    /// The statement emitting the events for `value` (a place of the returned type); empty
+    /// without `err` or `ret`.
+    pub(super) fn emit(&self, p: &TokenStream, value: &TokenStream) -> TokenStream {
+        let target = &self.target;
+        let event = |(level, display): &(syn::Ident, bool), key: TokenStream, v: TokenStream| {
+            let sigil = if *display { quote!(%) } else { quote!(?) };
+            quote!(#p::tracing::event!(target: #target, #p::tracing::Level::#level, #key = #sigil #v))
+        };
+        match (&self.err, &self.ret) {
+            (None, None) => quote!(),
+            (None, Some(r)) => {
+                let ev = event(r, quote!(return), quote!(__gpuspan_ret));
+                quote!({ let __gpuspan_ret = &#value; #ev; })
+            }
+            (Some(e), ret) => {
+                let err = event(e, quote!(error), quote!(__gpuspan_err));
+                let ok = ret.as_ref().map(|r| event(r, quote!(return), quote!(__gpuspan_ok)));
+                let ok_arm = match ok {
+                    Some(ev) => quote!(::core::result::Result::Ok(__gpuspan_ok) => { #ev; }),
+                    None => quote!(::core::result::Result::Ok(_) => {}),
+                };
+                quote! {
+                    #[allow(clippy::unit_arg)]
+                    match &#value {
+                        #ok_arm
+                        ::core::result::Result::Err(__gpuspan_err) => { #err; }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A queue-bracketed body's own submissions carry the bracket's end (`submit.rs`).
@@ -418,41 +556,86 @@ fn is_bracketed(plan: &Plan) -> bool {
 }
 
 /// The statements of an async body that open the scope at the first poll, run `body` as a
-/// future whose host span is entered per poll (the future stays `Send`), and probe its output.
-/// `handle` makes the bracket handle the body's submissions use, when they use one.
+/// future whose host span is entered per poll and for its drop (the future stays `Send`), emit
+/// the `err`/`ret` events inside it, and probe its output. `handle` makes the bracket handle the
+/// body's submissions use, when they use one.
 fn timed_future(
     p: &TokenStream,
     prelude: &TokenStream,
     enter: &TokenStream,
     handle: Option<TokenStream>,
+    events: &Events,
     body: TokenStream,
 ) -> TokenStream {
+    let emit = events.emit(p, &quote!(__gpuspan_v));
+    let inner = if emit.is_empty() {
+        quote!(async move #body)
+    } else {
+        quote!(async move {
+            let __gpuspan_v = async move #body.await;
+            #emit
+            __gpuspan_v
+        })
+    };
     quote! {
         #prelude
         #[allow(unused_mut)]
         let mut __gpuspan_scope = #enter;
         #handle
         let (__gpuspan_out, mut __gpuspan_scope) =
-            #p::ScopedFuture::new(__gpuspan_scope, async move #body).await;
+            #p::ScopedFuture::new(__gpuspan_scope, #inner).await;
         __gpuspan_scope.exit((&#p::Probe(&__gpuspan_out)).gpuspan_exit());
         ::core::mem::drop(__gpuspan_scope);
         __gpuspan_out
     }
 }
 
-/// The `async move { .. }` block of a body shaped `Box::pin(async move { .. })` (what
-/// `#[async_trait]` generates), if this is one.
-fn async_trait_body(block: &mut syn::Block) -> Option<&mut syn::ExprAsync> {
-    let Some(syn::Stmt::Expr(Expr::Call(call), None)) = block.stmts.last_mut() else { return None };
-    let Expr::Path(f) = &*call.func else { return None };
-    let segments: Vec<String> = f.path.segments.iter().map(|s| s.ident.to_string()).collect();
-    if !segments.ends_with(&["Box".to_owned(), "pin".to_owned()]) || call.args.len() != 1 {
-        return None;
-    }
-    match call.args.first_mut() {
-        Some(Expr::Async(inner)) if inner.capture.is_some() => Some(inner),
+/// The future a non-async function builds last and returns, as tracing-attributes'
+/// `AsyncInfo` finds it: a tail `async { .. }` block when the return type is `impl Future`, or
+/// `Box::pin(async { .. })` (what `#[async_trait]` generates).
+fn returned_future(func: &mut ItemFn) -> Option<&mut syn::ExprAsync> {
+    let returns_impl_future = match &func.sig.output {
+        ReturnType::Type(_, ty) => match &**ty {
+            Type::ImplTrait(t) => t.bounds.iter().any(|b| match b {
+                syn::TypeParamBound::Trait(t) => t.path.segments.last().is_some_and(|s| s.ident == "Future"),
+                _ => false,
+            }),
+            _ => false,
+        },
+        ReturnType::Default => false,
+    };
+    let Some(syn::Stmt::Expr(last, None)) = func.block.stmts.last_mut() else { return None };
+    match last {
+        Expr::Async(inner) if returns_impl_future => Some(inner),
+        Expr::Call(call) => {
+            let Expr::Path(f) = &*call.func else { return None };
+            let segments: Vec<String> = f.path.segments.iter().map(|s| s.ident.to_string()).collect();
+            if !segments.ends_with(&["Box".to_owned(), "pin".to_owned()]) || call.args.len() != 1 {
+                return None;
+            }
+            match call.args.first_mut() {
+                Some(Expr::Async(inner)) => Some(inner),
+                _ => None,
+            }
+        }
         _ => None,
     }
+}
+
+/// `ty` with each `impl Trait` replaced by `_`, so that it can annotate a `let`.
+fn erase_impl_trait(mut ty: Type) -> Type {
+    struct Eraser;
+    impl VisitMut for Eraser {
+        fn visit_type_mut(&mut self, t: &mut Type) {
+            if let Type::ImplTrait(i) = t {
+                *t = Type::Infer(syn::TypeInfer { underscore_token: syn::Token![_](i.impl_token.span) });
+            } else {
+                syn::visit_mut::visit_type_mut(self, t);
+            }
+        }
+    }
+    Eraser.visit_type_mut(&mut ty);
+    ty
 }
 
 fn contains_impl_trait(ty: &Type) -> bool {

@@ -2,7 +2,7 @@
 //! the user's spans (so that a type error underlines what the user wrote, once), and the
 //! host span's field bindings.
 
-use crate::plan::{FieldValue, Operand, Plan};
+use crate::plan::{FieldValue, Operand, Plan, Sigil};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -50,23 +50,42 @@ pub(super) fn krate(plan: &Plan) -> TokenStream {
 }
 
 /// One `let` per field, run before the span is built, and the value each field records: the
-/// `let` binds the field's value as `&dyn Debug` (a parameter) or `&dyn Value` (an expression)
-/// with the user's spans, so that a value of the wrong type is one error at the user's token
-/// instead of three inside `tracing`'s macros, underlining the whole attribute.
+/// `let` binds the field's value with the user's spans (`&dyn Debug` for a parameter named in
+/// `fields`, `&dyn Value` for an expression), so that a value of the wrong type is one error at
+/// the user's token instead of three inside `tracing`'s macros, underlining the whole attribute.
 pub(super) fn field_slots(plan: &Plan, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream>) {
     let mut lets = Vec::new();
     let mut values = Vec::new();
     for (i, f) in plan.fields.iter().enumerate() {
         let slot = format_ident!("__gpuspan_field_{}", i);
         match &f.value {
-            FieldValue::Expr(v) => {
+            FieldValue::Expr(v, Sigil::Value) => {
                 let v = operand(v);
                 lets.push(quote_spanned!(v.span()=> let #slot: &dyn #p::tracing::Value = &#v;));
                 values.push(quote!(#slot));
             }
+            FieldValue::Expr(v, sigil) => {
+                let v = operand(v);
+                lets.push(quote_spanned!(v.span()=> let #slot = &#v;));
+                values.push(match sigil {
+                    Sigil::Display => quote!(%#slot),
+                    _ => quote!(?#slot),
+                });
+            }
             FieldValue::Param(ident) => {
                 lets.push(quote_spanned!(ident.span()=> let #slot: &dyn ::core::fmt::Debug = &#ident;));
                 values.push(quote!(?#slot));
+            }
+            FieldValue::Empty => values.push(quote!(#p::tracing::field::Empty)),
+            // Recorded as `tracing` records parameters; a type without `Debug` is left out
+            // rather than refused (the probe picks the arm at compile time).
+            FieldValue::Auto { param, as_value: true } => {
+                lets.push(quote_spanned!(param.span()=> let #slot = &#param;));
+                values.push(quote!(#slot));
+            }
+            FieldValue::Auto { param, as_value: false } => {
+                lets.push(quote!(let #slot = (&#p::FieldProbe(&#param)).gpuspan_field();));
+                values.push(quote!(#slot));
             }
         }
     }

@@ -3,8 +3,8 @@
 //! literal that cannot count bytes).
 
 use super::Errors;
-use crate::parse::{self, Arg, ArgValue, LevelValue};
-use crate::plan::{Direction, Kind, Level};
+use crate::parse::{self, Arg, ArgValue, EventArgs, LevelValue, StrOrConst};
+use crate::plan::{Direction, Event, Kind, Level, Text};
 use proc_macro2::Span;
 use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, Lit, Path, Token, UnOp};
@@ -12,8 +12,13 @@ use syn::{Expr, Ident, Lit, Path, Token, UnOp};
 /// What the arguments say, each value checked on its own; how they fit the function is decided
 /// by the other modules.
 pub(super) struct Given<'a> {
-    /// `name = "..."`, when given.
-    pub name: Option<String>,
+    /// `name = "..."` or `name = CONST`, when given.
+    pub name: Option<Text>,
+    pub target: Option<Text>,
+    pub parent: Option<&'a Expr>,
+    pub follows_from: Option<&'a Expr>,
+    pub err: Option<Event>,
+    pub ret: Option<Event>,
     /// `backend = wgpu | cuda | auto`, when it is one of those.
     pub backend: Option<&'a Ident>,
     pub encoder: Option<(&'a Ident, &'a Expr)>,
@@ -68,6 +73,11 @@ pub(super) fn read<'a>(kind: Kind, args: &'a [Arg], errors: &mut Errors) -> Give
 
     let mut given = Given {
         name: None,
+        target: None,
+        parent: None,
+        follows_from: None,
+        err: None,
+        ret: None,
         backend: None,
         encoder: None,
         queue: None,
@@ -89,14 +99,18 @@ pub(super) fn read<'a>(kind: Kind, args: &'a [Arg], errors: &mut Errors) -> Give
         exprs: Vec::new(),
     };
     let mut skip_list: Option<&Ident> = None;
+    let (mut err_args, mut ret_args) = (None, None);
     for Arg { key, value } in args {
         match value {
-            ArgValue::Name(lit) => {
-                let n = lit.value();
-                if n.trim().is_empty() {
-                    errors.push(syn::Error::new(lit.span(), "`name` must not be empty"));
-                }
-                given.name = Some(n);
+            ArgValue::Name(n) => given.name = Some(text(key, n, errors)),
+            ArgValue::Target(t) => given.target = Some(text(key, t, errors)),
+            ArgValue::Parent(e) => {
+                given.exprs.push(e);
+                given.parent = Some(e);
+            }
+            ArgValue::FollowsFrom(e) => {
+                given.exprs.push(e);
+                given.follows_from = Some(e);
             }
             ArgValue::Backend(b) => match b.to_string().as_str() {
                 "wgpu" | "cuda" | "auto" => given.backend = Some(b),
@@ -163,7 +177,8 @@ pub(super) fn read<'a>(kind: Kind, args: &'a [Arg], errors: &mut Errors) -> Give
                 }
                 given.skip_all = Some(key);
             }
-            ArgValue::Err => {}
+            ArgValue::Err(a) => err_args = Some(a),
+            ArgValue::Ret(a) => ret_args = Some(a),
             ArgValue::Invalid => given.invalid.push(key.to_string()),
             ArgValue::Level(l) => match level(l) {
                 Ok(v) => given.level = v,
@@ -172,7 +187,41 @@ pub(super) fn read<'a>(kind: Kind, args: &'a [Arg], errors: &mut Errors) -> Give
             ArgValue::Crate(p) => given.krate = Some(p),
         }
     }
+    // As `tracing`: an error is shown with `Display` at ERROR, a returned value with `Debug` at
+    // the span's level.
+    given.err = err_args.map(|a| event(a, Level::Error, true, errors));
+    given.ret = ret_args.map(|a| event(a, given.level, false, errors));
     given
+}
+
+/// A name or target: a literal must not be empty.
+fn text(key: &Ident, v: &StrOrConst, errors: &mut Errors) -> Text {
+    match v {
+        StrOrConst::Str(lit) => {
+            let n = lit.value();
+            if n.trim().is_empty() {
+                errors.push(syn::Error::new(lit.span(), format!("`{key}` must not be empty")));
+            }
+            Text::Str(n)
+        }
+        StrOrConst::Const(id) => Text::Const(id.clone()),
+    }
+}
+
+/// `err(..)`/`ret(..)`, with the level and format used when none is given.
+fn event(a: &EventArgs, default: Level, display: bool, errors: &mut Errors) -> Event {
+    let level = match &a.level {
+        Some(l) => match level(l) {
+            Ok(v) => v,
+            Err(e) => {
+                errors.push(e);
+                default
+            }
+        },
+        None => default,
+    };
+    let display = a.mode.as_ref().map_or(display, |m| m == "Display");
+    Event { display, level }
 }
 
 /// `"info"` (any case), `info`, `Level::INFO`, `tracing::Level::INFO` or `1`..=`5` (as

@@ -13,7 +13,7 @@ mod shape;
 mod transfer;
 
 use crate::parse::Args;
-use crate::plan::{Kind, Plan};
+use crate::plan::{Kind, Plan, Text};
 use syn::ItemFn;
 
 /// Every error found so far, combined so that rustc shows each one at its own token.
@@ -34,17 +34,25 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
     shape::check(kind, func, &mut errors);
     let given = args::read(kind, &args.args, &mut errors);
     let params = params::classify_all(func);
-    params::check_skips(&given, &params, &mut errors);
+    let bindings = params::bindings(func);
+    params::check_skips(&given, &bindings, &mut errors);
     let usable = params::Usable::new(&params, &given);
     let resource = resource::choose(&given, &usable, func, &mut errors);
     let bytes = transfer::check(kind, &given, &usable, &resource, func, &mut errors);
-    let fields = fields::check(&given, &params, &mut errors);
+    let fields = fields::check(&given, &bindings, &mut errors);
+    let off_refs = off_refs(&given, &fields);
+    let fields = fields::with_params(&given, &bindings, fields);
     let used_params = params::used(&given, &fields, &params);
     match errors.0 {
         Some(e) => Err(e),
         None => Ok(Plan {
             kind,
-            name: given.name.clone().unwrap_or_else(|| func.sig.ident.to_string()),
+            name: given.name.clone().unwrap_or_else(|| Text::Str(func.sig.ident.to_string())),
+            target: given.target.clone(),
+            parent: given.parent.cloned(),
+            follows_from: given.follows_from.cloned(),
+            err: given.err,
+            ret: given.ret,
             resource,
             direction: given.direction,
             bytes,
@@ -55,6 +63,30 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             krate: given.krate.cloned(),
             fields,
             used_params,
+            off_refs,
         }),
     }
+}
+
+/// What only the instrumented code names: field values and constant keys, a constant name or
+/// target.
+fn off_refs(given: &args::Given<'_>, fields: &[crate::plan::Field]) -> Vec<syn::Expr> {
+    use crate::plan::{FieldKey, FieldValue};
+    let mut out = Vec::new();
+    for f in fields {
+        if let FieldKey::Const(e) = &f.key {
+            out.push(e.clone());
+        }
+        if let FieldValue::Expr(e, _) = &f.value {
+            out.push(e.clone());
+        }
+    }
+    // Not `parent` or `follows_from`: their types are inferred from the span's API (`parent =
+    // None`), which the off arm does not call.
+    for t in [&given.name, &given.target].into_iter().flatten() {
+        if let Text::Const(id) = t {
+            out.push(syn::parse_quote!(#id));
+        }
+    }
+    out
 }

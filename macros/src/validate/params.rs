@@ -44,10 +44,84 @@ pub(super) fn classify_all(func: &ItemFn) -> Vec<Param<'_>> {
         .collect()
 }
 
-/// Every `skip(x)` names a parameter.
-pub(super) fn check_skips(given: &Given<'_>, params: &[Param<'_>], errors: &mut Errors) {
+/// A name the function binds from its parameters (`self`, and each name inside a pattern), as
+/// `tracing` records them: `as_value` for the types it records as values (integers, `bool`,
+/// `str`, `String`, ...), else with `Debug`.
+pub(super) struct Binding {
+    pub name: Ident,
+    pub as_value: bool,
+}
+
+pub(super) fn bindings(func: &ItemFn) -> Vec<Binding> {
+    let mut out = Vec::new();
+    for arg in &func.sig.inputs {
+        match arg {
+            FnArg::Receiver(r) => out.push(Binding { name: Ident::new("self", r.self_token.span), as_value: false }),
+            FnArg::Typed(pt) => pattern_names(&pt.pat, records_as_value(&pt.ty), &mut out),
+        }
+    }
+    out
+}
+
+fn pattern_names(pat: &Pat, as_value: bool, out: &mut Vec<Binding>) {
+    match pat {
+        Pat::Ident(p) => out.push(Binding { name: p.ident.clone(), as_value }),
+        Pat::Reference(r) => pattern_names(&r.pat, as_value, out),
+        // The types of the parts of a pattern are not written: `Debug`, as `tracing` does.
+        Pat::Struct(s) => s.fields.iter().for_each(|f| pattern_names(&f.pat, false, out)),
+        Pat::Tuple(t) => t.elems.iter().for_each(|p| pattern_names(p, false, out)),
+        Pat::TupleStruct(t) => t.elems.iter().for_each(|p| pattern_names(p, false, out)),
+        _ => {}
+    }
+}
+
+/// `tracing-attributes`' list of the types recorded as values rather than with `Debug`.
+fn records_as_value(ty: &Type) -> bool {
+    const TYPES_FOR_VALUE: &[&str] = &[
+        "bool",
+        "str",
+        "u8",
+        "i8",
+        "u16",
+        "i16",
+        "u32",
+        "i32",
+        "u64",
+        "i64",
+        "u128",
+        "i128",
+        "f32",
+        "f64",
+        "usize",
+        "isize",
+        "String",
+        "NonZeroU8",
+        "NonZeroI8",
+        "NonZeroU16",
+        "NonZeroI16",
+        "NonZeroU32",
+        "NonZeroI32",
+        "NonZeroU64",
+        "NonZeroI64",
+        "NonZeroU128",
+        "NonZeroI128",
+        "NonZeroUsize",
+        "NonZeroIsize",
+        "Wrapping",
+    ];
+    match ty {
+        Type::Path(p) => {
+            p.path.segments.last().is_some_and(|s| TYPES_FOR_VALUE.contains(&s.ident.to_string().as_str()))
+        }
+        Type::Reference(r) => records_as_value(&r.elem),
+        _ => false,
+    }
+}
+
+/// Every `skip(x)` names a parameter (`self` included).
+pub(super) fn check_skips(given: &Given<'_>, bindings: &[Binding], errors: &mut Errors) {
     for s in &given.skip {
-        if !params.iter().any(|p| p.name == *s) {
+        if !bindings.iter().any(|b| b.name == **s) {
             errors.push(syn::Error::new(s.span(), format!("`skip({s})`: the function has no parameter named `{s}`")));
         }
     }
@@ -74,15 +148,15 @@ impl<'p, 'a> Usable<'p, 'a> {
 pub(super) fn used(given: &Given<'_>, fields: &[Field], params: &[Param<'_>]) -> Vec<Ident> {
     let mut out: Vec<Ident> = Vec::new();
     for f in fields {
-        if let FieldValue::Param(ident) = &f.value {
+        if let FieldValue::Param(ident) | FieldValue::Auto { param: ident, .. } = &f.value {
             if !out.contains(ident) {
                 out.push(ident.clone());
             }
         }
     }
     let field_exprs = fields.iter().filter_map(|f| match &f.value {
-        FieldValue::Expr(e) => Some(e),
-        FieldValue::Param(_) => None,
+        FieldValue::Expr(e, _) => Some(e),
+        _ => None,
     });
     for e in given.exprs.iter().copied().chain(field_exprs) {
         collect(e.to_token_stream(), params, &mut out);

@@ -17,11 +17,31 @@ pub(super) enum HostSpan {
     Off,
 }
 
+std::thread_local! {
+    /// Set while an async call's scope opens ([`crate::__private::open_idle`]): its span is
+    /// entered per poll by the future, not on opening.
+    static OPEN_IDLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `open` with the spans it opens left idle (not entered).
+pub(crate) fn opening_idle<R>(open: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            OPEN_IDLE.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(OPEN_IDLE.with(|c| c.replace(true)));
+    open()
+}
+
 impl HostSpan {
     #[inline]
     pub(super) fn enter(span: Span) -> HostSpan {
         if span.is_disabled() {
             HostSpan::Off
+        } else if OPEN_IDLE.with(std::cell::Cell::get) {
+            HostSpan::Idle(span)
         } else {
             span.with_subscriber(|(id, dispatch)| dispatch.enter(id));
             HostSpan::Entered(span)
@@ -30,9 +50,9 @@ impl HostSpan {
 
     /// Leaves the span entered by [`HostSpan::enter`] and keeps it, not entered.
     pub(super) fn detach(&mut self) {
-        if let HostSpan::Entered(span) = std::mem::replace(self, HostSpan::Off) {
+        if let HostSpan::Entered(span) = self {
             span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
-            *self = HostSpan::Idle(span);
+            *self = HostSpan::Idle(std::mem::replace(span, Span::none()));
         }
     }
 

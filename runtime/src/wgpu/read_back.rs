@@ -64,7 +64,8 @@ pub fn read_buffer<T>(
         target: "gpuspan::transfer::wgpu",
         tracing::Level::INFO,
         "read_buffer",
-        error = tracing::field::Empty
+        error = tracing::field::Empty,
+        gpuspan.transfer.wgpu = tracing::field::Empty
     );
     let mut scope = Scope::wgpu_recorder(&READ_BUFFER, span, Some(len), &mut encoder, Some(device));
     encoder.copy_buffer_to_buffer(buffer, start, &staging, 0, len);

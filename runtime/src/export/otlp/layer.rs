@@ -53,7 +53,7 @@ pub(super) struct AppSpans;
 
 fn is_gpuspan(meta: &Metadata<'_>) -> bool {
     let t = meta.target();
-    t == "gpuspan" || t.starts_with("gpuspan::")
+    t == "gpuspan" || t.starts_with("gpuspan::") || (meta.is_span() && crate::spans::is_host_span(meta))
 }
 
 impl<S> Filter<S> for AppSpans {
@@ -79,4 +79,25 @@ where
     // Context activation (the default) makes an entered span the current OpenTelemetry
     // context, which is where gpuspan reads the parent of its spans from.
     tracing_opentelemetry::layer().with_tracer(tracer).with_filter(AppSpans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_gpuspan;
+
+    #[test]
+    fn gpuspan_host_spans_are_told_apart_by_their_marker_field_not_their_target() {
+        tracing::subscriber::with_default(tracing_subscriber::registry(), || {
+            // What `#[gpu_kernel]` makes: the user's module as target, the marker field.
+            let host =
+                tracing::info_span!(target: "my_app::gpu", "saxpy", n = 1, gpuspan.kernel.wgpu = tracing::field::Empty);
+            let own = tracing::info_span!(target: "gpuspan::export", "flush");
+            let app = tracing::info_span!(target: "my_app", "handle_request", n = 1);
+            let near = tracing::info_span!(target: "gpuspan_app", "step");
+            assert!(is_gpuspan(host.metadata().expect("enabled")), "an annotated call's host span");
+            assert!(is_gpuspan(own.metadata().expect("enabled")), "gpuspan's own target");
+            assert!(!is_gpuspan(app.metadata().expect("enabled")), "an application span");
+            assert!(!is_gpuspan(near.metadata().expect("enabled")), "a crate named like gpuspan");
+        });
+    }
 }
