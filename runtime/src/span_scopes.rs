@@ -130,10 +130,13 @@ impl SpanSelection {
     }
 }
 
-/// gpuspan's own spans: an annotated call's host span (`gpuspan::kernel::..`) and the runtime's.
+/// gpuspan's own spans: an annotated call's host span (under the user's target since it is a
+/// drop-in for `#[instrument]`, told apart by the macro's never-recorded marker field) and the
+/// runtime's own (target `gpuspan::..`). An annotated call is already a scope: selecting its
+/// span too would time it twice.
 fn is_own(meta: &Metadata<'_>) -> bool {
     let t = meta.target();
-    t == "gpuspan" || t.starts_with("gpuspan::")
+    t == "gpuspan" || t.starts_with("gpuspan::") || crate::spans::is_host_span(meta)
 }
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {

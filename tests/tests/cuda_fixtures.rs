@@ -363,29 +363,37 @@ fn two_gpus_records_of_both_devices_resolve_to_their_calls() {
 }
 
 #[test]
-fn two_gpus_a_peer_copy_arrives_as_two_halves_one_per_device() {
-    // What CUPTI 13 gave for `cuMemcpyPeerAsync` between two H200s with peer access: no
+fn two_gpus_a_staged_peer_copy_is_one_transfer_between_its_devices_with_no_bandwidth() {
+    // What CUPTI 13 gave for `cuMemcpyPeerAsync` between two H200s when the driver staged the
+    // copy through host memory (cudarc's pool memory, peer access not granted on the pools): no
     // `MEMCPY2`, but two `MEMCPY` records with the copy's correlation id, a "DtoH" on the source
-    // and an "HtoD" on the destination, both between device memory (docs/multi-gpu.md). Both
-    // are the call's; neither names the pair, so no link can be given.
+    // and an "HtoD" on the destination, both between device memory (docs/multi-gpu.md). They
+    // become one copy from GPU 0 to GPU 1; their 43 µs are not the transfer's time (the same
+    // copy took 1.8 ms by CUDA events), so no bandwidth is derived from them.
     let (records, _, _) = replay_dump(TWO_GPUS, 2);
     let copies = of(&records, "peer_copy");
     assert_eq!(copies.len(), 2, "the example copies twice");
     for r in copies {
-        let halves: Vec<(u32, u64, MemoryKind, MemoryKind)> = r
+        let pairs: Vec<(String, u64, Option<u32>, Option<u32>)> = r
             .activities
             .iter()
             .filter_map(|a| match a.kind {
-                ActivityKind::Copy { bytes, src, dst, .. } => Some((a.device.as_ref()?.id, bytes, src, dst)),
+                ActivityKind::Copy { bytes, src: MemoryKind::Device, dst: MemoryKind::Device, direction } => {
+                    assert_eq!(direction, Some(Direction::GpuToGpu), "{a:?}");
+                    Some((
+                        a.name.to_string(),
+                        bytes,
+                        a.src_device.as_ref().map(|d| d.id),
+                        a.dst_device.as_ref().map(|d| d.id),
+                    ))
+                }
                 _ => None,
             })
             .collect();
-        let mib64 = 64 << 20;
-        assert_eq!(
-            halves,
-            [(0, mib64, MemoryKind::Device, MemoryKind::Device), (1, mib64, MemoryKind::Device, MemoryKind::Device)],
-            "{r:?}"
-        );
-        assert!(r.activities.iter().all(|a| a.src_device.is_none() && a.dst_device.is_none()));
+        assert_eq!(pairs, [(gpuspan::record::STAGED_PEER_COPY.to_owned(), 64 << 20, Some(0), Some(1))], "{r:?}");
+        assert!(r.activities[0].is_staged_peer_copy());
+        assert_eq!(r.bandwidth_bytes_per_s(), None, "the halves do not time the transfer: {r:?}");
+        let attrs = r.attributes();
+        assert!(!attrs.iter().any(|(k, _)| k.contains("bandwidth")), "{attrs:?}");
     }
 }

@@ -54,6 +54,13 @@ mod app {
         r.draw();
     }
 
+    /// Annotated as well, in a selected module: its span has the module's target (gpuspan's
+    /// attribute is a drop-in for `#[instrument]`), yet it is timed once, as the annotated call.
+    #[gpuspan::gpu_kernel(skip_all)]
+    pub fn annotated(r: &Renderer) {
+        r.draw();
+    }
+
     /// One dispatch with raw pass timestamps beside it: the reference for the bracket's bound.
     #[tracing_attributes::instrument(skip_all)]
     pub fn reference_frame(r: &Renderer, timer: &gpuspan_tests::gpu::RawTimer) {
@@ -153,6 +160,17 @@ fn nested_selected_spans_each_get_a_record_the_outer_one_holding_the_inner_one()
     let (o, i) = (outer[0].gpu.as_ref().unwrap().interval, inner[0].gpu.as_ref().unwrap().interval);
     assert!(o.start_ns <= i.start_ns && i.end_ns <= o.end_ns, "inclusive: outer {o:?} holds inner {i:?}");
     assert!(o.duration_ns() > i.duration_ns(), "the outer span did more: {o:?} {i:?}");
+}
+
+#[test]
+fn an_annotated_call_in_a_selected_module_is_timed_once_as_the_annotated_call() {
+    let Some((_serial, r)) = setup() else { return };
+    let capture = Capture::start_all_threads();
+    app::annotated(&r);
+    settle(&r);
+    let records = capture.of("annotated");
+    assert_eq!(records.len(), 1, "one record, not one more for its span: {records:?}");
+    assert!(!records[0].site.is_span(), "the annotation's site: {:?}", records[0].site.desc);
 }
 
 /// The ML frameworks' shape: a device thread owns the GPU and runs closures sent with the

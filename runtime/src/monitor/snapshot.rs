@@ -6,12 +6,17 @@ use super::{GpuInfo, NvLink, NvLinkRemote};
 use crate::record::{ActivityKind, MemoryKind, Record, Value};
 use crate::site::{Backend, Direction, SiteKind};
 
+/// Why a transfer faster than its link's peak has no efficiency (`gpu_transfer.finding`).
+const IMPOSSIBLE_RATE: &str =
+    "bandwidth above the link's peak: the GPU records do not time the transfer, so no efficiency is given";
+
 /// The attributes the monitor adds to `record`'s spans (empty without a sampler, or when the
 /// record's device cannot be told; see docs/monitor.md):
 ///
 /// | attribute | when |
 /// |---|---|
 /// | `gpu_transfer.link_efficiency`, `gpu_transfer.link` | transfers over PCIe, and copies between two GPUs over NVLink or PCIe: bandwidth ÷ the link's peak |
+/// | `gpu_transfer.finding` | instead of the efficiency, where the bandwidth is above the link's peak |
 /// | `gpu.device.uuid`, `gpu.device.pci_bus_id` | every call whose device is told apart |
 /// | `gpu.device.uuid`, `gpu.device.sample_offset_ms` | calls over the threshold with a sample near their time |
 /// | `gpu.device.sm_clock_mhz`, `gpu.device.memory_clock_mhz` | same |
@@ -37,7 +42,19 @@ pub(crate) fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
         };
         if let (Some(bw), Some((kind, peak))) = (record.bandwidth_bytes_per_s(), link) {
             a.push(("gpu_transfer.link", Value::Str(kind.into())));
-            a.push(("gpu_transfer.link_efficiency", Value::F64(bw / peak)));
+            if bw <= peak {
+                a.push(("gpu_transfer.link_efficiency", Value::F64(bw / peak)));
+            } else {
+                // Faster than the link can carry: the records do not time what crossed it. A
+                // finding, never an efficiency above 100 %.
+                a.push(("gpu_transfer.finding", Value::Str(IMPOSSIBLE_RATE.into())));
+                crate::diagnostics::note_once(format_args!(
+                    "`{}`: {:.1} GB/s over a {kind} link of {:.1} GB/s peak: {IMPOSSIBLE_RATE}",
+                    record.site.desc.name,
+                    bw / 1e9,
+                    peak / 1e9
+                ));
+            }
         }
     }
     if record.duration_ns() < crate::sampling::threshold_ns(record.site) {
@@ -299,6 +316,15 @@ mod tests {
         let Some(Value::F64(eff)) = get(&attrs, "gpu_transfer.link_efficiency") else { panic!("{attrs:?}") };
         assert!((eff - 0.5).abs() < 1e-3, "{eff}");
         assert_eq!(get(&attrs, "gpu.device.pci_bus_id"), Some(&Value::Str(b.pci_bus_id.clone().into())));
+        // Three times the link's peak (what CUPTI's halves of a staged copy gave on two H200s):
+        // a finding, not an efficiency above 100 %.
+        let fast = r.gpu.as_mut().unwrap();
+        fast.busy_ns = busy / 6;
+        fast.interval.end_ns = fast.interval.start_ns + busy / 6;
+        r.host.end_ns = r.host.start_ns + busy / 6;
+        let attrs = record_attributes(&r);
+        assert!(get(&attrs, "gpu_transfer.link_efficiency").is_none(), "{attrs:?}");
+        assert_eq!(get(&attrs, "gpu_transfer.finding"), Some(&Value::Str(IMPOSSIBLE_RATE.into())));
         // A copy between two contexts of one GPU crosses no link.
         r.activities[0].src_device = copy.dst_device.clone();
         assert!(get(&record_attributes(&r), "gpu_transfer.link_efficiency").is_none());

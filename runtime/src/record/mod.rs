@@ -220,7 +220,18 @@ pub struct Activity {
     pub dst_device: Option<DeviceLabel>,
 }
 
+/// The name of a copy between two GPUs that CUPTI reported as two halves (a "DtoH" on the
+/// source, an "HtoD" on the destination, device memory at every end): the driver staged it
+/// through host memory, and the halves' times are not the transfer's (docs/multi-gpu.md).
+pub const STAGED_PEER_COPY: &str = "memcpy PtoP (staged through host)";
+
 impl Activity {
+    /// A copy between GPUs made of CUPTI's two halves ([`STAGED_PEER_COPY`]): no bandwidth is
+    /// derived from its time.
+    pub fn is_staged_peer_copy(&self) -> bool {
+        self.name == STAGED_PEER_COPY
+    }
+
     /// `name` over `interval`, on no particular stream or device.
     #[cfg_attr(not(feature = "testing"), allow(dead_code))] // for tests that build records
     pub fn new(name: impl Into<Cow<'static, str>>, interval: Interval, kind: ActivityKind) -> Self {
@@ -343,6 +354,10 @@ impl Record {
             return None;
         }
         if self.gpu.as_ref().is_some_and(|g| g.bracketed) {
+            return None;
+        }
+        // A failed call moved nothing we can count; a staged peer copy's records do not time it.
+        if self.error || self.activities.iter().any(Activity::is_staged_peer_copy) {
             return None;
         }
         let bytes = self.bytes?;

@@ -1,7 +1,7 @@
 //! A call's record from the activities attributed to it: GPU envelope, busy time, bytes,
 //! device, the pinning hint; and the record of work no call claimed.
 
-use crate::record::{Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, MemoryKind, Record};
+use crate::record::{Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, MemoryKind, Record, STAGED_PEER_COPY};
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use std::sync::Arc;
 
@@ -40,6 +40,15 @@ pub(crate) fn busy_ns(intervals: &mut [Interval]) -> u64 {
 /// `clock_error_ns` bounds the mapping of CUPTI's clock onto the host clock.
 pub(crate) fn finish(mut record: Record, mut activities: Vec<Activity>, clock_error_ns: u64) -> Record {
     activities.sort_by_key(|a| a.interval.start_ns);
+    if pair_staged_peer_halves(&mut activities) {
+        crate::diagnostics::note_once(format_args!(
+            "`{}` copied between GPUs through host memory (CUPTI reports such a copy as a DtoH on the source and an \
+             HtoD on the destination): its records do not time the transfer, so it gets no bandwidth. Peer access \
+             does not cover memory from CUDA's stream-ordered pools (cudarc allocates there where the device has \
+             them): grant it with cuMemPoolSetAccess on each device's default pool, and the copy goes GPU to GPU",
+            record.site.desc.name
+        ));
+    }
     if activities.is_empty() {
         return record; // no GPU work was launched inside: host timing, labelled as such
     }
@@ -83,6 +92,50 @@ pub(crate) fn finish(mut record: Record, mut activities: Vec<Activity>, clock_er
     }
     record.activities = activities;
     record
+}
+
+/// Joins each pair of halves of a copy between two GPUs that the driver staged through host
+/// memory into one activity from the source to the destination ([`STAGED_PEER_COPY`]): CUDA 13's
+/// CUPTI gave `cuMemcpyPeerAsync` between two H200s as a "DtoH" on the source device and, after
+/// it, an "HtoD" on the destination, both with device memory at each end and the copy's bytes,
+/// and no `MEMCPY2` record (tests/fixtures/cuda/two-h200-rank0.dump). A half pairs with the
+/// first later half of the other kind, on another device, of as many bytes. `activities` are in
+/// start order. Whether any pair was joined.
+fn pair_staged_peer_halves(activities: &mut Vec<Activity>) -> bool {
+    use crate::site::Direction::{CpuToGpu, GpuToCpu, GpuToGpu};
+    let half = |a: &Activity, want| match a.kind {
+        ActivityKind::Copy { bytes, direction, src: MemoryKind::Device, dst: MemoryKind::Device }
+            if direction == Some(want) && a.device.is_some() && a.src_device.is_none() =>
+        {
+            Some(bytes)
+        }
+        _ => None,
+    };
+    let mut joined = false;
+    let mut i = 0;
+    while i < activities.len() {
+        let Some(bytes) = half(&activities[i], GpuToCpu) else {
+            i += 1;
+            continue;
+        };
+        let partner = (i + 1..activities.len())
+            .find(|&j| half(&activities[j], CpuToGpu) == Some(bytes) && activities[j].device != activities[i].device);
+        let Some(j) = partner else {
+            i += 1;
+            continue;
+        };
+        let second = activities.remove(j);
+        let first = &mut activities[i];
+        first.name = STAGED_PEER_COPY.into();
+        first.interval.end_ns = first.interval.end_ns.max(second.interval.end_ns);
+        first.kind =
+            ActivityKind::Copy { bytes, direction: Some(GpuToGpu), src: MemoryKind::Device, dst: MemoryKind::Device };
+        first.src_device = first.device.clone();
+        first.dst_device = second.device;
+        joined = true;
+        i += 1;
+    }
+    joined
 }
 
 pub(super) fn unattributed(a: Activity, host: Interval, clock_error_ns: u64) -> Record {

@@ -72,6 +72,11 @@ impl Placer {
         launch_of: impl Fn(u32) -> Option<u64>,
         pieces: Vec<(u32, Piece)>,
     ) -> (Vec<Activity>, u64) {
+        if pieces.is_empty() {
+            // A call that launched nothing: host-timed, nothing to place (it used to be counted
+            // as placed on a device numbered u32::MAX in the trust report).
+            return (Vec::new(), 0);
+        }
         let mut facts = Facts::default();
         for (c, p) in &pieces {
             let gpu = (i128::from(p.activity.interval.start_ns), i128::from(p.activity.interval.end_ns));
