@@ -240,9 +240,14 @@ fn on_the_gpus_every_rank_times_its_calls_on_its_device() {
         let nccl = stdout.lines().find(|l| l.starts_with(&format!("{who}: NCCL "))).unwrap_or_default();
         assert!(nccl.contains("all-reduce") && nccl.contains("(Cupti); inside the call"), "{who}: NCCL ran: {nccl:?}");
         if gpus > 1 {
-            let copy =
-                stdout.lines().find(|l| l.starts_with(&format!("{who}: copy GPU 0 → GPU 1"))).unwrap_or_default();
-            assert!(copy.contains("Cupti timing; link "), "{who}: copy timed: {copy:?}");
+            // Both ways of copying (cuMemcpyPeerAsync, cuMemcpyAsync on unified addresses).
+            for site in ["peer_copy", "peer_copy_uva"] {
+                let copy = stdout
+                    .lines()
+                    .find(|l| l.starts_with(&format!("{who}: {site} GPU 0 → GPU 1")))
+                    .unwrap_or_default();
+                assert!(copy.contains("Cupti timing; link "), "{who}: {site} timed: {copy:?}");
+            }
         } else {
             assert!(stdout.contains("one GPU visible: no copy between GPUs (it needs two)"));
         }
