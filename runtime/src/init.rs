@@ -378,7 +378,29 @@ pub use off::Guard;
 #[cfg(not(feature = "enabled"))]
 mod imp {
     pub(super) fn init(_: super::Config) -> super::Guard {
+        if let Some(line) = compiled_out_line(std::env::vars_os().map(|(k, _)| k)) {
+            use std::io::Write;
+            // A closed or full stderr is no reason to fail the program: the line is dropped.
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
         super::Guard { _private: () }
+    }
+
+    /// The one line `init()` says in a build without `enabled` when the environment asks
+    /// gpuspan for something (any `GPUSPAN_*` variable): otherwise that build is silent, and a
+    /// user who set `GPUSPAN_TRACE_ALL=1` on a release build saw nothing and no reason.
+    pub(super) fn compiled_out_line(names: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
+        let mut asked: Vec<String> =
+            names.filter_map(|k| k.into_string().ok()).filter(|k| k.starts_with("GPUSPAN_")).collect();
+        if asked.is_empty() {
+            return None;
+        }
+        asked.sort();
+        Some(format!(
+            "gpuspan: {} set, but instrumentation is compiled out: this program was built without gpuspan's \
+             `enabled` feature (add it, e.g. through a feature of your own that forwards `gpuspan/enabled`)",
+            asked.join(", ")
+        ))
     }
 
     pub(super) fn shutdown() {}
@@ -427,5 +449,21 @@ mod off {
         {
             None::<tracing_subscriber::layer::Identity>
         }
+    }
+}
+
+#[cfg(all(test, not(feature = "enabled")))]
+mod compiled_out_tests {
+    use super::imp::compiled_out_line;
+
+    #[test]
+    fn a_build_without_enabled_says_once_what_was_asked_and_why_nothing_happens() {
+        let names = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>().into_iter();
+        assert_eq!(compiled_out_line(names(&["HOME", "OTEL_SERVICE_NAME"])), None, "silent when nothing is asked");
+        let line = compiled_out_line(names(&["PATH", "GPUSPAN_TRACE_ALL", "GPUSPAN_CAPTURE"])).expect("a line");
+        assert!(
+            line.starts_with("gpuspan: GPUSPAN_CAPTURE, GPUSPAN_TRACE_ALL set, but instrumentation is compiled out")
+        );
+        assert!(line.contains("`enabled` feature") && !line.contains('\n'), "{line}");
     }
 }

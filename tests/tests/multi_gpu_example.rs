@@ -242,10 +242,8 @@ fn on_the_gpus_every_rank_times_its_calls_on_its_device() {
         if gpus > 1 {
             // Both ways of copying (cuMemcpyPeerAsync, cuMemcpyAsync on unified addresses).
             for site in ["peer_copy", "peer_copy_uva"] {
-                let copy = stdout
-                    .lines()
-                    .find(|l| l.starts_with(&format!("{who}: {site} GPU 0 → GPU 1")))
-                    .unwrap_or_default();
+                let copy =
+                    stdout.lines().find(|l| l.starts_with(&format!("{who}: {site} GPU 0 → GPU 1"))).unwrap_or_default();
                 assert!(copy.contains("Cupti timing; link "), "{who}: {site} timed: {copy:?}");
             }
         } else {
