@@ -137,6 +137,19 @@ fn the_program_prints_a_summary_and_respects_gpuspan_off() {
         assert!(off.contains("gpuspan was off"), "{off}");
         assert!(!off.contains("never reached"), "{off}");
     } else {
-        assert!(!on.contains("gpuspan"), "instrumentation compiled out says nothing: {on}");
+        // Compiled out, the program says one line because GPUSPAN_TRACE_FILE asked for
+        // something, and nothing when no GPUSPAN_* variable is set.
+        let said: Vec<&str> = on.lines().filter(|l| l.contains("gpuspan")).collect();
+        assert_eq!(said.len(), 1, "{on}");
+        assert!(said[0].contains("GPUSPAN_TRACE_FILE set, but instrumentation is compiled out"), "{on}");
+        let mut quiet = Command::new(env!("CARGO_BIN_EXE_gpuspan-real-code"));
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("GPUSPAN") {
+                quiet.env_remove(k);
+            }
+        }
+        let out = quiet.output().expect("run the program");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !stderr.contains("gpuspan"), "nothing asked, nothing said: {stderr}");
     }
 }
