@@ -435,7 +435,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
         // hidden in macros such as `anyhow::bail!`) ends in the value probed below. The closure
         // is passed as `FnOnce`, so a body may return borrows of its `&mut` parameters.
         let body = &*block;
-        *block = syn::parse_quote_spanned!(brace.span.join()=> {
+        *block = syn::parse_quote!({
             #prelude
             let mut __gpuspan_scope = #enter;
             #[allow(clippy::let_unit_value, clippy::redundant_closure_call)]
@@ -460,13 +460,13 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
     rewriter.visit_block_mut(block);
     let body = &*block;
     *block = if diverges {
-        syn::parse_quote_spanned!(brace.span.join()=> {
+        syn::parse_quote!({
             #prelude
             let mut __gpuspan_scope = #enter;
             #body
         })
     } else {
-        syn::parse_quote_spanned!(brace.span.join()=> {
+        syn::parse_quote!({
             #prelude
             let mut __gpuspan_scope = #enter;
             #[allow(clippy::let_unit_value)]
