@@ -292,6 +292,18 @@ pub mod __private;
 pub mod __private {
     //! Not a stable API.
     pub use crate::__gpuspan_select as select;
+
+    /// Names a `parent = ..` argument in the off build (never called: it sits under `if false`),
+    /// typed as `tracing` types it, so an import used only there is not unused.
+    pub fn parent<P: Into<Option<tracing::Id>>>(_: P) {}
+
+    /// The same for `follows_from = ..`: an iterator of causes.
+    pub fn follows_from<I>(_: I)
+    where
+        I: IntoIterator,
+        I::Item: Into<Option<tracing::Id>>,
+    {
+    }
 }
 
 /// Keeps the instrumented arm when `enabled` is on. Not a stable API.

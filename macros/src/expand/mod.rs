@@ -152,12 +152,23 @@ impl syn::parse::Parse for BlockInput {
 /// code).
 fn off_arm(plan: &Plan, mut func: ItemFn) -> ItemFn {
     let mut stmts: Vec<syn::Stmt> = plan.used_params.iter().map(|p| syn::parse_quote!(let _ = &#p;)).collect();
-    if !plan.off_refs.is_empty() {
+    // `parent` and `follows_from` are typed through helpers that take what `tracing` takes
+    // (`parent = None` needs that type to infer).
+    let krate = krate(plan);
+    let links: Vec<TokenStream> = [
+        plan.parent.as_ref().map(|e| quote!(#krate::__private::parent(#e);)),
+        plan.follows_from.as_ref().map(|e| quote!(#krate::__private::follows_from(#e);)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !plan.off_refs.is_empty() || !links.is_empty() {
         let refs = plan.off_refs.iter().map(operands::operand);
         stmts.push(syn::parse_quote! {
             #[allow(unreachable_code, clippy::all)]
             if false {
                 #(let _ = &#refs;)*
+                #(#links)*
             }
         });
     }

@@ -81,8 +81,7 @@ fn off_refs(given: &args::Given<'_>, fields: &[crate::plan::Field]) -> Vec<syn::
             out.push(e.clone());
         }
     }
-    // Not `parent` or `follows_from`: their types are inferred from the span's API (`parent =
-    // None`), which the off arm does not call.
+    // Not `parent` or `follows_from`: the off arm types them through `__private` helpers.
     for t in [&given.name, &given.target].into_iter().flatten() {
         if let Text::Const(id) = t {
             out.push(syn::parse_quote!(#id));
