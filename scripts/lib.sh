@@ -81,6 +81,18 @@ ensure_runtime_dir() {
     fi
 }
 
+# Free space where cargo builds, said up front: a full disk otherwise shows up minutes later as
+# an LLVM "IO failure on output stream" in whichever crate happened to be compiling.
+report_disk() {
+    local dir="${CARGO_TARGET_DIR:-target}" free_kib
+    mkdir -p "$dir"
+    free_kib="$(df -Pk "$dir" | awk 'NR==2 {print $4}')"
+    echo "disk: $((free_kib / 1024 / 1024)) GiB free for $dir; the suite needs about 8 GiB from a cold start"
+    if [ "$free_kib" -lt $((8 * 1024 * 1024)) ]; then
+        echo "disk: warning: less than 8 GiB free; the build may run out of space" >&2
+    fi
+}
+
 step() {
     local name="$1"
     shift
