@@ -292,6 +292,7 @@ pub mod __private;
 pub mod __private {
     //! Not a stable API.
     pub use crate::__gpuspan_select as select;
+    pub use gpuspan_macros::__instrumented as instrumented;
 
     /// Names a `parent = ..` argument in the off build (never called: it sits under `if false`),
     /// typed as `tracing` types it, so an import used only there is not unused.

@@ -79,6 +79,7 @@ pub fn byte_count<T: crate::probe::ByteCount>(n: T) -> u64 {
 }
 
 pub use crate::{__gpuspan_register_site as register_site, __gpuspan_select as select};
+pub use gpuspan_macros::__instrumented as instrumented;
 pub use inventory;
 pub use tracing;
 

@@ -2,7 +2,9 @@
 //!
 //! The output is `::gpuspan::__private::select! { { instrumented } { original } }`. The runtime
 //! crate decides which arm survives from its `enabled` feature, so with the feature off the item
-//! is exactly what the user wrote: no static, no registration, no call.
+//! is exactly what the user wrote: no static, no registration, no call. Both arms carry the
+//! marker `#[__private::instrumented]`, which returns the function unchanged: it is how a second
+//! gpuspan attribute under another name, or a `#[tracing::instrument]` below, is told.
 
 mod exits;
 mod operands;
@@ -38,6 +40,9 @@ fn try_run(kind: Kind, args: TokenStream, item: TokenStream) -> syn::Result<Toke
     let args: Args = syn::parse2(args)?;
     let plan = validate::plan(kind, args, &func)?;
     let krate = krate(&plan);
+    let mut func = func;
+    let name = format_ident!("{}", kind.attr().trim_start_matches("#[").trim_end_matches(']'));
+    func.attrs.push(syn::parse_quote!(#[#krate::__private::instrumented(#name)]));
     let instrumented = instrument(&plan, func.clone());
     let off = off_arm(&plan, func);
     Ok(quote! {

@@ -9,7 +9,7 @@ mod args;
 mod fields;
 mod params;
 mod resource;
-mod shape;
+pub(crate) mod shape;
 mod transfer;
 
 use crate::parse::Args;
