@@ -1,6 +1,7 @@
 //! GPU idle time, and what the host was doing meanwhile.
 //!
-//! Per device, the GPU is busy over the union of its work; between its first and last work, the
+//! Per device, the GPU is busy over the union of its exact work (a bracket, an upper bound, is
+//! not work: it is left out); between its first and last work, the
 //! rest is idle. Each idle gap ends when some work starts, and that work was launched by a call
 //! on some thread: the *launching thread*. Every nanosecond of the gap is charged to the
 //! innermost annotated call that thread was inside at that moment (its host interval), or to
@@ -187,6 +188,11 @@ impl Builder {
         calls.open.insert((s, e, i), r.site);
         calls.by_end.push(Reverse((e, s, i)));
         let Some(g) = &r.gpu else { return };
+        if r.activities.is_empty() && g.bracketed() {
+            // A bracket bounds the call's work from above (queue or stream time, host gaps
+            // included): counting it as busy would call an idle GPU busy.
+            return;
+        }
         let one = [(g.device, g.interval)];
         let many = r.activities.iter().map(|a| (a.device.or(g.device), a.interval));
         let work: Box<dyn Iterator<Item = (Option<u32>, Interval)>> =

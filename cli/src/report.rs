@@ -14,7 +14,7 @@ use crate::load::LoadError;
 use crate::requests::{self, RequestRow};
 use crate::stats::{self, Samples};
 use crate::table::{self, Table};
-use gpuspan_capture::{ActivityKind, Bracket, Capture, MemoryKind, Record, SiteKind, TimingSource};
+use gpuspan_capture::{ActivityKind, Backend, Bracket, Capture, MemoryKind, Record, SiteKind, TimingSource};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -87,6 +87,20 @@ pub struct SiteRow {
     pub bracket_ends: Vec<String>,
     /// Recorded calls whose GPU interval was moved to start at the call (clock correction).
     pub clock_corrected: u64,
+}
+
+/// The backend shown for a site: as declared, except that a bare site (declared `host`) whose
+/// calls were GPU-timed is `cuda (bare)` (CUPTI or CUDA events found its work) or `wgpu (bare)`
+/// (`gpuspan::wgpu::attach` timed it). The runtime's summary labels a site by the same rule
+/// (`SiteSummary::backend_label`); `tests/tests/labels_agree.rs` holds the two together.
+fn backend_label(declared: Backend, sources: &[TimingSource]) -> String {
+    let cuda = sources.iter().any(|s| matches!(s, TimingSource::Cupti | TimingSource::CudaEvent));
+    let wgpu = sources.contains(&TimingSource::GpuTimestamp);
+    match (declared, cuda, wgpu) {
+        (Backend::Host, true, _) => "cuda (bare)".to_owned(),
+        (Backend::Host, false, true) => "wgpu (bare)".to_owned(),
+        (declared, ..) => declared.as_str().to_owned(),
+    }
 }
 
 /// A site's timing sources, and where its brackets ended: `gpu_timestamp (bracket to last
@@ -433,7 +447,8 @@ impl Builder {
             }
         }
         if kind == Some(SiteKind::Kernel) {
-            if let Some(g) = &r.gpu {
+            // A bracket's GPU time is a bound, not the call's work: no evidence either way.
+            if let Some(g) = r.gpu.as_ref().filter(|g| !g.bracketed()) {
                 if r.activities.is_empty() {
                     self.scopes.entry(r.site).or_default().push(g.busy_ns);
                 }
@@ -579,7 +594,7 @@ impl Builder {
                 SiteRow {
                     site: index.site_name(id),
                     kind: site.map_or("?", |s| s.kind.as_str()).to_owned(),
-                    backend: site.map_or("?", |s| s.backend.as_str()).to_owned(),
+                    backend: site.map_or_else(|| "?".to_owned(), |site| backend_label(site.backend, &s.sources)),
                     sources: s.sources.iter().map(|s| s.as_str().to_owned()).collect(),
                     recorded: s.recorded,
                     calls: aggregate.map(|a| a.calls),
@@ -592,7 +607,12 @@ impl Builder {
                     bytes: s.bytes,
                     // A host-timed read-back is mostly waiting; a bracket holds more than the
                     // copy: neither time makes a bandwidth.
-                    bandwidth_bytes_per_s: if self.host_read_backs.contains(&id) || !s.brackets.is_empty() {
+                    // Only a transfer's own time makes a rate (a kernel site's bytes are
+                    // copies beside its kernels).
+                    bandwidth_bytes_per_s: if site.is_none_or(|site| site.kind != SiteKind::Transfer)
+                        || self.host_read_backs.contains(&id)
+                        || !s.brackets.is_empty()
+                    {
                         None
                     } else {
                         table::rate(s.bytes, s.total_ns)
@@ -1058,7 +1078,7 @@ impl Report {
             "no transfer was recorded",
         );
         section(
-            "Devices (busy: union of GPU work from the first to the last)",
+            "Devices (busy: union of exact GPU work from the first to the last; brackets, being bounds, are not counted)",
             self.devices_table(people),
             "no GPU work was recorded",
         );

@@ -218,6 +218,8 @@ fn events_child() {
     for r in &records {
         assert_eq!(r.source(), TimingSource::CudaEvent);
         let gpu = r.gpu.as_ref().expect("event timing");
+        // Stream time between two events is a bound on the call's work, labelled as one.
+        assert!(gpu.bracketed && gpu.bracket_at_exit, "events time a bracket to exit: {r:?}");
         assert!(gpu.interval.start_ns + gpu.clock_error_ns >= r.host.start_ns, "starts before its launch");
         assert!(r.clock_corrected_ns <= gpu.clock_error_ns, "placed beyond its stated bound: {r:?}");
     }

@@ -11,7 +11,8 @@
 //! and the anchor's interval; the anchor is renewed every [`ANCHOR_RENEW`] (so the elapsed time
 //! stays small enough for f32), or at once when the facts contradicted it, and each anchor
 //! starts the facts afresh (a new origin). The duration is `cuEventElapsedTime(start, end)`:
-//! stream time between the events, which includes any gap in which the stream waited.
+//! stream time between the events, which includes any gap in which the stream waited: an upper
+//! bound on the scope's own GPU work, so its records are brackets (to exit), never exact.
 
 use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::placement::{Bounds, ClockMap, Facts};
@@ -309,8 +310,12 @@ fn resolve_ready() -> usize {
                 busy_ns: d,
                 source: TimingSource::CudaEvent,
                 clock_error_ns: error,
-                bracketed: false,
-                bracket_at_exit: false,
+                // Stream time from the start event (at scope start or `attach`) to the end
+                // event (at exit): the scope's work and whatever the stream waited on between,
+                // host work included. An upper bound, labelled and treated as a bracket to exit
+                // everywhere (`≤`, no bandwidth, not busy time), as wgpu's queue brackets are.
+                bracketed: true,
+                bracket_at_exit: true,
                 device: super::devices().get(w.scope.ctx.ordinal()).cloned(),
             })
         });

@@ -48,6 +48,11 @@ impl SiteSummary {
     /// read-back with host-timed calls: their host time is mostly waiting for the GPU. None for
     /// a bracketed site: its durations are upper bounds (decision 26).
     pub fn bandwidth_bytes_per_s(&self) -> Option<f64> {
+        // Only a transfer's own time makes a rate of its bytes: a kernel site's bytes are
+        // copies beside its kernels (`gpuspan report` applies the same rule).
+        if self.site.desc.kind != SiteKind::Transfer {
+            return None;
+        }
         let read_back = self.site.desc.direction == Some(crate::site::Direction::GpuToCpu);
         if self.bracketed || (read_back && self.sources.contains(&TimingSource::Host)) {
             return None;
@@ -56,13 +61,16 @@ impl SiteSummary {
     }
 
     /// The site's backend as declared, except for a bare site (no GPU resource in its
-    /// signature) some of whose calls CUDA timing found GPU work in: `cuda (bare)`.
+    /// signature) some of whose calls were GPU-timed: `cuda (bare)` where CUDA timing found its
+    /// work, `wgpu (bare)` where `gpuspan::wgpu::attach` timed it. `gpuspan report` labels a
+    /// site by the same rule.
     pub fn backend_label(&self) -> &'static str {
         let cuda = self.sources.iter().any(|s| matches!(s, TimingSource::Cupti | TimingSource::CudaEvent));
-        if self.site.desc.backend == crate::site::Backend::Host && cuda {
-            "cuda (bare)"
-        } else {
-            self.site.desc.backend.as_str()
+        let wgpu = self.sources.contains(&TimingSource::GpuTimestamp);
+        match (self.site.desc.backend, cuda, wgpu) {
+            (crate::site::Backend::Host, true, _) => "cuda (bare)",
+            (crate::site::Backend::Host, false, true) => "wgpu (bare)",
+            (declared, ..) => declared.as_str(),
         }
     }
 

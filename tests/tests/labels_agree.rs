@@ -1,0 +1,141 @@
+//! One label per site in every output: the runtime's summary, its timeline, and `gpuspan
+//! report` and `gpuspan flamegraph` on the capture of the same run agree on each site's kind,
+//! backend, timing sources, whether its times are bounds, and whether it has a bandwidth.
+//!
+//! The sites cover every way a call gets its time on wgpu (lavapipe here): a recorder parameter
+//! (exact), `gpuspan::wgpu::attach` in a bare function (exact, `wgpu (bare)`), a queue bracket
+//! (a bound, no bandwidth), and host timing (an upload with a bandwidth, a read-back without).
+//! One test in this file: it writes the process's capture and timeline.
+#![cfg(feature = "wgpu")]
+
+use gpuspan::{gpu_kernel, gpu_transfer};
+use gpuspan_capture::Capture;
+use gpuspan_tests::gpu::Gpu;
+use std::collections::BTreeSet;
+
+#[gpu_kernel(trace_all)]
+fn encode(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
+    gpu.record_pass(encoder, None);
+}
+
+/// A bare function that makes its own encoder: `attach` times it.
+#[gpu_kernel(trace_all)]
+fn attached(gpu: &Gpu) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut timed = gpuspan::wgpu::attach(&mut encoder);
+        gpu.record_pass(&mut timed, None);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+/// A frame bracketed on the queue, holding an attached call and an encoded one.
+#[gpu_kernel(queue = gpu.queue, trace_all)]
+fn frame(gpu: &Gpu) {
+    attached(gpu);
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    encode(gpu, &mut encoder);
+    gpu.queue.submit([encoder.finish()]);
+}
+
+#[gpu_transfer(queue = gpu.queue, direction = cpu_to_gpu, trace_all)]
+fn upload(gpu: &Gpu, data: &[u8]) {
+    gpu.queue.write_buffer(&gpu.buffer, 0, data);
+    gpu.queue.submit([]);
+}
+
+#[gpu_kernel(trace_all)]
+fn host_only(data: &[u64]) -> u64 {
+    data.iter().sum()
+}
+
+#[gpu_transfer(direction = cpu_to_gpu, trace_all)]
+fn stage(data: &[u64]) -> Vec<u64> {
+    data.to_vec()
+}
+
+#[gpu_transfer(direction = gpu_to_cpu, trace_all)]
+fn read_host(data: &[u64]) -> Vec<u64> {
+    data.to_vec()
+}
+
+const SITES: [&str; 7] = ["encode", "attached", "frame", "upload", "host_only", "stage", "read_host"];
+
+#[test]
+fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
+    let Some(gpu) = Gpu::for_test(1 << 14, 64) else { return };
+    gpuspan::wgpu::register(&gpu.adapter, &gpu.device, &gpu.queue);
+    let dir = std::env::temp_dir().join(format!("gpuspan-labels-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (capture_path, timeline_path) = (dir.join("run.gpuspan"), dir.join("run.json"));
+    let guard = gpuspan::Config::default()
+        .summary(false)
+        .trace_all(true)
+        .trace_file(&timeline_path)
+        .capture(&capture_path)
+        .init();
+    let bytes = vec![7u8; 4096];
+    let words: Vec<u64> = (0..50_000).collect();
+    for _ in 0..3 {
+        frame(&gpu);
+        upload(&gpu, &bytes);
+        std::hint::black_box(host_only(&words));
+        std::hint::black_box(stage(&words));
+        std::hint::black_box(read_host(&words));
+    }
+    gpu.wait();
+    assert!(gpuspan::flush(), "every call resolved");
+    let summary = gpuspan::summary();
+    drop(guard);
+
+    let capture = Capture::open(&capture_path).expect("the capture reads");
+    let report = gpuspan_cli::report::build(&capture);
+    let folded = gpuspan_cli::flame::folded(&capture);
+    let timeline: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&timeline_path).expect("the timeline was written")).expect("JSON");
+    let events = timeline["traceEvents"].as_array().expect("events");
+
+    let mut labels = BTreeSet::new();
+    for name in SITES {
+        let s = summary.reached.iter().find(|s| s.site.desc.name == name).unwrap_or_else(|| panic!("{name} reached"));
+        let row = report.sites.iter().find(|r| r.site == name).unwrap_or_else(|| panic!("{name} in the report"));
+        let what = format!("{name}: summary {s:?}\nreport {row:?}");
+        assert_eq!(row.kind, s.site.desc.kind.as_str(), "{what}");
+        assert_eq!(row.backend, s.backend_label(), "{what}");
+        let sources: BTreeSet<&str> = s.sources.iter().map(|x| x.as_str()).collect();
+        assert_eq!(row.sources.iter().map(String::as_str).collect::<BTreeSet<_>>(), sources, "{what}");
+        assert_eq!(row.bracketed, s.bracketed, "{what}");
+        let bandwidth = s.bandwidth_bytes_per_s();
+        assert_eq!(row.bandwidth_bytes_per_s.is_some(), bandwidth.is_some(), "{what}");
+        if let (Some(a), Some(b)) = (row.bandwidth_bytes_per_s, bandwidth) {
+            // Every call is recorded (trace_all): the same bytes over the same time.
+            assert!((a / b - 1.0).abs() < 1e-6, "{what}");
+        }
+        // The timeline's events of the site carry a bandwidth only where the summary gives one.
+        let site_events: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["args"]["code.function.name"].as_str().is_some_and(|f| f.ends_with(name)))
+            .collect();
+        assert!(!site_events.is_empty(), "{name} in the timeline");
+        let with_bandwidth = site_events.iter().filter(|e| e["args"]["gpu_transfer.bandwidth_bytes_per_s"].is_number());
+        if bandwidth.is_none() {
+            assert_eq!(with_bandwidth.count(), 0, "{what}");
+        }
+        // Every GPU-timed site is a frame of the flamegraph (GPU time over the host stack), the
+        // exact children of a bracket included; host-timed ones have no GPU time to fold.
+        let gpu_timed = s.sources.iter().any(|x| x.as_str() != "host");
+        let in_flamegraph = folded.keys().any(|k| k.split(';').any(|f| f == name));
+        assert_eq!(in_flamegraph, gpu_timed, "{name} in the flamegraph: {folded:?}");
+        labels.insert((name, s.backend_label(), s.bracketed, bandwidth.is_some()));
+    }
+    // The cases this test is for, as lavapipe times them.
+    let label = |name: &str| labels.iter().find(|l| l.0 == name).map(|l| (l.1, l.2, l.3)).expect("labelled");
+    assert_eq!(label("encode"), ("wgpu", false, false));
+    assert_eq!(label("attached"), ("wgpu (bare)", false, false));
+    assert_eq!(label("frame").1, true, "a queue bracket is a bound");
+    assert_eq!(label("upload"), ("wgpu", true, false), "a bracketed upload has no bandwidth");
+    assert_eq!(label("host_only"), ("host", false, false), "a kernel site has no bandwidth");
+    assert_eq!(label("stage"), ("host", false, true));
+    assert_eq!(label("read_host"), ("host", false, false), "a host-timed read-back is mostly waiting");
+    let _ = std::fs::remove_dir_all(&dir);
+}
