@@ -47,3 +47,24 @@ pub(crate) fn index() -> u32 {
 pub(crate) fn names() -> Vec<(u32, String)> {
     NAMES.lock().map(|n| n.clone()).unwrap_or_default()
 }
+
+/// How many thread names the registry holds.
+#[cfg(test)]
+fn retained() -> usize {
+    NAMES.lock().map_or(0, |n| n.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_of_exited_threads_are_not_kept_without_bound() {
+        for i in 0..3_000 {
+            let t = std::thread::Builder::new().name(format!("churn-{i}")).spawn(|| next_scope().0);
+            t.expect("spawn").join().expect("join");
+        }
+        // At most the names of the threads still alive and of the latest ones to exit.
+        assert!(retained() < 2_000, "{} names held after 3000 threads ended", retained());
+    }
+}
