@@ -266,10 +266,7 @@ impl State {
         if self.threads.contains(&index) {
             return Ok(());
         }
-        let name = crate::thread::names()
-            .into_iter()
-            .find(|(i, _)| *i == index)
-            .map_or_else(|| format!("thread {index}"), |(_, n)| n);
+        let name = crate::thread::name(index);
         self.frame(&cap::Frame::Thread(cap::Thread { index, name }))?;
         self.threads.insert(index);
         Ok(())
