@@ -96,10 +96,7 @@ pub(crate) fn index() -> u32 {
 
 /// The name of the thread with this index: its own while kept, else `thread <index>`.
 pub(crate) fn name(index: u32) -> String {
-    registry()
-        .as_ref()
-        .and_then(|r| r.names.get(&index))
-        .map_or_else(|| format!("thread {index}"), |n| n.to_string())
+    registry().as_ref().and_then(|r| r.names.get(&index)).map_or_else(|| format!("thread {index}"), |n| n.to_string())
 }
 
 /// How many thread names are held.

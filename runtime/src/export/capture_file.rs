@@ -24,13 +24,13 @@
 //! known by then (the first pull is at the start), else as soon as a pull brings them.
 
 use super::capture_frames::{self as frames, activity, bracket, interval, site_frame, source};
+use super::file::Bounded;
 use crate::hooks::Readings;
 use crate::pipeline::Sink;
 use crate::record::{DeviceLabel, Record};
 use crate::site::Site;
 use gpuspan_capture as cap;
 use std::collections::{HashMap, HashSet, VecDeque};
-use super::file::Bounded;
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

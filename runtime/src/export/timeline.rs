@@ -13,9 +13,9 @@ use crate::pipeline::Sink;
 use crate::record::{Record, Value};
 use gpuspan_capture::lanes::{lane_name, Placer};
 use serde_json::{json, Map, Value as Json};
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -212,11 +212,7 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
 }
 
 /// Writes the records' timeline, each host thread's track labelled `name(index)`.
-pub(crate) fn write_named_events(
-    records: &[Record],
-    name: impl Fn(u32) -> String,
-    out: impl Write,
-) -> io::Result<()> {
+pub(crate) fn write_named_events(records: &[Record], name: impl Fn(u32) -> String, out: impl Write) -> io::Result<()> {
     let base = records.iter().map(|r| r.host.start_ns.min(r.interval().start_ns)).min().unwrap_or(0);
     let mut events = Events::start(out)?;
     events.push(&json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}}))?;

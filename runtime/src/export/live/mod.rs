@@ -56,8 +56,8 @@ pub(crate) const STALL: Duration = Duration::from_secs(2);
 /// A new connection sends its first request within this long, or is closed.
 pub(crate) const HANDSHAKE: Duration = Duration::from_secs(2);
 /// A connection that has asked is closed after this long without another request
-/// (`gpuspan top` asks every second).
-pub(crate) const IDLE: Duration = Duration::from_secs(30);
+/// (`gpuspan top` asks every second by default).
+pub(crate) const IDLE: Duration = Duration::from_secs(120);
 /// How long the listener rests after an accept failed (out of descriptors, say).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// A snapshot answers every request within this long of it (requests in a burst share one).
