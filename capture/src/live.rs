@@ -206,6 +206,10 @@ pub struct Feed {
     pub refused_busy: u64,
     /// Connections closed for a malformed request (too long, not UTF-8).
     pub dropped_malformed: u64,
+    /// Connections closed for holding a place without asking (none at first, or none lately).
+    pub dropped_idle: u64,
+    /// Accepts that failed (out of descriptors, say); accepting rests a while after each.
+    pub accept_failed: u64,
 }
 
 /// An answer that is not a snapshot: the request was not understood.

@@ -10,7 +10,7 @@
 //! | `GPUSPAN` | the run-time switch | on |
 //! | `GPUSPAN_SUMMARY` | [`crate::Config::from_env`] | on |
 //! | `GPUSPAN_TRACE_FILE` | [`crate::Config::from_env`]: a path, or a switch (off: no timeline) | a private per-user directory |
-//! | `GPUSPAN_CAPTURE` | [`crate::Config::from_env`]: a path, or a switch (on: the private directory) | off |
+//! | `GPUSPAN_CAPTURE` | [`crate::Config::from_env`]: a path, or a switch (on: the private directory); a path another process is writing gets `<stem>.<pid>.<ext>` beside it (docs/cli.md) | off |
 //! | `GPUSPAN_THRESHOLD_US` | [`crate::Config::from_env`], sampling | 100 |
 //! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
 //! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | off |

@@ -190,6 +190,8 @@ mod imp {
         let capture = capture_path.and_then(|p| match CaptureFile::create(&p, sampling) {
             Ok(f) => {
                 pipeline::add_sink(f.clone());
+                // Beside `p` where another process writes it.
+                let p = f.path().to_owned();
                 Some((f, p))
             }
             Err(e) => {

@@ -1,27 +1,78 @@
 //! Small per-thread identities: a dense index for timeline tracks and scope ids, and the
-//! thread's name, kept for the timeline's track labels.
+//! thread's name, kept for the timeline's track labels and the capture's thread frames.
+//!
+//! What a thread costs does not grow with the threads that lived before it: registering takes
+//! one short lock and one map insert, and a name is looked up by index. Only names given with
+//! `std::thread::Builder::name` are kept (an unnamed thread is `thread <index>`, made when
+//! asked). A thread's name is kept while it runs and, once it has ended, among the last
+//! [`KEEP_EXITED`] to end, long enough for its last records to reach the sinks that label
+//! them (which copy the names they need); older ones are freed.
 
 use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 static NEXT_INDEX: AtomicU32 = AtomicU32::new(1);
-static NAMES: Mutex<Vec<(u32, String)>> = Mutex::new(Vec::new());
+static NAMES: Mutex<Option<Registry>> = Mutex::new(None);
+
+/// Names of ended threads still kept, the latest to end.
+const KEEP_EXITED: usize = 1024;
+
+#[derive(Default)]
+struct Registry {
+    /// Named threads running, or among the last [`KEEP_EXITED`] to end.
+    names: HashMap<u32, Arc<str>>,
+    /// The named threads that ended, in the order they did, the oldest first.
+    exited: VecDeque<u32>,
+}
+
+fn registry() -> MutexGuard<'static, Option<Registry>> {
+    NAMES.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 struct Slot {
     index: u32,
     next_scope: Cell<u64>,
 }
 
+/// Drops the thread's name from the running ones when the thread ends. Apart from [`SLOT`],
+/// which has no destructor and so stays usable by annotated calls in other thread-local
+/// destructors.
+struct Exit(Cell<u32>);
+
+impl Drop for Exit {
+    fn drop(&mut self) {
+        let index = self.0.get();
+        if index == 0 {
+            return;
+        }
+        let mut r = registry();
+        let Some(r) = r.as_mut() else { return };
+        if !r.names.contains_key(&index) {
+            return;
+        }
+        r.exited.push_back(index);
+        while r.exited.len() > KEEP_EXITED {
+            if let Some(old) = r.exited.pop_front() {
+                r.names.remove(&old);
+            }
+        }
+    }
+}
+
 thread_local! {
     static SLOT: Slot = {
         let index = NEXT_INDEX.fetch_add(1, Ordering::Relaxed);
-        let name = std::thread::current().name().map_or_else(|| format!("thread {index}"), str::to_owned);
-        if let Ok(mut names) = NAMES.lock() {
-            names.push((index, name));
+        if let Some(name) = std::thread::current().name() {
+            registry().get_or_insert_with(Registry::default).names.insert(index, name.into());
+            // Unavailable while the thread's locals are being destroyed: the name then stays
+            // (one, for a thread whose first call is made in a destructor).
+            let _ = EXIT.try_with(|e| e.0.set(index));
         }
         Slot { index, next_scope: Cell::new(0) }
     };
+    static EXIT: Exit = const { Exit(Cell::new(0)) };
 }
 
 /// Bits of a scope id that count scopes within one thread.
@@ -43,7 +94,37 @@ pub(crate) fn index() -> u32 {
     SLOT.with(|s| s.index)
 }
 
-/// `(index, name)` of every thread that opened a scope.
-pub(crate) fn names() -> Vec<(u32, String)> {
-    NAMES.lock().map(|n| n.clone()).unwrap_or_default()
+/// The name of the thread with this index: its own while kept, else `thread <index>`.
+pub(crate) fn name(index: u32) -> String {
+    registry().as_ref().and_then(|r| r.names.get(&index)).map_or_else(|| format!("thread {index}"), |n| n.to_string())
+}
+
+/// How many thread names are held.
+#[cfg(test)]
+fn retained() -> usize {
+    registry().as_ref().map_or(0, |r| r.names.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_of_exited_threads_are_not_kept_without_bound() {
+        for i in 0..3_000 {
+            let t = std::thread::Builder::new().name(format!("churn-{i}")).spawn(|| next_scope().0);
+            t.expect("spawn").join().expect("join");
+        }
+        // At most the names of the threads still alive and of the latest ones to exit.
+        assert!(retained() < 2_000, "{} names held after 3000 threads ended", retained());
+    }
+
+    #[test]
+    fn a_thread_s_name_outlives_it_for_the_records_it_left() {
+        let t = std::thread::Builder::new().name("loader".into()).spawn(|| next_scope().0);
+        let index = t.expect("spawn").join().expect("join");
+        assert_eq!(name(index), "loader");
+        let unnamed = std::thread::spawn(|| next_scope().0).join().expect("join");
+        assert_eq!(name(unnamed), format!("thread {unnamed}"));
+    }
 }

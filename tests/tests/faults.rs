@@ -486,3 +486,252 @@ fn a_zero_metric_interval_is_raised_with_a_message() {
     assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
     assert_eq!(said(&r.stderr, "OTEL_METRIC_EXPORT_INTERVAL=0 is below the minimum of 100 ms"), 1, "{}", r.stderr);
 }
+
+/// A `hold` child started and ready: its calls made, its end waiting for its stdin to close.
+struct Held {
+    child: Child,
+    /// Each line of its stdout as it comes.
+    lines: mpsc::Receiver<String>,
+    out: mpsc::Receiver<String>,
+    err: mpsc::Receiver<String>,
+}
+
+impl Held {
+    /// Waits for the line starting with `start`.
+    fn wait_for(&mut self, start: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(LIMIT) {
+                Ok(line) if line.starts_with(start) => return line,
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    let err = self.err.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+                    panic!("the child never said {start:?}: {err}");
+                }
+            }
+        }
+    }
+}
+
+/// Starts `cmd` (a `hold` case) and waits for its "ready".
+fn hold(mut cmd: Command) -> Held {
+    cmd.stdin(Stdio::piped());
+    let mut child = cmd.spawn().expect("start fault_child");
+    let err = read_all(child.stderr.take());
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let (line_tx, each) = mpsc::channel();
+    let (tx, out) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in lines.by_ref().map_while(Result::ok) {
+            let _ = line_tx.send(line.clone());
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        let _ = tx.send(seen);
+    });
+    let mut held = Held { child, lines: each, out, err };
+    held.wait_for("ready");
+    held
+}
+
+/// Closes a held child's stdin, so that it ends, and waits for it.
+fn release(mut held: Held) -> Run {
+    drop(held.child.stdin.take());
+    wait(held.child, held.out, held.err)
+}
+
+/// The path a run's end-of-run line says its capture was written to.
+fn capture_written(stderr: &str) -> PathBuf {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("gpuspan: capture with"))
+        .unwrap_or_else(|| panic!("no capture line in:\n{stderr}"));
+    let rest = &line[line.find(" written to ").expect("written to") + " written to ".len()..];
+    PathBuf::from(rest.split(" (read it with").next().expect("path"))
+}
+
+/// Every rank of a job launched with one environment shares `GPUSPAN_CAPTURE`: each process
+/// must leave a whole run, in a file its end-of-run line names, whichever ends first.
+#[test]
+fn processes_sharing_one_capture_path_each_leave_a_whole_readable_run() {
+    for first_ends_last in [true, false] {
+        let s = Scratch::new(if first_ends_last { "shared-capture-a" } else { "shared-capture-b" });
+        let path = s.path("run.gpuspan");
+        let cmd = |n| {
+            let mut cmd = child("hold", n, &s);
+            cmd.env("GPUSPAN_CAPTURE", &path).env("GPUSPAN_TRACE_FILE", "off");
+            cmd
+        };
+        let first = hold(cmd(3_000));
+        let first_pid = first.child.id();
+        let second = hold(cmd(1_000));
+        let second_pid = second.child.id();
+        let (first, second) = if first_ends_last {
+            let second = release(second);
+            (release(first), second)
+        } else {
+            let first = release(first);
+            (first, release(second))
+        };
+        let mut paths = Vec::new();
+        for (r, n, pid) in [(&first, 3_000, first_pid), (&second, 1_000, second_pid)] {
+            assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
+            assert!(r.stdout.contains("after the guard"), "{}", r.stdout);
+            let written = capture_written(&r.stderr);
+            assert!(r.stderr.contains(&format!("capture with {n} calls written to")), "{}", r.stderr);
+            let c = gpuspan_capture::Capture::open(&written)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{}", written.display(), r.stderr));
+            assert_eq!(c.header.pid, pid, "{} is the run of the process that named it", written.display());
+            assert_eq!(c.records.len(), n, "{}", written.display());
+            assert!(c.truncation.is_none() && c.end.is_some(), "{} is whole", written.display());
+            paths.push(written);
+        }
+        assert_eq!(paths[0], path, "the first process keeps the path it was given");
+        assert_ne!(paths[0], paths[1], "two processes, two files");
+        assert_eq!(paths[1], s.path(&format!("run.{second_pid}.gpuspan")), "the second is named by its pid");
+    }
+}
+
+/// Under `ulimit -f`, a write past the limit raises SIGXFSZ, whose default action kills the
+/// process: gpuspan's files stop at the limit with one message, and the count they state is
+/// exactly what can be read back.
+#[test]
+fn a_file_size_limit_cuts_the_capture_with_one_message_and_an_exact_count() {
+    const LIMIT_BYTES: u64 = 200 * 1024;
+    let s = Scratch::new("fsize");
+    let path = s.path("run.gpuspan");
+    let trace = s.path("t.json");
+    let calls = 50_000;
+    let mut cmd = child("calls", calls, &s);
+    cmd.env("GPUSPAN_CAPTURE", &path).env("GPUSPAN_TRACE_FILE", &trace);
+    // SAFETY: only setrlimit(2), a plain system call, runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: LIMIT_BYTES as libc::rlim_t, rlim_max: LIMIT_BYTES as libc::rlim_t };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let r = run(cmd);
+    assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
+    assert!(r.stdout.contains("after the guard"), "{}", r.stdout);
+    assert_eq!(said(&r.stderr, "file-size limit"), 2, "one line for the capture, one for the timeline:\n{}", r.stderr);
+    let line = r.stderr.lines().find(|l| l.contains("the capture at")).expect("the capture's line");
+    let number = |after: &str| -> u64 {
+        let rest = &line[line.find(after).unwrap_or_else(|| panic!("{after:?} in {line}")) + after.len()..];
+        rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|v| v.parse().ok()).expect("a count")
+    };
+    let (written, dropped) = (number("stopped after "), number("calls ("));
+    assert!(line.contains("not written"), "{line}");
+    assert_eq!(written + dropped, calls, "every call written or counted as dropped: {line}");
+    assert!(written > 0 && dropped > 0, "{line}");
+    assert!(std::fs::metadata(&path).expect("the capture").len() <= LIMIT_BYTES);
+    let c = gpuspan_capture::Capture::open(&path).expect("the cut capture reads");
+    assert_eq!(c.records.len() as u64, written, "the stated count is the readable count");
+    assert!(!trace.exists(), "no half timeline");
+}
+
+/// The live feed's socket of the child whose runtime directory is in `s`.
+fn live_socket(s: &Scratch) -> PathBuf {
+    let dir = s.path("runtime").join("gpuspan");
+    std::fs::read_dir(&dir)
+        .expect("the private directory")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.to_string_lossy().ends_with(".live.sock"))
+        .expect("the live socket")
+}
+
+/// One snapshot asked on a new connection; `None` when refused or unanswered within a second.
+fn snapshot(sock: &Path) -> Option<serde_json::Value> {
+    use std::io::Write;
+    let mut c = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    c.write_all(b"snapshot\n").ok()?;
+    let mut line = String::new();
+    BufReader::new(c).read_line(&mut line).ok()?;
+    serde_json::from_str(&line).ok()
+}
+
+/// Connections that never send must not lock others out: they are closed after a while, and
+/// counted, and a client that asks is served.
+#[test]
+fn silent_connections_do_not_lock_the_live_feed() {
+    let s = Scratch::new("live-silent");
+    let mut cmd = child("hold", 5, &s);
+    cmd.env("GPUSPAN_LIVE", "1").env("GPUSPAN_TRACE_FILE", "off");
+    let held = hold(cmd);
+    let sock = live_socket(&s);
+    let silent: Vec<std::os::unix::net::UnixStream> =
+        (0..20).map(|_| std::os::unix::net::UnixStream::connect(&sock).expect("connect")).collect();
+    let deadline = Instant::now() + LIMIT / 4;
+    let answer = loop {
+        if let Some(answer) = snapshot(&sock) {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "no answer while 20 silent connections are open");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let feed = &answer["feed"];
+    assert!(feed["dropped_idle"].as_u64().unwrap_or(0) >= 1, "the silent ones that held places are counted: {feed}");
+    let closed = silent
+        .iter()
+        .filter(|c| {
+            c.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+            matches!((&mut &**c).read(&mut [0u8; 1]), Ok(0))
+        })
+        .count();
+    assert_eq!(closed, 20, "every silent connection is closed by the feed");
+    let r = release(held);
+    assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
+}
+
+/// A connection waiting while the process has no descriptor left: the feed backs off instead
+/// of retrying the failing accept in a loop, and serves the connection it has.
+#[test]
+fn the_live_feed_backs_off_at_the_descriptor_limit() {
+    use std::io::Write;
+    let s = Scratch::new("live-fds");
+    let mut cmd = child("live-fds", 5, &s);
+    cmd.env("GPUSPAN_LIVE", "1").env("GPUSPAN_TRACE_FILE", "off");
+    // SAFETY: only setrlimit(2), a plain system call, runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 64, rlim_max: 64 };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut held = hold(cmd);
+    let sock = live_socket(&s);
+    let mut kept = std::os::unix::net::UnixStream::connect(&sock).expect("connect");
+    kept.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut reader = BufReader::new(kept.try_clone().expect("clone"));
+    let mut ask = || {
+        kept.write_all(b"snapshot\n").expect("ask");
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("answer");
+        serde_json::from_str::<serde_json::Value>(&line).expect("a snapshot")
+    };
+    assert_eq!(ask()["feed"]["clients"], 1);
+    held.child.stdin.as_mut().expect("stdin").write_all(b"fill\n").expect("fill");
+    held.wait_for("full after");
+    let _pending = std::os::unix::net::UnixStream::connect(&sock).expect("connect while full");
+    let waited = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let feed = ask()["feed"].clone();
+    let tries = feed["accept_failed"].as_u64().expect("the failed accepts are counted");
+    let seconds = waited.elapsed().as_secs_f64();
+    // Backing off 100 ms at least between tries: at most ten a second (spinning: millions).
+    assert!(tries >= 1, "the failing accept was tried: {feed}");
+    assert!((tries as f64) <= seconds * 10.0 + 2.0, "{tries} failed accepts in {seconds:.1} s: {feed}");
+    let r = release(held);
+    assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
+}

@@ -9,6 +9,14 @@
 //! through a link, never blocking, only a regular file: see [`super::file`]); it cannot be
 //! written under a temporary name and renamed, since a killed process must leave it in place.
 //!
+//! One writer per file: the file is locked for this process while it writes
+//! ([`super::file::create_exclusive`]); a process that finds the path held by another (every
+//! rank of a job launched with one `GPUSPAN_CAPTURE`) writes `<stem>.<pid>.<ext>` beside it, and
+//! its end-of-run line names that file. The file stops short of the file-size limit
+//! (`ulimit -f`) instead of raising SIGXFSZ ([`super::file::Bounded`]). A record counts as
+//! written once every byte of its frame is in the file (a reader can read it); those still
+//! buffered when a write fails count as not written.
+//!
 //! While a capture is written, scopes take the application `tracing` spans they were made in
 //! (`crate::spans`); each span instance is written once, before the first record made in it. The
 //! device monitor's readings, where one runs, are pulled through the core's hooks at each flush,
@@ -16,13 +24,13 @@
 //! known by then (the first pull is at the start), else as soon as a pull brings them.
 
 use super::capture_frames::{self as frames, activity, bracket, interval, site_frame, source};
+use super::file::Bounded;
 use crate::hooks::Readings;
 use crate::pipeline::Sink;
 use crate::record::{DeviceLabel, Record};
 use crate::site::Site;
 use gpuspan_capture as cap;
-use std::collections::{HashMap, HashSet};
-use std::fs::File;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,16 +58,22 @@ pub(crate) struct CaptureFile {
     /// Wakes the flusher early to stop.
     wake: Condvar,
     flusher: Mutex<Option<JoinHandle<()>>>,
-    records: AtomicU64,
     /// Records that reached the sink after the file failed or was closed.
     lost: AtomicU64,
 }
 
 #[derive(Debug)]
 struct State {
-    writer: Option<cap::Writer<BufWriter<File>>>,
+    writer: Option<cap::Writer<BufWriter<Bounded>>>,
     /// The first write error; nothing is written after it.
     error: Option<io::Error>,
+    /// Records whose frames are wholly in the file.
+    records: u64,
+    /// Where each record frame still (partly) in the buffer ends, in bytes from the file's
+    /// start, oldest first.
+    buffered: VecDeque<u64>,
+    /// Records that were buffered when writing failed.
+    dropped: u64,
     stopping: bool,
     dirty: bool,
     /// Site ids by the site's address: a site is a `static` (or leaked), so its address is its
@@ -89,15 +103,19 @@ pub(crate) struct Written {
 }
 
 impl CaptureFile {
-    /// Creates the file at `path`, writes its header and the sites compiled into the program,
+    /// Creates the file at `path` (or beside it, where another process writes `path`: see
+    /// [`CaptureFile::path`]), writes its header and the sites compiled into the program,
     /// and starts the flusher.
     pub(crate) fn create(path: &Path, sampling: Sampling) -> io::Result<Arc<CaptureFile>> {
-        let file = super::file::create(path)?;
+        let (file, path) = super::file::create_exclusive(path)?;
         let header = frames::header(sampling.threshold_us, sampling.trace_all);
-        let writer = cap::Writer::new(BufWriter::with_capacity(64 * 1024, file), &header)?;
+        let writer = cap::Writer::new(BufWriter::with_capacity(64 * 1024, Bounded::new(file)), &header)?;
         let mut state = State {
             writer: Some(writer),
             error: None,
+            records: 0,
+            buffered: VecDeque::new(),
+            dropped: 0,
             stopping: false,
             dirty: true,
             site_ids: HashMap::new(),
@@ -118,11 +136,10 @@ impl CaptureFile {
         state.dirty = false;
         crate::spans::want();
         let capture = Arc::new(CaptureFile {
-            path: path.to_owned(),
+            path,
             state: Mutex::new(state),
             wake: Condvar::new(),
             flusher: Mutex::new(None),
-            records: AtomicU64::new(0),
             lost: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&capture);
@@ -141,6 +158,11 @@ impl CaptureFile {
             )),
         }
         Ok(capture)
+    }
+
+    /// The path the file is written to: the one asked for, or the one beside it.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Writes the device readings taken since the last ones written.
@@ -172,6 +194,7 @@ impl CaptureFile {
                     s.fail(e);
                 }
             }
+            s.settle();
         }
         if s.stopping {
             return false;
@@ -191,15 +214,22 @@ impl CaptureFile {
         }
         self.write_readings();
         let mut s = lock(&self.state);
-        let records = self.records.load(Ordering::Relaxed);
+        // What the end states is what a reader finds: every record before it is in the file.
+        if let Some(w) = &mut s.writer {
+            if let Err(e) = w.flush() {
+                s.fail(e);
+            }
+        }
+        s.settle();
+        let lost = self.lost.load(Ordering::Relaxed) + s.dropped;
         if s.writer.is_some() {
-            let ended = s.write_end(records, self.lost.load(Ordering::Relaxed));
-            if let Err(e) = ended {
+            let records = s.records;
+            if let Err(e) = s.write_end(records, lost) {
                 s.fail(e);
             }
         }
         s.writer = None;
-        Written { records, lost: self.lost.load(Ordering::Relaxed), error: s.error.take() }
+        Written { records: s.records, lost: self.lost.load(Ordering::Relaxed) + s.dropped, error: s.error.take() }
     }
 }
 
@@ -213,7 +243,9 @@ impl Sink for CaptureFile {
         match s.write_record(record) {
             Ok(()) => {
                 s.dirty = true;
-                self.records.fetch_add(1, Ordering::Relaxed);
+                let end = s.position();
+                s.buffered.push_back(end);
+                s.settle();
             }
             Err(e) => {
                 s.fail(e);
@@ -237,9 +269,28 @@ impl Sink for CaptureFile {
 }
 
 impl State {
+    /// Stops writing: the records still buffered count as not written.
     fn fail(&mut self, e: io::Error) {
+        self.settle();
+        self.dropped += self.buffered.len() as u64;
+        self.buffered.clear();
         self.writer = None;
         self.error.get_or_insert(e);
+    }
+
+    /// Bytes written so far, those in the buffer included.
+    fn position(&self) -> u64 {
+        self.writer.as_ref().map_or(0, |w| w.get_ref().get_ref().written() + w.get_ref().buffer().len() as u64)
+    }
+
+    /// Counts as written the buffered records now wholly in the file.
+    fn settle(&mut self) {
+        let Some(w) = &self.writer else { return };
+        let in_file = w.get_ref().get_ref().written();
+        while self.buffered.front().is_some_and(|end| *end <= in_file) {
+            self.buffered.pop_front();
+            self.records += 1;
+        }
     }
 
     fn frame(&mut self, frame: &cap::Frame) -> io::Result<()> {
@@ -266,10 +317,7 @@ impl State {
         if self.threads.contains(&index) {
             return Ok(());
         }
-        let name = crate::thread::names()
-            .into_iter()
-            .find(|(i, _)| *i == index)
-            .map_or_else(|| format!("thread {index}"), |(_, n)| n);
+        let name = crate::thread::name(index);
         self.frame(&cap::Frame::Thread(cap::Thread { index, name }))?;
         self.threads.insert(index);
         Ok(())

@@ -92,8 +92,16 @@ fn regular(file: File, path: &Path) -> io::Result<File> {
 /// Opens `path` for a file written as it goes (the CUPTI dump): created or truncated, but only
 /// if it is a regular file; never through a link, never blocking.
 pub(crate) fn create(path: &Path) -> io::Result<File> {
+    let file = open_regular(path)?;
+    file.set_len(0)?;
+    Ok(file)
+}
+
+/// Opens (creating if missing, never truncating) the regular file at `path`: never through a
+/// link, never blocking.
+fn open_regular(path: &Path) -> io::Result<File> {
     check_target(path)?;
-    let file = safe_open(OpenOptions::new().write(true).create(true).truncate(true)).open(path).map_err(|e| {
+    let file = safe_open(OpenOptions::new().write(true).create(true)).open(path).map_err(|e| {
         if is_loop(&e) {
             refused(path, "is a symbolic link; gpuspan does not write through links (name the target itself)")
         } else {
@@ -101,6 +109,128 @@ pub(crate) fn create(path: &Path) -> io::Result<File> {
         }
     })?;
     regular(file, path)
+}
+
+/// Opens `path` for a file one process writes as it goes (the capture), emptied once this
+/// process holds it alone: an exclusive advisory lock (`flock`) is taken on it before anything
+/// is written, and held until the file is closed (the process's end, a kill included). Where
+/// another process holds it (every rank of a job launched with one `GPUSPAN_CAPTURE`), this
+/// process writes beside it instead, under the same name with its pid before the extension
+/// (`run.gpuspan` → `run.<pid>.gpuspan`), so that no run damages or replaces another. Returns
+/// the file and the path it is at. Where locks are not supported (not Unix, or a file system
+/// that refuses them) the path is written as given.
+pub(crate) fn create_exclusive(path: &Path) -> io::Result<(File, PathBuf)> {
+    let file = open_regular(path)?;
+    if lock_exclusive(&file)? {
+        file.set_len(0)?;
+        return Ok((file, path.to_owned()));
+    }
+    let beside = with_pid(path);
+    let file = open_regular(&beside)?;
+    if !lock_exclusive(&file)? {
+        return Err(refused(&beside, "is being written by another process"));
+    }
+    file.set_len(0)?;
+    crate::diagnostics::note_once(format_args!(
+        "{} is being written by another process: this one's capture goes to {}",
+        path.display(),
+        beside.display()
+    ));
+    Ok((file, beside))
+}
+
+/// `dir/name.ext` → `dir/name.<pid>.ext` (`dir/name` → `dir/name.<pid>`).
+fn with_pid(path: &Path) -> PathBuf {
+    let pid = std::process::id();
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{pid}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{pid}"),
+    };
+    path.with_file_name(name)
+}
+
+/// Takes an exclusive advisory lock on `file` without waiting: `false` when another open file
+/// holds it. A file system that does not support locks counts as taken (nothing to coordinate
+/// with).
+#[cfg(unix)]
+fn lock_exclusive(file: &File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this function borrows, open for its duration.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        Some(libc::EINTR) => lock_exclusive(file),
+        Some(libc::ENOLCK | libc::EINVAL | libc::EOPNOTSUPP) => Ok(true),
+        _ => Err(e),
+    }
+}
+
+#[cfg(not(unix))]
+fn lock_exclusive(_file: &File) -> io::Result<bool> {
+    Ok(true)
+}
+
+/// A file written from its start that never grows past the process's file-size limit
+/// (`RLIMIT_FSIZE`, `ulimit -f`): a write that would cross it writes up to it and the next one
+/// fails (`FileTooLarge`, naming the limit), where the system would raise SIGXFSZ, whose default
+/// action kills the whole program. Counts the bytes that reached the file.
+#[derive(Debug)]
+pub(crate) struct Bounded {
+    file: File,
+    written: u64,
+    limit: Option<u64>,
+}
+
+impl Bounded {
+    /// `file`, empty, with the limit in force now.
+    pub(crate) fn new(file: File) -> Bounded {
+        Bounded { file, written: 0, limit: size_limit() }
+    }
+
+    /// Bytes that reached the file.
+    pub(crate) fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let room = self.limit.map_or(u64::MAX, |l| l.saturating_sub(self.written));
+        if room == 0 && !buf.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("the file-size limit of {} bytes (ulimit -f) was reached", self.limit.unwrap_or(0)),
+            ));
+        }
+        let take = usize::try_from(room).unwrap_or(usize::MAX).min(buf.len());
+        let n = io::Write::write(&mut self.file, &buf[..take])?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::Write::flush(&mut self.file)
+    }
+}
+
+/// The soft `RLIMIT_FSIZE` in bytes; `None` when unlimited.
+#[cfg(unix)]
+fn size_limit() -> Option<u64> {
+    // SAFETY: getrlimit fills a plain C struct that may be zeroed.
+    let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut l) } != 0 || l.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    Some(l.rlim_cur as u64)
+}
+
+#[cfg(not(unix))]
+fn size_limit() -> Option<u64> {
+    None
 }
 
 /// `O_NOFOLLOW` on a link says ELOOP.
@@ -121,10 +251,11 @@ fn is_loop(e: &io::Error) -> bool {
 /// file created exclusively next to `path` under a temporary name, which is renamed over `path`
 /// only once complete. A reader sees the old file or the whole new one, never half of one; a
 /// link or anything that is not a regular file at `path` is refused (and left alone), and a
-/// link put there meanwhile is replaced, never followed.
+/// link put there meanwhile is replaced, never followed. It stops at the file-size limit
+/// ([`Bounded`]), leaving the old file.
 pub(crate) fn write_atomically(
     path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    write: impl FnOnce(&mut BufWriter<Bounded>) -> io::Result<()>,
 ) -> io::Result<()> {
     check_target(path)?;
     let name = path.file_name().ok_or_else(|| refused(path, "names no file"))?;
@@ -134,7 +265,7 @@ pub(crate) fn write_atomically(
     };
     let (tmp, file) = create_temporary(dir, &name.to_string_lossy())?;
     let written = regular(file, &tmp).and_then(|file| {
-        let mut w = BufWriter::with_capacity(BUFFER, file);
+        let mut w = BufWriter::with_capacity(BUFFER, Bounded::new(file));
         write(&mut w)?;
         w.into_inner().map_err(io::IntoInnerError::into_error)?;
         fs::rename(&tmp, path)

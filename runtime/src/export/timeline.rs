@@ -13,6 +13,7 @@ use crate::pipeline::Sink;
 use crate::record::{Record, Value};
 use gpuspan_capture::lanes::{lane_name, Placer};
 use serde_json::{json, Map, Value as Json};
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -25,6 +26,9 @@ const GPU_PID: u32 = 2;
 #[derive(Debug)]
 pub(crate) struct Timeline {
     records: Mutex<Vec<Record>>,
+    /// The names of the threads its records were made on, taken as each first appears (a
+    /// thread's name is not kept long after it ends: `crate::thread`).
+    threads: Mutex<HashMap<u32, String>>,
     capacity: usize,
     /// Where [`Sink::finish`] writes it.
     path: Option<PathBuf>,
@@ -33,7 +37,7 @@ pub(crate) struct Timeline {
 impl Timeline {
     #[cfg_attr(not(test), allow(dead_code))] // a timeline with nowhere to go, for tests
     pub(crate) fn new(capacity: usize) -> Self {
-        Timeline { records: Mutex::new(Vec::new()), capacity, path: None }
+        Timeline { records: Mutex::new(Vec::new()), threads: Mutex::new(HashMap::new()), capacity, path: None }
     }
 
     /// A timeline written to `path` when it finishes.
@@ -48,9 +52,11 @@ impl Timeline {
     /// Writes the timeline as JSON to `out`, streamed: beside the records (not copied), memory
     /// holds each event's track and lane, not its JSON.
     pub(crate) fn write_json(&self, out: impl Write) -> io::Result<()> {
+        let threads = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
+        let name = |index| threads.get(&index).cloned().unwrap_or_else(|| crate::thread::name(index));
         match self.records.lock() {
-            Ok(records) => write_events(&records, out),
-            Err(_) => write_events(&[], out),
+            Ok(records) => write_named_events(&records, name, out),
+            Err(_) => write_named_events(&[], name, out),
         }
     }
 
@@ -65,6 +71,9 @@ impl Sink for Timeline {
         if let Ok(mut r) = self.records.lock() {
             if r.len() < self.capacity {
                 r.push(record.clone());
+                if let Ok(mut t) = self.threads.lock() {
+                    t.entry(record.thread).or_insert_with(|| crate::thread::name(record.thread));
+                }
                 return;
             }
         }
@@ -196,13 +205,23 @@ impl<W: Write> Events<W> {
     }
 }
 
+/// [`write_named_events`] with the names the thread registry holds now.
+#[cfg(test)]
 pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()> {
+    write_named_events(records, crate::thread::name, out)
+}
+
+/// Writes the records' timeline, each host thread's track labelled `name(index)`.
+pub(crate) fn write_named_events(records: &[Record], name: impl Fn(u32) -> String, out: impl Write) -> io::Result<()> {
     let base = records.iter().map(|r| r.host.start_ns.min(r.interval().start_ns)).min().unwrap_or(0);
     let mut events = Events::start(out)?;
     events.push(&json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}}))?;
     events.push(&json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "GPU"}}))?;
-    let mut names: std::collections::BTreeMap<Track, String> =
-        crate::thread::names().into_iter().map(|(index, name)| ((HOST_PID, u64::from(index)), name)).collect();
+    // Thread 0 (GPU work outside every call) is no thread's.
+    let mut names: std::collections::BTreeMap<Track, String> = std::collections::BTreeMap::new();
+    for r in records.iter().filter(|r| r.thread != 0) {
+        names.entry((HOST_PID, u64::from(r.thread))).or_insert_with(|| name(r.thread));
+    }
     // Every event's track, then its lane of it: a lane past the first is a track of its own.
     let mut gpu_tracks = GpuTracks::default();
     let mut slices: Vec<Vec<(Track, u64, u64)>> = records.iter().map(|r| record_slices(r, &mut gpu_tracks)).collect();

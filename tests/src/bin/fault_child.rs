@@ -76,6 +76,38 @@ fn main() {
             drop(guard);
             say("after the guard");
         }
+        // `n` recorded calls, then "ready", then the end once stdin closes: the suite decides
+        // when each of several processes sharing one capture path ends.
+        "hold" => {
+            let guard = gpuspan::init();
+            for i in 0..n {
+                step(i);
+            }
+            say("ready");
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+            drop(guard);
+            say("after the guard");
+        }
+        // The live feed with every descriptor taken: "ready", then at a line on stdin the
+        // process opens files until none is left ("full"), then the end once stdin closes.
+        "live-fds" => {
+            let guard = gpuspan::init();
+            for i in 0..n {
+                step(i);
+            }
+            say("ready");
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+            let mut held = Vec::new();
+            while let Ok(f) = std::fs::File::open("/dev/null") {
+                held.push(f);
+            }
+            say(&format!("full after {} files", held.len()));
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+            drop(held);
+            drop(guard);
+            say("after the guard");
+        }
         // Peak memory while `n` sampled calls are written to the timeline.
         "timeline" => {
             let guard = gpuspan::init();
@@ -103,6 +135,25 @@ fn main() {
             let (after, _) = rss_kib();
             let calls = gpuspan::summary().site("quick").map_or(0, |s| s.calls);
             say(&format!("rss before: {before} KiB, after {n} threads: {after} KiB, calls counted: {calls}"));
+        }
+        // `n` short-lived threads, one recorded call each, timed: thread churn's cost with the
+        // capture on (`GPUSPAN_CAPTURE`) against off (docs/benchmarks.md).
+        "threads-recorded" => {
+            let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
+            let (before, _) = rss_kib();
+            let start = std::time::Instant::now();
+            for i in 0..n {
+                if std::thread::spawn(move || step(i)).join().is_err() {
+                    say("a thread panicked");
+                }
+            }
+            let elapsed = start.elapsed();
+            let (after, _) = rss_kib();
+            drop(guard);
+            say(&format!(
+                "{n} threads in {:.0} ms; rss before: {before} KiB, after: {after} KiB",
+                elapsed.as_secs_f64() * 1e3
+            ));
         }
         // Waits for a signal with a timeline to write (the suite sends SIGTERM).
         "wait" => {

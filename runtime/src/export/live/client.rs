@@ -1,7 +1,7 @@
 //! One connection of the live feed: its request bytes, its unwritten answers, and the peer's
 //! user id.
 
-use super::{MAX_PENDING, STALL};
+use super::{HANDSHAKE, IDLE, MAX_PENDING, STALL};
 use gpuspan_capture::live::MAX_REQUEST;
 use std::io::{self, Read};
 use std::os::unix::io::AsRawFd;
@@ -30,11 +30,16 @@ pub(super) struct Client {
     sent: usize,
     /// When the client last took a byte of its answers (or when one began to wait).
     progress: Instant,
+    /// When the client last sent a whole request (or connected).
+    asked_at: Instant,
+    /// Whether it has sent one.
+    asked: bool,
 }
 
 impl Client {
     pub(super) fn new(stream: UnixStream) -> Client {
-        Client { stream, request: Vec::new(), out: Vec::new(), sent: 0, progress: Instant::now() }
+        let now = Instant::now();
+        Client { stream, request: Vec::new(), out: Vec::new(), sent: 0, progress: now, asked_at: now, asked: false }
     }
 
     pub(super) fn pending(&self) -> usize {
@@ -58,6 +63,8 @@ impl Client {
                 let line: Vec<u8> = self.request.drain(..=end).collect();
                 let text = std::str::from_utf8(&line).map_err(|_| Close::Malformed)?;
                 lines.push(text.trim().to_owned());
+                self.asked_at = Instant::now();
+                self.asked = true;
             }
             if self.request.len() > MAX_REQUEST {
                 return Err(Close::Malformed);
@@ -116,6 +123,13 @@ impl Client {
 
     pub(super) fn stalled(&self, now: Instant) -> bool {
         self.pending() > 0 && now.duration_since(self.progress) > STALL
+    }
+
+    /// Holds a place without asking: no request within [`HANDSHAKE`] of connecting, or none
+    /// for [`IDLE`] since the last one (with nothing left to send it).
+    pub(super) fn idle(&self, now: Instant) -> bool {
+        let allowed = if self.asked { IDLE } else { HANDSHAKE };
+        self.pending() == 0 && now.duration_since(self.asked_at) > allowed
     }
 }
 

@@ -11,7 +11,10 @@
 //! `poll`; an answer that cannot be written now waits in a bounded buffer, and a client that
 //! leaves its answers unread (more than [`MAX_PENDING`] bytes, or none taken for [`STALL`]) is
 //! disconnected. Writes use `MSG_NOSIGNAL`, so a client that hangs up cannot raise SIGPIPE in a
-//! program that has not ignored it.
+//! program that has not ignored it. A connection that holds a place without asking (no request
+//! within [`HANDSHAKE`] of connecting, or none for [`IDLE`]) is closed and counted, so that
+//! connections that never send cannot lock others out; an accept that fails for want of
+//! descriptors (or memory) is counted and retried only after [`ACCEPT_BACKOFF`], not in a loop.
 //!
 //! Who may connect: the socket is created mode 0600 in a directory of mode 0700 that belongs to
 //! the user (`export/file.rs` checks it), and every accepted connection's peer is asked for its
@@ -50,6 +53,13 @@ const MAX_CLIENTS: usize = 16;
 pub(crate) const MAX_PENDING: usize = 1 << 20;
 /// How long an unsent answer may wait without a byte of it being taken.
 pub(crate) const STALL: Duration = Duration::from_secs(2);
+/// A new connection sends its first request within this long, or is closed.
+pub(crate) const HANDSHAKE: Duration = Duration::from_secs(2);
+/// A connection that has asked is closed after this long without another request
+/// (`gpuspan top` asks every second by default).
+pub(crate) const IDLE: Duration = Duration::from_secs(120);
+/// How long the listener rests after an accept failed (out of descriptors, say).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// A snapshot answers every request within this long of it (requests in a burst share one).
 const REUSE: Duration = Duration::from_millis(200);
 /// How long shutdown waits for the feed's thread to finish its round.
@@ -212,6 +222,8 @@ struct Server {
     feed: msg::Feed,
     /// The last snapshot and when it was made (shared by a burst of requests).
     cached: Option<(Instant, msg::Snapshot)>,
+    /// Accepting rests until then, after a failed accept.
+    accept_after: Option<Instant>,
 }
 
 impl Server {
@@ -229,6 +241,7 @@ impl Server {
             clients: Vec::new(),
             feed: msg::Feed::default(),
             cached: None,
+            accept_after: None,
         }
     }
 
@@ -239,13 +252,17 @@ impl Server {
         while !self.stop.load(Ordering::Acquire) {
             let mut fds: Vec<libc::pollfd> = Vec::with_capacity(2 + self.clients.len());
             let watch = |fd, events| libc::pollfd { fd, events, revents: 0 };
-            fds.push(watch(self.listener.as_raw_fd(), libc::POLLIN));
+            // A negative descriptor is skipped by poll: the listener while accepting rests.
+            let resting = self.accept_after.is_some_and(|t| Instant::now() < t);
+            let listener = if resting { -1 } else { self.listener.as_raw_fd() };
+            fds.push(watch(listener, libc::POLLIN));
             fds.push(watch(self.wake.as_raw_fd(), libc::POLLIN));
             for c in &self.clients {
                 let out = if c.pending() > 0 { libc::POLLOUT } else { 0 };
                 fds.push(watch(c.stream.as_raw_fd(), libc::POLLIN | out));
             }
-            let wait = next_tick.saturating_duration_since(Instant::now());
+            let wake_at = self.accept_after.filter(|_| resting).map_or(next_tick, |t| t.min(next_tick));
+            let wait = wake_at.saturating_duration_since(Instant::now());
             // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait.as_millis() as libc::c_int) };
             if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
@@ -275,7 +292,15 @@ impl Server {
             let before = self.clients.len();
             self.clients.retain(|c| !c.stalled(now));
             self.feed.dropped_stalled += (before - self.clients.len()) as u64;
+            self.drop_idle(now);
         }
+    }
+
+    /// Closes the connections that hold a place without asking.
+    fn drop_idle(&mut self, now: Instant) {
+        let before = self.clients.len();
+        self.clients.retain(|c| !c.idle(now));
+        self.feed.dropped_idle += (before - self.clients.len()) as u64;
     }
 
     /// Reads requests and writes answers on the connections `poll` flagged (in the order of
@@ -322,14 +347,19 @@ impl Server {
     }
 
     /// Takes every waiting connection: another user's is closed unread, and so is one over
-    /// [`MAX_CLIENTS`].
+    /// [`MAX_CLIENTS`] (once the idle ones are closed). An accept that fails for another reason
+    /// than none waiting (out of descriptors) is counted, and accepting rests a while.
     fn accept(&mut self) {
+        self.accept_after = None;
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     if !peer_uid(&stream).is_ok_and(|uid| uid == self.uid) {
                         self.feed.refused_other_user += 1;
                         continue;
+                    }
+                    if self.clients.len() >= MAX_CLIENTS {
+                        self.drop_idle(Instant::now());
                     }
                     if self.clients.len() >= MAX_CLIENTS || stream.set_nonblocking(true).is_err() {
                         self.feed.refused_busy += 1;
@@ -339,8 +369,14 @@ impl Server {
                     self.clients.push(Client::new(stream));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // WouldBlock: none left. Anything else (out of descriptors): try next round.
-                Err(_) => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                // Out of descriptors or memory: the connection stays queued, and `poll` would
+                // say it is there at once, again and again; rest instead.
+                Err(_) => {
+                    self.feed.accept_failed += 1;
+                    self.accept_after = Some(Instant::now() + ACCEPT_BACKOFF);
+                    return;
+                }
             }
         }
     }
