@@ -161,6 +161,29 @@ fn is_own(site: &Site) -> bool {
     site.desc.module_path.starts_with("gpuspan::")
 }
 
+/// Whether the process made CUDA work possible: the driver was initialised and some device's
+/// primary context (the one cudarc and the runtime API use) is active. Loading libcuda alone is
+/// not use: a Vulkan or OpenGL driver, or a library probing for CUDA, loads it too, and a
+/// wgpu-only program was told it "used CUDA". Call only when [`driver_loaded`]: this never
+/// initialises the driver (an uninitialised one answers `CUDA_ERROR_NOT_INITIALIZED`).
+fn context_active() -> bool {
+    use cudarc::driver::sys::{self, CUresult};
+    let mut count = 0;
+    // SAFETY: plain out-parameters; the library is loaded (the caller checked).
+    if unsafe { sys::cuDeviceGetCount(&mut count) } != CUresult::CUDA_SUCCESS {
+        return false;
+    }
+    (0..count).any(|ordinal| {
+        let (mut device, mut flags, mut active) = (0, 0, 0);
+        // SAFETY: as above, for a device ordinal below the count.
+        let read = unsafe {
+            sys::cuDeviceGet(&mut device, ordinal) == CUresult::CUDA_SUCCESS
+                && sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active) == CUresult::CUDA_SUCCESS
+        };
+        read && active != 0
+    })
+}
+
 /// Whether this process has loaded libcuda already (never loads it).
 fn driver_loaded() -> bool {
     #[cfg(target_os = "linux")]
@@ -187,7 +210,7 @@ pub(crate) fn at_shutdown() {
     let bare_reached = crate::site::all_sites()
         .iter()
         .any(|s| s.desc.backend == Backend::Host && !is_own(s) && s.stats.totals().calls > 0);
-    if bare_reached && driver_loaded() {
+    if bare_reached && driver_loaded() && context_active() {
         note_once(
             "this program used CUDA, but no annotated function names a CUDA stream, so gpuspan never started \
              CUDA timing and their GPU work went unseen: call `gpuspan::cuda::start()` after `gpuspan::init()`",
