@@ -230,6 +230,8 @@ pub struct Capture {
     /// The devices' link peaks, where a device monitor knew them (version 3).
     pub links: Vec<DeviceLink>,
     pub aggregates: Vec<Aggregate>,
+    /// Sites still running at shutdown, none of whose calls had finished (version 5).
+    pub running: Vec<u32>,
     /// `None` when the writer did not finish (then `truncation` says how far it got).
     pub end: Option<End>,
     pub truncation: Option<Truncation>,
@@ -248,6 +250,7 @@ impl Capture {
             samples: Vec::new(),
             links: Vec::new(),
             aggregates: Vec::new(),
+            running: Vec::new(),
             end: None,
             truncation: None,
         }
@@ -283,6 +286,7 @@ impl Capture {
             Frame::Span(s) => self.spans.push(s),
             Frame::Samples(s) => self.samples.push(s),
             Frame::Link(l) => self.links.push(l),
+            Frame::Running(r) => self.running.extend(r.sites),
         }
     }
 
@@ -329,6 +333,9 @@ impl Capture {
         }
         for a in &self.aggregates {
             w.write(&Frame::Aggregate(a.clone()))?;
+        }
+        if !self.running.is_empty() {
+            w.write(&Frame::Running(crate::Running { sites: self.running.clone() }))?;
         }
         if let Some(e) = &self.end {
             w.write(&Frame::End(e.clone()))?;

@@ -20,6 +20,16 @@ pub enum Frame {
     Samples(DeviceSamples),
     /// A device's links at their peak, as a device monitor knows them (version 3).
     Link(DeviceLink),
+    /// The sites still running at shutdown (version 5), written before [`End`].
+    Running(Running),
+}
+
+/// Sites a call of which was still running when the writer finished and none of which had
+/// finished (an annotated `main` whose `init()` guard drops inside it): called, not "never
+/// reached", and with no time counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Running {
+    pub sites: Vec<u32>,
 }
 
 /// Who wrote the capture and how it sampled.

@@ -36,6 +36,9 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Sites compiled in that no call reached.
     pub never_reached: Vec<String>,
+    /// Sites still running at shutdown, none of whose calls had finished (an annotated `main`):
+    /// called, so not in `never_reached`, but with no time counted (capture format 5).
+    pub still_running: Vec<String>,
     pub losses: Vec<(String, u64)>,
     pub notes: Vec<String>,
     /// What this capture cannot answer, and why.
@@ -528,7 +531,11 @@ impl Builder {
             capture
                 .sites
                 .iter()
-                .filter(|s| !reached.contains(&s.id) && !s.module_path.starts_with("gpuspan::"))
+                .filter(|s| {
+                    !reached.contains(&s.id)
+                        && !capture.running.contains(&s.id)
+                        && !s.module_path.starts_with("gpuspan::")
+                })
                 .map(|s| s.name.clone())
                 .collect()
         } else {
@@ -574,6 +581,7 @@ impl Builder {
             launch_bound,
             findings,
             never_reached,
+            still_running: capture.running.iter().map(|id| index.site_name(*id)).collect(),
             losses,
             notes,
             limits,
@@ -1106,6 +1114,13 @@ impl Report {
         }
         for f in &self.findings {
             let _ = writeln!(out, "  - {}", f.message);
+        }
+        if !self.still_running.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nStill running at shutdown (no call had finished; its time is not counted): {}",
+                self.still_running.join(", ")
+            );
         }
         if !self.never_reached.is_empty() {
             let _ = writeln!(out, "\nNever reached: {}", self.never_reached.join(", "));

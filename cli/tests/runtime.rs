@@ -101,3 +101,43 @@ fn a_capture_path_that_is_not_a_regular_file_is_refused_and_the_program_runs_on(
     std::hint::black_box(other(&[1, 2, 3]));
     drop(guard);
 }
+
+/// An annotated function that runs the whole program, `init()` inside it, as an annotated `main`
+/// does: its one call is still open when the capture ends.
+#[gpuspan::gpu_kernel]
+fn whole_program(path: &str) {
+    let guard = gpuspan::Config::default().summary(false).no_trace_file().capture(path).init();
+    std::hint::black_box(other(&[4, 5, 6]));
+    drop(guard);
+}
+
+/// The capture says which sites were still running at shutdown, and `report` lists them as
+/// such, not as "Never reached" (which the summary and the docs say is wrong for an annotated
+/// `main`).
+#[test]
+fn a_site_running_at_shutdown_is_not_never_reached() {
+    if let Ok(path) = std::env::var("GPUSPAN_CLI_RUNNING_CHILD") {
+        whole_program(&path);
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gpuspan-cli-running-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("running.gpuspan");
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "a_site_running_at_shutdown_is_not_never_reached", "--nocapture"])
+        .env("GPUSPAN_CLI_RUNNING_CHILD", &path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let c = Capture::open(&path).expect("the capture reads");
+    let id = c.sites.iter().find(|s| s.name == "whole_program").expect("site").id;
+    assert_eq!(c.running, vec![id], "the one call of whole_program was open at the end");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuspan")).arg("report").arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let running = text.lines().find(|l| l.starts_with("Still running at shutdown")).unwrap_or_else(|| panic!("{text}"));
+    assert!(running.ends_with(": whole_program"), "{running}");
+    let never = text.lines().find(|l| l.starts_with("Never reached")).unwrap_or_default();
+    assert!(!never.contains("whole_program"), "{never}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -424,10 +424,19 @@ impl State {
     }
 
     fn write_end(&mut self, records: u64, lost: u64) -> io::Result<()> {
+        let mut running = Vec::new();
         for (id, site) in self.sites.clone().into_iter().enumerate() {
-            if let Some(aggregate) = frames::aggregate(u32::try_from(id).unwrap_or(u32::MAX), site) {
+            let id = u32::try_from(id).unwrap_or(u32::MAX);
+            if let Some(aggregate) = frames::aggregate(id, site) {
                 self.frame(&cap::Frame::Aggregate(aggregate))?;
             }
+            // As the summary's "still running at shutdown": entered, nothing finished.
+            if site.was_entered() && site.stats.totals().calls == 0 {
+                running.push(id);
+            }
+        }
+        if !running.is_empty() {
+            self.frame(&cap::Frame::Running(cap::Running { sites: running }))?;
         }
         let mut losses: Vec<cap::Loss> = crate::diagnostics::LOSSES
             .snapshot()
