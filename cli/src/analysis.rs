@@ -2,7 +2,7 @@
 //! device, and how calls nest on each thread.
 
 use gpuspan_capture::{ActivityKind, Capture, Interval, Site, Span};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The application spans of a capture, fed as their frames are read: each instance's parent and
 /// name (interned: one string per distinct name).
@@ -70,6 +70,9 @@ pub struct Index<'a> {
     pub capture: &'a Capture,
     sites: HashMap<u32, &'a Site>,
     threads: HashMap<u32, &'a str>,
+    /// Names two sites at different places share (two types' `copy` methods): shown with
+    /// their place.
+    shared_names: HashSet<&'a str>,
 }
 
 impl<'a> Index<'a> {
@@ -78,6 +81,7 @@ impl<'a> Index<'a> {
             capture,
             sites: capture.sites.iter().map(|s| (s.id, s)).collect(),
             threads: capture.threads.iter().map(|t| (t.index, t.name.as_str())).collect(),
+            shared_names: shared_names(capture.sites.iter().map(|s| (s.name.as_str(), s.file.as_str(), s.line))),
         }
     }
 
@@ -85,10 +89,18 @@ impl<'a> Index<'a> {
         self.sites.get(&id).copied()
     }
 
-    /// The site's display name; a record naming a site the file never described (a damaged
-    /// file's) still gets one.
+    /// The site's display name, with its place where another site has the same name (`copy
+    /// (buffer.rs:40)`, as the runtime's summary shows it); a record naming a site the file
+    /// never described (a damaged file's) still gets one.
     pub fn site_name(&self, id: u32) -> String {
-        self.site(id).map_or_else(|| format!("site #{id}"), |s| s.name.clone())
+        match self.site(id) {
+            Some(s) if self.shared_names.contains(s.name.as_str()) => {
+                let file = s.file.rsplit(['/', '\\']).next().unwrap_or(&s.file);
+                format!("{} ({file}:{})", s.name, s.line)
+            }
+            Some(s) => s.name.clone(),
+            None => format!("site #{id}"),
+        }
     }
 
     pub fn thread_name(&self, index: u32) -> String {
@@ -191,4 +203,23 @@ mod tests {
         let u = union(vec![Interval::new(5, 10), Interval::new(0, 3), Interval::new(3, 4), Interval::new(8, 12)]);
         assert_eq!(u, vec![Interval::new(0, 4), Interval::new(5, 12)]);
     }
+}
+
+/// The names more than one place uses: those sites are told apart by their place, in the
+/// runtime's summary (`export/summary.rs`) and here alike.
+pub fn shared_names<'a>(sites: impl Iterator<Item = (&'a str, &'a str, u32)>) -> HashSet<&'a str> {
+    let mut places: HashMap<&str, (&str, u32)> = HashMap::new();
+    let mut shared = HashSet::new();
+    for (name, file, line) in sites {
+        match places.get(name) {
+            Some(&place) if place != (file, line) => {
+                shared.insert(name);
+            }
+            Some(_) => {}
+            None => {
+                places.insert(name, (file, line));
+            }
+        }
+    }
+    shared
 }

@@ -59,6 +59,24 @@ fn read_host(data: &[u64]) -> Vec<u64> {
     data.to_vec()
 }
 
+/// Two types' methods of one name: two sites that must not read as one.
+struct Staging;
+struct Scratch;
+
+impl Staging {
+    #[gpu_transfer(direction = cpu_to_gpu, trace_all)]
+    fn copy(&self, data: &[u64]) -> Vec<u64> {
+        data.to_vec()
+    }
+}
+
+impl Scratch {
+    #[gpu_transfer(direction = cpu_to_gpu, trace_all)]
+    fn copy(&self, data: &[u64]) -> Vec<u64> {
+        data.iter().rev().copied().collect()
+    }
+}
+
 const SITES: [&str; 7] = ["encode", "attached", "frame", "upload", "host_only", "stage", "read_host"];
 
 #[test]
@@ -82,6 +100,8 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
         std::hint::black_box(host_only(&words));
         std::hint::black_box(stage(&words));
         std::hint::black_box(read_host(&words));
+        std::hint::black_box(Staging.copy(&words));
+        std::hint::black_box(Scratch.copy(&words[..10]));
     }
     gpu.wait();
     assert!(gpuspan::flush(), "every call resolved");
@@ -128,6 +148,15 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
         assert_eq!(in_flamegraph, gpu_timed, "{name} in the flamegraph: {folded:?}");
         labels.insert((name, s.backend_label(), s.bracketed, bandwidth.is_some()));
     }
+    // Two sites named `copy`: each shown with its place, the same in the summary and the report.
+    let copies: Vec<&str> = report.sites.iter().map(|r| r.site.as_str()).filter(|s| s.starts_with("copy")).collect();
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    let table = summary.to_string();
+    for c in &copies {
+        assert!(c.starts_with("copy (labels_agree.rs:"), "{c}");
+        assert!(table.contains(c), "{c} in the summary:\n{table}");
+    }
+    assert_ne!(copies[0], copies[1]);
     // The cases this test is for, as lavapipe times them.
     let label = |name: &str| labels.iter().find(|l| l.0 == name).map(|l| (l.1, l.2, l.3)).expect("labelled");
     assert_eq!(label("encode"), ("wgpu", false, false));

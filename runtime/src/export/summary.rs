@@ -175,6 +175,25 @@ impl Summary {
     }
 }
 
+impl Summary {
+    /// A site's name as the table shows it: with its place where another site compiled in has
+    /// the same name (two types' `copy` methods: `copy (buffer.rs:40)`), as `gpuspan report`
+    /// shows it (`cli/src/analysis.rs`, `shared_names`).
+    fn label(&self, site: &Site) -> String {
+        let d = &site.desc;
+        let all = self.reached.iter().map(|s| s.site).chain(self.never_reached.iter().copied());
+        let shared = all
+            .chain(self.still_running.iter().copied())
+            .any(|o| o.desc.name == d.name && (o.desc.file, o.desc.line) != (d.file, d.line));
+        if shared {
+            let file = d.file.rsplit(['/', '\\']).next().unwrap_or(d.file);
+            format!("{} ({file}:{})", d.name, d.line)
+        } else {
+            d.name.to_owned()
+        }
+    }
+}
+
 /// "  name (kind at file:line)": a site the table has no row for.
 fn site_line(f: &mut fmt::Formatter<'_>, s: &Site) -> fmt::Result {
     writeln!(f, "  {} ({} at {}:{})", format::name(s.desc.name), s.desc.kind.as_str(), s.desc.file, s.desc.line)
@@ -210,7 +229,7 @@ impl fmt::Display for Summary {
                 let time = |ns: u64| format!("{bound}{}", format::duration(ns));
                 let bandwidth = s.bandwidth_bytes_per_s();
                 [
-                    format::name(s.site.desc.name),
+                    format::name(&self.label(s.site)),
                     format!("{}/{}", s.site.desc.kind.as_str(), s.backend_label()),
                     format!("{}{errors}", s.calls),
                     time(s.total_ns),
@@ -281,7 +300,7 @@ impl fmt::Display for Summary {
                 writeln!(
                     f,
                     "  {}: device {}, process RSS {}",
-                    format::name(s.site.desc.name),
+                    format::name(&self.label(s.site)),
                     signed(s.device_delta_max_bytes),
                     signed(s.rss_delta_max_bytes)
                 )?;
