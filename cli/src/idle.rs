@@ -11,7 +11,7 @@ use crate::analysis::Index;
 use gpuspan_capture::{Capture, Interval, Record};
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 /// Busy and idle time of one device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -288,11 +288,18 @@ struct Scratch {
     /// (clipped start, clipped end, call)
     over: Vec<(u64, u64, Call)>,
     cuts: Vec<u64>,
-    pieces: Vec<(Option<u32>, u64)>,
+    /// Indices into `over`, by clipped start and by clipped end.
+    by_start: Vec<usize>,
+    by_end: Vec<usize>,
+    /// The calls running at the cut being swept, innermost (latest start, shortest) last.
+    running: BTreeSet<(u64, Reverse<u64>, u32, u32)>,
+    pieces: HashMap<Option<u32>, u64>,
 }
 
 /// Splits `[a, b)` by the innermost call of the thread running at each moment and hands each
-/// holder's total to `add` once (`None`: no call); the totals add up to `b - a`.
+/// holder's total to `add` once (`None`: no call); the totals add up to `b - a`. One sweep over
+/// the cuts with the running calls in an ordered set: O(k log k) for k calls in the gap, however
+/// deep they nest.
 fn charge(calls: Option<&Calls>, a: u64, b: u64, s: &mut Scratch, mut add: impl FnMut(Option<u32>, u64)) {
     s.over.clear();
     if let Some(calls) = calls {
@@ -312,23 +319,34 @@ fn charge(calls: Option<&Calls>, a: u64, b: u64, s: &mut Scratch, mut add: impl 
     s.cuts.extend(s.over.iter().flat_map(|c| [c.0, c.1]).chain([a, b]));
     s.cuts.sort_unstable();
     s.cuts.dedup();
+    s.by_start.clear();
+    s.by_start.extend(0..s.over.len());
+    s.by_start.sort_unstable_by_key(|&k| s.over[k].0);
+    s.by_end.clear();
+    s.by_end.extend(0..s.over.len());
+    s.by_end.sort_unstable_by_key(|&k| s.over[k].1);
+    s.running.clear();
     s.pieces.clear();
+    let key = |c: &(u64, u64, Call)| (c.2 .0, Reverse(c.2 .1), c.2 .2, c.2 .3);
+    let (mut started, mut ended) = (0, 0);
     for seg in s.cuts.windows(2) {
         let (p, q) = (seg[0], seg[1]);
-        // Calls nest, so the innermost one covering the piece is the one that started last.
-        let holder = s
-            .over
-            .iter()
-            .filter(|c| c.0 <= p && c.1 >= q)
-            .max_by_key(|c| (c.2 .0, std::cmp::Reverse(c.2 .1)))
-            .map(|c| c.2 .3);
-        // One gap counts once per holder, however many pieces it was cut into.
-        match s.pieces.iter_mut().find(|m| m.0 == holder) {
-            Some(m) => m.1 += q - p,
-            None => s.pieces.push((holder, q - p)),
+        // A call covers the piece [p, q) when it starts at or before p and ends after p (cuts
+        // hold every call's ends, so it then ends at or after q).
+        while started < s.by_start.len() && s.over[s.by_start[started]].0 <= p {
+            s.running.insert(key(&s.over[s.by_start[started]]));
+            started += 1;
         }
+        while ended < s.by_end.len() && s.over[s.by_end[ended]].1 <= p {
+            s.running.remove(&key(&s.over[s.by_end[ended]]));
+            ended += 1;
+        }
+        // Calls nest, so the innermost one covering the piece is the one that started last.
+        let holder = s.running.last().map(|c| c.3);
+        // One gap counts once per holder, however many pieces it was cut into.
+        *s.pieces.entry(holder).or_insert(0) += q - p;
     }
-    for &(h, ns) in &s.pieces {
+    for (&h, &ns) in &s.pieces {
         add(h, ns);
     }
 }

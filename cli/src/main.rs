@@ -220,15 +220,19 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Flamegraph { capture, output, folded, title } => {
             let (stacks, c) = flame::stream(&capture, true)?;
             warn_truncated(&capture, &c);
+            let note = stacks.cut_note();
             emit(output.as_deref(), |w| {
                 if folded {
-                    flame::folded_lines(&stacks).iter().try_for_each(|l| writeln!(w, "{l}"))
+                    flame::folded_lines(&stacks.stacks).iter().try_for_each(|l| writeln!(w, "{l}"))
                 } else {
-                    flame::svg(&stacks, &title, w)
+                    flame::svg_noted(&stacks.stacks, &title, note.as_deref(), w)
                 }
             })?;
+            if let Some(note) = &note {
+                say(&format!("gpuspan: note: {note}"));
+            }
             if let Some(p) = &output {
-                say(&format!("gpuspan: flamegraph of {} stacks written to {}", stacks.len(), p.display()));
+                say(&format!("gpuspan: flamegraph of {} stacks written to {}", stacks.stacks.len(), p.display()));
             }
         }
         Command::Diff { base, new, fail_if_slower, format } => {
