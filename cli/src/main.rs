@@ -317,7 +317,7 @@ struct TopArgs {
 /// `gpuspan top`: the processes asked for (or all), once as text or JSON, or the dashboard.
 #[cfg(unix)]
 fn top(a: TopArgs) -> Result<ExitCode, Failure> {
-    use gpuspan_cli::live::{self, Connection};
+    use gpuspan_cli::live;
     use gpuspan_cli::top::{self as dashboard, View};
     use std::io::IsTerminal;
     let mut dirs = live::default_dirs();
@@ -366,10 +366,21 @@ fn top(a: TopArgs) -> Result<ExitCode, Failure> {
             looked_in()
         )));
     }
+    // A program that does not answer in time (stopped with Ctrl-Z, gone, hostile) is skipped
+    // with a note; the others are shown.
     let mut answers = Vec::new();
-    for e in &chosen {
-        let answer = Connection::open(&e.path).and_then(|mut c| c.snapshot());
-        answers.push(answer.map_err(|err| Failure(err.to_string()))?);
+    let mut skipped = Vec::new();
+    for (e, answer) in chosen.iter().zip(live::snapshots(&chosen)) {
+        match answer {
+            Ok(a) => answers.push(a),
+            Err(err) => skipped.push(format!("skipped pid {}: {err}", e.pid)),
+        }
+    }
+    for note in &skipped {
+        say(&format!("gpuspan: note: {note}"));
+    }
+    if answers.is_empty() {
+        return Err(Failure(format!("no live gpuspan process answered ({} skipped)", skipped.len())));
     }
     emit(None, |w| {
         for (line, snapshot) in &answers {

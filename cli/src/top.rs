@@ -614,13 +614,26 @@ fn fetch(dirs: Vec<PathBuf>, explicit: Vec<Endpoint>, interval: Duration, tx: mp
         let mut endpoints = if explicit.is_empty() { live::discover(&dirs) } else { explicit.clone() };
         endpoints.sort();
         endpoints.dedup();
+        // All at once, each within its deadline: a stopped program delays no other's row.
+        let asked: Vec<_> = std::thread::scope(|scope| {
+            let asks: Vec<_> = endpoints
+                .into_iter()
+                .map(|e| {
+                    let kept = connections.remove(&e.path);
+                    scope.spawn(move || {
+                        let result = match kept {
+                            Some(c) => Ok(c),
+                            None => Connection::open(&e.path),
+                        }
+                        .and_then(|mut c| c.snapshot().map(|(_, s)| (c, s)));
+                        (e, result)
+                    })
+                })
+                .collect();
+            asks.into_iter().filter_map(|a| a.join().ok()).collect()
+        });
         let mut news = Vec::new();
-        for e in endpoints {
-            let result = match connections.remove(&e.path) {
-                Some(c) => Ok(c),
-                None => Connection::open(&e.path),
-            }
-            .and_then(|mut c| c.snapshot().map(|(_, s)| (c, s)));
+        for (e, result) in asked {
             match result {
                 Ok((c, s)) => {
                     connections.insert(e.path.clone(), c);

@@ -8,19 +8,30 @@
 
 mod common;
 
-use common::{gpuspan, save, scratch};
+use common::{save, scratch};
+use gpuspan_capture::live;
 use gpuspan_capture::*;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// Runs the binary under a memory limit (`ulimit -v`, KiB) and a CPU-time limit (`ulimit -t`,
 /// seconds): (status code, stdout bytes, stderr). A command that goes past either is killed.
 fn bounded(args: &[&str], mem_kib: u64, cpu_s: u64) -> (i32, Vec<u8>, String) {
+    bounded_in(args, mem_kib, cpu_s, &[])
+}
+
+/// [`bounded`] with these environment variables set.
+fn bounded_in(args: &[&str], mem_kib: u64, cpu_s: u64, env: &[(&str, &Path)]) -> (i32, Vec<u8>, String) {
     let script = format!("ulimit -v {mem_kib}; ulimit -t {cpu_s}; exec \"$0\" \"$@\"");
     let out = Command::new("sh")
         .arg("-c")
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_gpuspan"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("sh runs");
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -114,4 +125,109 @@ fn a_recursion_40_000_deep_goes_through_every_command_in_bounded_memory() {
     let (code, out, err) = bounded(&["diff", p, p], mem, cpu);
     assert_eq!(code, 0, "{err}");
     assert!(out.len() < 1 << 20);
+}
+
+/// A fake live feed: a socket in `dir` named as a program's, served by `serve` on a thread for
+/// each connection (or never accepted, for `None`: a program stopped with Ctrl-Z, whose kernel
+/// still completes connections). Every fake gives up after [`FAKE_LIFE`], so that a `gpuspan top`
+/// that waits for them all still ends.
+fn feed(dir: &Path, name: &str, serve: Option<fn(UnixStream)>) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}-{}.live.sock", std::process::id()));
+    let listener = UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || match serve {
+        Some(serve) => {
+            for conn in listener.incoming().flatten() {
+                std::thread::spawn(move || serve(conn));
+            }
+        }
+        None => {
+            std::thread::sleep(FAKE_LIFE);
+            drop(listener);
+        }
+    });
+    path
+}
+
+const FAKE_LIFE: Duration = Duration::from_secs(30);
+
+/// Answers each request with a snapshot of a program called `good-feed`.
+fn good(conn: UnixStream) {
+    let mut out = conn.try_clone().unwrap();
+    let snapshot = live::Snapshot {
+        protocol: live::PROTOCOL,
+        program: "good-feed".into(),
+        pid: 4242,
+        sites: vec![live::Site { name: "saxpy".into(), calls: 7, ..live::Site::default() }],
+        ..live::Snapshot::default()
+    };
+    let line = serde_json::to_string(&snapshot).unwrap();
+    for _ in BufReader::new(conn).lines().map_while(Result::ok) {
+        if writeln!(out, "{line}").is_err() {
+            return;
+        }
+    }
+}
+
+/// One line without end: megabytes of a JSON string, as fast as the client reads.
+fn endless(mut conn: UnixStream) {
+    let chunk = vec![b'a'; 1 << 16];
+    let start = Instant::now();
+    let _ = conn.write_all(b"{\"program\":\"");
+    while start.elapsed() < FAKE_LIFE && conn.write_all(&chunk).is_ok() {}
+}
+
+/// A byte every 100 ms.
+fn trickle(mut conn: UnixStream) {
+    let start = Instant::now();
+    while start.elapsed() < FAKE_LIFE && conn.write_all(b" ").is_ok() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Accepts and never answers.
+fn silent(conn: UnixStream) {
+    std::thread::sleep(FAKE_LIFE);
+    drop(conn);
+}
+
+/// 5: `gpuspan top --once` beside feeds that stream an endless line, trickle, never answer, are
+/// stopped (never accept) or are gone (nothing listens): the good program is shown, each other
+/// is skipped with a note, and memory stays bounded.
+#[test]
+fn top_once_shows_the_good_feed_and_skips_the_hostile_ones_with_a_note() {
+    let dir = scratch("top-feeds");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    feed(&dir, "good", Some(good));
+    let bad = [
+        feed(&dir, "endless", Some(endless)),
+        feed(&dir, "trickle", Some(trickle)),
+        feed(&dir, "silent", Some(silent)),
+        feed(&dir, "stopped", None),
+    ];
+    // Gone: the socket file stays, nothing listens on it.
+    let gone = dir.join(format!("gone-{}.live.sock", std::process::id()));
+    drop(UnixListener::bind(&gone).unwrap());
+    let d = dir.to_str().unwrap();
+    // Only this directory is looked in.
+    let env = [("XDG_RUNTIME_DIR", dir.as_path()), ("TMPDIR", dir.as_path())];
+    for format in ["text", "json"] {
+        let (code, out, err) = bounded_in(&["top", "--once", "--dir", d, "--format", format], 1 << 20, 60, &env);
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(code, 0, "{format}: {out}{err}");
+        match format {
+            "json" => {
+                assert_eq!(out.lines().count(), 1, "{out}");
+                let s: live::Snapshot = serde_json::from_str(out.trim()).unwrap();
+                assert_eq!(s.program, "good-feed");
+            }
+            _ => assert!(out.contains("good-feed") && out.contains("saxpy"), "{out}"),
+        }
+        for path in bad.iter().chain([&gone]) {
+            let name = path.file_name().unwrap().to_str().unwrap();
+            let notes = err.lines().filter(|l| l.starts_with("gpuspan: note: skipped") && l.contains(name)).count();
+            assert_eq!(notes, 1, "{format}: one note for {name}: {err}");
+        }
+    }
 }
