@@ -23,9 +23,11 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// A frame name made safe for the folded format: `;` separates frames and a line ends the
-/// stack, so neither may appear inside one.
+/// stack, so neither may appear inside one; control characters are escaped
+/// ([`crate::table::shown`]), for the terminal the folded lines are printed on and the SVG
+/// (XML forbids them).
 fn frame(name: &str) -> String {
-    name.replace(';', ":").replace(['\n', '\r'], " ")
+    crate::table::shown(&name.replace(';', ":")).into_owned()
 }
 
 /// Folded stacks: `stack -> GPU nanoseconds`, sorted by stack, and how many calls were nested

@@ -238,7 +238,40 @@ impl Connection {
                 msg::PROTOCOL
             )));
         }
-        Ok((line, snapshot))
+        let mut snapshot = snapshot;
+        escape_names(&mut snapshot);
+        // Raw tabs and carriage returns can only be whitespace between JSON tokens (inside a
+        // string they must be escaped): as spaces the line means the same and moves no cursor.
+        Ok((line.replace(['\t', '\r'], " "), snapshot))
+    }
+}
+
+/// Every name a program sent, as text shows it ([`crate::table::shown`]): the dashboard and the
+/// text snapshot draw them on a terminal.
+fn escape_names(s: &mut Snapshot) {
+    let fix = |x: &mut String| {
+        if let std::borrow::Cow::Owned(o) = crate::table::shown(x) {
+            *x = o;
+        }
+    };
+    fix(&mut s.program);
+    fix(&mut s.writer);
+    s.devices_note.iter_mut().for_each(fix);
+    s.notes.iter_mut().for_each(fix);
+    s.losses.iter_mut().for_each(|l| fix(&mut l.what));
+    for site in &mut s.sites {
+        for x in [&mut site.name, &mut site.function, &mut site.kind, &mut site.backend, &mut site.file] {
+            fix(x);
+        }
+        site.direction.iter_mut().chain(site.host_reason.iter_mut()).for_each(fix);
+        site.sources.iter_mut().for_each(fix);
+    }
+    for d in &mut s.devices {
+        fix(&mut d.name);
+        fix(&mut d.uuid);
+        if let Some(reasons) = d.latest.as_mut().and_then(|l| l.throttle_reasons.as_mut()) {
+            reasons.iter_mut().for_each(fix);
+        }
     }
 }
 

@@ -173,8 +173,9 @@ fn warn_truncated(path: &Path, c: &Capture) {
     }
 }
 
+/// One line on stderr, names in it escaped ([`gpuspan_cli::table::shown_text`]).
 fn say(line: &str) {
-    let _ = writeln!(io::stderr().lock(), "{line}");
+    let _ = writeln!(io::stderr().lock(), "{}", gpuspan_cli::table::shown_text(line));
 }
 
 /// Writes to `path`, or to standard output without one. A closed standard output (`| head`)

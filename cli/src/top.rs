@@ -237,7 +237,7 @@ pub fn snapshot_text(s: &Snapshot, view: &View) -> String {
     for n in &s.notes {
         out.push_str(&format!("note: {n}\n"));
     }
-    out
+    crate::table::shown_text(&out).into_owned()
 }
 
 /// The seed's VRAM colours: green, yellow over 70 %, red over 90 %.
@@ -356,7 +356,7 @@ pub struct Process {
 impl Process {
     fn label(&self) -> String {
         let name = self.snapshot.as_ref().map_or_else(|| self.endpoint.label(), |s| s.program.clone());
-        format!("{name}:{}{}", self.endpoint.pid, if self.ended { " (ended)" } else { "" })
+        format!("{}:{}{}", table::shown(&name), self.endpoint.pid, if self.ended { " (ended)" } else { "" })
     }
 }
 
@@ -641,7 +641,12 @@ fn fetch(dirs: Vec<PathBuf>, explicit: Vec<Endpoint>, interval: Duration, tx: mp
                 }
                 Err(err) => {
                     let ended = !e.alive();
-                    news.push(Process { endpoint: e, snapshot: None, error: Some(err.to_string()), ended });
+                    news.push(Process {
+                        endpoint: e,
+                        snapshot: None,
+                        error: Some(table::shown(&err.to_string()).into_owned()),
+                        ended,
+                    });
                 }
             }
         }

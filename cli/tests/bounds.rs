@@ -231,3 +231,132 @@ fn top_once_shows_the_good_feed_and_skips_the_hostile_ones_with_a_note() {
         }
     }
 }
+
+/// A name made to move the cursor, clear the screen, ring the bell and overwrite a line: C0
+/// controls, DEL, a C1 control (the one-character CSI) and a right-to-left override.
+const EVIL: &str = "evil\x1b[2J\x1b]0;owned\x07\r\n\t\x7f\u{9b}31m\u{202e}name";
+
+/// The bytes of `text` a terminal would act on: every control character but the line feed,
+/// and the bidirectional overrides.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| {
+            (c.is_control() && c != '\n')
+                || ('\u{202a}'..='\u{202e}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c)
+        })
+        .collect()
+}
+
+/// A capture whose every name is [`EVIL`]: site, kernel, thread, device, span, loss, note.
+fn evil() -> Capture {
+    let mut c = Capture::new(Header::new(EVIL, 9));
+    c.header.hostname = Some(EVIL.into());
+    let mut site = Site::new(0, EVIL, SiteKind::Kernel);
+    site.function = EVIL.into();
+    site.file = EVIL.into();
+    c.sites = vec![site, Site::new(1, &format!("{EVIL}copy"), SiteKind::Transfer)];
+    c.threads = vec![Thread { index: 1, name: EVIL.into() }];
+    c.devices = vec![Device { key: 0, id: 0, name: EVIL.into() }];
+    c.spans = vec![Span { id: 1, parent: None, name: EVIL.into() }];
+    for i in 0..20u64 {
+        let mut r = Record::new(i as u32 % 2, i + 1, 1, Interval::new(i * 100, i * 100 + 90));
+        let mut g = Gpu::new(Interval::new(i * 100 + 10, i * 100 + 80), TimingSource::Cupti);
+        g.device = Some(0);
+        r.gpu = Some(g);
+        r.span = Some(1);
+        r.activities.push(common::kernel(EVIL, Interval::new(i * 100 + 10, i * 100 + 40), 0));
+        r.activities.push(Activity {
+            name: EVIL.into(),
+            interval: Interval::new(i * 100 + 40, i * 100 + 80),
+            kind: ActivityKind::Copy {
+                bytes: 1 << 20,
+                direction: Some(Direction::CpuToGpu),
+                src: MemoryKind::Pageable,
+                dst: MemoryKind::Device,
+            },
+            stream: Some(1),
+            device: Some(0),
+        });
+        c.records.push(r);
+    }
+    c.end = Some(End {
+        end_ns: 2_000,
+        records: 20,
+        losses: vec![Loss { what: EVIL.into(), count: 3 }],
+        notes: vec![EVIL.into()],
+    });
+    c
+}
+
+/// 4c: names from a capture or a feed reach no terminal raw: every text a command prints (and
+/// the SVGs, where XML forbids most control characters) shows them escaped.
+#[test]
+fn hostile_names_are_shown_escaped_in_every_output() {
+    let base = save(&evil(), "evil-base.gpuspan");
+    let mut slower = evil();
+    slower.records.iter_mut().for_each(|r| r.gpu.as_mut().unwrap().busy_ns *= 3);
+    let new = save(&slower, "evil-new.gpuspan");
+    let (b, n) = (base.to_str().unwrap(), new.to_str().unwrap());
+    let svg = scratch("evil.svg");
+    let picture = scratch("evil-timeline.svg");
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["report", b],
+        vec!["report", b, "--format", "csv"],
+        vec!["report", b, "--format", "csv", "--table", "kernels"],
+        vec!["flamegraph", b, "--folded"],
+        vec!["flamegraph", b, "-o", svg.to_str().unwrap()],
+        vec!["diff", b, n, "--fail-if-slower", "5%"],
+        vec!["ranks", b, n],
+        vec!["timeline", b, "--svg", "-o", picture.to_str().unwrap()],
+    ];
+    for args in &runs {
+        let (code, out, err) = bounded(args, 1 << 20, 60);
+        assert!(code == 0 || (code == 1 && args[0] == "diff"), "{args:?}: {err}");
+        let out = String::from_utf8(out).unwrap();
+        assert!(raw_controls(&out).is_empty(), "{args:?}: {:?} in {out:?}", raw_controls(&out));
+        assert!(raw_controls(&err).is_empty(), "{args:?}: {:?} in {err:?}", raw_controls(&err));
+        assert!(out.is_empty() || out.contains("\\x1b[2J"), "{args:?}: the name is shown, escaped: {out}");
+    }
+    for file in [&svg, &picture] {
+        let text = std::fs::read_to_string(file).unwrap();
+        let bad: Vec<char> = raw_controls(&text).into_iter().filter(|c| !matches!(c, '\t' | '\r')).collect();
+        assert!(bad.is_empty(), "{}: {bad:?}", file.display());
+        assert!(text.contains("\\x1b[2J"), "{}", file.display());
+    }
+
+    // A live feed's names too.
+    let dir = scratch("evil-feed");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    feed(&dir, EVIL.replace(|c: char| !c.is_ascii_alphanumeric(), "_").as_str(), Some(evil_feed));
+    let env = [("XDG_RUNTIME_DIR", dir.as_path()), ("TMPDIR", dir.as_path())];
+    let (code, out, err) = bounded_in(&["top", "--once", "--dir", dir.to_str().unwrap()], 1 << 20, 60, &env);
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(raw_controls(&out).is_empty() && raw_controls(&err).is_empty(), "{out:?} {err:?}");
+    assert!(out.contains("\\x1b[2J"), "{out}");
+}
+
+/// A feed whose program, sites, devices, losses and notes are all named [`EVIL`].
+fn evil_feed(conn: UnixStream) {
+    let mut out = conn.try_clone().unwrap();
+    let snapshot = live::Snapshot {
+        protocol: live::PROTOCOL,
+        program: EVIL.into(),
+        pid: 4242,
+        writer: EVIL.into(),
+        sites: vec![live::Site { name: EVIL.into(), function: EVIL.into(), calls: 7, ..live::Site::default() }],
+        devices: vec![live::Device { name: EVIL.into(), ..live::Device::default() }],
+        losses: vec![live::Loss { what: EVIL.into(), count: 1 }],
+        notes: vec![EVIL.into()],
+        ..live::Snapshot::default()
+    };
+    let line = serde_json::to_string(&snapshot).unwrap();
+    for _ in BufReader::new(conn).lines().map_while(Result::ok) {
+        if writeln!(out, "{line}").is_err() {
+            return;
+        }
+    }
+}
