@@ -70,6 +70,8 @@ pub struct Index<'a> {
     pub capture: &'a Capture,
     sites: HashMap<u32, &'a Site>,
     threads: HashMap<u32, &'a str>,
+    /// By key, the first written (as [`Capture::device`] finds it).
+    devices: HashMap<u32, &'a gpuspan_capture::Device>,
 }
 
 impl<'a> Index<'a> {
@@ -78,6 +80,7 @@ impl<'a> Index<'a> {
             capture,
             sites: capture.sites.iter().map(|s| (s.id, s)).collect(),
             threads: capture.threads.iter().map(|t| (t.index, t.name.as_str())).collect(),
+            devices: capture.devices.iter().rev().map(|d| (d.key, d)).collect(),
         }
     }
 
@@ -97,7 +100,7 @@ impl<'a> Index<'a> {
 
     /// `GPU <id>: <name>`, or `GPU (unnamed)` for work with no device.
     pub fn device_label(&self, key: Option<u32>) -> String {
-        match key.and_then(|k| self.capture.device(k)) {
+        match key.and_then(|k| self.devices.get(&k)) {
             Some(d) => format!("GPU {}: {}", d.id, d.name),
             None => "GPU (unnamed)".to_owned(),
         }

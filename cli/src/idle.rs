@@ -102,6 +102,8 @@ pub struct Builder {
     charged: HashMap<u32, u64>,
     out_of_order: bool,
     scratch: Scratch,
+    /// Calls and work taken since the last [`Builder::prune`].
+    since_prune: usize,
 }
 
 impl Default for Builder {
@@ -115,6 +117,7 @@ impl Default for Builder {
             charged: HashMap::new(),
             out_of_order: false,
             scratch: Scratch::default(),
+            since_prune: 0,
         }
     }
 }
@@ -205,6 +208,17 @@ impl Builder {
         }
         if self.window != usize::MAX {
             // (An unbounded builder takes nothing before the end: nothing to drop yet.)
+            self.prune_now_and_then();
+        }
+    }
+
+    /// [`Builder::prune`] once every as many calls as there are devices (it looks at each): the
+    /// calls kept a little longer change no answer, and pruning costs O(1) a call however many
+    /// devices the capture names.
+    fn prune_now_and_then(&mut self) {
+        self.since_prune += 1;
+        if self.since_prune >= self.devices.len().max(16) {
+            self.since_prune = 0;
             self.prune();
         }
     }
@@ -235,14 +249,21 @@ impl Builder {
         if self.out_of_order {
             return None;
         }
-        // Every device's remaining work in one start order, so that calls can still be dropped.
-        loop {
-            let next = self.devices.iter().filter_map(|(d, l)| l.pending.peek().map(|w| ((w.0 .0, w.0 .1), *d))).min();
-            let Some((_, device)) = next else { break };
+        // Every device's remaining work in one start order, so that calls can still be dropped:
+        // each device's earliest in one heap, refilled from the device taken from.
+        let mut next: BinaryHeap<Reverse<((u64, u32), Option<u32>)>> = self
+            .devices
+            .iter()
+            .filter_map(|(d, l)| l.pending.peek().map(|w| Reverse(((w.0 .0, w.0 .1), *d))))
+            .collect();
+        while let Some(Reverse((_, device))) = next.pop() {
             let lane = self.devices.get_mut(&device).expect("a device");
             let Reverse(w) = lane.pending.pop().expect("pending work");
             take(lane, w, &self.threads, &mut self.scratch, &mut self.charged);
-            self.prune();
+            if let Some(w) = lane.pending.peek() {
+                next.push(Reverse(((w.0 .0, w.0 .1), device)));
+            }
+            self.prune_now_and_then();
         }
         let mut out = Vec::new();
         for (device, lane) in std::mem::take(&mut self.devices) {

@@ -360,3 +360,84 @@ fn evil_feed(conn: UnixStream) {
         }
     }
 }
+
+/// A crafted capture of 50 000 devices, each with one call, link peaks and a monitor reading.
+fn many_devices(n: u32) -> Capture {
+    let mut c = Capture::new(Header::new("devices", 11));
+    c.sites = vec![Site::new(0, "k", SiteKind::Kernel), Site::new(1, "copy", SiteKind::Transfer)];
+    c.threads = vec![Thread { index: 1, name: "main".into() }];
+    for key in 0..n {
+        c.devices.push(Device { key, id: key, name: format!("gpu{key}") });
+        c.links
+            .push(DeviceLink { device: key, peak: LinkPeak { pcie_bytes_per_s: Some(32e9), ..LinkPeak::default() } });
+        c.samples.push(DeviceSamples {
+            device: key,
+            samples: vec![DeviceSample { time_ns: u64::from(key) * 10, power_w: Some(100.0), ..Default::default() }],
+        });
+        let t = u64::from(key) * 10;
+        let mut r = Record::new(key % 2, u64::from(key) + 1, 1, Interval::new(t, t + 8));
+        let mut g = Gpu::new(Interval::new(t + 1, t + 7), TimingSource::Cupti);
+        g.device = Some(key);
+        r.gpu = Some(g);
+        if key % 2 == 1 {
+            r.activities.push(Activity {
+                name: "memcpy".into(),
+                interval: Interval::new(t + 1, t + 7),
+                kind: ActivityKind::Copy {
+                    bytes: 64 << 20,
+                    direction: Some(Direction::CpuToGpu),
+                    src: MemoryKind::Pinned,
+                    dst: MemoryKind::Device,
+                },
+                stream: Some(1),
+                device: Some(key),
+            });
+        }
+        c.records.push(r);
+    }
+    c.end = Some(End { end_ns: u64::from(n) * 10, records: u64::from(n), ..End::default() });
+    c
+}
+
+/// 4b: a capture that claims 50 000 devices goes through every command in bounded CPU and
+/// memory (lookups by key, not scans of every device per device).
+#[test]
+fn a_capture_of_50_000_devices_goes_through_every_command_in_bounded_cpu() {
+    let path = save(&many_devices(50_000), "devices.gpuspan");
+    let p = path.to_str().unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() < 8 << 20);
+    let (mem, cpu) = (1 << 20, 60);
+    let (code, out, err) = bounded(&["report", p], mem, cpu);
+    assert_eq!(code, 0, "{err}");
+    assert!(String::from_utf8(out).unwrap().contains("gpu49999"));
+    for args in [vec!["flamegraph", p, "--folded"], vec!["diff", p, p], vec!["ranks", p, p]] {
+        let (code, _, err) = bounded(&args, mem, cpu);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    for cmd in [&["timeline"][..], &["timeline", "--svg"]] {
+        let target = scratch(&format!("devices-{}.out", cmd.join("-")));
+        let mut args = cmd.to_vec();
+        args.extend([p, "-o", target.to_str().unwrap()]);
+        let (code, _, err) = bounded(&args, mem, cpu);
+        assert_eq!(code, 0, "{cmd:?}: {err}");
+    }
+}
+
+/// 4b: a frame whose length field claims far more than the file holds is read as a cut, with no
+/// allocation of what it claims: memory follows the bytes there are.
+#[test]
+fn a_frame_claiming_more_than_the_file_holds_allocates_nothing_for_it() {
+    let mut bytes = Vec::new();
+    many_devices(10).write_to(&mut bytes).unwrap();
+    // A last frame claiming MAX_FRAME bytes, of which 16 follow.
+    bytes.extend_from_slice(&MAX_FRAME.to_le_bytes());
+    bytes.extend_from_slice(&[0; 4 + 16]);
+    let end = bytes.len();
+    let path = scratch("claims.gpuspan");
+    std::fs::write(&path, &bytes[..end]).unwrap();
+    // 40 MiB of address space beside the binary's own is too little for a 64 MiB frame buffer.
+    let (code, out, err) = bounded(&["report", path.to_str().unwrap()], 48 << 10, 60);
+    assert!(code == 0 || code == 2, "{err}");
+    assert!(err.lines().count() == 1 && (err.contains("damaged") || err.contains("incomplete")), "{err}");
+    assert!(code == 2 || !out.is_empty());
+}
