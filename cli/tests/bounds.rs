@@ -441,3 +441,67 @@ fn a_frame_claiming_more_than_the_file_holds_allocates_nothing_for_it() {
     assert!(err.lines().count() == 1 && (err.contains("damaged") || err.contains("incomplete")), "{err}");
     assert!(code == 2 || !out.is_empty());
 }
+
+/// Issue 32, one capture path, many writers: the runtime writes `<stem>.<pid>.gpuspan` beside
+/// `<stem>.gpuspan` when a second process shares the path. `report` and `merge` take the
+/// directory (or several files) and show every run; `report` of one of them names the others.
+#[test]
+fn report_and_merge_read_every_capture_of_a_directory() {
+    let dir = scratch("runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut first = deep(3);
+    first.header.program = "rank_a".into();
+    let mut second = deep(3);
+    second.header.program = "rank_b".into();
+    second.header.pid = 8;
+    let write = |c: &Capture, name: &str| {
+        let mut bytes = Vec::new();
+        c.write_to(&mut bytes).unwrap();
+        std::fs::write(dir.join(name), bytes).unwrap();
+    };
+    write(&first, "run.gpuspan");
+    write(&second, "run.8.gpuspan");
+    std::fs::write(dir.join("notes.txt"), "not a capture").unwrap();
+    let d = dir.to_str().unwrap();
+
+    let (code, out, err) = bounded(&["report", d], 1 << 20, 60);
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("gpuspan report: rank_a (pid 7)") && out.contains("gpuspan report: rank_b (pid 8)"), "{out}");
+    let (code, out, err) = bounded(&["report", d, "--format", "json"], 1 << 20, 60);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(json.as_array().map(Vec::len), Some(2), "one report per capture");
+    let (code, out, _) = bounded(&["report", d, "--format", "csv"], 1 << 20, 60);
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("capture,site,") && out.lines().filter(|l| l.contains("run.8.gpuspan")).count() == 3,
+        "{out}"
+    );
+
+    // Several files as arguments say the same as their directory.
+    let files = [dir.join("run.gpuspan"), dir.join("run.8.gpuspan")];
+    let (code, out, _) = bounded(&["report", files[0].to_str().unwrap(), files[1].to_str().unwrap()], 1 << 20, 60);
+    assert_eq!(code, 0);
+    assert!(String::from_utf8(out).unwrap().contains("rank_b (pid 8)"));
+    // One of them alone: a note names the other run of its path.
+    let (code, _, err) = bounded(&["report", files[0].to_str().unwrap()], 1 << 20, 60);
+    assert_eq!(code, 0);
+    assert!(err.contains("note") && err.contains("run.8.gpuspan"), "{err}");
+
+    let merged = scratch("runs-merged.json");
+    let (code, _, err) = bounded(&["merge", d, "-o", merged.to_str().unwrap()], 1 << 20, 60);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("2 captures merged"), "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    let processes = json["traceEvents"].as_array().unwrap().iter().filter(|e| e["name"] == "process_name").count();
+    assert_eq!(processes, 2);
+
+    let empty = scratch("no-runs");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, _, err) = bounded(&["report", empty.to_str().unwrap()], 1 << 20, 60);
+    assert_eq!(code, 2);
+    assert!(err.lines().count() == 1 && err.contains("no capture"), "{err}");
+}
