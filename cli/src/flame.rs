@@ -37,17 +37,28 @@ pub struct Folded {
     pub stacks: BTreeMap<String, u64>,
     /// Calls nested deeper than [`MAX_DEPTH`], whose time is under [`CUT_FRAME`].
     pub cut: u64,
+    /// Calls that found no enclosing call among the 4 096 innermost open calls of their thread
+    /// (more being open: async calls interleaved that deep) and were folded as outermost.
+    pub unsearched: u64,
 }
 
 impl Folded {
     /// What the cut did, in one line; `None` when nothing was cut.
     pub fn cut_note(&self) -> Option<String> {
-        (self.cut > 0).then(|| {
-            format!(
+        let mut parts = Vec::new();
+        if self.cut > 0 {
+            parts.push(format!(
                 "{} calls nested deeper than {MAX_DEPTH} annotated calls were folded into the frame \"{CUT_FRAME}\" at that depth",
                 self.cut
-            )
-        })
+            ));
+        }
+        if self.unsearched > 0 {
+            parts.push(format!(
+                "{} calls found no enclosing call among the {SEARCH} innermost open calls of their thread and were folded as outermost",
+                self.unsearched
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 }
 
@@ -209,7 +220,13 @@ struct Fold {
     acc: HashMap<(u32, u32), u64>,
     /// Calls folded into [`Node::Cut`].
     cut: u64,
+    /// Calls that found no enclosing call among the top [`SEARCH`] open ones, with more open.
+    unsearched: u64,
 }
+
+/// The most open calls of a thread searched for the one enclosing the next call: the search is
+/// O(1) for sync calls however deep (the encloser is on top) and bounded for any interleaving.
+const SEARCH: usize = 4096;
 
 impl Fold {
     fn intern(&mut self, parent: u32, x: Node) -> u32 {
@@ -265,7 +282,10 @@ impl Fold {
         lane.last = Some(c.key());
         lane.close_before(c.start, |done| self.emit(done));
         let mut chain: Option<Vec<(u64, u32)>> = None;
-        let parent = lane.open.iter().rposition(|open| {
+        // The innermost enclosing call is on top for sync calls; interleaved async calls put
+        // others above it. Past SEARCH open calls it is taken as outermost (and counted).
+        let from = lane.open.len().saturating_sub(SEARCH);
+        let parent = lane.open[from..].iter().rposition(|open| {
             let Some((p, _, _)) = open else { return false };
             p.start <= c.start && p.end >= c.end && gpu_encloses(p, &c) && {
                 match p.span {
@@ -275,6 +295,10 @@ impl Fold {
                 }
             }
         });
+        let parent = parent.map(|k| k + from);
+        if parent.is_none() && from > 0 {
+            self.unsearched += 1;
+        }
         let parent_path = match parent {
             Some(i) => lane.open[i].as_ref().expect("an open call").1,
             None => {
@@ -448,7 +472,7 @@ impl Folder {
             }
             *out.entry(frames.join(";")).or_insert(0) += ns;
         }
-        Some(Folded { stacks: out, cut: self.fold.cut })
+        Some(Folded { stacks: out, cut: self.fold.cut, unsearched: self.fold.unsearched })
     }
 }
 

@@ -59,6 +59,9 @@ pub fn analyse(capture: &Capture) -> Vec<DeviceIdle> {
     b.finish(&Index::new(capture)).expect("an unbounded builder takes records in any order")
 }
 
+/// A device's earliest pending work: ((start, record), device).
+type Next = ((u64, u32), Option<u32>);
+
 /// Pieces of GPU work a bounded [`Builder`] holds back per device before it takes the earliest.
 pub const WINDOW: usize = 1 << 16;
 
@@ -82,7 +85,7 @@ struct Calls {
     /// (start, end, record) -> site
     open: BTreeMap<(u64, u64, u32), u32>,
     /// (end, start, record)
-    by_end: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    by_end: BTreeSet<(u64, u64, u32)>,
 }
 
 /// The idle analysis fed one record at a time. GPU work is taken per device in start order
@@ -188,7 +191,7 @@ impl Builder {
         }
         let calls = self.threads.entry(r.thread).or_default();
         calls.open.insert((s, e, i), r.site);
-        calls.by_end.push(Reverse((e, s, i)));
+        calls.by_end.insert((e, s, i));
         let Some(g) = &r.gpu else { return };
         let one = [(g.device, g.interval)];
         let many = r.activities.iter().map(|a| (a.device.or(g.device), a.interval));
@@ -234,11 +237,11 @@ impl Builder {
         }
         self.pruned = h;
         for c in self.threads.values_mut() {
-            while let Some(&Reverse((e, s, i))) = c.by_end.peek() {
+            while let Some(&(e, s, i)) = c.by_end.first() {
                 if e > h {
                     break;
                 }
-                c.by_end.pop();
+                c.by_end.pop_first();
                 c.open.remove(&(s, e, i));
             }
         }
@@ -251,7 +254,7 @@ impl Builder {
         }
         // Every device's remaining work in one start order, so that calls can still be dropped:
         // each device's earliest in one heap, refilled from the device taken from.
-        let mut next: BinaryHeap<Reverse<((u64, u32), Option<u32>)>> = self
+        let mut next: BinaryHeap<Reverse<Next>> = self
             .devices
             .iter()
             .filter_map(|(d, l)| l.pending.peek().map(|w| Reverse(((w.0 .0, w.0 .1), *d))))
@@ -324,13 +327,29 @@ struct Scratch {
 fn charge(calls: Option<&Calls>, a: u64, b: u64, s: &mut Scratch, mut add: impl FnMut(Option<u32>, u64)) {
     s.over.clear();
     if let Some(calls) = calls {
+        // The calls that can hold a moment of the gap: those starting in it, those started
+        // before it that end in it, and of those that span it only the innermost (the latest
+        // started; of those started together the shortest, then the last written). The calls
+        // enclosing it are not each looked at: a gap costs the calls in it, not the depth.
+        let clip = |(x, y, i): (u64, u64, u32), site: u32| (x.max(a), y.min(b), (x, y, i, site));
+        s.over.extend(calls.open.range((a, 0, 0)..(b, 0, 0)).filter(|c| c.0 .1 > a).map(|(&k, &site)| clip(k, site)));
         s.over.extend(
             calls
-                .open
-                .range(..(b, 0, 0))
-                .filter(|c| c.0 .1 > a)
-                .map(|(&(x, y, i), &site)| (x.max(a), y.min(b), (x, y, i, site))),
+                .by_end
+                .range((a.saturating_add(1), 0, 0)..(b, 0, 0))
+                .filter(|&&(_, x, _)| x < a)
+                .map(|&(y, x, i)| clip((x, y, i), calls.open[&(x, y, i)])),
         );
+        let mut spanning: Option<((u64, u64, u32), u32)> = None;
+        for (&(x, y, i), &site) in calls.open.range(..(a, 0, 0)).rev() {
+            if spanning.is_some_and(|((sx, _, _), _)| sx != x) {
+                break;
+            }
+            if y >= b && spanning.is_none_or(|((_, sy, si), _)| (Reverse(y), i) > (Reverse(sy), si)) {
+                spanning = Some(((x, y, i), site));
+            }
+        }
+        s.over.extend(spanning.map(|(k, site)| clip(k, site)));
     }
     if s.over.is_empty() {
         add(None, b - a);

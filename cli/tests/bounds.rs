@@ -505,3 +505,45 @@ fn report_and_merge_read_every_capture_of_a_directory() {
     assert_eq!(code, 2);
     assert!(err.lines().count() == 1 && err.contains("no capture"), "{err}");
 }
+
+/// A recursion `depth` calls deep whose every call times its own GPU work, which ran before its
+/// callee's and apart from it (so no call's GPU interval holds its callee's: none is taken for
+/// its caller's, and each looks past every open call for one), with the GPU idle between each
+/// call's work and the next's while every caller is still open.
+fn deep_gaps(depth: u64) -> Capture {
+    let mut c = Capture::new(Header::new("gaps", 12));
+    c.sites = vec![Site::new(0, "level", SiteKind::Kernel)];
+    c.threads = vec![Thread { index: 1, name: "main".into() }];
+    let d = depth;
+    for i in (0..d).rev() {
+        let mut r = Record::new(0, i + 1, 1, Interval::new(i, 4 * d - i));
+        let mut g = Gpu::new(Interval::new(d + 2 * i, d + 2 * i + 1), TimingSource::GpuTimestamp);
+        g.device = Some(0);
+        r.gpu = Some(g);
+        c.records.push(r);
+    }
+    c.end = Some(End { end_ns: 4 * d, records: d, ..End::default() });
+    c
+}
+
+/// 4a: the nesting search and the idle analysis stay linear where no call encloses the next
+/// (each would otherwise look at every open call: depth squared), and the flamegraph says where
+/// it stopped looking.
+#[test]
+fn calls_that_enclose_nothing_at_any_depth_cost_no_scan_of_every_open_call() {
+    const DEPTH: u64 = 60_000;
+    let path = save(&deep_gaps(DEPTH), "gaps.gpuspan");
+    let p = path.to_str().unwrap();
+    let (code, out, err) = bounded(&["flamegraph", p, "--folded"], 1 << 20, 60);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(String::from_utf8(out).unwrap(), format!("main;level {DEPTH}\n"));
+    assert!(err.contains("found no enclosing call among the 4096 innermost open calls"), "{err}");
+    let (code, out, err) = bounded(&["report", p, "--format", "json"], 1 << 20, 60);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let device = &report["devices"][0];
+    assert_eq!(device["idle_ns"], DEPTH - 1, "{device}");
+    let shares = device["shares"].as_array().unwrap();
+    assert_eq!(shares.len(), 1, "each gap is charged to the innermost call open across it: {shares:?}");
+    assert_eq!(shares[0]["gaps"], DEPTH - 1);
+}
