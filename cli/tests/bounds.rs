@@ -547,3 +547,24 @@ fn calls_that_enclose_nothing_at_any_depth_cost_no_scan_of_every_open_call() {
     assert_eq!(shares.len(), 1, "each gap is charged to the innermost call open across it: {shares:?}");
     assert_eq!(shares[0]["gaps"], DEPTH - 1);
 }
+
+/// 4a: calls that each overlap the next without nesting (async calls interleaved without end)
+/// need a timeline lane each; placing them looks at a bounded number of lanes per call, and
+/// every call is still drawn where Perfetto keeps it.
+#[test]
+fn a_staircase_of_100_000_overlapping_calls_is_laid_out_in_bounded_cpu() {
+    const N: u64 = 100_000;
+    let mut c = Capture::new(Header::new("stairs", 13));
+    c.sites = vec![Site::new(0, "step", SiteKind::Kernel)];
+    c.threads = vec![Thread { index: 1, name: "main".into() }];
+    c.records = (0..N).map(|i| Record::new(0, i + 1, 1, Interval::new(i * 10, i * 10 + N * 10))).collect();
+    c.end = Some(End { end_ns: 20 * N, records: N, ..End::default() });
+    let path = save(&c, "stairs.gpuspan");
+    let out = scratch("stairs.json");
+    let (code, _, err) = bounded(&["timeline", path.to_str().unwrap(), "-o", out.to_str().unwrap()], 2 << 20, 60);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let (events, overlap) = common::complete_events(&json);
+    assert_eq!(events.len() as u64, N, "every call drawn");
+    assert_eq!(overlap, None, "none where Perfetto would drop it");
+}
