@@ -9,9 +9,16 @@
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
+/// The most lanes of a track searched for room: an event that fits none of the first
+/// `SEARCH_LANES` gets a new lane, so placing `n` events costs O(n × SEARCH_LANES) however many
+/// overlap (calls that each overlap the next without nesting make a lane each; without the
+/// bound every event looked at every lane, n² / 2 looks).
+pub const SEARCH_LANES: usize = 256;
+
 /// The lane of each event, in the order given: `(track, start, end)` with `start <= end`. An
-/// event goes on the first lane where every event still open at its start encloses it; an
-/// event that ends when the next starts leaves room for it.
+/// event goes on the first lane where every event still open at its start encloses it, among
+/// the first [`SEARCH_LANES`], else on a new one; an event that ends when the next starts
+/// leaves room for it.
 pub fn assign<K: Ord + Copy>(events: &[(K, u64, u64)]) -> Vec<u32> {
     let mut order: Vec<usize> = (0..events.len()).collect();
     // By track, then start, the longer first (it encloses the other), then input order.
@@ -26,7 +33,7 @@ pub fn assign<K: Ord + Copy>(events: &[(K, u64, u64)]) -> Vec<u32> {
         let (track, start, end) = events[i];
         let lanes = open.entry(track).or_default();
         let mut fits = None;
-        for (n, ends) in lanes.iter_mut().enumerate() {
+        for (n, ends) in lanes.iter_mut().enumerate().take(SEARCH_LANES) {
             while ends.last().is_some_and(|&e| e <= start) {
                 ends.pop();
             }

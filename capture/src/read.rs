@@ -166,8 +166,11 @@ impl<R: Read> Reader<R> {
         if len > MAX_FRAME {
             return Err(self.corrupt(format!("a frame claims {len} bytes, more than any frame can have")));
         }
-        self.payload.resize(len as usize, 0);
-        if fill(&mut self.inp, &mut self.payload)? < len as usize {
+        // Read what is there, up to the length claimed: memory follows the bytes the file
+        // holds, not what a damaged or crafted length says.
+        self.payload.clear();
+        (&mut self.inp).take(u64::from(len)).read_to_end(&mut self.payload)?;
+        if self.payload.len() < len as usize {
             return Ok(Next::Cut);
         }
         if crc32fast::hash(&self.payload) != crc {

@@ -73,6 +73,8 @@ pub struct Index<'a> {
     /// Names two sites at different places share (two types' `copy` methods): shown with
     /// their place.
     shared_names: HashSet<&'a str>,
+    /// By key, the first written (as [`Capture::device`] finds it).
+    devices: HashMap<u32, &'a gpuspan_capture::Device>,
 }
 
 impl<'a> Index<'a> {
@@ -82,6 +84,7 @@ impl<'a> Index<'a> {
             sites: capture.sites.iter().map(|s| (s.id, s)).collect(),
             threads: capture.threads.iter().map(|t| (t.index, t.name.as_str())).collect(),
             shared_names: shared_names(capture.sites.iter().map(|s| (s.name.as_str(), s.file.as_str(), s.line))),
+            devices: capture.devices.iter().rev().map(|d| (d.key, d)).collect(),
         }
     }
 
@@ -109,7 +112,7 @@ impl<'a> Index<'a> {
 
     /// `GPU <id>: <name>`, or `GPU (unnamed)` for work with no device.
     pub fn device_label(&self, key: Option<u32>) -> String {
-        match key.and_then(|k| self.capture.device(k)) {
+        match key.and_then(|k| self.devices.get(&k)) {
             Some(d) => format!("GPU {}: {}", d.id, d.name),
             None => "GPU (unnamed)".to_owned(),
         }

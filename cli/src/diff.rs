@@ -348,6 +348,6 @@ impl Diff {
         }
         let slower = self.changes.iter().filter(|c| c.verdict == Verdict::Slower).count();
         let _ = writeln!(out, "{slower} significantly slower");
-        out
+        crate::table::shown_text(&out).into_owned()
     }
 }

@@ -23,9 +23,43 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// A frame name made safe for the folded format: `;` separates frames and a line ends the
-/// stack, so neither may appear inside one.
+/// stack, so neither may appear inside one; control characters are escaped
+/// ([`crate::table::shown`]), for the terminal the folded lines are printed on and the SVG
+/// (XML forbids them).
 fn frame(name: &str) -> String {
-    name.replace(';', ":").replace(['\n', '\r'], " ")
+    crate::table::shown(&name.replace(';', ":")).into_owned()
+}
+
+/// Folded stacks: `stack -> GPU nanoseconds`, sorted by stack, and how many calls were nested
+/// too deep to keep their own frames.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Folded {
+    pub stacks: BTreeMap<String, u64>,
+    /// Calls nested deeper than [`MAX_DEPTH`], whose time is under [`CUT_FRAME`].
+    pub cut: u64,
+    /// Calls that found no enclosing call among the 4 096 innermost open calls of their thread
+    /// (more being open: async calls interleaved that deep) and were folded as outermost.
+    pub unsearched: u64,
+}
+
+impl Folded {
+    /// What the cut did, in one line; `None` when nothing was cut.
+    pub fn cut_note(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.cut > 0 {
+            parts.push(format!(
+                "{} calls nested deeper than {MAX_DEPTH} annotated calls were folded into the frame \"{CUT_FRAME}\" at that depth",
+                self.cut
+            ));
+        }
+        if self.unsearched > 0 {
+            parts.push(format!(
+                "{} calls found no enclosing call among the {SEARCH} innermost open calls of their thread and were folded as outermost",
+                self.unsearched
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
 }
 
 /// Folded stacks: `stack -> GPU nanoseconds`, sorted by stack.
@@ -41,13 +75,13 @@ pub fn folded(capture: &Capture) -> BTreeMap<String, u64> {
 /// The folded stacks of the capture at `path`, read in one streaming pass with a bounded
 /// [`Folder`]; when the file's records are too far out of order for it, a second pass with an
 /// unbounded one. The capture comes back without its records (for its truncation, if any).
-pub fn stream(path: &Path, progress: bool) -> Result<(BTreeMap<String, u64>, Capture), LoadError> {
+pub fn stream(path: &Path, progress: bool) -> Result<(Folded, Capture), LoadError> {
     let mut f = Folder::default();
     let meta = crate::load::stream(path, progress, |c, r| {
         f.spans(&c.spans);
         f.record(r)
     })?;
-    if let Some(folded) = f.finish(&Index::new(&meta)) {
+    if let Some(folded) = f.finish_folded(&Index::new(&meta)) {
         return Ok((folded, meta));
     }
     let mut f = Folder::exact();
@@ -55,9 +89,17 @@ pub fn stream(path: &Path, progress: bool) -> Result<(BTreeMap<String, u64>, Cap
         f.spans(&c.spans);
         f.record(r)
     })?;
-    let folded = f.finish(&Index::new(&meta)).expect("an unbounded folder takes records in any order");
+    let folded = f.finish_folded(&Index::new(&meta)).expect("an unbounded folder takes records in any order");
     Ok((folded, meta))
 }
+
+/// The most frames of annotated calls a stack holds below its thread and spans: a call nested
+/// deeper is folded into one frame [`CUT_FRAME`] under its ancestor at this depth, so the output
+/// grows with the cap, not with the depth (a folded line is as long as its stack).
+pub const MAX_DEPTH: usize = 256;
+
+/// The frame that holds the calls nested deeper than [`MAX_DEPTH`].
+pub const CUT_FRAME: &str = "[deeper calls cut]";
 
 /// Calls a bounded [`Folder`] holds per thread before it nests the earliest.
 pub const WINDOW: usize = 1 << 16;
@@ -110,11 +152,50 @@ impl Ord for Call {
 /// One thread's calls: those not yet nested (earliest first), the last nested, and the calls
 /// that may still enclose later ones (in start order) with their stack id and the GPU time of
 /// the calls they enclose. Sync calls keep it a stack; interleaved async calls overlap in it.
+///
+/// A call that ends leaves a hole (`None`) in `open`, found through `ends` (earliest end
+/// first) rather than by scanning `open`: holes at the top are dropped at once, those under a
+/// call still open when they are more than half of `open`. So nesting `n` calls costs
+/// O(n log n) whatever their depth.
 #[derive(Debug, Default)]
 struct Lane {
     pending: BinaryHeap<Reverse<Call>>,
     last: Option<Key>,
-    open: Vec<(Call, u32, u64)>,
+    open: Vec<Option<(Call, u32, u64)>>,
+    /// (end, index in `open`) of every open call.
+    ends: BinaryHeap<Reverse<(u64, usize)>>,
+    holes: usize,
+}
+
+impl Lane {
+    /// Closes the calls that ended before `start`, handing each to `done`.
+    fn close_before(&mut self, start: u64, mut done: impl FnMut((Call, u32, u64))) {
+        while let Some(&Reverse((end, at))) = self.ends.peek() {
+            if end >= start {
+                break;
+            }
+            self.ends.pop();
+            if let Some(c) = self.open[at].take() {
+                self.holes += 1;
+                done(c);
+            }
+        }
+        while self.open.last().is_some_and(Option::is_none) {
+            self.open.pop();
+            self.holes -= 1;
+        }
+        if self.holes > 64 && self.holes * 2 > self.open.len() {
+            self.open.retain(Option::is_some);
+            self.holes = 0;
+            self.ends =
+                self.open.iter().enumerate().filter_map(|(i, c)| c.as_ref().map(|c| Reverse((c.0.end, i)))).collect();
+        }
+    }
+
+    fn push(&mut self, c: (Call, u32, u64)) {
+        self.ends.push(Reverse((c.0.end, self.open.len())));
+        self.open.push(Some(c));
+    }
 }
 
 /// One frame of a stack.
@@ -124,6 +205,8 @@ enum Node {
     /// An application span's name (interned in [`Spans`]).
     Span(u32),
     Site(u32),
+    /// [`CUT_FRAME`]: every call nested below [`MAX_DEPTH`] calls.
+    Cut,
 }
 
 /// Stacks by id and the GPU time folded onto them.
@@ -131,19 +214,46 @@ enum Node {
 struct Fold {
     /// (parent stack id, frame) -> id; a thread's root has parent u32::MAX.
     ids: HashMap<(u32, Node), u32>,
-    paths: Vec<(u32, Node)>,
+    /// Each stack's parent, last frame and number of call frames.
+    paths: Vec<(u32, Node, u32)>,
     /// (stack id, activity or u32::MAX: the call's own time) -> ns
     acc: HashMap<(u32, u32), u64>,
+    /// Calls folded into [`Node::Cut`].
+    cut: u64,
+    /// Calls that found no enclosing call among the top [`SEARCH`] open ones, with more open.
+    unsearched: u64,
 }
+
+/// The most open calls of a thread searched for the one enclosing the next call: the search is
+/// O(1) for sync calls however deep (the encloser is on top) and bounded for any interleaving.
+const SEARCH: usize = 4096;
 
 impl Fold {
     fn intern(&mut self, parent: u32, x: Node) -> u32 {
         let n = self.paths.len() as u32;
         let id = *self.ids.entry((parent, x)).or_insert(n);
         if id == n {
-            self.paths.push((parent, x));
+            let above = self.paths.get(parent as usize).map_or(0, |p| p.2);
+            let calls = above + u32::from(matches!(x, Node::Site(_) | Node::Cut));
+            self.paths.push((parent, x, calls));
         }
         id
+    }
+
+    /// The stack of a call of `site` under `parent`: its own frame, or, below [`MAX_DEPTH`]
+    /// calls, the cut frame (one for every call deeper).
+    fn call(&mut self, parent: u32, site: u32) -> u32 {
+        match self.paths[parent as usize] {
+            (_, Node::Cut, _) => {
+                self.cut += 1;
+                parent
+            }
+            (_, _, calls) if calls as usize >= MAX_DEPTH => {
+                self.cut += 1;
+                self.intern(parent, Node::Cut)
+            }
+            _ => self.intern(parent, Node::Site(site)),
+        }
     }
 
     fn emit(&mut self, (c, path, enclosed): (Call, u32, u64)) {
@@ -170,17 +280,13 @@ impl Fold {
     /// made in. Calls that ended before this one began enclose nothing more: they are emitted.
     fn step(&mut self, lane: &mut Lane, thread: u32, c: Call, spans: &Spans) {
         lane.last = Some(c.key());
-        let mut k = 0;
-        while k < lane.open.len() {
-            if lane.open[k].0.end < c.start {
-                let done = lane.open.remove(k);
-                self.emit(done);
-            } else {
-                k += 1;
-            }
-        }
+        lane.close_before(c.start, |done| self.emit(done));
         let mut chain: Option<Vec<(u64, u32)>> = None;
-        let parent = lane.open.iter().rposition(|(p, _, _)| {
+        // The innermost enclosing call is on top for sync calls; interleaved async calls put
+        // others above it. Past SEARCH open calls it is taken as outermost (and counted).
+        let from = lane.open.len().saturating_sub(SEARCH);
+        let parent = lane.open[from..].iter().rposition(|open| {
+            let Some((p, _, _)) = open else { return false };
             p.start <= c.start && p.end >= c.end && gpu_encloses(p, &c) && {
                 match p.span {
                     None => true,
@@ -189,19 +295,23 @@ impl Fold {
                 }
             }
         });
+        let parent = parent.map(|k| k + from);
+        if parent.is_none() && from > 0 {
+            self.unsearched += 1;
+        }
         let parent_path = match parent {
-            Some(i) => lane.open[i].1,
+            Some(i) => lane.open[i].as_ref().expect("an open call").1,
             None => {
                 let root = self.intern(u32::MAX, Node::Thread(thread));
                 let chain = chain.unwrap_or_else(|| spans.chain(c.span));
                 chain.into_iter().fold(root, |at, (_, name)| self.intern(at, Node::Span(name)))
             }
         };
-        let path = self.intern(parent_path, Node::Site(c.site));
-        if let (Some(i), Some(busy)) = (parent, c.busy) {
-            lane.open[i].2 += c.acts.as_ref().map_or(busy, |a| a.iter().map(|x| x.1).sum());
+        let path = self.call(parent_path, c.site);
+        if let (Some(Some(p)), Some(busy)) = (parent.map(|i| lane.open[i].as_mut()), c.busy) {
+            p.2 += c.acts.as_ref().map_or(busy, |a| a.iter().map(|x| x.1).sum());
         }
-        lane.open.push((c, path, 0));
+        lane.push((c, path, 0));
     }
 }
 
@@ -313,7 +423,12 @@ impl Folder {
     }
 
     /// The folded stacks; `None` when the records came too far out of order for the window.
-    pub fn finish(mut self, index: &Index<'_>) -> Option<BTreeMap<String, u64>> {
+    pub fn finish(self, index: &Index<'_>) -> Option<BTreeMap<String, u64>> {
+        self.finish_folded(index).map(|f| f.stacks)
+    }
+
+    /// The folded stacks and what was cut ([`Folded`]); `None` as [`Folder::finish`].
+    pub fn finish_folded(mut self, index: &Index<'_>) -> Option<Folded> {
         if self.out_of_order {
             return None;
         }
@@ -321,7 +436,7 @@ impl Folder {
             while let Some(Reverse(c)) = lane.pending.pop() {
                 self.fold.step(lane, thread, c, &self.spans);
             }
-            for open in lane.open.drain(..) {
+            for open in lane.open.drain(..).flatten() {
                 self.fold.emit(open);
             }
         }
@@ -329,25 +444,35 @@ impl Folder {
         for (n, id) in std::mem::take(&mut self.names) {
             act_names[id as usize] = frame(&n);
         }
-        let mut paths: Vec<String> = Vec::with_capacity(self.fold.paths.len());
-        for &(parent, x) in &self.fold.paths {
-            let name = match x {
+        // Each stack's text is built only where time was folded onto it, from its frames'
+        // names: the work is the output's size (bounded by the cap), never the depth squared.
+        let names: Vec<String> = self
+            .fold
+            .paths
+            .iter()
+            .map(|&(_, x, _)| match x {
                 Node::Thread(t) => frame(&index.thread_name(t)),
                 Node::Span(n) => frame(self.spans.name(n)),
                 Node::Site(s) => frame(&index.site_name(s)),
-            };
-            paths.push(if parent == u32::MAX { name } else { format!("{};{name}", paths[parent as usize]) });
-        }
+                Node::Cut => CUT_FRAME.to_owned(),
+            })
+            .collect();
         let mut out = BTreeMap::new();
+        let mut frames: Vec<&str> = Vec::new();
         for ((path, act), ns) in self.fold.acc {
-            let key = if act == u32::MAX {
-                paths[path as usize].clone()
-            } else {
-                format!("{};{}", paths[path as usize], act_names[act as usize])
-            };
-            *out.entry(key).or_insert(0) += ns;
+            frames.clear();
+            let mut at = path;
+            while at != u32::MAX {
+                frames.push(&names[at as usize]);
+                at = self.fold.paths[at as usize].0;
+            }
+            frames.reverse();
+            if act != u32::MAX {
+                frames.push(&act_names[act as usize]);
+            }
+            *out.entry(frames.join(";")).or_insert(0) += ns;
         }
-        Some(out)
+        Some(Folded { stacks: out, cut: self.fold.cut, unsearched: self.fold.unsearched })
     }
 }
 
@@ -358,9 +483,15 @@ pub fn folded_lines(folded: &BTreeMap<String, u64>) -> Vec<String> {
 
 /// An SVG flamegraph of the folded stacks.
 pub fn svg(folded: &BTreeMap<String, u64>, title: &str, out: impl Write) -> io::Result<()> {
+    svg_noted(folded, title, None, out)
+}
+
+/// An SVG flamegraph of the folded stacks, with `note` (what was cut) under its title.
+pub fn svg_noted(folded: &BTreeMap<String, u64>, title: &str, note: Option<&str>, out: impl Write) -> io::Result<()> {
     let lines = folded_lines(folded);
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_owned();
+    options.subtitle = note.map(str::to_owned);
     options.count_name = "ns of GPU time".to_owned();
     // Frames named after kernels and sites, not functions with addresses: colour by name.
     options.hash = true;

@@ -12,7 +12,7 @@ use crate::analysis::Index;
 use gpuspan_capture::{Capture, Interval, Record};
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 /// Busy and idle time of one device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -60,6 +60,9 @@ pub fn analyse(capture: &Capture) -> Vec<DeviceIdle> {
     b.finish(&Index::new(capture)).expect("an unbounded builder takes records in any order")
 }
 
+/// A device's earliest pending work: ((start, record), device).
+type Next = ((u64, u32), Option<u32>);
+
 /// Pieces of GPU work a bounded [`Builder`] holds back per device before it takes the earliest.
 pub const WINDOW: usize = 1 << 16;
 
@@ -83,7 +86,7 @@ struct Calls {
     /// (start, end, record) -> site
     open: BTreeMap<(u64, u64, u32), u32>,
     /// (end, start, record)
-    by_end: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    by_end: BTreeSet<(u64, u64, u32)>,
 }
 
 /// The idle analysis fed one record at a time. GPU work is taken per device in start order
@@ -103,6 +106,8 @@ pub struct Builder {
     charged: HashMap<u32, u64>,
     out_of_order: bool,
     scratch: Scratch,
+    /// Calls and work taken since the last [`Builder::prune`].
+    since_prune: usize,
 }
 
 impl Default for Builder {
@@ -116,6 +121,7 @@ impl Default for Builder {
             charged: HashMap::new(),
             out_of_order: false,
             scratch: Scratch::default(),
+            since_prune: 0,
         }
     }
 }
@@ -186,7 +192,7 @@ impl Builder {
         }
         let calls = self.threads.entry(r.thread).or_default();
         calls.open.insert((s, e, i), r.site);
-        calls.by_end.push(Reverse((e, s, i)));
+        calls.by_end.insert((e, s, i));
         let Some(g) = &r.gpu else { return };
         if r.activities.is_empty() && g.bracketed() {
             // A bracket bounds the call's work from above (queue or stream time, host gaps
@@ -211,6 +217,17 @@ impl Builder {
         }
         if self.window != usize::MAX {
             // (An unbounded builder takes nothing before the end: nothing to drop yet.)
+            self.prune_now_and_then();
+        }
+    }
+
+    /// [`Builder::prune`] once every as many calls as there are devices (it looks at each): the
+    /// calls kept a little longer change no answer, and pruning costs O(1) a call however many
+    /// devices the capture names.
+    fn prune_now_and_then(&mut self) {
+        self.since_prune += 1;
+        if self.since_prune >= self.devices.len().max(16) {
+            self.since_prune = 0;
             self.prune();
         }
     }
@@ -226,11 +243,11 @@ impl Builder {
         }
         self.pruned = h;
         for c in self.threads.values_mut() {
-            while let Some(&Reverse((e, s, i))) = c.by_end.peek() {
+            while let Some(&(e, s, i)) = c.by_end.first() {
                 if e > h {
                     break;
                 }
-                c.by_end.pop();
+                c.by_end.pop_first();
                 c.open.remove(&(s, e, i));
             }
         }
@@ -241,14 +258,21 @@ impl Builder {
         if self.out_of_order {
             return None;
         }
-        // Every device's remaining work in one start order, so that calls can still be dropped.
-        loop {
-            let next = self.devices.iter().filter_map(|(d, l)| l.pending.peek().map(|w| ((w.0 .0, w.0 .1), *d))).min();
-            let Some((_, device)) = next else { break };
+        // Every device's remaining work in one start order, so that calls can still be dropped:
+        // each device's earliest in one heap, refilled from the device taken from.
+        let mut next: BinaryHeap<Reverse<Next>> = self
+            .devices
+            .iter()
+            .filter_map(|(d, l)| l.pending.peek().map(|w| Reverse(((w.0 .0, w.0 .1), *d))))
+            .collect();
+        while let Some(Reverse((_, device))) = next.pop() {
             let lane = self.devices.get_mut(&device).expect("a device");
             let Reverse(w) = lane.pending.pop().expect("pending work");
             take(lane, w, &self.threads, &mut self.scratch, &mut self.charged);
-            self.prune();
+            if let Some(w) = lane.pending.peek() {
+                next.push(Reverse(((w.0 .0, w.0 .1), device)));
+            }
+            self.prune_now_and_then();
         }
         let mut out = Vec::new();
         for (device, lane) in std::mem::take(&mut self.devices) {
@@ -294,21 +318,44 @@ struct Scratch {
     /// (clipped start, clipped end, call)
     over: Vec<(u64, u64, Call)>,
     cuts: Vec<u64>,
-    pieces: Vec<(Option<u32>, u64)>,
+    /// Indices into `over`, by clipped start and by clipped end.
+    by_start: Vec<usize>,
+    by_end: Vec<usize>,
+    /// The calls running at the cut being swept, innermost (latest start, shortest) last.
+    running: BTreeSet<(u64, Reverse<u64>, u32, u32)>,
+    pieces: HashMap<Option<u32>, u64>,
 }
 
 /// Splits `[a, b)` by the innermost call of the thread running at each moment and hands each
-/// holder's total to `add` once (`None`: no call); the totals add up to `b - a`.
+/// holder's total to `add` once (`None`: no call); the totals add up to `b - a`. One sweep over
+/// the cuts with the running calls in an ordered set: O(k log k) for k calls in the gap, however
+/// deep they nest.
 fn charge(calls: Option<&Calls>, a: u64, b: u64, s: &mut Scratch, mut add: impl FnMut(Option<u32>, u64)) {
     s.over.clear();
     if let Some(calls) = calls {
+        // The calls that can hold a moment of the gap: those starting in it, those started
+        // before it that end in it, and of those that span it only the innermost (the latest
+        // started; of those started together the shortest, then the last written). The calls
+        // enclosing it are not each looked at: a gap costs the calls in it, not the depth.
+        let clip = |(x, y, i): (u64, u64, u32), site: u32| (x.max(a), y.min(b), (x, y, i, site));
+        s.over.extend(calls.open.range((a, 0, 0)..(b, 0, 0)).filter(|c| c.0 .1 > a).map(|(&k, &site)| clip(k, site)));
         s.over.extend(
             calls
-                .open
-                .range(..(b, 0, 0))
-                .filter(|c| c.0 .1 > a)
-                .map(|(&(x, y, i), &site)| (x.max(a), y.min(b), (x, y, i, site))),
+                .by_end
+                .range((a.saturating_add(1), 0, 0)..(b, 0, 0))
+                .filter(|&&(_, x, _)| x < a)
+                .map(|&(y, x, i)| clip((x, y, i), calls.open[&(x, y, i)])),
         );
+        let mut spanning: Option<((u64, u64, u32), u32)> = None;
+        for (&(x, y, i), &site) in calls.open.range(..(a, 0, 0)).rev() {
+            if spanning.is_some_and(|((sx, _, _), _)| sx != x) {
+                break;
+            }
+            if y >= b && spanning.is_none_or(|((_, sy, si), _)| (Reverse(y), i) > (Reverse(sy), si)) {
+                spanning = Some(((x, y, i), site));
+            }
+        }
+        s.over.extend(spanning.map(|(k, site)| clip(k, site)));
     }
     if s.over.is_empty() {
         add(None, b - a);
@@ -318,23 +365,34 @@ fn charge(calls: Option<&Calls>, a: u64, b: u64, s: &mut Scratch, mut add: impl 
     s.cuts.extend(s.over.iter().flat_map(|c| [c.0, c.1]).chain([a, b]));
     s.cuts.sort_unstable();
     s.cuts.dedup();
+    s.by_start.clear();
+    s.by_start.extend(0..s.over.len());
+    s.by_start.sort_unstable_by_key(|&k| s.over[k].0);
+    s.by_end.clear();
+    s.by_end.extend(0..s.over.len());
+    s.by_end.sort_unstable_by_key(|&k| s.over[k].1);
+    s.running.clear();
     s.pieces.clear();
+    let key = |c: &(u64, u64, Call)| (c.2 .0, Reverse(c.2 .1), c.2 .2, c.2 .3);
+    let (mut started, mut ended) = (0, 0);
     for seg in s.cuts.windows(2) {
         let (p, q) = (seg[0], seg[1]);
-        // Calls nest, so the innermost one covering the piece is the one that started last.
-        let holder = s
-            .over
-            .iter()
-            .filter(|c| c.0 <= p && c.1 >= q)
-            .max_by_key(|c| (c.2 .0, std::cmp::Reverse(c.2 .1)))
-            .map(|c| c.2 .3);
-        // One gap counts once per holder, however many pieces it was cut into.
-        match s.pieces.iter_mut().find(|m| m.0 == holder) {
-            Some(m) => m.1 += q - p,
-            None => s.pieces.push((holder, q - p)),
+        // A call covers the piece [p, q) when it starts at or before p and ends after p (cuts
+        // hold every call's ends, so it then ends at or after q).
+        while started < s.by_start.len() && s.over[s.by_start[started]].0 <= p {
+            s.running.insert(key(&s.over[s.by_start[started]]));
+            started += 1;
         }
+        while ended < s.by_end.len() && s.over[s.by_end[ended]].1 <= p {
+            s.running.remove(&key(&s.over[s.by_end[ended]]));
+            ended += 1;
+        }
+        // Calls nest, so the innermost one covering the piece is the one that started last.
+        let holder = s.running.last().map(|c| c.3);
+        // One gap counts once per holder, however many pieces it was cut into.
+        *s.pieces.entry(holder).or_insert(0) += q - p;
     }
-    for &(h, ns) in &s.pieces {
+    for (&h, &ns) in &s.pieces {
         add(h, ns);
     }
 }

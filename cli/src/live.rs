@@ -6,10 +6,16 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long one request may take before the program is taken as not answering.
+/// How long one request may take, in all, before the program is taken as not answering (a
+/// program stopped with Ctrl-Z, one that trickles its answer): a deadline on the whole answer,
+/// not on each read.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The longest answer line read, in bytes: a snapshot of thousands of sites is a few MiB; a
+/// longer line is refused, so a feed that streams without end costs this much memory at most.
+pub const MAX_LINE: usize = 16 << 20;
 
 /// A program's live feed socket.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -99,6 +105,25 @@ pub fn discover(dirs: &[PathBuf]) -> Vec<Endpoint> {
     found
 }
 
+/// A snapshot of each endpoint, asked of all at once (each within [`TIMEOUT`]): in the order
+/// given, the answer or why there is none.
+pub fn snapshots(endpoints: &[Endpoint]) -> Vec<Result<(String, Snapshot), LiveError>> {
+    std::thread::scope(|scope| {
+        let asks: Vec<_> = endpoints
+            .iter()
+            .map(|e| scope.spawn(move || Connection::open(&e.path).and_then(|mut c| c.snapshot())))
+            .collect();
+        asks.into_iter()
+            .zip(endpoints)
+            .map(|(ask, e)| {
+                ask.join().unwrap_or_else(|_| {
+                    Err(LiveError::Protocol { path: e.path.display().to_string(), why: "reading it failed".into() })
+                })
+            })
+            .collect()
+    })
+}
+
 /// Picks from `found` what `target` names: a pid, or a socket's path (which need not be in a
 /// searched directory, nor even be there: connecting says what is wrong with it).
 pub fn resolve(target: &str, found: &[Endpoint]) -> Option<Endpoint> {
@@ -121,6 +146,10 @@ pub enum LiveError {
     Closed { path: String },
     #[error("{path} answered something that is not a snapshot: {why}")]
     Protocol { path: String, why: String },
+    #[error("{path} did not finish its answer within {} s (stopped, or too slow)", TIMEOUT.as_secs_f64())]
+    Deadline { path: String },
+    #[error("{path} answered a line longer than {} MiB", MAX_LINE >> 20)]
+    TooLong { path: String },
 }
 
 /// A connection to one program's feed.
@@ -143,22 +172,61 @@ impl Connection {
         Ok(Connection { path: shown, reader, writer: stream })
     }
 
+    /// One line (its `\n` included; empty at the end of the stream), read by `deadline` and
+    /// no longer than [`MAX_LINE`] (`FileTooLarge` past it, `TimedOut` past the deadline).
+    fn read_line(&mut self, deadline: Instant) -> io::Result<Vec<u8>> {
+        let mut line = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            self.reader.get_ref().set_read_timeout(Some(left))?;
+            let buf = match self.reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                return Ok(line);
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            if line.len() + take > MAX_LINE {
+                return Err(io::ErrorKind::FileTooLarge.into());
+            }
+            line.extend_from_slice(&buf[..take]);
+            self.reader.consume(take);
+            if done {
+                return Ok(line);
+            }
+        }
+    }
+
     /// Asks for a snapshot: the line as the program sent it, and what it says.
     pub fn snapshot(&mut self) -> Result<(String, Snapshot), LiveError> {
         // A feed that refuses a connection (another user's, one too many) closes it unread: the
         // client sees the end of the stream or a reset, whichever comes first.
+        let path = self.path.clone();
         let io = |source: io::Error| match source.kind() {
-            io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => LiveError::Closed { path: self.path.clone() },
-            _ => LiveError::Io { path: self.path.clone(), source },
+            io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => LiveError::Closed { path: path.clone() },
+            _ => LiveError::Io { path: path.clone(), source },
         };
+        let deadline = Instant::now() + TIMEOUT;
+        self.writer.set_write_timeout(Some(TIMEOUT)).map_err(io)?;
         writeln!(self.writer, "{}", msg::SNAPSHOT_REQUEST).map_err(io)?;
-        let mut line = String::new();
-        let n = self.reader.read_line(&mut line).map_err(io)?;
-        if n == 0 {
-            return Err(LiveError::Closed { path: self.path.clone() });
+        let bytes = self.read_line(deadline).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => LiveError::Deadline { path: path.clone() },
+            io::ErrorKind::FileTooLarge => LiveError::TooLong { path: path.clone() },
+            _ => io(e),
+        })?;
+        if bytes.is_empty() {
+            return Err(LiveError::Closed { path: path.clone() });
         }
-        let line = line.trim_end().to_owned();
-        let protocol = |why: String| LiveError::Protocol { path: self.path.clone(), why };
+        let line = String::from_utf8_lossy(&bytes).trim_end().to_owned();
+        let protocol = |why: String| LiveError::Protocol { path: path.clone(), why };
         if let Ok(e) = serde_json::from_str::<msg::ErrorReply>(&line) {
             return Err(protocol(e.error));
         }
@@ -170,7 +238,40 @@ impl Connection {
                 msg::PROTOCOL
             )));
         }
-        Ok((line, snapshot))
+        let mut snapshot = snapshot;
+        escape_names(&mut snapshot);
+        // Raw tabs and carriage returns can only be whitespace between JSON tokens (inside a
+        // string they must be escaped): as spaces the line means the same and moves no cursor.
+        Ok((line.replace(['\t', '\r'], " "), snapshot))
+    }
+}
+
+/// Every name a program sent, as text shows it ([`crate::table::shown`]): the dashboard and the
+/// text snapshot draw them on a terminal.
+fn escape_names(s: &mut Snapshot) {
+    let fix = |x: &mut String| {
+        if let std::borrow::Cow::Owned(o) = crate::table::shown(x) {
+            *x = o;
+        }
+    };
+    fix(&mut s.program);
+    fix(&mut s.writer);
+    s.devices_note.iter_mut().for_each(fix);
+    s.notes.iter_mut().for_each(fix);
+    s.losses.iter_mut().for_each(|l| fix(&mut l.what));
+    for site in &mut s.sites {
+        for x in [&mut site.name, &mut site.function, &mut site.kind, &mut site.backend, &mut site.file] {
+            fix(x);
+        }
+        site.direction.iter_mut().chain(site.host_reason.iter_mut()).for_each(fix);
+        site.sources.iter_mut().for_each(fix);
+    }
+    for d in &mut s.devices {
+        fix(&mut d.name);
+        fix(&mut d.uuid);
+        if let Some(reasons) = d.latest.as_mut().and_then(|l| l.throttle_reasons.as_mut()) {
+            reasons.iter_mut().for_each(fix);
+        }
     }
 }
 

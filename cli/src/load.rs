@@ -90,3 +90,62 @@ pub fn stream(path: &Path, progress: bool, mut each: impl FnMut(&Capture, &Recor
     }
     read.map_err(err)
 }
+
+/// The capture files `args` name: a file as given; a directory as every `*.gpuspan` file in it
+/// (not in its subdirectories), in name order: the runs several processes wrote for one capture
+/// path (`<stem>.gpuspan`, `<stem>.<pid>.gpuspan`). A directory without one is an error.
+pub fn expand(args: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    let mut out = Vec::new();
+    for a in args {
+        if !a.is_dir() {
+            out.push(a.clone());
+            continue;
+        }
+        let err = |e: io::Error| LoadError { path: a.clone(), error: e.into() };
+        let mut found: Vec<PathBuf> = std::fs::read_dir(a)
+            .map_err(err)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "gpuspan") && p.is_file())
+            .collect();
+        if found.is_empty() {
+            let why = io::Error::new(io::ErrorKind::NotFound, "it is a directory with no capture (*.gpuspan) in it");
+            return Err(err(why));
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+/// The other runs written for the capture path of `path`: `<stem>.<pid>.gpuspan` beside
+/// `<stem>.gpuspan` (or the first run and the others, given one of those), in name order.
+pub fn siblings(path: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    let Some(stem) = name.strip_suffix(".gpuspan") else { return Vec::new() };
+    // `run.8.gpuspan` is a run of `run.gpuspan`'s path.
+    let base = match stem.rsplit_once('.') {
+        Some((b, pid)) if !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) => b,
+        _ => stem,
+    };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let n = e.file_name();
+            let Some(n) = n.to_str() else { return false };
+            n != name
+                && (n == format!("{base}.gpuspan")
+                    || n.strip_prefix(base)
+                        .and_then(|r| r.strip_prefix('.'))
+                        .and_then(|r| r.strip_suffix(".gpuspan"))
+                        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit())))
+        })
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}

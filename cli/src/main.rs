@@ -30,7 +30,10 @@ enum Command {
     /// Per-site, kernel and transfer tables, device busy time, GPU idle time attributed to the
     /// host, launch-bound sites and transfer findings.
     Report {
-        capture: PathBuf,
+        /// Capture files, or directories of them (every `*.gpuspan` in it: the runs several
+        /// processes wrote for one capture path); a report of each.
+        #[arg(required = true, num_args = 1..)]
+        captures: Vec<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// With `--format csv`: which table.
@@ -62,6 +65,7 @@ enum Command {
     },
     /// Several captures (ranks of one job) on one Perfetto timeline, one process each.
     Merge {
+        /// Capture files, or directories of them (every `*.gpuspan` in it).
         #[arg(required = true, num_args = 1..)]
         captures: Vec<PathBuf>,
         #[arg(short, long)]
@@ -73,7 +77,8 @@ enum Command {
     /// The captures of one job's ranks side by side: each rank's GPU compute and collective
     /// time, each site per rank, and the straggler the others wait for in their collectives.
     Ranks {
-        /// One capture per rank (`rank<N>` in the file names gives the rank, else the order).
+        /// One capture per rank (`rank<N>` in the file names gives the rank, else the order), or
+        /// directories of them.
         #[arg(required = true, num_args = 1..)]
         captures: Vec<PathBuf>,
         /// A site whose calls are collectives (besides those running NCCL or RCCL kernels).
@@ -173,8 +178,9 @@ fn warn_truncated(path: &Path, c: &Capture) {
     }
 }
 
+/// One line on stderr, names in it escaped ([`gpuspan_cli::table::shown_text`]).
 fn say(line: &str) {
-    let _ = writeln!(io::stderr().lock(), "{line}");
+    let _ = writeln!(io::stderr().lock(), "{}", gpuspan_cli::table::shown_text(line));
 }
 
 /// Writes to `path`, or to standard output without one. A closed standard output (`| head`)
@@ -208,27 +214,69 @@ fn write_json(w: &mut dyn Write, value: &impl serde::Serialize) -> io::Result<()
 
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
-        Command::Report { capture, format, table } => {
-            let (r, c) = report::stream(&capture, true)?;
-            warn_truncated(&capture, &c);
-            emit(None, |w| match format {
-                Format::Text => w.write_all(r.to_text().as_bytes()),
-                Format::Json => write_json(w, &r),
-                Format::Csv => w.write_all(r.table(table).to_csv().as_bytes()),
+        Command::Report { captures, format, table } => {
+            let paths = load::expand(&captures)?;
+            if let [one] = &paths[..] {
+                let others = load::siblings(one);
+                if !others.is_empty() {
+                    let names: Vec<String> = others.iter().map(|p| p.display().to_string()).collect();
+                    say(&format!(
+                        "gpuspan: note: other processes wrote runs for this capture path too: {} (report them all with the directory)",
+                        names.join(", ")
+                    ));
+                }
+            }
+            let mut reports = Vec::new();
+            for p in &paths {
+                let (r, c) = report::stream(p, true)?;
+                warn_truncated(p, &c);
+                reports.push(r);
+            }
+            emit(None, |w| match (format, &reports[..]) {
+                (Format::Json, [one]) => write_json(w, one),
+                (Format::Json, all) => write_json(w, &all),
+                (Format::Text, all) => {
+                    for (i, r) in all.iter().enumerate() {
+                        if all.len() > 1 {
+                            writeln!(w, "{}== {}", if i > 0 { "\n" } else { "" }, paths[i].display())?;
+                        }
+                        w.write_all(r.to_text().as_bytes())?;
+                    }
+                    Ok(())
+                }
+                (Format::Csv, [one]) => w.write_all(one.table(table).to_csv().as_bytes()),
+                (Format::Csv, all) => {
+                    // One table, a first column saying whose row it is.
+                    let mut t = gpuspan_cli::table::Table::new(&["capture"]);
+                    for (p, r) in paths.iter().zip(all) {
+                        let mine = r.table(table);
+                        if t.header.len() == 1 {
+                            t.header.extend(mine.header.iter().cloned());
+                        }
+                        for row in mine.rows {
+                            t.row(std::iter::once(p.display().to_string()).chain(row).collect());
+                        }
+                    }
+                    w.write_all(t.to_csv().as_bytes())
+                }
             })?;
         }
         Command::Flamegraph { capture, output, folded, title } => {
             let (stacks, c) = flame::stream(&capture, true)?;
             warn_truncated(&capture, &c);
+            let note = stacks.cut_note();
             emit(output.as_deref(), |w| {
                 if folded {
-                    flame::folded_lines(&stacks).iter().try_for_each(|l| writeln!(w, "{l}"))
+                    flame::folded_lines(&stacks.stacks).iter().try_for_each(|l| writeln!(w, "{l}"))
                 } else {
-                    flame::svg(&stacks, &title, w)
+                    flame::svg_noted(&stacks.stacks, &title, note.as_deref(), w)
                 }
             })?;
+            if let Some(note) = &note {
+                say(&format!("gpuspan: note: {note}"));
+            }
             if let Some(p) = &output {
-                say(&format!("gpuspan: flamegraph of {} stacks written to {}", stacks.len(), p.display()));
+                say(&format!("gpuspan: flamegraph of {} stacks written to {}", stacks.stacks.len(), p.display()));
             }
         }
         Command::Diff { base, new, fail_if_slower, format } => {
@@ -249,6 +297,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Merge { captures, output, svg } => {
+            let captures = load::expand(&captures)?;
             let loaded: Vec<Capture> = captures.iter().map(|p| read(p)).collect::<Result<_, _>>()?;
             let labels: Vec<String> = captures.iter().map(|p| p.display().to_string()).collect();
             let pairs: Vec<(&str, &Capture)> = labels.iter().map(String::as_str).zip(loaded.iter()).collect();
@@ -265,6 +314,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Ranks { captures, collectives, format } => {
+            let captures = load::expand(&captures)?;
             let loaded: Vec<Capture> = captures.iter().map(|p| read(p)).collect::<Result<_, _>>()?;
             let labels: Vec<String> = captures.iter().map(|p| p.display().to_string()).collect();
             let numbers = ranks::rank_numbers(&captures.iter().map(PathBuf::as_path).collect::<Vec<_>>());
@@ -313,7 +363,7 @@ struct TopArgs {
 /// `gpuspan top`: the processes asked for (or all), once as text or JSON, or the dashboard.
 #[cfg(unix)]
 fn top(a: TopArgs) -> Result<ExitCode, Failure> {
-    use gpuspan_cli::live::{self, Connection};
+    use gpuspan_cli::live;
     use gpuspan_cli::top::{self as dashboard, View};
     use std::io::IsTerminal;
     let mut dirs = live::default_dirs();
@@ -362,10 +412,21 @@ fn top(a: TopArgs) -> Result<ExitCode, Failure> {
             looked_in()
         )));
     }
+    // A program that does not answer in time (stopped with Ctrl-Z, gone, hostile) is skipped
+    // with a note; the others are shown.
     let mut answers = Vec::new();
-    for e in &chosen {
-        let answer = Connection::open(&e.path).and_then(|mut c| c.snapshot());
-        answers.push(answer.map_err(|err| Failure(err.to_string()))?);
+    let mut skipped = Vec::new();
+    for (e, answer) in chosen.iter().zip(live::snapshots(&chosen)) {
+        match answer {
+            Ok(a) => answers.push(a),
+            Err(err) => skipped.push(format!("skipped pid {}: {err}", e.pid)),
+        }
+    }
+    for note in &skipped {
+        say(&format!("gpuspan: note: {note}"));
+    }
+    if answers.is_empty() {
+        return Err(Failure(format!("no live gpuspan process answered ({} skipped)", skipped.len())));
     }
     emit(None, |w| {
         for (line, snapshot) in &answers {

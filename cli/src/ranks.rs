@@ -252,6 +252,6 @@ impl Ranks {
         for f in &self.findings {
             let _ = writeln!(out, "- {f}");
         }
-        out
+        crate::table::shown_text(&out).into_owned()
     }
 }

@@ -1141,7 +1141,7 @@ impl Report {
         for l in &self.limits {
             let _ = writeln!(out, "  {l}");
         }
-        out
+        crate::table::shown_text(&out).into_owned()
     }
 }
 

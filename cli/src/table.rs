@@ -1,6 +1,49 @@
 //! Text tables with aligned columns, CSV, and the units the report prints.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
+
+/// Characters a terminal acts on instead of showing: the control characters (C0, DEL, C1) and
+/// the bidirectional overrides and isolates, which reorder what follows them.
+fn hostile(c: char) -> bool {
+    c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+fn escape_controls(s: &str, keep_lines: bool) -> Cow<'_, str> {
+    if !s.chars().any(|c| hostile(c) && !(keep_lines && c == '\n')) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '\n' if keep_lines => out.push('\n'),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if hostile(c) && u32::from(c) < 0x100 => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c if hostile(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A name from a capture or a live feed as text shows it: every control character and
+/// bidirectional override written as an escape (`\x1b`, `\n`, `\u{202e}`), so that no name can
+/// move a terminal's cursor, clear its screen or reorder a line.
+pub fn shown(s: &str) -> Cow<'_, str> {
+    escape_controls(s, false)
+}
+
+/// A whole text as [`shown`] writes a name, its line feeds kept: what every text output passes
+/// through last.
+pub fn shown_text(s: &str) -> Cow<'_, str> {
+    escape_controls(s, true)
+}
 
 /// A table of strings; columns whose cells all look numeric are right-aligned.
 #[derive(Debug, Clone, Default)]
@@ -20,20 +63,23 @@ impl Table {
 
     /// Aligned text, two spaces between columns, no trailing spaces.
     pub fn to_text(&self) -> String {
-        let cols = self.header.len();
+        let shown_cells = |line: &Vec<String>| line.iter().map(|c| shown(c).into_owned()).collect::<Vec<String>>();
+        let header = shown_cells(&self.header);
+        let rows: Vec<Vec<String>> = self.rows.iter().map(shown_cells).collect();
+        let cols = header.len();
         let mut width = vec![0; cols];
         let mut numeric = vec![true; cols];
-        for (c, h) in self.header.iter().enumerate() {
+        for (c, h) in header.iter().enumerate() {
             width[c] = h.chars().count();
         }
-        for r in &self.rows {
+        for r in &rows {
             for (c, cell) in r.iter().enumerate().take(cols) {
                 width[c] = width[c].max(cell.chars().count());
                 numeric[c] &= looks_numeric(cell);
             }
         }
         let mut out = String::new();
-        for line in std::iter::once(&self.header).chain(&self.rows) {
+        for line in std::iter::once(&header).chain(&rows) {
             let mut l = String::new();
             for (c, cell) in line.iter().enumerate().take(cols) {
                 let pad = width[c] - cell.chars().count();
@@ -57,7 +103,7 @@ impl Table {
     pub fn to_csv(&self) -> String {
         let mut out = String::new();
         for line in std::iter::once(&self.header).chain(&self.rows) {
-            let cells: Vec<String> = line.iter().map(|c| csv_cell(c)).collect();
+            let cells: Vec<String> = line.iter().map(|c| csv_cell(&shown(c))).collect();
             let _ = writeln!(out, "{}", cells.join(","));
         }
         out

@@ -237,7 +237,7 @@ pub fn snapshot_text(s: &Snapshot, view: &View) -> String {
     for n in &s.notes {
         out.push_str(&format!("note: {n}\n"));
     }
-    out
+    crate::table::shown_text(&out).into_owned()
 }
 
 /// The seed's VRAM colours: green, yellow over 70 %, red over 90 %.
@@ -356,7 +356,7 @@ pub struct Process {
 impl Process {
     fn label(&self) -> String {
         let name = self.snapshot.as_ref().map_or_else(|| self.endpoint.label(), |s| s.program.clone());
-        format!("{name}:{}{}", self.endpoint.pid, if self.ended { " (ended)" } else { "" })
+        format!("{}:{}{}", table::shown(&name), self.endpoint.pid, if self.ended { " (ended)" } else { "" })
     }
 }
 
@@ -614,13 +614,26 @@ fn fetch(dirs: Vec<PathBuf>, explicit: Vec<Endpoint>, interval: Duration, tx: mp
         let mut endpoints = if explicit.is_empty() { live::discover(&dirs) } else { explicit.clone() };
         endpoints.sort();
         endpoints.dedup();
+        // All at once, each within its deadline: a stopped program delays no other's row.
+        let asked: Vec<_> = std::thread::scope(|scope| {
+            let asks: Vec<_> = endpoints
+                .into_iter()
+                .map(|e| {
+                    let kept = connections.remove(&e.path);
+                    scope.spawn(move || {
+                        let result = match kept {
+                            Some(c) => Ok(c),
+                            None => Connection::open(&e.path),
+                        }
+                        .and_then(|mut c| c.snapshot().map(|(_, s)| (c, s)));
+                        (e, result)
+                    })
+                })
+                .collect();
+            asks.into_iter().filter_map(|a| a.join().ok()).collect()
+        });
         let mut news = Vec::new();
-        for e in endpoints {
-            let result = match connections.remove(&e.path) {
-                Some(c) => Ok(c),
-                None => Connection::open(&e.path),
-            }
-            .and_then(|mut c| c.snapshot().map(|(_, s)| (c, s)));
+        for (e, result) in asked {
             match result {
                 Ok((c, s)) => {
                     connections.insert(e.path.clone(), c);
@@ -628,7 +641,12 @@ fn fetch(dirs: Vec<PathBuf>, explicit: Vec<Endpoint>, interval: Duration, tx: mp
                 }
                 Err(err) => {
                     let ended = !e.alive();
-                    news.push(Process { endpoint: e, snapshot: None, error: Some(err.to_string()), ended });
+                    news.push(Process {
+                        endpoint: e,
+                        snapshot: None,
+                        error: Some(table::shown(&err.to_string()).into_owned()),
+                        ended,
+                    });
                 }
             }
         }
