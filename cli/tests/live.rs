@@ -476,9 +476,11 @@ fn the_socket_is_private_and_a_stalled_client_does_not_slow_the_program() {
     assert!(with * 2 >= without, "with a stalled client {with} frames, without {without}");
 }
 
-/// `gpuspan` with this test's runtime directory, so that it finds this test's programs only.
+/// `gpuspan` with this test's runtime directory (and temporary directory, the other place it
+/// looks), so that it finds this test's programs only.
 fn gpuspan_in(runtime_dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(GPUSPAN).args(args).env("XDG_RUNTIME_DIR", runtime_dir).output().expect("gpuspan runs")
+    let out = Command::new(GPUSPAN).args(args).env("XDG_RUNTIME_DIR", runtime_dir).env("TMPDIR", runtime_dir).output();
+    out.expect("gpuspan runs")
 }
 
 #[test]
@@ -568,11 +570,13 @@ fn a_capture_s_client_that_leaves_ends_the_window_and_a_second_one_meanwhile_is_
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!((snap.capture_window, snap.feed.captures_abandoned), (None, 1), "{:?}", snap.feed);
+    assert_eq!(snap.feed.dropped_stalled, 0, "ended by the client leaving, not by stalling");
 
-    // And the next one gets its window.
-    let file = dir.0.join("next.gpuspan");
-    let out =
-        gpuspan_in(&dir.0, &["capture", &demo.child.id().to_string(), "--for", "1s", "-o", file.to_str().unwrap()]);
+    // And the next one gets its window: `--all`, one file per live process (here the one).
+    let all = dir.0.join("all");
+    let out = gpuspan_in(&dir.0, &["capture", "--all", "--for", "1s", "-o", all.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(gpuspan_capture::Capture::open(&file).unwrap().end.is_some());
+    let file = all.join(format!("live_demo-{}.gpuspan", demo.child.id()));
+    assert!(gpuspan_capture::Capture::open(&file).unwrap().end.is_some(), "{}", file.display());
+    assert_eq!(std::fs::read_dir(&all).unwrap().count(), 1);
 }

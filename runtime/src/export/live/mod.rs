@@ -252,6 +252,7 @@ impl OpenWindow {
         self.closed = true;
         let sink: Arc<dyn crate::pipeline::Sink> = self.sink.clone();
         crate::pipeline::remove_sink(&sink);
+        crate::spans::unwant();
         self.sink.close(crate::clock::now_ns());
     }
 }
@@ -334,7 +335,7 @@ impl Server {
         // now, and trace-all ends with the feed.
         if let Some(mut w) = self.window.take() {
             w.close();
-            if let Some(c) = self.clients.iter_mut().find(|c| c.capturing) {
+            if let Some(c) = self.clients.iter_mut().find(|c| c.capturing && !c.finished) {
                 c.queue_bytes(|room, out| w.sink.take(room, out));
                 let _ = c.write();
             }
@@ -345,7 +346,8 @@ impl Server {
     /// and abandons it when its client is gone (closed, stalled or dropped).
     fn pump(&mut self, now: Instant) {
         let Some(w) = &mut self.window else { return };
-        let Some(i) = self.clients.iter().position(|c| c.capturing) else {
+        // The window's client (one whose window ended may still be writing its last bytes).
+        let Some(i) = self.clients.iter().position(|c| c.capturing && !c.finished) else {
             w.close();
             self.window = None;
             self.feed.captures_abandoned += 1;
@@ -491,6 +493,8 @@ impl Server {
             window_s: seconds,
         };
         crate::pipeline::add_sink(sink.clone());
+        // The application spans each call was made in, for the report's cost per request.
+        crate::spans::want();
         self.window = Some(OpenWindow {
             sink,
             start_ns,
