@@ -5,9 +5,11 @@
 //! sinks see what they saw, and when the window closes the sink leaves the pipeline, so the
 //! sampling floor is what it was.
 //!
-//! The sink runs on the resolver's thread and never waits for the client: a record that finds
-//! the queue over [`MAX_QUEUE`] bytes is dropped and counted, and the count is in the capture's
-//! end frame (its losses) and in the snapshot's `capture_window`.
+//! The sink runs where records are submitted (the resolver's thread; a host-timed call's own
+//! thread) and never waits for the client: it encodes the record's frames into the queue under
+//! a lock that the feed's thread holds only to take bytes from the queue's front (no I/O under
+//! it), and a record that finds the queue over [`MAX_QUEUE`] bytes is dropped and counted, in
+//! the capture's end frame (its losses) and in the snapshot's `capture_window`.
 
 use crate::aggregate::{bucket_of, quantile_of, BUCKETS};
 use crate::export::capture_frames::{self as frames, site_frame, source};
@@ -15,7 +17,7 @@ use crate::pipeline::Sink;
 use crate::record::{DeviceLabel, Record};
 use crate::site::Site;
 use gpuspan_capture as cap;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -58,7 +60,7 @@ impl SiteCalls {
             bytes: 0,
             sources: Vec::new(),
             bracketed: false,
-            buckets: vec![0; BUCKETS],
+            buckets: Vec::new(),
         }
     }
 
@@ -76,6 +78,10 @@ impl SiteCalls {
             self.sources.push(s);
         }
         self.bracketed |= r.gpu.as_ref().is_some_and(|g| g.bracketed);
+        // Allocated with the first call: a window lists every site, most never called in it.
+        if self.buckets.is_empty() {
+            self.buckets.resize(BUCKETS, 0);
+        }
         if let Some(b) = self.buckets.get_mut(bucket_of(d)) {
             *b += 1;
         }
@@ -102,8 +108,8 @@ impl SiteCalls {
 
 #[derive(Debug)]
 struct Encoder {
-    /// Frames not yet taken by the feed's thread.
-    writer: cap::Writer<Vec<u8>>,
+    /// Frames not yet taken by the feed's thread (taken from the front: nothing else moves).
+    writer: cap::Writer<VecDeque<u8>>,
     /// Calls that started before this are not the window's.
     start_ns: u64,
     /// Accepting records (until the window closes).
@@ -134,7 +140,7 @@ impl WindowSink {
     pub(super) fn open() -> io::Result<(Arc<WindowSink>, u64)> {
         let header = frames::header(0, true);
         let start_ns = header.start_ns;
-        let writer = cap::Writer::new(Vec::with_capacity(64 * 1024), &header)?;
+        let writer = cap::Writer::new(VecDeque::with_capacity(64 * 1024), &header)?;
         let mut e = Encoder {
             writer,
             start_ns,
