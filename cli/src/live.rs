@@ -329,6 +329,66 @@ mod tests {
         assert_eq!(resolve("/elsewhere/x.trace.json", &found), None);
     }
 
+    /// A program that answers one connection with `reply` (then closes it), as a fake feed.
+    fn fake_feed(tag: &str, reply: Vec<u8>) -> (PathBuf, std::thread::JoinHandle<String>) {
+        let dir = std::env::temp_dir().join(format!("gpuspan-cli-fake-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("fake-1.live.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let served = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            let mut request = String::new();
+            BufReader::new(&s).read_line(&mut request).unwrap();
+            (&s).write_all(&reply).unwrap();
+            request
+        });
+        (dir, served)
+    }
+
+    #[test]
+    fn a_program_older_than_capture_is_told_apart_and_leaves_no_file() {
+        let reply =
+            b"{\"error\":\"unknown request \\\"capture 1.5\\\"; this program answers \\\"snapshot\\\"\"}\n".to_vec();
+        let (dir, served) = fake_feed("old", reply);
+        let out = dir.join("out.gpuspan");
+        let err = capture(&dir.join("fake-1.live.sock"), 1.5, &out).unwrap_err();
+        assert_eq!(served.join().unwrap(), "capture 1.5\n");
+        assert!(err.to_string().contains("predates on-demand capture"), "{err}");
+        assert!(!out.exists(), "no window, no file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stream_cut_before_its_end_is_an_error_with_the_records_kept() {
+        use gpuspan_capture::{Frame, Header, Interval, Record, Writer};
+        let mut bytes = serde_json::to_vec(&msg::CaptureStart { capture: 1, pid: 1, ..Default::default() }).unwrap();
+        bytes.push(b'\n');
+        let mut w = Writer::new(Vec::new(), &Header::new("fake", 1)).unwrap();
+        let record = Record {
+            site: 0,
+            scope_id: 1,
+            thread: 0,
+            host: Interval::new(1, 2),
+            error: false,
+            bytes: None,
+            gpu: None,
+            clock_corrected_ns: 0,
+            activities: Vec::new(),
+            memory: None,
+            span: None,
+        };
+        w.write(&Frame::Record(record)).unwrap();
+        bytes.extend(w.into_inner());
+        let (dir, served) = fake_feed("cut", bytes);
+        let out = dir.join("out.gpuspan");
+        let err = capture(&dir.join("fake-1.live.sock"), 1.0, &out).unwrap_err();
+        served.join().unwrap();
+        assert!(matches!(err, CaptureError::Incomplete { records: 1, .. }), "{err}");
+        assert_eq!(gpuspan_capture::Capture::open(&out).unwrap().records.len(), 1, "what came is readable");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn durations_take_units() {
         assert_eq!(parse_seconds("30s"), Ok(30.0));
