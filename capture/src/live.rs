@@ -11,6 +11,7 @@
 //! | request | answer |
 //! |---|---|
 //! | `snapshot` | a [`Snapshot`] |
+//! | `capture <seconds>` | a [`CaptureStart`] line, then the capture itself (below), or `{"error": "..."}` |
 //! | anything else | `{"error": "..."}` |
 //!
 //! Lines are UTF-8, ended by `\n`. The answer to a request comes before the answer to the next
@@ -18,7 +19,23 @@
 //! or that leaves its answers unread (see docs/live.md).
 //!
 //! Versioning: [`Snapshot::protocol`] is [`PROTOCOL`]; a field added later is optional (missing
-//! reads as its default), so a newer program still answers an older `gpuspan top`.
+//! reads as its default), so a newer program still answers an older `gpuspan top`. A request
+//! added later is announced the same way: [`Snapshot::capture`] says which version of the
+//! `capture` request a program answers ([`CAPTURE_VERSION`]; missing: none, the program answers
+//! it as an unknown request). [`PROTOCOL`] changes only for a change an older client could not
+//! read, which an older `gpuspan top` then refuses by name.
+//!
+//! # On-demand capture
+//!
+//! `capture <seconds>` (at most [`MAX_CAPTURE_S`]) opens a capture window: the program records
+//! every call (trace-all) from now for that long. It answers one [`CaptureStart`] line, then the
+//! connection carries a capture in the `gpuspan-capture` format, byte for byte what a capture
+//! file holds (header, sites, records as they come, then the window's aggregates and the end
+//! frame), and the program closes it after the end frame. Requests sent after `capture` are
+//! not read. One window at a time per program: a second `capture` while one is open is answered
+//! `{"error": ...}` and the connection stays usable. A client that closes its connection ends
+//! its window; records the client does not take in time are dropped, never waited for, and
+//! counted in the end frame's losses.
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +50,46 @@ pub const SOCKET_SUFFIX: &str = ".live.sock";
 
 /// The request for a [`Snapshot`].
 pub const SNAPSHOT_REQUEST: &str = "snapshot";
+
+/// The request that opens a capture window: `capture <seconds>`.
+pub const CAPTURE_REQUEST: &str = "capture";
+
+/// The version of the `capture` request this crate speaks.
+pub const CAPTURE_VERSION: u32 = 1;
+
+/// The longest capture window a program opens, in seconds (a day).
+pub const MAX_CAPTURE_S: f64 = 86_400.0;
+
+/// The first answer to `capture <seconds>`: the window is open, and the capture's bytes follow.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CaptureStart {
+    /// [`CAPTURE_VERSION`] of the program that answered.
+    pub capture: u32,
+    pub program: String,
+    pub pid: u32,
+    /// When the window opened: Unix-epoch ns on the program's host clock (the capture's
+    /// header says it too).
+    pub start_ns: u64,
+    /// The window's length, in seconds, as the program took it.
+    pub window_s: f64,
+}
+
+/// Parses a `capture <seconds>` request: `None` when the line is not one, `Some(Err(why))` when
+/// its length is not a number of seconds above 0 and at most [`MAX_CAPTURE_S`].
+pub fn parse_capture(request: &str) -> Option<Result<f64, String>> {
+    let rest = request.strip_prefix(CAPTURE_REQUEST)?;
+    if !rest.is_empty() && !rest.starts_with(' ') {
+        return None;
+    }
+    let arg = rest.trim();
+    Some(match arg.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= MAX_CAPTURE_S => Ok(s),
+        _ => Err(format!(
+            "`capture <seconds>` wants a number of seconds above 0 and at most {MAX_CAPTURE_S}, not {arg:?}"
+        )),
+    })
+}
 
 /// Everything the program knows now: its sites over the last seconds, its devices, what was lost.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -66,6 +123,23 @@ pub struct Snapshot {
     pub notes: Vec<String>,
     /// The feed's own counts.
     pub feed: Feed,
+    /// The version of the `capture` request the program answers ([`CAPTURE_VERSION`]); `None`
+    /// from a program older than on-demand capture.
+    pub capture: Option<u32>,
+    /// The capture window open now, if any.
+    pub capture_window: Option<CaptureWindow>,
+}
+
+/// A capture window that is open.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CaptureWindow {
+    /// When it opened and when it closes: Unix-epoch ns.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Records sent to the client so far, and dropped (the client did not take them in time).
+    pub records: u64,
+    pub dropped: u64,
 }
 
 /// One annotated function: its calls since the start, and over the window.
@@ -210,6 +284,12 @@ pub struct Feed {
     pub dropped_idle: u64,
     /// Accepts that failed (out of descriptors, say); accepting rests a while after each.
     pub accept_failed: u64,
+    /// Capture windows opened since the start.
+    pub captures: u64,
+    /// `capture` requests refused because a window was open.
+    pub captures_refused: u64,
+    /// Capture windows ended early because their client left (or stopped reading).
+    pub captures_abandoned: u64,
 }
 
 /// An answer that is not a snapshot: the request was not understood.
@@ -253,5 +333,45 @@ mod tests {
         assert_eq!(socket_name("", 1, 5), "program-1.live.sock");
         assert_eq!(socket_pid("x-12.trace.json"), None);
         assert_eq!(socket_pid("nopid.live.sock"), None);
+    }
+
+    #[test]
+    fn capture_requests_carry_their_seconds() {
+        assert_eq!(parse_capture("capture 2.5"), Some(Ok(2.5)));
+        assert_eq!(parse_capture("capture   30"), Some(Ok(30.0)));
+        assert_eq!(parse_capture("snapshot"), None);
+        assert_eq!(parse_capture("captured 3"), None);
+        for bad in ["capture", "capture 0", "capture -1", "capture NaN", "capture 1e9", "capture x"] {
+            assert!(matches!(parse_capture(bad), Some(Err(_))), "{bad}");
+        }
+    }
+
+    /// A client of protocol 1 from before capture (its `Snapshot` had no `capture` fields) reads
+    /// a newer program's snapshot: the version it checks is unchanged, the new fields are extra.
+    #[test]
+    fn an_older_client_reads_a_snapshot_with_the_capture_fields() {
+        #[derive(Deserialize)]
+        struct Old {
+            protocol: u32,
+            pid: u32,
+            feed: OldFeed,
+        }
+        #[derive(Deserialize)]
+        struct OldFeed {
+            accepted: u64,
+        }
+        let new = Snapshot {
+            protocol: PROTOCOL,
+            pid: 7,
+            capture: Some(CAPTURE_VERSION),
+            capture_window: Some(CaptureWindow { start_ns: 1, end_ns: 2, records: 3, dropped: 0 }),
+            feed: Feed { accepted: 4, captures: 1, ..Feed::default() },
+            ..Snapshot::default()
+        };
+        let old: Old = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!((old.protocol, old.pid, old.feed.accepted), (1, 7, 4));
+        // And a newer client reads an older program's snapshot: no capture request there.
+        let older: Snapshot = serde_json::from_str(r#"{"protocol":1,"pid":7,"feed":{"accepted":4}}"#).unwrap();
+        assert_eq!((older.capture, older.capture_window, older.feed.captures), (None, None, 0));
     }
 }

@@ -1,5 +1,6 @@
 //! Finding the programs that serve a live feed (`GPUSPAN_LIVE=1`) and asking them for
-//! snapshots: what `gpuspan top` shows. The messages are `gpuspan_capture::live`'s.
+//! snapshots (what `gpuspan top` shows) or for a capture window (`gpuspan capture`). The
+//! messages are `gpuspan_capture::live`'s.
 
 use gpuspan_capture::live::{self as msg, Snapshot};
 use std::io::{self, BufRead, BufReader, Write};
@@ -275,6 +276,143 @@ fn escape_names(s: &mut Snapshot) {
     }
 }
 
+/// A capture window taken from a running program: what `gpuspan capture` says of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Captured {
+    pub program: String,
+    pub pid: u32,
+    pub window_s: f64,
+    /// Records in the file.
+    pub records: u64,
+    /// Records the program dropped because this client did not take them in time.
+    pub dropped: u64,
+}
+
+/// Why a capture window was not written whole.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error(transparent)]
+    Live(#[from] LiveError),
+    #[error("could not write {path}: {source}")]
+    Output { path: String, source: io::Error },
+    #[error("{path} refused the capture: {why}")]
+    Refused { path: String, why: String },
+    #[error("{path} ended the capture early (the program ended?): {file} holds {records} records, readable but without the window's end")]
+    Incomplete { path: String, file: String, records: u64 },
+}
+
+/// How long past its window a capture may take to arrive whole (the program queues the end when
+/// the window closes, then the client reads what is left).
+const CAPTURE_MARGIN: Duration = Duration::from_secs(15);
+
+/// Opens a capture window of `seconds` in the program at `socket` and writes what it streams
+/// into `out`, a capture file as the program writes one. The file is created before asking, so
+/// that a path that cannot be written opens no window.
+pub fn capture(socket: &Path, seconds: f64, out: &Path) -> Result<Captured, CaptureError> {
+    let shown = socket.display().to_string();
+    let output = |source| CaptureError::Output { path: out.display().to_string(), source };
+    let existed = std::fs::symlink_metadata(out).is_ok();
+    let file = std::fs::File::create(out).map_err(output)?;
+    let (mut reader, start) = match open_window(socket, seconds) {
+        Ok(opened) => opened,
+        Err(e) => {
+            // No window: the file this made, still empty, goes again (one that was there stays).
+            if !existed {
+                let _ = std::fs::remove_file(out);
+            }
+            return Err(e);
+        }
+    };
+    // The bytes are the capture file's: copied as they come (the BufReader may hold the first).
+    let mut w = io::BufWriter::new(file);
+    let copied = io::copy(&mut reader, &mut w);
+    w.flush().map_err(output)?;
+    drop(w);
+    if let Err(source) = copied {
+        if source.kind() != io::ErrorKind::ConnectionReset {
+            return Err(LiveError::Io { path: shown, source }.into());
+        }
+    }
+    let (records, dropped, ended) = read_back(out).map_err(output)?;
+    if !ended {
+        return Err(CaptureError::Incomplete { path: shown, file: out.display().to_string(), records });
+    }
+    Ok(Captured { program: start.program, pid: start.pid, window_s: start.window_s, records, dropped })
+}
+
+/// Asks for the window: the connection, positioned at the capture's first byte, and the
+/// program's [`msg::CaptureStart`].
+fn open_window(socket: &Path, seconds: f64) -> Result<(BufReader<UnixStream>, msg::CaptureStart), CaptureError> {
+    let shown = socket.display().to_string();
+    let connect = |source| LiveError::Connect { path: shown.clone(), source };
+    let stream = UnixStream::connect(socket).map_err(connect)?;
+    // Nothing may come for the whole window (a program that makes no call in it).
+    stream.set_read_timeout(Some(Duration::from_secs_f64(seconds) + CAPTURE_MARGIN)).map_err(connect)?;
+    stream.set_write_timeout(Some(TIMEOUT)).map_err(connect)?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(connect)?);
+    let io_err = |source: io::Error| match source.kind() {
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => LiveError::Closed { path: shown.clone() },
+        _ => LiveError::Io { path: shown.clone(), source },
+    };
+    writeln!(&stream, "{} {seconds}", msg::CAPTURE_REQUEST).map_err(io_err)?;
+    let mut line = String::new();
+    if reader.read_line(&mut line).map_err(io_err)? == 0 {
+        return Err(LiveError::Closed { path: shown }.into());
+    }
+    if let Ok(e) = serde_json::from_str::<msg::ErrorReply>(line.trim_end()) {
+        let why = if e.error.starts_with("unknown request") {
+            "its gpuspan predates on-demand capture (it answers only snapshots); rebuild it with this gpuspan's version"
+                .to_owned()
+        } else {
+            e.error
+        };
+        return Err(CaptureError::Refused { path: shown, why });
+    }
+    let start: msg::CaptureStart = serde_json::from_str(line.trim_end())
+        .map_err(|e| LiveError::Protocol { path: shown.clone(), why: e.to_string() })?;
+    Ok((reader, start))
+}
+
+/// The records in a capture file, those its end says were dropped by the window, and whether
+/// it ends (read frame by frame: memory bounded).
+fn read_back(path: &Path) -> io::Result<(u64, u64, bool)> {
+    let file = BufReader::new(std::fs::File::open(path)?);
+    let mut reader = gpuspan_capture::Reader::new(file).map_err(io::Error::other)?;
+    let (mut records, mut dropped, mut ended) = (0, 0, false);
+    while let Ok(Some(frame)) = reader.next_frame() {
+        match frame {
+            gpuspan_capture::Frame::Record(_) => records += 1,
+            gpuspan_capture::Frame::End(e) => {
+                ended = true;
+                dropped = e.losses.iter().filter(|l| l.what.contains("capture window")).map(|l| l.count).sum();
+            }
+            _ => {}
+        }
+    }
+    Ok((records, dropped, ended))
+}
+
+/// Reads a duration as `gpuspan capture --for` takes it: `30s`, `2.5s`, `500ms`, `2m`, or a
+/// bare number of seconds.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v * scale > 0.0 && v * scale <= msg::MAX_CAPTURE_S => Ok(v * scale),
+        _ => Err(format!("{s:?} is not a duration like 30s, 500ms or 2m (above 0, at most a day)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +428,77 @@ mod tests {
         assert_eq!(found[1].label(), "my-app");
         assert_eq!(resolve("/elsewhere/x-3.live.sock", &found).map(|e| e.pid), Some(3));
         assert_eq!(resolve("/elsewhere/x.trace.json", &found), None);
+    }
+
+    /// A program that answers one connection with `reply` (then closes it), as a fake feed.
+    fn fake_feed(tag: &str, reply: Vec<u8>) -> (PathBuf, std::thread::JoinHandle<String>) {
+        let dir = std::env::temp_dir().join(format!("gpuspan-cli-fake-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("fake-1.live.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let served = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            let mut request = String::new();
+            BufReader::new(&s).read_line(&mut request).unwrap();
+            (&s).write_all(&reply).unwrap();
+            request
+        });
+        (dir, served)
+    }
+
+    #[test]
+    fn a_program_older_than_capture_is_told_apart_and_leaves_no_file() {
+        let reply =
+            b"{\"error\":\"unknown request \\\"capture 1.5\\\"; this program answers \\\"snapshot\\\"\"}\n".to_vec();
+        let (dir, served) = fake_feed("old", reply);
+        let out = dir.join("out.gpuspan");
+        let err = capture(&dir.join("fake-1.live.sock"), 1.5, &out).unwrap_err();
+        assert_eq!(served.join().unwrap(), "capture 1.5\n");
+        assert!(err.to_string().contains("predates on-demand capture"), "{err}");
+        assert!(!out.exists(), "no window, no file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stream_cut_before_its_end_is_an_error_with_the_records_kept() {
+        use gpuspan_capture::{Frame, Header, Interval, Record, Writer};
+        let mut bytes = serde_json::to_vec(&msg::CaptureStart { capture: 1, pid: 1, ..Default::default() }).unwrap();
+        bytes.push(b'\n');
+        let mut w = Writer::new(Vec::new(), &Header::new("fake", 1)).unwrap();
+        let record = Record {
+            site: 0,
+            scope_id: 1,
+            thread: 0,
+            host: Interval::new(1, 2),
+            error: false,
+            bytes: None,
+            gpu: None,
+            clock_corrected_ns: 0,
+            activities: Vec::new(),
+            memory: None,
+            span: None,
+        };
+        w.write(&Frame::Record(record)).unwrap();
+        bytes.extend(w.into_inner());
+        let (dir, served) = fake_feed("cut", bytes);
+        let out = dir.join("out.gpuspan");
+        let err = capture(&dir.join("fake-1.live.sock"), 1.0, &out).unwrap_err();
+        served.join().unwrap();
+        assert!(matches!(err, CaptureError::Incomplete { records: 1, .. }), "{err}");
+        assert_eq!(gpuspan_capture::Capture::open(&out).unwrap().records.len(), 1, "what came is readable");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_seconds("30s"), Ok(30.0));
+        assert_eq!(parse_seconds("2.5"), Ok(2.5));
+        assert_eq!(parse_seconds("500ms"), Ok(0.5));
+        assert_eq!(parse_seconds("2m"), Ok(120.0));
+        for bad in ["0s", "-1s", "abc", "2d", "25h"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

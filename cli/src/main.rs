@@ -124,6 +124,28 @@ enum Command {
         #[arg(long, default_value_t = 0.0)]
         wait: f64,
     },
+    /// Record every call of a running program for a while, into a capture file: asks the
+    /// program over its live feed (`GPUSPAN_LIVE=1`) to trace every call for the window and
+    /// stream the records back. The program's numbers and outputs are unchanged outside it.
+    #[cfg(unix)]
+    Capture {
+        /// The process, by pid or socket path.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        target: Option<String>,
+        /// Every live gpuspan process of this user (all ranks of a job), one file each.
+        #[arg(long)]
+        all: bool,
+        /// How long to record: `30s`, `500ms`, `2m`.
+        #[arg(long = "for", default_value = "30s", value_parser = gpuspan_cli::live::parse_seconds)]
+        seconds: f64,
+        /// The capture file (default `<program>-<pid>.gpuspan`); with `--all`, the directory
+        /// the files go into (default: the current one).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Look for sockets in this directory too.
+        #[arg(long = "dir")]
+        dirs: Vec<PathBuf>,
+    },
 }
 
 #[cfg(unix)]
@@ -330,6 +352,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Top { targets, dirs, once, format, sort, interval_ms, wait } => {
             return top(TopArgs { targets, dirs, once, format, sort, interval_ms, wait });
         }
+        #[cfg(unix)]
+        Command::Capture { target, all, seconds, output, dirs } => return capture(target, all, seconds, output, dirs),
         Command::Timeline { capture, output, svg } => {
             let c = read(&capture)?;
             let label = capture.display().to_string();
@@ -438,6 +462,90 @@ fn top(a: TopArgs) -> Result<ExitCode, Failure> {
         Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `gpuspan capture`: one window per process asked for, each into its own file, at once.
+#[cfg(unix)]
+fn capture(
+    target: Option<String>,
+    all: bool,
+    seconds: f64,
+    output: Option<PathBuf>,
+    extra: Vec<PathBuf>,
+) -> Result<ExitCode, Failure> {
+    use gpuspan_cli::live;
+    let mut dirs = live::default_dirs();
+    dirs.extend(extra);
+    let looked_in = || dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
+    let found = live::discover(&dirs);
+    let chosen = match &target {
+        Some(t) if !all => vec![live::resolve(t, &found).ok_or_else(|| {
+            Failure(format!(
+                "no live gpuspan process {t} (looked in {}); is it running with GPUSPAN_LIVE=1?",
+                looked_in()
+            ))
+        })?],
+        _ => found,
+    };
+    if chosen.is_empty() {
+        return Err(Failure(format!(
+            "no live gpuspan process found (looked in {}); start one with GPUSPAN_LIVE=1",
+            looked_in()
+        )));
+    }
+    let name = |e: &live::Endpoint| PathBuf::from(format!("{}-{}.gpuspan", e.label(), e.pid));
+    let files: Vec<PathBuf> = chosen
+        .iter()
+        .map(|e| match (&output, all) {
+            (Some(o), false) => o.clone(),
+            (Some(dir), true) => dir.join(name(e)),
+            (None, _) => name(e),
+        })
+        .collect();
+    if all {
+        if let Some(dir) = &output {
+            std::fs::create_dir_all(dir).map_err(|e| Failure(format!("could not create {}: {e}", dir.display())))?;
+        }
+    }
+    say(&format!("gpuspan: recording every call of {} process(es) for {seconds} s", chosen.len()));
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> =
+            chosen.iter().zip(&files).map(|(e, file)| s.spawn(move || live::capture(&e.path, seconds, file))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(live::CaptureError::Refused { path: String::new(), why: "the capture thread failed".into() })
+                })
+            })
+            .collect()
+    });
+    let mut failed = 0;
+    for (file, result) in files.iter().zip(results) {
+        match result {
+            Ok(c) => {
+                let dropped = if c.dropped > 0 {
+                    format!(" ({} dropped: this client did not take them in time)", c.dropped)
+                } else {
+                    String::new()
+                };
+                say(&format!(
+                    "gpuspan: {} calls of {} (pid {}) over {} s{dropped} written to {} (read it with `gpuspan report {}`)",
+                    c.records,
+                    c.program,
+                    c.pid,
+                    c.window_s,
+                    file.display(),
+                    file.display()
+                ));
+            }
+            Err(e) => {
+                failed += 1;
+                say(&format!("gpuspan: error: {e}"));
+            }
+        }
+    }
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(2) })
 }
 
 fn main() -> ExitCode {

@@ -475,3 +475,108 @@ fn the_socket_is_private_and_a_stalled_client_does_not_slow_the_program() {
     let (with, without) = (stalled_1 + stalled_2, baseline_1 + baseline_2);
     assert!(with * 2 >= without, "with a stalled client {with} frames, without {without}");
 }
+
+/// `gpuspan` with this test's runtime directory (and temporary directory, the other place it
+/// looks), so that it finds this test's programs only.
+fn gpuspan_in(runtime_dir: &Path, args: &[&str]) -> std::process::Output {
+    let out = Command::new(GPUSPAN).args(args).env("XDG_RUNTIME_DIR", runtime_dir).env("TMPDIR", runtime_dir).output();
+    out.expect("gpuspan runs")
+}
+
+#[test]
+fn capture_records_every_call_of_a_running_program_for_its_window_only() {
+    let dir = TempDir::new("capture");
+    let Some(demo) = Demo::start(&dir.0, 40.0, "capture") else { return };
+    demo.wait_for_calls(&["saxpy", "upload", "relax"]);
+    let pid = demo.child.id().to_string();
+    let file = dir.0.join("window.gpuspan");
+    let out = gpuspan_in(&dir.0, &["capture", &pid, "--for", "3s", "-o", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "gpuspan capture failed: {err}");
+    assert!(err.contains("calls of live_demo"), "{err}");
+
+    // A normal capture: `gpuspan report` reads it and shows the demo's sites called.
+    let report = gpuspan_in(&dir.0, &["report", file.to_str().unwrap(), "--format", "json"]);
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let calls = |name: &str| {
+        json["sites"].as_array().unwrap().iter().find(|s| s["site"] == name).and_then(|s| s["calls"].as_u64())
+    };
+    for site in ["saxpy", "square", "upload", "copy_to_staging", "map_and_copy_out"] {
+        assert!(calls(site).is_some_and(|n| n > 0), "{site} has no calls in the window: {json}");
+    }
+
+    // Every record lies in the window, every call of the window is recorded (trace-all), and
+    // the window's aggregates count what the records hold.
+    let c = gpuspan_capture::Capture::open(&file).unwrap();
+    let end = c.end.as_ref().expect("the capture ends");
+    assert!(c.header.trace_all && c.header.threshold_us == 0);
+    assert_eq!(end.records, c.records.len() as u64);
+    let window_ns = end.end_ns - c.header.start_ns;
+    assert!((2_900_000_000..60_000_000_000).contains(&window_ns), "window {window_ns} ns");
+    for r in &c.records {
+        assert!(r.host.start_ns >= c.header.start_ns && r.host.end_ns <= end.end_ns, "{r:?} outside the window");
+    }
+    let dropped: u64 = end.losses.iter().filter(|l| l.what.contains("capture window")).map(|l| l.count).sum();
+    for a in &c.aggregates {
+        let recorded = c.records.iter().filter(|r| r.site == a.site).count() as u64;
+        assert!(recorded <= a.calls && a.calls <= recorded + dropped, "site {}: {recorded} recorded, {a:?}", a.site);
+    }
+
+    // The window is closed: the program is back to what it was, and says it took one.
+    let snap = snapshot(&demo.socket);
+    assert_eq!((snap.capture, snap.capture_window, snap.feed.captures), (Some(1), None, 1));
+}
+
+#[test]
+fn a_capture_s_client_that_leaves_ends_the_window_and_a_second_one_meanwhile_is_refused() {
+    let dir = TempDir::new("capture-clients");
+    let Some(demo) = Demo::start(&dir.0, 60.0, "capture-clients") else { return };
+    let ask = |s: &UnixStream, request: &str| -> String {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        writeln!(&*s, "{request}").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        line
+    };
+    let first = UnixStream::connect(&demo.socket).unwrap();
+    let start: gpuspan_capture::live::CaptureStart = serde_json::from_str(&ask(&first, "capture 600")).unwrap();
+    assert_eq!((start.capture, start.pid), (1, demo.child.id()));
+
+    // A second client: refused, clearly, and its connection still answers snapshots.
+    let second = UnixStream::connect(&demo.socket).unwrap();
+    let refused: gpuspan_capture::live::ErrorReply = serde_json::from_str(&ask(&second, "capture 1")).unwrap();
+    assert!(refused.error.contains("already open"), "{}", refused.error);
+    let snap: Snapshot = serde_json::from_str(&ask(&second, "snapshot")).unwrap();
+    assert!(snap.capture_window.is_some());
+    assert_eq!((snap.feed.captures, snap.feed.captures_refused), (1, 1));
+    let refused_file = dir.0.join("refused.gpuspan");
+    let out = gpuspan_in(
+        &dir.0,
+        &["capture", &demo.child.id().to_string(), "--for", "1s", "-o", refused_file.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!refused_file.exists(), "no window, no file");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already open"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The first client vanishes mid-window (600 s asked): the window ends with it.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let snap = loop {
+        let snap = snapshot(&demo.socket);
+        if snap.capture_window.is_none() || Instant::now() > deadline {
+            break snap;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!((snap.capture_window, snap.feed.captures_abandoned), (None, 1), "{:?}", snap.feed);
+    assert_eq!(snap.feed.dropped_stalled, 0, "ended by the client leaving, not by stalling");
+
+    // And the next one gets its window: `--all`, one file per live process (here the one).
+    let all = dir.0.join("all");
+    let out = gpuspan_in(&dir.0, &["capture", "--all", "--for", "1s", "-o", all.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = all.join(format!("live_demo-{}.gpuspan", demo.child.id()));
+    assert!(gpuspan_capture::Capture::open(&file).unwrap().end.is_some(), "{}", file.display());
+    assert_eq!(std::fs::read_dir(&all).unwrap().count(), 1);
+}

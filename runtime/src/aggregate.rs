@@ -14,7 +14,12 @@ use std::sync::{Arc, Mutex};
 /// Sub-buckets per power of two: quantiles are within 1/16 (6.25 %) of the true value.
 const SUB_BITS: u32 = 4;
 const SUB: usize = 1 << SUB_BITS;
-const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
+pub(crate) const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
+
+/// The histogram bucket a duration falls into (for counts kept elsewhere: a capture window's).
+pub(crate) fn bucket_of(v: u64) -> usize {
+    Histogram::index(v)
+}
 
 /// A log-linear histogram of nanosecond durations with atomic buckets.
 #[derive(Debug)]

@@ -15,14 +15,15 @@
 
 use std::sync::atomic::AtomicBool;
 #[cfg(feature = "enabled")]
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 #[cfg(feature = "enabled")]
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
-/// A capture wants chains.
+/// How many captures want chains (the capture file for the whole run, a live capture window
+/// while it is open).
 #[cfg(feature = "enabled")]
-static WANTED: AtomicBool = AtomicBool::new(false);
+static WANTED: AtomicUsize = AtomicUsize::new(0);
 #[cfg(feature = "enabled")]
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -41,10 +42,17 @@ pub(crate) struct SpanNode {
 pub(crate) type Chain = Option<Arc<SpanNode>>;
 
 #[cfg(feature = "enabled")]
-/// From now on, scopes take their span chain.
+/// From now on, scopes take their span chain (until as many [`unwant`]s).
 #[allow(dead_code)] // asked for by the capture file
 pub(crate) fn want() {
-    WANTED.store(true, Relaxed);
+    WANTED.fetch_add(1, Relaxed);
+}
+
+#[cfg(feature = "enabled")]
+/// One capture that wanted chains no longer does (a live capture window that closed).
+#[allow(dead_code)] // asked for by the live feed
+pub(crate) fn unwant() {
+    let _ = WANTED.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
 }
 
 #[cfg(feature = "enabled")]
@@ -54,7 +62,7 @@ pub(crate) fn want() {
 #[cfg(feature = "enabled")]
 #[inline]
 pub(crate) fn capture(host: Option<&tracing::Span>) -> Chain {
-    if !WANTED.load(Relaxed) {
+    if WANTED.load(Relaxed) == 0 {
         return None;
     }
     from(host)

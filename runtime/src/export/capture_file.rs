@@ -23,7 +23,7 @@
 //! with each device's link peaks: written once per device, right after its device frame when
 //! known by then (the first pull is at the start), else as soon as a pull brings them.
 
-use super::capture_frames::{self as frames, activity, bracket, interval, site_frame, source};
+use super::capture_frames::{self as frames, site_frame};
 use super::file::Bounded;
 use crate::hooks::Readings;
 use crate::pipeline::Sink;
@@ -383,44 +383,8 @@ impl State {
         let site = self.site_id(r.site)?;
         self.thread(r.thread)?;
         let span = self.spans(&r.spans)?;
-        let gpu = match &r.gpu {
-            None => None,
-            Some(g) => Some(cap::Gpu {
-                interval: interval(g.interval),
-                busy_ns: g.busy_ns,
-                source: source(g.source),
-                clock_error_ns: g.clock_error_ns,
-                bracket: bracket(g),
-                device: g.device.as_ref().map(|d| self.device(d)).transpose()?,
-            }),
-        };
-        let mut activities = Vec::with_capacity(r.activities.len());
-        for a in &r.activities {
-            activities.push(cap::Activity {
-                name: a.name.to_string(),
-                interval: interval(a.interval),
-                kind: activity(&a.kind),
-                stream: a.stream,
-                device: a.device.as_ref().map(|d| self.device(d)).transpose()?,
-            });
-        }
-        let memory = r.memory.map(|(b, a)| {
-            [b, a]
-                .map(|m| cap::Memory { process_rss_bytes: m.process_rss_bytes, device_used_bytes: m.device_used_bytes })
-        });
-        self.frame(&cap::Frame::Record(cap::Record {
-            site,
-            scope_id: r.scope_id,
-            thread: r.thread,
-            host: interval(r.host),
-            error: r.error,
-            bytes: r.bytes,
-            gpu,
-            clock_corrected_ns: r.clock_corrected_ns,
-            activities,
-            memory,
-            span,
-        }))
+        let record = frames::record(r, site, span, |d| self.device(d))?;
+        self.frame(&cap::Frame::Record(record))
     }
 
     fn write_end(&mut self, records: u64, lost: u64) -> io::Result<()> {

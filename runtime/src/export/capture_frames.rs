@@ -1,9 +1,10 @@
 //! The runtime's sites, aggregates and records' parts in the capture format's types, and the
 //! capture's header: what the capture file's sink writes, kept apart from how it writes.
 
-use crate::record::ActivityKind;
+use crate::record::{ActivityKind, DeviceLabel, Record};
 use crate::site::{Backend, Direction, Site, SiteKind};
 use gpuspan_capture as cap;
+use std::io;
 
 /// The header of a capture starting now.
 pub(super) fn header(threshold_us: u64, trace_all: bool) -> cap::Header {
@@ -134,5 +135,52 @@ pub(super) fn aggregate(id: u32, site: &Site) -> Option<cap::Aggregate> {
         bytes: t.bytes,
         sources: t.sources.iter().map(|s| source(*s)).collect(),
         bracketed: t.bracketed,
+    })
+}
+
+/// A record in the format's terms, given its site's id, its innermost span's id and the key of
+/// each device it names (`device` writes a device's frame the first time it is asked).
+pub(super) fn record(
+    r: &Record,
+    site: u32,
+    span: Option<u64>,
+    mut device: impl FnMut(&DeviceLabel) -> io::Result<u32>,
+) -> io::Result<cap::Record> {
+    let gpu = match &r.gpu {
+        None => None,
+        Some(g) => Some(cap::Gpu {
+            interval: interval(g.interval),
+            busy_ns: g.busy_ns,
+            source: source(g.source),
+            clock_error_ns: g.clock_error_ns,
+            bracket: bracket(g),
+            device: g.device.as_ref().map(&mut device).transpose()?,
+        }),
+    };
+    let mut activities = Vec::with_capacity(r.activities.len());
+    for a in &r.activities {
+        activities.push(cap::Activity {
+            name: a.name.to_string(),
+            interval: interval(a.interval),
+            kind: activity(&a.kind),
+            stream: a.stream,
+            device: a.device.as_ref().map(&mut device).transpose()?,
+        });
+    }
+    let memory = r.memory.map(|(b, a)| {
+        [b, a].map(|m| cap::Memory { process_rss_bytes: m.process_rss_bytes, device_used_bytes: m.device_used_bytes })
+    });
+    Ok(cap::Record {
+        site,
+        scope_id: r.scope_id,
+        thread: r.thread,
+        host: interval(r.host),
+        error: r.error,
+        bytes: r.bytes,
+        gpu,
+        clock_corrected_ns: r.clock_corrected_ns,
+        activities,
+        memory,
+        span,
     })
 }

@@ -34,12 +34,26 @@ pub(super) struct Client {
     asked_at: Instant,
     /// Whether it has sent one.
     asked: bool,
+    /// Its connection carries a capture window's bytes (requests after it are ignored).
+    pub(super) capturing: bool,
+    /// Its window's last bytes are queued: the connection ends once they are written.
+    pub(super) finished: bool,
 }
 
 impl Client {
     pub(super) fn new(stream: UnixStream) -> Client {
         let now = Instant::now();
-        Client { stream, request: Vec::new(), out: Vec::new(), sent: 0, progress: now, asked_at: now, asked: false }
+        Client {
+            stream,
+            request: Vec::new(),
+            out: Vec::new(),
+            sent: 0,
+            progress: now,
+            asked_at: now,
+            asked: false,
+            capturing: false,
+            finished: false,
+        }
     }
 
     pub(super) fn pending(&self) -> usize {
@@ -89,6 +103,31 @@ impl Client {
         Ok(())
     }
 
+    /// How many more bytes [`Client::queue_bytes`] may take now.
+    pub(super) fn room(&self) -> usize {
+        MAX_PENDING.saturating_sub(self.pending())
+    }
+
+    /// Queues raw bytes (a capture window's), at most [`Client::room`] of them.
+    pub(super) fn queue_bytes(&mut self, take: impl FnOnce(usize, &mut Vec<u8>)) {
+        if self.pending() == 0 {
+            self.out.clear();
+            self.sent = 0;
+            self.progress = Instant::now();
+        } else if self.sent > 0 {
+            // A stream never drains to empty: keep only what is unsent.
+            self.out.drain(..self.sent);
+            self.sent = 0;
+        }
+        let room = self.room();
+        take(room, &mut self.out);
+    }
+
+    /// Whether its window's bytes are all written: the connection is done.
+    pub(super) fn done(&self) -> bool {
+        self.finished && self.pending() == 0
+    }
+
     /// Writes what the socket takes now, never waiting.
     pub(super) fn write(&mut self) -> Result<(), Close> {
         while self.sent < self.out.len() {
@@ -126,8 +165,12 @@ impl Client {
     }
 
     /// Holds a place without asking: no request within [`HANDSHAKE`] of connecting, or none
-    /// for [`IDLE`] since the last one (with nothing left to send it).
+    /// for [`IDLE`] since the last one (with nothing left to send it). A capture's client never is.
     pub(super) fn idle(&self, now: Instant) -> bool {
+        // A capture's client asks once and then reads for the whole window.
+        if self.capturing {
+            return false;
+        }
         let allowed = if self.asked { IDLE } else { HANDSHAKE };
         self.pending() == 0 && now.duration_since(self.asked_at) > allowed
     }

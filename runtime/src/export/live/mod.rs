@@ -27,10 +27,11 @@
 //! the protocol and docs/decisions.md the decisions.
 
 mod client;
+mod window;
 mod windows;
 
 use client::{peer_uid, Client, Close};
-use gpuspan_capture::live::{self as msg, SNAPSHOT_REQUEST};
+use gpuspan_capture::live::{self as msg, CAPTURE_REQUEST, SNAPSHOT_REQUEST};
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -41,6 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use window::WindowSink;
 use windows::Windows;
 
 /// How often the aggregates are read into the history.
@@ -62,6 +64,8 @@ pub(crate) const IDLE: Duration = Duration::from_secs(120);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// A snapshot answers every request within this long of it (requests in a burst share one).
 const REUSE: Duration = Duration::from_millis(200);
+/// How often the feed's thread moves a capture window's records to its client.
+const WINDOW_POLL: Duration = Duration::from_millis(50);
 /// How long shutdown waits for the feed's thread to finish its round.
 const STOP_WAIT: Duration = Duration::from_secs(1);
 /// A Unix socket's path holds at most this many bytes (108 with its NUL on Linux, 104 on macOS).
@@ -224,6 +228,33 @@ struct Server {
     cached: Option<(Instant, msg::Snapshot)>,
     /// Accepting rests until then, after a failed accept.
     accept_after: Option<Instant>,
+    /// The capture window open now (one at a time), its client the one `capturing`.
+    window: Option<OpenWindow>,
+}
+
+/// A capture window and where it stands.
+#[derive(Debug)]
+struct OpenWindow {
+    sink: Arc<WindowSink>,
+    start_ns: u64,
+    end_ns: u64,
+    ends: Instant,
+    /// Out of the pipeline, its end queued: what is left is to hand the client its last bytes.
+    closed: bool,
+}
+
+impl OpenWindow {
+    /// Takes the sink out of the pipeline (trace-all ends with it) and queues the end.
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let sink: Arc<dyn crate::pipeline::Sink> = self.sink.clone();
+        crate::pipeline::remove_sink(&sink);
+        crate::spans::unwant();
+        self.sink.close(crate::clock::now_ns());
+    }
 }
 
 impl Server {
@@ -242,6 +273,7 @@ impl Server {
             feed: msg::Feed::default(),
             cached: None,
             accept_after: None,
+            window: None,
         }
     }
 
@@ -261,7 +293,10 @@ impl Server {
                 let out = if c.pending() > 0 { libc::POLLOUT } else { 0 };
                 fds.push(watch(c.stream.as_raw_fd(), libc::POLLIN | out));
             }
-            let wake_at = self.accept_after.filter(|_| resting).map_or(next_tick, |t| t.min(next_tick));
+            let mut wake_at = self.accept_after.filter(|_| resting).map_or(next_tick, |t| t.min(next_tick));
+            if self.window.is_some() {
+                wake_at = wake_at.min(Instant::now() + WINDOW_POLL);
+            }
             let wait = wake_at.saturating_duration_since(Instant::now());
             // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait.as_millis() as libc::c_int) };
@@ -293,6 +328,46 @@ impl Server {
             self.clients.retain(|c| !c.stalled(now));
             self.feed.dropped_stalled += (before - self.clients.len()) as u64;
             self.drop_idle(now);
+            self.pump(now);
+            self.clients.retain(|c| !c.done());
+        }
+        // Stopping (the program ends): the window's end goes out as far as the client takes it
+        // now, and trace-all ends with the feed.
+        if let Some(mut w) = self.window.take() {
+            w.close();
+            if let Some(c) = self.clients.iter_mut().find(|c| c.capturing && !c.finished) {
+                c.queue_bytes(|room, out| w.sink.take(room, out));
+                let _ = c.write();
+            }
+        }
+    }
+
+    /// Moves the capture window's records to its client, ends the window when its time is up,
+    /// and abandons it when its client is gone (closed, stalled or dropped).
+    fn pump(&mut self, now: Instant) {
+        let Some(w) = &mut self.window else { return };
+        // The window's client (one whose window ended may still be writing its last bytes).
+        let Some(i) = self.clients.iter().position(|c| c.capturing && !c.finished) else {
+            w.close();
+            self.window = None;
+            self.feed.captures_abandoned += 1;
+            return;
+        };
+        if now >= w.ends {
+            w.close();
+        }
+        let client = &mut self.clients[i];
+        client.queue_bytes(|room, out| w.sink.take(room, out));
+        if w.closed && w.sink.queued() == 0 {
+            client.finished = true;
+            self.window = None;
+        }
+        if client.pending() > 0 && client.write().is_err() {
+            self.clients.remove(i);
+            if let Some(mut w) = self.window.take() {
+                w.close();
+                self.feed.captures_abandoned += 1;
+            }
         }
     }
 
@@ -314,10 +389,18 @@ impl Server {
             let mut result = Ok(());
             if fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
                 result = self.clients[i].read().and_then(|lines| {
-                    lines.iter().filter(|l| !l.is_empty()).try_for_each(|line| {
-                        let answer = self.answer(line);
-                        self.clients[i].queue(&answer)
-                    })
+                    for line in lines.iter().filter(|l| !l.is_empty()) {
+                        // Once the connection carries a capture, what the client says is ignored.
+                        if self.clients[i].capturing {
+                            break;
+                        }
+                        let answer = match msg::parse_capture(line) {
+                            Some(seconds) => self.open_window(i, seconds),
+                            None => self.answer(line),
+                        };
+                        self.clients[i].queue(&answer)?;
+                    }
+                    Ok(())
                 });
             }
             if result.is_ok() && self.clients[i].pending() > 0 {
@@ -381,11 +464,64 @@ impl Server {
         }
     }
 
+    /// Opens a capture window for client `i` (`capture <seconds>`): the answer is the
+    /// [`msg::CaptureStart`] line, after which the connection carries the capture; or an error,
+    /// with the connection still a snapshot one.
+    fn open_window(&mut self, i: usize, seconds: Result<f64, String>) -> Arc<Vec<u8>> {
+        let error = |error: String| Arc::new(serde_json::to_vec(&msg::ErrorReply { error }).unwrap_or_default());
+        let seconds = match seconds {
+            Ok(s) => s,
+            Err(why) => return error(why),
+        };
+        if let Some(w) = &self.window {
+            self.feed.captures_refused += 1;
+            let left = w.ends.saturating_duration_since(Instant::now()).as_secs_f64();
+            return error(format!(
+                "a capture window is already open in this program (one at a time; it ends in {left:.1} s): ask again after it"
+            ));
+        }
+        let (sink, start_ns) = match WindowSink::open() {
+            Ok(opened) => opened,
+            Err(e) => return error(format!("the capture window could not start: {e}")),
+        };
+        let window = Duration::from_secs_f64(seconds);
+        let start = msg::CaptureStart {
+            capture: msg::CAPTURE_VERSION,
+            program: self.program.clone(),
+            pid: self.pid,
+            start_ns,
+            window_s: seconds,
+        };
+        crate::pipeline::add_sink(sink.clone());
+        // The application spans each call was made in, for the report's cost per request.
+        crate::spans::want();
+        self.window = Some(OpenWindow {
+            sink,
+            start_ns,
+            end_ns: start_ns.saturating_add(window.as_nanos() as u64),
+            ends: Instant::now() + window,
+            closed: false,
+        });
+        self.feed.captures += 1;
+        self.clients[i].capturing = true;
+        Arc::new(serde_json::to_vec(&start).unwrap_or_default())
+    }
+
+    /// The window open now, as the snapshot says it.
+    fn capture_window(&self) -> Option<msg::CaptureWindow> {
+        self.window.as_ref().map(|w| {
+            let (records, dropped) = w.sink.counts();
+            msg::CaptureWindow { start_ns: w.start_ns, end_ns: w.end_ns, records, dropped }
+        })
+    }
+
     /// The answer to one request line (without its newline).
     fn answer(&mut self, request: &str) -> Arc<Vec<u8>> {
         if request != SNAPSHOT_REQUEST {
             let reply = msg::ErrorReply {
-                error: format!("unknown request {request:?}; this program answers {SNAPSHOT_REQUEST:?}"),
+                error: format!(
+                    "unknown request {request:?}; this program answers {SNAPSHOT_REQUEST:?} and \"{CAPTURE_REQUEST} <seconds>\""
+                ),
             };
             return Arc::new(serde_json::to_vec(&reply).unwrap_or_default());
         }
@@ -396,6 +532,7 @@ impl Server {
         let (at, mut snapshot) = fresh;
         // The feed's own counts are always current (they cost nothing to read).
         snapshot.feed = msg::Feed { clients: self.clients.len() as u32, ..self.feed };
+        snapshot.capture_window = self.capture_window();
         let line = Arc::new(serde_json::to_vec(&snapshot).unwrap_or_default());
         self.cached = Some((at, snapshot));
         line
@@ -429,6 +566,8 @@ impl Server {
                 .collect(),
             notes: crate::diagnostics::notes(),
             feed: msg::Feed { clients: self.clients.len() as u32, ..self.feed },
+            capture: Some(msg::CAPTURE_VERSION),
+            capture_window: self.capture_window(),
         }
     }
 }
