@@ -8,7 +8,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuspan_capture::Capture;
-use gpuspan_cli::{diff, flame, load, perfetto, picture, ranks, report};
+use gpuspan_cli::{diff, export, flame, load, perfetto, picture, ranks, report};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -82,6 +82,19 @@ enum Command {
         #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
         format: DiffFormat,
     },
+    /// Every call, kernel, copy, application span, device and device sample of a capture as SQL
+    /// tables (schema: docs/cli.md), written in one pass.
+    Export {
+        capture: PathBuf,
+        #[arg(long, value_enum, default_value_t = ExportTo::Sqlite)]
+        to: ExportTo,
+        /// Where to write (default: the capture's path with the extension `.sqlite`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Replace the output if it exists.
+        #[arg(long)]
+        force: bool,
+    },
     /// The Perfetto timeline of one capture, with counter tracks.
     Timeline {
         capture: PathBuf,
@@ -136,6 +149,12 @@ enum Format {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ExportTo {
+    /// One SQLite database.
+    Sqlite,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum DiffFormat {
     Text,
     Json,
@@ -163,12 +182,12 @@ impl From<load::LoadError> for Failure {
 
 fn read(path: &Path) -> Result<Capture, Failure> {
     let c = load::open(path, true)?;
-    warn_truncated(path, &c);
+    warn_truncated(path, &c.truncation);
     Ok(c)
 }
 
-fn warn_truncated(path: &Path, c: &Capture) {
-    if let Some(t) = &c.truncation {
+fn warn_truncated(path: &Path, truncation: &Option<gpuspan_capture::Truncation>) {
+    if let Some(t) = truncation {
         say(&format!("gpuspan: warning: {}: {t}", path.display()));
     }
 }
@@ -210,7 +229,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
         Command::Report { capture, format, table } => {
             let (r, c) = report::stream(&capture, true)?;
-            warn_truncated(&capture, &c);
+            warn_truncated(&capture, &c.truncation);
             emit(None, |w| match format {
                 Format::Text => w.write_all(r.to_text().as_bytes()),
                 Format::Json => write_json(w, &r),
@@ -219,7 +238,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Flamegraph { capture, output, folded, title } => {
             let (stacks, c) = flame::stream(&capture, true)?;
-            warn_truncated(&capture, &c);
+            warn_truncated(&capture, &c.truncation);
             emit(output.as_deref(), |w| {
                 if folded {
                     flame::folded_lines(&stacks).iter().try_for_each(|l| writeln!(w, "{l}"))
@@ -233,8 +252,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Diff { base, new, fail_if_slower, format } => {
             let (d, b, n) = diff::compare_files(&base, &new, true, &diff::Settings::default())?;
-            warn_truncated(&base, &b);
-            warn_truncated(&new, &n);
+            warn_truncated(&base, &b.truncation);
+            warn_truncated(&new, &n.truncation);
             emit(None, |w| match format {
                 DiffFormat::Text => w.write_all(d.to_text().as_bytes()),
                 DiffFormat::Json => write_json(w, &d),
@@ -279,6 +298,26 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         #[cfg(unix)]
         Command::Top { targets, dirs, once, format, sort, interval_ms, wait } => {
             return top(TopArgs { targets, dirs, once, format, sort, interval_ms, wait });
+        }
+        Command::Export { capture, to: ExportTo::Sqlite, output, force } => {
+            let out = output.unwrap_or_else(|| export::default_output(&capture));
+            let s = export::to_sqlite(&capture, &out, force, true).map_err(|e| Failure(e.to_string()))?;
+            warn_truncated(&capture, &s.truncation);
+            say(&format!(
+                "gpuspan: {} calls, {} GPU activities, {} spans and {} device samples written to {}",
+                s.calls,
+                s.activities,
+                s.spans,
+                s.samples,
+                out.display()
+            ));
+            if let Some(why) = &s.damaged {
+                return Err(Failure(format!(
+                    "{}: {why}; {} holds what was read before the damage",
+                    capture.display(),
+                    out.display()
+                )));
+            }
         }
         Command::Timeline { capture, output, svg } => {
             let c = read(&capture)?;
