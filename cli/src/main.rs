@@ -86,9 +86,10 @@ enum Command {
     /// tables (schema: docs/cli.md), written in one pass.
     Export {
         capture: PathBuf,
-        #[arg(long, value_enum, default_value_t = ExportTo::Sqlite)]
-        to: ExportTo,
-        /// Where to write (default: the capture's path with the extension `.sqlite`).
+        #[arg(long, value_enum, default_value_t = export::To::Sqlite)]
+        to: export::To,
+        /// Where to write: a database file, or a directory for Parquet's files (default: the
+        /// capture's path with the extension `.sqlite` or `.parquet`).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Replace the output if it exists.
@@ -146,12 +147,6 @@ enum Format {
     Text,
     Json,
     Csv,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ExportTo {
-    /// One SQLite database.
-    Sqlite,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -299,9 +294,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Top { targets, dirs, once, format, sort, interval_ms, wait } => {
             return top(TopArgs { targets, dirs, once, format, sort, interval_ms, wait });
         }
-        Command::Export { capture, to: ExportTo::Sqlite, output, force } => {
-            let out = output.unwrap_or_else(|| export::default_output(&capture));
-            let s = export::to_sqlite(&capture, &out, force, true).map_err(|e| Failure(e.to_string()))?;
+        Command::Export { capture, to, output, force } => {
+            let out = output.unwrap_or_else(|| export::default_output(&capture, to));
+            let s = export::export(&capture, to, &out, force, true).map_err(|e| Failure(e.to_string()))?;
             warn_truncated(&capture, &s.truncation);
             say(&format!(
                 "gpuspan: {} calls, {} GPU activities, {} spans and {} device samples written to {}",

@@ -1,10 +1,12 @@
-//! `gpuspan export --to sqlite`, read back by a real client: Python's `sqlite3` module answers
-//! "top 5 kernels by total GPU time" with the names and totals of `gpuspan report`'s kernel
-//! table, on captures of real programs (lavapipe, an H100 under CUPTI) and on a synthetic CUDA
-//! capture; every field of a record reaches its column; bad input fails in one line.
+//! `gpuspan export`, read back by real clients: Python's `sqlite3` module (SQLite) and DuckDB
+//! (Parquet) answer "top 5 kernels by total GPU time" with the names and totals of `gpuspan
+//! report`'s kernel table, on captures of real programs (lavapipe, H100s under CUPTI) and on a
+//! synthetic CUDA capture; every field of a record reaches its column; bad input fails in one line.
 //!
-//! The Python is `GPUSPAN_TEST_PYTHON` if set, else the first of `python3.11` (what scripts/test
-//! ensures) and `python3` that has the `sqlite3` module.
+//! The Python is `GPUSPAN_TEST_PYTHON` if set (scripts/test sets it to the venv of
+//! `scripts/sql-clients`, which has DuckDB), else that venv under target/ if it exists, else the
+//! first of `python3.11` and `python3` that has the `sqlite3` module. The Parquet tests need
+//! DuckDB in it: `scripts/sql-clients install`.
 
 mod common;
 
@@ -28,8 +30,10 @@ fn fixture(name: &str) -> PathBuf {
 
 /// The Python with `sqlite3` these tests query through.
 fn python() -> String {
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sql-clients/venv/bin/python");
     let candidates = match std::env::var("GPUSPAN_TEST_PYTHON") {
         Ok(p) => vec![p],
+        Err(_) if Path::new(venv).exists() => vec![venv.to_owned()],
         Err(_) => vec!["python3.11".to_owned(), "python3".to_owned()],
     };
     for p in &candidates {
@@ -49,6 +53,45 @@ fn sql(db: &Path, query: &str) -> Vec<Vec<Value>> {
     let out = Command::new(python()).args(["-c", script]).arg(db).arg(query).output().expect("python runs");
     assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("python printed JSON")
+}
+
+/// The rows `query` returns from DuckDB over the Parquet directory `dir`: a view per file, named
+/// by its table, and the `kernels` view the SQLite export holds.
+fn duckdb(dir: &Path, query: &str) -> Vec<Vec<Value>> {
+    let script = "import json, os, sys\n\
+                  try:\n    import duckdb\n\
+                  except ImportError:\n    sys.exit('no duckdb in ' + sys.executable + ': run scripts/sql-clients install')\n\
+                  con = duckdb.connect()\n\
+                  for f in sorted(x for x in os.listdir(sys.argv[1]) if x.endswith('.parquet')):\n    \
+                      con.execute(\"CREATE VIEW %s AS SELECT * FROM read_parquet('%s')\" % (f[:-8], os.path.join(sys.argv[1], f)))\n\
+                  con.execute(sys.argv[2])\n\
+                  print(json.dumps([list(r) for r in con.execute(sys.argv[3]).fetchall()]))";
+    let out = Command::new(python())
+        .args(["-c", script])
+        .arg(dir)
+        .arg(gpuspan_cli::export::KERNELS_VIEW)
+        .arg(query)
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("python printed JSON")
+}
+
+/// Exports `capture` to Parquet into a fresh scratch directory `name`.
+fn export_parquet(capture: &Path, name: &str) -> PathBuf {
+    let dir = scratch(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, _, err) = gpuspan(&[
+        "export".as_ref(),
+        capture.as_os_str(),
+        "--to".as_ref(),
+        "parquet".as_ref(),
+        "-o".as_ref(),
+        dir.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("written to"), "{err}");
+    dir
 }
 
 /// Exports `capture` into a fresh scratch database `name`.
@@ -472,4 +515,82 @@ fn the_default_output_is_beside_the_capture() {
     let (code, _, err) = gpuspan(&["export".as_ref(), path.as_os_str()]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(count(&path.with_extension("sqlite"), "calls"), 60);
+}
+
+#[test]
+fn top_kernels_in_parquet_through_duckdb_equal_the_report() {
+    let synthetic = save(&cuda_capture(), "cuda-pq.gpuspan");
+    for path in [fixture("lavapipe_demo.gpuspan"), fixture("h100_multi_gpu_nvml.gpuspan"), synthetic] {
+        let c = Capture::open(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let dir = export_parquet(&path, &format!("{name}.parquet"));
+        let want = report_top(&c);
+        assert!(!want.is_empty(), "{name}: the report has kernels");
+        assert_eq!(duckdb(&dir, TOP_KERNELS), want, "{name}");
+        let counts = duckdb(
+            &dir,
+            "SELECT (SELECT COUNT(*) FROM calls), (SELECT COUNT(*) FROM gpu_activities), \
+             (SELECT COUNT(*) FROM device_samples), (SELECT COUNT(*) FROM spans)",
+        );
+        let activities: usize = c.records.iter().map(|r| r.activities.len()).sum();
+        let samples: usize = c.samples.iter().map(|s| s.samples.len()).sum();
+        assert_eq!(counts, vec![row![c.records.len(), activities, samples, c.spans.len()]], "{name}");
+        assert_eq!(
+            duckdb(&dir, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            vec![row![gpuspan_cli::export::SCHEMA_VERSION.to_string()]],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn parquet_of_more_rows_than_a_row_group_keeps_every_row() {
+    let n = gpuspan_cli::export::parquet::ROW_GROUP as u64 + 1_234;
+    let mut c = Capture::new(Header::new("many", 1));
+    c.sites.push(Site::new(0, "s", SiteKind::Kernel));
+    c.records = (0..n).map(|i| Record::new(0, i + 1, 1, Interval::new(i * 10, i * 10 + 1 + i % 7))).collect();
+    c.end = Some(End { end_ns: n * 10, records: n, ..End::default() });
+    let dir = export_parquet(&save(&c, "many.gpuspan"), "many.parquet");
+    let total: u64 = c.records.iter().map(|r| r.duration_ns()).sum();
+    assert_eq!(
+        duckdb(&dir, "SELECT COUNT(*), SUM(duration_ns), MIN(id), MAX(id), COUNT(DISTINCT scope_id) FROM calls"),
+        vec![row![n, total, 1, n, n]]
+    );
+}
+
+#[test]
+fn a_parquet_directory_that_holds_files_needs_force() {
+    let good = fixture("lavapipe_requests.gpuspan");
+    let dir = scratch("taken.parquet");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("mine.txt"), "precious").unwrap();
+    let args =
+        ["export".as_ref(), good.as_os_str(), "--to".as_ref(), "parquet".as_ref(), "-o".as_ref(), dir.as_os_str()];
+    let (code, _, err) = gpuspan(&args);
+    assert_eq!(code, 2);
+    assert!(err.contains("already exists") && err.contains("--force"), "{err}");
+    assert!(!dir.join("calls.parquet").exists());
+    // With --force the tables are written beside what was there, which stays.
+    let (code, _, err) = gpuspan(&[&args[..], &["--force".as_ref()]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(dir.join("mine.txt")).unwrap(), b"precious");
+    assert_eq!(
+        duckdb(&dir, "SELECT COUNT(*) FROM calls")[0][0],
+        Value::from(Capture::open(&good).unwrap().records.len())
+    );
+    // A file where the directory should be.
+    let file = scratch("file.parquet");
+    std::fs::write(&file, "x").unwrap();
+    let (code, _, err) = gpuspan(&[
+        "export".as_ref(),
+        good.as_os_str(),
+        "--to".as_ref(),
+        "parquet".as_ref(),
+        "-o".as_ref(),
+        file.as_os_str(),
+        "--force".as_ref(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a directory"), "{err}");
 }
