@@ -492,6 +492,14 @@ fn bad_paths_fail_in_one_line_and_an_existing_output_needs_force() {
     let (code, _, err) = gpuspan(&[&args[..], &["--force".as_ref()]].concat());
     assert_eq!(code, 0, "{err}");
     assert_eq!(count(&taken, "calls"), Capture::open(&good).unwrap().records.len() as u64);
+    // The capture itself, even with --force: it stays.
+    let own = save(&Capture::open(&good).unwrap(), "own.gpuspan");
+    let before = std::fs::read(&own).unwrap();
+    let (code, _, err) =
+        gpuspan(&["export".as_ref(), own.as_os_str(), "-o".as_ref(), own.as_os_str(), "--force".as_ref()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("it is the capture being exported"), "{err}");
+    assert_eq!(std::fs::read(&own).unwrap(), before);
     // An output in a directory that does not exist.
     let nowhere = scratch("no-such-dir").join("out.sqlite");
     let (code, _, err) = gpuspan(&["export".as_ref(), good.as_os_str(), "-o".as_ref(), nowhere.as_os_str()]);

@@ -326,6 +326,11 @@ pub fn default_output(capture: &Path, to: To) -> PathBuf {
 pub fn export(capture: &Path, to: To, out: &Path, force: bool, progress: bool) -> Result<Summary, ExportError> {
     let write_err = |why: String| ExportError::Write { path: out.to_owned(), why };
     // The capture is opened first: a missing or foreign one leaves no output behind.
+    if let (Ok(a), Ok(b)) = (std::fs::canonicalize(capture), std::fs::canonicalize(out)) {
+        if a == b {
+            return Err(write_err("it is the capture being exported".into()));
+        }
+    }
     let (mut reader, bar) = load::frames(capture, progress)?;
     let opened = match to {
         To::Sqlite => sqlite::open(out, force),
