@@ -195,6 +195,22 @@ pub enum Table {
 }
 
 impl Table {
+    /// Every table, in [`TABLES`]'s order.
+    pub const ALL: [Table; 12] = [
+        Table::Meta,
+        Table::Sites,
+        Table::Threads,
+        Table::Devices,
+        Table::DeviceLinks,
+        Table::Spans,
+        Table::Calls,
+        Table::GpuActivities,
+        Table::DeviceSamples,
+        Table::Aggregates,
+        Table::Losses,
+        Table::Notes,
+    ];
+
     pub fn def(self) -> &'static TableDef {
         &TABLES[self as usize]
     }
@@ -613,5 +629,24 @@ impl Rows {
             self.meta("damaged", d.as_str().into())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_is_defined_once_in_order() {
+        assert_eq!(TABLES.len(), Table::ALL.len());
+        for (i, t) in Table::ALL.iter().enumerate() {
+            assert_eq!(*t as usize, i);
+        }
+        let names: std::collections::BTreeSet<&str> = TABLES.iter().map(|t| t.name).collect();
+        assert_eq!(names.len(), TABLES.len());
+        for t in TABLES {
+            let columns: std::collections::BTreeSet<&str> = t.columns.iter().map(|c| c.0).collect();
+            assert_eq!(columns.len(), t.columns.len(), "{}: a column named twice", t.name);
+        }
     }
 }

@@ -37,21 +37,6 @@ pub fn message_type(table: Table) -> String {
     m
 }
 
-const TABLE_ORDER: [Table; 12] = [
-    Table::Meta,
-    Table::Sites,
-    Table::Threads,
-    Table::Devices,
-    Table::DeviceLinks,
-    Table::Spans,
-    Table::Calls,
-    Table::GpuActivities,
-    Table::DeviceSamples,
-    Table::Aggregates,
-    Table::Losses,
-    Table::Notes,
-];
-
 /// A directory at `out` for the files (created if missing; one that holds anything is refused
 /// unless `force`, and then only the export's own files in it are replaced).
 pub fn open(out: &Path, force: bool) -> Result<(Box<dyn Sink>, Created), ExportError> {
@@ -73,7 +58,7 @@ pub fn open(out: &Path, force: bool) -> Result<(Box<dyn Sink>, Created), ExportE
         }
     }
     let mut files = Vec::new();
-    for table in TABLE_ORDER {
+    for table in Table::ALL {
         let path = out.join(format!("{}.parquet", table.def().name));
         match TableFile::new(&path, table) {
             Ok(f) => {
