@@ -3,16 +3,19 @@
 //! ```sh
 //! cargo run --release -p gpuspan-cli --example synthetic -- write big.gpuspan 10000000
 //! cargo run --release -p gpuspan-cli --example synthetic -- read big.gpuspan
+//! cargo run --release -p gpuspan-cli --example synthetic -- write-cuda cuda.gpuspan 1000000
 //! ```
 //!
 //! The records look like the demo's (wgpu: GPU interval and busy time, no activities; a transfer
-//! in four with bytes), from two threads on one device, with durations that vary.
+//! in four with bytes), from two threads on one device, with durations that vary. `write-cuda`
+//! makes them CUDA's instead: CUPTI-timed, each kernel call with two kernels the GPU reported
+//! (six names) and each transfer with a copy, as `gpuspan export` benchmarks want.
 
 use gpuspan_capture::*;
 use std::io::{BufReader, BufWriter};
 use std::time::Instant;
 
-fn write(path: &str, n: u64) -> std::io::Result<()> {
+fn write(path: &str, n: u64, cuda: bool) -> std::io::Result<()> {
     let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut header = Header::new("synthetic", 1);
     header.start_ns = 1_700_000_000_000_000_000;
@@ -22,7 +25,7 @@ fn write(path: &str, n: u64) -> std::io::Result<()> {
     for (i, name) in names.iter().enumerate() {
         let kind = if i == 3 { SiteKind::Transfer } else { SiteKind::Kernel };
         let mut s = Site::new(i as u32, name, kind);
-        s.backend = Backend::Wgpu;
+        s.backend = if cuda { Backend::Cuda } else { Backend::Wgpu };
         w.write(&Frame::Site(s))?;
     }
     for t in 1..=2 {
@@ -38,12 +41,47 @@ fn write(path: &str, n: u64) -> std::io::Result<()> {
         let site = (i % 4) as u32;
         let d = 20_000 + x % 60_000;
         let mut r = Record::new(site, i + 1, 1 + (i % 2) as u32, Interval::new(t, t + 5_000));
-        let mut g = Gpu::new(Interval::new(t + 6_000, t + 6_000 + d), TimingSource::GpuTimestamp);
+        let source = if cuda { TimingSource::Cupti } else { TimingSource::GpuTimestamp };
+        let mut g = Gpu::new(Interval::new(t + 6_000, t + 6_000 + d), source);
         g.device = Some(0);
         g.clock_error_ns = 800;
         r.gpu = Some(g);
         if site == 3 {
             r.bytes = Some(4 << 20);
+        }
+        if cuda {
+            const KERNELS: [&str; 6] = ["gemm", "softmax", "layernorm", "gelu", "dropout", "reduce"];
+            let at = |k: u64| Interval::new(t + 6_000 + k * d / 2, t + 6_000 + (k + 1) * d / 2);
+            if site == 3 {
+                r.activities.push(Activity {
+                    name: "memcpy HtoD".into(),
+                    interval: at(0),
+                    kind: ActivityKind::Copy {
+                        bytes: 4 << 20,
+                        direction: Some(Direction::CpuToGpu),
+                        src: MemoryKind::Pinned,
+                        dst: MemoryKind::Device,
+                    },
+                    stream: Some(7),
+                    device: Some(0),
+                });
+            } else {
+                for k in 0..2 {
+                    r.activities.push(Activity {
+                        name: KERNELS[((i + k) % 6) as usize].into(),
+                        interval: at(k),
+                        kind: ActivityKind::Kernel {
+                            grid: [128, 1, 1],
+                            block: [256, 1, 1],
+                            registers_per_thread: 32,
+                            static_shared_bytes: 0,
+                            dynamic_shared_bytes: 4096,
+                        },
+                        stream: Some(7),
+                        device: Some(0),
+                    });
+                }
+            }
         }
         w.write(&Frame::Record(r))?;
         t += d + 10_000;
@@ -75,8 +113,9 @@ fn read(path: &str) -> Result<(), Box<dyn std::error::Error>> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("write") if args.len() == 4 => Ok(write(&args[2], args[3].parse()?)?),
+        Some("write") if args.len() == 4 => Ok(write(&args[2], args[3].parse()?, false)?),
+        Some("write-cuda") if args.len() == 4 => Ok(write(&args[2], args[3].parse()?, true)?),
         Some("read") if args.len() == 3 => read(&args[2]),
-        _ => Err("usage: synthetic write OUT N | synthetic read IN".into()),
+        _ => Err("usage: synthetic write OUT N | synthetic write-cuda OUT N | synthetic read IN".into()),
     }
 }

@@ -11,11 +11,12 @@
 //! Reading is the `gpuspan-capture` crate's; this crate turns a [`Capture`](gpuspan_capture::Capture)
 //! into answers: a report ([`report`]), a flamegraph ([`flame`]), a diff ([`diff`]) and a
 //! Perfetto timeline of one or several captures ([`perfetto`]), and the ranks of one job side by
-//! side ([`ranks`]). [`live`] and [`top`] attach to
+//! side ([`ranks`]); [`export`] writes a capture as SQL tables. [`live`] and [`top`] attach to
 //! running programs instead: `gpuspan top`.
 
 pub mod analysis;
 pub mod diff;
+pub mod export;
 pub mod flame;
 pub mod idle;
 pub mod link;

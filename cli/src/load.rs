@@ -67,6 +67,25 @@ pub fn open(path: &Path, progress: bool) -> Result<Capture, LoadError> {
     read.map_err(|error| LoadError { path: path.to_owned(), error })
 }
 
+/// A capture file's frames, read through a buffer (and a progress bar's counter).
+pub type FrameReader = Reader<Box<dyn Read>>;
+
+/// The capture at `path`, opened for reading frame by frame (its header read), and the bar that
+/// counts its bytes, if one shows: for a caller that writes each frame out as it is read
+/// ([`crate::export`]) and must keep what it read before a damaged frame. Finish the bar when done.
+pub fn frames(path: &Path, progress: bool) -> Result<(FrameReader, Option<indicatif::ProgressBar>), LoadError> {
+    let (inp, bar) = input(path, progress)?;
+    match Reader::new(inp) {
+        Ok(r) => Ok((r, bar)),
+        Err(error) => {
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            Err(LoadError { path: path.to_owned(), error })
+        }
+    }
+}
+
 /// Reads the capture at `path` in one pass, handing each record to `each` as it is read and
 /// keeping none: the capture returned has every frame but the records (`records` is empty).
 /// Memory is one frame's plus what `each` keeps.

@@ -8,7 +8,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuspan_capture::Capture;
-use gpuspan_cli::{diff, flame, load, perfetto, picture, ranks, report};
+use gpuspan_cli::{diff, export, flame, load, perfetto, picture, ranks, report};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -86,6 +86,20 @@ enum Command {
         collectives: Vec<String>,
         #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
         format: DiffFormat,
+    },
+    /// Every call, kernel, copy, application span, device and device sample of a capture as SQL
+    /// tables (schema: docs/cli.md), written in one pass.
+    Export {
+        capture: PathBuf,
+        #[arg(long, value_enum, default_value_t = export::To::Sqlite)]
+        to: export::To,
+        /// Where to write: a database file, or a directory for Parquet's files (default: the
+        /// capture's path with the extension `.sqlite` or `.parquet`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Replace the output if it exists.
+        #[arg(long)]
+        force: bool,
     },
     /// The Perfetto timeline of one capture, with counter tracks.
     Timeline {
@@ -190,12 +204,12 @@ impl From<load::LoadError> for Failure {
 
 fn read(path: &Path) -> Result<Capture, Failure> {
     let c = load::open(path, true)?;
-    warn_truncated(path, &c);
+    warn_truncated(path, &c.truncation);
     Ok(c)
 }
 
-fn warn_truncated(path: &Path, c: &Capture) {
-    if let Some(t) = &c.truncation {
+fn warn_truncated(path: &Path, truncation: &Option<gpuspan_capture::Truncation>) {
+    if let Some(t) = truncation {
         say(&format!("gpuspan: warning: {}: {t}", path.display()));
     }
 }
@@ -251,7 +265,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             let mut reports = Vec::new();
             for p in &paths {
                 let (r, c) = report::stream(p, true)?;
-                warn_truncated(p, &c);
+                warn_truncated(p, &c.truncation);
                 reports.push(r);
             }
             emit(None, |w| match (format, &reports[..]) {
@@ -285,7 +299,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Flamegraph { capture, output, folded, title } => {
             let (stacks, c) = flame::stream(&capture, true)?;
-            warn_truncated(&capture, &c);
+            warn_truncated(&capture, &c.truncation);
             let note = stacks.cut_note();
             emit(output.as_deref(), |w| {
                 if folded {
@@ -303,8 +317,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Diff { base, new, fail_if_slower, format } => {
             let (d, b, n) = diff::compare_files(&base, &new, true, &diff::Settings::default())?;
-            warn_truncated(&base, &b);
-            warn_truncated(&new, &n);
+            warn_truncated(&base, &b.truncation);
+            warn_truncated(&new, &n.truncation);
             emit(None, |w| match format {
                 DiffFormat::Text => w.write_all(d.to_text().as_bytes()),
                 DiffFormat::Json => write_json(w, &d),
@@ -354,6 +368,26 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         #[cfg(unix)]
         Command::Capture { target, all, seconds, output, dirs } => return capture(target, all, seconds, output, dirs),
+        Command::Export { capture, to, output, force } => {
+            let out = output.unwrap_or_else(|| export::default_output(&capture, to));
+            let s = export::export(&capture, to, &out, force, true).map_err(|e| Failure(e.to_string()))?;
+            warn_truncated(&capture, &s.truncation);
+            say(&format!(
+                "gpuspan: {} calls, {} GPU activities, {} spans and {} device samples written to {}",
+                s.calls,
+                s.activities,
+                s.spans,
+                s.samples,
+                out.display()
+            ));
+            if let Some(why) = &s.damaged {
+                return Err(Failure(format!(
+                    "{}: {why}; {} holds what was read before the damage",
+                    capture.display(),
+                    out.display()
+                )));
+            }
+        }
         Command::Timeline { capture, output, svg } => {
             let c = read(&capture)?;
             let label = capture.display().to_string();
