@@ -37,6 +37,20 @@ fn main() {
             link.peak_bytes_per_s().unwrap_or(0.0) / 1e9,
         );
     }
+    for g in &gpus {
+        // What a peer copy's link and efficiency are measured against (docs/multi-gpu.md).
+        let speeds: Vec<String> =
+            g.nvlinks.iter().map(|l| l.bytes_per_s.map_or("?".into(), |b| format!("{:.1}", b / 1e9))).collect();
+        let remotes: Vec<String> = g.nvlinks.iter().map(|l| format!("{:?}", l.remote)).collect();
+        println!(
+            "GPU {} NVLinks: {} active, GB/s one way each [{}], far ends [{}], NVLink peers {:?}",
+            g.index,
+            g.nvlinks.len(),
+            speeds.join(", "),
+            remotes.join(", "),
+            g.nvlink_peers
+        );
+    }
     #[cfg(feature = "wgpu")]
     describe_adapters();
     if gpus.is_empty() {

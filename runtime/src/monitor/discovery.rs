@@ -136,8 +136,13 @@ fn nvlinks(d: &Device<'_>) -> Vec<NvLink> {
         NVML_FI_DEV_NVLINK_SPEED_MBPS_L10,
         NVML_FI_DEV_NVLINK_SPEED_MBPS_L11,
     ];
-    let ids: Vec<FieldId> =
-        per_link.iter().chain([&NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON]).map(|&id| FieldId(id)).collect();
+    // `NVLINK_GET_SPEED` last: the field NVML answers on boards whose per-link speed fields are
+    // 0 (read with scope 0, link 0's speed: the links of one GPU run at one speed).
+    let ids: Vec<FieldId> = per_link
+        .iter()
+        .chain([&NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON, &NVML_FI_DEV_NVLINK_GET_SPEED])
+        .map(|&id| FieldId(id))
+        .collect();
     // NVML gives MB/s (10^6 bytes) in one direction; 0 means not reported.
     let speeds: Vec<Option<f64>> = match d.field_values_for(&ids) {
         Ok(values) => values
@@ -154,7 +159,7 @@ fn nvlinks(d: &Device<'_>) -> Vec<NvLink> {
             .collect(),
         Err(_) => vec![None; ids.len()],
     };
-    let common = speeds.last().copied().flatten();
+    let common = speeds[per_link.len()].or(speeds[per_link.len() + 1]);
     active
         .into_iter()
         .map(|link| {
