@@ -60,6 +60,11 @@ impl Bracket {
         Some(Bracket { device, queue: queue.clone(), slots, submits: 0, shared: None, closed: false })
     }
 
+    /// The device whose queue this bracket is on.
+    pub(super) fn device(&self) -> Arc<DeviceState> {
+        self.device.clone()
+    }
+
     /// The end-timestamp buffer a submission on `queue` carries, when it is the bracket's queue.
     fn end_at_submit(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
         if self.closed || &self.queue != queue {
