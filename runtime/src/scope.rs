@@ -559,7 +559,7 @@ fn collect_attachment(state: &mut State) {
                 (a.thread, a.scope_id) = (thread, scope_id);
                 // A bracket the attachment replaces writes its end and leaves its batch.
                 if let GpuScope::Wgpu(bracket) = std::mem::replace(&mut a.gpu, GpuScope::Wgpu(w)) {
-                    bracket.forget();
+                    bracket.supersede();
                 }
             } else {
                 w.forget();

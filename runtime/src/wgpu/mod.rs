@@ -254,6 +254,15 @@ impl WgpuScope {
         }
     }
 
+    /// Replaced by an attached encoder's measurement (`attach.rs`): a bracket leaves without
+    /// counting a loss.
+    pub(crate) fn supersede(self) {
+        match self {
+            WgpuScope::Bracket(b) => b.supersede(),
+            recorder => recorder.forget(),
+        }
+    }
+
     pub(crate) fn finish(self, mut record: Record) {
         record.read_back = read_back::take_phases();
         match self {
