@@ -158,3 +158,28 @@ fn an_attach_guard_held_across_await_is_gpu_timed() {
     assert_eq!(g.source, TimingSource::GpuTimestamp);
     assert!(!g.bracketed);
 }
+
+#[test]
+fn an_attach_guard_held_across_await_is_gpu_timed_when_the_future_moves_thread() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let _serial = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let capture = Capture::start();
+    // The guard opens in the first poll, here; the future is then polled to its end on another
+    // thread, where the guard is dropped and its query closed.
+    let mut future = Box::pin(attach_across_await(&gpu));
+    assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+    std::thread::scope(|s| {
+        s.spawn(move || assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_ready()))
+            .join()
+            .unwrap();
+    });
+    gpu.wait();
+    assert!(gpuspan::flush());
+    let records = capture.of("attach_across_await");
+    assert_eq!(records.len(), 1);
+    let g = gpu_timing(&records[0]);
+    assert_eq!(g.source, TimingSource::GpuTimestamp);
+    assert!(!g.bracketed);
+}
