@@ -161,7 +161,7 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
     let label = |name: &str| labels.iter().find(|l| l.0 == name).map(|l| (l.1, l.2, l.3)).expect("labelled");
     assert_eq!(label("encode"), ("wgpu", false, false));
     assert_eq!(label("attached"), ("wgpu (bare)", false, false));
-    assert_eq!(label("frame").1, true, "a queue bracket is a bound");
+    assert!(label("frame").1, "a queue bracket is a bound");
     assert_eq!(label("upload"), ("wgpu", true, false), "a bracketed upload has no bandwidth");
     assert_eq!(label("host_only"), ("host", false, false), "a kernel site has no bandwidth");
     assert_eq!(label("stage"), ("host", false, true));
