@@ -185,6 +185,25 @@ pub fn bytes_moved(capture: &Capture) -> Vec<(u64, u64)> {
     moved
 }
 
+/// The names more than one place uses: those sites are told apart by their place, in the
+/// runtime's summary (`export/summary.rs`) and here alike.
+pub fn shared_names<'a>(sites: impl Iterator<Item = (&'a str, &'a str, u32)>) -> HashSet<&'a str> {
+    let mut places: HashMap<&str, (&str, u32)> = HashMap::new();
+    let mut shared = HashSet::new();
+    for (name, file, line) in sites {
+        match places.get(name) {
+            Some(&place) if place != (file, line) => {
+                shared.insert(name);
+            }
+            Some(_) => {}
+            None => {
+                places.insert(name, (file, line));
+            }
+        }
+    }
+    shared
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,23 +225,4 @@ mod tests {
         let u = union(vec![Interval::new(5, 10), Interval::new(0, 3), Interval::new(3, 4), Interval::new(8, 12)]);
         assert_eq!(u, vec![Interval::new(0, 4), Interval::new(5, 12)]);
     }
-}
-
-/// The names more than one place uses: those sites are told apart by their place, in the
-/// runtime's summary (`export/summary.rs`) and here alike.
-pub fn shared_names<'a>(sites: impl Iterator<Item = (&'a str, &'a str, u32)>) -> HashSet<&'a str> {
-    let mut places: HashMap<&str, (&str, u32)> = HashMap::new();
-    let mut shared = HashSet::new();
-    for (name, file, line) in sites {
-        match places.get(name) {
-            Some(&place) if place != (file, line) => {
-                shared.insert(name);
-            }
-            Some(_) => {}
-            None => {
-                places.insert(name, (file, line));
-            }
-        }
-    }
-    shared
 }
