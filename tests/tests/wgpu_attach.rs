@@ -183,3 +183,40 @@ fn an_attach_guard_held_across_await_is_gpu_timed_when_the_future_moves_thread()
     assert_eq!(g.source, TimingSource::GpuTimestamp);
     assert!(!g.bracketed);
 }
+
+/// An async function that attaches an encoder, closes the guard, then awaits: its scope collects
+/// the measurement as it suspends.
+#[gpu_kernel(name = "attach_then_await", trace_all)]
+async fn attach_then_await(gpu: &Gpu) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut timed = gpuspan::wgpu::attach(&mut encoder);
+        gpu.record_pass(&mut timed, None);
+    }
+    YieldOnce(false).await;
+    gpu.queue.submit([encoder.finish()]);
+}
+
+/// Its caller times its own encoder, whose query frame the attachment joins on this thread.
+#[gpu_kernel(name = "encoder_around_async", trace_all)]
+fn encoder_around_async(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
+    gpu.record_pass(encoder, None);
+    pollster::block_on(attach_then_await(gpu));
+}
+
+#[test]
+fn an_attachment_collected_at_a_suspension_leaves_its_callers_frame_alone() {
+    let _serial = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let capture = Capture::start();
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    encoder_around_async(&gpu, &mut encoder);
+    gpu.queue.submit([encoder.finish()]);
+    gpu.wait();
+    assert!(gpuspan::flush(), "a frame was left waiting");
+    for name in ["attach_then_await", "encoder_around_async"] {
+        let records = capture.of(name);
+        assert_eq!(records.len(), 1, "{name}");
+        assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuTimestamp, "{name}");
+    }
+}

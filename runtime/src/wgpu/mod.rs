@@ -238,7 +238,10 @@ impl WgpuScope {
     /// bracket is on no thread's stack.
     pub(crate) fn suspend(&mut self) {
         if let WgpuScope::Recorder(r) = self {
-            if r.detached.is_none() {
+            // Only an open query holds a nesting level of its frame on this thread: a closed one
+            // (an attachment collected as its scope suspends) left it when it was closed, and
+            // leaving again would take the level of a caller's scope nested in the same frame.
+            if r.detached.is_none() && r.query.is_some() {
                 r.detached = Some(r.frame.detach_from_thread());
             }
         }
