@@ -220,3 +220,33 @@ fn an_attachment_collected_at_a_suspension_leaves_its_callers_frame_alone() {
         assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuTimestamp, "{name}");
     }
 }
+
+/// Both at once: an async function with a queue parameter (a bracket) whose attached guard is
+/// held across an `.await`.
+#[gpu_kernel(name = "queue_attach_across_await", trace_all)]
+async fn queue_attach_across_await(gpu: &Gpu, queue: &wgpu::Queue) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut timed = gpuspan::wgpu::attach(&mut encoder);
+        YieldOnce(false).await;
+        gpu.record_pass(&mut timed, None);
+    }
+    queue.submit([encoder.finish()]);
+}
+
+#[test]
+fn an_async_bracketed_call_with_a_guard_across_await_is_timed_by_the_guard() {
+    let _serial = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let lost_before = lost();
+    let capture = Capture::start();
+    pollster::block_on(queue_attach_across_await(&gpu, &gpu.queue));
+    gpu.wait();
+    assert!(gpuspan::flush());
+    let records = capture.of("queue_attach_across_await");
+    assert_eq!(records.len(), 1);
+    let g = gpu_timing(&records[0]);
+    assert_eq!(g.source, TimingSource::GpuTimestamp);
+    assert!(!g.bracketed, "the guard's query times the call: {g:?}");
+    assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+}
