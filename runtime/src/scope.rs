@@ -422,10 +422,11 @@ fn leave_thread_stacks(state: &mut State) {
     }
     #[cfg(feature = "wgpu")]
     {
-        // Closed while suspended with a guard open (a cancelled future): its parked slot goes.
+        // Closed while suspended with a guard open (a cancelled future): its parked slot, with
+        // the measurement the guard left in it as it was dropped, is collected like any other.
         if let State::Full(a) = state {
-            if !a.host.attach_slot {
-                crate::wgpu::attach::drop_parked(a.scope_id);
+            if !a.host.attach_slot && crate::wgpu::attach::unpark(a.scope_id) {
+                a.host.attach_slot = true;
             }
         }
         collect_attachment(state);

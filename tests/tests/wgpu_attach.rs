@@ -250,3 +250,20 @@ fn an_async_bracketed_call_with_a_guard_across_await_is_timed_by_the_guard() {
     assert!(!g.bracketed, "the guard's query times the call: {g:?}");
     assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
 }
+
+#[test]
+fn a_future_dropped_with_its_guard_open_counts_the_lost_timing() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let _serial = serial();
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let lost_before = lost();
+    let capture = Capture::start();
+    // Cancelled while suspended with the guard open: the guard is dropped before its scope.
+    let mut future = Box::pin(attach_across_await(&gpu));
+    assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+    drop(future);
+    assert!(gpuspan::flush());
+    assert_eq!(capture.of("attach_across_await").len(), 1, "the cancelled call is still recorded");
+    assert!(lost() > lost_before, "its GPU timing is counted as lost: {:?}", gpuspan::summary().losses);
+}

@@ -119,17 +119,25 @@ pub(crate) fn unpark(scope_id: u64) -> bool {
     OPEN.try_with(|o| o.borrow_mut().push(slot)).is_ok()
 }
 
-/// A parked slot whose scope will not resume (its future was dropped): its guard, if it is
-/// dropped later, finds no slot and forgets its measurement.
-pub(crate) fn drop_parked(scope_id: u64) {
-    if PARKED_COUNT.load(Ordering::Acquire) == 0 {
-        return;
+/// Runs `f` on the slot of the scope `scope_id`: on this thread's stack, or parked (a guard
+/// dropped while its scope is suspended: the future is being dropped, the guard first).
+fn with_slot<T>(scope_id: u64, f: impl FnOnce(&mut Slot) -> T) -> Option<T> {
+    let is = |s: &Slot| s.ids.is_some_and(|(_, id)| id == scope_id);
+    let mut f = Some(f);
+    let on_stack = OPEN
+        .try_with(|o| {
+            let mut open = o.borrow_mut();
+            let slot = open.iter_mut().rev().find(|s| is(s))?;
+            f.take().map(|f| f(slot))
+        })
+        .ok()
+        .flatten();
+    if on_stack.is_some() || PARKED_COUNT.load(Ordering::Acquire) == 0 {
+        return on_stack;
     }
     let mut parked = PARKED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = parked.iter().position(|(id, _)| *id == scope_id) {
-        PARKED_COUNT.fetch_sub(1, Ordering::Release);
-        parked.swap_remove(i);
-    }
+    let slot = parked.iter_mut().find(|(id, _)| *id == scope_id).map(|(_, s)| s)?;
+    f.take().map(|f| f(slot))
 }
 
 /// The innermost scope closes (or suspends): its attachment, if a guard left one.
@@ -227,13 +235,10 @@ fn begin<R: Recorder>(recorder: &mut R) -> Option<(u64, WgpuScope)> {
 /// closed (the guard outlived it), the query is dropped from its frame.
 fn release(scope_id: u64, scope: Option<WgpuScope>) {
     let mut scope = scope;
-    let _ = OPEN.try_with(|o| {
-        let mut open = o.borrow_mut();
-        if let Some(slot) = open.iter_mut().rev().find(|s| s.ids.is_some_and(|(_, id)| id == scope_id)) {
-            slot.guarded = false;
-            slot.guard_frame = None;
-            slot.attached = scope.take();
-        }
+    with_slot(scope_id, |slot| {
+        slot.guarded = false;
+        slot.guard_frame = None;
+        slot.attached = scope.take();
     });
     if let Some(orphan) = scope {
         orphan.forget();
@@ -244,14 +249,7 @@ impl<R: Recorder> Drop for Attached<'_, R> {
     fn drop(&mut self) {
         if let Some((scope_id, mut w)) = self.scope.take() {
             // Held across an `.await`, the guard's frame left the thread it was opened on.
-            let detached = OPEN
-                .try_with(|o| {
-                    let mut open = o.borrow_mut();
-                    let slot = open.iter_mut().rev().find(|s| s.ids.is_some_and(|(_, id)| id == scope_id))?;
-                    slot.guard_detached.take()
-                })
-                .ok()
-                .flatten();
+            let detached = with_slot(scope_id, |slot| slot.guard_detached.take()).flatten();
             if let Some(owner) = detached {
                 w.set_detached(owner);
             }
