@@ -91,6 +91,14 @@ impl GpuScope {
         false
     }
 
+    /// Whether `gpuspan::wgpu::attach` may time this scope: when it has no GPU source, or only
+    /// a queue bracket, which an attached encoder replaces (it times the call's own commands
+    /// exactly; the bracket is an upper bound).
+    #[cfg(feature = "wgpu")]
+    fn takes_attach(&self) -> bool {
+        matches!(self, GpuScope::None | GpuScope::Wgpu(crate::wgpu::WgpuScope::Bracket(_)))
+    }
+
     #[allow(unused_variables)] // without backends with per-thread state
     fn suspend(&mut self, scope_id: u64) {
         #[cfg(feature = "cuda")]
@@ -214,7 +222,7 @@ impl Scope {
         let span = HostSpan::enter(span);
         let (gpu, start) = start_gpu(scope_id);
         #[cfg(feature = "wgpu")]
-        let attach_slot = crate::wgpu::attach::push(site, !matches!(gpu, GpuScope::None));
+        let attach_slot = crate::wgpu::attach::push(site, !gpu.takes_attach());
         Scope {
             state: ManuallyDrop::new(State::Full(Active {
                 host: Host::new(
@@ -329,6 +337,8 @@ impl Scope {
     /// correlation stack) leave it until [`Scope::resume`].
     pub(crate) fn suspend(&mut self) {
         #[cfg(feature = "wgpu")]
+        park_attachment(&mut self.state);
+        #[cfg(feature = "wgpu")]
         collect_attachment(&mut self.state);
         if let State::Full(a) = &mut *self.state {
             let windowed = a.gpu.is_window();
@@ -348,9 +358,11 @@ impl Scope {
     pub(crate) fn resume(&mut self) {
         #[cfg(feature = "wgpu")]
         {
-            let timed = matches!(&*self.state, State::Full(a) if !matches!(a.gpu, GpuScope::None));
+            let timed = matches!(&*self.state, State::Full(a) if !a.gpu.takes_attach());
+            // A guard held across the `.await` finds its slot again.
+            let parked = matches!(&*self.state, State::Full(a) if crate::wgpu::attach::unpark(a.scope_id));
             if let Some(h) = self.host_mut() {
-                h.attach_slot = crate::wgpu::attach::push(h.site, timed);
+                h.attach_slot = parked || crate::wgpu::attach::push(h.site, timed);
             }
         }
         if let State::Full(a) = &mut *self.state {
@@ -409,7 +421,16 @@ fn leave_thread_stacks(state: &mut State) {
         State::Off => {}
     }
     #[cfg(feature = "wgpu")]
-    collect_attachment(state);
+    {
+        // Closed while suspended with a guard open (a cancelled future): its parked slot, with
+        // the measurement the guard left in it as it was dropped, is collected like any other.
+        if let State::Full(a) = state {
+            if !a.host.attach_slot && crate::wgpu::attach::unpark(a.scope_id) {
+                a.host.attach_slot = true;
+            }
+        }
+        collect_attachment(state);
+    }
 }
 
 /// Ends the measurement of an open scope and consumes its state (`state` is never used again).
@@ -481,6 +502,35 @@ fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
     }
 }
 
+/// An async scope suspends with an attach guard open (held across an `.await`): its slot is
+/// parked under the guard's scope id, which the scope takes (a host scope becomes a full one
+/// with no GPU part yet), so that it resumes with that slot and collects the guard's
+/// measurement when the guard is dropped in a later poll.
+#[cfg(feature = "wgpu")]
+fn park_attachment(state: &mut State) {
+    let host = match state {
+        State::Host(h) => h,
+        State::Full(a) => &mut a.host,
+        State::Off => return,
+    };
+    if !host.attach_slot {
+        return;
+    }
+    let Some((thread, scope_id)) = crate::wgpu::attach::park() else { return };
+    host.attach_slot = false;
+    match std::mem::replace(state, State::Off) {
+        State::Host(host) => {
+            *state =
+                State::Full(Active { host, scope_id, thread, memory_before: None, gpu: GpuScope::None, fields: None });
+        }
+        State::Full(mut a) => {
+            (a.thread, a.scope_id) = (thread, scope_id);
+            *state = State::Full(a);
+        }
+        State::Off => {}
+    }
+}
+
 /// Takes this scope's slot off the `wgpu::attach` stack, with the measurement an attached
 /// recorder left there: a host scope becomes a full one timed by that measurement.
 #[cfg(feature = "wgpu")]
@@ -506,9 +556,12 @@ fn collect_attachment(state: &mut State) {
             });
         }
         State::Full(mut a) => {
-            if matches!(a.gpu, GpuScope::None) {
+            if a.gpu.takes_attach() {
                 (a.thread, a.scope_id) = (thread, scope_id);
-                a.gpu = GpuScope::Wgpu(w);
+                // A bracket the attachment replaces writes its end and leaves its batch.
+                if let GpuScope::Wgpu(bracket) = std::mem::replace(&mut a.gpu, GpuScope::Wgpu(w)) {
+                    bracket.supersede();
+                }
             } else {
                 w.forget();
             }

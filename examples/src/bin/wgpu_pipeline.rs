@@ -1,9 +1,11 @@
 //! A small wgpu compute pipeline, fully annotated: upload two vectors, run three kernels, copy
 //! the result back and read it on the host. Run it with `scripts/demo`.
 //!
-//! What it shows: kernels timed by GPU timestamps inside the encoder (exact), uploads timed by
-//! bracketing the queue (an upper bound, labelled so), and the read-back split into the GPU
-//! copy and the host's map-and-copy-out, which on a real GPU is often the bigger part.
+//! What it shows: every site timed exactly by GPU timestamps. The kernels take the encoder; the
+//! uploads copy from a staging buffer in an encoder they make and hand over with
+//! `gpuspan::wgpu::attach` (which replaces the bracket their queue parameter would get); the
+//! read-back is `gpuspan::wgpu::read_buffer`: its record is the GPU copy, and it carries the
+//! host's wait for the mapping and its copy-out, which on a real GPU are often the bigger part.
 //!
 //! `--seconds N` runs frames for that long instead of eight: long enough to watch it with
 //! `gpuspan top` (`scripts/demo --live`).
@@ -48,14 +50,25 @@ struct App {
     queue: wgpu::Queue,
     x: wgpu::Buffer,
     y: wgpu::Buffer,
-    staging: wgpu::Buffer,
     bind_group: wgpu::BindGroup,
     pipelines: [wgpu::ComputePipeline; 3],
 }
 
+/// The host's bytes go into a staging buffer (host work), then a copy in an encoder made here
+/// and attached: the record is that copy's GPU time, with the slice's bytes.
 #[gpu_transfer(direction = cpu_to_gpu)]
-fn upload(queue: &wgpu::Queue, buffer: &wgpu::Buffer, data: &[f32]) {
-    queue.write_buffer(buffer, 0, bytemuck::cast_slice(data));
+fn upload(device: &wgpu::Device, queue: &wgpu::Queue, buffer: &wgpu::Buffer, data: &[f32]) {
+    let staging = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some("upload staging"),
+        contents: bytemuck::cast_slice(data),
+        usage: wgpu::BufferUsages::COPY_SRC,
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    {
+        let mut timed = gpuspan::wgpu::attach(&mut encoder);
+        timed.copy_buffer_to_buffer(&staging, 0, buffer, 0, staging.size());
+    }
+    queue.submit([encoder.finish()]);
 }
 
 fn dispatch(app: &App, pass: &mut wgpu::ComputePass<'_>, which: usize) {
@@ -79,28 +92,12 @@ fn relax(app: &App, encoder: &mut wgpu::CommandEncoder) {
     dispatch(app, &mut encoder.begin_compute_pass(&Default::default()), 2);
 }
 
-/// The GPU half of the read-back: device buffer into a mappable one.
-#[gpu_transfer(direction = gpu_to_cpu, bytes = u64::from(N) * 4)]
-fn copy_to_staging(app: &App, encoder: &mut wgpu::CommandEncoder) {
-    encoder.copy_buffer_to_buffer(&app.y, 0, &app.staging, 0, u64::from(N) * 4);
-}
-
-/// The host half: wait for the mapping, then copy out of the mapped range.
-#[gpu_transfer(direction = gpu_to_cpu, bytes = u64::from(N) * 4, name = "map_and_copy_out")]
-fn map_and_copy_out(app: &App) -> Result<Vec<f32>, String> {
-    let slice = app.staging.slice(..);
-    let (tx, rx) = std::sync::mpsc::channel();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        let _ = tx.send(r);
-    });
-    app.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| e.to_string())?;
-    rx.recv().map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
-    let out = {
-        let view = slice.get_mapped_range().map_err(|e| e.to_string())?;
-        bytemuck::cast_slice(&view).to_vec()
-    };
-    app.staging.unmap();
-    Ok(out)
+/// The read-back: `read_buffer` times the GPU copy into a mappable buffer exactly (its own
+/// `read_buffer` site) and labels the host's wait for the mapping and its copy-out on the record.
+fn read_back(app: &App) -> Result<Vec<f32>, wgpu::BufferAsyncError> {
+    gpuspan::wgpu::read_buffer(&app.device, &app.queue, &app.y, .., |bytes| {
+        bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    })
 }
 
 fn setup() -> Result<App, String> {
@@ -138,12 +135,6 @@ fn setup() -> Result<App, String> {
         })
     };
     let (x, y) = (storage("x"), storage("y"));
-    let staging = device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("staging"),
-        size: bytes,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
     let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
         label: Some("params"),
         contents: bytemuck::cast_slice(&[2.0f32.to_bits(), 64u32]),
@@ -191,7 +182,7 @@ fn setup() -> Result<App, String> {
         })
     };
     let pipelines = [pipeline("saxpy"), pipeline("square"), pipeline("relax")];
-    Ok(App { device, queue, x, y, staging, bind_group, pipelines })
+    Ok(App { device, queue, x, y, bind_group, pipelines })
 }
 
 fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
@@ -245,17 +236,16 @@ fn main() {
     };
     let mut frame = 0;
     while more(frame) {
-        upload(&app.queue, &app.x, &xs);
-        upload(&app.queue, &app.y, &ys);
+        upload(&app.device, &app.queue, &app.x, &xs);
+        upload(&app.device, &app.queue, &app.y, &ys);
         let mut encoder = app.device.create_command_encoder(&Default::default());
         saxpy(&app, &mut encoder);
         square(&app, &mut encoder);
         if frame % 2 == 1 {
             relax(&app, &mut encoder);
         }
-        copy_to_staging(&app, &mut encoder);
         app.queue.submit([encoder.finish()]);
-        let out = match map_and_copy_out(&app) {
+        let out = match read_back(&app) {
             Ok(out) => out,
             Err(e) => {
                 eprintln!("wgpu_pipeline: read-back failed: {e}");

@@ -107,7 +107,9 @@ pub(super) fn recorder_tokens(o: &Operand) -> TokenStream {
 
 pub(super) fn queue_tokens(o: &Operand) -> TokenStream {
     match o {
-        Operand::Param(n) => quote_spanned!(n.span()=> #n),
+        // Borrowed, as the device is: the parameter may be a `&Queue`, an `Arc<Queue>` or a
+        // `&Arc<Queue>`, and `as_queue` takes any of them behind a reference.
+        Operand::Param(n) => quote_spanned!(n.span()=> &#n),
         Operand::Arg(e) => {
             let e = operand(e);
             quote_spanned!(e.span()=> &#e)

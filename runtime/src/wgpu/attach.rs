@@ -6,18 +6,21 @@
 //! innermost slot's scope in the recorder; the guard closes it when dropped and leaves the
 //! measurement in the slot, where the scope collects it when it closes.
 
+use super::frame::Frame;
 use super::{device, Recorder, WgpuScope};
 use crate::diagnostics::note_once;
 use crate::site::Site;
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// One open scope, as `attach` sees it.
 struct Slot {
     site: &'static Site,
     /// `(thread, scope id)`, taken when a host-timed scope gets its first attachment.
     ids: Option<(u32, u64)>,
-    /// The scope already has a GPU source (a recorder parameter, a queue bracket, CUDA).
+    /// The scope already has an exact GPU source (a recorder parameter, CUDA). A queue bracket
+    /// is not one: an attachment replaces it.
     timed: bool,
     /// The device the function named (`device = ...`), for attachments in it.
     device: Option<Arc<device::DeviceState>>,
@@ -25,6 +28,11 @@ struct Slot {
     guarded: bool,
     /// The measurement of a closed guard, waiting for the scope to close.
     attached: Option<WgpuScope>,
+    /// The frame the open guard's query is in: taken off the thread when the scope suspends.
+    guard_frame: Option<Arc<Frame>>,
+    /// Set when the scope suspended with the guard open: whether the guard's query owned its
+    /// frame (`Frame::detach_from_thread`), which the guard needs to close it on any thread.
+    guard_detached: Option<bool>,
 }
 
 thread_local! {
@@ -33,7 +41,16 @@ thread_local! {
 
 /// A scope opens (or an async one resumes) on this thread. Returns whether a slot was pushed.
 pub(crate) fn push(site: &'static Site, timed: bool) -> bool {
-    let slot = Slot { site, ids: None, timed, device: None, guarded: false, attached: None };
+    let slot = Slot {
+        site,
+        ids: None,
+        timed,
+        device: None,
+        guarded: false,
+        attached: None,
+        guard_frame: None,
+        guard_detached: None,
+    };
     OPEN.try_with(|o| o.borrow_mut().push(slot)).is_ok()
 }
 
@@ -45,6 +62,82 @@ pub(crate) fn set_device(device: &wgpu::Device) {
             slot.device = Some(state);
         }
     });
+}
+
+/// The scope just opened brackets a queue of `device`: an attachment in it, which replaces the
+/// bracket, uses that device.
+pub(crate) fn set_device_state(device: Arc<device::DeviceState>) {
+    let _ = OPEN.try_with(|o| {
+        if let Some(slot) = o.borrow_mut().last_mut() {
+            slot.device = Some(device);
+        }
+    });
+}
+
+/// The slots of async scopes suspended with a guard open (held across an `.await`), by scope
+/// id, until they resume: the guard is closed in a later poll, perhaps on another thread.
+static PARKED: Mutex<Vec<(u64, Slot)>> = Mutex::new(Vec::new());
+/// How many slots are parked: resuming scopes look in `PARKED` only when some are.
+static PARKED_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// The innermost scope suspends. When a guard on it is still open, its slot is parked until the
+/// scope resumes, the guard's frame taken off this thread; returns the scope's ids, which it
+/// must keep to resume with that slot.
+pub(crate) fn park() -> Option<(u32, u64)> {
+    let mut slot = OPEN
+        .try_with(|o| {
+            let mut open = o.borrow_mut();
+            if !open.last().is_some_and(|s| s.guarded && s.ids.is_some()) {
+                return None;
+            }
+            open.pop()
+        })
+        .ok()
+        .flatten()?;
+    let ids = slot.ids?;
+    if let Some(frame) = &slot.guard_frame {
+        slot.guard_detached = Some(frame.detach_from_thread());
+    }
+    let mut parked = PARKED.lock().unwrap_or_else(|e| e.into_inner());
+    parked.push((ids.1, slot));
+    PARKED_COUNT.fetch_add(1, Ordering::Release);
+    Some(ids)
+}
+
+/// A scope resumes: its parked slot, if it has one, is pushed on this thread again. Returns
+/// whether it was.
+pub(crate) fn unpark(scope_id: u64) -> bool {
+    if PARKED_COUNT.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    let slot = {
+        let mut parked = PARKED.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(i) = parked.iter().position(|(id, _)| *id == scope_id) else { return false };
+        PARKED_COUNT.fetch_sub(1, Ordering::Release);
+        parked.swap_remove(i).1
+    };
+    OPEN.try_with(|o| o.borrow_mut().push(slot)).is_ok()
+}
+
+/// Runs `f` on the slot of the scope `scope_id`: on this thread's stack, or parked (a guard
+/// dropped while its scope is suspended: the future is being dropped, the guard first).
+fn with_slot<T>(scope_id: u64, f: impl FnOnce(&mut Slot) -> T) -> Option<T> {
+    let is = |s: &Slot| s.ids.is_some_and(|(_, id)| id == scope_id);
+    let mut f = Some(f);
+    let on_stack = OPEN
+        .try_with(|o| {
+            let mut open = o.borrow_mut();
+            let slot = open.iter_mut().rev().find(|s| is(s))?;
+            f.take().map(|f| f(slot))
+        })
+        .ok()
+        .flatten();
+    if on_stack.is_some() || PARKED_COUNT.load(Ordering::Acquire) == 0 {
+        return on_stack;
+    }
+    let mut parked = PARKED.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = parked.iter_mut().find(|(id, _)| *id == scope_id).map(|(_, s)| s)?;
+    f.take().map(|f| f(slot))
 }
 
 /// The innermost scope closes (or suspends): its attachment, if a guard left one.
@@ -88,8 +181,10 @@ impl<R: Recorder> std::fmt::Debug for Attached<'_, R> {
 ///
 /// The query opens here and closes when the guard is dropped, so its interval covers exactly
 /// the commands recorded through the guard. The device is the one the function names
-/// (`device = ...`) or the only registered one. One attachment per call is timed; a function
-/// that already has a GPU source (a recorder or queue parameter) keeps it. Outside an
+/// (`device = ...`, or a queue or device parameter's) or the only registered one. One
+/// attachment per call is timed. It replaces a queue bracket (a `&Queue` parameter or `queue =
+/// ...`): the call is then timed by the attached commands alone, exactly, and nothing is
+/// bracketed. A function that already has an exact source (a recorder parameter) keeps it. Outside an
 /// annotated function, or with gpuspan off, the guard only passes the recorder through.
 #[must_use = "the query closes when this guard is dropped: encode through it, then drop it"]
 pub fn attach<R: Recorder>(recorder: &mut R) -> impl std::ops::DerefMut<Target = R> + std::fmt::Debug + '_ {
@@ -104,7 +199,7 @@ fn begin<R: Recorder>(recorder: &mut R) -> Option<(u64, WgpuScope)> {
             let slot = open.last_mut()?;
             if slot.timed || slot.guarded || slot.attached.is_some() {
                 note_once(format_args!(
-                    "`{}`: gpuspan::wgpu::attach in a call that already has its GPU timing (a recorder or queue \
+                    "`{}`: gpuspan::wgpu::attach in a call that already has its GPU timing (a recorder \
                      parameter, or an earlier attach); this recorder is not timed",
                     slot.site.desc.name
                 ));
@@ -117,7 +212,17 @@ fn begin<R: Recorder>(recorder: &mut R) -> Option<(u64, WgpuScope)> {
         .ok()
         .flatten()?;
     match WgpuScope::begin_in_recorder(site, scope_id, recorder, device.as_deref().map(|d| &d.device)) {
-        Ok(w) => Some((scope_id, w)),
+        Ok(w) => {
+            let frame = w.frame();
+            let _ = OPEN.try_with(|o| {
+                if let Some(slot) =
+                    o.borrow_mut().iter_mut().rev().find(|s| s.ids.is_some_and(|(_, id)| id == scope_id))
+                {
+                    slot.guard_frame = frame;
+                }
+            });
+            Some((scope_id, w))
+        }
         Err(why) => {
             site.timed_on_host(why);
             release(scope_id, None);
@@ -130,12 +235,10 @@ fn begin<R: Recorder>(recorder: &mut R) -> Option<(u64, WgpuScope)> {
 /// closed (the guard outlived it), the query is dropped from its frame.
 fn release(scope_id: u64, scope: Option<WgpuScope>) {
     let mut scope = scope;
-    let _ = OPEN.try_with(|o| {
-        let mut open = o.borrow_mut();
-        if let Some(slot) = open.iter_mut().rev().find(|s| s.ids.is_some_and(|(_, id)| id == scope_id)) {
-            slot.guarded = false;
-            slot.attached = scope.take();
-        }
+    with_slot(scope_id, |slot| {
+        slot.guarded = false;
+        slot.guard_frame = None;
+        slot.attached = scope.take();
     });
     if let Some(orphan) = scope {
         orphan.forget();
@@ -145,6 +248,11 @@ fn release(scope_id: u64, scope: Option<WgpuScope>) {
 impl<R: Recorder> Drop for Attached<'_, R> {
     fn drop(&mut self) {
         if let Some((scope_id, mut w)) = self.scope.take() {
+            // Held across an `.await`, the guard's frame left the thread it was opened on.
+            let detached = with_slot(scope_id, |slot| slot.guard_detached.take()).flatten();
+            if let Some(owner) = detached {
+                w.set_detached(owner);
+            }
             w.end_in_recorder(self.recorder);
             release(scope_id, Some(w));
         }

@@ -60,6 +60,11 @@ impl Bracket {
         Some(Bracket { device, queue: queue.clone(), slots, submits: 0, shared: None, closed: false })
     }
 
+    /// The device whose queue this bracket is on.
+    pub(super) fn device(&self) -> Arc<DeviceState> {
+        self.device.clone()
+    }
+
     /// The end-timestamp buffer a submission on `queue` carries, when it is the bracket's queue.
     fn end_at_submit(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
         if self.closed || &self.queue != queue {
@@ -82,19 +87,25 @@ impl Bracket {
 
     /// The call ended: its record waits in the batch for the timestamps.
     pub(super) fn finish(mut self, record: Record) {
-        self.close(Some(record));
+        self.close(Some(record), false);
+    }
+
+    /// An attached encoder times the call instead (`attach.rs`): the bracket writes its end and
+    /// leaves its batch without a record, and that is no loss.
+    pub(super) fn supersede(mut self) {
+        self.close(None, true);
     }
 
     /// Ends the bracket; when no submission of the call carried the end, it is written now (at
     /// the function's exit, and labelled so).
-    fn close(&mut self, record: Option<Record>) {
+    fn close(&mut self, record: Option<Record>, superseded: bool) {
         self.closed = true;
         let shared = self.shared.as_ref().map_or(0, |s| s.swap(CLOSED, Ordering::AcqRel));
         let at_exit = self.submits == 0 && shared == 0;
         if at_exit {
             self.queue.submit([end_buffer(&self.device.device, &self.slots)]);
         }
-        pool::finish(&self.device, &self.slots, at_exit, record);
+        pool::finish(&self.device, &self.slots, at_exit, record, superseded);
     }
 }
 
@@ -103,7 +114,7 @@ impl Drop for Bracket {
     /// it handed out.
     fn drop(&mut self) {
         if !self.closed {
-            self.close(None);
+            self.close(None, false);
         }
     }
 }

@@ -205,12 +205,22 @@ impl Frame {
     }
 
     /// Closes a query in the recorder it was opened in. At the outermost scope, arranges for
-    /// the frame to be resolved once the recorder's commands have executed.
-    pub(super) fn end_in_recorder<R: super::Recorder>(self: &Arc<Self>, query: GpuProfilerQuery, recorder: &mut R) {
+    /// the frame to be resolved once the recorder's commands have executed. `detached`: the
+    /// frame already left its thread (`detach_from_thread`), `Some(true)` when this query owned it.
+    pub(super) fn end_in_recorder<R: super::Recorder>(
+        self: &Arc<Self>,
+        query: GpuProfilerQuery,
+        recorder: &mut R,
+        detached: Option<bool>,
+    ) {
         let Ok(mut profiler) = self.profiler.lock() else { return };
         let Some(p) = profiler.as_mut() else { return };
         p.end_query(recorder, query);
-        if !self.leave() {
+        let outermost = match detached {
+            Some(owner) => owner,
+            None => self.leave(),
+        };
+        if !outermost {
             return;
         }
         let resolve_ourselves = match recorder.as_encoder() {

@@ -211,10 +211,26 @@ impl WgpuScope {
 
     fn end_in_recorder<R: Recorder>(&mut self, recorder: &mut R) {
         // A bracket ends with its submissions, or in `finish`.
-        if let WgpuScope::Recorder(RecorderScope { frame, query, .. }) = self {
+        if let WgpuScope::Recorder(RecorderScope { frame, query, detached }) = self {
             if let Some(q) = query.take() {
-                frame.end_in_recorder(q, recorder);
+                frame.end_in_recorder(q, recorder, *detached);
             }
+        }
+    }
+
+    /// The frame of a query in a recorder.
+    fn frame(&self) -> Option<Arc<Frame>> {
+        match self {
+            WgpuScope::Recorder(r) => Some(r.frame.clone()),
+            WgpuScope::Bracket(_) => None,
+        }
+    }
+
+    /// An attached guard's query whose frame was taken off its thread while it was open (see
+    /// `Frame::detach_from_thread`): `owner` when the query owned the frame.
+    fn set_detached(&mut self, owner: bool) {
+        if let WgpuScope::Recorder(r) = self {
+            r.detached = Some(owner);
         }
     }
 
@@ -222,7 +238,10 @@ impl WgpuScope {
     /// bracket is on no thread's stack.
     pub(crate) fn suspend(&mut self) {
         if let WgpuScope::Recorder(r) = self {
-            if r.detached.is_none() {
+            // Only an open query holds a nesting level of its frame on this thread: a closed one
+            // (an attachment collected as its scope suspends) left it when it was closed, and
+            // leaving again would take the level of a caller's scope nested in the same frame.
+            if r.detached.is_none() && r.query.is_some() {
                 r.detached = Some(r.frame.detach_from_thread());
             }
         }
@@ -235,6 +254,15 @@ impl WgpuScope {
             WgpuScope::Recorder(r) => r.frame.forget_scope(),
             // Dropped: it writes its end and its batch stops waiting for it.
             WgpuScope::Bracket(b) => drop(b),
+        }
+    }
+
+    /// Replaced by an attached encoder's measurement (`attach.rs`): a bracket leaves without
+    /// counting a loss.
+    pub(crate) fn supersede(self) {
+        match self {
+            WgpuScope::Bracket(b) => b.supersede(),
+            recorder => recorder.forget(),
         }
     }
 
@@ -312,7 +340,17 @@ impl Scope {
         queue: &wgpu::Queue,
         device: Option<&wgpu::Device>,
     ) -> Scope {
-        Scope::open(site, span, bytes, |_| started(site, WgpuScope::begin_on_queue(site, queue, device)))
+        let mut scope =
+            Scope::open(site, span, bytes, |_| started(site, WgpuScope::begin_on_queue(site, queue, device)));
+        scope.offer_bracket_device();
+        scope
+    }
+
+    /// An `attach` in a bracketed call replaces the bracket: it records on the bracket's device.
+    fn offer_bracket_device(&mut self) {
+        if let Some(GpuScope::Wgpu(WgpuScope::Bracket(b))) = self.gpu_mut() {
+            attach::set_device_state(b.device());
+        }
     }
 
     /// A host-timed scope whose function records into a recorder it creates and hands over with
@@ -329,7 +367,9 @@ impl Scope {
     /// A scope whose submissions on the device's registered queue are bracketed.
     #[inline]
     pub fn wgpu_device(site: &'static Site, span: Span, bytes: Option<u64>, device: &wgpu::Device) -> Scope {
-        Scope::open(site, span, bytes, |_| started(site, WgpuScope::begin_on_device(site, device)))
+        let mut scope = Scope::open(site, span, bytes, |_| started(site, WgpuScope::begin_on_device(site, device)));
+        scope.offer_bracket_device();
+        scope
     }
 
     /// The function leaves: closes the query in the recorder it was opened in.

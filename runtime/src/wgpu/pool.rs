@@ -176,14 +176,17 @@ pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
     Some(slots)
 }
 
-/// A bracket has written its last end: its record (none when the scope was dropped without one)
-/// waits in its batch for the batch's timestamps.
-pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Option<Record>) {
+/// A bracket has written its last end: its record waits in its batch for the batch's
+/// timestamps. None when the scope was dropped without one (counted as lost), or when an
+/// attached encoder timed the call instead (`superseded`: not a loss).
+pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Option<Record>, superseded: bool) {
     let mut pool = d.brackets.lock().ok();
     let Some(b) = pool.as_mut().and_then(|p| p.batches.iter_mut().find(|b| b.id == slots.batch)) else {
         // Only after a panic with the lock held: the record goes on without GPU timing.
         drop(pool);
-        Losses::add(&LOSSES.unresolved_scopes, 1);
+        if !superseded {
+            Losses::add(&LOSSES.unresolved_scopes, 1);
+        }
         if let Some(r) = record {
             pipeline::submit(r);
         }
@@ -194,7 +197,8 @@ pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Opti
     let ready = b.sealed;
     match record {
         Some(r) => b.records.push((slots.pair, at_exit, r)),
-        None => Losses::add(&LOSSES.unresolved_scopes, 1),
+        None if !superseded => Losses::add(&LOSSES.unresolved_scopes, 1),
+        None => {}
     }
     drop(pool);
     if ready {
