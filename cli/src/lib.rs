@@ -29,6 +29,7 @@ pub mod ranks;
 pub mod report;
 pub mod requests;
 pub mod stats;
+pub mod steps;
 pub mod table;
 #[cfg(unix)]
 pub mod top;

@@ -84,6 +84,10 @@ enum Command {
         /// A site whose calls are collectives (besides those running NCCL or RCCL kernels).
         #[arg(long = "collective")]
         collectives: Vec<String>,
+        /// Compare the ranks step by step: NAME is an annotated site (each call a step) or an
+        /// application span (each instance a step), e.g. a training iteration.
+        #[arg(long = "step", value_name = "NAME")]
+        step: Option<String>,
         #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
         format: DiffFormat,
     },
@@ -349,14 +353,17 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 ));
             }
         }
-        Command::Ranks { captures, collectives, format } => {
+        Command::Ranks { captures, collectives, step, format } => {
             let captures = load::expand(&captures)?;
             let loaded: Vec<Capture> = captures.iter().map(|p| read(p)).collect::<Result<_, _>>()?;
             let labels: Vec<String> = captures.iter().map(|p| p.display().to_string()).collect();
             let numbers = ranks::rank_numbers(&captures.iter().map(PathBuf::as_path).collect::<Vec<_>>());
             let given: Vec<(&str, usize, &Capture)> =
                 labels.iter().zip(&numbers).zip(&loaded).map(|((l, n), c)| (l.as_str(), *n, c)).collect();
-            let r = ranks::compare(&given, &collectives);
+            let mut r = ranks::compare(&given, &collectives);
+            if let Some(name) = &step {
+                r = r.with_steps(&given, name);
+            }
             emit(None, |w| match format {
                 DiffFormat::Text => w.write_all(r.to_text().as_bytes()),
                 DiffFormat::Json => write_json(w, &r),

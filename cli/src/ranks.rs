@@ -59,6 +59,8 @@ pub struct Ranks {
     pub sites: Vec<SiteAcross>,
     pub collectives: Vec<String>,
     pub findings: Vec<String>,
+    /// Step by step, where `--step NAME` asked ([`with_steps`](Ranks::with_steps)).
+    pub steps: Option<crate::steps::Steps>,
 }
 
 /// Rank numbers from the file names when each names a distinct `rank<N>` (the launcher's
@@ -148,7 +150,7 @@ pub fn compare(captures: &[(&str, usize, &Capture)], named: &[String]) -> Ranks 
         })
         .collect();
     let findings = findings(&ranks, !collectives.is_empty());
-    Ranks { ranks, sites, collectives: collectives.into_iter().collect(), findings }
+    Ranks { ranks, sites, collectives: collectives.into_iter().collect(), findings, steps: None }
 }
 
 /// Total length of the union of `intervals`.
@@ -209,6 +211,14 @@ fn findings(ranks: &[Rank], with_collectives: bool) -> Vec<String> {
 }
 
 impl Ranks {
+    /// Adds the job step by step (`--step NAME`): `captures` as given to [`compare`].
+    pub fn with_steps(mut self, captures: &[(&str, usize, &Capture)], name: &str) -> Ranks {
+        let mut sorted: Vec<(usize, &Capture)> = captures.iter().map(|(_, n, c)| (*n, *c)).collect();
+        sorted.sort_by_key(|(n, _)| *n);
+        self.steps = Some(crate::steps::compare(&sorted, &self.collectives, name));
+        self
+    }
+
     /// The ranks, the sites across them and the findings, as text.
     pub fn to_text(&self) -> String {
         let d = table::duration;
@@ -248,6 +258,9 @@ impl Ranks {
         }
         let _ = writeln!(out, "\nSites across ranks (time: GPU where timed, else host; summed over the calls)");
         out.push_str(&t.to_text());
+        if let Some(steps) = &self.steps {
+            out.push_str(&steps.to_text());
+        }
         let _ = writeln!(out, "\nFindings");
         for f in &self.findings {
             let _ = writeln!(out, "- {f}");

@@ -114,4 +114,109 @@ fn the_h100_capture_twice_is_two_equal_ranks() {
     assert!(r.ranks[0].compute_ns > 0 && r.ranks[0].collective_ns > 0, "{:?}", r.ranks[0]);
     assert!(r.sites.iter().all(|s| s.slowest_rank.is_none() && s.spread == 1.0), "{:?}", r.sites);
     assert!(r.findings[0].starts_with("no straggler"), "{:?}", r.findings);
+    // Step by step on its four `scale` calls: each step holds its kernels, though they ran after
+    // the call returned (a step lasts until its GPU work ends).
+    let s = r.with_steps(&given, "scale").steps.expect("steps");
+    assert_eq!(s.rows.len(), 4);
+    assert!(s.rows.iter().all(|row| row.straggler.is_none() && row.per_rank[0] == row.per_rank[1]), "{s:?}");
+    assert!(s.rows.iter().all(|row| row.per_rank[0].compute_ns > 0), "{s:?}");
+}
+
+/// One rank of a job with a `train_step` site around each iteration (`as_span`: an application
+/// span `iteration` instead): `forward` computes `compute[i]`, then an all-reduce whose NCCL
+/// kernel starts 1 ms before the compute ends (overlapped) and runs `collective[i]` after it.
+fn rank_in_steps(pid: u32, compute: &[u64], collective: &[u64], as_span: bool) -> Capture {
+    let mut c = Capture::new(Header::new("train", pid));
+    c.sites = vec![
+        Site::new(0, "train_step", SiteKind::Kernel),
+        Site::new(1, "forward", SiteKind::Kernel),
+        Site::new(2, "all_reduce", SiteKind::Kernel),
+    ];
+    c.threads = vec![Thread { index: 1, name: "main".into() }];
+    c.devices = vec![Device { key: 0, id: 0, name: "gpu".into() }];
+    c.end = Some(End::default());
+    let mut t = 1_000;
+    for (i, (&work, &wait)) in compute.iter().zip(collective).enumerate() {
+        let i = i as u64;
+        let span = as_span.then(|| {
+            c.spans.push(Span { id: 100 + i, parent: None, name: "iteration".into() });
+            100 + i
+        });
+        let end = t + work + wait;
+        if !as_span {
+            c.records.push(Record::new(0, 3 * i + 1, 1, Interval::new(t, end)));
+        }
+        let mut forward = Record::new(1, 3 * i + 2, 1, Interval::new(t, t + work));
+        forward.gpu = Some(Gpu::new(Interval::new(t, t + work), TimingSource::Cupti));
+        let mut reduce = Record::new(2, 3 * i + 3, 1, Interval::new(t + work - MS, end));
+        reduce.gpu = Some(Gpu::new(Interval::new(t + work - MS, end), TimingSource::Cupti));
+        reduce.activities.push(kernel(NCCL, Interval::new(t + work - MS, end), 0));
+        for r in [&mut forward, &mut reduce] {
+            r.span = span;
+        }
+        c.records.extend([forward, reduce]);
+        t = end + MS;
+    }
+    c
+}
+
+#[test]
+fn step_by_step_each_step_has_its_times_overlap_and_straggler() {
+    // Rank 1 computes 14 ms in step 1 where rank 0 computes 10: rank 0 waits 4 ms more in that
+    // all-reduce. Steps 0 and 2 are even.
+    for as_span in [false, true] {
+        let job = [
+            rank_in_steps(1, &[10 * MS, 10 * MS, 10 * MS], &[3 * MS, 7 * MS, 3 * MS], as_span),
+            rank_in_steps(2, &[10 * MS, 14 * MS, 10 * MS], &[3 * MS, 3 * MS, 3 * MS], as_span),
+        ];
+        let name = if as_span { "iteration" } else { "train_step" };
+        let given: Vec<(&str, usize, &Capture)> = job.iter().enumerate().map(|(i, c)| ("synthetic", i, c)).collect();
+        let r = ranks::compare(&given, &[]).with_steps(&given, name);
+        let s = r.steps.as_ref().expect("steps");
+        assert_eq!(s.of, if as_span { "span" } else { "site" });
+        assert_eq!(s.rows.len(), 3);
+        let cell = |step: usize, rank: usize| s.rows[step].per_rank[rank].clone();
+        // Step 1 of rank 0: 10 ms compute, the all-reduce from 9 ms to 17 ms: 8 ms, 1 ms of it
+        // beside the compute.
+        let c = cell(1, 0);
+        assert_eq!((c.step_ns, c.compute_ns, c.collective_ns, c.overlap_ns), (17 * MS, 10 * MS, 8 * MS, MS));
+        let c = cell(1, 1);
+        assert_eq!((c.step_ns, c.compute_ns, c.collective_ns, c.overlap_ns), (17 * MS, 14 * MS, 4 * MS, MS));
+        let stragglers: Vec<Option<usize>> = s.rows.iter().map(|row| row.straggler).collect();
+        assert_eq!(stragglers, [None, Some(1), None], "{as_span}");
+        assert_eq!((s.ranks[0].straggler_in, s.ranks[1].straggler_in), (0, 1));
+        assert_eq!(s.ranks[0].median_step_ns, 13 * MS);
+        let text = r.to_text();
+        assert!(text.contains(&format!("Steps: `{name}`")), "{text}");
+        assert!(text.contains("1 of 3"), "{text}");
+    }
+}
+
+#[test]
+fn the_command_compares_the_ranks_step_by_step() {
+    let dir = scratch("ranks-steps");
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = save(&rank_in_steps(1, &[10 * MS, 10 * MS], &[3 * MS, 7 * MS], false), "ranks-steps/rank0.gpuspan");
+    let b = save(&rank_in_steps(2, &[10 * MS, 14 * MS], &[3 * MS, 3 * MS], false), "ranks-steps/rank1.gpuspan");
+    let (code, text, err) =
+        gpuspan(&["ranks".as_ref(), a.as_os_str(), b.as_os_str(), "--step".as_ref(), "train_step".as_ref()]);
+    assert_eq!(code, 0, "{err}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 ") && l.contains(" / "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.ends_with("rank 1"), "{row}");
+    let (code, json, err) = gpuspan(&[
+        "ranks".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--step".as_ref(),
+        "nothing".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(v["steps"]["rows"], serde_json::json!([]), "no instance of `nothing`");
+    let _ = std::fs::remove_dir_all(dir);
 }
