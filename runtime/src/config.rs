@@ -76,17 +76,11 @@ impl Config {
             if let Some(on) = env::summary() {
                 c.summary = on;
             }
-            match env::trace_file() {
-                Some(env::TraceFile::Off) => c.trace_file = TraceFile::Off,
-                Some(env::TraceFile::Default) => c.trace_file = TraceFile::Default,
-                Some(env::TraceFile::Path(p)) => c.trace_file = TraceFile::Path(p),
-                None => {}
+            if let Some(t) = env::trace_file() {
+                c.trace_file = t;
             }
-            match env::capture() {
-                Some(env::TraceFile::Off) => c.capture = TraceFile::Off,
-                Some(env::TraceFile::Default) => c.capture = TraceFile::Default,
-                Some(env::TraceFile::Path(p)) => c.capture = TraceFile::Path(p),
-                None => {}
+            if let Some(t) = env::capture() {
+                c.capture = t;
             }
             c.threshold_us = env::threshold_us();
             c.trace_all = env::trace_all();

@@ -110,15 +110,8 @@ pub(crate) fn summary() -> Option<bool> {
     switch("GPUSPAN_SUMMARY", true)
 }
 
-/// What `GPUSPAN_TRACE_FILE` asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TraceFile {
-    /// A switch saying on: the default location.
-    Default,
-    /// A switch saying off: no timeline.
-    Off,
-    Path(PathBuf),
-}
+/// What `GPUSPAN_TRACE_FILE` or `GPUSPAN_CAPTURE` asks for: the settings' own type.
+pub(crate) use crate::config::TraceFile;
 
 /// `GPUSPAN_TRACE_FILE`: a path, or a switch word (`off`: no timeline, `on`: the default place).
 pub(crate) fn trace_file() -> Option<TraceFile> {

@@ -81,5 +81,9 @@ pub mod replay {
         pub stale_scopes: u64,
         /// Activities without valid timestamps (incomplete records from a forced flush).
         pub invalid_activities: u64,
+        /// Scopes attributed by their thread's time window (synchronous scopes).
+        pub window_scopes: u64,
+        /// Scopes decided at a flush's deadline before all their records had come.
+        pub deadline_scopes: u64,
     }
 }
