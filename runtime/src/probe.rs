@@ -79,7 +79,7 @@ macro_rules! byte_count_for {
             fn to_byte_count(self) -> u64 {
                 match u64::try_from(self) {
                     Ok(v) => v,
-                    Err(_) if self < <$t>::default() => 0,
+                    Err(_) if self < <$t>::default() => negative_byte_count(),
                     Err(_) => u64::MAX,
                 }
             }
@@ -87,6 +87,17 @@ macro_rules! byte_count_for {
     )*};
 }
 byte_count_for!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+
+/// A `bytes = ..` expression came out negative: the call counts 0 bytes (and so gets no
+/// bandwidth), and the summary says so once rather than keep it silent.
+#[cold]
+#[inline(never)]
+fn negative_byte_count() -> u64 {
+    crate::diagnostics::note_once(
+        "a `bytes = ..` expression was negative: those calls count 0 bytes and get no bandwidth",
+    );
+    0
+}
 
 #[cfg(test)]
 mod tests {
@@ -113,6 +124,12 @@ mod tests {
     fn byte_counts_take_any_integer_and_clamp_to_u64() {
         assert_eq!(4096u16.to_byte_count(), 4096);
         assert_eq!((-5i32).to_byte_count(), 0, "negative counts are 0");
+        #[cfg(feature = "enabled")]
+        assert!(
+            crate::diagnostics::notes().iter().any(|n| n.contains("`bytes = ..` expression was negative")),
+            "and said once: {:?}",
+            crate::diagnostics::notes()
+        );
         assert_eq!(u128::MAX.to_byte_count(), u64::MAX, "past u64 saturates");
         assert_eq!(usize::MAX.to_byte_count(), usize::MAX as u64);
     }
