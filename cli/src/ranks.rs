@@ -158,7 +158,8 @@ fn covered(intervals: Vec<Interval>) -> u64 {
     analysis::union(intervals).iter().map(Interval::duration_ns).sum()
 }
 
-fn median(mut v: Vec<u64>) -> u64 {
+/// The median of `v` (the mean of the middle two for an even count; 0 when empty).
+pub(crate) fn median(mut v: Vec<u64>) -> u64 {
     v.sort_unstable();
     match v.len() {
         0 => 0,

@@ -12,7 +12,7 @@
 //! others' median, as for the whole run (decision 47).
 
 use crate::analysis::{self, Index};
-use crate::ranks::STRAGGLER_PCT;
+use crate::ranks::{median, STRAGGLER_PCT};
 use crate::stats::Samples;
 use crate::table::{self, Table};
 use gpuspan_capture::{Capture, Interval};
@@ -128,15 +128,6 @@ fn overlap(a: &[Interval], b: &[Interval], within: Interval) -> u64 {
         }
     }
     total
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    match v.len() {
-        0 => 0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2,
-    }
 }
 
 /// The straggler among one step's ranks: the most compute, `STRAGGLER_PCT` above the others'
