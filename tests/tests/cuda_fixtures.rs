@@ -104,6 +104,7 @@ fn replay_dump(dump: &[u8], devices: usize) -> (Resolved, Vec<(usize, String)>, 
             Frame::Threads(snapshot) => resolver.observe(snapshot),
             Frame::Note { text, .. } => notes.push((i, text.clone())),
             Frame::Requested { seq } => resolver.requested(*seq),
+            Frame::Clock { offset_ns, error_ns, taken_ns } => resolver.calibrated(*offset_ns, *error_ns, *taken_ns),
             Frame::Name { .. } | Frame::Flushed { .. } => {}
         }
         out.extend(resolver.poll(now).into_iter().map(|r| (i, r)));

@@ -11,7 +11,8 @@
 use gpuspan::{gpu_kernel, gpu_transfer};
 use gpuspan_capture::Capture;
 use gpuspan_tests::gpu::Gpu;
-use std::collections::BTreeSet;
+
+mod labels_common;
 
 #[gpu_kernel(trace_all)]
 fn encode(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
@@ -108,46 +109,8 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
     let summary = gpuspan::summary();
     drop(guard);
 
-    let capture = Capture::open(&capture_path).expect("the capture reads");
-    let report = gpuspan_cli::report::build(&capture);
-    let folded = gpuspan_cli::flame::folded(&capture);
-    let timeline: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&timeline_path).expect("the timeline was written")).expect("JSON");
-    let events = timeline["traceEvents"].as_array().expect("events");
-
-    let mut labels = BTreeSet::new();
-    for name in SITES {
-        let s = summary.reached.iter().find(|s| s.site.desc.name == name).unwrap_or_else(|| panic!("{name} reached"));
-        let row = report.sites.iter().find(|r| r.site == name).unwrap_or_else(|| panic!("{name} in the report"));
-        let what = format!("{name}: summary {s:?}\nreport {row:?}");
-        assert_eq!(row.kind, s.site.desc.kind.as_str(), "{what}");
-        assert_eq!(row.backend, s.backend_label(), "{what}");
-        let sources: BTreeSet<&str> = s.sources.iter().map(|x| x.as_str()).collect();
-        assert_eq!(row.sources.iter().map(String::as_str).collect::<BTreeSet<_>>(), sources, "{what}");
-        assert_eq!(row.bracketed, s.bracketed, "{what}");
-        let bandwidth = s.bandwidth_bytes_per_s();
-        assert_eq!(row.bandwidth_bytes_per_s.is_some(), bandwidth.is_some(), "{what}");
-        if let (Some(a), Some(b)) = (row.bandwidth_bytes_per_s, bandwidth) {
-            // Every call is recorded (trace_all): the same bytes over the same time.
-            assert!((a / b - 1.0).abs() < 1e-6, "{what}");
-        }
-        // The timeline's events of the site carry a bandwidth only where the summary gives one.
-        let site_events: Vec<&serde_json::Value> = events
-            .iter()
-            .filter(|e| e["args"]["code.function.name"].as_str().is_some_and(|f| f.ends_with(name)))
-            .collect();
-        assert!(!site_events.is_empty(), "{name} in the timeline");
-        let with_bandwidth = site_events.iter().filter(|e| e["args"]["gpu_transfer.bandwidth_bytes_per_s"].is_number());
-        if bandwidth.is_none() {
-            assert_eq!(with_bandwidth.count(), 0, "{what}");
-        }
-        // Every GPU-timed site is a frame of the flamegraph (GPU time over the host stack), the
-        // exact children of a bracket included; host-timed ones have no GPU time to fold.
-        let gpu_timed = s.sources.iter().any(|x| x.as_str() != "host");
-        let in_flamegraph = folded.keys().any(|k| k.split(';').any(|f| f == name));
-        assert_eq!(in_flamegraph, gpu_timed, "{name} in the flamegraph: {folded:?}");
-        labels.insert((name, s.backend_label(), s.bracketed, bandwidth.is_some()));
-    }
+    let labels = labels_common::agree(&summary, &capture_path, &timeline_path, &SITES);
+    let report = gpuspan_cli::report::build(&Capture::open(&capture_path).expect("the capture reads"));
     // Two sites named `copy`: each shown with its place, the same in the summary and the report.
     let copies: Vec<&str> = report.sites.iter().map(|r| r.site.as_str()).filter(|s| s.starts_with("copy")).collect();
     assert_eq!(copies.len(), 2, "{copies:?}");
@@ -158,7 +121,7 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
     }
     assert_ne!(copies[0], copies[1]);
     // The cases this test is for, as lavapipe times them.
-    let label = |name: &str| labels.iter().find(|l| l.0 == name).map(|l| (l.1, l.2, l.3)).expect("labelled");
+    let label = |name: &str| labels.iter().find(|l| l.0 == name).map(|l| (l.1.as_str(), l.2, l.3)).expect("labelled");
     assert_eq!(label("encode"), ("wgpu", false, false));
     assert_eq!(label("attached"), ("wgpu (bare)", false, false));
     assert!(label("frame").1, "a queue bracket is a bound");

@@ -165,9 +165,21 @@ impl Resolver {
     /// Takes the calibration of CUPTI's CPU clock against the host's (`host = cupti + offset`)
     /// from `measure`, asked to measure again when a record's facts contradicted the last one.
     /// Replays of captured traffic set none: their CUPTI clock is taken as the host's.
-    pub(crate) fn calibrate(&mut self, measure: impl FnOnce(bool) -> crate::placement::ClockMap) {
+    pub(crate) fn calibrate(
+        &mut self,
+        measure: impl FnOnce(bool) -> crate::placement::ClockMap,
+    ) -> crate::placement::ClockMap {
         let again = self.placer.take_contradicted();
-        self.placer.set_clock(measure(again));
+        let clock = measure(again);
+        self.placer.set_clock(clock);
+        clock
+    }
+
+    /// Replays: the live run's calibration from a dump's `Clock` frame (`host = cupti +
+    /// offset_ns`, good to `error_ns`, taken at host instant `taken_ns`).
+    pub fn calibrated(&mut self, offset_ns: i64, error_ns: u64, taken_ns: u64) {
+        let clock = crate::placement::ClockMap { offset_ns: offset_ns.into(), error_ns, taken_at_ns: taken_ns };
+        self.placer.set_clock(clock);
     }
 
     /// The trust report's lines: how well each device's offset is known.

@@ -67,6 +67,17 @@ pub enum Frame {
     /// Which threads had a window open, taken before the resolver drained its channel and
     /// written after what that drain took (as the resolver applies it).
     Threads(Snapshot),
+    /// The calibration of CUPTI's clock the records after it were placed with
+    /// (`host = cupti + offset_ns`, good to `error_ns`, taken at host instant `taken_ns`): written
+    /// whenever it changes, so that a replay places records as the live run did.
+    Clock {
+        /// `host = cupti + offset_ns`.
+        offset_ns: i64,
+        /// The bound on that offset when it was taken.
+        error_ns: u64,
+        /// When it was taken, on the host clock.
+        taken_ns: u64,
+    },
     /// A free-form line from the capturing program (what it was doing).
     Note {
         /// When, on the host clock.
@@ -130,6 +141,12 @@ impl Frame {
                 put_u64(out, window.thread.into());
                 put_u64(out, window.start);
                 put_u64(out, window.end);
+            }
+            Frame::Clock { offset_ns, error_ns, taken_ns } => {
+                out.push(b'C');
+                put_u64(out, *offset_ns as u64);
+                put_u64(out, *error_ns);
+                put_u64(out, *taken_ns);
             }
             Frame::Threads(s) => {
                 out.push(b'O');
@@ -224,6 +241,7 @@ pub fn read(b: &[u8]) -> Result<Vec<Frame>, DumpError> {
                 scope_id: r.u64()?,
                 window: Window { thread: r.u64()? as u32, start: r.u64()?, end: r.u64()? },
             },
+            b'C' => Frame::Clock { offset_ns: r.u64()? as i64, error_ns: r.u64()?, taken_ns: r.u64()? },
             b'O' => {
                 let now = r.u64()?;
                 let n = r.u64()?;
@@ -273,6 +291,7 @@ mod tests {
             Frame::Note { host_ns: 11, text: "hello".into() },
             Frame::Window { scope_id: 8, window: Window { thread: 42, start: 100, end: 200 } },
             Frame::Threads(Snapshot { now: 300, open: vec![(42, 250), (43, 260)] }),
+            Frame::Clock { offset_ns: -700, error_ns: 25, taken_ns: 400 },
         ];
         let mut out = MAGIC.to_vec();
         frames.iter().for_each(|f| f.encode(&mut out));

@@ -78,6 +78,8 @@ struct Live {
     rx: Receiver<Msg>,
     dump: Option<std::io::BufWriter<std::fs::File>>,
     dumped_names: HashSet<u64>,
+    /// The calibration last written to the dump.
+    dumped_clock: Option<crate::placement::ClockMap>,
     /// When CUPTI's buffers were last asked for (its clock is mapped afresh where records are
     /// placed: `clock::mapping`).
     last_flush: Instant,
@@ -114,6 +116,7 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
         rx,
         dump,
         dumped_names: HashSet::new(),
+        dumped_clock: None,
         last_flush: Instant::now(),
         cupti_flushes: false,
     }));

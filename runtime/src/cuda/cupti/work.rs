@@ -38,7 +38,12 @@ impl Live {
     /// Takes everything the threads' queues and the channel hold; returns resolved records and
     /// whether any scope ended since the last drain.
     fn drain(&mut self) -> (Vec<Record>, bool) {
-        self.resolver.calibrate(clock::mapping);
+        let calibration = self.resolver.calibrate(clock::mapping);
+        if self.dump.is_some() && self.dumped_clock != Some(calibration) {
+            self.dumped_clock = Some(calibration);
+            let offset_ns = i64::try_from(calibration.offset_ns).unwrap_or(i64::MAX);
+            self.write(Frame::Clock { offset_ns, error_ns: calibration.error_ns, taken_ns: calibration.taken_at_ns });
+        }
         // Before the queues: a window that closed before this was pushed before it.
         let threads = window::snapshot();
         // The queues before the channel: a scope that reaches the channel (its thread's queue
