@@ -16,6 +16,7 @@ struct Counters {
     corrected: AtomicU64,
     worst_ns: AtomicU64,
     beyond_bound: AtomicU64,
+    loose: AtomicU64,
 }
 
 impl Counters {
@@ -25,6 +26,7 @@ impl Counters {
             corrected: AtomicU64::new(0),
             worst_ns: AtomicU64::new(0),
             beyond_bound: AtomicU64::new(0),
+            loose: AtomicU64::new(0),
         }
     }
 }
@@ -47,6 +49,9 @@ pub struct Trust {
     /// Corrections larger than the clock error the record stated: placements whose bound was
     /// not a bound.
     pub beyond_bound: u64,
+    /// Records whose stated clock error is wider than their own GPU time: where they lie is
+    /// known less well than how long they took, which the summary says.
+    pub loose: u64,
 }
 
 impl Trust {
@@ -62,8 +67,13 @@ impl Trust {
         } else {
             String::new()
         };
+        let loose = if self.loose > 0 {
+            format!("; {} placed with a clock error wider than their own GPU time", self.loose)
+        } else {
+            String::new()
+        };
         format!(
-            "GPU clock ({}): {} of {} records placed before their call and corrected{worst}",
+            "GPU clock ({}): {} of {} records placed before their call and corrected{worst}{loose}",
             self.source.as_str(),
             self.corrected,
             self.checked
@@ -84,6 +94,7 @@ pub(crate) fn report() -> Vec<Trust> {
                 corrected: c.corrected.load(Ordering::Relaxed),
                 worst_ns: c.worst_ns.load(Ordering::Relaxed),
                 beyond_bound: c.beyond_bound.load(Ordering::Relaxed),
+                loose: c.loose.load(Ordering::Relaxed),
             }
         })
         .filter(|t| t.checked > 0)
@@ -96,6 +107,9 @@ pub(crate) fn enforce(record: &mut Record) {
     let Some(gpu) = record.gpu.as_mut() else { return };
     let c = &COUNTERS[gpu.source as usize];
     c.checked.fetch_add(1, Ordering::Relaxed);
+    if gpu.clock_error_ns > gpu.interval.duration_ns() {
+        c.loose.fetch_add(1, Ordering::Relaxed);
+    }
     let earliest = record.activities.iter().map(|a| a.interval.start_ns).fold(gpu.interval.start_ns, u64::min);
     if earliest >= lower {
         return;
@@ -171,6 +185,18 @@ mod tests {
         assert!(after.checked >= checked + 2 && after.corrected > corrected, "{after:?}");
         assert!(after.worst_ns >= 200 && after.beyond_bound >= 1, "{after:?}");
         assert!(after.line().contains("corrected, worst"), "{}", after.line());
+    }
+
+    #[test]
+    fn a_clock_error_wider_than_the_work_is_counted_and_said() {
+        let loose_before = report().into_iter().find(|t| t.source == TimingSource::CudaEvent).map_or(0, |t| t.loose);
+        let mut tight = record(10_000, 10_100, 499);
+        enforce(&mut tight);
+        let mut loose = record(10_000, 10_100, 501);
+        enforce(&mut loose);
+        let after = report().into_iter().find(|t| t.source == TimingSource::CudaEvent).expect("counted");
+        assert!(after.loose > loose_before, "a 501 ns bound on 500 ns of work: {after:?}");
+        assert!(after.line().contains("placed with a clock error wider than their own GPU time"), "{}", after.line());
     }
 
     #[test]
