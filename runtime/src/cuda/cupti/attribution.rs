@@ -69,9 +69,10 @@ struct Ended {
 struct Pending {
     ended: Option<Ended>,
     correlation_ids: Vec<u32>,
-    /// The work-enqueuing calls made in the scope: correlation id, what they enqueue, and when
-    /// the call started on CUPTI's clock (its work cannot start earlier).
-    expected: Vec<(u32, Work, u64)>,
+    /// The work-enqueuing calls made in the scope: correlation id, what they enqueue, and the
+    /// call's interval on CUPTI's clock (its work cannot start earlier; a synchronous copy
+    /// ended before the call returned).
+    expected: Vec<(u32, Work, Interval)>,
     activities: Vec<(u32, Piece)>,
 }
 
@@ -193,7 +194,7 @@ impl Resolver {
     /// the call that enqueued it on CUPTI's clock, when CUPTI reported it.
     fn unattributed(&mut self, piece: Piece, api: Option<Interval>) -> Record {
         self.counts.unattributed_activities += 1;
-        let (mut placed, error) = self.placer.place(None, |_| api.map(|i| i.start_ns), vec![(0, piece)]);
+        let (mut placed, error) = self.placer.place(None, |_| api, vec![(0, piece)]);
         let a = placed.remove(0);
         let host = match api {
             Some(i) => Interval { start_ns: self.placer.host_ns(i.start_ns), end_ns: self.placer.host_ns(i.end_ns) },
@@ -274,7 +275,7 @@ impl Resolver {
 
     fn settle(&mut self, a: RawApi, owner: Owner, out: &mut Vec<Record>) {
         let c = a.correlation_id;
-        let api_start = a.start;
+        let api = Interval { start_ns: a.start, end_ns: a.end };
         let held = self.held.remove(&c).unwrap_or_default();
         match owner {
             Owner::Scope(scope) => {
@@ -282,12 +283,11 @@ impl Resolver {
                 let p = self.scopes.entry(scope).or_default();
                 p.correlation_ids.push(c);
                 if let Some(work) = work_of(a.domain, a.cbid) {
-                    p.expected.push((c, work, api_start));
+                    p.expected.push((c, work, api));
                 }
                 p.activities.extend(held.into_iter().map(|h| (c, h)));
             }
             Owner::Outside | Owner::Undecided => {
-                let api = Interval { start_ns: a.start, end_ns: a.end };
                 self.outside.insert(c, api);
                 for h in held {
                     out.push(self.unattributed(h, Some(api)));
@@ -309,7 +309,7 @@ impl Resolver {
             self.counts.window_scopes += 1;
         }
         self.counts.scopes_resolved += 1;
-        let launch_of = |c: u32| p.expected.iter().find(|(e, ..)| *e == c).map(|(_, _, start)| *start);
+        let launch_of = |c: u32| p.expected.iter().find(|(e, ..)| *e == c).map(|(_, _, api)| *api);
         // A window scope's start is its window's, mapped by the calibration itself: not a fact
         // beside it. Its work is placed after the API calls that launched it.
         let call_start = e.window.is_none().then_some(e.record.host.start_ns);
@@ -345,7 +345,8 @@ impl Resolver {
                     }
                     match self.correlation.get(&a.correlation_id) {
                         Some(scope) => {
-                            self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, a.start));
+                            let api = Interval { start_ns: a.start, end_ns: a.end };
+                            self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, api));
                         }
                         None => self.api_waiting.push((seq, a.clone())),
                     }
@@ -356,7 +357,8 @@ impl Resolver {
                         self.counts.invalid_activities += 1;
                         continue;
                     };
-                    let activity = Piece { activity, delivered_ns };
+                    let ends_by_return = matches!(r, Raw::Memcpy(m) if m.ends_before_return());
+                    let activity = Piece { activity, delivered_ns, ends_by_return };
                     match self.correlation.get(&c) {
                         Some(scope) => self.scopes.entry(*scope).or_default().activities.push((c, activity)),
                         None => self.orphans.push((seq, c, activity)),
@@ -379,7 +381,8 @@ impl Resolver {
             let (seq, a) = &self.api_waiting[i];
             if let Some(scope) = self.correlation.get(&a.correlation_id) {
                 if let Some(work) = work_of(a.domain, a.cbid) {
-                    self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, a.start));
+                    let api = Interval { start_ns: a.start, end_ns: a.end };
+                    self.scopes.entry(*scope).or_default().expected.push((a.correlation_id, work, api));
                 }
                 self.api_waiting.swap_remove(i);
             } else if *seq <= prefix {

@@ -74,8 +74,30 @@ pub struct RawMemcpy {
     pub context: u32,
     pub stream: u32,
     pub correlation_id: u32,
+    /// CUPTI's activity flags: bit 0 (`CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC`) for an async API.
+    pub flags: u8,
     /// For `MEMCPY2`: the devices copied from and to (`deviceId` is the one running the copy).
     pub peer: Option<PeerDevices>,
+}
+
+impl RawMemcpy {
+    /// Whether the copy had completed when the API call that made it returned, by CUDA's rules
+    /// ("API synchronization behavior"): a copy to host memory from a synchronous call, or to
+    /// pageable memory from an async one; a synchronous copy from pinned memory; host to host.
+    /// A synchronous copy from pageable memory returns once staged, and device-to-device
+    /// copies never wait: those are not.
+    pub fn ends_before_return(&self) -> bool {
+        const PAGEABLE: u8 = 1;
+        const PINNED: u8 = 2;
+        let host = |k: u8| k == PAGEABLE || k == PINNED;
+        let synchronous_api = self.flags & 1 == 0;
+        match (host(self.src_kind), host(self.dst_kind)) {
+            (true, true) => true,
+            (false, true) => synchronous_api || self.dst_kind == PAGEABLE,
+            (true, false) => synchronous_api && self.src_kind == PINNED,
+            (false, false) => false,
+        }
+    }
 }
 
 /// The two ends of a peer copy, by CUPTI device id.
@@ -168,6 +190,7 @@ macro_rules! memcpy {
             context: u32_at($b, offset_of!($t, contextId)),
             stream: u32_at($b, offset_of!($t, streamId)),
             correlation_id: u32_at($b, offset_of!($t, correlationId)),
+            flags: u8_at($b, offset_of!($t, flags)),
             peer: $peer,
         }
     };
@@ -315,6 +338,36 @@ pub fn copy_name(code: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// CUDA's rules for when a copy has completed as its call returns (kinds: 1 pageable,
+    /// 2 pinned, 3 device; flag bit 0: an async API).
+    #[test]
+    fn copies_that_end_before_their_call_returns() {
+        let copy = |src_kind: u8, dst_kind: u8, flags: u8| RawMemcpy {
+            copy_kind: 0,
+            src_kind,
+            dst_kind,
+            flags,
+            bytes: 4,
+            start: 1,
+            end: 2,
+            device: 0,
+            context: 0,
+            stream: 0,
+            correlation_id: 0,
+            peer: None,
+        };
+        let (pageable, pinned, device, sync, asynchronous) = (1, 2, 3, 0, 1);
+        assert!(copy(device, pageable, sync).ends_before_return());
+        assert!(copy(device, pinned, sync).ends_before_return());
+        assert!(copy(device, pageable, asynchronous).ends_before_return(), "async to pageable waits");
+        assert!(!copy(device, pinned, asynchronous).ends_before_return());
+        assert!(copy(pinned, device, sync).ends_before_return());
+        assert!(!copy(pageable, device, sync).ends_before_return(), "returns once staged");
+        assert!(!copy(pinned, device, asynchronous).ends_before_return());
+        assert!(!copy(device, device, sync).ends_before_return());
+        assert!(copy(pageable, pinned, asynchronous).ends_before_return(), "host to host");
+    }
 
     #[test]
     fn layouts_are_cuda_13_0() {

@@ -51,6 +51,7 @@ fn a_peer_copy_is_attributed_with_its_devices() {
         context: 2,
         stream: 9,
         correlation_id: 77,
+        flags: 1,
         peer: Some(PeerDevices { src_device: 0, dst_device: 1 }),
     };
     r.buffer(2, 2_000, &[Raw::Memcpy(copy)], &mut |_| None);
@@ -109,6 +110,7 @@ fn work_timed_before_its_launching_call_is_placed_after_it_by_the_facts() {
         context: 1,
         stream: 7,
         correlation_id: 78,
+        flags: 1,
         peer: None,
     };
     r.buffer(1, 5_000, &[Raw::External(ext), Raw::Api(api), Raw::Memcpy(copy)], &mut |_| None);
