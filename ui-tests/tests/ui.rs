@@ -19,4 +19,7 @@ fn ui() {
     t.compile_fail("tests/ui/fail-enabled/*.rs");
     #[cfg(all(feature = "wgpu", feature = "enabled"))]
     t.compile_fail("tests/ui/fail-wgpu/*.rs");
+    // `stream = ...` of a type that is no CUDA stream, with the CUDA backend.
+    #[cfg(all(feature = "cuda", feature = "enabled"))]
+    t.compile_fail("tests/ui/fail-cuda/*.rs");
 }
