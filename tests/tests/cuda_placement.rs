@@ -158,15 +158,7 @@ fn fault(what: &str, r: &Record, by_ns: u64) -> String {
 /// run inside the first call's first block; `events`: as `eager`, timed by CUDA events (the
 /// bare outer call is then host-timed, and each block a bound from its start to its exit).
 fn child(shape: &str) {
-    let dir = std::env::temp_dir().join(format!("gpuspan-placement-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let (capture_path, timeline_path) = (dir.join("run.gpuspan"), dir.join("run.json"));
-    let guard = gpuspan::Config::default()
-        .summary(false)
-        .trace_all(true)
-        .trace_file(&timeline_path)
-        .capture(&capture_path)
-        .init();
+    let (guard, out) = labels_common::Outputs::start("placement");
     let g = OnceLock::new();
     if shape != "lazy" {
         let _ = g.set(make_gpu());
@@ -253,8 +245,8 @@ fn child(shape: &str) {
     // Every output labels each site alike; the labels are what this timing source means.
     let labels = labels_common::agree(
         &summary,
-        &capture_path,
-        &timeline_path,
+        &out.capture,
+        &out.timeline,
         &["connected_components", "init", "hook", "pointer_jump"],
     );
     for (name, backend, bracketed, bandwidth) in &labels {
@@ -268,7 +260,6 @@ fn child(shape: &str) {
         };
         assert_eq!((backend.as_str(), *bracketed, *bandwidth), (expected.0, expected.1, false), "{name}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
     for line in &summary.notes {
         println!("NOTE {line}");
     }

@@ -84,15 +84,7 @@ const SITES: [&str; 7] = ["encode", "attached", "frame", "upload", "host_only", 
 fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
     let Some(gpu) = Gpu::for_test(1 << 14, 64) else { return };
     gpuspan::wgpu::register(&gpu.adapter, &gpu.device, &gpu.queue);
-    let dir = std::env::temp_dir().join(format!("gpuspan-labels-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (capture_path, timeline_path) = (dir.join("run.gpuspan"), dir.join("run.json"));
-    let guard = gpuspan::Config::default()
-        .summary(false)
-        .trace_all(true)
-        .trace_file(&timeline_path)
-        .capture(&capture_path)
-        .init();
+    let (guard, out) = labels_common::Outputs::start("labels");
     let bytes = vec![7u8; 4096];
     let words: Vec<u64> = (0..50_000).collect();
     for _ in 0..3 {
@@ -109,8 +101,8 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
     let summary = gpuspan::summary();
     drop(guard);
 
-    let labels = labels_common::agree(&summary, &capture_path, &timeline_path, &SITES);
-    let report = gpuspan_cli::report::build(&Capture::open(&capture_path).expect("the capture reads"));
+    let labels = labels_common::agree(&summary, &out.capture, &out.timeline, &SITES);
+    let report = gpuspan_cli::report::build(&Capture::open(&out.capture).expect("the capture reads"));
     // Two sites named `copy`: each shown with its place, the same in the summary and the report.
     let copies: Vec<&str> = report.sites.iter().map(|r| r.site.as_str()).filter(|s| s.starts_with("copy")).collect();
     assert_eq!(copies.len(), 2, "{copies:?}");
@@ -129,5 +121,4 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
     assert_eq!(label("host_only"), ("host", false, false), "a kernel site has no bandwidth");
     assert_eq!(label("stage"), ("host", false, true));
     assert_eq!(label("read_host"), ("host", false, false), "a host-timed read-back is mostly waiting");
-    let _ = std::fs::remove_dir_all(&dir);
 }

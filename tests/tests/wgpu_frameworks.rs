@@ -12,20 +12,13 @@
 //!   over: the device thread's submissions fall inside it.
 #![cfg(feature = "wgpu")]
 
-use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
+use gpuspan::{gpu_kernel, Capture, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
+use gpuspan_tests::{gpu_timing, serial};
 use std::sync::{Arc, Mutex};
 
 /// One test at a time: each reads the process's records by site.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
-    r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
-}
 
 /// Stands for bevy's renderer: it owns the frame's encoder, hands systems a context, and
 /// submits once they all ran.
@@ -75,7 +68,7 @@ fn tonemap_system(ctx: &mut bevy_like::RenderContext<'_>, gpu: &Gpu, reference: 
 
 #[test]
 fn a_bevy_like_system_attaching_the_frameworks_encoder_is_timed_exactly() {
-    let _serial = serial();
+    let _serial = serial(&SERIAL);
     let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
     let capture = Capture::start();
     let reference = RawTimer::new(&gpu.device);
@@ -133,7 +126,7 @@ fn draw_scene(renderer: &mut vello_like::Renderer<'_>, device: &wgpu::Device, qu
 
 #[test]
 fn a_vello_like_library_call_is_a_labelled_bracket_holding_the_librarys_work() {
-    let _serial = serial();
+    let _serial = serial(&SERIAL);
     let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
     let capture = Capture::start();
     let mut renderer = vello_like::Renderer { gpu: &gpu, reference: RawTimer::new(&gpu.device) };
@@ -225,7 +218,7 @@ fn matmul(rt: &cubecl_like::Runtime, gpu: &Arc<Gpu>, reference: &Arc<RawTimer>) 
 
 #[test]
 fn a_cubecl_like_device_thread_launch_falls_inside_the_callers_queue_bracket() {
-    let _serial = serial();
+    let _serial = serial(&SERIAL);
     let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
     let gpu = Arc::new(gpu);
     let rt = cubecl_like::Runtime::new(Arc::new(gpu.device.clone()), Arc::new(gpu.queue.clone()));

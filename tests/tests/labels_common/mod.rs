@@ -5,7 +5,33 @@
 
 use gpuspan_capture::Capture;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A run writing every call to a capture and a timeline in a folder of its own (removed when
+/// dropped), with the summary off: what [`agree`] reads.
+pub struct Outputs {
+    pub dir: PathBuf,
+    pub capture: PathBuf,
+    pub timeline: PathBuf,
+}
+
+impl Outputs {
+    /// Starts gpuspan writing them; keep the guard until the calls were flushed.
+    pub fn start(name: &str) -> (gpuspan::Guard, Outputs) {
+        let dir = std::env::temp_dir().join(format!("gpuspan-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (capture, timeline) = (dir.join("run.gpuspan"), dir.join("run.json"));
+        let guard =
+            gpuspan::Config::default().summary(false).trace_all(true).trace_file(&timeline).capture(&capture).init();
+        (guard, Outputs { dir, capture, timeline })
+    }
+}
+
+impl Drop for Outputs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
 
 /// A site's label as every output must show it: (name, backend, bracketed, has a bandwidth).
 pub type Label = (String, String, bool, bool);
