@@ -223,6 +223,7 @@ mod thread;
 
 #[cfg(feature = "wgpu")]
 #[cfg_attr(not(feature = "enabled"), path = "off/wgpu.rs")]
+#[cfg_attr(feature = "enabled", path = "wgpu/backend/mod.rs")]
 pub mod wgpu;
 
 #[cfg(feature = "cuda")]

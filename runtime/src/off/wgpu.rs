@@ -3,7 +3,7 @@
 // The traits that say which wgpu values a site accepts are plain trait impls with no state:
 // the same file either way, so user impls for wrapper types compile off too.
 #[allow(dead_code, unreachable_pub)]
-#[path = "../wgpu/resources.rs"]
+#[path = "../wgpu/backend/resources.rs"]
 pub(crate) mod resources;
 
 pub use resources::{AsHandle, AsRecorder};
