@@ -199,7 +199,7 @@ mod ring;
 mod call;
 #[cfg(all(feature = "enabled", feature = "nvtx"))]
 mod nvtx;
-#[cfg(all(feature = "enabled", any(feature = "wgpu", feature = "cuda")))]
+#[cfg(all(feature = "enabled", any(feature = "_wgpu", feature = "cuda")))]
 mod placement;
 #[cfg(feature = "enabled")]
 #[allow(missing_docs)]
@@ -221,9 +221,7 @@ mod switch;
 #[cfg(feature = "enabled")]
 mod thread;
 
-#[cfg(feature = "wgpu")]
-#[cfg_attr(not(feature = "enabled"), path = "off/wgpu.rs")]
-#[cfg_attr(feature = "enabled", path = "wgpu/backend/mod.rs")]
+#[cfg(feature = "_wgpu")]
 pub mod wgpu;
 
 #[cfg(feature = "cuda")]

@@ -1,10 +1,11 @@
 //! What `gpuspan::wgpu::attach` and resource parameters reach (issue 27): an attached encoder
 //! replaces a queue bracket, `Arc`ed queues and devices are timed, and a guard held across an
 //! `.await` is timed. On a real driver (lavapipe in CI). Serial: the loss counters are global.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
+use gpuspan_tests::wgpu;
 use std::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::new(());

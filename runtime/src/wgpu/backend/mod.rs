@@ -1,4 +1,6 @@
-//! wgpu timing: timestamp queries through wgpu-profiler, placed on the host clock.
+//! The wgpu backend, written once and compiled once per major (`wgpu/v30.rs`, ...), where
+//! `wgpu` and `wgpu_profiler` are that major's crates: timestamp queries through wgpu-profiler,
+//! placed on the host clock.
 //!
 //! A function with a `&mut CommandEncoder` (or `ComputePass`/`RenderPass`) parameter gets a
 //! query in that recorder; one with only a `&Queue` has its submissions bracketed by timestamp
@@ -8,19 +10,6 @@
 //! `write_buffer` copies included. A bracket's timestamps are slots of a batch shared by many
 //! brackets (`pool.rs`). Queries are resolved off the caller's path by the resolver thread; the
 //! caller never waits on the GPU.
-//!
-//! ```no_run
-//! # async fn setup(adapter: wgpu::Adapter) {
-//! let (device, queue) = adapter
-//!     .request_device(&wgpu::DeviceDescriptor {
-//!         required_features: gpuspan::wgpu::timestamp_features(&adapter),
-//!         ..Default::default()
-//!     })
-//!     .await
-//!     .unwrap();
-//! gpuspan::wgpu::register(&adapter, &device, &queue);
-//! # }
-//! ```
 
 pub(crate) mod attach;
 mod bounds;
@@ -29,51 +18,40 @@ mod calibration;
 mod device;
 mod frame;
 mod pool;
-mod read_back;
+pub(crate) mod read_back;
 mod resolver;
 pub(crate) mod resources;
 
-pub use attach::attach;
-pub use read_back::read_buffer;
-pub use resources::{AsHandle, AsRecorder};
-// Sealed: the bound of `attach` and of `AsRecorder::Recorder`, implemented by wgpu's encoder and
-// passes only, so nameable nowhere outside.
 use resources::Recorder;
+use super::{mapped_range, wgpu, wgpu_profiler};
 
 use crate::diagnostics::note_once;
-use crate::probe::Exit;
 use crate::record::Record;
-use crate::scope::{GpuScope, Scope};
+use crate::scope::GpuScope;
 use crate::site::Site;
 use bracket::Bracket;
 use device::DeviceState;
 use frame::Frame;
 use std::sync::Arc;
-use tracing::Span;
 use wgpu_profiler::{GpuProfiler, GpuProfilerQuery};
 
-/// The timestamp features of `adapter` that gpuspan can use; add them to
-/// `DeviceDescriptor::required_features`. Without `TIMESTAMP_QUERY` gpuspan times wgpu work on
-/// the host and says so.
-pub fn timestamp_features(adapter: &wgpu::Adapter) -> wgpu::Features {
-    adapter.features() & GpuProfiler::ALL_WGPU_TIMER_FEATURES
-}
+/// The timestamp features gpuspan can use (`gpuspan::wgpu::timestamp_features`).
+pub(crate) const TIMER_FEATURES: wgpu::Features = GpuProfiler::ALL_WGPU_TIMER_FEATURES;
 
-/// Tells gpuspan about a device and its queue, so that functions that only take a command
-/// encoder or pass can be timed, and names the device after the adapter in traces.
-pub fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) {
+/// `gpuspan::wgpu::register`: names the device after the adapter in traces.
+pub(crate) fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) {
     let info = adapter.get_info();
     let name = format!("{} ({:?})", info.name, info.backend);
     let state = device::register(device, Some(queue), Some(&name));
     // Lets the device monitor match this device's records to its GPU by PCI bus id.
-    remember_adapter(state.label.id, info);
+    remember_adapter(state.label.id, crate::wgpu::api::Info::facts(&info));
     check_features(&state);
 }
 
 /// The adapters registered devices came from, by gpuspan's device index.
-static ADAPTERS: std::sync::RwLock<Vec<(u32, wgpu::AdapterInfo)>> = std::sync::RwLock::new(Vec::new());
+static ADAPTERS: std::sync::RwLock<Vec<(u32, crate::wgpu::AdapterFacts)>> = std::sync::RwLock::new(Vec::new());
 
-fn remember_adapter(id: u32, info: wgpu::AdapterInfo) {
+fn remember_adapter(id: u32, info: crate::wgpu::AdapterFacts) {
     if let Ok(mut a) = ADAPTERS.write() {
         a.retain(|(i, _)| *i != id);
         a.push((id, info));
@@ -82,7 +60,7 @@ fn remember_adapter(id: u32, info: wgpu::AdapterInfo) {
 
 /// The adapter the registered device `id` came from.
 #[allow(dead_code)] // read by the device monitor, when it is compiled in
-pub(crate) fn adapter_info(id: u32) -> Option<wgpu::AdapterInfo> {
+pub(crate) fn adapter_info(id: u32) -> Option<crate::wgpu::AdapterFacts> {
     ADAPTERS.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, info)| info.clone())
 }
 
@@ -125,7 +103,7 @@ impl std::fmt::Debug for RecorderScope {
 }
 
 impl WgpuScope {
-    fn begin_in_recorder<R: Recorder>(
+    pub(crate) fn begin_in_recorder<R: Recorder>(
         site: &'static Site,
         scope_id: u64,
         recorder: &mut R,
@@ -167,7 +145,7 @@ impl WgpuScope {
         Ok(WgpuScope::Recorder(RecorderScope { frame, query, detached: None }))
     }
 
-    fn begin_on_queue(
+    pub(crate) fn begin_on_queue(
         site: &'static Site,
         queue: &wgpu::Queue,
         device: Option<&wgpu::Device>,
@@ -196,7 +174,7 @@ impl WgpuScope {
 
     /// A function that only takes a device: the submissions on the queue registered with it
     /// are bracketed.
-    fn begin_on_device(site: &'static Site, device: &wgpu::Device) -> Result<WgpuScope, &'static str> {
+    pub(crate) fn begin_on_device(site: &'static Site, device: &wgpu::Device) -> Result<WgpuScope, &'static str> {
         let state = device::register(device, None, None);
         let Some(queue) = state.queue.get().cloned() else {
             note_once(format_args!(
@@ -209,7 +187,7 @@ impl WgpuScope {
         Self::begin_on_queue(site, &queue, Some(device))
     }
 
-    fn end_in_recorder<R: Recorder>(&mut self, recorder: &mut R) {
+    pub(crate) fn end_in_recorder<R: Recorder>(&mut self, recorder: &mut R) {
         // A bracket ends with its submissions, or in `finish`.
         if let WgpuScope::Recorder(RecorderScope { frame, query, detached }) = self {
             if let Some(q) = query.take() {
@@ -266,6 +244,26 @@ impl WgpuScope {
         }
     }
 
+    /// A queue bracket (which an attached encoder replaces), not a query in a recorder.
+    pub(crate) fn is_bracket(&self) -> bool {
+        matches!(self, WgpuScope::Bracket(_))
+    }
+
+    /// An async body's handle on this scope's bracket, when it is one.
+    pub(crate) fn bracket_handle(&mut self) -> Option<bracket::Shared> {
+        match self {
+            WgpuScope::Bracket(b) => Some(b.handle()),
+            WgpuScope::Recorder(_) => None,
+        }
+    }
+
+    /// An `attach` in a bracketed call replaces the bracket: it records on the bracket's device.
+    pub(crate) fn offer_bracket_device(&self) {
+        if let WgpuScope::Bracket(b) = self {
+            attach::set_device_state(b.device());
+        }
+    }
+
     pub(crate) fn finish(self, mut record: Record) {
         record.read_back = read_back::take_phases();
         match self {
@@ -280,27 +278,13 @@ impl WgpuScope {
     }
 }
 
-/// The scope's GPU part, or host timing with the reason kept for the summary.
-fn started(site: &'static Site, begun: Result<WgpuScope, &'static str>) -> GpuScope {
-    match begun {
-        Ok(w) => GpuScope::Wgpu(w),
-        Err(why) => {
-            site.timed_on_host(why);
-            GpuScope::None
-        }
-    }
-}
-
 /// The wgpu part of a selected application span's scope (`span_scopes.rs`): a bracket on the
 /// queue of the first registered device that has one, opened at the span's first entry and
 /// ended when the span closes (labelled `exit`, as a bracket whose submissions gpuspan did not
-/// see). Host timing, with the reason kept for the summary, where there is none.
-pub(crate) fn span_bracket(site: &'static Site) -> GpuScope {
+/// see). `None` when this major has no device registered with its queue.
+pub(crate) fn span_bracket(site: &'static Site) -> Option<GpuScope> {
     let devices = device::all();
-    let Some(state) = devices.iter().find(|d| d.queue.get().is_some()).cloned() else {
-        site.timed_on_host("no wgpu device registered with its queue");
-        return GpuScope::None;
-    };
+    let state = devices.iter().find(|d| d.queue.get().is_some()).cloned()?;
     if devices.len() > 1 {
         note_once(format_args!(
             "selected spans bracket the queue of the first registered wgpu device ({}) only",
@@ -309,83 +293,12 @@ pub(crate) fn span_bracket(site: &'static Site) -> GpuScope {
     }
     if !check_features(&state) {
         site.timed_on_host("device without timestamp queries");
-        return GpuScope::None;
+        return Some(GpuScope::None);
     }
-    let Some(queue) = state.queue.get().cloned() else { return GpuScope::None };
-    let bracket = Bracket::open(state, &queue).ok_or("too many queue brackets waiting for their timestamps");
-    started(site, bracket.map(WgpuScope::Bracket))
-}
-
-impl Scope {
-    /// A scope timed by queries in a command encoder or pass.
-    #[inline]
-    pub fn wgpu_recorder<R: Recorder>(
-        site: &'static Site,
-        span: Span,
-        bytes: Option<u64>,
-        recorder: &mut R,
-        device: Option<&wgpu::Device>,
-    ) -> Scope {
-        Scope::open(site, span, bytes, |scope_id| {
-            started(site, WgpuScope::begin_in_recorder(site, scope_id, recorder, device))
-        })
-    }
-
-    /// A scope whose submissions on `queue` are bracketed by timestamp writes.
-    #[inline]
-    pub fn wgpu_queue(
-        site: &'static Site,
-        span: Span,
-        bytes: Option<u64>,
-        queue: &wgpu::Queue,
-        device: Option<&wgpu::Device>,
-    ) -> Scope {
-        let mut scope =
-            Scope::open(site, span, bytes, |_| started(site, WgpuScope::begin_on_queue(site, queue, device)));
-        scope.offer_bracket_device();
-        scope
-    }
-
-    /// An `attach` in a bracketed call replaces the bracket: it records on the bracket's device.
-    fn offer_bracket_device(&mut self) {
-        if let Some(GpuScope::Wgpu(WgpuScope::Bracket(b))) = self.gpu_mut() {
-            attach::set_device_state(b.device());
-        }
-    }
-
-    /// A host-timed scope whose function records into a recorder it creates and hands over with
-    /// [`attach`]: the attachment uses `device`.
-    #[inline]
-    pub fn wgpu_attachable(site: &'static Site, span: Span, bytes: Option<u64>, device: &wgpu::Device) -> Scope {
-        let scope = Scope::open(site, span, bytes, |_| GpuScope::None);
-        if scope.is_active() {
-            attach::set_device(device);
-        }
-        scope
-    }
-
-    /// A scope whose submissions on the device's registered queue are bracketed.
-    #[inline]
-    pub fn wgpu_device(site: &'static Site, span: Span, bytes: Option<u64>, device: &wgpu::Device) -> Scope {
-        let mut scope = Scope::open(site, span, bytes, |_| started(site, WgpuScope::begin_on_device(site, device)));
-        scope.offer_bracket_device();
-        scope
-    }
-
-    /// The function leaves: closes the query in the recorder it was opened in.
-    #[inline]
-    pub fn exit_recorder<R: Recorder>(&mut self, exit: Exit, recorder: &mut R) {
-        self.exit(exit);
-        if let Some(GpuScope::Wgpu(w)) = self.gpu_mut() {
-            w.end_in_recorder(recorder);
-        }
-    }
-
-    /// A `?` in the function: when it leaves (`Err`, `None`), the query is closed.
-    #[inline]
-    pub fn try_exit_recorder<R: Recorder>(&mut self, exit: Exit, recorder: &mut R) {
-        if matches!(exit, Exit::Error | Exit::Early) {
-            self.exit_recorder(exit, recorder);
-        }
-    }
+    let queue = state.queue.get().cloned()?;
+    let Some(bracket) = Bracket::open(state, &queue) else {
+        site.timed_on_host("too many queue brackets waiting for their timestamps");
+        return Some(GpuScope::None);
+    };
+    Some(GpuScope::Wgpu(WgpuScope::Bracket(bracket).into()))
 }

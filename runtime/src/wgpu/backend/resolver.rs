@@ -5,6 +5,7 @@
 //! also run when the program itself has stopped submitting, and it re-calibrates each device's
 //! clock mapping periodically.
 
+use super::wgpu;
 use super::calibration;
 use super::device::{self, DeviceState};
 use super::pool;

@@ -1,0 +1,176 @@
+//! wgpu timing: timestamp queries through wgpu-profiler, placed on the host clock, for every
+//! wgpu major this release supports (features `wgpu-29`, `wgpu-30`; `wgpu` is the newest). The
+//! functions here are generic over the major: a program on any of them calls them unchanged.
+//!
+//! ```no_run
+//! # use wgpu30 as wgpu;
+//! # async fn setup(adapter: wgpu::Adapter) {
+//! let (device, queue) = adapter
+//!     .request_device(&wgpu::DeviceDescriptor {
+//!         required_features: gpuspan::wgpu::timestamp_features(&adapter),
+//!         ..Default::default()
+//!     })
+//!     .await
+//!     .unwrap();
+//! gpuspan::wgpu::register(&adapter, &device, &queue);
+//! # }
+//! ```
+//!
+//! How the majors are built (docs/wgpu.md, "Adding a wgpu major"): `api.rs` and `handles.rs`
+//! say what gpuspan needs of a major; `major.rs` (the traits implemented for one major's types)
+//! and `backend/` (the timing) are written once and compiled once per major by its file,
+//! `v30.rs`, where `wgpu` names that major's crate; `scope.rs` holds a scope's wgpu part, of
+//! whichever major, for the rest of gpuspan. With instrumentation off (`enabled`) only `major.rs`
+//! is compiled, and every function here times nothing.
+
+use std::fmt::Debug;
+use std::ops::{DerefMut, RangeBounds};
+
+/// The wgpu majors this release supports, each `feature => variant(module)`: the one list a new
+/// major is added to (with its `vNN.rs`, its features in runtime/Cargo.toml and a CI step).
+macro_rules! with_majors {
+    ($callback:ident) => {
+        $callback! {
+            "wgpu-29" => V29(v29),
+            "wgpu-30" => V30(v30),
+        }
+    };
+}
+
+macro_rules! declare_majors {
+    ($($feature:tt => $variant:ident($module:ident)),* $(,)?) => {
+        $(
+            #[cfg(feature = $feature)]
+            mod $module;
+        )*
+    };
+}
+with_majors!(declare_majors);
+
+// The traits' methods take gpuspan's own scope types: the traits are unnameable outside (sealed),
+// so those types reach no user.
+#[allow(private_interfaces)]
+mod api;
+pub(crate) mod handles;
+#[cfg(feature = "enabled")]
+pub(crate) mod scope;
+
+pub use handles::{AsHandle, AsRecorder};
+
+/// The timestamp features of `adapter` that gpuspan can use; add them to
+/// `DeviceDescriptor::required_features`. Without `TIMESTAMP_QUERY` gpuspan times wgpu work on
+/// the host and says so. Empty without the `enabled` feature: nothing is timed.
+pub fn timestamp_features<A: api::Adapter>(adapter: &A) -> A::Features {
+    adapter.timestamp_features()
+}
+
+/// Tells gpuspan about a device and its queue, so that functions that only take a command
+/// encoder or pass can be timed, and names the device after the adapter in traces. Does nothing
+/// without the `enabled` feature.
+pub fn register<A: api::Adapter>(adapter: &A, device: &A::Device, queue: &A::Queue) {
+    adapter.register(device, queue);
+}
+
+/// Times the commands recorded into `recorder` as the GPU work of the innermost annotated
+/// function running on this thread, for recorders the function creates itself:
+///
+/// ```no_run
+/// # use wgpu30 as wgpu;
+/// # struct Compute { device: wgpu::Device, queue: wgpu::Queue }
+/// # impl Compute {
+/// #[gpuspan::gpu_kernel]
+/// fn step(&self) {
+///     let mut encoder = self.device.create_command_encoder(&Default::default());
+///     {
+///         let mut timed = gpuspan::wgpu::attach(&mut encoder);
+///         let pass = timed.begin_compute_pass(&Default::default());
+///         // ... dispatches
+///     }
+///     self.queue.submit([encoder.finish()]);
+/// }
+/// # }
+/// ```
+///
+/// The query opens here and closes when the guard is dropped, so its interval covers exactly
+/// the commands recorded through the guard. The device is the one the function names
+/// (`device = ...`, or a queue or device parameter's) or the only registered one. One
+/// attachment per call is timed. It replaces a queue bracket (a `&Queue` parameter or `queue =
+/// ...`): the call is then timed by the attached commands alone, exactly, and nothing is
+/// bracketed. A function that already has an exact source (a recorder parameter) keeps it. Outside an
+/// annotated function, or with gpuspan off, the guard only passes the recorder through.
+#[must_use = "the query closes when this guard is dropped: encode through it, then drop it"]
+pub fn attach<R: api::Recorder>(recorder: &mut R) -> impl DerefMut<Target = R> + Debug + '_ {
+    recorder.attach()
+}
+
+/// Reads `range` of `buffer` (which needs `COPY_SRC`) back to the host and hands the bytes to
+/// `read`, returning what it returns; waits for the GPU. One transfer record, `read_buffer`:
+/// its duration and bandwidth are the GPU copy's (timestamp queries around it), and it carries
+/// the host's wait for the mapping and its copy-out (`read`) as `gpu_transfer.wait_us` and
+/// `gpu_transfer.copy_out_us`. Fails as mapping fails (the device was lost). Untimed without the
+/// `enabled` feature.
+///
+/// ```no_run
+/// # use wgpu30 as wgpu;
+/// # fn f(device: &wgpu::Device, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
+/// let sum: f32 = gpuspan::wgpu::read_buffer(device, queue, buffer, .., |bytes| {
+///     bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).sum()
+/// })
+/// .expect("device lost");
+/// # }
+/// ```
+pub fn read_buffer<T, D: api::Device>(
+    device: &D,
+    queue: &D::Queue,
+    buffer: &D::Buffer,
+    range: impl RangeBounds<u64>,
+    read: impl FnOnce(&[u8]) -> T,
+) -> Result<T, D::MapError> {
+    device.read_buffer(queue, buffer, range, read)
+}
+
+/// Without the `enabled` feature `attach` returns this: it only passes the recorder through.
+#[cfg(not(feature = "enabled"))]
+struct Passthrough<'a, R>(&'a mut R);
+
+#[cfg(not(feature = "enabled"))]
+impl<R> Debug for Passthrough<'_, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attached").finish_non_exhaustive()
+    }
+}
+
+#[cfg(not(feature = "enabled"))]
+impl<R> std::ops::Deref for Passthrough<'_, R> {
+    type Target = R;
+    fn deref(&self) -> &R {
+        self.0
+    }
+}
+
+#[cfg(not(feature = "enabled"))]
+impl<R> DerefMut for Passthrough<'_, R> {
+    fn deref_mut(&mut self) -> &mut R {
+        self.0
+    }
+}
+
+/// What gpuspan keeps of a registered device's adapter, whatever its major: the device
+/// monitor matches NVML devices by it.
+#[cfg(feature = "enabled")]
+#[derive(Debug, Clone)]
+#[allow(dead_code)] // read by the device monitor, when it is compiled in
+pub(crate) struct AdapterFacts {
+    pub name: String,
+    pub vendor: u32,
+    pub device: u32,
+    pub device_type: String,
+    pub backend: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub pci_bus_id: String,
+}
+
+#[cfg(feature = "enabled")]
+#[allow(unused_imports)] // used by the device monitor, when it is compiled in
+pub(crate) use api::Info;

@@ -1,0 +1,22 @@
+//! wgpu 29 (feature `wgpu-29`): `major.rs` and the backend compiled against it, with its
+//! wgpu-profiler release. Adding a major is a copy of this file (docs/wgpu.md).
+
+use ::wgpu29 as wgpu;
+#[cfg(feature = "enabled")]
+use ::wgpu_profiler_29 as wgpu_profiler;
+
+// Implements `api.rs`'s sealed traits, whose methods take gpuspan's own scope types.
+#[allow(private_interfaces)]
+#[path = "major.rs"]
+mod major;
+
+#[cfg(feature = "enabled")]
+#[path = "backend/mod.rs"]
+pub(crate) mod backend;
+
+/// The calls whose shape differs between majors, for `major.rs` and the backend.
+///
+/// `BufferSlice::get_mapped_range`: cannot fail in wgpu 29.
+fn mapped_range<'a>(slice: &wgpu::BufferSlice<'a>) -> Result<wgpu::BufferView, String> {
+    Ok(slice.get_mapped_range())
+}
