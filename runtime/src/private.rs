@@ -123,7 +123,7 @@ pub fn no_stream() -> Option<&'static ()> {
 }
 
 /// The receiver of a `.submit(..)` call in a queue-bracketed body: `SubmitQueue` when it is a
-/// wgpu queue (the submission then carries the bracket's end, `wgpu/bracket.rs`), else
+/// wgpu queue (the submission then carries the bracket's end, `wgpu/backend/bracket.rs`), else
 /// [`SubmitOther`], which leaves the call as written.
 #[derive(Debug)]
 pub struct SubmitProbe<'a, T: ?Sized>(pub &'a T);

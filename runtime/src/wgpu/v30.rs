@@ -10,6 +10,10 @@ use ::wgpu_profiler_30 as wgpu_profiler;
 #[path = "major.rs"]
 mod major;
 
+/// This major as gpuspan names it (the resolver's pending work).
+#[cfg(feature = "enabled")]
+const NAME: &str = "wgpu 30";
+
 #[cfg(feature = "enabled")]
 #[path = "backend/mod.rs"]
 pub(crate) mod backend;

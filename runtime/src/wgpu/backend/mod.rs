@@ -23,7 +23,7 @@ mod resolver;
 pub(crate) mod resources;
 
 use resources::Recorder;
-use super::{mapped_range, wgpu, wgpu_profiler};
+use super::{mapped_range, wgpu, wgpu_profiler, NAME};
 
 use crate::diagnostics::note_once;
 use crate::record::Record;

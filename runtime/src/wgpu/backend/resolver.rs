@@ -38,7 +38,8 @@ pub(crate) fn wake() {
 
 impl PendingWork for Frames {
     fn name(&self) -> &'static str {
-        "wgpu"
+        // One per major: the resolver keeps one pending work of each name.
+        super::NAME
     }
 
     fn poll(&self, now: Instant) -> Progress {
