@@ -3,12 +3,12 @@
 #[cfg(feature = "wgpu-suite")]
 pub mod gpu;
 
-/// The wgpu the suite runs on: the newest major whose feature is on. Test files
-/// `use gpuspan_tests::wgpu;` instead of naming a major.
-#[cfg(feature = "wgpu-30")]
-pub use wgpu30 as wgpu;
+// The wgpu the suite runs on: the newest major whose feature is on. Test files
+// `use gpuspan_tests::wgpu;` instead of naming a major.
 #[cfg(all(feature = "wgpu-29", not(feature = "wgpu-30")))]
 pub use wgpu29 as wgpu;
+#[cfg(feature = "wgpu-30")]
+pub use wgpu30 as wgpu;
 
 /// The bytes of a mapped slice: `get_mapped_range` returns a `Result` since wgpu 30.
 #[cfg(feature = "wgpu-suite")]

@@ -95,5 +95,8 @@ fn each_majors_calls_are_gpu_timed_on_its_own_device() {
     let attached = &capture.of("attached_29")[0];
     assert!(!attached.gpu.as_ref().is_some_and(|g| g.bracketed), "the attachment replaced the bracket: {attached:?}");
     let notes = gpuspan::summary().notes;
-    assert!(!notes.iter().any(|n| n.contains("attached_29") && n.contains("not timed")), "attach was ignored: {notes:?}");
+    assert!(
+        !notes.iter().any(|n| n.contains("attached_29") && n.contains("not timed")),
+        "attach was ignored: {notes:?}"
+    );
 }

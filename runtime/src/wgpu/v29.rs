@@ -5,8 +5,9 @@ use ::wgpu29 as wgpu;
 #[cfg(feature = "enabled")]
 use ::wgpu_profiler_29 as wgpu_profiler;
 
-// Implements `api.rs`'s sealed traits, whose methods take gpuspan's own scope types.
-#[allow(private_interfaces)]
+// Implements `api.rs`'s sealed traits, whose methods take gpuspan's own scope types. Loaded once
+// per major on purpose (`duplicate_mod`), as is the backend.
+#[allow(private_interfaces, clippy::duplicate_mod)]
 #[path = "major.rs"]
 mod major;
 
@@ -15,6 +16,7 @@ mod major;
 const NAME: &str = "wgpu 29";
 
 #[cfg(feature = "enabled")]
+#[allow(clippy::duplicate_mod)]
 #[path = "backend/mod.rs"]
 pub(crate) mod backend;
 
