@@ -10,6 +10,11 @@ use std::ops::{DerefMut, RangeBounds};
 use {super::scope::WgpuScope, crate::site::Site};
 
 /// A `wgpu::Adapter` of a supported major.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `wgpu::Adapter` of a wgpu major gpuspan supports",
+    label = "expected a `wgpu::Adapter` or an `Arc` of one",
+    note = "the majors are gpuspan's features `wgpu-29` and `wgpu-30`; a wrapper type: pass the adapter inside it"
+)]
 pub trait Adapter {
     /// The major's `Device`.
     type Device;
@@ -76,6 +81,10 @@ pub trait Queue {
 
 /// A command encoder, compute pass or render pass of a supported major: the bound of
 /// `gpuspan::wgpu::attach` and of `AsRecorder::Recorder`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a wgpu command encoder, compute pass or render pass of a wgpu major gpuspan supports",
+    note = "the majors are gpuspan's features `wgpu-29` and `wgpu-30`"
+)]
 pub trait Recorder {
     /// The major's `Device`.
     type Device;
@@ -100,4 +109,42 @@ pub trait Recorder {
 pub trait Info {
     /// What the device monitor matches NVML devices by.
     fn facts(&self) -> super::AdapterFacts;
+}
+
+// An `Arc` of an adapter or device is one too, as a `&Arc<Adapter>` argument was when these
+// functions took wgpu 30's types (deref coercion): `register(&adapter, ..)` stays unchanged for a
+// program that keeps its adapter in an `Arc`.
+impl<A: Adapter> Adapter for std::sync::Arc<A> {
+    type Device = A::Device;
+    type Queue = A::Queue;
+    type Features = A::Features;
+    fn timestamp_features(&self) -> A::Features {
+        (**self).timestamp_features()
+    }
+    fn register(&self, device: &A::Device, queue: &A::Queue) {
+        (**self).register(device, queue);
+    }
+}
+
+impl<D: Device> Device for std::sync::Arc<D> {
+    type Queue = D::Queue;
+    type Buffer = D::Buffer;
+    type MapError = D::MapError;
+    fn read_buffer<T>(
+        &self,
+        queue: &D::Queue,
+        buffer: &D::Buffer,
+        range: impl RangeBounds<u64>,
+        read: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T, D::MapError> {
+        (**self).read_buffer(queue, buffer, range, read)
+    }
+    #[cfg(feature = "enabled")]
+    fn begin_scope(&self, site: &'static Site) -> Result<WgpuScope, &'static str> {
+        (**self).begin_scope(site)
+    }
+    #[cfg(feature = "enabled")]
+    fn offer_to_attach(&self) {
+        (**self).offer_to_attach();
+    }
 }
