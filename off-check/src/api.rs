@@ -174,23 +174,38 @@ pub fn call_otlp() {
     assert_eq!(gpuspan::otlp::traceparent(), None, "no span is exported to hand on");
 }
 
-/// Calls the wgpu API. Needs a device, so tests only compile it; the off `read_buffer` reads untimed.
+/// The wgpu calls, written once: `wgpu` is the major at the invocation.
 #[cfg(feature = "backends")]
-pub fn call_wgpu(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) -> wgpu::Features {
-    gpuspan::wgpu::register(adapter, device, queue);
-    fn takes_recorder<R: gpuspan::wgpu::AsRecorder>(_: R) {}
-    fn takes_queue<Q: gpuspan::wgpu::AsHandle<wgpu::Queue>>(_: Q) {}
-    let _ = (takes_recorder::<&mut wgpu::CommandEncoder>, takes_queue::<&wgpu::Queue>);
-    let mut encoder = device.create_command_encoder(&Default::default());
-    drop(gpuspan::wgpu::attach(&mut encoder).begin_compute_pass(&Default::default()));
-    let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size: 4,
-        usage: wgpu::BufferUsages::COPY_SRC,
-        mapped_at_creation: false,
-    });
-    let read: Result<usize, wgpu::BufferAsyncError> =
-        gpuspan::wgpu::read_buffer(device, queue, &buffer, .., <[u8]>::len);
-    assert!(read.is_err() || read == Ok(4));
-    gpuspan::wgpu::timestamp_features(adapter)
+macro_rules! wgpu_calls {
+    () => {
+        /// Calls the wgpu API. Needs a device, so tests only compile it; the off `read_buffer` reads untimed.
+        pub fn call_wgpu(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) -> wgpu::Features {
+            gpuspan::wgpu::register(adapter, device, queue);
+            fn takes_recorder<R: gpuspan::wgpu::AsRecorder>(_: R) {}
+            fn takes_queue<Q: gpuspan::wgpu::AsHandle<wgpu::Queue>>(_: Q) {}
+            let _ = (takes_recorder::<&mut wgpu::CommandEncoder>, takes_queue::<&wgpu::Queue>);
+            let mut encoder = device.create_command_encoder(&Default::default());
+            drop(gpuspan::wgpu::attach(&mut encoder).begin_compute_pass(&Default::default()));
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 4,
+                usage: wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let read: Result<usize, wgpu::BufferAsyncError> =
+                gpuspan::wgpu::read_buffer(device, queue, &buffer, .., <[u8]>::len);
+            assert!(read.is_err() || read == Ok(4));
+            gpuspan::wgpu::timestamp_features(adapter)
+        }
+    };
+}
+
+#[cfg(feature = "backends")]
+wgpu_calls!();
+
+/// The same calls with wgpu 29's types: the off build takes each supported major's.
+#[cfg(feature = "backends")]
+pub mod on_wgpu29 {
+    use wgpu29 as wgpu;
+    wgpu_calls!();
 }

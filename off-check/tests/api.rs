@@ -19,4 +19,5 @@ fn the_backend_api_exists_and_does_nothing() {
     gpuspan_off_check::api::call_monitor();
     // Compiled, not run: it needs a wgpu device.
     let _ = gpuspan_off_check::api::call_wgpu;
+    let _ = gpuspan_off_check::api::on_wgpu29::call_wgpu;
 }

@@ -5,7 +5,7 @@
 //! report. The record keeps the clock error it stated before the check, so that a correction
 //! larger than it (a bound that was not one) stays visible: counted, and testable as
 //! `clock_corrected_ns > clock_error_ns`. Backends that place records from host facts (wgpu,
-//! `wgpu/bounds.rs`) never need this; it is the last resort for those that cannot.
+//! `wgpu/backend/bounds.rs`) never need this; it is the last resort for those that cannot.
 
 use crate::record::{Record, TimingSource};
 use std::sync::atomic::{AtomicU64, Ordering};

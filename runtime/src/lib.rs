@@ -37,7 +37,8 @@
 //!
 //! The backend features bring a backend's API and types (so that calls like
 //! `gpuspan::wgpu::register` compile); they time anything only together with `enabled`.
-//! - `wgpu`: timestamp queries through wgpu-profiler.
+//! - `wgpu-29`, `wgpu-30`: timestamp queries through wgpu-profiler, for a program on that wgpu
+//!   major (both may be on); `wgpu` is the newest.
 //! - `cuda`: CUPTI activity records through cudarc, loaded at run time.
 //! - `otlp`: OpenTelemetry export over OTLP (gRPC or HTTP/protobuf), started by [`init`] when
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
@@ -199,7 +200,7 @@ mod ring;
 mod call;
 #[cfg(all(feature = "enabled", feature = "nvtx"))]
 mod nvtx;
-#[cfg(all(feature = "enabled", any(feature = "wgpu", feature = "cuda")))]
+#[cfg(all(feature = "enabled", any(feature = "_wgpu", feature = "cuda")))]
 mod placement;
 #[cfg(feature = "enabled")]
 #[allow(missing_docs)]
@@ -221,8 +222,7 @@ mod switch;
 #[cfg(feature = "enabled")]
 mod thread;
 
-#[cfg(feature = "wgpu")]
-#[cfg_attr(not(feature = "enabled"), path = "off/wgpu.rs")]
+#[cfg(feature = "_wgpu")]
 pub mod wgpu;
 
 #[cfg(feature = "cuda")]

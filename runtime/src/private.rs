@@ -83,18 +83,26 @@ pub use gpuspan_macros::__instrumented as instrumented;
 pub use inventory;
 pub use tracing;
 
-#[cfg(feature = "wgpu")]
-pub use crate::wgpu::resources::{as_device, as_queue, as_recorder};
+#[cfg(feature = "_wgpu")]
+pub use crate::wgpu::handles::{as_device, as_queue, as_recorder};
 
-/// No `device = ...`: the device parameter's `None`, typed.
-#[cfg(feature = "wgpu")]
+/// No `device = ...`: the device parameter's `None`, of a type that is a handle of every
+/// major's device.
+#[cfg(feature = "_wgpu")]
 #[inline(always)]
-pub fn no_device() -> Option<&'static ::wgpu::Device> {
+pub fn no_device() -> Option<&'static crate::wgpu::handles::NoDevice> {
     None
 }
 
+/// `device = ...` next to a recorder or queue: the value as written, converted by the scope
+/// (to its other resource's major).
+#[inline(always)]
+pub fn device_as_written<D: ?Sized>(device: &D) -> &D {
+    device
+}
+
 /// Without the `wgpu` feature the device parameter is generic: its `None` needs a type.
-#[cfg(not(feature = "wgpu"))]
+#[cfg(not(feature = "_wgpu"))]
 #[inline(always)]
 pub fn no_device() -> Option<&'static ()> {
     None
@@ -115,7 +123,7 @@ pub fn no_stream() -> Option<&'static ()> {
 }
 
 /// The receiver of a `.submit(..)` call in a queue-bracketed body: `SubmitQueue` when it is a
-/// wgpu queue (the submission then carries the bracket's end, `wgpu/bracket.rs`), else
+/// wgpu queue (the submission then carries the bracket's end, `wgpu/backend/bracket.rs`), else
 /// [`SubmitOther`], which leaves the call as written.
 #[derive(Debug)]
 pub struct SubmitProbe<'a, T: ?Sized>(pub &'a T);
@@ -146,19 +154,19 @@ impl PlainSubmit {
     }
 }
 
-#[cfg(feature = "wgpu")]
-pub use crate::wgpu::bracket::{BracketEnds, BracketHandle, SubmitQueue};
+#[cfg(feature = "_wgpu")]
+pub use crate::wgpu::scope::{BracketEnds, BracketHandle, SubmitQueue};
 
 /// Without the `wgpu` feature no receiver is a queue gpuspan brackets.
-#[cfg(not(feature = "wgpu"))]
+#[cfg(not(feature = "_wgpu"))]
 pub trait SubmitQueue {}
 
 /// Without the `wgpu` feature an async body's submissions have no bracket to end.
-#[cfg(not(feature = "wgpu"))]
+#[cfg(not(feature = "_wgpu"))]
 #[derive(Debug)]
 pub struct BracketHandle;
 
-#[cfg(not(feature = "wgpu"))]
+#[cfg(not(feature = "_wgpu"))]
 impl Scope {
     /// Nothing to hand an async body.
     #[inline(always)]
@@ -172,7 +180,7 @@ pub use crate::cuda::resources::as_stream;
 
 /// Without the `wgpu` feature, wgpu resources are accepted as they are and the site is timed
 /// on the host (said once).
-#[cfg(not(feature = "wgpu"))]
+#[cfg(not(feature = "_wgpu"))]
 mod no_wgpu {
     use crate::probe::Exit;
     use crate::scope::Scope;
@@ -234,7 +242,7 @@ mod no_wgpu {
         }
     }
 }
-#[cfg(not(feature = "wgpu"))]
+#[cfg(not(feature = "_wgpu"))]
 pub use no_wgpu::{as_device, as_queue, as_recorder};
 
 /// Without the `cuda` feature, CUDA sites are timed on the host (said once).

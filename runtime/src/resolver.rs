@@ -13,7 +13,7 @@
 //! starts a fresh one.
 
 // Without a GPU backend nothing registers: only `flush` is reached.
-#![cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+#![cfg_attr(not(any(feature = "_wgpu", feature = "cuda")), allow(dead_code))]
 
 use crate::diagnostics::note_once;
 use std::cell::Cell;

@@ -50,7 +50,7 @@ struct Host {
     /// only while a capture wants them.
     spans: crate::spans::Chain,
     /// This scope has a slot on its thread's `wgpu::attach` stack.
-    #[cfg(feature = "wgpu")]
+    #[cfg(feature = "_wgpu")]
     attach_slot: bool,
     /// An NVTX range of this site is pushed on the current thread (a tool is attached).
     #[cfg(feature = "nvtx")]
@@ -74,8 +74,8 @@ pub(crate) struct Active {
 #[derive(Debug)]
 pub(crate) enum GpuScope {
     None,
-    #[cfg(feature = "wgpu")]
-    Wgpu(crate::wgpu::WgpuScope),
+    #[cfg(feature = "_wgpu")]
+    Wgpu(crate::wgpu::scope::WgpuScope),
     #[cfg(feature = "cuda")]
     Cuda(crate::cuda::CudaScope),
 }
@@ -94,9 +94,14 @@ impl GpuScope {
     /// Whether `gpuspan::wgpu::attach` may time this scope: when it has no GPU source, or only
     /// a queue bracket, which an attached encoder replaces (it times the call's own commands
     /// exactly; the bracket is an upper bound).
-    #[cfg(feature = "wgpu")]
+    #[cfg(feature = "_wgpu")]
     fn takes_attach(&self) -> bool {
-        matches!(self, GpuScope::None | GpuScope::Wgpu(crate::wgpu::WgpuScope::Bracket(_)))
+        match self {
+            GpuScope::None => true,
+            GpuScope::Wgpu(w) => w.is_bracket(),
+            #[cfg(feature = "cuda")]
+            GpuScope::Cuda(_) => false,
+        }
     }
 
     #[allow(unused_variables)] // without backends with per-thread state
@@ -105,7 +110,7 @@ impl GpuScope {
         if let GpuScope::Cuda(c) = self {
             c.suspend(scope_id);
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(feature = "_wgpu")]
         if let GpuScope::Wgpu(w) = self {
             w.suspend();
         }
@@ -160,8 +165,8 @@ impl Scope {
     #[inline(always)]
     fn host_with(site: &'static Site, span: HostSpan, bytes: Option<u64>) -> Scope {
         let parent = crate::parent::capture();
-        #[cfg(feature = "wgpu")]
-        let attach_slot = crate::wgpu::attach::push(site, false);
+        #[cfg(feature = "_wgpu")]
+        let attach_slot = crate::wgpu::scope::attach_push(site, false);
         let start = clock::raw();
         Scope {
             state: ManuallyDrop::new(State::Host(Host::new(
@@ -170,7 +175,7 @@ impl Scope {
                 start,
                 bytes,
                 parent,
-                #[cfg(feature = "wgpu")]
+                #[cfg(feature = "_wgpu")]
                 attach_slot,
             ))),
         }
@@ -221,8 +226,8 @@ impl Scope {
         let parent = crate::parent::capture();
         let span = HostSpan::enter(span);
         let (gpu, start) = start_gpu(scope_id);
-        #[cfg(feature = "wgpu")]
-        let attach_slot = crate::wgpu::attach::push(site, !gpu.takes_attach());
+        #[cfg(feature = "_wgpu")]
+        let attach_slot = crate::wgpu::scope::attach_push(site, !gpu.takes_attach());
         Scope {
             state: ManuallyDrop::new(State::Full(Active {
                 host: Host::new(
@@ -231,7 +236,7 @@ impl Scope {
                     start,
                     bytes,
                     parent,
-                    #[cfg(feature = "wgpu")]
+                    #[cfg(feature = "_wgpu")]
                     attach_slot,
                 ),
                 scope_id,
@@ -262,7 +267,7 @@ impl Scope {
             error: false,
             parent,
             spans: None,
-            #[cfg(feature = "wgpu")]
+            #[cfg(feature = "_wgpu")]
             attach_slot: false,
             #[cfg(feature = "nvtx")]
             nvtx: false,
@@ -336,9 +341,9 @@ impl Scope {
     /// An async call stops running on this thread: backends with per-thread state (CUPTI's
     /// correlation stack) leave it until [`Scope::resume`].
     pub(crate) fn suspend(&mut self) {
-        #[cfg(feature = "wgpu")]
+        #[cfg(feature = "_wgpu")]
         park_attachment(&mut self.state);
-        #[cfg(feature = "wgpu")]
+        #[cfg(feature = "_wgpu")]
         collect_attachment(&mut self.state);
         if let State::Full(a) = &mut *self.state {
             let windowed = a.gpu.is_window();
@@ -356,13 +361,13 @@ impl Scope {
 
     /// An async call runs again, perhaps on another thread.
     pub(crate) fn resume(&mut self) {
-        #[cfg(feature = "wgpu")]
+        #[cfg(feature = "_wgpu")]
         {
             let timed = matches!(&*self.state, State::Full(a) if !a.gpu.takes_attach());
             // A guard held across the `.await` finds its slot again.
-            let parked = matches!(&*self.state, State::Full(a) if crate::wgpu::attach::unpark(a.scope_id));
+            let parked = matches!(&*self.state, State::Full(a) if crate::wgpu::scope::attach_unpark(a.scope_id, a.host.site, timed));
             if let Some(h) = self.host_mut() {
-                h.attach_slot = parked || crate::wgpu::attach::push(h.site, timed);
+                h.attach_slot = parked || crate::wgpu::scope::attach_push(h.site, timed);
             }
         }
         if let State::Full(a) = &mut *self.state {
@@ -420,12 +425,12 @@ fn leave_thread_stacks(state: &mut State) {
         State::Full(a) => a.host.pop_nvtx(),
         State::Off => {}
     }
-    #[cfg(feature = "wgpu")]
+    #[cfg(feature = "_wgpu")]
     {
         // Closed while suspended with a guard open (a cancelled future): its parked slot, with
         // the measurement the guard left in it as it was dropped, is collected like any other.
         if let State::Full(a) = state {
-            if !a.host.attach_slot && crate::wgpu::attach::unpark(a.scope_id) {
+            if !a.host.attach_slot && crate::wgpu::scope::attach_unpark(a.scope_id, a.host.site, false) {
                 a.host.attach_slot = true;
             }
         }
@@ -506,7 +511,7 @@ fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
 /// parked under the guard's scope id, which the scope takes (a host scope becomes a full one
 /// with no GPU part yet), so that it resumes with that slot and collects the guard's
 /// measurement when the guard is dropped in a later poll.
-#[cfg(feature = "wgpu")]
+#[cfg(feature = "_wgpu")]
 fn park_attachment(state: &mut State) {
     let host = match state {
         State::Host(h) => h,
@@ -516,7 +521,7 @@ fn park_attachment(state: &mut State) {
     if !host.attach_slot {
         return;
     }
-    let Some((thread, scope_id)) = crate::wgpu::attach::park() else { return };
+    let Some((thread, scope_id)) = crate::wgpu::scope::attach_park() else { return };
     host.attach_slot = false;
     match std::mem::replace(state, State::Off) {
         State::Host(host) => {
@@ -533,7 +538,7 @@ fn park_attachment(state: &mut State) {
 
 /// Takes this scope's slot off the `wgpu::attach` stack, with the measurement an attached
 /// recorder left there: a host scope becomes a full one timed by that measurement.
-#[cfg(feature = "wgpu")]
+#[cfg(feature = "_wgpu")]
 fn collect_attachment(state: &mut State) {
     let host = match state {
         State::Host(h) => h,
@@ -543,7 +548,7 @@ fn collect_attachment(state: &mut State) {
     if !std::mem::take(&mut host.attach_slot) {
         return;
     }
-    let Some(((thread, scope_id), w)) = crate::wgpu::attach::pop() else { return };
+    let Some(((thread, scope_id), w)) = crate::wgpu::scope::attach_pop() else { return };
     match std::mem::replace(state, State::Off) {
         State::Host(host) => {
             *state = State::Full(Active {
@@ -579,7 +584,7 @@ impl Host {
         start: u64,
         bytes: Option<u64>,
         parent: crate::parent::Parent,
-        #[cfg(feature = "wgpu")] attach_slot: bool,
+        #[cfg(feature = "_wgpu")] attach_slot: bool,
     ) -> Host {
         Host {
             site,
@@ -589,7 +594,7 @@ impl Host {
             error: false,
             parent,
             spans: None,
-            #[cfg(feature = "wgpu")]
+            #[cfg(feature = "_wgpu")]
             attach_slot,
             #[cfg(feature = "nvtx")]
             nvtx: crate::nvtx::push(site),
@@ -709,7 +714,7 @@ impl Active {
         };
         match self.gpu {
             GpuScope::None => pipeline::submit(call.into_record()),
-            #[cfg(feature = "wgpu")]
+            #[cfg(feature = "_wgpu")]
             GpuScope::Wgpu(w) => w.finish(call.into_record()),
             #[cfg(feature = "cuda")]
             GpuScope::Cuda(c) => c.finish(call),

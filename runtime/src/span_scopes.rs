@@ -241,7 +241,7 @@ fn backend() -> Backend {
     if crate::cuda::span_scope().is_some() {
         return Backend::Cuda;
     }
-    if cfg!(feature = "wgpu") {
+    if cfg!(feature = "_wgpu") {
         Backend::Wgpu
     } else if cfg!(feature = "cuda") {
         Backend::Cuda
@@ -257,8 +257,8 @@ fn start_gpu(site: &'static Site) -> GpuScope {
     if let Some(c) = crate::cuda::span_scope() {
         return GpuScope::Cuda(c);
     }
-    #[cfg(feature = "wgpu")]
-    return crate::wgpu::span_bracket(site);
+    #[cfg(feature = "_wgpu")]
+    return crate::wgpu::scope::span_bracket(site);
     #[allow(unreachable_code)]
     GpuScope::None
 }

@@ -5,6 +5,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gpuspan_tests::gpu::Gpu;
+use gpuspan_tests::wgpu;
 
 /// The upload as written, unannotated.
 fn upload_body(queue: &wgpu::Queue, buffer: &wgpu::Buffer, data: &[u8]) {

@@ -4,6 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gpuspan_tests::gpu::Gpu;
+use gpuspan_tests::wgpu;
 
 #[gpuspan::gpu_kernel(name = "bench_pass", threshold_us = 1_000_000)]
 fn annotated_pass(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {

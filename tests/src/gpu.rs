@@ -1,6 +1,7 @@
 //! A real wgpu device for tests: the first adapter found (Mesa's lavapipe in CI), with every
 //! timestamp feature it offers, and a compute kernel that keeps it busy for a measurable time.
 
+use crate::wgpu;
 use wgpu::util::DeviceExt;
 
 /// A device, its queue, and a compute pipeline that burns `iterations` multiply-adds per element.
@@ -166,7 +167,7 @@ impl RawTimer {
         slice.map_async(wgpu::MapMode::Read, |r| r.expect("map reference"));
         gpu.wait();
         let t: Vec<u64> = {
-            let view = slice.get_mapped_range().expect("mapped");
+            let view = crate::mapped(&slice);
             bytemuck::cast_slice(&view).to_vec()
         };
         self.read.unmap();

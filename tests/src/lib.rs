@@ -1,7 +1,23 @@
 //! Helpers shared by gpuspan's integration tests and examples.
 
-#[cfg(feature = "wgpu")]
+#[cfg(feature = "wgpu-suite")]
 pub mod gpu;
+
+// The wgpu the suite runs on: the newest major whose feature is on. Test files
+// `use gpuspan_tests::wgpu;` instead of naming a major.
+#[cfg(all(feature = "wgpu-29", not(feature = "wgpu-30")))]
+pub use wgpu29 as wgpu;
+#[cfg(feature = "wgpu-30")]
+pub use wgpu30 as wgpu;
+
+/// The bytes of a mapped slice: `get_mapped_range` returns a `Result` since wgpu 30.
+#[cfg(feature = "wgpu-suite")]
+pub fn mapped<'a>(slice: &wgpu::BufferSlice<'a>) -> wgpu::BufferView {
+    #[cfg(feature = "wgpu-30")]
+    return slice.get_mapped_range().expect("mapped");
+    #[cfg(not(feature = "wgpu-30"))]
+    return slice.get_mapped_range();
+}
 
 /// Whether the tests run in CI, where a missing GPU adapter is a failure, not a skip.
 pub fn in_ci() -> bool {

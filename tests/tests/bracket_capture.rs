@@ -2,12 +2,13 @@
 //! shows it: a program on lavapipe writes a capture with a bracket that ended with its last
 //! submission and one that ended at exit; the report, its JSON and its CSV read it back, both
 //! as upper bounds without a bandwidth. One test in this file: it writes the process's capture.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::gpu_transfer;
 use gpuspan_capture::{Bracket, Capture};
 use gpuspan_cli::report::{CsvTable, Units};
 use gpuspan_tests::gpu::Gpu;
+use gpuspan_tests::wgpu;
 
 /// An upload whose submission the macro sees: its bracket ends with it.
 #[gpu_transfer(name = "upload_seen", direction = cpu_to_gpu, trace_all)]

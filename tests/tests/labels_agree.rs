@@ -6,11 +6,12 @@
 //! (exact), `gpuspan::wgpu::attach` in a bare function (exact, `wgpu (bare)`), a queue bracket
 //! (a bound, no bandwidth), and host timing (an upload with a bandwidth, a read-back without).
 //! One test in this file: it writes the process's capture and timeline.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::{gpu_kernel, gpu_transfer};
 use gpuspan_capture::Capture;
 use gpuspan_tests::gpu::Gpu;
+use gpuspan_tests::wgpu;
 
 mod labels_common;
 

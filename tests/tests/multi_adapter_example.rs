@@ -8,7 +8,7 @@
 //!
 //! Needs the example built first (scripts/test does it):
 //! `cargo build -p gpuspan-examples --bin multi_adapter`.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

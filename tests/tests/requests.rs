@@ -2,11 +2,12 @@
 //! wgpu work (lavapipe here) and hopping to a blocking thread for more; the capture names each
 //! record's request span, and the report's per-request GPU totals are the sums of their records.
 //! One test in this file: it installs the global subscriber and writes the process's capture.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::gpu_kernel;
 use gpuspan_capture::{Capture, Record};
 use gpuspan_tests::gpu::Gpu;
+use gpuspan_tests::wgpu;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tracing::Instrument;

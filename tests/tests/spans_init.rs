@@ -3,7 +3,7 @@
 //! span, `gpuspan.kind = span`, `gpu.timing.source = gpu_timestamp`), in the capture file and in
 //! the summary, on lavapipe. A process of its own: it sets the environment and the global
 //! subscriber.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan_tests::gpu::Gpu;
 

@@ -5,7 +5,7 @@
 //! record (a queue bracket from its first entry to its close, labelled `exit`); unselected spans
 //! get none; nested spans, a device thread entering the caller's span and futures instrumented
 //! with a span and polled on tokio workers are covered.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::record::Value;
 use gpuspan::{Capture, Record, TimingSource};

@@ -1,9 +1,10 @@
 //! The wgpu backend on a real driver (lavapipe in CI): GPU timestamps against a raw reference,
 //! queue bracketing, transfers, nesting, sampling, async and threads.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
+use gpuspan_tests::wgpu;
 
 #[gpu_kernel(name = "busy_in_encoder", trace_all)]
 fn busy_in_encoder(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, reference: Option<&RawTimer>) {

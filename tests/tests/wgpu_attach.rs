@@ -1,10 +1,11 @@
 //! What `gpuspan::wgpu::attach` and resource parameters reach (issue 27): an attached encoder
 //! replaces a queue bracket, `Arc`ed queues and devices are timed, and a guard held across an
 //! `.await` is timed. On a real driver (lavapipe in CI). Serial: the loss counters are global.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
+use gpuspan_tests::wgpu;
 use std::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -114,6 +115,26 @@ fn arc_queue_and_device_parameters_are_gpu_timed() {
         assert_eq!(g.source, TimingSource::GpuTimestamp, "{name}");
         assert!(g.bracketed, "{name}: a queue or device parameter brackets the call's submissions");
     }
+}
+
+/// The free functions as a program that keeps its adapter, device and queue in `Arc`s calls them
+/// (bevy keeps `Arc`s): unchanged from when they took wgpu 30's types, on every major.
+#[test]
+fn register_read_buffer_and_timestamp_features_take_arcs() {
+    use std::sync::Arc;
+    let _serial = serial();
+    let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
+    let (adapter, device, queue) =
+        (Arc::new(gpu.adapter.clone()), Arc::new(gpu.device.clone()), Arc::new(gpu.queue.clone()));
+    assert_eq!(gpuspan::wgpu::timestamp_features(&adapter), gpuspan::wgpu::timestamp_features(&gpu.adapter));
+    gpuspan::wgpu::register(&adapter, &device, &queue);
+    let capture = Capture::start();
+    let len = gpuspan::wgpu::read_buffer(&device, &queue, &gpu.buffer, ..16, <[u8]>::len).expect("read back");
+    assert_eq!(len, 16);
+    assert!(gpuspan::flush());
+    let records = capture.of("read_buffer");
+    assert_eq!(records.len(), 1);
+    assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuTimestamp);
 }
 
 /// Returns `Pending` once (waking itself), so that the function is polled twice: a real suspension.

@@ -2,10 +2,11 @@
 //! maps, waits for and copies out its result has a bracket that holds its GPU work but not its
 //! read-back; a `submit` that is not a wgpu queue's is left alone. Async functions' brackets
 //! end at their last submission too, on whichever thread the future runs.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
+use gpuspan_tests::wgpu;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -67,7 +68,7 @@ impl Compute {
             mapped_at.store(gpuspan::clock::now_ns(), Ordering::SeqCst);
         });
         self.gpu.wait();
-        let out = slice.get_mapped_range().expect("mapped").to_vec();
+        let out = gpuspan_tests::mapped(&slice).to_vec();
         self.staging.unmap();
         std::thread::sleep(HOST_WORK);
         out
@@ -103,7 +104,7 @@ impl Compute {
             let _ = self.gpu.device.poll(wgpu::PollType::Poll);
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        let out = slice.get_mapped_range().expect("mapped").to_vec();
+        let out = gpuspan_tests::mapped(&slice).to_vec();
         self.staging.unmap();
         tokio::time::sleep(HOST_WORK).await;
         out

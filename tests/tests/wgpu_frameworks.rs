@@ -10,11 +10,11 @@
 //! - **cubecl-like**: a framework given the user's device and queue launches from its own device
 //!   thread, on closures the caller sends. The user's call is bracketed on the queue it handed
 //!   over: the device thread's submissions fall inside it.
-#![cfg(feature = "wgpu")]
+#![cfg(feature = "wgpu-suite")]
 
 use gpuspan::{gpu_kernel, Capture, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
-use gpuspan_tests::{gpu_timing, serial};
+use gpuspan_tests::{gpu_timing, serial, wgpu};
 use std::sync::{Arc, Mutex};
 
 /// One test at a time: each reads the process's records by site.
@@ -23,6 +23,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Stands for bevy's renderer: it owns the frame's encoder, hands systems a context, and
 /// submits once they all ran.
 mod bevy_like {
+    use super::wgpu;
+
     pub struct RenderContext<'w> {
         pub device: &'w wgpu::Device,
         encoder: Option<wgpu::CommandEncoder>,
@@ -100,6 +102,7 @@ fn a_bevy_like_system_attaching_the_frameworks_encoder_is_timed_exactly() {
 /// Stands for vello: a renderer whose entry point takes the device and queue, makes its own
 /// encoder and submits inside.
 mod vello_like {
+    use super::wgpu;
     use gpuspan_tests::gpu::{Gpu, RawTimer};
 
     pub struct Renderer<'g> {
@@ -152,6 +155,7 @@ fn a_vello_like_library_call_is_a_labelled_bracket_holding_the_librarys_work() {
 /// Stands for cubecl's runtime: given the user's device and queue, it runs the closures it is
 /// sent on a device thread of its own, which makes the encoders and submits.
 mod cubecl_like {
+    use super::wgpu;
     use std::sync::{mpsc, Arc};
 
     type Job = Box<dyn FnOnce(&wgpu::Device, &wgpu::Queue) + Send>;

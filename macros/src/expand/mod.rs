@@ -310,25 +310,28 @@ fn scope_parts(plan: &Plan, fn_name: &str, idle: bool) -> ScopeParts {
     };
     let enter = match &plan.resource {
         Resource::None => quote!(#p::Scope::host(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes)),
+        // The scope call takes the resource's span: the runtime's bound on it (a wgpu major's
+        // queue, ...) then fails where the conversion's does, and rustc reports it once. A
+        // `device = ...` goes in as written: its bound names the major of the other resource.
         Resource::WgpuRecorder { recorder, device } => {
-            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device), quote!(no_device));
+            let device = device_option(&p, device.as_ref());
             let recorder = user_call(&p, quote!(as_recorder), &recorder_tokens(recorder));
-            quote!(#p::Scope::wgpu_recorder(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #recorder, #device))
+            scope_call(&p, quote!(wgpu_recorder), quote!(#recorder, #device), recorder.span())
         }
         Resource::WgpuQueue { queue, device } => {
-            let device = option_ref(&p, &device.as_ref().map(device_tokens), quote!(as_device), quote!(no_device));
+            let device = device_option(&p, device.as_ref());
             let queue = user_call(&p, quote!(as_queue), &queue_tokens(queue));
-            quote!(#p::Scope::wgpu_queue(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #queue, #device))
+            scope_call(&p, quote!(wgpu_queue), quote!(#queue, #device), queue.span())
         }
         Resource::WgpuDevice { device } => {
             let device = device_tokens(device);
             let device = user_call(&p, quote!(as_device), &quote!(&#device));
-            quote!(#p::Scope::wgpu_device(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
+            scope_call(&p, quote!(wgpu_device), device.clone(), device.span())
         }
         Resource::WgpuAttachable { device } => {
             let device = device_tokens(device);
             let device = user_call(&p, quote!(as_device), &quote!(&#device));
-            quote!(#p::Scope::wgpu_attachable(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #device))
+            scope_call(&p, quote!(wgpu_attachable), device.clone(), device.span())
         }
         Resource::Cuda { stream } => {
             let stream = option_ref(&p, &stream.as_ref().map(stream_tokens), quote!(as_stream), quote!(no_stream));
@@ -664,4 +667,25 @@ fn contains_impl_trait(ty: &Type) -> bool {
     let mut f = Finder(false);
     syn::visit::Visit::visit_type(&mut f, ty);
     f.0
+}
+
+/// `Scope::<func>(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, <resources>)`, the call (not
+/// its arguments) at `span`.
+fn scope_call(p: &TokenStream, func: TokenStream, resources: TokenStream, span: proc_macro2::Span) -> TokenStream {
+    let path = operands::respan(&quote!(#p::Scope::#func), span);
+    let args = quote!(&__GPUSPAN_SITE, __gpuspan_span, __gpuspan_bytes, #resources);
+    quote_spanned!(span=> #path(#args))
+}
+
+/// A `device = ...` next to a recorder or queue, as written and at its own span (the scope's
+/// bound on it names the other resource's major), or the runtime's typed `None`.
+fn device_option(p: &TokenStream, device: Option<&crate::plan::Operand>) -> TokenStream {
+    match device.map(device_tokens) {
+        Some(t) => {
+            let span = t.span();
+            let call = user_call(p, quote!(device_as_written), &quote_spanned!(span=> &#t));
+            quote_spanned!(span=> ::core::option::Option::Some(#call))
+        }
+        None => quote!(#p::no_device()),
+    }
 }

@@ -46,7 +46,7 @@ pub(super) enum MatchedBy {
 }
 
 impl MatchedBy {
-    #[cfg_attr(not(all(feature = "wgpu", feature = "testing")), allow(dead_code))]
+    #[cfg_attr(not(all(feature = "_wgpu", feature = "testing")), allow(dead_code))]
     pub(super) fn as_str(self) -> &'static str {
         match self {
             MatchedBy::Uuid => "uuid",
@@ -116,7 +116,7 @@ pub(super) fn label_of<'a>(
     let registered = match backend {
         #[cfg(feature = "cuda")]
         Backend::Cuda => cuda::identity(label.id),
-        #[cfg(feature = "wgpu")]
+        #[cfg(feature = "_wgpu")]
         Backend::Wgpu => wgpu_identity(label.id),
         _ => None,
     };
@@ -197,12 +197,12 @@ mod cuda {
     }
 }
 
-#[cfg(feature = "wgpu")]
+#[cfg(feature = "_wgpu")]
 use self::wgpu_adapters::wgpu_identity;
-#[cfg(all(feature = "wgpu", feature = "testing"))]
+#[cfg(all(feature = "_wgpu", feature = "testing"))]
 pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
 
-#[cfg(feature = "wgpu")]
+#[cfg(feature = "_wgpu")]
 mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
@@ -240,10 +240,10 @@ mod wgpu_adapters {
         pub matched_by: Option<&'static str>,
     }
 
-    fn identity(info: &wgpu::AdapterInfo) -> Identity {
+    fn identity(info: &crate::wgpu::AdapterFacts) -> Identity {
         Identity {
             uuid: None,
-            pci: PciAddress::parse(&info.device_pci_bus_id),
+            pci: PciAddress::parse(&info.pci_bus_id),
             pci_id: (info.vendor != 0 && info.device != 0).then_some((info.vendor, info.device)),
             name: Some(info.name.clone()),
         }
@@ -269,7 +269,9 @@ mod wgpu_adapters {
 
     /// Describes `info` and finds its NVML device (NVML is loaded on first use).
     #[cfg(feature = "testing")]
-    pub fn describe_adapter(info: &wgpu::AdapterInfo) -> AdapterDescription {
+    /// `info` is any supported wgpu major's `AdapterInfo`.
+    pub fn describe_adapter(info: &impl crate::wgpu::Info) -> AdapterDescription {
+        let info = &info.facts();
         let gpus = crate::monitor::discover_now().unwrap_or_default();
         let found = find(&identity(info), gpus.iter());
         AdapterDescription {
@@ -277,11 +279,11 @@ mod wgpu_adapters {
             vendor: vendor_name(info.vendor).map_or_else(|| format!("{:#06x}", info.vendor), str::to_owned),
             vendor_id: info.vendor,
             device_id: info.device,
-            device_type: format!("{:?}", info.device_type),
-            backend: info.backend.to_str().to_owned(),
+            device_type: info.device_type.clone(),
+            backend: info.backend.clone(),
             driver: info.driver.clone(),
             driver_info: info.driver_info.clone(),
-            pci_bus_id: (!info.device_pci_bus_id.is_empty()).then(|| info.device_pci_bus_id.clone()),
+            pci_bus_id: (!info.pci_bus_id.is_empty()).then(|| info.pci_bus_id.clone()),
             nvml: found.map(|(i, _)| gpus[i].clone()),
             matched_by: found.map(|(_, by)| by.as_str()),
         }
@@ -289,7 +291,7 @@ mod wgpu_adapters {
 
     /// The identity of gpuspan's wgpu device `id`: the adapter it was registered with.
     pub(super) fn wgpu_identity(id: u32) -> Option<Identity> {
-        crate::wgpu::adapter_info(id).map(|info| identity(&info))
+        crate::wgpu::scope::adapter_info(id).map(|info| identity(&info))
     }
 }
 

@@ -48,7 +48,7 @@ mod summary;
 pub use types::{GpuInfo, MonitorConfig, MonitorError, NvLink, NvLinkRemote, PcieLink, Sample};
 use types::{DEFAULT_CPU_PERCENT, DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL, STOP_TIMEOUT};
 
-#[cfg(all(feature = "testing", feature = "wgpu"))]
+#[cfg(all(feature = "testing", feature = "_wgpu"))]
 pub use matching::{describe_adapter, AdapterDescription};
 #[cfg(feature = "testing")]
 pub use {

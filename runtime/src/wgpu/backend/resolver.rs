@@ -5,6 +5,7 @@
 //! also run when the program itself has stopped submitting, and it re-calibrates each device's
 //! clock mapping periodically.
 
+use super::wgpu;
 use super::calibration;
 use super::device::{self, DeviceState};
 use super::pool;
@@ -37,7 +38,8 @@ pub(crate) fn wake() {
 
 impl PendingWork for Frames {
     fn name(&self) -> &'static str {
-        "wgpu"
+        // One per major: the resolver keeps one pending work of each name.
+        super::NAME
     }
 
     fn poll(&self, now: Instant) -> Progress {

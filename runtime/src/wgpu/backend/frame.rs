@@ -14,6 +14,7 @@
 //! Poisoned (a query could not be closed, commands never submitted) → delivered with host
 //! timing only, the loss counted.
 
+use super::{wgpu, wgpu_profiler};
 use super::device::DeviceState;
 use super::resolver;
 use crate::diagnostics::{note_once, Losses, LOSSES};

@@ -2,7 +2,8 @@
 //! the call's own submissions, so that the bracket closes with its last one rather than at the
 //! function's exit.
 //!
-//! In a queue-bracketed body the macro rewrites each `RECV.submit(ARG)` into
+//! (The probe's traits are major-independent, in `wgpu/scope.rs`.) In a queue-bracketed body
+//! the macro rewrites each `RECV.submit(ARG)` into
 //! `RECV.submit((&SubmitProbe(&RECV)).gpuspan_submit().with_end(ARG, &mut ENDS))`, where `ENDS`
 //! is the scope in a sync body and the scope's [`BracketHandle`] in an async one (whose scope
 //! lives in the future wrapping the body). When `RECV` is a wgpu queue, autoref specialization
@@ -17,13 +18,8 @@
 
 use super::device::DeviceState;
 use super::pool::{self, Slots};
-use super::resources::AsHandle;
-use super::WgpuScope;
-use crate::__private::SubmitProbe;
+use super::wgpu;
 use crate::record::Record;
-use crate::scope::{GpuScope, Scope};
-use std::iter::Chain;
-use std::option::IntoIter;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -66,7 +62,7 @@ impl Bracket {
     }
 
     /// The end-timestamp buffer a submission on `queue` carries, when it is the bracket's queue.
-    fn end_at_submit(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
+    pub(crate) fn end_at_submit(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
         if self.closed || &self.queue != queue {
             return None;
         }
@@ -75,14 +71,9 @@ impl Bracket {
     }
 
     /// A handle through which an async body's submissions carry the end.
-    fn handle(&mut self) -> BracketHandle {
+    pub(crate) fn handle(&mut self) -> Shared {
         let submits = self.shared.get_or_insert_with(|| Arc::new(AtomicU32::new(0))).clone();
-        BracketHandle(Some(Shared {
-            device: self.device.device.clone(),
-            queue: self.queue.clone(),
-            slots: self.slots.clone(),
-            submits,
-        }))
+        Shared { device: self.device.device.clone(), queue: self.queue.clone(), slots: self.slots.clone(), submits }
     }
 
     /// The call ended: its record waits in the batch for the timestamps.
@@ -125,84 +116,24 @@ fn end_buffer(device: &wgpu::Device, slots: &Slots) -> wgpu::CommandBuffer {
     encoder.finish()
 }
 
-/// An async body's way to its bracket: the scope is in the future wrapping the body, out of the
-/// body's reach, so the body holds this instead (empty when the scope is no bracket).
+/// What an async body's handle on its bracket holds (the handle is `wgpu/scope.rs`'s
+/// `BracketHandle`, of any major).
 #[derive(Debug)]
-pub struct BracketHandle(Option<Shared>);
-
-#[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     device: wgpu::Device,
     queue: wgpu::Queue,
     slots: Slots,
     submits: Arc<AtomicU32>,
 }
 
-impl Scope {
-    /// The handle an async body's rewritten submissions use.
-    #[inline]
-    pub fn bracket_handle(&mut self) -> BracketHandle {
-        match self.gpu_mut() {
-            Some(GpuScope::Wgpu(WgpuScope::Bracket(b))) => b.handle(),
-            _ => BracketHandle(None),
+impl Shared {
+    /// The end-timestamp buffer a submission on `queue` carries, when it is the bracket's queue
+    /// and the bracket is still open (its scope was not dropped: a cancelled future).
+    pub(crate) fn end_for(&self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
+        if &self.queue != queue {
+            return None;
         }
-    }
-}
-
-/// Where a rewritten submission asks for the bracket's end: the scope (sync bodies) or its
-/// handle (async bodies).
-pub trait BracketEnds {
-    /// The end-timestamp buffer to append to a submission on `queue`, if it is the bracket's.
-    fn end_for(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer>;
-}
-
-impl BracketEnds for Scope {
-    #[inline]
-    fn end_for(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
-        match self.gpu_mut() {
-            Some(GpuScope::Wgpu(WgpuScope::Bracket(b))) => b.end_at_submit(queue),
-            _ => None,
-        }
-    }
-}
-
-impl BracketEnds for BracketHandle {
-    #[inline]
-    fn end_for(&mut self, queue: &wgpu::Queue) -> Option<wgpu::CommandBuffer> {
-        let s = self.0.as_ref().filter(|s| &s.queue == queue)?;
-        // Counted unless the bracket has closed (the scope was dropped: a cancelled future).
-        s.submits.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n != CLOSED).then_some(n + 1)).ok()?;
-        Some(end_buffer(&s.device, &s.slots))
-    }
-}
-
-/// The specialized arm: the receiver is a wgpu queue (or a reference or `Arc` of one).
-pub trait SubmitQueue<'a> {
-    /// The queue being submitted to.
-    fn gpuspan_submit(&self) -> QueueSubmit<'a>;
-}
-
-impl<'a, T: AsHandle<wgpu::Queue> + ?Sized> SubmitQueue<'a> for SubmitProbe<'a, T> {
-    #[inline]
-    fn gpuspan_submit(&self) -> QueueSubmit<'a> {
-        QueueSubmit(self.0.as_handle())
-    }
-}
-
-/// A submission on a wgpu queue inside a bracketed body.
-#[derive(Debug)]
-pub struct QueueSubmit<'a>(&'a wgpu::Queue);
-
-impl QueueSubmit<'_> {
-    /// The command buffers to submit: the user's, then, when this is the bracket's queue, the
-    /// bracket's end.
-    #[inline]
-    pub fn with_end<I: IntoIterator<Item = wgpu::CommandBuffer>, E: BracketEnds + ?Sized>(
-        self,
-        buffers: I,
-        ends: &mut E,
-    ) -> Chain<I::IntoIter, IntoIter<wgpu::CommandBuffer>> {
-        let end = ends.end_for(self.0);
-        buffers.into_iter().chain(end)
+        self.submits.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n != CLOSED).then_some(n + 1)).ok()?;
+        Some(end_buffer(&self.device, &self.slots))
     }
 }

@@ -7,6 +7,7 @@
 //! clocks drift from the host's and some reset, so the resolver thread takes a new calibration
 //! periodically instead of trusting the first one forever.
 
+use super::{mapped_range, wgpu};
 use crate::clock;
 pub(crate) use crate::placement::ClockMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,7 +88,7 @@ pub(crate) fn calibrate(
             return Err(CalibrationError::Map("the buffer was not mapped after the submission completed".into()));
         }
         let ticks = {
-            let view = read.get_mapped_range(..).map_err(|e| CalibrationError::Map(e.to_string()))?;
+            let view = mapped_range(&read.slice(..)).map_err(CalibrationError::Map)?;
             u64::from_le_bytes(view[..8].try_into().expect("8 bytes"))
         };
         read.unmap();

@@ -6,10 +6,10 @@
 //! parts are labelled on the record: waiting for the mapping, and copying out of it.
 
 use crate::record::{Interval, ReadBackPhases};
+use super::{mapped_range, wgpu};
 use crate::scope::Scope;
 use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind};
 use std::cell::Cell;
-use std::ops::RangeBounds;
 use std::sync::mpsc;
 
 /// The site of every `read_buffer` call.
@@ -30,28 +30,15 @@ pub(super) fn take_phases() -> Option<ReadBackPhases> {
     PHASES.try_with(Cell::take).ok().flatten()
 }
 
-/// Reads `range` of `buffer` (which needs `COPY_SRC`) back to the host and hands the bytes to
-/// `read`, returning what it returns; waits for the GPU. One transfer record, `read_buffer`:
-/// its duration and bandwidth are the GPU copy's (timestamp queries around it), and it carries
-/// the host's wait for the mapping and its copy-out (`read`) as `gpu_transfer.wait_us` and
-/// `gpu_transfer.copy_out_us`. Fails as mapping fails (the device was lost).
-///
-/// ```no_run
-/// # fn f(device: &wgpu::Device, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
-/// let sum: f32 = gpuspan::wgpu::read_buffer(device, queue, buffer, .., |bytes| {
-///     bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).sum()
-/// })
-/// .expect("device lost");
-/// # }
-/// ```
-pub fn read_buffer<T>(
+/// `gpuspan::wgpu::read_buffer`, timed: `start..start + len` of `buffer`.
+pub(crate) fn read_buffer<T>(
     device: &wgpu::Device,
     queue: &wgpu::Queue,
     buffer: &wgpu::Buffer,
-    range: impl RangeBounds<u64>,
+    start: u64,
+    len: u64,
     read: impl FnOnce(&[u8]) -> T,
 ) -> Result<T, wgpu::BufferAsyncError> {
-    let (start, len) = super::resources::byte_range(range, buffer.size());
     let staging = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("gpuspan read_buffer"),
         size: len,
@@ -92,7 +79,7 @@ pub fn read_buffer<T>(
         return Err(wgpu::BufferAsyncError);
     }
     let copying = crate::clock::now_ns();
-    let out = match staging.slice(..).get_mapped_range() {
+    let out = match mapped_range(&staging.slice(..)) {
         Ok(view) => read(&view),
         Err(_) => {
             scope.exit(crate::probe::Exit::Error);

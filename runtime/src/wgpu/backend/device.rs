@@ -1,5 +1,6 @@
 //! The devices gpuspan knows: each with its queue, its clock mapping, and its profiler frames.
 
+use super::{wgpu, wgpu_profiler};
 use super::frame::Frame;
 use super::pool::Pool;
 use crate::placement::{Bounds, ClockMap};

@@ -16,6 +16,7 @@
 //! slots of brackets still running are resolved too and ignored: a slot never written reads as
 //! 0 (wgpu clears those), one written in an earlier use of the batch keeps that value.
 
+use super::{mapped_range, wgpu};
 use super::device::DeviceState;
 use super::resolver;
 use crate::diagnostics::{note_once, Losses, LOSSES};
@@ -326,6 +327,6 @@ fn to_ns(start: u64, end: u64, period: f64) -> ((i128, i128), i128) {
 
 /// The batch's timestamps, two per bracket, from its mapped read-back buffer.
 fn read_ticks(b: &Batch) -> Option<Vec<u64>> {
-    let view = b.buffers.read.get_mapped_range(..b.bytes()).ok()?;
+    let view = mapped_range(&b.buffers.read.slice(..b.bytes())).ok()?;
     Some(view.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).collect())
 }

@@ -7,7 +7,7 @@
 //! measurement in the slot, where the scope collects it when it closes.
 
 use super::frame::Frame;
-use super::{device, Recorder, WgpuScope};
+use super::{device, wgpu, Recorder, WgpuScope};
 use crate::diagnostics::note_once;
 use crate::site::Site;
 use std::cell::RefCell;
@@ -104,6 +104,12 @@ pub(crate) fn park() -> Option<(u32, u64)> {
     Some(ids)
 }
 
+/// Whether the innermost scope has a guard open, which [`park`] would park.
+#[allow(dead_code)] // with one major compiled in
+pub(crate) fn top_guarded() -> bool {
+    OPEN.try_with(|o| o.borrow().last().is_some_and(|s| s.guarded && s.ids.is_some())).unwrap_or(false)
+}
+
 /// A scope resumes: its parked slot, if it has one, is pushed on this thread again. Returns
 /// whether it was.
 pub(crate) fn unpark(scope_id: u64) -> bool {
@@ -160,34 +166,9 @@ impl<R: Recorder> std::fmt::Debug for Attached<'_, R> {
     }
 }
 
-/// Times the commands recorded into `recorder` as the GPU work of the innermost annotated
-/// function running on this thread, for recorders the function creates itself:
-///
-/// ```no_run
-/// # struct Compute { device: wgpu::Device, queue: wgpu::Queue }
-/// # impl Compute {
-/// #[gpuspan::gpu_kernel]
-/// fn step(&self) {
-///     let mut encoder = self.device.create_command_encoder(&Default::default());
-///     {
-///         let mut timed = gpuspan::wgpu::attach(&mut encoder);
-///         let pass = timed.begin_compute_pass(&Default::default());
-///         // ... dispatches
-///     }
-///     self.queue.submit([encoder.finish()]);
-/// }
-/// # }
-/// ```
-///
-/// The query opens here and closes when the guard is dropped, so its interval covers exactly
-/// the commands recorded through the guard. The device is the one the function names
-/// (`device = ...`, or a queue or device parameter's) or the only registered one. One
-/// attachment per call is timed. It replaces a queue bracket (a `&Queue` parameter or `queue =
-/// ...`): the call is then timed by the attached commands alone, exactly, and nothing is
-/// bracketed. A function that already has an exact source (a recorder parameter) keeps it. Outside an
-/// annotated function, or with gpuspan off, the guard only passes the recorder through.
+/// `gpuspan::wgpu::attach` (documented there).
 #[must_use = "the query closes when this guard is dropped: encode through it, then drop it"]
-pub fn attach<R: Recorder>(recorder: &mut R) -> impl std::ops::DerefMut<Target = R> + std::fmt::Debug + '_ {
+pub(crate) fn attach<R: Recorder>(recorder: &mut R) -> impl std::ops::DerefMut<Target = R> + std::fmt::Debug + '_ {
     let scope = begin(recorder);
     Attached { recorder, scope }
 }

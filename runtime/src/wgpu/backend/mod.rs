@@ -1,0 +1,304 @@
+//! The wgpu backend, written once and compiled once per major (`wgpu/v30.rs`, ...), where
+//! `wgpu` and `wgpu_profiler` are that major's crates: timestamp queries through wgpu-profiler,
+//! placed on the host clock.
+//!
+//! A function with a `&mut CommandEncoder` (or `ComputePass`/`RenderPass`) parameter gets a
+//! query in that recorder; one with only a `&Queue` has its submissions bracketed by timestamp
+//! writes in gpuspan's own command buffers: one submitted before the body, and one carried by
+//! each of the body's own submissions on that queue (`bracket.rs`), so the bracket ends with the
+//! last of them; queue order makes the interval cover the work in between, pending
+//! `write_buffer` copies included. A bracket's timestamps are slots of a batch shared by many
+//! brackets (`pool.rs`). Queries are resolved off the caller's path by the resolver thread; the
+//! caller never waits on the GPU.
+
+pub(crate) mod attach;
+mod bounds;
+pub(crate) mod bracket;
+mod calibration;
+mod device;
+mod frame;
+mod pool;
+pub(crate) mod read_back;
+mod resolver;
+pub(crate) mod resources;
+
+use resources::Recorder;
+use super::{mapped_range, wgpu, wgpu_profiler, NAME};
+
+use crate::diagnostics::note_once;
+use crate::record::Record;
+use crate::scope::GpuScope;
+use crate::site::Site;
+use bracket::Bracket;
+use device::DeviceState;
+use frame::Frame;
+use std::sync::Arc;
+use wgpu_profiler::{GpuProfiler, GpuProfilerQuery};
+
+/// The timestamp features gpuspan can use (`gpuspan::wgpu::timestamp_features`).
+pub(crate) const TIMER_FEATURES: wgpu::Features = GpuProfiler::ALL_WGPU_TIMER_FEATURES;
+
+/// `gpuspan::wgpu::register`: names the device after the adapter in traces.
+pub(crate) fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) {
+    let info = adapter.get_info();
+    let name = format!("{} ({:?})", info.name, info.backend);
+    let state = device::register(device, Some(queue), Some(&name));
+    // Lets the device monitor match this device's records to its GPU by PCI bus id.
+    remember_adapter(state.label.id, crate::wgpu::api::Info::facts(&info));
+    check_features(&state);
+}
+
+/// The adapters registered devices came from, by gpuspan's device index.
+static ADAPTERS: std::sync::RwLock<Vec<(u32, crate::wgpu::AdapterFacts)>> = std::sync::RwLock::new(Vec::new());
+
+fn remember_adapter(id: u32, info: crate::wgpu::AdapterFacts) {
+    if let Ok(mut a) = ADAPTERS.write() {
+        a.retain(|(i, _)| *i != id);
+        a.push((id, info));
+    }
+}
+
+/// The adapter the registered device `id` came from.
+#[allow(dead_code)] // read by the device monitor, when it is compiled in
+pub(crate) fn adapter_info(id: u32) -> Option<crate::wgpu::AdapterFacts> {
+    ADAPTERS.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, info)| info.clone())
+}
+
+fn check_features(d: &DeviceState) -> bool {
+    let needed = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+    if d.features.contains(needed) {
+        return true;
+    }
+    note_once(format_args!(
+        "{} was created without {:?}: its wgpu scopes are timed on the host. Request \
+         gpuspan::wgpu::timestamp_features(&adapter) in DeviceDescriptor::required_features",
+        d.label.name,
+        needed - d.features
+    ));
+    false
+}
+
+/// The wgpu part of an open scope.
+#[derive(Debug)]
+pub(crate) enum WgpuScope {
+    /// A query in the user's encoder or pass, in a profiler frame.
+    Recorder(RecorderScope),
+    /// Timestamps around the call's submissions on a queue (`bracket.rs`).
+    Bracket(Bracket),
+}
+
+/// A scope timed by a query in a recorder.
+pub(crate) struct RecorderScope {
+    frame: Arc<Frame>,
+    query: Option<GpuProfilerQuery>,
+    /// An async scope's frame left its thread at the first suspension: `Some(true)` when this
+    /// scope owns the frame, `Some(false)` when it was nested in another's frame.
+    detached: Option<bool>,
+}
+
+impl std::fmt::Debug for RecorderScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecorderScope").field("frame", &self.frame).field("open", &self.query.is_some()).finish()
+    }
+}
+
+impl WgpuScope {
+    pub(crate) fn begin_in_recorder<R: Recorder>(
+        site: &'static Site,
+        scope_id: u64,
+        recorder: &mut R,
+        device: Option<&wgpu::Device>,
+    ) -> Result<WgpuScope, &'static str> {
+        let state = match device {
+            Some(d) => device::register(d, None, None),
+            None => match device::only() {
+                Some(d) => d,
+                None => {
+                    note_once(format_args!(
+                        "`{}` records into a wgpu encoder, but gpuspan does not know which device it belongs to: \
+                         call gpuspan::wgpu::register(&adapter, &device, &queue) once (or add `device = ...`); \
+                         timing it on the host",
+                        site.desc.name
+                    ));
+                    return Err("device not registered");
+                }
+            },
+        };
+        let inside = if recorder.is_pass() {
+            wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+        } else {
+            wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+        };
+        if !check_features(&state) || !state.features.contains(inside) {
+            return Err("device without timestamp queries");
+        }
+        if state.queue.get().is_none() {
+            note_once(format_args!(
+                "`{}`: gpuspan needs the device's queue to read its timestamps: call \
+                 gpuspan::wgpu::register(&adapter, &device, &queue) once; timing it on the host",
+                site.desc.name
+            ));
+            return Err("queue not registered");
+        }
+        let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
+        let query = frame.begin(scope_id, recorder);
+        Ok(WgpuScope::Recorder(RecorderScope { frame, query, detached: None }))
+    }
+
+    pub(crate) fn begin_on_queue(
+        site: &'static Site,
+        queue: &wgpu::Queue,
+        device: Option<&wgpu::Device>,
+    ) -> Result<WgpuScope, &'static str> {
+        let state = match device {
+            Some(d) => device::register(d, Some(queue), None),
+            None => match device::find_by_queue(queue) {
+                Some(d) => d,
+                None => {
+                    note_once(format_args!(
+                        "`{}` takes a wgpu queue but gpuspan does not know its device: call \
+                         gpuspan::wgpu::register(&adapter, &device, &queue) once (or add a `&Device` parameter); \
+                         timing it on the host",
+                        site.desc.name
+                    ));
+                    return Err("device not registered");
+                }
+            },
+        };
+        if !check_features(&state) {
+            return Err("device without timestamp queries");
+        }
+        let bracket = Bracket::open(state, queue).ok_or("too many queue brackets waiting for their timestamps")?;
+        Ok(WgpuScope::Bracket(bracket))
+    }
+
+    /// A function that only takes a device: the submissions on the queue registered with it
+    /// are bracketed.
+    pub(crate) fn begin_on_device(site: &'static Site, device: &wgpu::Device) -> Result<WgpuScope, &'static str> {
+        let state = device::register(device, None, None);
+        let Some(queue) = state.queue.get().cloned() else {
+            note_once(format_args!(
+                "`{}` takes only a wgpu device and gpuspan does not know its queue: call \
+                 gpuspan::wgpu::register(&adapter, &device, &queue) once (or add `queue = ...`); timing it on the host",
+                site.desc.name
+            ));
+            return Err("device's queue not registered");
+        };
+        Self::begin_on_queue(site, &queue, Some(device))
+    }
+
+    pub(crate) fn end_in_recorder<R: Recorder>(&mut self, recorder: &mut R) {
+        // A bracket ends with its submissions, or in `finish`.
+        if let WgpuScope::Recorder(RecorderScope { frame, query, detached }) = self {
+            if let Some(q) = query.take() {
+                frame.end_in_recorder(q, recorder, *detached);
+            }
+        }
+    }
+
+    /// The frame of a query in a recorder.
+    fn frame(&self) -> Option<Arc<Frame>> {
+        match self {
+            WgpuScope::Recorder(r) => Some(r.frame.clone()),
+            WgpuScope::Bracket(_) => None,
+        }
+    }
+
+    /// An attached guard's query whose frame was taken off its thread while it was open (see
+    /// `Frame::detach_from_thread`): `owner` when the query owned the frame.
+    fn set_detached(&mut self, owner: bool) {
+        if let WgpuScope::Recorder(r) = self {
+            r.detached = Some(owner);
+        }
+    }
+
+    /// An async scope stops running on this thread (see `Frame::detach_from_thread`). A
+    /// bracket is on no thread's stack.
+    pub(crate) fn suspend(&mut self) {
+        if let WgpuScope::Recorder(r) = self {
+            // Only an open query holds a nesting level of its frame on this thread: a closed one
+            // (an attachment collected as its scope suspends) left it when it was closed, and
+            // leaving again would take the level of a caller's scope nested in the same frame.
+            if r.detached.is_none() && r.query.is_some() {
+                r.detached = Some(r.frame.detach_from_thread());
+            }
+        }
+    }
+
+    /// A measurement no scope will collect (an attached recorder outlived its scope): its
+    /// frame stops waiting for a record.
+    pub(crate) fn forget(self) {
+        match self {
+            WgpuScope::Recorder(r) => r.frame.forget_scope(),
+            // Dropped: it writes its end and its batch stops waiting for it.
+            WgpuScope::Bracket(b) => drop(b),
+        }
+    }
+
+    /// Replaced by an attached encoder's measurement (`attach.rs`): a bracket leaves without
+    /// counting a loss.
+    pub(crate) fn supersede(self) {
+        match self {
+            WgpuScope::Bracket(b) => b.supersede(),
+            recorder => recorder.forget(),
+        }
+    }
+
+    /// A queue bracket (which an attached encoder replaces), not a query in a recorder.
+    pub(crate) fn is_bracket(&self) -> bool {
+        matches!(self, WgpuScope::Bracket(_))
+    }
+
+    /// An async body's handle on this scope's bracket, when it is one.
+    pub(crate) fn bracket_handle(&mut self) -> Option<bracket::Shared> {
+        match self {
+            WgpuScope::Bracket(b) => Some(b.handle()),
+            WgpuScope::Recorder(_) => None,
+        }
+    }
+
+    /// An `attach` in a bracketed call replaces the bracket: it records on the bracket's device.
+    pub(crate) fn offer_bracket_device(&self) {
+        if let WgpuScope::Bracket(b) = self {
+            attach::set_device_state(b.device());
+        }
+    }
+
+    pub(crate) fn finish(self, mut record: Record) {
+        record.read_back = read_back::take_phases();
+        match self {
+            WgpuScope::Recorder(mut r) => {
+                if let Some(q) = r.query.take() {
+                    r.frame.abandon(q, r.detached);
+                }
+                r.frame.attach(record);
+            }
+            WgpuScope::Bracket(b) => b.finish(record),
+        }
+    }
+}
+
+/// The wgpu part of a selected application span's scope (`span_scopes.rs`): a bracket on the
+/// queue of the first registered device that has one, opened at the span's first entry and
+/// ended when the span closes (labelled `exit`, as a bracket whose submissions gpuspan did not
+/// see). `None` when this major has no device registered with its queue.
+pub(crate) fn span_bracket(site: &'static Site) -> Option<GpuScope> {
+    let devices = device::all();
+    let state = devices.iter().find(|d| d.queue.get().is_some()).cloned()?;
+    if devices.len() > 1 {
+        note_once(format_args!(
+            "selected spans bracket the queue of the first registered wgpu device ({}) only",
+            state.label.name
+        ));
+    }
+    if !check_features(&state) {
+        site.timed_on_host("device without timestamp queries");
+        return Some(GpuScope::None);
+    }
+    let queue = state.queue.get().cloned()?;
+    let Some(bracket) = Bracket::open(state, &queue) else {
+        site.timed_on_host("too many queue brackets waiting for their timestamps");
+        return Some(GpuScope::None);
+    };
+    Some(GpuScope::Wgpu(WgpuScope::Bracket(bracket).into()))
+}

@@ -1,0 +1,383 @@
+//! A scope's wgpu part, of whichever major its resources are of, for the rest of gpuspan: the
+//! scopes the generated code opens, the `attach` stacks of the majors compiled in, and the
+//! rewritten submissions of a bracketed body (`backend/bracket.rs`).
+
+use super::api;
+use super::handles::AsHandle;
+use crate::__private::SubmitProbe;
+use crate::probe::Exit;
+use crate::record::Record;
+use crate::scope::{GpuScope, Scope};
+use crate::site::Site;
+use std::iter::Chain;
+use std::option::IntoIter;
+use tracing::Span;
+
+macro_rules! scope_of_majors {
+    ($($feature:tt => $variant:ident($module:ident)),* $(,)?) => {
+        /// The wgpu part of an open scope: the backend's, of its resources' major.
+        #[derive(Debug)]
+        pub(crate) enum WgpuScope {
+            $(
+                #[cfg(feature = $feature)]
+                $variant(super::$module::backend::WgpuScope),
+            )*
+        }
+
+        /// What an async body's [`BracketHandle`] holds: the bracket's major's.
+        #[derive(Debug)]
+        pub(crate) enum HandleOf {
+            $(
+                #[cfg(feature = $feature)]
+                $variant(super::$module::backend::bracket::Shared),
+            )*
+        }
+
+        $(
+            #[cfg(feature = $feature)]
+            impl From<super::$module::backend::WgpuScope> for WgpuScope {
+                fn from(w: super::$module::backend::WgpuScope) -> WgpuScope {
+                    WgpuScope::$variant(w)
+                }
+            }
+
+            #[cfg(feature = $feature)]
+            impl super::$module::backend::WgpuScope {
+                /// This major's part of `scope`, when it is of this major.
+                pub(crate) fn of_mut(scope: &mut WgpuScope) -> Option<&mut Self> {
+                    #[allow(unreachable_patterns)] // one major compiled in
+                    match scope {
+                        WgpuScope::$variant(w) => Some(w),
+                        _ => None,
+                    }
+                }
+            }
+
+            #[cfg(feature = $feature)]
+            impl super::$module::backend::bracket::Shared {
+                /// This major's handle, when `handle` is of this major.
+                pub(crate) fn of(handle: &HandleOf) -> Option<&Self> {
+                    #[allow(unreachable_patterns)] // one major compiled in
+                    match handle {
+                        HandleOf::$variant(s) => Some(s),
+                        _ => None,
+                    }
+                }
+            }
+        )*
+
+        impl WgpuScope {
+            /// A queue bracket, which an attached encoder replaces.
+            pub(crate) fn is_bracket(&self) -> bool {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.is_bracket(),)*
+                }
+            }
+
+            /// An async scope stops running on this thread.
+            pub(crate) fn suspend(&mut self) {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.suspend(),)*
+                }
+            }
+
+            /// A measurement no scope will collect.
+            pub(crate) fn forget(self) {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.forget(),)*
+                }
+            }
+
+            /// Replaced by an attached encoder's measurement.
+            pub(crate) fn supersede(self) {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.supersede(),)*
+                }
+            }
+
+            pub(crate) fn finish(self, record: Record) {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.finish(record),)*
+                }
+            }
+
+            fn bracket_handle(&mut self) -> Option<HandleOf> {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.bracket_handle().map(HandleOf::$variant),)*
+                }
+            }
+
+            fn offer_bracket_device(&self) {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.offer_bracket_device(),)*
+                }
+            }
+        }
+
+        /// The selected span's bracket, on the first major with a device registered with its
+        /// queue.
+        pub(crate) fn span_bracket(site: &'static Site) -> GpuScope {
+            $(
+                #[cfg(feature = $feature)]
+                if let Some(gpu) = super::$module::backend::span_bracket(site) {
+                    return gpu;
+                }
+            )*
+            site.timed_on_host("no wgpu device registered with its queue");
+            GpuScope::None
+        }
+
+        /// The adapter the registered device `id` came from (device ids are per major: with two
+        /// majors' devices registered, the first major's).
+        #[allow(dead_code)] // read by the device monitor, when it is compiled in
+        pub(crate) fn adapter_info(id: u32) -> Option<super::AdapterFacts> {
+            $(
+                #[cfg(feature = $feature)]
+                if let Some(info) = super::$module::backend::adapter_info(id) {
+                    return Some(info);
+                }
+            )*
+            None
+        }
+
+        // The `attach` stacks, one per major (`backend/attach.rs`): a scope has a slot on each.
+        // With one major compiled in, each is that major's call.
+
+        /// A scope opens (or an async one resumes) on this thread. Whether its slots were pushed.
+        pub(crate) fn attach_push(site: &'static Site, timed: bool) -> bool {
+            let mut pushed = true;
+            $(
+                #[cfg(feature = $feature)]
+                {
+                    pushed &= super::$module::backend::attach::push(site, timed);
+                }
+            )*
+            pushed
+        }
+
+        /// The innermost scope closes (or suspends): the attachment a guard left, of any major
+        /// (a second one, of another major in the same call, is not timed).
+        pub(crate) fn attach_pop() -> Option<((u32, u64), WgpuScope)> {
+            let mut found: Option<((u32, u64), WgpuScope)> = None;
+            $(
+                #[cfg(feature = $feature)]
+                if let Some((ids, w)) = super::$module::backend::attach::pop() {
+                    match found {
+                        None => found = Some((ids, WgpuScope::$variant(w))),
+                        Some(_) => w.forget(),
+                    }
+                }
+            )*
+            found
+        }
+
+        /// The innermost scope suspends with a guard open: its slot is parked (see
+        /// `backend/attach.rs`); the other majors' slots of the scope are dropped, and pushed
+        /// again when it resumes.
+        pub(crate) fn attach_park() -> Option<(u32, u64)> {
+            let mut guarded = false;
+            $(
+                #[cfg(feature = $feature)]
+                {
+                    guarded |= super::$module::backend::attach::top_guarded();
+                }
+            )*
+            if !guarded {
+                return None;
+            }
+            let mut ids = None;
+            $(
+                #[cfg(feature = $feature)]
+                match super::$module::backend::attach::park() {
+                    Some(i) => ids = ids.or(Some(i)),
+                    None => {
+                        if let Some((_, w)) = super::$module::backend::attach::pop() {
+                            w.forget();
+                        }
+                    }
+                }
+            )*
+            ids
+        }
+
+        /// A scope resumes (or closes while suspended): its parked slot is pushed on this thread
+        /// again, with fresh slots for the other majors. Whether one was parked.
+        pub(crate) fn attach_unpark(scope_id: u64, site: &'static Site, timed: bool) -> bool {
+            $(
+                #[cfg(feature = $feature)]
+                let $module = super::$module::backend::attach::unpark(scope_id);
+            )*
+            let mut any = false;
+            $(
+                #[cfg(feature = $feature)]
+                {
+                    any |= $module;
+                }
+            )*
+            if any {
+                $(
+                    #[cfg(feature = $feature)]
+                    if !$module {
+                        super::$module::backend::attach::push(site, timed);
+                    }
+                )*
+            }
+            any
+        }
+    };
+}
+with_majors!(scope_of_majors);
+
+/// The scope's GPU part, or host timing with the reason kept for the summary.
+fn started(site: &'static Site, begun: Result<WgpuScope, &'static str>) -> GpuScope {
+    match begun {
+        Ok(w) => GpuScope::Wgpu(w),
+        Err(why) => {
+            site.timed_on_host(why);
+            GpuScope::None
+        }
+    }
+}
+
+impl Scope {
+    /// A scope timed by queries in a command encoder or pass.
+    #[inline]
+    pub fn wgpu_recorder<R: api::Recorder, D: AsHandle<R::Device> + ?Sized>(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        recorder: &mut R,
+        device: Option<&D>,
+    ) -> Scope {
+        let device = device.map(AsHandle::as_handle);
+        Scope::open(site, span, bytes, |scope_id| started(site, recorder.begin_scope(site, scope_id, device)))
+    }
+
+    /// A scope whose submissions on `queue` are bracketed by timestamp writes.
+    #[inline]
+    pub fn wgpu_queue<Q: api::Queue, D: AsHandle<Q::Device> + ?Sized>(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        queue: &Q,
+        device: Option<&D>,
+    ) -> Scope {
+        let device = device.map(AsHandle::as_handle);
+        let mut scope = Scope::open(site, span, bytes, |_| started(site, queue.begin_scope(site, device)));
+        scope.offer_bracket_device();
+        scope
+    }
+
+    /// An `attach` in a bracketed call replaces the bracket: it records on the bracket's device.
+    fn offer_bracket_device(&mut self) {
+        if let Some(GpuScope::Wgpu(w)) = self.gpu_mut() {
+            w.offer_bracket_device();
+        }
+    }
+
+    /// A host-timed scope whose function records into a recorder it creates and hands over with
+    /// `gpuspan::wgpu::attach`: the attachment uses `device`.
+    #[inline]
+    pub fn wgpu_attachable<D: api::Device>(site: &'static Site, span: Span, bytes: Option<u64>, device: &D) -> Scope {
+        let scope = Scope::open(site, span, bytes, |_| GpuScope::None);
+        if scope.is_active() {
+            device.offer_to_attach();
+        }
+        scope
+    }
+
+    /// A scope whose submissions on the device's registered queue are bracketed.
+    #[inline]
+    pub fn wgpu_device<D: api::Device>(site: &'static Site, span: Span, bytes: Option<u64>, device: &D) -> Scope {
+        let mut scope = Scope::open(site, span, bytes, |_| started(site, device.begin_scope(site)));
+        scope.offer_bracket_device();
+        scope
+    }
+
+    /// The function leaves: closes the query in the recorder it was opened in.
+    #[inline]
+    pub fn exit_recorder<R: api::Recorder>(&mut self, exit: Exit, recorder: &mut R) {
+        self.exit(exit);
+        if let Some(GpuScope::Wgpu(w)) = self.gpu_mut() {
+            recorder.end_scope(w);
+        }
+    }
+
+    /// A `?` in the function: when it leaves (`Err`, `None`), the query is closed.
+    #[inline]
+    pub fn try_exit_recorder<R: api::Recorder>(&mut self, exit: Exit, recorder: &mut R) {
+        if matches!(exit, Exit::Error | Exit::Early) {
+            self.exit_recorder(exit, recorder);
+        }
+    }
+
+    /// The handle an async body's rewritten submissions use.
+    #[inline]
+    pub fn bracket_handle(&mut self) -> BracketHandle {
+        match self.gpu_mut() {
+            Some(GpuScope::Wgpu(w)) => BracketHandle(w.bracket_handle()),
+            _ => BracketHandle(None),
+        }
+    }
+}
+
+/// An async body's way to its bracket: the scope is in the future wrapping the body, out of the
+/// body's reach, so the body holds this instead (empty when the scope is no bracket).
+#[derive(Debug)]
+pub struct BracketHandle(Option<HandleOf>);
+
+/// Where a rewritten submission asks for the bracket's end: the scope (sync bodies) or its
+/// handle (async bodies).
+pub trait BracketEnds<Q: api::Queue> {
+    /// The end-timestamp buffer to append to a submission on `queue`, if it is the bracket's.
+    fn end_for(&mut self, queue: &Q) -> Option<Q::CommandBuffer>;
+}
+
+impl<Q: api::Queue> BracketEnds<Q> for Scope {
+    #[inline]
+    fn end_for(&mut self, queue: &Q) -> Option<Q::CommandBuffer> {
+        match self.gpu_mut() {
+            Some(GpuScope::Wgpu(w)) => queue.end_for(w),
+            _ => None,
+        }
+    }
+}
+
+impl<Q: api::Queue> BracketEnds<Q> for BracketHandle {
+    #[inline]
+    fn end_for(&mut self, queue: &Q) -> Option<Q::CommandBuffer> {
+        queue.end_for_handle(self.0.as_ref()?)
+    }
+}
+
+/// The specialized arm: the receiver is a wgpu queue (or a reference or `Arc` of one), of the
+/// major `Q`.
+pub trait SubmitQueue<'a, Q> {
+    /// The queue being submitted to.
+    fn gpuspan_submit(&self) -> QueueSubmit<'a, Q>;
+}
+
+impl<'a, Q: api::Queue, T: AsHandle<Q> + ?Sized> SubmitQueue<'a, Q> for SubmitProbe<'a, T> {
+    #[inline]
+    fn gpuspan_submit(&self) -> QueueSubmit<'a, Q> {
+        QueueSubmit(self.0.as_handle())
+    }
+}
+
+/// A submission on a wgpu queue inside a bracketed body.
+#[derive(Debug)]
+pub struct QueueSubmit<'a, Q>(&'a Q);
+
+impl<Q: api::Queue> QueueSubmit<'_, Q> {
+    /// The command buffers to submit: the user's, then, when this is the bracket's queue, the
+    /// bracket's end.
+    #[inline]
+    pub fn with_end<I: IntoIterator<Item = Q::CommandBuffer>, E: BracketEnds<Q> + ?Sized>(
+        self,
+        buffers: I,
+        ends: &mut E,
+    ) -> Chain<I::IntoIter, IntoIter<Q::CommandBuffer>> {
+        let end = ends.end_for(self.0);
+        buffers.into_iter().chain(end)
+    }
+}
