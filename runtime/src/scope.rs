@@ -279,6 +279,13 @@ impl Scope {
         }
     }
 
+    /// A selected span's chain: the span itself and those enclosing it (`spans::of_span`).
+    pub(crate) fn set_chain(&mut self, chain: crate::spans::Chain) {
+        if let State::Full(a) = &mut *self.state {
+            a.host.spans = chain;
+        }
+    }
+
     /// A selected span's fields, for its record.
     pub(crate) fn set_fields(&mut self, fields: crate::record::Fields) {
         if let (State::Full(a), false) = (&mut *self.state, fields.is_empty()) {
@@ -680,7 +687,10 @@ impl Active {
                 return;
             }
         }
-        self.host.spans = crate::spans::capture(span.as_ref());
+        // A selected span's scope was given its own chain as the span closed (`set_chain`).
+        if !self.host.site.is_span() {
+            self.host.spans = crate::spans::capture(span.as_ref());
+        }
         drop(span);
         self.hand_over(end);
     }
