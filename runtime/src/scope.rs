@@ -251,7 +251,8 @@ impl Scope {
     pub(crate) fn span_scope(site: &'static Site, start_gpu: impl FnOnce(u64) -> GpuScope) -> Scope {
         site.mark_entered();
         let (thread, scope_id) = thread::next_scope();
-        let parent = crate::parent::capture();
+        // The span's own context: its GPU spans are its children (no host span is made for it).
+        let parent = crate::parent::capture_span();
         let start = clock::raw();
         let gpu = start_gpu(scope_id);
         let host = Host {
