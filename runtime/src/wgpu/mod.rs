@@ -107,6 +107,8 @@ pub(crate) enum WgpuScope {
     Recorder(RecorderScope),
     /// Timestamps around the call's submissions on a queue (`bracket.rs`).
     Bracket(Bracket),
+    /// A selected span's brackets, one on each registered device's queue (`span_bracket`).
+    SpanBrackets(Vec<Bracket>),
 }
 
 /// A scope timed by a query in a recorder.
@@ -222,7 +224,7 @@ impl WgpuScope {
     fn frame(&self) -> Option<Arc<Frame>> {
         match self {
             WgpuScope::Recorder(r) => Some(r.frame.clone()),
-            WgpuScope::Bracket(_) => None,
+            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) => None,
         }
     }
 
@@ -254,6 +256,7 @@ impl WgpuScope {
             WgpuScope::Recorder(r) => r.frame.forget_scope(),
             // Dropped: it writes its end and its batch stops waiting for it.
             WgpuScope::Bracket(b) => drop(b),
+            WgpuScope::SpanBrackets(bs) => drop(bs),
         }
     }
 
@@ -262,6 +265,7 @@ impl WgpuScope {
     pub(crate) fn supersede(self) {
         match self {
             WgpuScope::Bracket(b) => b.supersede(),
+            WgpuScope::SpanBrackets(bs) => bs.into_iter().for_each(Bracket::supersede),
             recorder => recorder.forget(),
         }
     }
@@ -276,6 +280,31 @@ impl WgpuScope {
                 r.frame.attach(record);
             }
             WgpuScope::Bracket(b) => b.finish(record),
+            WgpuScope::SpanBrackets(bs) => finish_span_brackets(bs, record),
+        }
+    }
+}
+
+/// A selected span closed with a bracket on each registered device's queue: the devices that
+/// took a submission while it was open get its record (one each, their brackets' GPU
+/// intervals), the others leave without one. None of them (or no way to tell): the first.
+fn finish_span_brackets(mut brackets: Vec<Bracket>, record: Record) {
+    let touched: Vec<bool> = brackets.iter_mut().map(|b| b.end_for_span().unwrap_or(true)).collect();
+    let mut keep: Vec<usize> = (0..brackets.len()).filter(|&i| touched[i]).collect();
+    if keep.is_empty() {
+        keep.push(0);
+    }
+    let last = keep.last().copied();
+    let mut record = Some(record);
+    for (i, b) in brackets.into_iter().enumerate() {
+        let r = match keep.contains(&i) {
+            true if Some(i) == last => record.take(),
+            true => record.clone(),
+            false => None,
+        };
+        match r {
+            Some(r) => b.finish(r),
+            None => b.supersede(),
         }
     }
 }
@@ -292,28 +321,34 @@ fn started(site: &'static Site, begun: Result<WgpuScope, &'static str>) -> GpuSc
 }
 
 /// The wgpu part of a selected application span's scope (`span_scopes.rs`): a bracket on the
-/// queue of the first registered device that has one, opened at the span's first entry and
-/// ended when the span closes (labelled `exit`, as a bracket whose submissions gpuspan did not
-/// see). Host timing, with the reason kept for the summary, where there is none.
+/// queue of each registered device that has one, opened at the span's first entry and ended
+/// when the span closes (labelled `exit`, as a bracket whose submissions gpuspan did not see);
+/// the devices that took a submission meanwhile get the record ([`finish_span_brackets`]).
+/// Host timing, with the reason kept for the summary, where there is none.
 pub(crate) fn span_bracket(site: &'static Site) -> GpuScope {
-    let devices = device::all();
-    let Some(state) = devices.iter().find(|d| d.queue.get().is_some()).cloned() else {
+    let devices: Vec<_> = device::all().into_iter().filter(|d| d.queue.get().is_some()).collect();
+    if devices.is_empty() {
         site.timed_on_host("no wgpu device registered with its queue");
         return GpuScope::None;
+    }
+    let mut brackets = Vec::with_capacity(devices.len());
+    let mut why = "device without timestamp queries";
+    for state in devices {
+        if !check_features(&state) {
+            continue;
+        }
+        let Some(queue) = state.queue.get().cloned() else { continue };
+        match Bracket::open(state, &queue) {
+            Some(b) => brackets.push(b),
+            None => why = "too many queue brackets waiting for their timestamps",
+        }
+    }
+    let scope = match brackets.len() {
+        0 => Err(why),
+        1 => Ok(WgpuScope::Bracket(brackets.remove(0))),
+        _ => Ok(WgpuScope::SpanBrackets(brackets)),
     };
-    if devices.len() > 1 {
-        note_once(format_args!(
-            "selected spans bracket the queue of the first registered wgpu device ({}) only",
-            state.label.name
-        ));
-    }
-    if !check_features(&state) {
-        site.timed_on_host("device without timestamp queries");
-        return GpuScope::None;
-    }
-    let Some(queue) = state.queue.get().cloned() else { return GpuScope::None };
-    let bracket = Bracket::open(state, &queue).ok_or("too many queue brackets waiting for their timestamps");
-    started(site, bracket.map(WgpuScope::Bracket))
+    started(site, scope)
 }
 
 impl Scope {
