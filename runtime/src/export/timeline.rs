@@ -135,14 +135,17 @@ type Track = (u32, u64);
 /// its span name beside its device's, so that it neither hides the device's work nor pushes it
 /// onto lanes; its kernels and copies stay on their device's tracks.
 #[derive(Default)]
-struct GpuTracks(std::collections::BTreeMap<(u32, Option<&'static str>, Option<u64>), (u64, String)>);
+struct GpuTracks(std::collections::BTreeMap<GpuTrackKey, (u64, String)>);
+
+/// A GPU track: (device, the selected span's name for its own track, stream).
+type GpuTrackKey = (u32, Option<&'static str>, Option<u64>);
 
 impl GpuTracks {
     fn key(&mut self, device: u32, stream: Option<u64>, name: impl FnOnce() -> String) -> u64 {
         self.key_of((device, None, stream), name)
     }
 
-    fn key_of(&mut self, key: (u32, Option<&'static str>, Option<u64>), name: impl FnOnce() -> String) -> u64 {
+    fn key_of(&mut self, key: GpuTrackKey, name: impl FnOnce() -> String) -> u64 {
         let next = self.0.len() as u64;
         self.0.entry(key).or_insert_with(|| (next, name())).0
     }
