@@ -1040,6 +1040,29 @@ fn the_report_gives_selected_spans_self_and_inclusive_gpu_time() {
     let (code, text, _) = gpuspan(&["report".as_ref(), path.as_os_str()]);
     assert_eq!(code, 0);
     assert!(text.contains("Selected spans") && text.contains("≤ 200"), "{text}");
+    // `gpuspan timeline`: a span on tracks of its own, host and GPU; an annotated call on its
+    // thread's and its device's.
+    let out = scratch("spans_timeline.json");
+    let (code, _, err) = gpuspan(&["timeline".as_ref(), path.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    let track = |e: &serde_json::Value| {
+        events
+            .iter()
+            .find(|m| m["ph"] == "M" && m["name"] == "thread_name" && m["pid"] == e["pid"] && m["tid"] == e["tid"])
+            .and_then(|m| m["args"]["name"].as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let tracks = |name: &str| -> Vec<String> {
+        let mut t: Vec<String> = events.iter().filter(|e| e["ph"] == "X" && e["name"] == name).map(track).collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    assert_eq!(tracks("step"), ["GPU 0: gpu-a span: step", "span: step"]);
+    assert_eq!(tracks("gemm"), ["GPU 0: gpu-a calls", "worker"]);
 }
 
 /// Sets a record's span chain, for the builder's chained calls.
