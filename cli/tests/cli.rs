@@ -1063,6 +1063,12 @@ fn the_report_gives_selected_spans_self_and_inclusive_gpu_time() {
     };
     assert_eq!(tracks("step"), ["GPU 0: gpu-a span: step", "span: step"]);
     assert_eq!(tracks("gemm"), ["GPU 0: gpu-a calls", "worker"]);
+    // The flamegraph: a span's frame once (its record names its own instance), its children
+    // under it, the inner bracket's time taken out of the outer one's.
+    let folded = flame::folded(&b.c);
+    assert_eq!(folded.get("main;frame"), Some(&200), "{folded:?}");
+    assert_eq!(folded.get("main;frame;pass"), Some(&40), "{folded:?}");
+    assert!(folded.keys().all(|k| !k.contains("frame;frame") && !k.contains("step;step")), "{folded:?}");
 }
 
 /// Sets a record's span chain, for the builder's chained calls.
