@@ -24,7 +24,8 @@
 //! Versioning: postcard encodes fields by position, so any change to these types is a new
 //! [`VERSION`]; a reader reads every version up to its own (version 1 lacks spans and samples,
 //! version 2 link frames, version 3 where a bracket ended, version 4 the sites still running at
-//! shutdown) and refuses later ones with one clear error.
+//! shutdown, version 5 the `span` site kind: a variant added last, so older files decode
+//! unchanged) and refuses later ones with one clear error.
 //!
 //! ```
 //! use gpuspan_capture::*;
@@ -56,7 +57,7 @@ pub use write::Writer;
 pub const MAGIC: [u8; 8] = *b"GPUSPCAP";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 
 /// The oldest format version this crate reads.
 pub const OLDEST_VERSION: u16 = 1;

@@ -511,6 +511,24 @@ mod tests {
         }
     }
 
+    /// Format 6 added the `span` site kind as the enum's last variant: a version-5 file (same
+    /// bytes, older version) still reads, and a span site reads back as one.
+    #[test]
+    fn a_span_site_reads_back_and_a_version_5_capture_still_reads() {
+        let mut c = Capture::from_reader(&sample()[..]).unwrap();
+        c.sites.push(Site::new(1, "frame", SiteKind::Span));
+        let mut bytes = Vec::new();
+        c.write_to(&mut bytes).unwrap();
+        let back = Capture::from_reader(&bytes[..]).unwrap();
+        assert_eq!(back.site(1).map(|s| s.kind), Some(SiteKind::Span));
+        assert_eq!(SiteKind::Span.as_str(), "span");
+        let mut v5 = sample();
+        v5[8..10].copy_from_slice(&5u16.to_le_bytes());
+        let old = Capture::from_reader(&v5[..]).unwrap();
+        assert_eq!(old.site(0).map(|s| s.kind), Some(SiteKind::Kernel));
+        assert_eq!(old.records.len(), 5);
+    }
+
     #[test]
     fn link_peaks_read_back_and_the_last_written_wins() {
         let bytes = sample();

@@ -66,11 +66,15 @@ impl Header {
     }
 }
 
-/// What an annotated function does.
+/// What an annotated function does, or that the site is a selected `tracing` span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SiteKind {
     Kernel,
     Transfer,
+    /// A `tracing` span selected as a measurement scope (`gpuspan.kind = span`, format 6). Its
+    /// records' [`Record::span`] is the span instance itself, so that the spans and calls made
+    /// inside it (their chains pass through it) are its children: self vs inclusive GPU time.
+    Span,
 }
 
 impl SiteKind {
@@ -78,6 +82,7 @@ impl SiteKind {
         match self {
             SiteKind::Kernel => "kernel",
             SiteKind::Transfer => "transfer",
+            SiteKind::Span => "span",
         }
     }
 }

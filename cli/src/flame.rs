@@ -16,7 +16,7 @@
 
 use crate::analysis::{Index, Spans};
 use crate::load::LoadError;
-use gpuspan_capture::{Capture, Interval, Record};
+use gpuspan_capture::{Capture, Interval, Record, SiteKind};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::{self, Write};
@@ -457,13 +457,28 @@ impl Folder {
                 Node::Cut => CUT_FRAME.to_owned(),
             })
             .collect();
+        // A selected span's record (site kind `span`) names its own instance as its innermost
+        // span: its site frame would repeat the span's frame right above it, so it is left out.
+        let repeated: Vec<bool> = self
+            .fold
+            .paths
+            .iter()
+            .map(|&(parent, x, _)| match (x, self.fold.paths.get(parent as usize)) {
+                (Node::Site(s), Some(&(_, Node::Span(n), _))) => {
+                    index.site(s).is_some_and(|site| site.kind == SiteKind::Span && site.name == self.spans.name(n))
+                }
+                _ => false,
+            })
+            .collect();
         let mut out = BTreeMap::new();
         let mut frames: Vec<&str> = Vec::new();
         for ((path, act), ns) in self.fold.acc {
             frames.clear();
             let mut at = path;
             while at != u32::MAX {
-                frames.push(&names[at as usize]);
+                if !repeated[at as usize] {
+                    frames.push(&names[at as usize]);
+                }
                 at = self.fold.paths[at as usize].0;
             }
             frames.reverse();

@@ -28,6 +28,7 @@ pub mod picture;
 pub mod ranks;
 pub mod report;
 pub mod requests;
+pub mod span_time;
 pub mod stats;
 pub mod steps;
 pub mod table;

@@ -15,7 +15,7 @@
 
 use crate::analysis::{self, Index, Spans};
 use gpuspan_capture::lanes::{lane_name, Placer};
-use gpuspan_capture::{ActivityKind, Capture, Record};
+use gpuspan_capture::{ActivityKind, Capture, Record, SiteKind};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -25,6 +25,10 @@ const GPU_TID: u64 = 1 << 32;
 
 /// First track id of the extra lanes of tracks (see `gpuspan_capture::lanes`).
 const LANE_TID: u64 = 1 << 40;
+
+/// First track id of the selected spans' host tracks (one per span site, `span: NAME`): a span
+/// may be entered on any number of threads, so it is no one thread's.
+const SPAN_TID: u64 = 1 << 36;
 
 /// The device key of the track of calls whose work ran on several devices (no device of their
 /// own: a collective over the process's GPUs), so that they are not drawn on an unnamed one.
@@ -87,15 +91,21 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
     ev.push(&json!({"ph": "M", "name": "process_labels", "pid": pid,
         "args": {"labels": format!("GPU clock mapping error ≤ {:.1} µs", clock_error as f64 / 1000.0)}}))?;
     let mut names: BTreeMap<u64, String> = c.threads.iter().map(|t| (u64::from(t.index), t.name.clone())).collect();
-    // GPU tracks: (device, stream) -> tid; stream None is the device's call track.
-    let mut tracks: BTreeMap<(Option<u32>, Option<u64>), u64> = BTreeMap::new();
-    let mut track = |device: Option<u32>, stream: Option<u64>| {
+    // GPU tracks: (device, stream, selected span's site) -> tid; stream None is the device's call
+    // track, or with a span site that span's track beside it.
+    let mut tracks: BTreeMap<GpuTrack, u64> = BTreeMap::new();
+    let mut track = |key: GpuTrack| {
         let next = GPU_TID + tracks.len() as u64;
-        *tracks.entry((device, stream)).or_insert(next)
+        *tracks.entry(key).or_insert(next)
     };
+    let span_site = |r: &Record| index.site(r.site).filter(|s| s.kind == SiteKind::Span).map(|s| s.id);
+    for s in c.sites.iter().filter(|s| s.kind == SiteKind::Span) {
+        names.insert(SPAN_TID + u64::from(s.id), format!("span: {}", index.site_name(s.id)));
+    }
     // Each record's events as (track, start, end): the host call, its GPU interval, its
     // activities; then their lanes, and a track of its own for every lane past the first.
-    let slices: Vec<Vec<(u64, u64, u64)>> = c.records.iter().map(|r| record_slices(r, &mut track)).collect();
+    let slices: Vec<Vec<(u64, u64, u64)>> =
+        c.records.iter().map(|r| record_slices(r, span_site(r), &mut track)).collect();
     let flat: Vec<(u64, u64, u64)> = slices.iter().flatten().copied().collect();
     let mut lanes = Placer::new(&flat, LANE_TID);
     let spans = Spans::new(&c.spans);
@@ -164,14 +174,15 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
                 "ts": us(a.interval.start_ns, base), "dur": us(a.interval.end_ns, a.interval.start_ns), "args": args}))?;
         }
     }
-    for ((device, stream), tid) in tracks {
+    for ((device, stream, span), tid) in tracks {
         let label = match device {
             Some(SEVERAL_DEVICES) => "GPUs: several devices".to_owned(),
             _ => index.device_label(device),
         };
-        let name = match stream {
-            Some(s) => format!("{label} stream {s}"),
-            None => format!("{label} calls"),
+        let name = match (stream, span) {
+            (Some(s), _) => format!("{label} stream {s}"),
+            (None, Some(site)) => format!("{label} span: {}", index.site_name(site)),
+            (None, None) => format!("{label} calls"),
         };
         names.insert(tid, name);
     }
@@ -184,17 +195,23 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
     counters(ev, pid, c, &index, base)
 }
 
+/// A GPU track: (device, stream, the selected span's site for its own track).
+type GpuTrack = (Option<u32>, Option<u64>, Option<u32>);
+
 /// A record's events as (track, start, end), in the order [`process`] writes them: the call on
 /// its thread, then, when GPU-timed, its GPU interval on its device's call track (or the track of
-/// calls on several devices) and its activities on their streams' tracks.
-fn record_slices(r: &Record, track: &mut impl FnMut(Option<u32>, Option<u64>) -> u64) -> Vec<(u64, u64, u64)> {
-    let mut out = vec![(u64::from(r.thread), r.host.start_ns, r.host.end_ns)];
+/// calls on several devices) and its activities on their streams' tracks. A selected span's
+/// record (`span`: its site) is on its span's tracks instead, host and GPU; its activities stay
+/// on their streams'.
+fn record_slices(r: &Record, span: Option<u32>, track: &mut impl FnMut(GpuTrack) -> u64) -> Vec<(u64, u64, u64)> {
+    let host = span.map_or(u64::from(r.thread), |site| SPAN_TID + u64::from(site));
+    let mut out = vec![(host, r.host.start_ns, r.host.end_ns)];
     if let Some(g) = &r.gpu {
         let several = g.device.is_none() && r.activities.iter().any(|a| a.device.is_some());
-        let tid = track(if several { Some(SEVERAL_DEVICES) } else { g.device }, None);
+        let tid = track((if several { Some(SEVERAL_DEVICES) } else { g.device }, None, span));
         out.push((tid, g.interval.start_ns, g.interval.end_ns));
         for a in &r.activities {
-            out.push((track(a.device.or(g.device), a.stream), a.interval.start_ns, a.interval.end_ns));
+            out.push((track((a.device.or(g.device), a.stream, None)), a.interval.start_ns, a.interval.end_ns));
         }
     }
     out

@@ -12,6 +12,7 @@ use crate::idle::{self, DeviceIdle};
 use crate::link;
 use crate::load::LoadError;
 use crate::requests::{self, RequestRow};
+use crate::span_time::{self, SpanRow};
 use crate::stats::{self, Samples};
 use crate::table::{self, Table};
 use gpuspan_capture::{ActivityKind, Backend, Bracket, Capture, MemoryKind, Record, SiteKind, TimingSource};
@@ -30,6 +31,9 @@ pub struct Report {
     pub devices: Vec<DeviceIdle>,
     /// GPU time per application span instance, by span name.
     pub requests: Vec<RequestRow>,
+    /// The selected `tracing` spans (sites of kind `span`): GPU self and inclusive time per
+    /// span name ([`crate::span_time`]).
+    pub spans: Vec<SpanRow>,
     /// The device monitor's readings, per device.
     pub readings: Vec<ReadingsRow>,
     pub launch_bound: Vec<LaunchBound>,
@@ -345,6 +349,7 @@ pub struct Builder {
     records: usize,
     idle: idle::Builder,
     requests: requests::Builder,
+    span_time: span_time::Builder,
     links: link::Builder,
 }
 
@@ -361,6 +366,7 @@ impl Builder {
     /// A site the records may name.
     pub fn site(&mut self, s: &gpuspan_capture::Site) {
         self.kinds.insert(s.id, s.kind);
+        self.span_time.site(s);
         if s.direction == Some(gpuspan_capture::Direction::GpuToCpu) {
             self.read_backs.insert(s.id);
         }
@@ -369,6 +375,7 @@ impl Builder {
     /// The application spans read so far (feed them before the records made in them).
     pub fn spans(&mut self, all: &[gpuspan_capture::Span]) {
         self.requests.spans(all);
+        self.span_time.spans(all);
     }
 
     /// The link frames read so far (feed them before the records: a large copy read before its
@@ -469,6 +476,7 @@ impl Builder {
         }
         self.idle.record(r);
         self.requests.record(r);
+        self.span_time.record(r);
     }
 
     /// The report, with everything but the records from `capture` (its records are ignored:
@@ -554,6 +562,9 @@ impl Builder {
         let devices = devices.unwrap_or_default();
         let (requests, approximate_requests) = std::mem::take(&mut self.requests).finish();
         approximate |= approximate_requests;
+        let (spans, approximate_spans) =
+            std::mem::take(&mut self.span_time).finish(|id| index.site_name(id), &capture.aggregates);
+        approximate |= approximate_spans;
         let readings = readings_rows(capture, &index);
         let mut limits = Vec::new();
         if requests.is_empty() {
@@ -577,6 +588,7 @@ impl Builder {
             transfers,
             devices,
             requests,
+            spans,
             readings,
             launch_bound,
             findings,
@@ -985,6 +997,37 @@ impl Report {
         t
     }
 
+    pub fn spans_table(&self, u: Units) -> Table {
+        let mut t = Table::new(&[]);
+        t.header = vec![
+            "span".into(),
+            "recorded".into(),
+            "all calls".into(),
+            u.head("GPU self", "ns"),
+            u.head("GPU inclusive", "ns"),
+            u.head("self p50", "ns"),
+            u.head("self p99", "ns"),
+            u.head("inclusive p50", "ns"),
+            u.head("inclusive p99", "ns"),
+        ];
+        for s in &self.spans {
+            let bound = u.bound(s.bracketed, "≤ ");
+            let d = |ns: Option<u64>| ns.map_or_else(|| "-".into(), |n| format!("{bound}{}", u.ns(n)));
+            t.row(vec![
+                s.span.clone(),
+                s.recorded.to_string(),
+                s.calls.map_or_else(|| "-".into(), |c| c.to_string()),
+                d(Some(s.self_ns)),
+                d(Some(s.inclusive_ns)),
+                d(s.self_p50_ns),
+                d(s.self_p99_ns),
+                d(s.inclusive_p50_ns),
+                d(s.inclusive_p99_ns),
+            ]);
+        }
+        t
+    }
+
     pub fn readings_table(&self, u: Units) -> Table {
         let mut t = Table::new(&[]);
         t.header = vec![
@@ -1040,6 +1083,7 @@ impl Report {
             CsvTable::Devices => self.devices_table(u),
             CsvTable::Idle => self.idle_table(u),
             CsvTable::Requests => self.requests_table(u),
+            CsvTable::Spans => self.spans_table(u),
             CsvTable::Readings => self.readings_table(u),
             CsvTable::LaunchBound => self.launch_bound_table(u),
             CsvTable::Findings => self.findings_table(),
@@ -1100,6 +1144,13 @@ impl Report {
             self.requests_table(people),
             "no recorded call was made inside an application span",
         );
+        if !self.spans.is_empty() {
+            section(
+                "Selected spans (GPU self: work launched while it was the innermost selected span entered; inclusive: with the spans and calls inside it; p50/p99 of one instance; ≤: upper bound)",
+                self.spans_table(people),
+                "",
+            );
+        }
         if !self.readings.is_empty() {
             section("Device readings (the device monitor's samples over the run)", self.readings_table(people), "");
         }
@@ -1154,6 +1205,7 @@ pub enum CsvTable {
     Devices,
     Idle,
     Requests,
+    Spans,
     Readings,
     LaunchBound,
     Findings,

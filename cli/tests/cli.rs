@@ -963,3 +963,122 @@ fn the_report_says_where_each_bracket_ended() {
     // 83.8 % busy when they were counted).
     assert_eq!(v["devices"], serde_json::json!([]), "{}", v["devices"]);
 }
+
+/// Selected spans (sites of kind `span`, capture format 6): nested spans under CUPTI, where the
+/// innermost selected span owns its launches (a record's busy time is its self time), and
+/// nested wgpu brackets, where the outer bracket holds the inner one. `gpuspan report` gives
+/// each span name's GPU self and inclusive time, in its JSON, CSV and text.
+#[test]
+fn the_report_gives_selected_spans_self_and_inclusive_gpu_time() {
+    use SiteKind::*;
+    let mut b = Builder::new(
+        "spans",
+        12,
+        &[("step", Span), ("forward", Span), ("gemm", Kernel), ("frame", Span), ("pass", Span)],
+    );
+    let span = |id, parent, name: &str| gpuspan_capture::Span { id, parent, name: name.into() };
+    // Two `step` instances (nodes 1, 4), each with a `forward` inside (nodes 2, 5), one through
+    // an unselected span (node 3, `layer`); an annotated `gemm` inside the second `forward`.
+    b.c.spans = vec![
+        span(1, None, "step"),
+        span(2, Some(1), "forward"),
+        span(4, None, "step"),
+        span(3, Some(4), "layer"),
+        span(5, Some(3), "forward"),
+        span(10, None, "frame"),
+        span(11, Some(10), "pass"),
+        span(12, None, "frame"),
+    ];
+    let cupti = |r: &mut Record, busy: u64| {
+        let g = r.gpu.as_mut().unwrap();
+        g.source = TimingSource::Cupti;
+        g.busy_ns = busy;
+    };
+    // Children are recorded before their parents (they close first), in any order.
+    cupti(b.call(1, 1, (10, 90), Some((20, 80, 0))).tap_span(2), 30);
+    cupti(b.call(0, 1, (0, 100), Some((5, 95, 0))).tap_span(1), 50);
+    cupti(b.call(2, 2, (120, 130), Some((121, 129, 0))).tap_span(5), 8);
+    cupti(b.call(1, 2, (110, 190), Some((115, 185, 0))).tap_span(5), 20);
+    cupti(b.call(0, 1, (100, 200), Some((101, 199, 0))).tap_span(4), 10);
+    // wgpu brackets: `frame` (node 10) holds `pass` (node 11); a second `frame` alone.
+    let bracket = |r: &mut Record| r.gpu.as_mut().unwrap().bracket = Bracket::Exit;
+    bracket(b.call(4, 1, (300, 350), Some((320, 360, 0))).tap_span(11));
+    bracket(b.call(3, 1, (250, 500), Some((260, 460, 0))).tap_span(10));
+    bracket(b.call(3, 1, (600, 700), Some((610, 650, 0))).tap_span(12));
+    b.c.aggregates = vec![Aggregate { site: 0, calls: 2, ..Aggregate::default() }];
+    let r = report::build(&b.c);
+    let row = |n: &str| r.spans.iter().find(|s| s.span == n).unwrap_or_else(|| panic!("{n}: {:?}", r.spans)).clone();
+    let (step, forward, frame, pass) = (row("step"), row("forward"), row("frame"), row("pass"));
+    // step: self 50 + 10; inclusive adds forward's 30 and (through `layer`) forward's 20 and gemm's 8.
+    assert_eq!((step.recorded, step.calls, step.self_ns, step.inclusive_ns), (2, Some(2), 60, 60 + 30 + 20 + 8));
+    assert_eq!((step.self_p50_ns, step.inclusive_p50_ns), (Some(10), Some(38)), "{step:?}");
+    assert_eq!((step.self_p99_ns, step.inclusive_p99_ns), (Some(50), Some(80)), "{step:?}");
+    assert_eq!((forward.self_ns, forward.inclusive_ns), (50, 58), "gemm inside the second forward");
+    assert!(!step.bracketed);
+    // frame: brackets of 200 and 40, the first holding pass's 40: self 160 + 40.
+    assert_eq!((frame.recorded, frame.self_ns, frame.inclusive_ns), (2, 160 + 40, 200 + 40));
+    assert_eq!((pass.self_ns, pass.inclusive_ns), (40, 40));
+    assert!(frame.bracketed && pass.bracketed);
+    assert_eq!(r.sites.iter().find(|s| s.site == "step").map(|s| s.kind.as_str()), Some("span"));
+    assert_eq!(r.spans.len(), 4, "only span sites: {:?}", r.spans);
+    let json = serde_json::to_value(&r).unwrap();
+    let step_json = json["spans"].as_array().unwrap().iter().find(|s| s["span"] == "step").unwrap().clone();
+    assert_eq!((step_json["self_ns"].as_u64(), step_json["inclusive_ns"].as_u64()), (Some(60), Some(118)));
+    let path = save(&b.c, "spans_self_inclusive.gpuspan");
+    let (code, csv, err) = gpuspan(&[
+        "report".as_ref(),
+        path.as_os_str(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+        "--table".as_ref(),
+        "spans".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().starts_with("span,recorded,all calls,GPU self (ns),GPU inclusive (ns)"), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("step,2,2,60,118,")), "{csv}");
+    let (code, text, _) = gpuspan(&["report".as_ref(), path.as_os_str()]);
+    assert_eq!(code, 0);
+    assert!(text.contains("Selected spans") && text.contains("≤ 200"), "{text}");
+    // `gpuspan timeline`: a span on tracks of its own, host and GPU; an annotated call on its
+    // thread's and its device's.
+    let out = scratch("spans_timeline.json");
+    let (code, _, err) = gpuspan(&["timeline".as_ref(), path.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    let track = |e: &serde_json::Value| {
+        events
+            .iter()
+            .find(|m| m["ph"] == "M" && m["name"] == "thread_name" && m["pid"] == e["pid"] && m["tid"] == e["tid"])
+            .and_then(|m| m["args"]["name"].as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let tracks = |name: &str| -> Vec<String> {
+        let mut t: Vec<String> = events.iter().filter(|e| e["ph"] == "X" && e["name"] == name).map(track).collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    assert_eq!(tracks("step"), ["GPU 0: gpu-a span: step", "span: step"]);
+    assert_eq!(tracks("gemm"), ["GPU 0: gpu-a calls", "worker"]);
+    // The flamegraph: a span's frame once (its record names its own instance), its children
+    // under it, the inner bracket's time taken out of the outer one's.
+    let folded = flame::folded(&b.c);
+    assert_eq!(folded.get("main;frame"), Some(&200), "{folded:?}");
+    assert_eq!(folded.get("main;frame;pass"), Some(&40), "{folded:?}");
+    assert!(folded.keys().all(|k| !k.contains("frame;frame") && !k.contains("step;step")), "{folded:?}");
+}
+
+/// Sets a record's span chain, for the builder's chained calls.
+trait TapSpan {
+    fn tap_span(&mut self, span: u64) -> &mut Self;
+}
+
+impl TapSpan for Record {
+    fn tap_span(&mut self, span: u64) -> &mut Self {
+        self.span = Some(span);
+        self
+    }
+}

@@ -266,7 +266,7 @@ pub mod otlp;
 // and the record name no exporter.
 #[cfg(all(feature = "otlp", feature = "enabled"))]
 mod parent {
-    pub(crate) use crate::otlp::{capture_parent as capture, Parent};
+    pub(crate) use crate::otlp::{capture_parent as capture, capture_span_parent as capture_span, Parent};
 }
 #[cfg(not(all(feature = "otlp", feature = "enabled")))]
 mod parent {
@@ -278,6 +278,13 @@ mod parent {
     #[cfg(feature = "enabled")]
     #[inline(always)]
     pub(crate) fn capture() -> Parent {
+        Parent
+    }
+
+    /// Nothing to capture (a selected span's parent).
+    #[cfg(feature = "enabled")]
+    #[inline(always)]
+    pub(crate) fn capture_span() -> Parent {
         Parent
     }
 }

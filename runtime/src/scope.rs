@@ -256,7 +256,8 @@ impl Scope {
     pub(crate) fn span_scope(site: &'static Site, start_gpu: impl FnOnce(u64) -> GpuScope) -> Scope {
         site.mark_entered();
         let (thread, scope_id) = thread::next_scope();
-        let parent = crate::parent::capture();
+        // The span's own context: its GPU spans are its children (no host span is made for it).
+        let parent = crate::parent::capture_span();
         let start = clock::raw();
         let gpu = start_gpu(scope_id);
         let host = Host {
@@ -281,6 +282,13 @@ impl Scope {
                 gpu,
                 fields: None,
             })),
+        }
+    }
+
+    /// A selected span's chain: the span itself and those enclosing it (`spans::of_span`).
+    pub(crate) fn set_chain(&mut self, chain: crate::spans::Chain) {
+        if let State::Full(a) = &mut *self.state {
+            a.host.spans = chain;
         }
     }
 
@@ -685,7 +693,10 @@ impl Active {
                 return;
             }
         }
-        self.host.spans = crate::spans::capture(span.as_ref());
+        // A selected span's scope was given its own chain as the span closed (`set_chain`).
+        if !self.host.site.is_span() {
+            self.host.spans = crate::spans::capture(span.as_ref());
+        }
         drop(span);
         self.hand_over(end);
     }

@@ -445,8 +445,17 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
+        let opened = span.extensions().get::<Instance>().is_some_and(|i| matches!(*lock(&i.scope), Slot::Open(_)));
+        if !opened {
+            return;
+        }
+        // Not under the extensions' borrow below: the chain keeps its node in them.
+        let chain = crate::spans::of_span(&id, &span.metadata().callsite());
         let scope = span.extensions().get::<Instance>().and_then(Instance::close);
-        drop(scope);
+        if let Some(mut scope) = scope {
+            scope.set_chain(chain);
+            drop(scope);
+        }
     }
 }
 

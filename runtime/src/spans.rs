@@ -96,6 +96,25 @@ struct Cached(Chain);
 #[cfg(feature = "enabled")]
 const MAX_DEPTH: usize = 256;
 
+/// The chain of a selected span's own record (`span_scopes.rs`): the span instance itself, then
+/// the spans enclosing it, while a capture wants chains. Its record's chain is where the spans
+/// and calls made inside it hang (self vs inclusive time in `gpuspan report`). Read from the
+/// current dispatcher's registry (a per-layer filter's view of the span would skip the spans it
+/// filtered out), and only if the span of that id there is of `callsite`.
+#[cfg(feature = "enabled")]
+pub(crate) fn of_span(id: &tracing::span::Id, callsite: &tracing::callsite::Identifier) -> Chain {
+    if WANTED.load(Relaxed) == 0 {
+        return None;
+    }
+    tracing::dispatcher::get_default(|d| {
+        let span = d.downcast_ref::<Registry>()?.span(id)?;
+        if span.metadata().callsite() != *callsite {
+            return None;
+        }
+        node(span, 0)
+    })
+}
+
 #[cfg(feature = "enabled")]
 fn node(span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize) -> Chain {
     if let Some(Cached(c)) = span.extensions().get::<Cached>() {

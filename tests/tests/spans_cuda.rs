@@ -2,13 +2,16 @@
 //! frameworks' shape, where a device thread owns the stream and launches the kernels of
 //! closures sent with the caller's `Span::current()`, entering it. No gpuspan annotation and no
 //! `gpuspan::cuda::start()`: the layer starts CUPTI at the first selected span, before the first
-//! launch. Needs a GPU with CUPTI: `#[ignore = "needs a GPU"]`, run by `scripts/gpu run`.
+//! launch. And the other shapes of issue 25 under CUPTI: nested selected spans (the innermost
+//! owns its launches), one span entered on two threads at once, rayon tasks and tokio workers
+//! entering the caller's span. Needs a GPU with CUPTI: `#[ignore = "needs a GPU"]`, run by
+//! `scripts/gpu run`.
 #![cfg(feature = "cuda")]
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use gpuspan::record::{ActivityKind, Value};
 use gpuspan::{Capture, TimingSource};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, OnceLock};
 
 const SRC: &str = r#"
 extern "C" __global__ void spin(unsigned long long cycles) {
@@ -72,15 +75,143 @@ mod app {
     }
 }
 
+/// One global subscriber for every test's threads (spawned, rayon's, tokio's).
+fn setup() {
+    static SUBSCRIBER: OnceLock<()> = OnceLock::new();
+    SUBSCRIBER.get_or_init(|| {
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber =
+            tracing_subscriber::registry().with(gpuspan::layer_with("spans_cuda::app=info,spans_cuda::shapes=info"));
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    });
+}
+
+fn kernels(r: &gpuspan::Record) -> usize {
+    r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel(_))).count()
+}
+
+/// The other shapes: each launches on a stream of the launching thread's own.
+mod shapes {
+    use super::*;
+
+    #[derive(Clone)]
+    pub struct Gpu {
+        pub ctx: Arc<CudaContext>,
+        pub spin: CudaFunction,
+    }
+
+    impl Gpu {
+        pub fn new() -> Gpu {
+            let ctx = CudaContext::new(0).expect("context");
+            let module = ctx.load_module(cudarc::nvrtc::compile_ptx(SRC).expect("NVRTC")).expect("module");
+            let spin = module.load_function("spin").expect("spin");
+            Gpu { ctx, spin }
+        }
+
+        /// `n` kernels on a new stream of this thread, waited for.
+        pub fn launch(&self, n: usize) {
+            let stream = self.ctx.new_stream().expect("stream");
+            for _ in 0..n {
+                framework::launch_spin(&stream, &self.spin, 100_000);
+            }
+            stream.synchronize().expect("synchronize");
+        }
+    }
+
+    #[tracing_attributes::instrument(skip_all)]
+    pub fn outer(gpu: &Gpu) {
+        gpu.launch(2);
+        inner(gpu);
+        gpu.launch(1);
+    }
+
+    #[tracing_attributes::instrument(skip_all)]
+    pub fn inner(gpu: &Gpu) {
+        gpu.launch(4);
+    }
+
+    pub async fn steps(gpu: Gpu) {
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+            gpu.launch(1);
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn nested_two_thread_rayon_and_tokio_spans_own_exactly_their_kernels() {
+    use rayon::prelude::*;
+    use tracing::Instrument;
+    if let Err(e) = gpuspan::cuda::probe() {
+        panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
+    }
+    setup();
+    let capture = Capture::start_all_threads();
+    let gpu = shapes::Gpu::new();
+    // Nested: the innermost selected span entered on the launching thread owns the launch.
+    shapes::outer(&gpu);
+    // One span entered on two threads at once: both threads' kernels.
+    let span = tracing::info_span!(target: "spans_cuda::shapes", "two_threads");
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                span.in_scope(|| {
+                    barrier.wait();
+                    gpu.launch(3);
+                    barrier.wait();
+                })
+            });
+        }
+    });
+    drop(span);
+    // rayon tasks entering the caller's span.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("rayon pool");
+    let span = tracing::info_span!(target: "spans_cuda::shapes", "rayon_batch");
+    pool.install(|| (0..4).into_par_iter().for_each(|_| span.in_scope(|| gpu.launch(1))));
+    drop(span);
+    // tokio: launches after awaits, polled on any of two workers.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().expect("tokio");
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..2)
+            .map(|i| {
+                let span = tracing::info_span!(target: "spans_cuda::shapes", "tokio_task", task = i);
+                tokio::spawn(shapes::steps(gpu.clone()).instrument(span))
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("task");
+        }
+    });
+    drop(rt);
+    assert_eq!(gpuspan::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
+    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+
+    let one = |name: &str| {
+        let recs = capture.of(name);
+        assert_eq!(recs.len(), 1, "{name}: one record: {recs:?}");
+        assert_eq!(recs[0].source(), TimingSource::Cupti, "{name}: {:?}", recs[0]);
+        kernels(&recs[0])
+    };
+    assert_eq!((one("outer"), one("inner")), (3, 4), "self: the inner span's kernels are its own");
+    assert_eq!(one("two_threads"), 6, "both threads' kernels");
+    assert_eq!(one("rayon_batch"), 4, "every task's kernel");
+    let tokio = capture.of("tokio_task");
+    assert_eq!(tokio.len(), 2, "{tokio:?}");
+    assert!(tokio.iter().all(|r| kernels(r) == 3), "every step's kernel, whichever worker: {tokio:?}");
+    let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
+    assert_eq!(unattributed, 0, "kernels launched under a selected span are never unattributed");
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn kernels_a_device_thread_launches_inside_the_callers_span_are_that_spans_and_none_unattributed() {
     if let Err(e) = gpuspan::cuda::probe() {
         panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
     }
-    use tracing_subscriber::layer::SubscriberExt;
-    let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("spans_cuda::app=info"));
-    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    setup();
     let capture = Capture::start_all_threads();
     let (tx, handle) = framework::device_thread();
     for id in 0..3 {

@@ -3,8 +3,8 @@
 //! called from `#[tracing::instrument]`ed functions, with no gpuspan annotation anywhere, under
 //! a registry with `gpuspan::layer_with(..)`. Each selected span instance gets one GPU-timed
 //! record (a queue bracket from its first entry to its close, labelled `exit`); unselected spans
-//! get none; nested spans, a device thread entering the caller's span and futures instrumented
-//! with a span and polled on tokio workers are covered.
+//! get none; nested spans, a device thread entering the caller's span, rayon tasks entering the
+//! caller's span and futures instrumented with a span and polled on tokio workers are covered.
 #![cfg(feature = "wgpu-suite")]
 
 use gpuspan::record::Value;
@@ -260,6 +260,40 @@ fn futures_instrumented_with_a_span_on_tokio_workers_get_one_record_per_span() {
         // The host interval is the span's life, across its awaits (3 sleeps of ≥ 1 ms).
         assert!(s.host.duration_ns() >= 3_000_000, "{:?}", s.host);
     }
+}
+
+/// rayon: the caller's span is entered only by rayon's workers (`span.in_scope` inside
+/// `rayon::scope` tasks and a `par_iter`), never on the thread that made it: each span instance
+/// is still one GPU-timed record, from the first worker's entry to its close.
+#[test]
+fn rayon_tasks_entering_the_callers_span_time_its_work_under_it() {
+    use rayon::prelude::*;
+    let Some((_serial, r)) = setup() else { return };
+    let capture = Capture::start_all_threads();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("rayon pool");
+    let callers = std::sync::Mutex::new(std::collections::HashSet::new());
+    let span = tracing::info_span!(target: "spans_wgpu::app", "rayon_scope", tasks = 4);
+    pool.scope(|s| {
+        for _ in 0..4 {
+            let (span, r, callers) = (span.clone(), r.clone(), &callers);
+            s.spawn(move |_| {
+                callers.lock().unwrap().insert(std::thread::current().id());
+                span.in_scope(|| r.draw());
+            });
+        }
+    });
+    drop(span);
+    let span = tracing::info_span!(target: "spans_wgpu::app", "rayon_par_iter");
+    pool.install(|| (0..4).into_par_iter().for_each(|_| span.in_scope(|| r.draw())));
+    drop(span);
+    settle(&r);
+    assert!(!callers.lock().unwrap().contains(&std::thread::current().id()), "only rayon's workers entered it");
+    for name in ["rayon_scope", "rayon_par_iter"] {
+        let recs = capture.of(name);
+        assert_eq!(recs.len(), 1, "{name}: one record per span instance: {recs:?}");
+        assert_span_record(&recs[0]);
+    }
+    assert_eq!(attr(&capture.of("rayon_scope")[0], "tasks"), Some(Value::I64(4)));
 }
 
 #[test]

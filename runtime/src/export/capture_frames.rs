@@ -90,7 +90,10 @@ pub(super) fn site_frame(id: u32, site: &Site) -> cap::Site {
         module_path: d.module_path.to_owned(),
         file: d.file.to_owned(),
         line: d.line,
+        // A selected span's site is a kernel site in the runtime (it aggregates as one), and
+        // says what it is in the capture (format 6).
         kind: match d.kind {
+            _ if site.is_span() => cap::SiteKind::Span,
             SiteKind::Kernel => cap::SiteKind::Kernel,
             SiteKind::Transfer => cap::SiteKind::Transfer,
         },

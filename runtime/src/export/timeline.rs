@@ -121,19 +121,33 @@ const SEVERAL_DEVICES: u32 = u32::MAX;
 /// First track id of the extra lanes of tracks (see `gpuspan_capture::lanes`).
 const LANE_TID: u64 = 1 << 40;
 
+/// First track id of the host process's span tracks: a selected span's record (entered on any
+/// number of threads) is drawn on a track of its span name, not on the thread that opened it.
+const SPAN_TID: u64 = 1 << 32;
+
 /// A track: (process, track id).
 type Track = (u32, u64);
 
 /// The GPU process's tracks: one per device for the calls' GPU intervals (and activities with no
 /// stream), one per (device, stream). Keys are handed out in order of first use; the track ids,
 /// by device and stream, once every track is known ([`GpuTracks::ids`]).
+/// A selected span's GPU interval (a bracket, or its first to last kernel) goes on a track of
+/// its span name beside its device's, so that it neither hides the device's work nor pushes it
+/// onto lanes; its kernels and copies stay on their device's tracks.
 #[derive(Default)]
-struct GpuTracks(std::collections::BTreeMap<(u32, Option<u64>), (u64, String)>);
+struct GpuTracks(std::collections::BTreeMap<GpuTrackKey, (u64, String)>);
+
+/// A GPU track: (device, the selected span's name for its own track, stream).
+type GpuTrackKey = (u32, Option<&'static str>, Option<u64>);
 
 impl GpuTracks {
     fn key(&mut self, device: u32, stream: Option<u64>, name: impl FnOnce() -> String) -> u64 {
+        self.key_of((device, None, stream), name)
+    }
+
+    fn key_of(&mut self, key: GpuTrackKey, name: impl FnOnce() -> String) -> u64 {
         let next = self.0.len() as u64;
-        self.0.entry((device, stream)).or_insert_with(|| (next, name())).0
+        self.0.entry(key).or_insert_with(|| (next, name())).0
     }
 
     /// Each key's track id, and the tracks' names by id.
@@ -151,20 +165,37 @@ impl GpuTracks {
 /// A record's events as (track, start, end), in the order [`write_events`] writes them: the call
 /// on its thread, then, when GPU-timed, its GPU interval on its device's track (or the track of
 /// calls on several devices) and its activities.
-fn record_slices(r: &Record, tracks: &mut GpuTracks) -> Vec<(Track, u64, u64)> {
-    let mut out = vec![((HOST_PID, u64::from(r.thread)), r.host.start_ns, r.host.end_ns)];
+/// A selected span's record is on its span's own tracks: the host one here (`spans` hands out
+/// their ids by span name), the GPU one in [`GpuTracks`].
+fn record_slices(
+    r: &Record,
+    tracks: &mut GpuTracks,
+    spans: &mut std::collections::BTreeMap<&'static str, u64>,
+) -> Vec<(Track, u64, u64)> {
+    let span = r.site.is_span().then_some(r.site.desc.name);
+    let host = match span {
+        Some(name) => {
+            let next = SPAN_TID + spans.len() as u64;
+            *spans.entry(name).or_insert(next)
+        }
+        None => u64::from(r.thread),
+    };
+    let mut out = vec![((HOST_PID, host), r.host.start_ns, r.host.end_ns)];
     let Some(gpu) = &r.gpu else { return out };
     let device = gpu.device.as_ref().map_or(0, |d| d.id);
     // A call whose work ran on several devices (a collective over the GPUs of the process) has no
     // device of its own: it gets a track of its own rather than device 0's.
     let several = gpu.device.is_none() && r.activities.iter().any(|a| a.device.is_some());
-    let tid = tracks.key(if several { SEVERAL_DEVICES } else { device }, None, || {
+    let tid = tracks.key_of((if several { SEVERAL_DEVICES } else { device }, span, None), || {
         let label = match &gpu.device {
             Some(d) => format!("GPU {}: {}", d.id, d.name),
             None if several => "GPUs: calls on several devices".to_owned(),
             None => "GPU".to_owned(),
         };
-        format!("{label} ({})", r.backend().as_str())
+        match span {
+            Some(name) => format!("{label} ({}) span: {name}", r.backend().as_str()),
+            None => format!("{label} ({})", r.backend().as_str()),
+        }
     });
     out.push(((GPU_PID, tid), gpu.interval.start_ns, gpu.interval.end_ns));
     for a in &r.activities {
@@ -219,12 +250,15 @@ pub(crate) fn write_named_events(records: &[Record], name: impl Fn(u32) -> Strin
     events.push(&json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "GPU"}}))?;
     // Thread 0 (GPU work outside every call) is no thread's.
     let mut names: std::collections::BTreeMap<Track, String> = std::collections::BTreeMap::new();
-    for r in records.iter().filter(|r| r.thread != 0) {
+    for r in records.iter().filter(|r| r.thread != 0 && !r.site.is_span()) {
         names.entry((HOST_PID, u64::from(r.thread))).or_insert_with(|| name(r.thread));
     }
     // Every event's track, then its lane of it: a lane past the first is a track of its own.
     let mut gpu_tracks = GpuTracks::default();
-    let mut slices: Vec<Vec<(Track, u64, u64)>> = records.iter().map(|r| record_slices(r, &mut gpu_tracks)).collect();
+    let mut span_tracks = std::collections::BTreeMap::new();
+    let mut slices: Vec<Vec<(Track, u64, u64)>> =
+        records.iter().map(|r| record_slices(r, &mut gpu_tracks, &mut span_tracks)).collect();
+    names.extend(span_tracks.into_iter().map(|(name, tid)| ((HOST_PID, tid), format!("span: {name}"))));
     let (ids, gpu_names) = gpu_tracks.ids();
     for (track, _, _) in slices.iter_mut().flatten().filter(|(t, _, _)| t.0 == GPU_PID) {
         track.1 = ids[track.1 as usize];
@@ -239,7 +273,7 @@ pub(crate) fn write_named_events(records: &[Record], name: impl Fn(u32) -> Strin
             slices.into_iter().map(|(t, _, _)| lanes.next(t).map_or(t, |lane| (t.0, lane))).collect();
         let args = Json::Object(r.attributes().into_iter().map(|(k, v)| (k.to_owned(), to_json(&v))).collect());
         let name = r.site.desc.name;
-        let cat = r.site.desc.kind.as_str();
+        let cat = if r.site.is_span() { "span" } else { r.site.desc.kind.as_str() };
         let (_, host_tid) = tids[0];
         events.push(&json!({
             "ph": "X", "name": name, "cat": cat, "pid": HOST_PID, "tid": host_tid,
@@ -313,6 +347,58 @@ mod tests {
                 prop_assert_eq!(e["name"].as_str(), Some(name.as_str()));
             }
         }
+    }
+
+    /// A selected span's record is on tracks of its own, named after the span: its host event
+    /// (entered on any thread) beside the threads', its GPU interval beside the device's; an
+    /// annotated call made inside it stays on its thread's and its device's tracks.
+    #[test]
+    fn a_selected_span_is_drawn_on_its_own_tracks() {
+        let span_site: &'static Site = Box::leak(Box::new(Site::for_span(SiteDesc {
+            trace_all: true,
+            ..crate::site::site_desc!("frame_span", SiteKind::Kernel, Backend::Wgpu)
+        })));
+        let gpu = |start_ns, end_ns| GpuTiming {
+            interval: Interval { start_ns, end_ns },
+            busy_ns: end_ns - start_ns,
+            source: TimingSource::GpuTimestamp,
+            clock_error_ns: 0,
+            bracketed: false,
+            bracket_at_exit: false,
+            device: None,
+        };
+        let mut span = Record::new(span_site, 1, 3, Interval { start_ns: 0, end_ns: 1000 });
+        span.gpu = Some(GpuTiming { bracketed: true, bracket_at_exit: true, ..gpu(10, 900) });
+        let mut call = Record::new(site("inside_call"), 2, 3, Interval { start_ns: 100, end_ns: 200 });
+        call.gpu = Some(gpu(150, 180));
+        let mut out = Vec::new();
+        write_named_events(&[span, call], |t| format!("thread {t}"), &mut out).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let track = |pid: &serde_json::Value, tid: &serde_json::Value| {
+            events
+                .iter()
+                .find(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == *pid && e["tid"] == *tid)
+                .map(|e| e["args"]["name"].as_str().unwrap().to_owned())
+        };
+        let tracks = |name: &str| -> Vec<(String, String)> {
+            events
+                .iter()
+                .filter(|e| e["ph"] == "X" && e["name"] == name)
+                .map(|e| (e["cat"].as_str().unwrap().to_owned(), track(&e["pid"], &e["tid"]).unwrap()))
+                .collect()
+        };
+        assert_eq!(
+            tracks("frame_span"),
+            [
+                ("span".to_owned(), "span: frame_span".to_owned()),
+                ("gpu.span".into(), "GPU (wgpu) span: frame_span".into())
+            ]
+        );
+        assert_eq!(
+            tracks("inside_call"),
+            [("kernel".to_owned(), "thread 3".to_owned()), ("gpu.kernel".into(), "GPU (wgpu)".into())]
+        );
     }
 
     /// One track per device: a call on device 1 is on device 1's track, a call whose kernels ran

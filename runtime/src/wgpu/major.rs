@@ -74,7 +74,8 @@ impl api::Queue for wgpu::Queue {
     fn end_for(&self, scope: &mut WgpuScope) -> Option<wgpu::CommandBuffer> {
         match backend::WgpuScope::of_mut(scope)? {
             backend::WgpuScope::Bracket(b) => b.end_at_submit(self),
-            backend::WgpuScope::Recorder(_) => None,
+            // A span's brackets end when it closes: no annotated body submits for them.
+            backend::WgpuScope::Recorder(_) | backend::WgpuScope::SpanBrackets(_) => None,
         }
     }
 

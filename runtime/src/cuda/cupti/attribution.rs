@@ -178,6 +178,7 @@ impl Resolver {
 
     /// Replays: the live run's calibration from a dump's `Clock` frame (`host = cupti +
     /// offset_ns`, good to `error_ns`, taken at host instant `taken_ns`).
+    #[cfg(feature = "testing")]
     pub fn calibrated(&mut self, offset_ns: i64, error_ns: u64, taken_ns: u64) {
         let clock = crate::placement::ClockMap { offset_ns: offset_ns.into(), error_ns, taken_at_ns: taken_ns };
         self.placer.set_clock(clock);

@@ -61,6 +61,24 @@ pub(crate) fn capture_parent() -> Parent {
     current_parent()
 }
 
+/// The parent of a selected span's GPU spans (`span_scopes.rs`), asked at the span's first
+/// entry: the application's span itself as the OpenTelemetry layer exports it, whatever the
+/// order of the layers (ours may be told of the entry before the OpenTelemetry layer makes it
+/// the current context); else what [`capture_parent`] says. Its GPU spans are then children of
+/// the user's span, not of a span gpuspan makes.
+pub(crate) fn capture_span_parent() -> Parent {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if !ACTIVE.load(Relaxed) || ENDING.get() {
+        return None;
+    }
+    let cx = tracing::Span::current().context();
+    if cx.span().span_context().is_valid() {
+        return Some(cx);
+    }
+    current_parent()
+}
+
 #[cold]
 fn current_parent() -> Option<Context> {
     use opentelemetry::trace::TraceContextExt;

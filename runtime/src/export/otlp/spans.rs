@@ -88,9 +88,14 @@ impl SpansSink {
 
     /// Ends the spans of one record. They are admitted to the export queue together or not
     /// at all, so the collector never gets a GPU span without its host span.
+    ///
+    /// A selected span's record (`span_scopes.rs`) makes no host span: the application's span
+    /// is the host span (the OpenTelemetry layer exports it), so its GPU span and kernels are
+    /// children of the user's span. A host-timed one makes no span at all.
     pub(super) fn export(&self, record: &Record) {
-        let n = 1 + usize::from(record.gpu.is_some()) + record.activities.len();
-        if !self.queue.reserve(n) {
+        let own_host = !record.site.is_span();
+        let n = usize::from(own_host) + usize::from(record.gpu.is_some()) + record.activities.len();
+        if n == 0 || !self.queue.reserve(n) {
             return;
         }
         let parent = record.parent.clone().or_else(|| self.process_parent.clone()).unwrap_or_default();
@@ -98,19 +103,24 @@ impl SpansSink {
         let name = record.site.desc.name;
         let attrs = Self::record_attributes(record);
 
-        let mut host_attrs = attrs.clone();
-        host_attrs.push(KeyValue::new(ROLE, "host"));
-        let host = self
-            .tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Internal)
-            .with_start_time(time.at(record.host.start_ns))
-            .with_attributes(host_attrs)
-            .start_with_context(&self.tracer, &parent);
-        let host_cx = parent.with_span(host);
-        if record.error {
-            host_cx.span().set_status(Status::error("the call returned an error or panicked"));
-        }
+        let host_cx = if own_host {
+            let mut host_attrs = attrs.clone();
+            host_attrs.push(KeyValue::new(ROLE, "host"));
+            let host = self
+                .tracer
+                .span_builder(name)
+                .with_kind(SpanKind::Internal)
+                .with_start_time(time.at(record.host.start_ns))
+                .with_attributes(host_attrs)
+                .start_with_context(&self.tracer, &parent);
+            let host_cx = parent.with_span(host);
+            if record.error {
+                host_cx.span().set_status(Status::error("the call returned an error or panicked"));
+            }
+            host_cx
+        } else {
+            parent
+        };
 
         let gpu_cx = record.gpu.as_ref().map(|g| {
             let mut gpu_attrs = attrs;
@@ -139,7 +149,9 @@ impl SpansSink {
         if let (Some(cx), Some(g)) = (&gpu_cx, &record.gpu) {
             cx.span().end_with_timestamp(time.at(g.interval.end_ns));
         }
-        host_cx.span().end_with_timestamp(time.at(record.host.end_ns));
+        if own_host {
+            host_cx.span().end_with_timestamp(time.at(record.host.end_ns));
+        }
         self.queue.release_unused();
     }
 }

@@ -36,6 +36,12 @@ pub(crate) struct Bracket {
     /// Those made through an async body's [`BracketHandle`], when one was handed out.
     shared: Option<Arc<AtomicU32>>,
     closed: bool,
+    /// The device's submission number of the start timestamp, where wgpu tells it, and
+    /// gpuspan's own submissions on it counted then.
+    start_index: Option<u64>,
+    own_at_start: u64,
+    /// The end was written already ([`Bracket::end_for_span`]).
+    ended: bool,
 }
 
 impl std::fmt::Debug for Bracket {
@@ -52,8 +58,35 @@ impl Bracket {
         let mut encoder =
             device.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan begin") });
         slots.write_start(&mut encoder);
-        queue.submit([encoder.finish()]);
-        Some(Bracket { device, queue: queue.clone(), slots, submits: 0, shared: None, closed: false })
+        device.own_submit(1);
+        let start_index = submission_number(&queue.submit([encoder.finish()]));
+        let own_at_start = device.own_submits.load(Ordering::Relaxed);
+        Some(Bracket {
+            device,
+            queue: queue.clone(),
+            slots,
+            submits: 0,
+            shared: None,
+            closed: false,
+            start_index,
+            own_at_start,
+            ended: false,
+        })
+    }
+
+    /// A selected span's bracket as the span closes (`span_bracket`): its end is written now, at
+    /// the exit, and the answer is whether the device took any other submission since the
+    /// start other than gpuspan's own (anyone's: a bracket is queue-wide). `None` where wgpu
+    /// does not number them. gpuspan's own are counted just before they are submitted, so one
+    /// racing with the span's end may be taken for the program's or hide one of it (rare).
+    pub(super) fn end_for_span(&mut self) -> Option<bool> {
+        self.device.own_submit(1);
+        let end = submission_number(&self.queue.submit([end_buffer(&self.device.device, &self.slots)]));
+        let own = self.device.own_submits.load(Ordering::Relaxed).saturating_sub(self.own_at_start);
+        self.ended = true;
+        // Between the two: every submission but the end, less gpuspan's own but the end.
+        let between = end?.checked_sub(self.start_index?)?.checked_sub(1)?;
+        Some(between > own.saturating_sub(1))
     }
 
     /// The device whose queue this bracket is on.
@@ -93,7 +126,8 @@ impl Bracket {
         self.closed = true;
         let shared = self.shared.as_ref().map_or(0, |s| s.swap(CLOSED, Ordering::AcqRel));
         let at_exit = self.submits == 0 && shared == 0;
-        if at_exit {
+        if at_exit && !self.ended {
+            self.device.own_submit(1);
             self.queue.submit([end_buffer(&self.device.device, &self.slots)]);
         }
         pool::finish(&self.device, &self.slots, at_exit, record, superseded);
@@ -108,6 +142,15 @@ impl Drop for Bracket {
             self.close(None, false);
         }
     }
+}
+
+/// A submission's number on its device (they count up by one per `submit`), read from its
+/// `Debug` form: wgpu keeps the field private. `None` where that form says no number (a
+/// backend without one, or another wgpu's wording).
+fn submission_number(i: &wgpu::SubmissionIndex) -> Option<u64> {
+    let text = format!("{i:?}");
+    let digits = text.strip_prefix("SubmissionIndex { index: ")?.strip_suffix(" }")?;
+    digits.parse().ok().filter(|n| *n > 0)
 }
 
 fn end_buffer(device: &wgpu::Device, slots: &Slots) -> wgpu::CommandBuffer {

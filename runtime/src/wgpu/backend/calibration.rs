@@ -26,11 +26,12 @@ pub(crate) enum CalibrationError {
 }
 
 /// Takes `tries` calibrations and keeps the one with the narrowest window. Blocks the calling
-/// thread (the resolver's) for a few submissions.
+/// thread (the resolver's) for a few submissions, each counted in `own` just before it.
 pub(crate) fn calibrate(
     device: &wgpu::Device,
     queue: &wgpu::Queue,
     tries: usize,
+    own: &std::sync::atomic::AtomicU64,
 ) -> Result<ClockMap, CalibrationError> {
     if !device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS) {
         return Err(CalibrationError::Unsupported);
@@ -75,6 +76,7 @@ pub(crate) fn calibrate(
             });
         }
         let before = clock::now_ns();
+        own.fetch_add(1, Ordering::Relaxed);
         let index = queue.submit([encoder.finish()]);
         let polled = device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: Some(timeout) });
         let after = clock::now_ns();

@@ -28,6 +28,9 @@ pub(crate) struct DeviceState {
     pub in_flight: Mutex<Vec<Arc<Frame>>>,
     /// Queue brackets' timestamp slots, in batches (`pool.rs`).
     pub brackets: Mutex<Pool>,
+    /// gpuspan's own submissions on the queue (brackets, resolves, calibrations), counted just
+    /// before each: a selected span's bracket tells the program's submissions from them.
+    pub own_submits: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for DeviceState {
@@ -37,6 +40,11 @@ impl std::fmt::Debug for DeviceState {
 }
 
 impl DeviceState {
+    /// gpuspan is about to submit `n` command buffers' worth of its own on the queue.
+    pub(super) fn own_submit(&self, n: u64) {
+        self.own_submits.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(super) fn timestamp_period(&self) -> Option<f32> {
         self.queue.get().map(wgpu::Queue::get_timestamp_period)
     }
@@ -98,6 +106,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
                     idle: Mutex::new(Vec::new()),
                     in_flight: Mutex::new(Vec::new()),
                     brackets: Mutex::new(Pool::default()),
+                    own_submits: std::sync::atomic::AtomicU64::new(0),
                 });
                 devices.push(s.clone());
                 s

@@ -320,6 +320,7 @@ impl Frame {
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan resolve") });
             p.resolve_queries(&mut encoder);
+            self.device.own_submit(1);
             queue.submit([encoder.finish()]);
         }
         match p.end_frame() {

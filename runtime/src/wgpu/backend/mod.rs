@@ -85,6 +85,8 @@ pub(crate) enum WgpuScope {
     Recorder(RecorderScope),
     /// Timestamps around the call's submissions on a queue (`bracket.rs`).
     Bracket(Bracket),
+    /// A selected span's brackets, one on each registered device's queue (`span_bracket`).
+    SpanBrackets(Vec<Bracket>),
 }
 
 /// A scope timed by a query in a recorder.
@@ -200,7 +202,7 @@ impl WgpuScope {
     fn frame(&self) -> Option<Arc<Frame>> {
         match self {
             WgpuScope::Recorder(r) => Some(r.frame.clone()),
-            WgpuScope::Bracket(_) => None,
+            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) => None,
         }
     }
 
@@ -232,6 +234,7 @@ impl WgpuScope {
             WgpuScope::Recorder(r) => r.frame.forget_scope(),
             // Dropped: it writes its end and its batch stops waiting for it.
             WgpuScope::Bracket(b) => drop(b),
+            WgpuScope::SpanBrackets(bs) => drop(bs),
         }
     }
 
@@ -240,6 +243,7 @@ impl WgpuScope {
     pub(crate) fn supersede(self) {
         match self {
             WgpuScope::Bracket(b) => b.supersede(),
+            WgpuScope::SpanBrackets(bs) => bs.into_iter().for_each(Bracket::supersede),
             recorder => recorder.forget(),
         }
     }
@@ -253,7 +257,7 @@ impl WgpuScope {
     pub(crate) fn bracket_handle(&mut self) -> Option<bracket::Shared> {
         match self {
             WgpuScope::Bracket(b) => Some(b.handle()),
-            WgpuScope::Recorder(_) => None,
+            WgpuScope::Recorder(_) | WgpuScope::SpanBrackets(_) => None,
         }
     }
 
@@ -274,31 +278,64 @@ impl WgpuScope {
                 r.frame.attach(record);
             }
             WgpuScope::Bracket(b) => b.finish(record),
+            WgpuScope::SpanBrackets(bs) => finish_span_brackets(bs, record),
+        }
+    }
+}
+
+/// A selected span closed with a bracket on each registered device's queue: the devices that
+/// took a submission while it was open get its record (one each, their brackets' GPU
+/// intervals), the others leave without one. None of them (or no way to tell): the first.
+fn finish_span_brackets(mut brackets: Vec<Bracket>, record: Record) {
+    let touched: Vec<bool> = brackets.iter_mut().map(|b| b.end_for_span().unwrap_or(true)).collect();
+    let mut keep: Vec<usize> = (0..brackets.len()).filter(|&i| touched[i]).collect();
+    if keep.is_empty() {
+        keep.push(0);
+    }
+    let last = keep.last().copied();
+    let mut record = Some(record);
+    for (i, b) in brackets.into_iter().enumerate() {
+        let r = match keep.contains(&i) {
+            true if Some(i) == last => record.take(),
+            true => record.clone(),
+            false => None,
+        };
+        match r {
+            Some(r) => b.finish(r),
+            None => b.supersede(),
         }
     }
 }
 
 /// The wgpu part of a selected application span's scope (`span_scopes.rs`): a bracket on the
-/// queue of the first registered device that has one, opened at the span's first entry and
-/// ended when the span closes (labelled `exit`, as a bracket whose submissions gpuspan did not
-/// see). `None` when this major has no device registered with its queue.
+/// queue of each of this major's registered devices that has one, opened at the span's first
+/// entry and ended when the span closes (labelled `exit`, as a bracket whose submissions
+/// gpuspan did not see); the devices that took a submission meanwhile get the record
+/// ([`finish_span_brackets`]). `None` when this major has no device registered with its queue.
 pub(crate) fn span_bracket(site: &'static Site) -> Option<GpuScope> {
-    let devices = device::all();
-    let state = devices.iter().find(|d| d.queue.get().is_some()).cloned()?;
-    if devices.len() > 1 {
-        note_once(format_args!(
-            "selected spans bracket the queue of the first registered wgpu device ({}) only",
-            state.label.name
-        ));
+    let devices: Vec<_> = device::all().into_iter().filter(|d| d.queue.get().is_some()).collect();
+    if devices.is_empty() {
+        return None;
     }
-    if !check_features(&state) {
-        site.timed_on_host("device without timestamp queries");
-        return Some(GpuScope::None);
+    let mut brackets = Vec::with_capacity(devices.len());
+    let mut why = "device without timestamp queries";
+    for state in devices {
+        if !check_features(&state) {
+            continue;
+        }
+        let Some(queue) = state.queue.get().cloned() else { continue };
+        match Bracket::open(state, &queue) {
+            Some(b) => brackets.push(b),
+            None => why = "too many queue brackets waiting for their timestamps",
+        }
     }
-    let queue = state.queue.get().cloned()?;
-    let Some(bracket) = Bracket::open(state, &queue) else {
-        site.timed_on_host("too many queue brackets waiting for their timestamps");
-        return Some(GpuScope::None);
+    let scope = match brackets.len() {
+        0 => {
+            site.timed_on_host(why);
+            return Some(GpuScope::None);
+        }
+        1 => WgpuScope::Bracket(brackets.remove(0)),
+        _ => WgpuScope::SpanBrackets(brackets),
     };
-    Some(GpuScope::Wgpu(WgpuScope::Bracket(bracket).into()))
+    Some(GpuScope::Wgpu(scope.into()))
 }

@@ -258,6 +258,7 @@ pub(super) fn request(d: &DeviceState, flush: bool) -> usize {
     // Outside the lock: calls opening brackets meanwhile never wait on a submission.
     drop(guard);
     for (queue, commands) in submits {
+        d.own_submit(1);
         queue.submit([commands]);
     }
     waiting

@@ -94,7 +94,7 @@ fn step(d: &Arc<DeviceState>, wait: bool) -> usize {
 /// Takes a fresh clock mapping for the device. Returns whether one is available.
 pub(crate) fn calibrate(d: &DeviceState) -> bool {
     let Some(queue) = d.queue.get() else { return false };
-    match calibration::calibrate(&d.device, queue, 5) {
+    match calibration::calibrate(&d.device, queue, 5, &d.own_submits) {
         Ok(map) => {
             if let Ok(mut c) = d.clock.lock() {
                 *c = Some(map);
