@@ -320,7 +320,10 @@ fn a_spans_bracket_is_a_bound_of_its_work_and_how_tight() {
         raw.push(timer.read_ns(&r.gpu));
     }
     settle(&r);
-    let recs = capture.of("reference_frame");
+    // Pooled brackets resolve batch by batch, not always in call order (decision 44): matched
+    // to their passes by when they were made.
+    let mut recs = capture.of("reference_frame");
+    recs.sort_by_key(|r| r.host.start_ns);
     assert_eq!(recs.len(), raw.len());
     let mut ratio = Vec::new();
     let mut excess = Vec::new();
