@@ -226,7 +226,6 @@ mod thread;
 pub mod wgpu;
 
 #[cfg(feature = "cuda")]
-#[cfg_attr(not(feature = "enabled"), path = "off/cuda.rs")]
 pub mod cuda;
 
 #[cfg(feature = "nvml")]

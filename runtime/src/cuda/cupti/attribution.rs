@@ -40,6 +40,7 @@ use super::callbacks::{work_of, Work};
 use super::finish::{demangle, finish, unattributed};
 use super::records::{self, Raw, RawApi};
 use super::thread_index::{Owner, Snapshot, ThreadIndex, Window};
+use crate::cuda::counts::Counts;
 use crate::record::{Activity, ActivityKind, DeviceLabel, Interval, KernelGeometry, Record};
 use facts::{Piece, Placer};
 use std::borrow::Cow;
@@ -92,24 +93,6 @@ impl Delivered {
             self.prefix += 1;
         }
     }
-}
-
-/// Counts of what a resolver did, for tests and the GPU report.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Counts {
-    /// Scopes handed on with their activities.
-    pub scopes_resolved: u64,
-    /// Activities no scope claimed: recorded under the `unattributed` site.
-    pub unattributed_activities: u64,
-    /// Scopes resolved with what they had once their records stopped coming.
-    pub stale_scopes: u64,
-    /// Activities without valid timestamps (incomplete records from a forced flush).
-    pub invalid_activities: u64,
-    /// Scopes attributed by their thread's time window (synchronous scopes).
-    pub window_scopes: u64,
-    /// Scopes decided at a flush's deadline before all their records had come.
-    pub deadline_scopes: u64,
 }
 
 /// The attribution state. Fed with buffers and ended scopes in any order; hands out resolved
@@ -177,6 +160,7 @@ impl Resolver {
 
     /// Replays: the live run's calibration from a dump's `Clock` frame (`host = cupti +
     /// offset_ns`, good to `error_ns`, taken at host instant `taken_ns`).
+    #[cfg(feature = "testing")]
     pub fn calibrated(&mut self, offset_ns: i64, error_ns: u64, taken_ns: u64) {
         let clock = crate::placement::ClockMap { offset_ns: offset_ns.into(), error_ns, taken_at_ns: taken_ns };
         self.placer.set_clock(clock);

@@ -42,10 +42,11 @@ mod window;
 mod work;
 
 use super::{CudaError, CudaScope};
+use crate::cuda::counts::Counts;
 use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::record::DeviceLabel;
 use crate::scope::Call;
-use attribution::{Counts, Resolver};
+use attribution::Resolver;
 use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind};
 use std::collections::HashSet;
 use std::io::Write;
