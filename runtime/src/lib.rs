@@ -253,11 +253,8 @@ pub use {capture::Capture, record::Record};
 pub use {off::Capture, record::Record};
 
 // OpenTelemetry export over OTLP (its own docs are the module's).
-#[cfg(all(feature = "otlp", feature = "enabled"))]
+#[cfg(feature = "otlp")]
 #[path = "export/otlp/mod.rs"]
-pub mod otlp;
-#[cfg(all(feature = "otlp", not(feature = "enabled")))]
-#[path = "off/otlp.rs"]
 pub mod otlp;
 
 // The trace context a call's spans hang under, taken when its scope opens: OpenTelemetry's when
