@@ -229,7 +229,6 @@ pub mod wgpu;
 pub mod cuda;
 
 #[cfg(feature = "nvml")]
-#[cfg_attr(not(feature = "enabled"), path = "off/monitor.rs")]
 pub mod monitor;
 
 pub use span_scopes::{layer, layer_with, SpanScopes, SpanSelection};
