@@ -175,14 +175,13 @@ mod record;
 #[cfg(all(feature = "enabled", feature = "testing"))]
 mod capture;
 #[cfg(feature = "testing")]
-#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
 pub mod clock;
-// `now_ns` is for the backends and exporters, which may all be compiled out.
-#[cfg(not(feature = "testing"))]
-#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
-#[allow(dead_code, unreachable_pub)]
+// `now_ns` is `pub` for the `testing` feature.
+#[cfg(all(feature = "enabled", not(feature = "testing")))]
+#[allow(unreachable_pub)]
 mod clock;
-#[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
+// Without `enabled` only the OTLP configuration has anything to say (and drops it).
+#[cfg(any(feature = "enabled", feature = "otlp"))]
 mod diagnostics;
 #[cfg(feature = "enabled")]
 mod env;
@@ -192,7 +191,7 @@ mod future;
 mod off;
 #[cfg(feature = "enabled")]
 mod pipeline;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[cfg(feature = "enabled")]
 mod ring;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(feature = "enabled")]
