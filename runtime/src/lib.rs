@@ -170,9 +170,10 @@ pub mod record;
 #[allow(unreachable_pub)]
 mod record;
 
-// The behaviour: with `enabled` off each of these is its no-op twin under `off/`, with the
-// same signatures.
-#[cfg(all(feature = "enabled", feature = "testing"))]
+// The behaviour. Each public item is defined once; without `enabled` its body is the no-op
+// (docs/architecture.md, "The off build"). The wgpu backend and the span layer still have
+// twins under `off/`.
+#[cfg(feature = "testing")]
 mod capture;
 #[cfg(feature = "testing")]
 pub mod clock;
@@ -187,8 +188,6 @@ mod diagnostics;
 mod env;
 #[cfg(feature = "enabled")]
 mod future;
-#[cfg(not(feature = "enabled"))]
-mod off;
 #[cfg(feature = "enabled")]
 mod pipeline;
 #[cfg(feature = "enabled")]
@@ -215,7 +214,6 @@ mod signal;
 mod span_scopes;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod spans;
-#[cfg(feature = "enabled")]
 mod switch;
 #[cfg(feature = "enabled")]
 mod thread;
@@ -238,17 +236,10 @@ pub use {
     site::{Backend, Direction, Site, SiteDesc, SiteKind},
 };
 
-#[cfg(feature = "enabled")]
-pub use {export::summary::summary, resolver::flush, switch::set_enabled};
+pub use {export::summary::summary, init::flush, switch::set_enabled};
 
-#[cfg(not(feature = "enabled"))]
-pub use off::{flush, set_enabled, summary};
-
-#[cfg(all(feature = "testing", feature = "enabled"))]
+#[cfg(feature = "testing")]
 pub use {capture::Capture, record::Record};
-
-#[cfg(all(feature = "testing", not(feature = "enabled")))]
-pub use {off::Capture, record::Record};
 
 // OpenTelemetry export over OTLP (its own docs are the module's).
 #[cfg(feature = "otlp")]
