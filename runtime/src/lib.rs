@@ -148,7 +148,7 @@ mod aggregate;
 mod causality;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[cfg(feature = "enabled")]
 mod hooks;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod site;
@@ -156,10 +156,8 @@ mod site;
 // The record model is what a test sees of a call (`Capture`), so it is public with the
 // `testing` feature; a program sees sites, summaries, spans and the timeline.
 #[cfg(feature = "testing")]
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 pub mod memory;
 #[cfg(not(feature = "testing"))]
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 #[allow(unreachable_pub)]
 mod memory;
 #[cfg(feature = "testing")]

@@ -187,6 +187,7 @@ impl Resolver {
     }
 
     /// What it has done so far.
+    #[cfg(feature = "testing")]
     pub fn counts(&self) -> Counts {
         self.counts
     }
@@ -198,7 +199,7 @@ impl Resolver {
     }
 
     /// Replays and tests: a scope that pushed its id ended (the live side calls `ended_in`); `fence` = number of buffers CUPTI had requested by then.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    #[cfg(any(test, feature = "testing"))]
     pub fn ended(&mut self, record: Record, fence: u64) {
         self.ended_in(record, fence, None);
     }
@@ -228,7 +229,7 @@ impl Resolver {
     }
 
     /// Calls held for their window (including those a still open scope may own).
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    #[cfg(feature = "testing")]
     pub fn held_calls(&self) -> usize {
         self.threads.held()
     }
