@@ -144,7 +144,6 @@ pub use {
 // reading them compiles with instrumentation off; what they would be filled by does not.
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod aggregate;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod causality;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
