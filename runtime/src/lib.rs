@@ -209,7 +209,7 @@ mod scope;
 mod signal;
 #[cfg_attr(not(feature = "enabled"), path = "off/span_scopes.rs")]
 mod span_scopes;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[cfg(feature = "enabled")]
 mod spans;
 mod switch;
 #[cfg(feature = "enabled")]

@@ -286,6 +286,7 @@ pub struct Record {
     pub(crate) parent: crate::parent::Parent,
     /// The innermost application `tracing` span the call was made in, with its enclosing ones;
     /// taken only while a capture file wants it (`crate::spans`).
+    #[cfg(feature = "enabled")]
     pub(crate) spans: crate::spans::Chain,
     /// A selected application span's recorded fields (`span_scopes.rs`), as attributes.
     pub(crate) fields: Fields,
@@ -312,6 +313,7 @@ impl Record {
             memory: None,
             extra: Vec::new(),
             parent: Default::default(),
+            #[cfg(feature = "enabled")]
             spans: None,
             fields: Vec::new(),
         }
