@@ -149,7 +149,6 @@ mod causality;
 mod export;
 #[cfg(feature = "enabled")]
 mod hooks;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod site;
 
 // The record model is what a test sees of a call (`Capture`), so it is public with the
