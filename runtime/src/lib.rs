@@ -142,7 +142,7 @@ pub use {
 
 // The data types (sites, records, summaries) are plain Rust and compile either way, so that code
 // reading them compiles with instrumentation off; what they would be filled by does not.
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[cfg(feature = "enabled")]
 mod aggregate;
 mod causality;
 #[cfg_attr(not(feature = "enabled"), allow(dead_code))]
