@@ -145,7 +145,6 @@ pub use {
 #[cfg(feature = "enabled")]
 mod aggregate;
 mod causality;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
 #[cfg(feature = "enabled")]
 mod hooks;
