@@ -140,8 +140,9 @@ pub use {
     init::{init, shutdown, Guard},
 };
 
-// The data types (sites, records, summaries) are plain Rust and compile either way, so that code
-// reading them compiles with instrumentation off; what they would be filled by does not.
+// The data types (sites, summaries, the record model) compile either way, so that code reading
+// them compiles with instrumentation off; what fills them is `#[cfg(feature = "enabled")]`, item
+// by item, so the compiler checks dead code in each feature set.
 #[cfg(feature = "enabled")]
 mod aggregate;
 mod causality;
@@ -154,14 +155,12 @@ mod site;
 // `testing` feature; a program sees sites, summaries, spans and the timeline.
 #[cfg(feature = "testing")]
 pub mod memory;
-#[cfg(not(feature = "testing"))]
+#[cfg(all(feature = "enabled", not(feature = "testing")))]
 #[allow(unreachable_pub)]
 mod memory;
 #[cfg(feature = "testing")]
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 pub mod record;
 #[cfg(not(feature = "testing"))]
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 #[allow(unreachable_pub)]
 mod record;
 
@@ -248,14 +247,13 @@ pub mod otlp;
 mod parent {
     pub(crate) use crate::otlp::{capture_parent as capture, Parent};
 }
-#[cfg(not(all(feature = "otlp", feature = "enabled")))]
+#[cfg(all(feature = "enabled", not(feature = "otlp")))]
 mod parent {
     /// No exporter takes a parent: nothing to carry.
     #[derive(Debug, Clone, Copy, Default)]
     pub(crate) struct Parent;
 
     /// Nothing to capture.
-    #[cfg(feature = "enabled")]
     #[inline(always)]
     pub(crate) fn capture() -> Parent {
         Parent
