@@ -1,5 +1,5 @@
-//! The monitor's data: devices, samples, settings and errors. Plain Rust, no NVML, so that the
-//! no-op twin without the `enabled` feature (`off/monitor.rs`) shares it.
+//! The monitor's data: devices, samples, settings and errors. Plain Rust, no NVML, so that it
+//! compiles without the `enabled` feature too, where the monitor's functions do nothing.
 
 use std::time::Duration;
 
