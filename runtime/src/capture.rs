@@ -1,11 +1,17 @@
 //! Capturing records in tests: every finished call, sampled or not, as it reaches the pipeline,
 //! of the calls made on the threads a capture watches (docs/decisions.md, decision 22), so that
 //! tests running in parallel each see their own calls.
+//!
+//! Without the `enabled` feature no call produces a record: a capture starts, holds nothing and
+//! ends, so that tests written against it compile either way.
 
+#[cfg(feature = "enabled")]
 use crate::pipeline::{self, Sink};
 use crate::record::Record;
+#[cfg(feature = "enabled")]
 use std::sync::{Arc, Mutex};
 
+#[cfg(feature = "enabled")]
 #[derive(Debug)]
 struct CaptureSink {
     records: Mutex<Vec<Record>>,
@@ -13,6 +19,7 @@ struct CaptureSink {
     threads: Option<Vec<u32>>,
 }
 
+#[cfg(feature = "enabled")]
 impl Sink for CaptureSink {
     fn accept(&self, record: &Record) {
         // Thread 0: GPU work that ran outside every call (CUPTI's `unattributed`), which no
@@ -33,7 +40,8 @@ impl Sink for CaptureSink {
 /// Collects every record finished while it is alive, for assertions in tests: the calls made
 /// on the thread that started it (for an async call: a thread it ran on), so tests running in
 /// parallel do not see one another's calls. A test whose calls run on threads of their own
-/// (spawned threads, a multi-thread runtime) uses [`Capture::start_all_threads`].
+/// (spawned threads, a multi-thread runtime) uses [`Capture::start_all_threads`]. Without the
+/// `enabled` feature it captures nothing.
 ///
 /// ```
 /// # #[cfg(feature = "enabled")] {
@@ -44,31 +52,56 @@ impl Sink for CaptureSink {
 /// ```
 #[derive(Debug)]
 pub struct Capture {
+    #[cfg(feature = "enabled")]
     sink: Arc<CaptureSink>,
+    #[cfg(not(feature = "enabled"))]
+    _private: (),
 }
 
 impl Capture {
     /// Starts capturing the calls this thread makes from now on, sampled or not, until it is
     /// dropped.
     pub fn start() -> Capture {
-        Self::with(Some(vec![crate::thread::index()]))
+        #[cfg(feature = "enabled")]
+        {
+            Self::with(Some(vec![crate::thread::index()]))
+        }
+        #[cfg(not(feature = "enabled"))]
+        {
+            Capture { _private: () }
+        }
     }
 
     /// Starts capturing the calls every thread makes from now on (those of tests running at the
     /// same time included), until it is dropped.
     pub fn start_all_threads() -> Capture {
-        Self::with(None)
+        #[cfg(feature = "enabled")]
+        {
+            Self::with(None)
+        }
+        #[cfg(not(feature = "enabled"))]
+        {
+            Capture { _private: () }
+        }
     }
 
+    #[cfg(feature = "enabled")]
     fn with(threads: Option<Vec<u32>>) -> Capture {
         let sink = Arc::new(CaptureSink { records: Mutex::new(Vec::new()), threads });
         pipeline::add_sink(sink.clone());
         Capture { sink }
     }
 
-    /// Everything captured so far.
+    /// Everything captured so far (always empty without the `enabled` feature).
     pub fn records(&self) -> Vec<Record> {
-        self.sink.records.lock().map(|r| r.clone()).unwrap_or_default()
+        #[cfg(feature = "enabled")]
+        {
+            self.sink.records.lock().map(|r| r.clone()).unwrap_or_default()
+        }
+        #[cfg(not(feature = "enabled"))]
+        {
+            Vec::new()
+        }
     }
 
     /// The records of the site with this display name.
@@ -77,6 +110,7 @@ impl Capture {
     }
 }
 
+#[cfg(feature = "enabled")]
 impl Drop for Capture {
     fn drop(&mut self) {
         let sink: Arc<dyn Sink> = self.sink.clone();

@@ -7,10 +7,14 @@
 //! `clock_corrected_ns > clock_error_ns`. Backends that place records from host facts (wgpu,
 //! `wgpu/backend/bounds.rs`) never need this; it is the last resort for those that cannot.
 
-use crate::record::{Record, TimingSource};
+#[cfg(feature = "enabled")]
+use crate::record::Record;
+use crate::record::TimingSource;
+#[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Checks and corrections of one timing source.
+#[cfg(feature = "enabled")]
 struct Counters {
     checked: AtomicU64,
     corrected: AtomicU64,
@@ -19,6 +23,7 @@ struct Counters {
     loose: AtomicU64,
 }
 
+#[cfg(feature = "enabled")]
 impl Counters {
     const fn new() -> Self {
         Counters {
@@ -32,6 +37,7 @@ impl Counters {
 }
 
 /// By [`TimingSource`] discriminant; the host source is never checked.
+#[cfg(feature = "enabled")]
 static COUNTERS: [Counters; 4] = [Counters::new(), Counters::new(), Counters::new(), Counters::new()];
 
 /// What the causality check did for one timing source.
@@ -82,6 +88,7 @@ impl Trust {
 }
 
 /// The trust report: one entry per GPU timing source that produced records.
+#[cfg(feature = "enabled")]
 pub(crate) fn report() -> Vec<Trust> {
     TimingSource::ALL
         .into_iter()
@@ -102,6 +109,7 @@ pub(crate) fn report() -> Vec<Trust> {
 }
 
 /// Enforces the lower bound on `record`'s GPU work: the start of its call.
+#[cfg(feature = "enabled")]
 pub(crate) fn enforce(record: &mut Record) {
     let lower = record.host.start_ns;
     let Some(gpu) = record.gpu.as_mut() else { return };
@@ -131,7 +139,7 @@ pub(crate) fn enforce(record: &mut Record) {
     c.worst_ns.fetch_max(shift, Ordering::Relaxed);
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "enabled"))]
 mod tests {
     use super::*;
     use crate::record::{Activity, ActivityKind, GpuTiming, Interval, KernelGeometry};

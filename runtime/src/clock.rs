@@ -5,11 +5,18 @@
 //! mapping and other GPU clocks are mapped onto this one. Scopes read raw ticks (`raw`: the
 //! TSC through `quanta` where it is invariant, a few ns) and convert them only when the record is
 //! built (`raw_to_ns`), which keeps two clock reads off the cost of a scope.
+//!
+//! Without the `enabled` feature only [`now_ns`] is here (feature `testing`), reading the
+//! system clock directly: the same scale, with no TSC calibration to pay for (nothing is
+//! measured).
 
+#[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+#[cfg(feature = "enabled")]
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+#[cfg(feature = "enabled")]
 struct Origin {
     clock: quanta::Clock,
     raw: u64,
@@ -21,14 +28,18 @@ struct Origin {
 }
 
 /// The shift of [`Origin::scale`]; at least quanta's (the bits of its calibration's tick count).
+#[cfg(feature = "enabled")]
 const SCALE_SHIFT: u32 = 40;
 
+#[cfg(feature = "enabled")]
 static ORIGIN: OnceLock<Origin> = OnceLock::new();
 
 /// Set once `quanta` is known to read the TSC itself (invariant TSC): scopes then read it inline
 /// with one `rdtsc`, with no call and no branch on quanta's clock kind.
+#[cfg(feature = "enabled")]
 static TSC: AtomicBool = AtomicBool::new(false);
 
+#[cfg(feature = "enabled")]
 fn origin() -> &'static Origin {
     ORIGIN.get_or_init(|| {
         let clock = quanta::Clock::new();
@@ -45,6 +56,7 @@ fn origin() -> &'static Origin {
 
 /// Whether `clock.raw()` is the TSC: its reading lies between two `rdtsc`s taken around it
 /// (quanta's other sources count nanoseconds since boot, nowhere near the TSC's value).
+#[cfg(feature = "enabled")]
 #[cfg(target_arch = "x86_64")]
 fn reads_the_tsc(clock: &quanta::Clock) -> bool {
     (0..3).any(|_| {
@@ -56,6 +68,7 @@ fn reads_the_tsc(clock: &quanta::Clock) -> bool {
     })
 }
 
+#[cfg(feature = "enabled")]
 #[cfg(not(target_arch = "x86_64"))]
 fn reads_the_tsc(_: &quanta::Clock) -> bool {
     false
@@ -64,6 +77,7 @@ fn reads_the_tsc(_: &quanta::Clock) -> bool {
 /// A raw reading of the host clock; only differences and [`raw_to_ns`] mean anything. On an
 /// invariant TSC this is one inlined `rdtsc` (a few ns, no call): the conversion to nanoseconds
 /// waits until a record is built or a ring is counted.
+#[cfg(feature = "enabled")]
 #[inline(always)]
 pub(crate) fn raw() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -75,12 +89,14 @@ pub(crate) fn raw() -> u64 {
 }
 
 /// The first reading (which calibrates the clock), and every reading where the TSC is not used.
+#[cfg(feature = "enabled")]
 #[inline(never)]
 fn raw_through_quanta() -> u64 {
     origin().clock.raw()
 }
 
 /// A raw reading as Unix-epoch nanoseconds.
+#[cfg(feature = "enabled")]
 #[inline]
 pub(crate) fn raw_to_ns(raw: u64) -> u64 {
     let o = origin();
@@ -88,11 +104,13 @@ pub(crate) fn raw_to_ns(raw: u64) -> u64 {
 }
 
 /// Nanoseconds between two raw readings (0 if `end` is not after `start`).
+#[cfg(feature = "enabled")]
 #[inline]
 pub(crate) fn raw_delta_ns(start: u64, end: u64) -> u64 {
     ticks_to_ns(end.saturating_sub(start))
 }
 
+#[cfg(feature = "enabled")]
 impl Origin {
     #[inline(always)]
     fn to_ns(&self, ticks: u64) -> u64 {
@@ -101,12 +119,14 @@ impl Origin {
 }
 
 /// Nanoseconds in a difference of two raw readings.
+#[cfg(feature = "enabled")]
 #[inline]
 pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
     origin().to_ns(ticks)
 }
 
 /// [`ticks_to_ns`] for many conversions in a row: the clock looked up once.
+#[cfg(feature = "enabled")]
 #[inline]
 pub(crate) fn ticks_converter() -> impl Fn(u64) -> u64 + Copy {
     // The scale by value, so that a loop keeps it in a register.
@@ -116,6 +136,7 @@ pub(crate) fn ticks_converter() -> impl Fn(u64) -> u64 + Copy {
 
 /// The fewest ticks that convert to `ns` nanoseconds or more: a difference below it is shorter
 /// than `ns`, known without converting it.
+#[cfg(feature = "enabled")]
 pub(crate) fn ticks_below_ns(ns: u64) -> u64 {
     // The conversion is monotonic below 2^50 ticks (days; no overflow of its 128-bit product):
     // search for the first tick count reaching `ns`.
@@ -135,12 +156,20 @@ pub(crate) fn ticks_below_ns(ns: u64) -> u64 {
 }
 
 /// Now, in Unix-epoch nanoseconds on the monotonic clock: the scale of every record's times.
+/// Without the `enabled` feature, the wall clock.
 #[inline]
 pub fn now_ns() -> u64 {
-    raw_to_ns(raw())
+    #[cfg(feature = "enabled")]
+    {
+        raw_to_ns(raw())
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "enabled"))]
 mod tests {
     #[test]
     fn raw_readings_convert_to_the_epoch_and_advance() {

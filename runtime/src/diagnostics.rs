@@ -1,12 +1,19 @@
 //! Failure is data: everything gpuspan could not do is counted here, said once, and shown in
 //! the summary, instead of panicking or silently losing measurements.
+//!
+//! Without the `enabled` feature nothing is measured, so nothing needs saying: what would be
+//! said once (a bad `OTEL_*` value in a configuration that is never used) is dropped.
 
+#[cfg(feature = "enabled")]
 use std::collections::BTreeSet;
 use std::fmt;
+#[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "enabled")]
 use std::sync::Mutex;
 
 /// Counters of measurements that were lost, by cause.
+#[cfg(feature = "enabled")]
 #[derive(Debug)]
 pub(crate) struct Losses {
     /// Timeline events over the timeline's capacity.
@@ -25,6 +32,7 @@ pub(crate) struct Losses {
     pub otlp_metric_exports_failed: AtomicU64,
 }
 
+#[cfg(feature = "enabled")]
 pub(crate) static LOSSES: Losses = Losses {
     timeline_events: AtomicU64::new(0),
     pending_frames: AtomicU64::new(0),
@@ -35,6 +43,7 @@ pub(crate) static LOSSES: Losses = Losses {
     otlp_metric_exports_failed: AtomicU64::new(0),
 };
 
+#[cfg(feature = "enabled")]
 impl Losses {
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
@@ -58,30 +67,39 @@ impl Losses {
     }
 }
 
+#[cfg(feature = "enabled")]
 static NOTES: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// Says `message` once per process (per distinct text) and keeps it for the summary.
 ///
 /// Goes to the `tracing` subscriber when one is installed, otherwise to stderr.
+/// Without the `enabled` feature the message is dropped.
 pub(crate) fn note_once(message: impl fmt::Display) {
-    let message = message.to_string();
-    let fresh = NOTES.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
-    if fresh {
-        if tracing::dispatcher::has_been_set() {
-            tracing::warn!(target: "gpuspan", "{message}");
-        } else {
-            say(format_args!("gpuspan: {message}"));
+    #[cfg(feature = "enabled")]
+    {
+        let message = message.to_string();
+        let fresh = NOTES.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
+        if fresh {
+            if tracing::dispatcher::has_been_set() {
+                tracing::warn!(target: "gpuspan", "{message}");
+            } else {
+                say(format_args!("gpuspan: {message}"));
+            }
         }
     }
+    #[cfg(not(feature = "enabled"))]
+    let _ = message;
 }
 
 /// Everything said so far, for the summary.
+#[cfg(feature = "enabled")]
 pub(crate) fn notes() -> Vec<String> {
     NOTES.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
 }
 
 /// Writes one line to stderr, ignoring errors: a closed or full stderr must not panic the
 /// program (the standard print macros do). Every line gpuspan prints goes through here.
+#[cfg(feature = "enabled")]
 pub(crate) fn say(line: fmt::Arguments<'_>) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{line}");

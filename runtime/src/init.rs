@@ -12,6 +12,20 @@ pub fn init() -> Guard {
     Config::from_env().init()
 }
 
+/// Resolves pending GPU measurements (waiting at most five seconds; [`Guard::flush`](crate::Guard::flush)
+/// takes another deadline) and hands them to the aggregates and exporters. Returns `true` when
+/// nothing is left pending: always without the `enabled` feature, where nothing ever is.
+pub fn flush() -> bool {
+    #[cfg(feature = "enabled")]
+    {
+        crate::resolver::flush_within(std::time::Duration::from_secs(5))
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        true
+    }
+}
+
 /// [`Config::init`].
 pub(crate) fn start(c: Config) -> Guard {
     imp::init(c)

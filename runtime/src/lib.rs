@@ -141,59 +141,51 @@ pub use {
     init::{init, shutdown, Guard},
 };
 
-// The data types (sites, records, summaries) are plain Rust and compile either way, so that code
-// reading them compiles with instrumentation off; what they would be filled by does not.
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+// The data types (sites, summaries, the record model) compile either way, so that code reading
+// them compiles with instrumentation off; what fills them is `#[cfg(feature = "enabled")]`, item
+// by item, so the compiler checks dead code in each feature set.
+#[cfg(feature = "enabled")]
 mod aggregate;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod causality;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod export;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[cfg(feature = "enabled")]
 mod hooks;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 mod site;
 
 // The record model is what a test sees of a call (`Capture`), so it is public with the
 // `testing` feature; a program sees sites, summaries, spans and the timeline.
 #[cfg(feature = "testing")]
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 pub mod memory;
-#[cfg(not(feature = "testing"))]
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[cfg(all(feature = "enabled", not(feature = "testing")))]
 #[allow(unreachable_pub)]
 mod memory;
 #[cfg(feature = "testing")]
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 pub mod record;
 #[cfg(not(feature = "testing"))]
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
 #[allow(unreachable_pub)]
 mod record;
 
-// The behaviour: with `enabled` off each of these is its no-op twin under `off/`, with the
-// same signatures.
-#[cfg(all(feature = "enabled", feature = "testing"))]
+// The behaviour. Each public item is defined once; without `enabled` its body is the no-op
+// (docs/architecture.md, "The off build"). The wgpu backend and the span layer still have
+// twins under `off/`.
+#[cfg(feature = "testing")]
 mod capture;
 #[cfg(feature = "testing")]
-#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
 pub mod clock;
-// `now_ns` is for the backends and exporters, which may all be compiled out.
-#[cfg(not(feature = "testing"))]
-#[cfg_attr(not(feature = "enabled"), path = "off/clock.rs")]
-#[allow(dead_code, unreachable_pub)]
+// `now_ns` is `pub` for the `testing` feature.
+#[cfg(all(feature = "enabled", not(feature = "testing")))]
+#[allow(unreachable_pub)]
 mod clock;
-#[cfg_attr(not(feature = "enabled"), path = "off/diagnostics.rs")]
+// Without `enabled` only the OTLP configuration has anything to say (and drops it).
+#[cfg(any(feature = "enabled", feature = "otlp"))]
 mod diagnostics;
 #[cfg(feature = "enabled")]
 mod env;
 #[cfg(feature = "enabled")]
 mod future;
-#[cfg(not(feature = "enabled"))]
-mod off;
 #[cfg(feature = "enabled")]
 mod pipeline;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
+#[cfg(feature = "enabled")]
 mod ring;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(feature = "enabled")]
@@ -215,9 +207,8 @@ mod scope;
 mod signal;
 #[cfg_attr(not(feature = "enabled"), path = "off/span_scopes.rs")]
 mod span_scopes;
-#[cfg_attr(not(feature = "enabled"), allow(dead_code))]
-mod spans;
 #[cfg(feature = "enabled")]
+mod spans;
 mod switch;
 #[cfg(feature = "enabled")]
 mod thread;
@@ -226,11 +217,9 @@ mod thread;
 pub mod wgpu;
 
 #[cfg(feature = "cuda")]
-#[cfg_attr(not(feature = "enabled"), path = "off/cuda.rs")]
 pub mod cuda;
 
 #[cfg(feature = "nvml")]
-#[cfg_attr(not(feature = "enabled"), path = "off/monitor.rs")]
 pub mod monitor;
 
 pub use span_scopes::{layer, layer_with, SpanScopes, SpanSelection};
@@ -241,24 +230,14 @@ pub use {
     site::{Backend, Direction, Site, SiteDesc, SiteKind},
 };
 
-#[cfg(feature = "enabled")]
-pub use {export::summary::summary, resolver::flush, switch::set_enabled};
+pub use {export::summary::summary, init::flush, switch::set_enabled};
 
-#[cfg(not(feature = "enabled"))]
-pub use off::{flush, set_enabled, summary};
-
-#[cfg(all(feature = "testing", feature = "enabled"))]
+#[cfg(feature = "testing")]
 pub use {capture::Capture, record::Record};
 
-#[cfg(all(feature = "testing", not(feature = "enabled")))]
-pub use {off::Capture, record::Record};
-
 // OpenTelemetry export over OTLP (its own docs are the module's).
-#[cfg(all(feature = "otlp", feature = "enabled"))]
+#[cfg(feature = "otlp")]
 #[path = "export/otlp/mod.rs"]
-pub mod otlp;
-#[cfg(all(feature = "otlp", not(feature = "enabled")))]
-#[path = "off/otlp.rs"]
 pub mod otlp;
 
 // The trace context a call's spans hang under, taken when its scope opens: OpenTelemetry's when
@@ -268,14 +247,13 @@ pub mod otlp;
 mod parent {
     pub(crate) use crate::otlp::{capture_parent as capture, capture_span_parent as capture_span, Parent};
 }
-#[cfg(not(all(feature = "otlp", feature = "enabled")))]
+#[cfg(all(feature = "enabled", not(feature = "otlp")))]
 mod parent {
     /// No exporter takes a parent: nothing to carry.
     #[derive(Debug, Clone, Copy, Default)]
     pub(crate) struct Parent;
 
     /// Nothing to capture.
-    #[cfg(feature = "enabled")]
     #[inline(always)]
     pub(crate) fn capture() -> Parent {
         Parent

@@ -16,11 +16,13 @@ pub struct MemoryMark {
 }
 
 /// Reads both now.
+#[cfg(feature = "enabled")]
 pub(crate) fn mark() -> MemoryMark {
     MemoryMark { process_rss_bytes: rss_bytes(), device_used_bytes: device_used_bytes() }
 }
 
 /// `VmRSS` from /proc/self/status (kB there), so no page size has to be assumed.
+#[cfg(feature = "enabled")]
 fn rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
@@ -29,11 +31,12 @@ fn rss_bytes() -> Option<u64> {
 }
 
 /// From the reader a leaf registered (the device monitor: an NVML call per GPU).
+#[cfg(feature = "enabled")]
 fn device_used_bytes() -> Option<u64> {
     crate::hooks::device_memory_used()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "enabled"))]
 mod tests {
     #[test]
     fn rss_is_read_on_linux_and_grows_with_a_touched_allocation() {

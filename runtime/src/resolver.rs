@@ -234,13 +234,6 @@ pub(crate) fn flush_within(timeout: Duration) -> bool {
     }
 }
 
-/// Resolves pending GPU measurements (waiting at most five seconds; [`Guard::flush`](crate::Guard::flush)
-/// takes another deadline) and hands them to the aggregates and exporters. Returns `true` when
-/// nothing is left pending.
-pub fn flush() -> bool {
-    flush_within(Duration::from_secs(5))
-}
-
 /// Ends the resolver thread (after the work it was woken for) and joins it, waiting at most
 /// until `deadline`; a thread still busy then is left to finish on its own (said once).
 pub(crate) fn stop(deadline: Instant) {

@@ -1,7 +1,9 @@
 //! Static description of each annotated function, registered with `inventory` so the runtime
 //! can list every site, including those never reached.
 
+#[cfg(feature = "enabled")]
 use crate::aggregate::SiteStats;
+#[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -125,12 +127,15 @@ pub struct SiteDesc {
 pub struct Site {
     /// What the attribute said about it.
     pub desc: SiteDesc,
+    #[cfg(feature = "enabled")]
     pub(crate) stats: SiteStats,
     /// Neither a threshold of its own nor `trace_all`: a short call is known in raw ticks by the
     /// global floor (`sampling::below_floor`). Fixed at compile time, so the check is one load.
+    #[cfg(feature = "enabled")]
     pub(crate) on_global_floor: bool,
     /// A scope of this site was opened: a site with no finished call was still running at
     /// shutdown (an annotated `main`), not never reached.
+    #[cfg(feature = "enabled")]
     entered: AtomicBool,
     /// Why calls of a GPU site were timed on the host, when they were (first reason wins).
     host_reason: OnceLock<&'static str>,
@@ -142,9 +147,12 @@ impl Site {
     /// A site with no calls yet (the attributes make one `static` per function).
     pub const fn new(desc: SiteDesc) -> Self {
         Site {
+            #[cfg(feature = "enabled")]
             on_global_floor: !desc.trace_all && desc.threshold_us.is_none(),
             desc,
+            #[cfg(feature = "enabled")]
             stats: SiteStats::new(),
+            #[cfg(feature = "enabled")]
             entered: AtomicBool::new(false),
             host_reason: OnceLock::new(),
             span: false,
@@ -164,6 +172,7 @@ impl Site {
     }
 
     /// Notes that a call of this site started: a load, and a store only the first time.
+    #[cfg(feature = "enabled")]
     #[inline]
     pub(crate) fn mark_entered(&self) {
         if !self.entered.load(Ordering::Relaxed) {
@@ -187,6 +196,7 @@ impl Site {
             .or_else(|| (self.desc.backend == Backend::Host).then_some("no GPU resource in its signature"))
     }
 
+    #[cfg(feature = "enabled")]
     pub(crate) fn was_entered(&self) -> bool {
         self.entered.load(Ordering::Relaxed)
     }

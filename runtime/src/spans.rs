@@ -14,17 +14,13 @@
 //! reused once a span closes). Without a registry under the subscriber there is no chain.
 
 use std::sync::atomic::AtomicBool;
-#[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
-#[cfg(feature = "enabled")]
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
 /// How many captures want chains (the capture file for the whole run, a live capture window
 /// while it is open).
-#[cfg(feature = "enabled")]
 static WANTED: AtomicUsize = AtomicUsize::new(0);
-#[cfg(feature = "enabled")]
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// One application span instance and the ones enclosing it.
@@ -41,25 +37,19 @@ pub(crate) struct SpanNode {
 /// The innermost application span of a call, if any.
 pub(crate) type Chain = Option<Arc<SpanNode>>;
 
-#[cfg(feature = "enabled")]
 /// From now on, scopes take their span chain (until as many [`unwant`]s).
-#[allow(dead_code)] // asked for by the capture file
 pub(crate) fn want() {
     WANTED.fetch_add(1, Relaxed);
 }
 
-#[cfg(feature = "enabled")]
 /// One capture that wanted chains no longer does (a live capture window that closed).
-#[allow(dead_code)] // asked for by the live feed
 pub(crate) fn unwant() {
     let _ = WANTED.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
 }
 
-#[cfg(feature = "enabled")]
 /// The chain of the spans a call is made in, when a capture wants it: the parent of the call's
 /// host span `host` (which the macro made under the current span), or, when no subscriber
 /// wanted that span (`None`), the current span. Asked when the call ends and becomes a record.
-#[cfg(feature = "enabled")]
 #[inline]
 pub(crate) fn capture(host: Option<&tracing::Span>) -> Chain {
     if WANTED.load(Relaxed) == 0 {
@@ -68,7 +58,6 @@ pub(crate) fn capture(host: Option<&tracing::Span>) -> Chain {
     from(host)
 }
 
-#[cfg(feature = "enabled")]
 #[inline(never)]
 fn from(host: Option<&tracing::Span>) -> Chain {
     let Some(host) = host.filter(|h| !h.is_disabled()) else { return current() };
@@ -80,7 +69,6 @@ fn from(host: Option<&tracing::Span>) -> Chain {
     .flatten()
 }
 
-#[cfg(feature = "enabled")]
 fn current() -> Chain {
     tracing::dispatcher::get_default(|d| {
         let registry = d.downcast_ref::<Registry>()?;
@@ -89,11 +77,9 @@ fn current() -> Chain {
 }
 
 /// What a span's extensions keep: its chain (for one of gpuspan's spans, its parent's).
-#[cfg(feature = "enabled")]
 struct Cached(Chain);
 
 /// Deeper than any real nesting; a bound on the recursion all the same.
-#[cfg(feature = "enabled")]
 const MAX_DEPTH: usize = 256;
 
 /// The chain of a selected span's own record (`span_scopes.rs`): the span instance itself, then
@@ -101,7 +87,6 @@ const MAX_DEPTH: usize = 256;
 /// and calls made inside it hang (self vs inclusive time in `gpuspan report`). Read from the
 /// current dispatcher's registry (a per-layer filter's view of the span would skip the spans it
 /// filtered out), and only if the span of that id there is of `callsite`.
-#[cfg(feature = "enabled")]
 pub(crate) fn of_span(id: &tracing::span::Id, callsite: &tracing::callsite::Identifier) -> Chain {
     if WANTED.load(Relaxed) == 0 {
         return None;
@@ -115,7 +100,6 @@ pub(crate) fn of_span(id: &tracing::span::Id, callsite: &tracing::callsite::Iden
     })
 }
 
-#[cfg(feature = "enabled")]
 fn node(span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize) -> Chain {
     if let Some(Cached(c)) = span.extensions().get::<Cached>() {
         return c.clone();
@@ -141,7 +125,6 @@ fn node(span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize)
 
 /// gpuspan's own host span of an annotated call: its target is the user's module, and its
 /// metadata has the never-recorded field `gpuspan.<kind>.<backend>` that the macro adds.
-#[cfg(feature = "enabled")]
 pub(crate) fn is_host_span(meta: &tracing::Metadata<'_>) -> bool {
     meta.fields().iter().any(|f| f.name().starts_with("gpuspan."))
 }
@@ -159,7 +142,7 @@ pub(crate) fn names(chain: &Chain) -> Vec<&'static str> {
     out
 }
 
-#[cfg(all(test, feature = "enabled"))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use tracing_subscriber::layer::SubscriberExt;

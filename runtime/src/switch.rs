@@ -1,16 +1,24 @@
 //! The run-time on/off switch: `GPUSPAN=off` turns every scope into one relaxed atomic load.
+//! Without the `enabled` feature there is nothing to switch: only [`set_enabled`] is here, and
+//! it does nothing.
 
+#[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicU8, Ordering};
 
+#[cfg(feature = "enabled")]
 const UNKNOWN: u8 = 0;
+#[cfg(feature = "enabled")]
 const ON: u8 = 1;
+#[cfg(feature = "enabled")]
 const OFF: u8 = 2;
 
+#[cfg(feature = "enabled")]
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
 /// Whether scopes record anything. The environment is read once, on the first call, so that
 /// with `GPUSPAN=off` not even the first call opens a span. The generated code tests this before
 /// evaluating anything else.
+#[cfg(feature = "enabled")]
 #[inline(always)]
 pub fn is_on() -> bool {
     match STATE.load(Ordering::Relaxed) {
@@ -23,11 +31,13 @@ pub fn is_on() -> bool {
 /// Whether gpuspan may be on: one load and one compare, `false` only once it is known to be
 /// off. The generated code tests this and calls `__private::open` (out of line) when it
 /// holds, so that with `GPUSPAN=off` the annotated function runs its body and nothing else.
+#[cfg(feature = "enabled")]
 #[inline(always)]
 pub fn might_be_on() -> bool {
     STATE.load(Ordering::Relaxed) != OFF
 }
 
+#[cfg(feature = "enabled")]
 #[cold]
 fn read_env() -> bool {
     let on = crate::env::enabled();
@@ -36,7 +46,11 @@ fn read_env() -> bool {
     STATE.load(Ordering::Relaxed) == ON
 }
 
-/// Turns instrumentation on or off for the whole process, overriding `GPUSPAN`.
+/// Turns instrumentation on or off for the whole process, overriding `GPUSPAN`. Does nothing
+/// without the `enabled` feature: there is nothing to turn on.
 pub fn set_enabled(on: bool) {
+    #[cfg(feature = "enabled")]
     STATE.store(if on { ON } else { OFF }, Ordering::Relaxed);
+    #[cfg(not(feature = "enabled"))]
+    let _ = on;
 }

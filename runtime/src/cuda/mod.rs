@@ -18,7 +18,15 @@
 //! correlation id), so the kernels of a bare `#[gpu_kernel]` are attributed to it; without CUPTI, [`attach`] hands a scope a stream
 //! created in its body. See `docs/cuda.md` for how attribution works and what was measured.
 
+// Without the `enabled` feature the public functions below are their no-op bodies (each says
+// what it does then) and only the plain data compiles: the timing source and its errors, the
+// stream traits, and the attribution's counts.
+#[cfg(any(feature = "enabled", feature = "testing"))]
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+mod counts;
+#[cfg(feature = "enabled")]
 pub(crate) mod cupti;
+#[cfg(feature = "enabled")]
 pub(crate) mod events;
 pub(crate) mod resources;
 mod timing;
@@ -27,46 +35,80 @@ mod timing;
 /// attribution, as gpuspan's fixture tests do. Feature `testing`; not a stable API.
 #[cfg(feature = "testing")]
 pub mod replay {
-    pub use super::cupti::attribution::{Counts, Resolver, EXTERNAL_KIND};
+    pub use super::counts::Counts;
+    // Without `enabled` only the counts' type, for `cupti_counts`: the decoder and the
+    // attribution are the instrumented build's.
+    #[cfg(feature = "enabled")]
+    pub use super::cupti::attribution::{Resolver, EXTERNAL_KIND};
+    #[cfg(feature = "enabled")]
     pub use super::cupti::callbacks::{work_of, Work};
+    #[cfg(feature = "enabled")]
     pub use super::cupti::finish::device_labels;
+    #[cfg(feature = "enabled")]
     pub use super::cupti::thread_index::{Snapshot, Window};
     /// The capture file's format.
+    #[cfg(feature = "enabled")]
     pub mod dump {
         pub use crate::cuda::cupti::dump::*;
     }
+    #[cfg(feature = "enabled")]
     pub use super::cupti::records::*;
 }
 
+#[cfg(feature = "enabled")]
 use crate::clock;
+#[cfg(feature = "enabled")]
 use crate::diagnostics::note_once;
 use crate::record::DeviceLabel;
+#[cfg(feature = "enabled")]
 use crate::scope::{Call, GpuScope, Scope};
+#[cfg(feature = "enabled")]
 use crate::site::{Backend, Site};
 use cudarc::driver::CudaStream;
+#[cfg(feature = "enabled")]
 use std::cell::RefCell;
+#[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+#[cfg(feature = "enabled")]
+use std::sync::OnceLock;
+#[cfg(feature = "enabled")]
 use tracing::Span;
 
 pub use resources::AsStream;
 pub use timing::{CudaError, Timing};
 
+#[cfg(feature = "enabled")]
 static TIMING: OnceLock<Timing> = OnceLock::new();
 /// What bare scopes (no stream in the signature) do: [`WATCH_OFF`] until CUDA timing started
 /// with a device, so a program without CUDA pays one relaxed load per scope and nothing more.
+#[cfg(feature = "enabled")]
 static WATCH: AtomicU8 = AtomicU8::new(WATCH_OFF);
+#[cfg(feature = "enabled")]
 const WATCH_OFF: u8 = 0;
+#[cfg(feature = "enabled")]
 const WATCH_CUPTI: u8 = 1;
+#[cfg(feature = "enabled")]
 const WATCH_EVENTS: u8 = 2;
+#[cfg(feature = "enabled")]
 static PROBE: OnceLock<Result<Vec<DeviceLabel>, CudaError>> = OnceLock::new();
 
 /// Looks for a CUDA driver and devices without ever panicking (cudarc panics when libcuda is
 /// missing, so its presence is checked first). The result is kept for the process.
+///
+/// Without the `enabled` feature: `Ok` with no devices (no driver is loaded to look).
 pub fn probe() -> Result<&'static [DeviceLabel], &'static CudaError> {
-    PROBE.get_or_init(probe_devices).as_deref()
+    #[cfg(feature = "enabled")]
+    {
+        PROBE.get_or_init(probe_devices).as_deref()
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        Ok(&[])
+    }
 }
 
+#[cfg(feature = "enabled")]
 fn probe_devices() -> Result<Vec<DeviceLabel>, CudaError> {
     use cudarc::driver::result;
     // SAFETY: only tries to dlopen libcuda.
@@ -92,6 +134,7 @@ fn probe_devices() -> Result<Vec<DeviceLabel>, CudaError> {
 }
 
 /// Labels of the devices found, by ordinal (empty without a driver).
+#[cfg(feature = "enabled")]
 pub(crate) fn devices() -> &'static [DeviceLabel] {
     probe().unwrap_or(&[])
 }
@@ -100,19 +143,29 @@ pub(crate) fn devices() -> &'static [DeviceLabel] {
 /// work that no annotated function wraps if that work should be recorded too (as `unattributed`),
 /// and in a program whose CUDA functions are all bare `#[gpu_kernel]`s (no stream parameter),
 /// which nothing else starts CUDA timing for.
+///
+/// Without the `enabled` feature: [`Timing::Host`] (CUPTI is not started).
 pub fn start() -> Timing {
-    *TIMING.get_or_init(|| {
-        let timing = choose();
-        let watch = match timing {
-            Timing::Cupti => WATCH_CUPTI,
-            Timing::CudaEvent => WATCH_EVENTS,
-            Timing::Host => WATCH_OFF,
-        };
-        WATCH.store(watch, Ordering::Relaxed);
-        timing
-    })
+    #[cfg(feature = "enabled")]
+    {
+        *TIMING.get_or_init(|| {
+            let timing = choose();
+            let watch = match timing {
+                Timing::Cupti => WATCH_CUPTI,
+                Timing::CudaEvent => WATCH_EVENTS,
+                Timing::Host => WATCH_OFF,
+            };
+            WATCH.store(watch, Ordering::Relaxed);
+            timing
+        })
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        Timing::Host
+    }
 }
 
+#[cfg(feature = "enabled")]
 fn choose() -> Timing {
     let devices = match probe() {
         Ok(d) => d.to_vec(),
@@ -136,16 +189,25 @@ fn choose() -> Timing {
 }
 
 /// The timing source, if it was chosen already (`None` before the first CUDA call). Feature
-/// `testing`: tests use it to see that nothing started CUDA behind their back.
+/// `testing`: tests use it to see that nothing started CUDA behind their back. Always `None`
+/// without the `enabled` feature.
 #[cfg(feature = "testing")]
 pub fn timing() -> Option<Timing> {
-    TIMING.get().copied()
+    #[cfg(feature = "enabled")]
+    {
+        TIMING.get().copied()
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        None
+    }
 }
 
 /// `gpuspan::init()`: starts CUDA timing early (so that work launched before the first annotated
 /// call is seen, and CUPTI's start-up is not charged to that call) only in a program that uses
 /// CUDA: one with a CUDA site, or one that has loaded libcuda already, and a device present.
 /// Otherwise nothing happens and nothing is said: the first CUDA call decides, if one comes.
+#[cfg(feature = "enabled")]
 pub(crate) fn start_at_init() {
     if TIMING.get().is_some() {
         return;
@@ -157,6 +219,7 @@ pub(crate) fn start_at_init() {
 }
 
 /// gpuspan's own sites (`unattributed`).
+#[cfg(feature = "enabled")]
 fn is_own(site: &Site) -> bool {
     site.desc.module_path.starts_with("gpuspan::")
 }
@@ -166,6 +229,7 @@ fn is_own(site: &Site) -> bool {
 /// not use: a Vulkan or OpenGL driver, or a library probing for CUDA, loads it too, and a
 /// wgpu-only program was told it "used CUDA". Call only when [`driver_loaded`]: this never
 /// initialises the driver (an uninitialised one answers `CUDA_ERROR_NOT_INITIALIZED`).
+#[cfg(feature = "enabled")]
 fn context_active() -> bool {
     use cudarc::driver::sys::{self, CUresult};
     let mut count = 0;
@@ -185,6 +249,7 @@ fn context_active() -> bool {
 }
 
 /// Whether this process has loaded libcuda already (never loads it).
+#[cfg(feature = "enabled")]
 fn driver_loaded() -> bool {
     #[cfg(target_os = "linux")]
     {
@@ -203,6 +268,7 @@ fn driver_loaded() -> bool {
 
 /// At shutdown: a program that used CUDA only through bare `#[gpu_kernel]`s, without ever
 /// starting CUDA timing, had its kernels go unseen. Say so once, with the fix.
+#[cfg(feature = "enabled")]
 pub(crate) fn at_shutdown() {
     if TIMING.get().is_some() {
         return;
@@ -224,7 +290,8 @@ pub(crate) fn at_shutdown() {
 /// bare `#[gpu_kernel]` or one whose stream is made in its body has none. The call is timed
 /// from here to its end on that stream, which is kept alive until then (the body may drop it
 /// before the scope ends). With CUPTI (which sees every stream) or without a device it does
-/// nothing, as it does when no scope is open or the scope has a stream already.
+/// nothing, as it does when no scope is open or the scope has a stream already, and without the
+/// `enabled` feature.
 ///
 /// ```ignore
 /// #[gpuspan::gpu_kernel]
@@ -236,42 +303,69 @@ pub(crate) fn at_shutdown() {
 /// }
 /// ```
 pub fn attach(stream: &Arc<CudaStream>) {
-    if start() != Timing::CudaEvent {
-        return;
-    }
-    let _ = OPEN.try_with(|open| {
-        let Ok(mut open) = open.try_borrow_mut() else { return };
-        let Some(top) = open.last_mut() else { return };
-        if top.events.is_some() {
+    #[cfg(not(feature = "enabled"))]
+    let _ = stream;
+    #[cfg(feature = "enabled")]
+    {
+        if start() != Timing::CudaEvent {
             return;
         }
-        match events::start_kept(stream) {
-            Ok(e) => top.events = Some(e),
-            Err(e) => note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host")),
-        }
-    });
+        let _ = OPEN.try_with(|open| {
+            let Ok(mut open) = open.try_borrow_mut() else { return };
+            let Some(top) = open.last_mut() else { return };
+            if top.events.is_some() {
+                return;
+            }
+            match events::start_kept(stream) {
+                Ok(e) => top.events = Some(e),
+                Err(e) => note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host")),
+            }
+        });
+    }
 }
 
-/// What CUPTI attribution has done so far (`None` unless CUPTI times this process). Feature
-/// `testing`.
+/// What CUPTI attribution has done so far (`None` unless CUPTI times this process, so always
+/// without the `enabled` feature). Feature `testing`.
 #[cfg(feature = "testing")]
 pub fn cupti_counts() -> Option<replay::Counts> {
-    cupti::counts()
+    #[cfg(feature = "enabled")]
+    {
+        cupti::counts()
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        None
+    }
 }
 
 /// How often a thread's CUDA scopes got more than a segment (256 scopes) ahead of the resolver:
-/// segments its queue allocated past the first (none is ever lost; decision 42). Feature
-/// `testing`.
+/// segments its queue allocated past the first (none is ever lost; decision 42); 0 without the
+/// `enabled` feature. Feature `testing`.
 #[cfg(feature = "testing")]
 pub fn cupti_queue_grown() -> u64 {
-    cupti::queue_grown()
+    #[cfg(feature = "enabled")]
+    {
+        cupti::queue_grown()
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        0
+    }
 }
 
 /// Whether CUDA scopes read `CLOCK_REALTIME` for their windows, having found it to be CUPTI's
-/// clock (decision 43), rather than `cuptiGetTimestamp`. Feature `testing`.
+/// clock (decision 43), rather than `cuptiGetTimestamp`; `false` without the `enabled` feature.
+/// Feature `testing`.
 #[cfg(feature = "testing")]
 pub fn cupti_windows_read_realtime() -> bool {
-    cupti::reads_realtime()
+    #[cfg(feature = "enabled")]
+    {
+        cupti::reads_realtime()
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        false
+    }
 }
 
 /// Makes bare scopes mark CUPTI windows without CUPTI or a device, so that the instructions of
@@ -279,7 +373,7 @@ pub fn cupti_windows_read_realtime() -> bool {
 /// `CLOCK_REALTIME` at both ends and queues its end as under CUPTI. Each call also drops what the
 /// queues hold (nothing resolves it), returning how many; `None`, doing nothing, once CUDA timing
 /// was chosen. Not for programs; feature `testing`.
-#[cfg(feature = "testing")]
+#[cfg(all(feature = "testing", feature = "enabled"))]
 pub fn simulate_cupti_windows() -> Option<usize> {
     if TIMING.get().is_some() {
         return None;
@@ -289,34 +383,48 @@ pub fn simulate_cupti_windows() -> Option<usize> {
 }
 
 /// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
-/// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process).
-/// Feature `testing`.
+/// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process, so
+/// always without the `enabled` feature). Feature `testing`.
 #[cfg(feature = "testing")]
 pub fn cupti_clock_offset() -> Option<(i64, u64)> {
-    (*TIMING.get()? == Timing::Cupti).then(cupti::clock::offset)
+    #[cfg(feature = "enabled")]
+    {
+        (*TIMING.get()? == Timing::Cupti).then(cupti::clock::offset)
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        None
+    }
 }
 
 /// Adds a line to the CUPTI dump being written (`GPUSPAN_CUPTI_DUMP=<path>`), to mark what a
-/// capturing program was doing. Does nothing otherwise. Feature `testing`.
+/// capturing program was doing. Does nothing otherwise (always without the `enabled` feature).
+/// Feature `testing`.
 #[cfg(feature = "testing")]
 pub fn dump_note(text: impl Into<String>) {
+    #[cfg(feature = "enabled")]
     cupti::note(text.into());
+    #[cfg(not(feature = "enabled"))]
+    let _ = text;
 }
 
 /// Scopes open on this thread that CUDA events time (or could, once [`attach`] hands them a
 /// stream), innermost last. Only used without CUPTI.
 #[derive(Debug)]
+#[cfg(feature = "enabled")]
 struct Open {
     scope_id: u64,
     events: Option<events::EventScope>,
 }
 
+#[cfg(feature = "enabled")]
 thread_local! {
     static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Puts a scope on this thread's list; gives the events back if the list is not available
 /// (the thread is ending).
+#[cfg(feature = "enabled")]
 fn register(scope_id: u64, events: Option<events::EventScope>) -> Option<Option<events::EventScope>> {
     let mut slot = Some(events);
     let _ = OPEN.try_with(|open| {
@@ -328,6 +436,7 @@ fn register(scope_id: u64, events: Option<events::EventScope>) -> Option<Option<
 }
 
 /// Takes a scope off this thread's list, with its events (`None` if it is not there).
+#[cfg(feature = "enabled")]
 fn unregister(scope_id: u64) -> Option<Option<events::EventScope>> {
     OPEN.try_with(|open| {
         let mut open = open.try_borrow_mut().ok()?;
@@ -340,6 +449,7 @@ fn unregister(scope_id: u64) -> Option<Option<events::EventScope>> {
 
 /// The CUDA part of an open scope.
 #[derive(Debug)]
+#[cfg(feature = "enabled")]
 pub(crate) enum CudaScope {
     /// A synchronous scope under CUPTI: the API calls of its thread in its window are its own;
     /// the window is the call's interval, opened at the scope's start (CUPTI's clock, decision
@@ -363,11 +473,13 @@ pub(crate) enum CudaScope {
 }
 
 // An async scope moves between threads with its future.
+#[cfg(feature = "enabled")]
 const _: fn() = || {
     fn send<T: Send>() {}
     send::<CudaScope>();
 };
 
+#[cfg(feature = "enabled")]
 impl CudaScope {
     /// The scope's CUDA part and the call's start: a CUPTI window's start (CUPTI's clock), or
     /// the host clock read before anything else of the scope (decision 46).
@@ -492,6 +604,7 @@ impl CudaScope {
     }
 }
 
+#[cfg(feature = "enabled")]
 impl Scope {
     /// Opens the scope of a CUDA site; `stream` is the site's stream, if it names one.
     #[inline]
@@ -518,17 +631,20 @@ impl Scope {
 /// is pushed as external correlation id around each entry, on whichever thread enters it
 /// ([`span_enter`], [`span_exit`]), as an async scope's is around each poll; without CUPTI
 /// `None` (CUDA events need a stream, which a span does not name: it is timed on the host).
+#[cfg(feature = "enabled")]
 pub(crate) fn span_scope() -> Option<CudaScope> {
     (WATCH.load(Ordering::Relaxed) == WATCH_CUPTI).then_some(CudaScope::Cupti { pushed: false })
 }
 
 /// A selected span is entered on this thread: CUPTI tags this thread's CUDA calls with its
 /// scope's id until [`span_exit`]. False if the id could not be pushed.
+#[cfg(feature = "enabled")]
 pub(crate) fn span_enter(scope_id: u64) -> bool {
     cupti::push(scope_id)
 }
 
 /// The entry [`span_enter`] made on this thread ends.
+#[cfg(feature = "enabled")]
 pub(crate) fn span_exit(scope_id: u64) {
     cupti::pop(scope_id);
 }
@@ -536,6 +652,7 @@ pub(crate) fn span_exit(scope_id: u64) {
 /// The span layer selects a span: CUDA timing must run before the framework's first launch,
 /// which nothing annotated announces (a framework loads libcuda lazily). Started when a driver
 /// and a device are present; a process without them is told nothing about CUDA.
+#[cfg(feature = "enabled")]
 pub(crate) fn start_for_spans() {
     if TIMING.get().is_none() && probe().is_ok() {
         start();
@@ -545,6 +662,7 @@ pub(crate) fn start_for_spans() {
 /// Whether bare scopes take part in CUDA timing: one relaxed load, false unless CUDA timing
 /// started with a device.
 #[inline(always)]
+#[cfg(feature = "enabled")]
 pub(crate) fn watching() -> bool {
     WATCH.load(Ordering::Relaxed) != WATCH_OFF
 }

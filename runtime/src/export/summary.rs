@@ -121,41 +121,48 @@ pub struct Summary {
     sections: Vec<String>,
 }
 
-/// Takes a snapshot of every site's aggregates.
-#[cfg(feature = "enabled")]
+/// Takes a snapshot of every site's aggregates. Empty without the `enabled` feature: nothing was
+/// measured (it still prints, as a table with no rows).
 pub fn summary() -> Summary {
-    let mut reached = Vec::new();
-    let mut never_reached = Vec::new();
-    let mut still_running = Vec::new();
-    for site in crate::site::all_sites() {
-        let s = SiteSummary::of(site);
-        if s.calls == 0 {
-            if site.was_entered() {
-                still_running.push(site);
-            } else if !site.desc.module_path.starts_with("gpuspan::") {
-                // gpuspan's own sites (CUDA's `unattributed`) are not the user's to reach.
-                never_reached.push(site);
+    #[cfg(feature = "enabled")]
+    {
+        let mut reached = Vec::new();
+        let mut never_reached = Vec::new();
+        let mut still_running = Vec::new();
+        for site in crate::site::all_sites() {
+            let s = SiteSummary::of(site);
+            if s.calls == 0 {
+                if site.was_entered() {
+                    still_running.push(site);
+                } else if !site.desc.module_path.starts_with("gpuspan::") {
+                    // gpuspan's own sites (CUDA's `unattributed`) are not the user's to reach.
+                    never_reached.push(site);
+                }
+            } else {
+                reached.push(s);
             }
-        } else {
-            reached.push(s);
+        }
+        reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
+        Summary {
+            sections: crate::hooks::summary_sections(&reached),
+            reached,
+            never_reached,
+            still_running,
+            off: !crate::switch::is_on(),
+            losses: crate::diagnostics::LOSSES.snapshot(),
+            trust: crate::causality::report(),
+            notes: crate::diagnostics::notes(),
         }
     }
-    reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
-    Summary {
-        sections: crate::hooks::summary_sections(&reached),
-        reached,
-        never_reached,
-        still_running,
-        off: !crate::switch::is_on(),
-        losses: crate::diagnostics::LOSSES.snapshot(),
-        trust: crate::causality::report(),
-        notes: crate::diagnostics::notes(),
+    #[cfg(not(feature = "enabled"))]
+    {
+        Summary::empty()
     }
 }
 
 impl Summary {
     /// Nothing measured, nothing said.
-    #[cfg_attr(feature = "enabled", allow(dead_code))] // the summary without `enabled`
+    #[cfg(not(feature = "enabled"))]
     pub(crate) fn empty() -> Summary {
         Summary {
             reached: Vec::new(),

@@ -28,34 +28,51 @@
 //! ```
 //!
 //! docs/monitor.md explains the choices and what was measured.
+//!
+//! Without the `enabled` feature the data types are the same and nothing is loaded or sampled:
+//! each function says what it returns then.
 
+// Without `enabled` only the data types compile; the sampler and what it plugs into are the
+// instrumented build's.
+#[cfg(feature = "enabled")]
 mod discovery;
+#[cfg(feature = "enabled")]
 mod library;
+#[cfg(feature = "enabled")]
 mod live;
 mod types;
 // Items of these are `pub` where the feature `testing` lends them out below.
+#[cfg(feature = "enabled")]
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod matching;
+#[cfg(feature = "enabled")]
 mod metrics;
+#[cfg(feature = "enabled")]
 mod readings;
+#[cfg(feature = "enabled")]
 mod ring;
+#[cfg(feature = "enabled")]
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod sampler;
+#[cfg(feature = "enabled")]
 mod snapshot;
+#[cfg(feature = "enabled")]
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod summary;
 
 pub use types::{GpuInfo, MonitorConfig, MonitorError, NvLink, NvLinkRemote, PcieLink, Sample};
+#[cfg(feature = "enabled")]
 use types::{DEFAULT_CPU_PERCENT, DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL, STOP_TIMEOUT};
 
-#[cfg(all(feature = "testing", feature = "_wgpu"))]
+#[cfg(all(feature = "testing", feature = "_wgpu", feature = "enabled"))]
 pub use matching::{describe_adapter, AdapterDescription};
-#[cfg(feature = "testing")]
+#[cfg(all(feature = "testing", feature = "enabled"))]
 pub use {
     sampler::{QueryStats, SamplerStats},
     summary::{device_summaries, DeviceSummary, Peak},
 };
 
+#[cfg(feature = "enabled")]
 pub(crate) use sampler::throttle_reason_names;
 
 /// Plugs the monitor into the core (`crate::hooks`): the device's state on records, the device
@@ -63,6 +80,7 @@ pub(crate) use sampler::throttle_reason_names;
 /// the devices of the live feed and the readings of the capture file. `init` calls it, and so
 /// does [`MonitorConfig::start`], so that a sampler started without `init` still adds what it
 /// knows.
+#[cfg(feature = "enabled")]
 pub(crate) fn register_hooks() {
     crate::hooks::add_record_attributes(snapshot::record_attributes);
     crate::hooks::add_summary_section(summary_section);
@@ -73,59 +91,81 @@ pub(crate) fn register_hooks() {
 }
 
 /// The summary's device lines: each transfer's efficiency against its link, then the devices.
+#[cfg(feature = "enabled")]
 fn summary_section(reached: &[crate::SiteSummary]) -> Vec<String> {
     let mut lines = summary::transfer_efficiency_lines(reached);
     lines.extend(summary::summary_lines());
     lines
 }
 
+#[cfg(feature = "enabled")]
 use ring::Ring;
+#[cfg(feature = "enabled")]
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(feature = "enabled")]
+use std::time::Instant;
 
 impl MonitorConfig {
     /// Defaults, then the `GPUSPAN_MONITOR_*` variables (a malformed one is said once and ignored).
+    /// Without the `enabled` feature the defaults: no variable is read.
     pub fn from_env() -> Self {
-        let mut c = MonitorConfig::default();
-        if let Some(interval) = crate::env::monitor_interval(DEFAULT_INTERVAL, MIN_INTERVAL) {
-            c = c.interval(interval);
+        #[cfg(feature = "enabled")]
+        {
+            let mut c = MonitorConfig::default();
+            if let Some(interval) = crate::env::monitor_interval(DEFAULT_INTERVAL, MIN_INTERVAL) {
+                c = c.interval(interval);
+            }
+            if let Some(n) = crate::env::monitor_history(DEFAULT_HISTORY) {
+                c = c.history(n);
+            }
+            if let Some(p) = crate::env::monitor_cpu_percent(DEFAULT_CPU_PERCENT) {
+                c = c.cpu_budget_percent(p);
+            }
+            c
         }
-        if let Some(n) = crate::env::monitor_history(DEFAULT_HISTORY) {
-            c = c.history(n);
+        #[cfg(not(feature = "enabled"))]
+        {
+            MonitorConfig::default()
         }
-        if let Some(p) = crate::env::monitor_cpu_percent(DEFAULT_CPU_PERCENT) {
-            c = c.cpu_budget_percent(p);
-        }
-        c
     }
 
     /// Starts the sampler thread and returns at once: NVML is loaded and the devices discovered
     /// on that thread, never on the caller's. Where NVML is missing the thread says so once and
-    /// ends; [`ready`] waits for the outcome. One sampler runs per process.
+    /// ends; [`ready`] waits for the outcome. One sampler runs per process. Without the `enabled`
+    /// feature it does nothing: no sampler is started.
     pub fn start(self) -> Result<(), MonitorError> {
-        register_hooks();
-        let Ok(mut current) = CURRENT.write() else {
-            return Err(MonitorError::Thread("the monitor registry lock is poisoned".into()));
-        };
-        if current.as_ref().is_some_and(|s| {
-            let state = s.lock();
-            !state.stop_requested && !state.finished
-        }) {
-            return Err(MonitorError::AlreadyRunning);
+        #[cfg(feature = "enabled")]
+        {
+            register_hooks();
+            let Ok(mut current) = CURRENT.write() else {
+                return Err(MonitorError::Thread("the monitor registry lock is poisoned".into()));
+            };
+            if current.as_ref().is_some_and(|s| {
+                let state = s.lock();
+                !state.stop_requested && !state.finished
+            }) {
+                return Err(MonitorError::AlreadyRunning);
+            }
+            let shared = Arc::new(Shared::new(self));
+            let worker = shared.clone();
+            std::thread::Builder::new()
+                .name("gpuspan-monitor".into())
+                .spawn(move || sampler::run(worker))
+                .map_err(|e| MonitorError::Thread(e.to_string()))?;
+            *current = Some(shared);
+            Ok(())
         }
-        let shared = Arc::new(Shared::new(self));
-        let worker = shared.clone();
-        std::thread::Builder::new()
-            .name("gpuspan-monitor".into())
-            .spawn(move || sampler::run(worker))
-            .map_err(|e| MonitorError::Thread(e.to_string()))?;
-        *current = Some(shared);
-        Ok(())
+        #[cfg(not(feature = "enabled"))]
+        {
+            Ok(())
+        }
     }
 }
 
 /// Starts the sampler as [`crate::init`] does: from the environment, unless `GPUSPAN_MONITOR=off`;
 /// a failure is said once, not returned (a sampler the program already started is left alone).
+#[cfg(feature = "enabled")]
 pub(crate) fn start_from_env() {
     let off = !crate::env::monitor();
     if off {
@@ -139,6 +179,7 @@ pub(crate) fn start_from_env() {
 
 /// Device memory in use now, summed over every GPU NVML sees: one NVML call per GPU, for sites
 /// with `track_memory`. `None` without NVML.
+#[cfg(feature = "enabled")]
 fn device_memory_used() -> Option<u64> {
     let nvml = library::nvml().ok()?;
     let mut used = 0;
@@ -150,79 +191,126 @@ fn device_memory_used() -> Option<u64> {
 
 /// Stops the sampler, waiting at most one second for its current round. The history stays
 /// readable (summary, spans resolved later). Returns whether the thread ended in time; a thread
-/// that did not ends by itself after its round and touches nothing of the program's.
+/// that did not ends by itself after its round and touches nothing of the program's. Without the
+/// `enabled` feature there is no sampler to stop: `true`.
 pub fn stop() -> bool {
-    let Some(shared) = current() else {
-        return true;
-    };
-    let mut state = shared.lock();
-    state.stop_requested = true;
-    shared.changed.notify_all();
-    let (state, _) = shared
-        .changed
-        .wait_timeout_while(state, STOP_TIMEOUT, |s| !s.finished)
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    state.finished
+    #[cfg(feature = "enabled")]
+    {
+        let Some(shared) = current() else {
+            return true;
+        };
+        let mut state = shared.lock();
+        state.stop_requested = true;
+        shared.changed.notify_all();
+        let (state, _) = shared
+            .changed
+            .wait_timeout_while(state, STOP_TIMEOUT, |s| !s.finished)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.finished
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        true
+    }
 }
 
 /// Waits at most `timeout` for the sampler to load NVML and discover the devices. `Ok` holds the
 /// devices; `Err` says why there are none. With no sampler started, discovers synchronously.
+/// Without the `enabled` feature no devices: NVML is not loaded to look.
 pub fn ready(timeout: Duration) -> Result<Vec<GpuInfo>, MonitorError> {
-    let Some(shared) = current() else {
-        return discover_now();
-    };
-    let state = shared.lock();
-    let (state, _) = shared
-        .changed
-        .wait_timeout_while(state, timeout, |s| s.discovery.is_none())
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    match &state.discovery {
-        Some(Ok(())) => Ok(shared.devices().iter().map(|d| d.info.clone()).collect()),
-        Some(Err(e)) => Err(e.clone()),
-        None => Err(MonitorError::Call {
-            call: "initialization",
-            message: format!("still not done after {:.1} s", timeout.as_secs_f64()),
-        }),
+    #[cfg(feature = "enabled")]
+    {
+        let Some(shared) = current() else {
+            return discover_now();
+        };
+        let state = shared.lock();
+        let (state, _) = shared
+            .changed
+            .wait_timeout_while(state, timeout, |s| s.discovery.is_none())
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &state.discovery {
+            Some(Ok(())) => Ok(shared.devices().iter().map(|d| d.info.clone()).collect()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(MonitorError::Call {
+                call: "initialization",
+                message: format!("still not done after {:.1} s", timeout.as_secs_f64()),
+            }),
+        }
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        let _ = timeout;
+        Ok(Vec::new())
     }
 }
 
 /// Describes every GPU now, on the calling thread (NVML is loaded on the first call: tens of
-/// milliseconds). Does not need the sampler. Feature `testing`: programs ask [`ready`].
+/// milliseconds). Does not need the sampler. Feature `testing`: programs ask [`ready`]. No devices
+/// without the `enabled` feature.
 #[cfg(feature = "testing")]
 pub fn discover() -> Result<Vec<GpuInfo>, MonitorError> {
-    discover_now()
+    #[cfg(feature = "enabled")]
+    {
+        discover_now()
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        Ok(Vec::new())
+    }
 }
 
+#[cfg(feature = "enabled")]
 fn discover_now() -> Result<Vec<GpuInfo>, MonitorError> {
     discovery::discover(library::nvml()?)
 }
 
 /// The GPUs the sampler found (empty before discovery or without NVML).
+#[cfg(feature = "enabled")]
 fn devices() -> Vec<GpuInfo> {
     current().map(|s| s.devices().iter().map(|d| d.info.clone()).collect()).unwrap_or_default()
 }
 
-/// The samples kept for the GPU with this NVML index, oldest first.
+/// The samples kept for the GPU with this NVML index, oldest first (none without the `enabled`
+/// feature: nothing is sampled).
 pub fn history(index: u32) -> Vec<Sample> {
-    with_slot(index, |slot| slot.lock().ring.iter().cloned().collect()).unwrap_or_default()
+    #[cfg(feature = "enabled")]
+    {
+        with_slot(index, |slot| slot.lock().ring.iter().cloned().collect()).unwrap_or_default()
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        let _ = index;
+        Vec::new()
+    }
 }
 
-/// The newest sample of the GPU with this NVML index.
+/// The newest sample of the GPU with this NVML index (`None` without the `enabled` feature:
+/// nothing is sampled).
 pub fn latest(index: u32) -> Option<Sample> {
-    with_slot(index, |slot| slot.lock().ring.latest().cloned()).flatten()
+    #[cfg(feature = "enabled")]
+    {
+        with_slot(index, |slot| slot.lock().ring.latest().cloned()).flatten()
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        let _ = index;
+        None
+    }
 }
 
 /// What the sampler did and what it cost; `None` when none was started. Feature `testing`
 /// (the summary shows it).
-#[cfg(feature = "testing")]
+#[cfg(all(feature = "testing", feature = "enabled"))]
 pub fn sampler_stats() -> Option<SamplerStats> {
     stats()
 }
 
+#[cfg(feature = "enabled")]
 fn stats() -> Option<sampler::SamplerStats> {
     current().map(|s| s.counters.stats(&s.config, !s.lock().finished))
 }
 
+#[cfg(feature = "enabled")]
 fn with_slot<T>(index: u32, f: impl FnOnce(&DeviceSlot) -> T) -> Option<T> {
     let shared = current()?;
     let slot = shared.devices().iter().find(|d| d.info.index == index)?;
@@ -230,13 +318,16 @@ fn with_slot<T>(index: u32, f: impl FnOnce(&DeviceSlot) -> T) -> Option<T> {
 }
 
 /// The sampler of this process (running or stopped), if one was started.
+#[cfg(feature = "enabled")]
 static CURRENT: RwLock<Option<Arc<Shared>>> = RwLock::new(None);
 
+#[cfg(feature = "enabled")]
 fn current() -> Option<Arc<Shared>> {
     CURRENT.read().ok()?.clone()
 }
 
 /// What the sampler thread and the readers share.
+#[cfg(feature = "enabled")]
 #[derive(Debug)]
 struct Shared {
     config: MonitorConfig,
@@ -247,6 +338,7 @@ struct Shared {
     counters: sampler::Counters,
 }
 
+#[cfg(feature = "enabled")]
 #[derive(Debug, Default)]
 struct State {
     discovery: Option<Result<(), MonitorError>>,
@@ -254,6 +346,7 @@ struct State {
     finished: bool,
 }
 
+#[cfg(feature = "enabled")]
 impl Shared {
     fn new(config: MonitorConfig) -> Self {
         Shared {
@@ -290,12 +383,14 @@ impl Shared {
 }
 
 /// One GPU and its history.
+#[cfg(feature = "enabled")]
 #[derive(Debug)]
 struct DeviceSlot {
     info: GpuInfo,
     history: Mutex<History>,
 }
 
+#[cfg(feature = "enabled")]
 impl DeviceSlot {
     fn new(info: GpuInfo, capacity: usize) -> Self {
         DeviceSlot { info, history: Mutex::new(History::new(capacity)) }
@@ -307,6 +402,7 @@ impl DeviceSlot {
 }
 
 /// The recent samples of one GPU, and the totals of all its samples since the start.
+#[cfg(feature = "enabled")]
 #[derive(Debug)]
 struct History {
     ring: Ring<Sample>,
@@ -316,6 +412,7 @@ struct History {
     io_rx_bytes: f64,
 }
 
+#[cfg(feature = "enabled")]
 impl History {
     fn new(capacity: usize) -> Self {
         History { ring: Ring::new(capacity), totals: summary::Totals::default(), io_tx_bytes: 0.0, io_rx_bytes: 0.0 }
@@ -330,7 +427,7 @@ impl History {
 }
 
 /// Monitors made of given devices and samples, for the unit tests of the readers.
-#[cfg(test)]
+#[cfg(all(test, feature = "enabled"))]
 pub(crate) mod testing {
     use super::*;
 
@@ -386,7 +483,7 @@ pub(crate) mod testing {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "enabled"))]
 mod tests {
     use super::*;
 

@@ -5,12 +5,15 @@
 //! events and aggregates. The data types are `#[non_exhaustive]` (a backend may learn more);
 //! tests build them with their constructors and set the public fields.
 
+#[cfg(any(feature = "enabled", feature = "testing"))]
 mod attributes;
 
-#[cfg_attr(not(any(feature = "enabled", feature = "testing")), allow(unused_imports))]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub use attributes::Value;
 
+#[cfg(any(feature = "enabled", feature = "testing"))]
 use crate::site::{Direction, Site};
+#[cfg(any(feature = "enabled", feature = "testing"))]
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -41,6 +44,7 @@ impl TimingSource {
         }
     }
 
+    #[cfg(feature = "enabled")]
     pub(crate) fn bit(self) -> u8 {
         1 << (self as u8)
     }
@@ -49,6 +53,7 @@ impl TimingSource {
 /// A closed interval on the host clock, in Unix-epoch nanoseconds. A complete value (as a
 /// `Range` is), so not `#[non_exhaustive]`: write it as a literal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct Interval {
     /// The first nanosecond.
     pub start_ns: u64,
@@ -56,6 +61,7 @@ pub struct Interval {
     pub end_ns: u64,
 }
 
+#[cfg(any(feature = "enabled", feature = "testing"))]
 impl Interval {
     /// `end_ns - start_ns` (0 for an interval that ends before it starts).
     pub fn duration_ns(&self) -> u64 {
@@ -84,6 +90,7 @@ impl DeviceLabel {
 /// GPU-side timing of a call.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct GpuTiming {
     /// From the first GPU work's start to the last one's end, mapped onto the host clock.
     pub interval: Interval,
@@ -108,6 +115,7 @@ pub struct GpuTiming {
     pub device: Option<DeviceLabel>,
 }
 
+#[cfg(any(feature = "enabled", feature = "testing"))]
 impl GpuTiming {
     /// Timing over `interval` by `source`, busy for all of it, with no clock error, no bracket
     /// and no device: set the fields that differ.
@@ -129,6 +137,7 @@ impl GpuTiming {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(dead_code)] // made by the backends that see copies, which may all be compiled out
 #[non_exhaustive]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub enum MemoryKind {
     /// Ordinary host memory: the driver stages it through a pinned buffer.
     Pageable,
@@ -144,6 +153,7 @@ pub enum MemoryKind {
     Unknown,
 }
 
+#[cfg(any(feature = "enabled", feature = "testing"))]
 impl MemoryKind {
     /// The value of `gpu_transfer.src_kind` / `dst_kind`.
     pub fn as_str(self) -> &'static str {
@@ -161,6 +171,7 @@ impl MemoryKind {
 /// Launch geometry and resources of one kernel. Build it from `KernelGeometry::default()`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct KernelGeometry {
     /// Blocks in the grid, x y z (`gpu.cuda.grid_dim`).
     pub grid: [u32; 3],
@@ -178,6 +189,7 @@ pub struct KernelGeometry {
 #[derive(Debug, Clone)]
 #[allow(dead_code)] // made by the backends that see activities, which may all be compiled out
 #[non_exhaustive]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub enum ActivityKind {
     /// A kernel launch.
     Kernel(KernelGeometry),
@@ -202,6 +214,7 @@ pub enum ActivityKind {
 /// One piece of GPU work (a kernel, a copy) attributed to a call.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct Activity {
     /// The kernel's (demangled) name, or the copy's kind (`memcpy HtoD`).
     pub name: Cow<'static, str>,
@@ -223,8 +236,10 @@ pub struct Activity {
 /// The name of a copy between two GPUs that CUPTI reported as two halves (a "DtoH" on the
 /// source, an "HtoD" on the destination, device memory at every end): the driver staged it
 /// through host memory, and the halves' times are not the transfer's (docs/multi-gpu.md).
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub const STAGED_PEER_COPY: &str = "memcpy PtoP (staged through host)";
 
+#[cfg(any(feature = "enabled", feature = "testing"))]
 impl Activity {
     /// A copy between GPUs made of CUPTI's two halves ([`STAGED_PEER_COPY`]): no bandwidth is
     /// derived from its time.
@@ -243,6 +258,7 @@ impl Activity {
 /// record's GPU timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct ReadBackPhases {
     /// Waiting for the mapping: for the copy and everything queued before it.
     pub wait: Interval,
@@ -253,6 +269,7 @@ pub struct ReadBackPhases {
 /// One call of an annotated function, resolved.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct Record {
     /// The annotated function.
     pub site: &'static Site,
@@ -283,17 +300,21 @@ pub struct Record {
     /// The trace context of the application's innermost exported span when the call began:
     /// the parent of this record's spans (`None`: the process's parent, if any). Nothing
     /// without an exporter that takes one (`crate::parent`).
+    #[cfg(feature = "enabled")]
     pub(crate) parent: crate::parent::Parent,
     /// The innermost application `tracing` span the call was made in, with its enclosing ones;
     /// taken only while a capture file wants it (`crate::spans`).
+    #[cfg(feature = "enabled")]
     pub(crate) spans: crate::spans::Chain,
     /// A selected application span's recorded fields (`span_scopes.rs`), as attributes.
     pub(crate) fields: Fields,
 }
 
 /// Attributes named by the program (a selected span's fields).
+#[cfg(any(feature = "enabled", feature = "testing"))]
 pub(crate) type Fields = Vec<(&'static str, Value)>;
 
+#[cfg(any(feature = "enabled", feature = "testing"))]
 impl Record {
     /// A record of a call with host timing only, no error, no bytes: backends and tests fill in
     /// the rest.
@@ -311,7 +332,9 @@ impl Record {
             read_back: None,
             memory: None,
             extra: Vec::new(),
+            #[cfg(feature = "enabled")]
             parent: Default::default(),
+            #[cfg(feature = "enabled")]
             spans: None,
             fields: Vec::new(),
         }

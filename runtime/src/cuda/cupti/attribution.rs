@@ -40,6 +40,7 @@ use super::callbacks::{work_of, Work};
 use super::finish::{demangle, finish, unattributed};
 use super::records::{self, Raw, RawApi};
 use super::thread_index::{Owner, Snapshot, ThreadIndex, Window};
+use crate::cuda::counts::Counts;
 use crate::record::{Activity, ActivityKind, DeviceLabel, Interval, KernelGeometry, Record};
 use facts::{Piece, Placer};
 use std::borrow::Cow;
@@ -93,24 +94,6 @@ impl Delivered {
             self.prefix += 1;
         }
     }
-}
-
-/// Counts of what a resolver did, for tests and the GPU report.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Counts {
-    /// Scopes handed on with their activities.
-    pub scopes_resolved: u64,
-    /// Activities no scope claimed: recorded under the `unattributed` site.
-    pub unattributed_activities: u64,
-    /// Scopes resolved with what they had once their records stopped coming.
-    pub stale_scopes: u64,
-    /// Activities without valid timestamps (incomplete records from a forced flush).
-    pub invalid_activities: u64,
-    /// Scopes attributed by their thread's time window (synchronous scopes).
-    pub window_scopes: u64,
-    /// Scopes decided at a flush's deadline before all their records had come.
-    pub deadline_scopes: u64,
 }
 
 /// The attribution state. Fed with buffers and ended scopes in any order; hands out resolved
@@ -205,6 +188,7 @@ impl Resolver {
     }
 
     /// What it has done so far.
+    #[cfg(feature = "testing")]
     pub fn counts(&self) -> Counts {
         self.counts
     }
@@ -216,7 +200,7 @@ impl Resolver {
     }
 
     /// Replays and tests: a scope that pushed its id ended (the live side calls `ended_in`); `fence` = number of buffers CUPTI had requested by then.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    #[cfg(any(test, feature = "testing"))]
     pub fn ended(&mut self, record: Record, fence: u64) {
         self.ended_in(record, fence, None);
     }
@@ -246,7 +230,7 @@ impl Resolver {
     }
 
     /// Calls held for their window (including those a still open scope may own).
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    #[cfg(feature = "testing")]
     pub fn held_calls(&self) -> usize {
         self.threads.held()
     }

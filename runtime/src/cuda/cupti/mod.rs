@@ -42,10 +42,12 @@ mod window;
 mod work;
 
 use super::{CudaError, CudaScope};
+#[cfg(feature = "testing")]
+use crate::cuda::counts::Counts;
 use crate::diagnostics::{note_once, Losses, LOSSES};
 use crate::record::DeviceLabel;
 use crate::scope::Call;
-use attribution::{Counts, Resolver};
+use attribution::Resolver;
 use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind};
 use std::collections::HashSet;
 use std::io::Write;
@@ -256,7 +258,7 @@ fn send_ended(call: Call, window: Option<Window>) {
 }
 
 /// Writes a line into the CUPTI dump, if one is being written (what a capture was doing).
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+#[cfg_attr(not(feature = "testing"), allow(dead_code))] // the dump's notes come from `cuda::dump_note`
 pub(crate) fn note(text: String) {
     if let Some(tx) = TX.get() {
         let _ = tx.send(Msg::Note(text));
@@ -264,13 +266,13 @@ pub(crate) fn note(text: String) {
 }
 
 /// What the resolver has done so far.
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+#[cfg(feature = "testing")]
 pub(crate) fn counts() -> Option<Counts> {
     Some(LIVE.get()?.lock().ok()?.resolver.counts())
 }
 
 /// Windows read `CLOCK_REALTIME` instead of `cuptiGetTimestamp` (decision 43).
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+#[cfg(feature = "testing")]
 pub(crate) fn reads_realtime() -> bool {
     window::reads_realtime()
 }
@@ -284,7 +286,7 @@ pub(crate) fn simulate_windows() -> usize {
 }
 
 /// Segments the threads' queues of ended scopes allocated past their first (decision 42).
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+#[cfg(feature = "testing")]
 pub(crate) fn queue_grown() -> u64 {
     window::grown()
 }

@@ -210,7 +210,7 @@ impl ThreadIndex {
     }
 
     /// Every held call, whatever holds it.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    #[cfg(any(test, feature = "testing"))]
     pub(super) fn held(&self) -> usize {
         self.ids.len()
     }

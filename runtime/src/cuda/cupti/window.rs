@@ -151,7 +151,7 @@ pub(super) fn simulate() {
 }
 
 /// Windows read `CLOCK_REALTIME` (false before CUPTI started).
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+#[cfg(feature = "testing")]
 pub(super) fn reads_realtime() -> bool {
     REALTIME.load(Ordering::Relaxed)
 }
@@ -242,7 +242,7 @@ pub(super) fn drain(mut f: impl FnMut(Call, u64, Option<Window>)) -> usize {
 }
 
 /// Segments the threads' queues allocated past their first (decision 42).
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+#[cfg(feature = "testing")]
 pub(super) fn grown() -> u64 {
     ENDED.grown()
 }

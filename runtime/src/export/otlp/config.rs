@@ -461,6 +461,7 @@ impl OtlpConfig {
         }
     }
 
+    #[cfg(feature = "enabled")]
     pub(super) fn header_values(&self) -> impl Iterator<Item = &str> {
         self.headers.iter().map(|(_, v)| v.as_str()).filter(|v| v.len() >= 3)
     }

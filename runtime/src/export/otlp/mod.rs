@@ -14,45 +14,70 @@
 //! Failures never reach the program: an unreachable collector, a full queue or a slow export
 //! are counted, said once, and shown in the summary; shutdown ends within its bound (5 s).
 //! docs/otlp.md explains the design.
+//!
+//! Without the `enabled` feature the configuration is the same (plain data) and the pipeline
+//! exports nothing: [`OtlpConfig::start`] connects to nothing and each method of [`Otlp`] says
+//! what it returns then.
 
 mod config;
+#[cfg(feature = "enabled")]
 mod layer;
+#[cfg(feature = "enabled")]
 mod metrics;
+#[cfg(feature = "enabled")]
 mod queue;
 mod report;
+#[cfg(feature = "enabled")]
 mod resource;
+#[cfg(feature = "enabled")]
 mod spans;
+#[cfg(feature = "enabled")]
 mod transport;
 
 pub use config::{OtlpConfig, Protocol};
 pub use report::{ExportStats, OtlpError};
 use tracing_subscriber::Layer;
 
+#[cfg(feature = "enabled")]
 use opentelemetry::trace::TracerProvider as _;
+#[cfg(feature = "enabled")]
 use opentelemetry::Context;
+#[cfg(feature = "enabled")]
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use opentelemetry_sdk::trace::SdkTracer;
+#[cfg(feature = "enabled")]
+use opentelemetry_sdk::trace::SdkTracerProvider;
+#[cfg(feature = "enabled")]
 use queue::{Queue, QueueProcessor, Worker};
+#[cfg(feature = "enabled")]
 use std::cell::Cell;
 use std::fmt;
+#[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+#[cfg(feature = "enabled")]
 use std::sync::{mpsc, Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(feature = "enabled")]
+use std::time::Instant;
 use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 
+#[cfg(feature = "enabled")]
 use crate::pipeline::{self, Sink};
 
 /// Whether an export pipeline is running: scopes read it (one relaxed load) to decide whether
 /// to capture their parent context.
+#[cfg(feature = "enabled")]
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 /// What a scope carries to its record for [`capture_parent`].
+#[cfg(feature = "enabled")]
 pub(crate) type Parent = Option<Context>;
 
 /// The OpenTelemetry context a scope's spans will be children of: the innermost span the
 /// application has entered and exported (through [`Otlp::layer`] or the OpenTelemetry API).
 /// `None` when no export runs, or no such span is open (the process parent applies then).
+#[cfg(feature = "enabled")]
 #[inline]
 pub(crate) fn capture_parent() -> Parent {
     if !ACTIVE.load(Relaxed) {
@@ -66,6 +91,7 @@ pub(crate) fn capture_parent() -> Parent {
 /// order of the layers (ours may be told of the entry before the OpenTelemetry layer makes it
 /// the current context); else what [`capture_parent`] says. Its GPU spans are then children of
 /// the user's span, not of a span gpuspan makes.
+#[cfg(feature = "enabled")]
 pub(crate) fn capture_span_parent() -> Parent {
     use opentelemetry::trace::TraceContextExt;
     use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -79,6 +105,7 @@ pub(crate) fn capture_span_parent() -> Parent {
     current_parent()
 }
 
+#[cfg(feature = "enabled")]
 #[cold]
 fn current_parent() -> Option<Context> {
     use opentelemetry::trace::TraceContextExt;
@@ -96,6 +123,7 @@ fn current_parent() -> Option<Context> {
     parent
 }
 
+#[cfg(feature = "enabled")]
 thread_local! {
     /// This thread is destroying its thread-locals. A `Cell` without destructor: always readable.
     static ENDING: Cell<bool> = const { Cell::new(false) };
@@ -103,8 +131,10 @@ thread_local! {
 }
 
 /// Sets [`ENDING`] when destroyed.
+#[cfg(feature = "enabled")]
 struct EndingWatch;
 
+#[cfg(feature = "enabled")]
 impl Drop for EndingWatch {
     fn drop(&mut self) {
         ENDING.set(true);
@@ -112,20 +142,31 @@ impl Drop for EndingWatch {
 }
 
 /// A running export pipeline. Dropping it shuts it down (bounded by the shutdown timeout).
+///
+/// Without the `enabled` feature it holds only its configuration and exports nothing.
 pub struct Otlp {
     config: OtlpConfig,
+    #[cfg(feature = "enabled")]
     io: Arc<transport::Io>,
+    #[cfg(feature = "enabled")]
     tracer_provider: Option<SdkTracerProvider>,
+    #[cfg(feature = "enabled")]
     meter_provider: Option<SdkMeterProvider>,
+    #[cfg(feature = "enabled")]
     queue: Option<Arc<Queue>>,
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    #[cfg(all(feature = "enabled", feature = "testing"))]
     spans_sink: Option<Arc<spans::SpansSink>>,
+    #[cfg(feature = "enabled")]
     sinks: Vec<Arc<dyn Sink>>,
+    #[cfg(feature = "enabled")]
     metric_exported: Arc<AtomicU64>,
+    #[cfg(feature = "enabled")]
     metric_failed: Arc<AtomicU64>,
     /// Shut down already (by [`Otlp::shutdown`], `gpuspan::shutdown()` or a drop).
+    #[cfg(feature = "enabled")]
     done: AtomicBool,
     /// Shutdown ran out of time (reported in [`ExportStats::shutdown_timed_out`]).
+    #[cfg(feature = "enabled")]
     timed_out: AtomicBool,
 }
 
@@ -139,16 +180,26 @@ impl fmt::Debug for Otlp {
 /// (as its `TRACEPARENT`) so that the child's spans join this trace under that span, as
 /// torchrun-style launchers do for their ranks. The span is the innermost one the application
 /// has entered and exported (through [`Otlp::layer`] or the OpenTelemetry API), else this
-/// process's own `TRACEPARENT` parent. `None` when no export runs or there is neither.
+/// process's own `TRACEPARENT` parent. `None` when no export runs or there is neither (always
+/// without the `enabled` feature).
 pub fn traceparent() -> Option<String> {
-    let cx = capture_parent().or_else(|| PROCESS_PARENT.read().ok().and_then(|p| p.clone().flatten()))?;
-    resource::traceparent_of(&cx)
+    #[cfg(feature = "enabled")]
+    {
+        let cx = capture_parent().or_else(|| PROCESS_PARENT.read().ok().and_then(|p| p.clone().flatten()))?;
+        resource::traceparent_of(&cx)
+    }
+    #[cfg(not(feature = "enabled"))]
+    {
+        None
+    }
 }
 
 /// The `TRACEPARENT` context, once per process: it is attached to the thread that started the
 /// first pipeline for the rest of that thread's life.
+#[cfg(feature = "enabled")]
 static PROCESS_PARENT: RwLock<Option<Option<Context>>> = RwLock::new(None);
 
+#[cfg(feature = "enabled")]
 fn process_parent(report: &mut dyn FnMut(String)) -> Option<Context> {
     if let Some(p) = PROCESS_PARENT.read().ok().and_then(|p| p.clone()) {
         return p;
@@ -168,19 +219,30 @@ fn process_parent(report: &mut dyn FnMut(String)) -> Option<Context> {
 
 impl OtlpConfig {
     /// Starts exporting. Only one pipeline runs at a time in a process.
+    ///
+    /// Without the `enabled` feature it connects to nothing and returns a pipeline that exports
+    /// nothing.
     pub fn start(self) -> Result<Otlp, OtlpError> {
-        if ACTIVE.compare_exchange(false, true, Relaxed, Relaxed).is_err() {
-            return Err(OtlpError::AlreadyRunning);
+        #[cfg(feature = "enabled")]
+        {
+            if ACTIVE.compare_exchange(false, true, Relaxed, Relaxed).is_err() {
+                return Err(OtlpError::AlreadyRunning);
+            }
+            let started = Otlp::build(self);
+            if started.is_err() {
+                ACTIVE.store(false, Relaxed);
+            }
+            started
         }
-        let started = Otlp::build(self);
-        if started.is_err() {
-            ACTIVE.store(false, Relaxed);
+        #[cfg(not(feature = "enabled"))]
+        {
+            Ok(Otlp { config: self })
         }
-        started
     }
 }
 
 impl Otlp {
+    #[cfg(feature = "enabled")]
     fn build(config: OtlpConfig) -> Result<Otlp, OtlpError> {
         let mut report = |m: String| crate::diagnostics::note_once(m);
         let io = transport::Io::new()?;
@@ -191,6 +253,7 @@ impl Otlp {
             tracer_provider: None,
             meter_provider: None,
             queue: None,
+            #[cfg(feature = "testing")]
             spans_sink: None,
             sinks: Vec::new(),
             metric_exported: Arc::default(),
@@ -217,7 +280,10 @@ impl Otlp {
             let sink =
                 Arc::new(spans::SpansSink::new(provider.tracer("gpuspan"), queue.clone(), process_parent(&mut report)));
             otlp.queue = Some(queue);
-            otlp.spans_sink = Some(sink.clone());
+            #[cfg(feature = "testing")]
+            {
+                otlp.spans_sink = Some(sink.clone());
+            }
             otlp.sinks.push(sink);
             otlp.tracer_provider = Some(provider);
         }
@@ -247,33 +313,52 @@ impl Otlp {
     }
 
     /// A tracer exporting through this pipeline, for spans made with the OpenTelemetry API.
+    /// Always `None` without the `enabled` feature.
     pub fn tracer(&self) -> Option<SdkTracer> {
-        self.tracer_provider.as_ref().map(|p| p.tracer("app"))
+        #[cfg(feature = "enabled")]
+        {
+            self.tracer_provider.as_ref().map(|p| p.tracer("app"))
+        }
+        #[cfg(not(feature = "enabled"))]
+        {
+            None
+        }
     }
 
     /// The `tracing` layer that exports the application's own spans through this pipeline
     /// (gpuspan's host spans excluded: gpuspan exports those itself). `None` when spans are
     /// not exported. It is tracing-opentelemetry's layer with a filter that leaves out
-    /// gpuspan's own spans and those of the exporter's threads.
+    /// gpuspan's own spans and those of the exporter's threads. Always `None` without the
+    /// `enabled` feature (a `None` layer does nothing).
     pub fn layer<S>(&self) -> Option<impl Layer<S>>
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        self.tracer().map(layer::layer)
+        #[cfg(feature = "enabled")]
+        {
+            self.tracer().map(layer::layer)
+        }
+        #[cfg(not(feature = "enabled"))]
+        {
+            None::<tracing_subscriber::layer::Identity>
+        }
     }
 
     /// Exports one record now, as spans, whatever the sampling says. The annotated functions
     /// need not call this (their sampled records are exported already); it is for
     /// measurements made elsewhere, such as GPU profiles imported from another tool. Feature
-    /// `testing`, as records are.
+    /// `testing`, as records are. Does nothing without the `enabled` feature.
     #[cfg(feature = "testing")]
     pub fn export(&self, record: &crate::Record) {
+        #[cfg(feature = "enabled")]
         if let Some(s) = &self.spans_sink {
             // What the leaves add, as a submitted record has it.
             let mut record = record.clone();
             record.extra = crate::hooks::record_attributes(&record);
             s.export(&record);
         }
+        #[cfg(not(feature = "enabled"))]
+        let _ = record;
     }
 
     /// The configuration this pipeline runs with (header values redacted in its `Debug`).
@@ -286,50 +371,75 @@ impl Otlp {
         format!("{} ({})", self.config.traces_url(), self.config.protocol.as_str())
     }
 
-    /// What this pipeline has exported, dropped and lost so far.
+    /// What this pipeline has exported, dropped and lost so far (all zero without the `enabled`
+    /// feature).
     pub fn stats(&self) -> ExportStats {
-        let mut s = ExportStats {
-            metric_exports: self.metric_exported.load(Relaxed),
-            metric_exports_failed: self.metric_failed.load(Relaxed),
-            shutdown_timed_out: self.timed_out.load(Relaxed),
-            ..ExportStats::default()
-        };
-        if let Some(q) = &self.queue {
-            let c = &q.counts;
-            s.spans_exported = c.exported.load(Relaxed);
-            s.spans_dropped = c.dropped.load(Relaxed);
-            s.spans_failed = c.failed.load(Relaxed);
-            s.spans_abandoned = c.abandoned.load(Relaxed);
-            s.spans_pending = c.enqueued.load(Relaxed) - s.spans_exported - s.spans_failed - s.spans_abandoned;
+        #[cfg(feature = "enabled")]
+        {
+            let mut s = ExportStats {
+                metric_exports: self.metric_exported.load(Relaxed),
+                metric_exports_failed: self.metric_failed.load(Relaxed),
+                shutdown_timed_out: self.timed_out.load(Relaxed),
+                ..ExportStats::default()
+            };
+            if let Some(q) = &self.queue {
+                let c = &q.counts;
+                s.spans_exported = c.exported.load(Relaxed);
+                s.spans_dropped = c.dropped.load(Relaxed);
+                s.spans_failed = c.failed.load(Relaxed);
+                s.spans_abandoned = c.abandoned.load(Relaxed);
+                s.spans_pending = c.enqueued.load(Relaxed) - s.spans_exported - s.spans_failed - s.spans_abandoned;
+            }
+            s
         }
-        s
+        #[cfg(not(feature = "enabled"))]
+        {
+            ExportStats::default()
+        }
     }
 
     /// Sends everything queued now (spans and metrics), waiting at most `timeout`. Returns
-    /// whether everything was handed over (exported or failed) in time.
+    /// whether everything was handed over (exported or failed) in time: always `true` without
+    /// the `enabled` feature, nothing being queued.
     pub fn flush(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let spans_done = self.queue.as_ref().is_none_or(|q| q.flush(deadline));
-        let metrics_done = match &self.meter_provider {
-            None => true,
-            Some(p) => {
-                let p = p.clone();
-                within(deadline, move || p.force_flush().is_ok()).unwrap_or(false)
-            }
-        };
-        spans_done && metrics_done
+        #[cfg(feature = "enabled")]
+        {
+            let deadline = Instant::now() + timeout;
+            let spans_done = self.queue.as_ref().is_none_or(|q| q.flush(deadline));
+            let metrics_done = match &self.meter_provider {
+                None => true,
+                Some(p) => {
+                    let p = p.clone();
+                    within(deadline, move || p.force_flush().is_ok()).unwrap_or(false)
+                }
+            };
+            spans_done && metrics_done
+        }
+        #[cfg(not(feature = "enabled"))]
+        {
+            let _ = timeout;
+            true
+        }
     }
 
     /// Stops exporting: the last spans and metrics are sent, within the shutdown timeout
     /// (5 s by default) whether or not the collector answers. Returns what the export did over
-    /// its life.
+    /// its life. Returns at once without the `enabled` feature, having exported nothing.
     pub fn shutdown(self) -> ExportStats {
-        self.shutdown_shared().0
+        #[cfg(feature = "enabled")]
+        {
+            self.shutdown_shared().0
+        }
+        #[cfg(not(feature = "enabled"))]
+        {
+            ExportStats::default()
+        }
     }
 
     /// [`Otlp::shutdown`] through a shared reference, for `gpuspan::shutdown()`, which ends the
     /// export the guard still refers to. The first call does the work; later ones report it done.
     /// Also returns how long it took.
+    #[cfg(feature = "enabled")]
     pub(crate) fn shutdown_shared(&self) -> (ExportStats, Duration) {
         let start = Instant::now();
         if self.done.swap(true, Relaxed) {
@@ -393,6 +503,7 @@ impl Otlp {
 /// (its span and metric sinks, which [`OtlpConfig::start`] registered, take them): `init` hands
 /// it to [`pipeline::finish`] with the sinks it started, so that every output ends in one place
 /// and one order.
+#[cfg(feature = "enabled")]
 impl Sink for Otlp {
     fn accept(&self, _record: &crate::record::Record) {}
 
@@ -407,12 +518,14 @@ impl Sink for Otlp {
     }
 }
 
+#[cfg(feature = "enabled")]
 impl Drop for Otlp {
     fn drop(&mut self) {
         self.shutdown_shared();
     }
 }
 
+#[cfg(feature = "enabled")]
 fn spawn_detached(name: &str, f: impl FnOnce() + Send + 'static) {
     if std::thread::Builder::new().name(name.into()).spawn(f).is_err() {
         crate::diagnostics::note_once("could not start a thread to shut OTLP export down; skipping its last export");
@@ -420,6 +533,7 @@ fn spawn_detached(name: &str, f: impl FnOnce() + Send + 'static) {
 }
 
 /// Runs `f` on its own thread and waits for it until `deadline`.
+#[cfg(feature = "enabled")]
 fn within<T: Send + 'static>(deadline: Instant, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     let (tx, rx) = mpsc::channel();
     spawn_detached("gpuspan-otlp-flush", move || {
