@@ -24,24 +24,17 @@ fn the_backend_api_exists_and_does_nothing() {
 
 /// Each public item is defined once, its off body beside the instrumented one (docs/architecture.md,
 /// "The off build"): no module is swapped for a no-op twin under `runtime/src/off/`, where the
-/// twins drifted from the real API. The wgpu backend and the span layer are the twins left.
+/// twins drifted from the real API.
 #[test]
 fn no_module_is_swapped_for_an_off_twin() {
-    const STILL_TWINS: [&str; 1] = ["span_scopes.rs"];
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/src");
-    let mut twins: Vec<String> = match std::fs::read_dir(src.join("off")) {
+    let twins: Vec<String> = match std::fs::read_dir(src.join("off")) {
         Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
         Err(_) => Vec::new(),
     };
-    twins.retain(|name| !STILL_TWINS.contains(&name.as_str()));
-    twins.sort();
     assert!(twins.is_empty(), "off/ twins of the public API: {twins:?}");
-
     let lib = std::fs::read_to_string(src.join("lib.rs")).expect("runtime/src/lib.rs");
-    let swapped: Vec<&str> = lib
-        .lines()
-        .filter(|line| line.contains("\"off/") && !STILL_TWINS.iter().any(|t| line.contains(&format!("\"off/{t}\""))))
-        .collect();
+    let swapped: Vec<&str> = lib.lines().filter(|line| line.contains("\"off/")).collect();
     assert!(swapped.is_empty(), "modules swapped for off/ twins in lib.rs: {swapped:?}");
     assert!(!lib.lines().any(|line| line.trim() == "mod off;"), "lib.rs declares the off/ module");
 }

@@ -166,8 +166,7 @@ pub mod record;
 mod record;
 
 // The behaviour. Each public item is defined once; without `enabled` its body is the no-op
-// (docs/architecture.md, "The off build"). The wgpu backend and the span layer still have
-// twins under `off/`.
+// (docs/architecture.md, "The off build").
 #[cfg(feature = "testing")]
 mod capture;
 #[cfg(feature = "testing")]
@@ -205,7 +204,6 @@ mod sampling;
 mod scope;
 #[cfg(feature = "enabled")]
 mod signal;
-#[cfg_attr(not(feature = "enabled"), path = "off/span_scopes.rs")]
 mod span_scopes;
 #[cfg(feature = "enabled")]
 mod spans;

@@ -1,0 +1,535 @@
+//! The instrumented side of [`layer`](super::layer): the selection as `init` set it, and what a
+//! selected span does on entry, exit and close (`span_scopes.rs` says what and why). Built only
+//! with the `enabled` feature; without it the layer selects nothing.
+
+use super::{SpanScopes, SpanSelection};
+use crate::record::Value;
+use crate::scope::{GpuScope, Scope};
+use crate::site::{Backend, Site, SiteDesc, SiteKind};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use tracing::callsite::Identifier;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record as Values};
+use tracing::subscriber::Interest;
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The selection of [`layer`]: `None` until `init` or the first question sets it.
+static FROM_INIT: RwLock<Option<Option<Arc<EnvFilter>>>> = RwLock::new(None);
+
+pub(super) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
+    let d = directives.map(str::trim).filter(|d| !d.is_empty())?;
+    match EnvFilter::builder().parse(d) {
+        Ok(f) => Some(Arc::new(f)),
+        Err(e) => {
+            crate::diagnostics::note_once(format_args!(
+                "the span selection {d:?} is not in EnvFilter's directive syntax ({e}): no span is selected"
+            ));
+            None
+        }
+    }
+}
+
+/// `init` was given this selection (`Config::spans`, or `GPUSPAN_SPANS`): [`layer`] uses it from
+/// now on, and every callsite is asked again.
+pub(crate) fn select_from_init(directives: Option<&str>) {
+    let filter = parse(directives);
+    *FROM_INIT.write().unwrap_or_else(|e| e.into_inner()) = Some(filter);
+    tracing::callsite::rebuild_interest_cache();
+}
+
+/// Whether `init`'s selection selects anything (CUDA timing is then started at `init`).
+#[cfg(any(feature = "cuda", test))]
+pub(crate) fn init_selects() -> bool {
+    matches!(&*FROM_INIT.read().unwrap_or_else(|e| e.into_inner()), Some(Some(_)))
+}
+
+fn from_init() -> Option<Arc<EnvFilter>> {
+    if let Some(f) = &*FROM_INIT.read().unwrap_or_else(|e| e.into_inner()) {
+        return f.clone();
+    }
+    let mut w = FROM_INIT.write().unwrap_or_else(|e| e.into_inner());
+    w.get_or_insert_with(|| parse(crate::env::spans().as_deref())).clone()
+}
+
+impl SpanSelection {
+    fn filter(&self) -> Option<Arc<EnvFilter>> {
+        match &self.fixed {
+            Some(f) => f.clone(),
+            None => from_init(),
+        }
+    }
+}
+
+/// gpuspan's own spans: an annotated call's host span (under the user's target since it is a
+/// drop-in for `#[instrument]`, told apart by the macro's never-recorded marker field) and the
+/// runtime's own (target `gpuspan::..`). An annotated call is already a scope: selecting its
+/// span too would time it twice.
+fn is_own(meta: &Metadata<'_>) -> bool {
+    let t = meta.target();
+    t == "gpuspan" || t.starts_with("gpuspan::") || crate::spans::is_host_span(meta)
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
+    fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
+        meta.is_span() && !is_own(meta) && self.filter().is_some_and(|f| Filter::<S>::enabled(&*f, meta, cx))
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if !meta.is_span() || is_own(meta) {
+            return Interest::never();
+        }
+        self.filter().map_or_else(Interest::never, |f| Filter::<S>::callsite_enabled(&*f, meta))
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        // Asked again when `init` changes the selection (`rebuild_interest_cache`).
+        Some(self.filter().map_or(LevelFilter::OFF, |f| Filter::<S>::max_level_hint(&*f).unwrap_or(LevelFilter::TRACE)))
+    }
+
+    // What an `EnvFilter` with field or span directives (`[request{id=1}]`) keeps track of.
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_new_span(&*f, attrs, id, cx);
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Values<'_>, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_record(&*f, id, values, cx);
+        }
+    }
+
+    fn on_enter(&self, id: &Id, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_enter(&*f, id, cx);
+        }
+    }
+
+    fn on_exit(&self, id: &Id, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_exit(&*f, id, cx);
+        }
+    }
+
+    fn on_close(&self, id: Id, cx: Context<'_, S>) {
+        if let Some(f) = self.filter() {
+            Filter::<S>::on_close(&*f, id, cx);
+        }
+    }
+}
+
+/// What a selected span instance keeps in its extensions.
+struct Instance {
+    site: &'static Site,
+    /// Opened at the first entry, taken when the span closes.
+    scope: Mutex<Slot>,
+    /// The span's recorded fields, as attributes of its record.
+    fields: Mutex<Vec<(&'static str, Value)>>,
+}
+
+enum Slot {
+    Unopened,
+    /// Boxed: the slot of a span that is not open yet (or any more) stays small.
+    Open(Box<Scope>),
+    Closed,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One site per span callsite, made the first time a span of it is selected.
+fn site_of(meta: &'static Metadata<'static>) -> &'static Site {
+    static SITES: Mutex<Option<HashMap<Identifier, &'static Site>>> = Mutex::new(None);
+    let mut sites = lock(&SITES);
+    sites.get_or_insert_with(HashMap::new).entry(meta.callsite()).or_insert_with(|| {
+        let desc = SiteDesc {
+            name: meta.name(),
+            function: meta.name(),
+            kind: SiteKind::Kernel,
+            backend: backend(),
+            module_path: meta.module_path().unwrap_or(meta.target()),
+            file: meta.file().unwrap_or("<unknown>"),
+            line: meta.line().unwrap_or(0),
+            direction: None,
+            threshold_us: None,
+            trace_all: false,
+            track_memory: false,
+        };
+        let site: &'static Site = Box::leak(Box::new(Site::for_span(desc)));
+        if desc.backend == Backend::Host {
+            site.timed_on_host("gpuspan was built without a GPU backend feature");
+        }
+        crate::site::register_at_run_time(site);
+        site
+    })
+}
+
+/// The backend a span's site names: the one that times spans in this process.
+fn backend() -> Backend {
+    #[cfg(feature = "cuda")]
+    if crate::cuda::span_scope().is_some() {
+        return Backend::Cuda;
+    }
+    if cfg!(feature = "_wgpu") {
+        Backend::Wgpu
+    } else if cfg!(feature = "cuda") {
+        Backend::Cuda
+    } else {
+        Backend::Host
+    }
+}
+
+/// The GPU part of a span's scope: CUPTI's when it times this process, else a wgpu bracket.
+#[allow(unused_variables)] // without backends
+fn start_gpu(site: &'static Site) -> GpuScope {
+    #[cfg(feature = "cuda")]
+    if let Some(c) = crate::cuda::span_scope() {
+        return GpuScope::Cuda(c);
+    }
+    #[cfg(feature = "_wgpu")]
+    return crate::wgpu::scope::span_bracket(site);
+    #[allow(unreachable_code)]
+    GpuScope::None
+}
+
+/// Per thread, the selected spans entered on it whose scope pushed a CUPTI correlation id:
+/// (span id, scope id, pushed), innermost last.
+#[cfg(feature = "cuda")]
+mod entries {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static ENTERED: RefCell<Vec<(u64, u64, bool)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn enter(span: u64, scope_id: u64) {
+        enter_with(span, scope_id, crate::cuda::span_enter);
+    }
+
+    pub(super) fn exit(span: u64) {
+        exit_with(span, crate::cuda::span_exit);
+    }
+
+    /// [`enter`] with CUPTI's push given (tests count them without CUPTI).
+    pub(super) fn enter_with(span: u64, scope_id: u64, push: impl FnOnce(u64) -> bool) {
+        let pushed = push(scope_id);
+        let _ = ENTERED.try_with(|e| e.borrow_mut().push((span, scope_id, pushed)));
+    }
+
+    /// [`exit`] with CUPTI's pop given: pops what this thread's entry of `span` pushed.
+    pub(super) fn exit_with(span: u64, pop: impl FnOnce(u64)) {
+        let entry = ENTERED
+            .try_with(|e| {
+                let mut e = e.borrow_mut();
+                let i = e.iter().rposition(|(s, _, _)| *s == span)?;
+                Some(e.remove(i))
+            })
+            .ok()
+            .flatten();
+        if let Some((_, scope_id, true)) = entry {
+            pop(scope_id);
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::cell::RefCell as Log;
+
+        #[test]
+        fn each_threads_entries_pop_what_they_pushed_innermost_first() {
+            let log = Log::new(Vec::new());
+            let push = |id: u64| {
+                log.borrow_mut().push(format!("push {id}"));
+                id != 99 // the push of scope 99 fails: nothing to pop
+            };
+            enter_with(1, 10, push);
+            enter_with(2, 20, push);
+            enter_with(3, 99, push);
+            // The same span entered on another thread meanwhile: its own entry there.
+            std::thread::spawn(|| {
+                let popped = Log::new(Vec::new());
+                enter_with(1, 10, |_| true);
+                exit_with(1, |id| popped.borrow_mut().push(id));
+                assert_eq!(*popped.borrow(), [10]);
+            })
+            .join()
+            .unwrap();
+            let pop = |id: u64| log.borrow_mut().push(format!("pop {id}"));
+            exit_with(3, pop);
+            exit_with(2, pop);
+            exit_with(7, pop); // never entered here: nothing
+            exit_with(1, pop);
+            assert_eq!(*log.borrow(), ["push 10", "push 20", "push 99", "pop 20", "pop 10"]);
+            assert!(ENTERED.with(|e| e.borrow().is_empty()));
+        }
+    }
+}
+
+impl Instance {
+    #[allow(unused_variables)] // without cuda
+    fn enter(&self, span: &Id) {
+        let mut slot = lock(&self.scope);
+        if matches!(*slot, Slot::Unopened) {
+            *slot = Slot::Open(Box::new(Scope::span_scope(self.site, |_| start_gpu(self.site))));
+        }
+        #[cfg(feature = "cuda")]
+        if let Slot::Open(scope) = &mut *slot {
+            if matches!(scope.gpu_mut(), Some(GpuScope::Cuda(_))) {
+                let id = scope.scope_id();
+                drop(slot);
+                entries::enter(span.into_u64(), id);
+            }
+        }
+    }
+
+    #[allow(unused_variables)] // without cuda
+    fn exit(&self, span: &Id) {
+        #[cfg(feature = "cuda")]
+        entries::exit(span.into_u64());
+    }
+
+    /// The span closes: its scope, with its fields, to be dropped by the caller outside every
+    /// lock (the record goes to its backend then).
+    fn close(&self) -> Option<Scope> {
+        let Slot::Open(mut scope) = std::mem::replace(&mut *lock(&self.scope), Slot::Closed) else { return None };
+        scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
+        Some(*scope)
+    }
+}
+
+/// The span's fields, as record attribute values.
+struct Fields<'a>(&'a mut Vec<(&'static str, Value)>);
+
+impl Fields<'_> {
+    fn put(&mut self, field: &Field, v: Value) {
+        let name = field.name();
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = v,
+            None => self.0.push((name, v)),
+        }
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, Value::I64(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field, Value::I64(i64::try_from(value).unwrap_or(i64::MAX)));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.put(field, Value::F64(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field, Value::Bool(value));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, Value::Str(value.to_owned().into()));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        self.put(field, Value::Str(format!("{value:?}").into()));
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        // GPUSPAN=off: a selected span is nothing.
+        if !crate::switch::is_on() {
+            return;
+        }
+        let Some(span) = ctx.span(id) else { return };
+        // CUDA timing runs before the program's first launch under a selected span.
+        #[cfg(feature = "cuda")]
+        crate::cuda::start_for_spans();
+        let mut fields = Vec::new();
+        attrs.record(&mut Fields(&mut fields));
+        let site = site_of(attrs.metadata());
+        span.extensions_mut().insert(Instance { site, scope: Mutex::new(Slot::Unopened), fields: Mutex::new(fields) });
+    }
+
+    fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        if let Some(i) = ext.get::<Instance>() {
+            values.record(&mut Fields(&mut lock(&i.fields)));
+        }
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        if let Some(i) = ext.get::<Instance>() {
+            i.enter(id);
+        }
+    }
+
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        if let Some(i) = ext.get::<Instance>() {
+            i.exit(id);
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let opened = span.extensions().get::<Instance>().is_some_and(|i| matches!(*lock(&i.scope), Slot::Open(_)));
+        if !opened {
+            return;
+        }
+        // Not under the extensions' borrow below: the chain keeps its node in them.
+        let chain = crate::spans::of_span(&id, &span.metadata().callsite());
+        let scope = span.extensions().get::<Instance>().and_then(Instance::close);
+        if let Some(mut scope) = scope {
+            scope.set_chain(chain);
+            drop(scope);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{layer, layer_with};
+    use super::*;
+    use crate::pipeline::{self, Sink};
+    use crate::record::Record;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// The records of span sites named `names`, from every thread.
+    #[derive(Debug)]
+    struct Spans(Mutex<Vec<Record>>, &'static [&'static str]);
+
+    impl Sink for Spans {
+        fn accept(&self, r: &Record) {
+            if r.site.is_span() && self.1.contains(&r.site.desc.name) {
+                lock(&self.0).push(r.clone());
+            }
+        }
+        fn wants_all(&self) -> bool {
+            true
+        }
+    }
+
+    fn collect(names: &'static [&'static str], run: impl FnOnce(&tracing::Dispatch)) -> Vec<Record> {
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("span_app=info")));
+        collect_in(&dispatch, names, run)
+    }
+
+    fn collect_in(
+        dispatch: &tracing::Dispatch,
+        names: &'static [&'static str],
+        run: impl FnOnce(&tracing::Dispatch),
+    ) -> Vec<Record> {
+        let sink = Arc::new(Spans(Mutex::new(Vec::new()), names));
+        let dyn_sink: Arc<dyn Sink> = sink.clone();
+        pipeline::add_sink(dyn_sink.clone());
+        tracing::dispatcher::with_default(dispatch, || run(dispatch));
+        crate::flush();
+        pipeline::remove_sink(&dyn_sink);
+        let out = lock(&sink.0).clone();
+        out
+    }
+
+    fn attr(r: &Record, key: &str) -> Option<Value> {
+        r.attributes().into_iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn the_selection_takes_spans_by_directive_never_gpuspans_own_nor_events() {
+        let records = collect(&["sel_picked", "sel_other", "sel_own"], |_| {
+            tracing::info_span!(target: "span_app", "sel_picked", id = 7u64, label = "x").in_scope(|| {
+                tracing::info!(target: "span_app", "an event is no scope");
+            });
+            tracing::info_span!(target: "span_elsewhere", "sel_other").in_scope(|| {});
+            tracing::debug_span!(target: "span_app", "sel_picked").in_scope(|| {});
+            tracing::info_span!(target: "gpuspan::kernel::wgpu", "sel_own").in_scope(|| {});
+        });
+        assert_eq!(records.len(), 1, "{records:?}");
+        let r = &records[0];
+        assert_eq!(r.site.desc.name, "sel_picked");
+        assert_eq!(attr(r, "gpuspan.kind"), Some(Value::Str("span".into())));
+        assert_eq!(attr(r, "id"), Some(Value::I64(7)));
+        assert_eq!(attr(r, "label"), Some(Value::Str("x".into())));
+        // gpuspan's own target is never selected, even by a bare level.
+        let own = collect(&["sel_own_bare"], |_| {
+            let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("info")));
+            tracing::dispatcher::with_default(&d, || {
+                tracing::info_span!(target: "gpuspan::kernel::cuda", "sel_own_bare").in_scope(|| {});
+            });
+        });
+        assert!(own.is_empty(), "{own:?}");
+    }
+
+    #[test]
+    fn a_span_entered_on_two_threads_at_once_and_again_later_is_one_record_over_its_life() {
+        let records = collect(&["two_threads"], |dispatch| {
+            let span = tracing::info_span!(target: "span_app", "two_threads");
+            let (a, b) = (span.clone(), span.clone());
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let threads: Vec<_> = [a, b]
+                .into_iter()
+                .map(|s| {
+                    let (d, barrier) = (dispatch.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        tracing::dispatcher::with_default(&d, || {
+                            s.in_scope(|| {
+                                barrier.wait();
+                                std::thread::sleep(Duration::from_millis(2));
+                            })
+                        })
+                    })
+                })
+                .collect();
+            threads.into_iter().for_each(|t| t.join().unwrap());
+            span.in_scope(|| std::thread::sleep(Duration::from_millis(2)));
+            drop(span);
+        });
+        assert_eq!(records.len(), 1, "one record per span instance: {records:?}");
+        assert!(records[0].host.duration_ns() >= 4_000_000, "first entry to close: {:?}", records[0].host);
+    }
+
+    /// The only test that sets `init`'s selection (no other unit test calls `init`).
+    #[test]
+    fn layer_follows_the_selection_init_was_given_even_when_built_before() {
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer()));
+        // One callsite, asked again when the selection changes.
+        let run = |_: &tracing::Dispatch| tracing::info_span!(target: "span_init_app", "init_picked").in_scope(|| {});
+        select_from_init(Some("span_init_app=info"));
+        assert!(init_selects());
+        assert_eq!(collect_in(&dispatch, &["init_picked"], run).len(), 1);
+        select_from_init(None);
+        assert!(!init_selects());
+        assert!(collect_in(&dispatch, &["init_picked"], run).is_empty(), "init selected nothing this time");
+    }
+
+    /// `[name]` as docs/spans.md says: the span of that name, and the spans inside it.
+    #[test]
+    fn a_span_name_directive_selects_that_span_and_those_inside_it() {
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("[by_name_req]")));
+        let records = collect_in(&dispatch, &["by_name_req", "by_name_inner", "by_name_outside"], |_| {
+            tracing::info_span!(target: "anywhere", "by_name_req").in_scope(|| {
+                tracing::info_span!(target: "anywhere", "by_name_inner").in_scope(|| {});
+            });
+            tracing::info_span!(target: "anywhere", "by_name_outside").in_scope(|| {});
+        });
+        let mut names: Vec<_> = records.iter().map(|r| r.site.desc.name).collect();
+        names.sort();
+        assert_eq!(names, ["by_name_inner", "by_name_req"]);
+    }
+
+    #[test]
+    fn directives_that_do_not_parse_select_nothing() {
+        assert!(parse(Some("span_app=notalevel")).is_none());
+        assert!(parse(Some("  ")).is_none() && parse(None).is_none());
+        assert!(parse(Some("span_app=info,[request]")).is_some());
+    }
+
+    use std::time::Duration;
+}
