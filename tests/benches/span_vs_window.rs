@@ -8,11 +8,20 @@
 //! - `cuda_window_scope`: a bare `#[gpu_kernel]`, which under CUPTI marks its thread's window;
 //! - `selected_span_lifetime`: a span the layer selects, made, entered, left and closed around
 //!   the plain function (CUPTI correlation pushed and popped at entry and exit);
-//! - `selected_span_reenter`: entering and leaving one selected span already made.
+//! - `selected_span_reenter`: entering and leaving one selected span already made;
+//! - `others_span_reenter`: the same for a span another (no-op) layer wants and gpuspan's layer
+//!   does not select: what `tracing` itself costs there (the registry, the per-layer filters), so
+//!   that `selected_span_reenter` minus it is gpuspan's own share.
 
 use criterion::Criterion;
 use std::hint::black_box;
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::{Layer, SubscriberExt};
+
+/// A layer that wants spans of one target and does nothing with them.
+struct Noop;
+
+impl<S: tracing::Subscriber> Layer<S> for Noop {}
 
 #[inline(never)]
 fn plain(x: u64) -> u64 {
@@ -26,11 +35,17 @@ fn window_scope(x: u64) -> u64 {
 }
 
 fn selected() -> tracing::Span {
-    tracing::info_span!(target: "span_vs_window", "selected")
+    tracing::info_span!(target: "span_vs_window::selected", "selected")
+}
+
+fn others() -> tracing::Span {
+    tracing::info_span!(target: "span_vs_window::others", "others")
 }
 
 fn main() {
-    let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("span_vs_window=info"));
+    let subscriber = tracing_subscriber::registry()
+        .with(gpuspan::layer_with("span_vs_window::selected=info"))
+        .with(Noop.with_filter(Targets::new().with_target("span_vs_window::others", LevelFilter::INFO)));
     tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
     let _guard = gpuspan::Config::default().summary(false).no_trace_file().init();
     let timing = gpuspan::cuda::start();
@@ -42,6 +57,8 @@ fn main() {
     g.bench_function("selected_span_lifetime", |b| b.iter(|| selected().in_scope(|| plain(black_box(7)))));
     let open = selected();
     g.bench_function("selected_span_reenter", |b| b.iter(|| open.in_scope(|| plain(black_box(7)))));
+    let theirs = others();
+    g.bench_function("others_span_reenter", |b| b.iter(|| theirs.in_scope(|| plain(black_box(7)))));
     g.finish();
     c.final_summary();
 }
