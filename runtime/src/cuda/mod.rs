@@ -55,25 +55,21 @@ pub mod replay {
     pub use super::cupti::records::*;
 }
 
-#[cfg(feature = "enabled")]
-use crate::clock;
-#[cfg(feature = "enabled")]
-use crate::diagnostics::note_once;
 use crate::record::DeviceLabel;
-#[cfg(feature = "enabled")]
-use crate::scope::{Call, GpuScope, Scope};
-#[cfg(feature = "enabled")]
-use crate::site::{Backend, Site};
 use cudarc::driver::CudaStream;
-#[cfg(feature = "enabled")]
-use std::cell::RefCell;
-#[cfg(feature = "enabled")]
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
+// What only the instrumented build uses.
 #[cfg(feature = "enabled")]
-use std::sync::OnceLock;
-#[cfg(feature = "enabled")]
-use tracing::Span;
+use {
+    crate::clock,
+    crate::diagnostics::note_once,
+    crate::scope::{Call, GpuScope, Scope},
+    crate::site::{Backend, Site},
+    std::cell::RefCell,
+    std::sync::atomic::{AtomicU8, Ordering},
+    std::sync::OnceLock,
+    tracing::Span,
+};
 
 pub use resources::AsStream;
 pub use timing::{CudaError, Timing};

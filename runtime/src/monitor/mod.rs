@@ -61,8 +61,14 @@ mod snapshot;
 mod summary;
 
 pub use types::{GpuInfo, MonitorConfig, MonitorError, NvLink, NvLinkRemote, PcieLink, Sample};
+// What only the instrumented build uses.
 #[cfg(feature = "enabled")]
-use types::{DEFAULT_CPU_PERCENT, DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL, STOP_TIMEOUT};
+use {
+    ring::Ring,
+    std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock},
+    std::time::Instant,
+    types::{DEFAULT_CPU_PERCENT, DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL, STOP_TIMEOUT},
+};
 
 #[cfg(all(feature = "testing", feature = "_wgpu", feature = "enabled"))]
 pub use matching::{describe_adapter, AdapterDescription};
@@ -98,13 +104,7 @@ fn summary_section(reached: &[crate::SiteSummary]) -> Vec<String> {
     lines
 }
 
-#[cfg(feature = "enabled")]
-use ring::Ring;
-#[cfg(feature = "enabled")]
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
-#[cfg(feature = "enabled")]
-use std::time::Instant;
 
 impl MonitorConfig {
     /// Defaults, then the `GPUSPAN_MONITOR_*` variables (a malformed one is said once and ignored).

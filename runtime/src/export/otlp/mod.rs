@@ -38,32 +38,25 @@ pub use config::{OtlpConfig, Protocol};
 pub use report::{ExportStats, OtlpError};
 use tracing_subscriber::Layer;
 
-#[cfg(feature = "enabled")]
-use opentelemetry::trace::TracerProvider as _;
-#[cfg(feature = "enabled")]
-use opentelemetry::Context;
-#[cfg(feature = "enabled")]
-use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::SdkTracer;
-#[cfg(feature = "enabled")]
-use opentelemetry_sdk::trace::SdkTracerProvider;
-#[cfg(feature = "enabled")]
-use queue::{Queue, QueueProcessor, Worker};
-#[cfg(feature = "enabled")]
-use std::cell::Cell;
 use std::fmt;
-#[cfg(feature = "enabled")]
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-#[cfg(feature = "enabled")]
-use std::sync::{mpsc, Arc, RwLock};
 use std::time::Duration;
-#[cfg(feature = "enabled")]
-use std::time::Instant;
 use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
-
+// What only the instrumented build uses.
 #[cfg(feature = "enabled")]
-use crate::pipeline::{self, Sink};
+use {
+    crate::pipeline::{self, Sink},
+    opentelemetry::trace::TracerProvider as _,
+    opentelemetry::Context,
+    opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider},
+    opentelemetry_sdk::trace::SdkTracerProvider,
+    queue::{Queue, QueueProcessor, Worker},
+    std::cell::Cell,
+    std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
+    std::sync::{mpsc, Arc, RwLock},
+    std::time::Instant,
+};
 
 /// Whether an export pipeline is running: scopes read it (one relaxed load) to decide whether
 /// to capture their parent context.
