@@ -23,7 +23,7 @@
 //! with each device's link peaks: written once per device, right after its device frame when
 //! known by then (the first pull is at the start), else as soon as a pull brings them.
 
-use super::capture_frames::{self as frames, site_frame};
+use super::capture_frames as frames;
 use super::file::Bounded;
 use crate::hooks::Readings;
 use crate::pipeline::Sink;
@@ -76,10 +76,7 @@ struct State {
     dropped: u64,
     stopping: bool,
     dirty: bool,
-    /// Site ids by the site's address: a site is a `static` (or leaked), so its address is its
-    /// identity for the life of the process.
-    site_ids: HashMap<usize, u32>,
-    sites: Vec<&'static Site>,
+    sites: frames::SiteIds<()>,
     threads: HashSet<u32>,
     devices: HashMap<(u32, Arc<str>), u32>,
     /// The link peaks the device readings said, by device.
@@ -118,8 +115,7 @@ impl CaptureFile {
             dropped: 0,
             stopping: false,
             dirty: true,
-            site_ids: HashMap::new(),
-            sites: Vec::new(),
+            sites: frames::SiteIds::new(),
             threads: HashSet::new(),
             devices: HashMap::new(),
             links: HashMap::new(),
@@ -302,15 +298,8 @@ impl State {
 
     /// The site's id, writing its frame the first time it is seen.
     fn site_id(&mut self, site: &'static Site) -> io::Result<u32> {
-        let key = site as *const Site as usize;
-        if let Some(id) = self.site_ids.get(&key) {
-            return Ok(*id);
-        }
-        let id = u32::try_from(self.sites.len()).unwrap_or(u32::MAX);
-        self.frame(&cap::Frame::Site(site_frame(id, site)))?;
-        self.site_ids.insert(key, id);
-        self.sites.push(site);
-        Ok(id)
+        let writer = &mut self.writer;
+        self.sites.id(site, || (), |f| writer.as_mut().map_or(Ok(()), |w| w.write(f)))
     }
 
     fn thread(&mut self, index: u32) -> io::Result<()> {
@@ -389,7 +378,8 @@ impl State {
 
     fn write_end(&mut self, records: u64, lost: u64) -> io::Result<()> {
         let mut running = Vec::new();
-        for (id, site) in self.sites.clone().into_iter().enumerate() {
+        let sites: Vec<&'static Site> = self.sites.sites.iter().map(|(s, ())| *s).collect();
+        for (id, site) in sites.into_iter().enumerate() {
             let id = u32::try_from(id).unwrap_or(u32::MAX);
             if let Some(aggregate) = frames::aggregate(id, site) {
                 self.frame(&cap::Frame::Aggregate(aggregate))?;

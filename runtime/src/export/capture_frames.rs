@@ -81,6 +81,40 @@ pub(super) fn activity(k: &ActivityKind) -> cap::ActivityKind {
     }
 }
 
+/// The sites a capture has described, each with its id (its index) and what its encoder keeps
+/// for it. Keyed by the site's address: a site is a `static` (or leaked), so its address is its
+/// identity for the life of the process.
+#[derive(Debug)]
+pub(super) struct SiteIds<T> {
+    ids: std::collections::HashMap<usize, u32>,
+    pub sites: Vec<(&'static Site, T)>,
+}
+
+impl<T> SiteIds<T> {
+    pub(super) fn new() -> Self {
+        SiteIds { ids: std::collections::HashMap::new(), sites: Vec::new() }
+    }
+
+    /// `site`'s id; the first time, `write` is handed its `Site` frame under the new id, and
+    /// `fresh()` is kept beside it.
+    pub(super) fn id(
+        &mut self,
+        site: &'static Site,
+        fresh: impl FnOnce() -> T,
+        write: impl FnOnce(&cap::Frame) -> io::Result<()>,
+    ) -> io::Result<u32> {
+        let key = site as *const Site as usize;
+        if let Some(id) = self.ids.get(&key) {
+            return Ok(*id);
+        }
+        let id = u32::try_from(self.sites.len()).unwrap_or(u32::MAX);
+        write(&cap::Frame::Site(site_frame(id, site)))?;
+        self.ids.insert(key, id);
+        self.sites.push((site, fresh()));
+        Ok(id)
+    }
+}
+
 pub(super) fn site_frame(id: u32, site: &Site) -> cap::Site {
     let d = &site.desc;
     cap::Site {

@@ -183,6 +183,17 @@ impl AsHandle<wgpu::Device> for Arc<wgpu::Device> {
     }
 }
 
+/// The mappable buffer `read_buffer` copies `len` bytes into, timed (`backend/read_back.rs`) or
+/// not.
+pub(super) fn read_staging(device: &wgpu::Device, len: u64) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("gpuspan read_buffer"),
+        size: len,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
 /// Without the `enabled` feature: copies `start..start + len` of `buffer` into a mappable
 /// buffer, waits for it and hands the bytes to `read`, untimed.
 #[cfg(not(feature = "enabled"))]
@@ -194,12 +205,7 @@ fn read_untimed<T>(
     len: u64,
     read: impl FnOnce(&[u8]) -> T,
 ) -> Result<T, wgpu::BufferAsyncError> {
-    let staging = device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("gpuspan read_buffer"),
-        size: len,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
+    let staging = read_staging(device, len);
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
     encoder.copy_buffer_to_buffer(buffer, start, &staging, 0, len);
     queue.submit([encoder.finish()]);

@@ -12,7 +12,7 @@
 //! the capture's end frame (its losses) and in the snapshot's `capture_window`.
 
 use crate::aggregate::{bucket_of, quantile_of, BUCKETS};
-use crate::export::capture_frames::{self as frames, site_frame, source};
+use crate::export::capture_frames::{self as frames, source};
 use crate::pipeline::Sink;
 use crate::record::{DeviceLabel, Record};
 use crate::site::Site;
@@ -116,8 +116,7 @@ struct Encoder {
     open: bool,
     /// The first encoding error (none is expected: the frames go into memory).
     error: Option<String>,
-    site_ids: HashMap<usize, u32>,
-    sites: Vec<(&'static Site, SiteCalls)>,
+    sites: frames::SiteIds<SiteCalls>,
     threads: HashSet<u32>,
     devices: HashMap<(u32, Arc<str>), u32>,
     spans: HashSet<u64>,
@@ -146,8 +145,7 @@ impl WindowSink {
             start_ns,
             open: true,
             error: None,
-            site_ids: HashMap::new(),
-            sites: Vec::new(),
+            sites: frames::SiteIds::new(),
             threads: HashSet::new(),
             devices: HashMap::new(),
             spans: HashSet::new(),
@@ -228,21 +226,14 @@ impl Encoder {
     }
 
     fn site_id(&mut self, site: &'static Site) -> io::Result<u32> {
-        let key = site as *const Site as usize;
-        if let Some(id) = self.site_ids.get(&key) {
-            return Ok(*id);
-        }
-        let id = u32::try_from(self.sites.len()).unwrap_or(u32::MAX);
-        self.frame(&cap::Frame::Site(site_frame(id, site)))?;
-        self.site_ids.insert(key, id);
-        self.sites.push((site, SiteCalls::new()));
-        Ok(id)
+        let writer = &mut self.writer;
+        self.sites.id(site, SiteCalls::new, |f| writer.write(f))
     }
 
     /// Counts a call in its site's aggregate.
     fn count(&mut self, r: &Record) {
         if let Ok(id) = self.site_id(r.site) {
-            if let Some((_, calls)) = self.sites.get_mut(id as usize) {
+            if let Some((_, calls)) = self.sites.sites.get_mut(id as usize) {
                 calls.add(r);
             }
         }
@@ -291,6 +282,7 @@ impl Encoder {
 
     fn write_end(&mut self, end_ns: u64) -> io::Result<()> {
         let aggregates: Vec<cap::Aggregate> = self
+            .sites
             .sites
             .iter()
             .enumerate()

@@ -39,12 +39,7 @@ pub(crate) fn read_buffer<T>(
     len: u64,
     read: impl FnOnce(&[u8]) -> T,
 ) -> Result<T, wgpu::BufferAsyncError> {
-    let staging = device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("gpuspan read_buffer"),
-        size: len,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
+    let staging = super::super::major::read_staging(device, len);
     let mut encoder =
         device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan read_buffer") });
     let span = tracing::span!(
