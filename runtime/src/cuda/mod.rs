@@ -61,6 +61,7 @@ use std::sync::Arc;
 // What only the instrumented build uses.
 #[cfg(feature = "enabled")]
 use {
+    crate::backends::BackendScope,
     crate::clock,
     crate::diagnostics::note_once,
     crate::scope::{Call, GpuScope, Scope},
@@ -518,11 +519,20 @@ impl CudaScope {
             _ => (CudaScope::Host, clock::raw()),
         }
     }
+}
+
+#[cfg(feature = "enabled")]
+impl BackendScope for CudaScope {
+    /// A CUPTI window: its ends are read on CUPTI's clock, by the window.
+    #[inline(always)]
+    fn own_clock(&self) -> bool {
+        matches!(self, CudaScope::Window)
+    }
 
     /// An async scope stops running on this thread (after a poll): CUPTI's correlation stack
     /// and the list [`attach`] looks at are per thread, so the scope leaves them until the
     /// next poll.
-    pub(crate) fn suspend(&mut self, scope_id: u64) {
+    fn suspend(&mut self, scope_id: u64) {
         match self {
             // An async scope suspends once before its body runs (`ScopedFuture::new`): nothing
             // ran in the window; from now on it pushes its id around each poll.
@@ -546,7 +556,7 @@ impl CudaScope {
     }
 
     /// An async scope runs again, perhaps on another thread (before a poll).
-    pub(crate) fn resume(&mut self, scope_id: u64) {
+    fn resume(&mut self, scope_id: u64) {
         match self {
             CudaScope::Window => {}
             CudaScope::Cupti { pushed } => {
@@ -563,11 +573,18 @@ impl CudaScope {
         }
     }
 
+    /// A window closes, and its scope waits for the buffers CUPTI requested so far (read after
+    /// the window's end, so they hold every API record inside it).
+    #[inline(always)]
+    fn close_in_place(&mut self, call: impl FnOnce(u64) -> Call) {
+        cupti::ended_window(call);
+    }
+
     /// The scope ended: its record waits for the GPU's timing.
-    pub(crate) fn finish(self, call: Call) {
+    fn finish(self, call: Call) {
         match self {
             // The call's ends are its window's, on CUPTI's clock (it opened at the window's start).
-            CudaScope::Window => cupti::ended_window(|end| Call { on_cupti_clock: true, host_end: end, ..call }),
+            CudaScope::Window => cupti::ended_window(|end| Call { on_own_clock: true, host_end: end, ..call }),
             CudaScope::Cupti { pushed } => {
                 if pushed {
                     cupti::pop(call.scope_id);

@@ -37,7 +37,7 @@ static THREADS: Mutex<Vec<Arc<Published>>> = Mutex::new(Vec::new());
 
 /// A scope's end on its way to the resolver, in its thread's queue: written field by field on
 /// every scope's close, so it holds only what the queue does not know (its thread). A window
-/// scope's window is its call's ends (`Call::on_cupti_clock`, decision 46).
+/// scope's window is its call's ends (`Call::on_own_clock`, decision 46).
 pub(super) struct Ended {
     call: Call,
     /// Buffers CUPTI had requested when the scope ended (after its window's end was read).
@@ -236,7 +236,7 @@ pub(super) fn ended(call: Call) {
 pub(super) fn drain(mut f: impl FnMut(Call, u64, Option<Window>)) -> usize {
     ENDED.drain(|thread, e| {
         let c = &e.call;
-        let window = c.on_cupti_clock.then_some(Window { thread, start: c.host_start, end: c.host_end });
+        let window = c.on_own_clock.then_some(Window { thread, start: c.host_start, end: c.host_end });
         f(e.call, e.fence, window)
     })
 }
@@ -330,7 +330,7 @@ mod tests {
             assert_eq!((w.thread, w.start), (tid, begun), "with its queue's thread");
             assert!(w.end >= w.start);
             // Timed by its window alone, closed in place or in full: no host clock reading.
-            assert!(call.on_cupti_clock, "the window's ends are the call's");
+            assert!(call.on_own_clock, "the window's ends are the call's");
             assert_eq!((call.host_start, call.host_end), (w.start, w.end));
             let r = call.into_record_at(crate::record::Interval { start_ns: w.start, end_ns: w.end });
             assert_eq!(r.error, failed);

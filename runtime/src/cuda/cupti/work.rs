@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 impl Live {
     /// A scope ended: its record is built here, off the caller's thread.
     fn ended(&mut self, call: Call, fence: u64, window: Option<Window>) {
-        let record = if call.on_cupti_clock {
+        let record = if call.on_own_clock {
             let (start_ns, end_ns) = (clock::window_to_host(call.host_start), clock::window_to_host(call.host_end));
             call.into_record_at(crate::record::Interval { start_ns, end_ns })
         } else {

@@ -1,0 +1,274 @@
+//! The one core file that lists the GPU backends: the part of an open scope each backend owns
+//! ([`GpuScope`], dispatched statically to [`BackendScope`]), and the per-thread stacks a scope
+//! sits on while it runs ([`Stacks`]: NVTX ranges, the `wgpu::attach` slots). `scope.rs` calls
+//! only what is here and names no backend. Adding a backend: docs/architecture.md, "Adding a
+//! backend".
+
+use crate::scope::{Call, Scope};
+use crate::site::Site;
+use tracing::Span;
+
+/// What the scope asks of a backend's part of it. Implemented by each backend's scope type
+/// (`cuda::CudaScope`, `wgpu::scope::WgpuScope`); every method but [`BackendScope::finish`]
+/// has the behaviour of a backend without per-thread state.
+pub(crate) trait BackendScope: Sized {
+    /// The backend reads the call's ends itself, on its own clock (a CUPTI window), and can
+    /// close a plain scope in place ([`BackendScope::close_in_place`]). The start it gave at
+    /// open is then given up if the scope suspends: from there the host clock times it.
+    #[inline(always)]
+    fn own_clock(&self) -> bool {
+        false
+    }
+
+    /// Whether a measurement attached to the scope (`gpuspan::wgpu::attach`) replaces this
+    /// part: one that times the call no better than the attachment would.
+    #[inline(always)]
+    fn takes_attach(&self) -> bool {
+        false
+    }
+
+    /// An async call stops running on this thread: per-thread state (CUPTI's correlation
+    /// stack, the CUDA events' list) is left until [`BackendScope::resume`].
+    #[inline(always)]
+    fn suspend(&mut self, _scope_id: u64) {}
+
+    /// An async call runs again, perhaps on another thread.
+    #[inline(always)]
+    fn resume(&mut self, _scope_id: u64) {}
+
+    /// Closes a scope that has nothing but its call to hand over (no span, memory marks,
+    /// error), as most of an [`BackendScope::own_clock`] backend's are: `call` builds the
+    /// call from the end the backend reads. Only called when `own_clock` is true.
+    #[inline(always)]
+    fn close_in_place(&mut self, call: impl FnOnce(u64) -> Call) {
+        let _ = call;
+    }
+
+    /// The scope ended: its record waits for the GPU's timing.
+    fn finish(self, call: Call);
+
+    /// Replaced by an attached measurement ([`BackendScope::takes_attach`]).
+    #[inline(always)]
+    fn supersede(self) {}
+
+    /// A measurement no scope collects.
+    #[inline(always)]
+    fn forget(self) {}
+}
+
+/// A scope with no GPU part ([`GpuScope::None`]): timed by the host clock, handed straight to
+/// the pipeline; an attached measurement replaces it.
+#[derive(Debug)]
+struct HostTimed;
+
+impl BackendScope for HostTimed {
+    #[inline(always)]
+    fn takes_attach(&self) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    fn finish(self, call: Call) {
+        crate::pipeline::submit(call.into_record());
+    }
+}
+
+/// The backend's part of an open scope: one variant per backend compiled in, so that a scope
+/// costs no allocation or indirection.
+#[derive(Debug)]
+pub(crate) enum GpuScope {
+    /// Timed by the host clock (tracking memory, or a backend that could not start).
+    None,
+    #[cfg(feature = "_wgpu")]
+    Wgpu(crate::wgpu::scope::WgpuScope),
+    #[cfg(feature = "cuda")]
+    Cuda(crate::cuda::CudaScope),
+}
+
+/// `$call` with `$b` bound to the backend's part; `$none` (the same call on [`HostTimed`]) for
+/// [`GpuScope::None`].
+macro_rules! each_backend {
+    ($self:expr, $b:ident => $call:expr, $none:expr) => {
+        match $self {
+            GpuScope::None => $none,
+            #[cfg(feature = "_wgpu")]
+            GpuScope::Wgpu($b) => $call,
+            #[cfg(feature = "cuda")]
+            GpuScope::Cuda($b) => $call,
+        }
+    };
+}
+
+impl GpuScope {
+    /// [`BackendScope::own_clock`].
+    #[inline(always)]
+    pub(crate) fn own_clock(&self) -> bool {
+        each_backend!(self, b => BackendScope::own_clock(b), HostTimed.own_clock())
+    }
+
+    /// [`BackendScope::takes_attach`].
+    #[inline(always)]
+    pub(crate) fn takes_attach(&self) -> bool {
+        each_backend!(self, b => BackendScope::takes_attach(b), HostTimed.takes_attach())
+    }
+
+    #[inline(always)]
+    pub(crate) fn suspend(&mut self, scope_id: u64) {
+        each_backend!(self, b => BackendScope::suspend(b, scope_id), HostTimed.suspend(scope_id))
+    }
+
+    #[inline(always)]
+    pub(crate) fn resume(&mut self, scope_id: u64) {
+        each_backend!(self, b => BackendScope::resume(b, scope_id), HostTimed.resume(scope_id))
+    }
+
+    /// [`BackendScope::close_in_place`].
+    #[inline(always)]
+    pub(crate) fn close_in_place(&mut self, call: impl FnOnce(u64) -> Call) {
+        each_backend!(self, b => BackendScope::close_in_place(b, call), HostTimed.close_in_place(call))
+    }
+
+    /// Hands the finished call to its backend, or to the pipeline for host timing.
+    #[inline(always)]
+    pub(crate) fn finish(self, call: Call) {
+        each_backend!(self, b => BackendScope::finish(b, call), HostTimed.finish(call))
+    }
+
+    /// A measurement attached to the scope: it replaces this part if this part takes one
+    /// (which is then superseded), else it is forgotten. Whether it was taken.
+    pub(crate) fn take_attached(&mut self, attached: GpuScope) -> bool {
+        if self.takes_attach() {
+            let replaced = std::mem::replace(self, attached);
+            each_backend!(replaced, b => BackendScope::supersede(b), HostTimed.supersede());
+            true
+        } else {
+            each_backend!(attached, b => BackendScope::forget(b), HostTimed.forget());
+            false
+        }
+    }
+}
+
+/// The backend that times bare scopes (no GPU resource in the signature) once it started, if
+/// any: CUDA under CUPTI or events attributes a bare site's CUDA work to it. One relaxed load.
+#[inline(always)]
+pub(crate) fn watches_bare() -> bool {
+    #[cfg(feature = "cuda")]
+    return crate::cuda::watching();
+    #[cfg(not(feature = "cuda"))]
+    false
+}
+
+/// Opens a bare scope as the backend that [`watches_bare`] does.
+#[cfg(feature = "cuda")]
+#[inline(always)]
+pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+    Scope::cuda_watched(site, span, bytes)
+}
+
+/// Without a backend that watches bare scopes, never called ([`watches_bare`] is false).
+#[cfg(not(feature = "cuda"))]
+#[inline(always)]
+pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+    Scope::open(site, span, bytes, |_| GpuScope::None)
+}
+
+/// The per-thread stacks an open scope sits on while it runs on a thread: an NVTX range (for
+/// Nsight, feature `nvtx`) and a slot on the `wgpu::attach` stacks. Zero-sized without them.
+#[derive(Debug, Default)]
+pub(crate) struct Stacks {
+    /// This scope has a slot on its thread's `wgpu::attach` stack.
+    #[cfg(feature = "_wgpu")]
+    attach_slot: bool,
+    /// An NVTX range of this site is pushed on the current thread (a tool is attached).
+    #[cfg(feature = "nvtx")]
+    nvtx: bool,
+}
+
+impl Stacks {
+    /// A scope opens on this thread: the slots that must be there before its clock starts.
+    /// `timed`: its GPU part times it already (an attachment is not taken).
+    #[inline(always)]
+    #[allow(unused_variables)] // without `wgpu`
+    pub(crate) fn push(site: &'static Site, timed: bool) -> Stacks {
+        Stacks {
+            #[cfg(feature = "_wgpu")]
+            attach_slot: crate::wgpu::scope::attach_push(site, timed),
+            #[cfg(feature = "nvtx")]
+            nvtx: false,
+        }
+    }
+
+    /// On no thread's stacks (a selected span's scope, entered on any thread).
+    #[inline(always)]
+    pub(crate) fn none() -> Stacks {
+        Stacks::default()
+    }
+
+    /// The ranges a tool shows for the call, pushed once its clock started.
+    #[inline(always)]
+    #[allow(unused_variables)] // without `nvtx`
+    pub(crate) fn push_ranges(&mut self, site: &'static Site) {
+        #[cfg(feature = "nvtx")]
+        {
+            self.nvtx = crate::nvtx::push(site);
+        }
+    }
+
+    /// Pops this scope's ranges, if it pushed any: a range lives on one thread's stack.
+    #[inline(always)]
+    pub(crate) fn pop_ranges(&mut self) {
+        #[cfg(feature = "nvtx")]
+        if std::mem::take(&mut self.nvtx) {
+            crate::nvtx::pop();
+        }
+    }
+
+    /// An async scope runs again on this thread: `parked_as` is its scope id if it may have a
+    /// slot parked (held by a guard across an `.await`), which it finds again; else it pushes
+    /// fresh ones.
+    #[inline(always)]
+    #[allow(unused_variables)] // without `wgpu`
+    pub(crate) fn resume(&mut self, site: &'static Site, parked_as: Option<u64>, timed: bool) {
+        #[cfg(feature = "_wgpu")]
+        {
+            let parked = parked_as.is_some_and(|id| crate::wgpu::scope::attach_unpark(id, site, timed));
+            self.attach_slot = parked || crate::wgpu::scope::attach_push(site, timed);
+        }
+    }
+
+    /// A scope closing while suspended with a guard open (a cancelled future) takes its parked
+    /// slot back, with the measurement the guard left in it as it was dropped.
+    #[inline(always)]
+    #[allow(unused_variables)] // without `wgpu`
+    pub(crate) fn unpark_to_close(&mut self, site: &'static Site, scope_id: u64) {
+        #[cfg(feature = "_wgpu")]
+        if !self.attach_slot && crate::wgpu::scope::attach_unpark(scope_id, site, false) {
+            self.attach_slot = true;
+        }
+    }
+
+    /// An async scope suspends with an attach guard open (held across an `.await`): its slot is
+    /// parked under the guard's scope id (with its thread), which the scope takes.
+    #[inline(always)]
+    pub(crate) fn park(&mut self) -> Option<(u32, u64)> {
+        #[cfg(feature = "_wgpu")]
+        if self.attach_slot {
+            let ids = crate::wgpu::scope::attach_park()?;
+            self.attach_slot = false;
+            return Some(ids);
+        }
+        None
+    }
+
+    /// Takes the scope's slot off the `wgpu::attach` stack, with the measurement an attached
+    /// recorder left there and its ids.
+    #[inline(always)]
+    pub(crate) fn collect(&mut self) -> Option<((u32, u64), GpuScope)> {
+        #[cfg(feature = "_wgpu")]
+        if std::mem::take(&mut self.attach_slot) {
+            let (ids, w) = crate::wgpu::scope::attach_pop()?;
+            return Some((ids, GpuScope::Wgpu(w)));
+        }
+        None
+    }
+}
