@@ -272,3 +272,92 @@ impl Stacks {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Structural checks of the seam, on the sources (read at run time).
+
+    use std::path::{Path, PathBuf};
+
+    fn src() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    }
+
+    /// The lines of a source file before its unit tests.
+    fn code(path: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        text.lines().take_while(|l| l.trim() != "#[cfg(test)]").map(str::to_owned).collect()
+    }
+
+    /// The core files a backend plugs into: none names a backend's feature or module (this
+    /// file is the one place that does).
+    #[test]
+    fn the_core_names_no_backend() {
+        let names = [
+            "feature = \"cuda\"",
+            "feature = \"_wgpu\"",
+            "feature = \"nvtx\"",
+            "crate::cuda",
+            "crate::wgpu",
+            "crate::nvtx",
+        ];
+        let core = [
+            "scope.rs",
+            "scope/host_span.rs",
+            "call.rs",
+            "pipeline.rs",
+            "aggregate.rs",
+            "record/mod.rs",
+            "export/summary.rs",
+        ];
+        let mut found = Vec::new();
+        for file in core {
+            for (i, line) in code(&src().join(file)).iter().enumerate() {
+                if let Some(name) = names.iter().find(|n| line.contains(*n)) {
+                    found.push(format!("{file}:{}: {name}", i + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "the core names a backend: {found:?}");
+    }
+
+    /// Every `static` item of a source tree (outside thread-locals and unit tests).
+    fn statics(dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                statics(&path, out);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || path.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let mut in_thread_local = false;
+            for line in code(&path) {
+                let t = line.trim_start();
+                if t.starts_with("thread_local!") {
+                    in_thread_local = true;
+                } else if in_thread_local {
+                    in_thread_local = t != "}";
+                } else {
+                    let item = t.strip_prefix("pub(crate) ").or_else(|| t.strip_prefix("pub(super) ")).unwrap_or(t);
+                    let item = item.strip_prefix("pub ").unwrap_or(item);
+                    if let Some(name) = item.strip_prefix("static ").and_then(|r| r.split(':').next()) {
+                        out.push(name.trim().to_owned());
+                    }
+                }
+            }
+        }
+    }
+
+    /// CUDA timing's state is owned by one struct in one static (`cuda::CUDA`); the only other
+    /// static is gpuspan's own site for unattributed work, a site like every annotated
+    /// function's. The sources are read whichever features this build has.
+    #[test]
+    fn cuda_timing_is_held_in_one_static() {
+        let mut found = Vec::new();
+        statics(&src().join("cuda"), &mut found);
+        found.sort();
+        assert_eq!(found, ["CUDA", "UNATTRIBUTED"]);
+    }
+}
