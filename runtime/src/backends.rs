@@ -54,6 +54,13 @@ pub(crate) trait BackendScope: Sized {
     /// A measurement no scope collects.
     #[inline(always)]
     fn forget(self) {}
+
+    /// A selected span's scope tags its thread's GPU work with its id around each entry of the
+    /// span, on whichever thread enters it ([`span_enter`], [`span_exit`]).
+    #[inline(always)]
+    fn tags_span_entries(&self) -> bool {
+        false
+    }
 }
 
 /// A scope with no GPU part ([`GpuScope::None`]): timed by the host clock, handed straight to
@@ -134,6 +141,11 @@ impl GpuScope {
         each_backend!(self, b => BackendScope::finish(b, call), HostTimed.finish(call))
     }
 
+    /// [`BackendScope::tags_span_entries`].
+    pub(crate) fn tags_span_entries(&self) -> bool {
+        each_backend!(self, b => BackendScope::tags_span_entries(b), HostTimed.tags_span_entries())
+    }
+
     /// A measurement attached to the scope: it replaces this part if this part takes one
     /// (which is then superseded), else it is forgotten. Whether it was taken.
     pub(crate) fn take_attached(&mut self, attached: GpuScope) -> bool {
@@ -170,6 +182,67 @@ pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> 
 #[inline(always)]
 pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
     Scope::open(site, span, bytes, |_| GpuScope::None)
+}
+
+/// Whether any backend compiled in tags span entries ([`BackendScope::tags_span_entries`]):
+/// without one, the span layer keeps no per-thread entries.
+pub(crate) const SPAN_ENTRIES: bool = cfg!(feature = "cuda");
+
+/// A span is selected (`span_scopes`): a backend that must be timing before the framework's
+/// first launch, which nothing annotated announces, starts now (CUDA, where a driver and a
+/// device are present).
+#[inline(always)]
+pub(crate) fn span_selected() {
+    #[cfg(feature = "cuda")]
+    crate::cuda::start_for_spans();
+}
+
+/// The backend a selected span's site names: the one that times spans in this process.
+pub(crate) fn span_backend() -> crate::site::Backend {
+    use crate::site::Backend;
+    #[cfg(feature = "cuda")]
+    if crate::cuda::span_scope().is_some() {
+        return Backend::Cuda;
+    }
+    if cfg!(feature = "_wgpu") {
+        Backend::Wgpu
+    } else if cfg!(feature = "cuda") {
+        Backend::Cuda
+    } else {
+        Backend::Host
+    }
+}
+
+/// The GPU part of a selected span's scope: CUPTI's when it times this process, else a wgpu
+/// bracket.
+#[allow(unused_variables)] // without backends
+pub(crate) fn span_gpu(site: &'static Site) -> GpuScope {
+    #[cfg(feature = "cuda")]
+    if let Some(c) = crate::cuda::span_scope() {
+        return GpuScope::Cuda(c);
+    }
+    #[cfg(feature = "_wgpu")]
+    return crate::wgpu::scope::span_bracket(site);
+    #[allow(unreachable_code)]
+    GpuScope::None
+}
+
+/// A selected span whose scope [tags entries](BackendScope::tags_span_entries) is entered on
+/// this thread: its backend tags the thread's GPU work with `scope_id` until [`span_exit`].
+/// False if nothing was pushed (nothing to pop).
+#[allow(unused_variables)] // without a backend that tags entries
+pub(crate) fn span_enter(scope_id: u64) -> bool {
+    #[cfg(feature = "cuda")]
+    return crate::cuda::span_enter(scope_id);
+    #[cfg(not(feature = "cuda"))]
+    false
+}
+
+/// The entry [`span_enter`] made on this thread ends.
+#[allow(unused_variables)] // without a backend that tags entries
+pub(crate) fn span_exit(scope_id: u64) {
+    #[cfg(feature = "cuda")]
+    crate::cuda::span_exit(scope_id);
 }
 
 /// The per-thread stacks an open scope sits on while it runs on a thread: an NVTX range (for
@@ -277,16 +350,33 @@ impl Stacks {
 mod tests {
     //! Structural checks of the seam, on the sources (read at run time).
 
+    use super::{GpuScope, SPAN_ENTRIES};
     use std::path::{Path, PathBuf};
 
     fn src() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
     }
 
-    /// The lines of a source file before its unit tests.
+    /// The lines of a source file, without the items under `#[cfg(test)]` (unit tests).
     fn code(path: &Path) -> Vec<String> {
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        text.lines().take_while(|l| l.trim() != "#[cfg(test)]").map(str::to_owned).collect()
+        let (mut kept, mut skipping, mut depth, mut opened) = (Vec::new(), false, 0i32, false);
+        for line in text.lines() {
+            if !skipping {
+                if line.trim() == "#[cfg(test)]" {
+                    (skipping, depth, opened) = (true, 0, false);
+                } else {
+                    kept.push(line.to_owned());
+                }
+                continue;
+            }
+            let (opens, closes) = (line.matches('{').count() as i32, line.matches('}').count() as i32);
+            opened |= opens > 0;
+            depth += opens - closes;
+            // The item ends where its braces close, or at its `;` if it has none.
+            skipping = if opened { depth > 0 } else { !line.trim_end().ends_with(';') };
+        }
+        kept
     }
 
     /// The core files a backend plugs into: none names a backend's feature or module (this
@@ -319,6 +409,32 @@ mod tests {
             }
         }
         assert!(found.is_empty(), "the core names a backend: {found:?}");
+    }
+
+    /// The span layer opens and tags its scopes through the seam, not through a backend's
+    /// module (its one `cfg` left is `init_selects`, for `init.rs`'s CUDA start).
+    #[test]
+    fn the_span_layer_reaches_backends_through_the_seam() {
+        let names = ["crate::cuda", "crate::wgpu", "GpuScope::"];
+        let mut found = Vec::new();
+        for file in ["span_scopes.rs", "span_scopes/selected.rs"] {
+            for (i, line) in code(&src().join(file)).iter().enumerate() {
+                if let Some(name) = names.iter().find(|n| line.contains(*n)) {
+                    found.push(format!("{file}:{}: {name}", i + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "the span layer names a backend: {found:?}");
+    }
+
+    /// Under CUPTI a span's scope pushes its id around each entry (as selected.rs did by
+    /// matching `GpuScope::Cuda`); a host-timed one does not.
+    #[test]
+    fn cupti_span_scopes_tag_their_entries() {
+        assert!(!GpuScope::None.tags_span_entries());
+        #[cfg(feature = "cuda")]
+        assert!(GpuScope::Cuda(crate::cuda::CudaScope::Cupti { pushed: false }).tags_span_entries());
+        assert_eq!(SPAN_ENTRIES, cfg!(feature = "cuda"));
     }
 
     /// Every `static` item of a source tree (outside thread-locals and unit tests).

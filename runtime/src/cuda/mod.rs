@@ -548,6 +548,11 @@ impl BackendScope for CudaScope {
         matches!(self, CudaScope::Window)
     }
 
+    /// A span's scope pushes its id as CUPTI's external correlation id around each entry.
+    fn tags_span_entries(&self) -> bool {
+        true
+    }
+
     /// An async scope stops running on this thread (after a poll): CUPTI's correlation stack
     /// and the list [`attach`] looks at are per thread, so the scope leaves them until the
     /// next poll.
