@@ -14,10 +14,11 @@ pub(crate) struct Call {
     pub scope_id: u64,
     pub thread: u32,
     pub error: bool,
-    /// `host_start` and `host_end` are a CUDA window's ends on CUPTI's clock (nanoseconds),
-    /// which its backend maps onto the host clock; otherwise raw host clock readings.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub on_cupti_clock: bool,
+    /// `host_start` and `host_end` are on the backend's own clock (a CUPTI window's ends, in
+    /// nanoseconds), which the backend maps onto the host clock; otherwise raw host clock
+    /// readings. Read only by a backend with its own clock (`BackendScope::own_clock`).
+    #[allow(dead_code)] // a build without such a backend never reads it
+    pub on_own_clock: bool,
     pub host_start: u64,
     pub host_end: u64,
     pub bytes: Option<u64>,

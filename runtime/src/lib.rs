@@ -188,6 +188,8 @@ mod pipeline;
 mod ring;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(feature = "enabled")]
+mod backends;
+#[cfg(feature = "enabled")]
 mod call;
 #[cfg(all(feature = "enabled", feature = "nvtx"))]
 mod nvtx;

@@ -53,6 +53,8 @@ impl Facts {
 
     /// The facts of a record made of several pieces of work, all mapped with one offset: the
     /// tightest of each kind.
+    // Only CUPTI makes records of several pieces of work: named, as no trait stands in for a
+    // method that one backend calls.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn and(self, other: Facts) -> Facts {
         let pick = |a: Option<(i128, u64)>, b: Option<(i128, u64)>, tighter: fn(i128, i128) -> bool| match (a, b) {

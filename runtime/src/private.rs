@@ -83,6 +83,11 @@ pub use gpuspan_macros::__instrumented as instrumented;
 pub use inventory;
 pub use tracing;
 
+// The backends' entries. The generated code names a resource's backend (`as_stream`,
+// `Scope::wgpu_queue`, ...) whether or not that backend is compiled in, so each has its entry
+// here and a stand-in for a build without it (timed on the host, said once): with
+// `backends.rs`, the one core file that must name backends (docs/architecture.md, "Adding a
+// backend").
 #[cfg(feature = "_wgpu")]
 pub use crate::wgpu::handles::{as_device, as_queue, as_recorder};
 

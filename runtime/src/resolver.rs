@@ -12,7 +12,8 @@
 //! [`stop`] (at shutdown) ends the thread and joins it within a deadline; new work after that
 //! starts a fresh one.
 
-// Without a GPU backend nothing registers: only `flush` is reached.
+// Without a GPU backend nothing registers: only `flush` is reached. The backends are named
+// because a `cfg` cannot ask whether any backend is compiled in (`backends.rs` lists them).
 #![cfg_attr(not(any(feature = "_wgpu", feature = "cuda")), allow(dead_code))]
 
 use crate::diagnostics::note_once;

@@ -1,7 +1,17 @@
 //! The RAII scope every annotated call opens. Entering costs one relaxed load when gpuspan is
 //! off; leaving hands the measurement to its backend, or straight to the pipeline for host
-//! timing. Nothing here blocks on the GPU.
+//! timing. Nothing here blocks on the GPU, and nothing here names a backend: a scope's GPU
+//! part and its thread stacks are `backends.rs`'s.
+//!
+//! One close path, each step taking what it can and passing the rest on: `close` counts a short
+//! host call in its thread's ring (the common case); `close_full` lets a backend that reads its
+//! own ends close a plain scope in place (`BackendScope::close_in_place`: a CUPTI window);
+//! everything else goes through `close_general` → `Active::close` (a host call too short for
+//! its site still only counted) → `Active::hand_over`, which builds the `Call` and gives it to
+//! the backend (`BackendScope::finish`) or the pipeline.
 
+pub(crate) use crate::backends::GpuScope;
+use crate::backends::Stacks;
 pub(crate) use crate::call::Call;
 use crate::probe::Exit;
 use crate::site::Site;
@@ -49,12 +59,8 @@ struct Host {
     /// The application spans the call was made in: taken when the call becomes a record, and
     /// only while a capture wants them.
     spans: crate::spans::Chain,
-    /// This scope has a slot on its thread's `wgpu::attach` stack.
-    #[cfg(feature = "_wgpu")]
-    attach_slot: bool,
-    /// An NVTX range of this site is pushed on the current thread (a tool is attached).
-    #[cfg(feature = "nvtx")]
-    nvtx: bool,
+    /// Its places on its thread's stacks (`backends.rs`).
+    stacks: Stacks,
 }
 
 #[derive(Debug)]
@@ -70,61 +76,6 @@ pub(crate) struct Active {
     fields: Option<Box<crate::record::Fields>>,
 }
 
-/// The backend's part of an open scope.
-#[derive(Debug)]
-pub(crate) enum GpuScope {
-    None,
-    #[cfg(feature = "_wgpu")]
-    Wgpu(crate::wgpu::scope::WgpuScope),
-    #[cfg(feature = "cuda")]
-    Cuda(crate::cuda::CudaScope),
-}
-
-impl GpuScope {
-    /// The scope is timed by a CUDA window: its host start is the window's (CUPTI's clock).
-    #[inline(always)]
-    fn is_window(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        if let GpuScope::Cuda(crate::cuda::CudaScope::Window) = self {
-            return true;
-        }
-        false
-    }
-
-    /// Whether `gpuspan::wgpu::attach` may time this scope: when it has no GPU source, or only
-    /// a queue bracket, which an attached encoder replaces (it times the call's own commands
-    /// exactly; the bracket is an upper bound).
-    #[cfg(feature = "_wgpu")]
-    fn takes_attach(&self) -> bool {
-        match self {
-            GpuScope::None => true,
-            GpuScope::Wgpu(w) => w.is_bracket(),
-            #[cfg(feature = "cuda")]
-            GpuScope::Cuda(_) => false,
-        }
-    }
-
-    #[allow(unused_variables)] // without backends with per-thread state
-    fn suspend(&mut self, scope_id: u64) {
-        #[cfg(feature = "cuda")]
-        if let GpuScope::Cuda(c) = self {
-            c.suspend(scope_id);
-        }
-        #[cfg(feature = "_wgpu")]
-        if let GpuScope::Wgpu(w) = self {
-            w.suspend();
-        }
-    }
-
-    #[allow(unused_variables)]
-    fn resume(&mut self, scope_id: u64) {
-        #[cfg(feature = "cuda")]
-        if let GpuScope::Cuda(c) = self {
-            c.resume(scope_id);
-        }
-    }
-}
-
 impl Scope {
     /// The scope of a call made while gpuspan is off at run time: records nothing.
     #[inline(always)]
@@ -136,10 +87,10 @@ impl Scope {
     /// `__private::open`, which tests the switch).
     #[inline]
     pub fn host(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
-        // Once CUDA is timed, a bare site's CUDA work is attributed to it (one load otherwise).
-        #[cfg(feature = "cuda")]
-        if crate::cuda::watching() {
-            return Self::cuda_watched(site, span, bytes);
+        // Once a backend watches bare sites, their GPU work is attributed to them (one load
+        // otherwise).
+        if crate::backends::watches_bare() {
+            return crate::backends::open_bare(site, span, bytes);
         }
         if site.desc.track_memory {
             return Self::host_tracking_memory(site, span, bytes);
@@ -165,49 +116,9 @@ impl Scope {
     #[inline(always)]
     fn host_with(site: &'static Site, span: HostSpan, bytes: Option<u64>) -> Scope {
         let parent = crate::parent::capture();
-        #[cfg(feature = "_wgpu")]
-        let attach_slot = crate::wgpu::scope::attach_push(site, false);
+        let stacks = Stacks::push(site, false);
         let start = clock::raw();
-        Scope {
-            state: ManuallyDrop::new(State::Host(Host::new(
-                site,
-                span,
-                start,
-                bytes,
-                parent,
-                #[cfg(feature = "_wgpu")]
-                attach_slot,
-            ))),
-        }
-    }
-
-    /// Opens a scope, letting the backend start its measurement once the ids are known.
-    #[allow(dead_code)] // used by the backend features
-    #[inline]
-    pub(crate) fn open(
-        site: &'static Site,
-        span: Span,
-        bytes: Option<u64>,
-        start_gpu: impl FnOnce(u64) -> GpuScope,
-    ) -> Scope {
-        // The host clock first: a wgpu bracket's start is a submission the call contains.
-        Self::open_with(site, span, bytes, true, |id| {
-            let start = clock::raw();
-            (start_gpu(id), start)
-        })
-    }
-
-    /// [`Scope::open`] for a backend that reads the call's start itself: `start_gpu` gives its
-    /// part and the start (a CUDA window's start is the call's, on CUPTI's clock: decision 46).
-    #[cfg(feature = "cuda")]
-    #[inline]
-    pub(crate) fn open_timed(
-        site: &'static Site,
-        span: Span,
-        bytes: Option<u64>,
-        start_gpu: impl FnOnce(u64) -> (GpuScope, u64),
-    ) -> Scope {
-        Self::open_with(site, span, bytes, true, start_gpu)
+        Scope { state: ManuallyDrop::new(State::Host(Host::new(site, span, start, bytes, parent, stacks))) }
     }
 
     #[inline(always)]
@@ -226,19 +137,10 @@ impl Scope {
         let parent = crate::parent::capture();
         let span = HostSpan::enter(span);
         let (gpu, start) = start_gpu(scope_id);
-        #[cfg(feature = "_wgpu")]
-        let attach_slot = crate::wgpu::scope::attach_push(site, !gpu.takes_attach());
+        let stacks = Stacks::push(site, !gpu.takes_attach());
         Scope {
             state: ManuallyDrop::new(State::Full(Active {
-                host: Host::new(
-                    site,
-                    span,
-                    start,
-                    bytes,
-                    parent,
-                    #[cfg(feature = "_wgpu")]
-                    attach_slot,
-                ),
+                host: Host::new(site, span, start, bytes, parent, stacks),
                 scope_id,
                 thread,
                 memory_before,
@@ -268,10 +170,7 @@ impl Scope {
             error: false,
             parent,
             spans: None,
-            #[cfg(feature = "_wgpu")]
-            attach_slot: false,
-            #[cfg(feature = "nvtx")]
-            nvtx: false,
+            stacks: Stacks::none(),
         };
         Scope {
             state: ManuallyDrop::new(State::Full(Active {
@@ -296,29 +195,6 @@ impl Scope {
     pub(crate) fn set_fields(&mut self, fields: crate::record::Fields) {
         if let (State::Full(a), false) = (&mut *self.state, fields.is_empty()) {
             a.fields = Some(Box::new(fields));
-        }
-    }
-
-    /// The id a backend tags this scope's GPU work with (0 for a host-timed scope).
-    #[allow(dead_code)] // used by the backend features
-    pub(crate) fn scope_id(&self) -> u64 {
-        match &*self.state {
-            State::Full(a) => a.scope_id,
-            State::Host(_) | State::Off => 0,
-        }
-    }
-
-    /// Measuring (gpuspan was on when the scope opened).
-    #[allow(dead_code)] // used by the backend features
-    pub(crate) fn is_active(&self) -> bool {
-        !matches!(*self.state, State::Off)
-    }
-
-    #[allow(dead_code)] // used by the backend features
-    pub(crate) fn gpu_mut(&mut self) -> Option<&mut GpuScope> {
-        match &mut *self.state {
-            State::Full(a) => Some(&mut a.gpu),
-            State::Host(_) | State::Off => None,
         }
     }
 
@@ -349,41 +225,34 @@ impl Scope {
     /// An async call stops running on this thread: backends with per-thread state (CUPTI's
     /// correlation stack) leave it until [`Scope::resume`].
     pub(crate) fn suspend(&mut self) {
-        #[cfg(feature = "_wgpu")]
-        park_attachment(&mut self.state);
-        #[cfg(feature = "_wgpu")]
-        collect_attachment(&mut self.state);
+        park(&mut self.state);
+        collect(&mut self.state);
         if let State::Full(a) = &mut *self.state {
-            let windowed = a.gpu.is_window();
+            let own_clock = a.gpu.own_clock();
             a.gpu.suspend(a.scope_id);
-            if windowed {
+            if own_clock {
                 // Its window is given up before the body ran: timed by the host clock from here.
                 a.host.start = clock::raw();
             }
         }
-        #[cfg(feature = "nvtx")]
         if let Some(h) = self.host_mut() {
-            h.pop_nvtx();
+            h.stacks.pop_ranges();
         }
     }
 
     /// An async call runs again, perhaps on another thread.
     pub(crate) fn resume(&mut self) {
-        #[cfg(feature = "_wgpu")]
-        {
-            let timed = matches!(&*self.state, State::Full(a) if !a.gpu.takes_attach());
-            // A guard held across the `.await` finds its slot again.
-            let parked = matches!(&*self.state, State::Full(a) if crate::wgpu::scope::attach_unpark(a.scope_id, a.host.site, timed));
-            if let Some(h) = self.host_mut() {
-                h.attach_slot = parked || crate::wgpu::scope::attach_push(h.site, timed);
-            }
+        // A guard held across the `.await` finds its slot again.
+        match &mut *self.state {
+            State::Host(h) => h.stacks.resume(h.site, None, false),
+            State::Full(a) => a.host.stacks.resume(a.host.site, Some(a.scope_id), !a.gpu.takes_attach()),
+            State::Off => {}
         }
         if let State::Full(a) = &mut *self.state {
             a.gpu.resume(a.scope_id);
         }
-        #[cfg(feature = "nvtx")]
         if let Some(h) = self.host_mut() {
-            h.nvtx = crate::nvtx::push(h.site);
+            h.stacks.push_ranges(h.site);
         }
     }
 
@@ -409,6 +278,57 @@ impl Scope {
     }
 }
 
+/// What backends call to open their scopes and read them after (and `span_scopes`).
+#[allow(dead_code)] // a build without backends calls none of it
+impl Scope {
+    /// Opens a scope, letting the backend start its measurement once the ids are known.
+    #[inline]
+    pub(crate) fn open(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        start_gpu: impl FnOnce(u64) -> GpuScope,
+    ) -> Scope {
+        // The host clock first: a wgpu bracket's start is a submission the call contains.
+        Self::open_timed(site, span, bytes, |id| {
+            let start = clock::raw();
+            (start_gpu(id), start)
+        })
+    }
+
+    /// [`Scope::open`] for a backend that reads the call's start itself: `start_gpu` gives its
+    /// part and the start (a CUDA window's start is the call's, on CUPTI's clock: decision 46).
+    #[inline]
+    pub(crate) fn open_timed(
+        site: &'static Site,
+        span: Span,
+        bytes: Option<u64>,
+        start_gpu: impl FnOnce(u64) -> (GpuScope, u64),
+    ) -> Scope {
+        Self::open_with(site, span, bytes, true, start_gpu)
+    }
+
+    /// The id a backend tags this scope's GPU work with (0 for a host-timed scope).
+    pub(crate) fn scope_id(&self) -> u64 {
+        match &*self.state {
+            State::Full(a) => a.scope_id,
+            State::Host(_) | State::Off => 0,
+        }
+    }
+
+    /// Measuring (gpuspan was on when the scope opened).
+    pub(crate) fn is_active(&self) -> bool {
+        !matches!(*self.state, State::Off)
+    }
+
+    pub(crate) fn gpu_mut(&mut self) -> Option<&mut GpuScope> {
+        match &mut *self.state {
+            State::Full(a) => Some(&mut a.gpu),
+            State::Host(_) | State::Off => None,
+        }
+    }
+}
+
 impl Drop for Scope {
     /// Inlined so that a scope opened while gpuspan is off costs nothing more to close.
     #[inline(always)]
@@ -423,27 +343,21 @@ impl Drop for Scope {
     }
 }
 
-/// Takes a closing scope off its thread's NVTX and `wgpu::attach` stacks.
+/// Takes a closing scope off its thread's stacks (`backends.rs`), with any measurement they
+/// hand it.
 #[inline(always)]
-#[allow(unused_variables)] // without `nvtx` and `wgpu`
 fn leave_thread_stacks(state: &mut State) {
-    #[cfg(feature = "nvtx")]
     match state {
-        State::Host(h) => h.pop_nvtx(),
-        State::Full(a) => a.host.pop_nvtx(),
+        State::Host(h) => h.stacks.pop_ranges(),
+        State::Full(a) => {
+            a.host.stacks.pop_ranges();
+            // Closed while suspended with a guard open (a cancelled future): its parked slot is
+            // collected like any other.
+            a.host.stacks.unpark_to_close(a.host.site, a.scope_id);
+        }
         State::Off => {}
     }
-    #[cfg(feature = "_wgpu")]
-    {
-        // Closed while suspended with a guard open (a cancelled future): its parked slot, with
-        // the measurement the guard left in it as it was dropped, is collected like any other.
-        if let State::Full(a) = state {
-            if !a.host.attach_slot && crate::wgpu::scope::attach_unpark(a.scope_id, a.host.site, false) {
-                a.host.attach_slot = true;
-            }
-        }
-        collect_attachment(state);
-    }
+    collect(state);
 }
 
 /// Ends the measurement of an open scope and consumes its state (`state` is never used again).
@@ -487,10 +401,9 @@ fn count_and_close_span(h: &mut Host, ticks: u64, ring: crate::ring::Current) {
 fn close_full(state: &mut ManuallyDrop<State>) {
     let panicking = std::thread::panicking();
     leave_thread_stacks(state);
-    #[cfg(feature = "cuda")]
     if let State::Full(a) = &mut **state {
         // SAFETY: the state is never used again (see `close`).
-        if unsafe { a.close_plain_window(panicking) } {
+        if unsafe { a.close_in_place(panicking) } {
             return;
         }
     }
@@ -498,19 +411,13 @@ fn close_full(state: &mut ManuallyDrop<State>) {
 }
 
 /// A host call that is longer than the floor, of a site with its own threshold, failed or
-/// while a sink wants every record, and every backend's scope but a plain CUDA window's.
+/// while a sink wants every record, and every backend's scope that does not close in place.
 #[inline(never)]
 fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
-    if let State::Host(h) = &mut **state {
-        h.error |= panicking;
-        let span = std::mem::replace(&mut h.span, HostSpan::Off).close(h.error);
-        // Only a call that may become a record pays for its span chain.
-        h.spans = crate::spans::capture(span.as_ref());
-    }
     // SAFETY: `state` is read once, here, and never again: the scope is being dropped.
     match unsafe { ManuallyDrop::take(state) } {
-        State::Host(h) => h.close(end),
-        State::Full(a) => a.close(end),
+        State::Host(host) => Active::with(host, 0, 0, GpuScope::None).close(end, panicking),
+        State::Full(a) => a.close(end, panicking),
         State::Off => {}
     }
 }
@@ -519,64 +426,47 @@ fn close_general(state: &mut ManuallyDrop<State>, end: u64, panicking: bool) {
 /// parked under the guard's scope id, which the scope takes (a host scope becomes a full one
 /// with no GPU part yet), so that it resumes with that slot and collects the guard's
 /// measurement when the guard is dropped in a later poll.
-#[cfg(feature = "_wgpu")]
-fn park_attachment(state: &mut State) {
+#[inline(always)]
+fn park(state: &mut State) {
     let host = match state {
         State::Host(h) => h,
         State::Full(a) => &mut a.host,
         State::Off => return,
     };
-    if !host.attach_slot {
-        return;
-    }
-    let Some((thread, scope_id)) = crate::wgpu::scope::attach_park() else { return };
-    host.attach_slot = false;
-    match std::mem::replace(state, State::Off) {
-        State::Host(host) => {
-            *state =
-                State::Full(Active { host, scope_id, thread, memory_before: None, gpu: GpuScope::None, fields: None });
-        }
-        State::Full(mut a) => {
-            (a.thread, a.scope_id) = (thread, scope_id);
-            *state = State::Full(a);
-        }
-        State::Off => {}
+    if let Some(ids) = host.stacks.park() {
+        adopt(state, ids, None);
     }
 }
 
-/// Takes this scope's slot off the `wgpu::attach` stack, with the measurement an attached
-/// recorder left there: a host scope becomes a full one timed by that measurement.
-#[cfg(feature = "_wgpu")]
-fn collect_attachment(state: &mut State) {
+/// Takes this scope's slots off its thread's stacks, with the measurement an attached recorder
+/// left there: a host scope becomes a full one timed by that measurement.
+#[inline(always)]
+fn collect(state: &mut State) {
     let host = match state {
         State::Host(h) => h,
         State::Full(a) => &mut a.host,
         State::Off => return,
     };
-    if !std::mem::take(&mut host.attach_slot) {
-        return;
+    if let Some((ids, gpu)) = host.stacks.collect() {
+        adopt(state, ids, Some(gpu));
     }
-    let Some(((thread, scope_id), w)) = crate::wgpu::scope::attach_pop() else { return };
+}
+
+/// The scope takes the ids (thread, scope id) its stacks handed it, and the measurement if its
+/// GPU part takes one (`GpuScope::take_attached`).
+#[cold]
+fn adopt(state: &mut State, (thread, scope_id): (u32, u64), attached: Option<GpuScope>) {
     match std::mem::replace(state, State::Off) {
         State::Host(host) => {
-            *state = State::Full(Active {
-                host,
-                scope_id,
-                thread,
-                memory_before: None,
-                gpu: GpuScope::Wgpu(w),
-                fields: None,
-            });
+            *state = State::Full(Active::with(host, thread, scope_id, attached.unwrap_or(GpuScope::None)));
         }
         State::Full(mut a) => {
-            if a.gpu.takes_attach() {
+            let taken = match attached {
+                None => true,
+                Some(gpu) => a.gpu.take_attached(gpu),
+            };
+            if taken {
                 (a.thread, a.scope_id) = (thread, scope_id);
-                // A bracket the attachment replaces writes its end and leaves its batch.
-                if let GpuScope::Wgpu(bracket) = std::mem::replace(&mut a.gpu, GpuScope::Wgpu(w)) {
-                    bracket.supersede();
-                }
-            } else {
-                w.forget();
             }
             *state = State::Full(a);
         }
@@ -592,56 +482,30 @@ impl Host {
         start: u64,
         bytes: Option<u64>,
         parent: crate::parent::Parent,
-        #[cfg(feature = "_wgpu")] attach_slot: bool,
+        mut stacks: Stacks,
     ) -> Host {
-        Host {
-            site,
-            span,
-            start,
-            bytes,
-            error: false,
-            parent,
-            spans: None,
-            #[cfg(feature = "_wgpu")]
-            attach_slot,
-            #[cfg(feature = "nvtx")]
-            nvtx: crate::nvtx::push(site),
-        }
-    }
-
-    /// Pops this scope's NVTX range, if it pushed one: a range lives on one thread's stack.
-    #[cfg(feature = "nvtx")]
-    #[inline]
-    fn pop_nvtx(&mut self) {
-        if std::mem::take(&mut self.nvtx) {
-            crate::nvtx::pop();
-        }
-    }
-
-    /// A host-timed call that `close` could not count in place (its span already closed): one
-    /// too short for its site's threshold is counted into its thread's ring all the same; a
-    /// longer one (or a failed one) becomes a record.
-    fn close(self, end: u64) {
-        let duration_ns = clock::raw_delta_ns(self.start, end);
-        if !self.error && !pipeline::wants(self.site, duration_ns) {
-            crate::ring::push(self.site, end.saturating_sub(self.start), self.bytes);
-            return;
-        }
-        Active { host: self, scope_id: 0, thread: 0, memory_before: None, gpu: GpuScope::None, fields: None }
-            .hand_over(end);
+        stacks.push_ranges(site);
+        Host { site, span, start, bytes, error: false, parent, spans: None, stacks }
     }
 }
 
 impl Active {
-    /// Closes a synchronous CUDA scope under CUPTI with nothing but its call to hand over (no
-    /// span, memory marks or error), as most are, in place: the call is read out of the state
-    /// instead of moving the whole state (`scripts/count-window`). False for any other scope.
+    /// A scope's full state around its host part: no memory marks or fields.
+    #[inline(always)]
+    fn with(host: Host, thread: u32, scope_id: u64, gpu: GpuScope) -> Active {
+        Active { host, scope_id, thread, memory_before: None, gpu, fields: None }
+    }
+
+    /// Closes a scope whose backend reads its own ends ([`GpuScope::own_clock`]: a CUPTI
+    /// window) with nothing but its call to hand over (no span, memory marks or error), as most
+    /// are, in place: the call is read out of the state instead of moving the whole state
+    /// (`scripts/count-window`). False for any other scope.
     ///
     /// # Safety
     /// On `true` the state was consumed: it is not used, nor dropped, again.
-    #[cfg(feature = "cuda")]
-    unsafe fn close_plain_window(&mut self, panicking: bool) -> bool {
-        if !self.gpu.is_window() {
+    #[inline(always)]
+    unsafe fn close_in_place(&mut self, panicking: bool) -> bool {
+        if !self.gpu.own_clock() {
             return false;
         }
         let h = &mut self.host;
@@ -650,25 +514,24 @@ impl Active {
         }
         // SAFETY: owned fields are moved out or dropped once, here; the rest own nothing.
         unsafe { std::ptr::drop_in_place(&mut h.spans) };
-        // SAFETY: as above (`None` for every window: only a selected span's scope has fields).
+        // SAFETY: as above (`None` for every such scope: only a selected span's scope has fields).
         unsafe { std::ptr::drop_in_place(&mut self.fields) };
         let (thread, scope_id) = (self.thread, self.scope_id);
-        // Built where the scope is queued, after its window's end is read (`cupti::window::close`).
-        // Its ends are the window's, on CUPTI's clock (the start is in `h.start`).
-        crate::cuda::cupti::ended_window(|host_end| {
+        // Built by the backend where the scope is queued, after its end is read. Its ends are
+        // the backend's, on its clock (the start is in `h.start`).
+        self.gpu.close_in_place(|host_end| {
             // SAFETY: as above; the closure runs once, so `parent` is moved out once.
             let parent = unsafe { std::ptr::read(&h.parent) };
-            // As `Active::close` and `hand_over` describe it (a CUDA scope took its id at open).
+            // As `Active::close` and `hand_over` describe it (such a scope took its id at open).
             let spans = crate::spans::capture(None);
-            let (site, host_start, bytes, error, memory, on_cupti_clock) =
-                (h.site, h.start, h.bytes, false, None, true);
+            let (site, host_start, bytes, error, memory, on_own_clock) = (h.site, h.start, h.bytes, false, None, true);
             let fields = None;
             Call {
                 site,
                 scope_id,
                 thread,
                 error,
-                on_cupti_clock,
+                on_own_clock,
                 host_start,
                 host_end,
                 bytes,
@@ -681,10 +544,11 @@ impl Active {
         true
     }
 
-    fn close(mut self, end: u64) {
-        if std::thread::panicking() {
-            self.host.error = true;
-        }
+    /// Every scope that `close` and `close_in_place` did not end: its span closed; a host call
+    /// (no GPU part, memory marks or error) too short for its site's threshold is counted into
+    /// its thread's ring all the same; the rest is handed over.
+    fn close(mut self, end: u64, panicking: bool) {
+        self.host.error |= panicking;
         let span = std::mem::replace(&mut self.host.span, HostSpan::Off).close(self.host.error);
         if matches!(self.gpu, GpuScope::None) && self.memory_before.is_none() && !self.host.error {
             let duration_ns = clock::raw_delta_ns(self.host.start, end);
@@ -693,7 +557,8 @@ impl Active {
                 return;
             }
         }
-        // A selected span's scope was given its own chain as the span closed (`set_chain`).
+        // Only a call that may become a record pays for its span chain. A selected span's scope
+        // was given its own chain as the span closed (`set_chain`).
         if !self.host.site.is_span() {
             self.host.spans = crate::spans::capture(span.as_ref());
         }
@@ -714,7 +579,7 @@ impl Active {
             scope_id: self.scope_id,
             thread: self.thread,
             error: host.error,
-            on_cupti_clock: false, // a CUDA window puts its own ends in (`CudaScope::finish`)
+            on_own_clock: false, // a backend on its own clock puts its own ends in (`BackendScope::finish`)
             host_start: host.start,
             host_end,
             bytes: host.bytes,
@@ -723,20 +588,13 @@ impl Active {
             spans: host.spans,
             fields: self.fields,
         };
-        match self.gpu {
-            GpuScope::None => pipeline::submit(call.into_record()),
-            #[cfg(feature = "_wgpu")]
-            GpuScope::Wgpu(w) => w.finish(call.into_record()),
-            #[cfg(feature = "cuda")]
-            GpuScope::Cuda(c) => c.finish(call),
-        }
+        self.gpu.finish(call);
     }
 }
 
 /// An instrumented future is `Send` whenever the body's future is: the scope it holds across
 /// `.await` must be.
-#[allow(dead_code)]
-fn _scope_is_send() {
+const _: fn() = || {
     fn is_send<T: Send>() {}
     is_send::<Scope>();
-}
+};

@@ -124,8 +124,27 @@ struct Queue {
     registered: bool,
 }
 
-static CONTEXTS: Mutex<Vec<ContextState>> = Mutex::new(Vec::new());
-static WAITING: Mutex<Queue> = Mutex::new(Queue { calls: Vec::new(), backoff: FIRST_QUERY, registered: false });
+/// The events fallback's state: each context's own stream and clock anchor, and the calls
+/// waiting for their end event. Held by `cuda`'s one static (`Cuda`).
+#[derive(Debug)]
+pub(super) struct EventState {
+    contexts: Mutex<Vec<ContextState>>,
+    waiting: Mutex<Queue>,
+}
+
+impl EventState {
+    pub(super) const fn new() -> EventState {
+        EventState {
+            contexts: Mutex::new(Vec::new()),
+            waiting: Mutex::new(Queue { calls: Vec::new(), backoff: FIRST_QUERY, registered: false }),
+        }
+    }
+}
+
+#[inline(always)]
+fn state() -> &'static EventState {
+    &super::CUDA.events
+}
 
 /// The first query of new work comes this soon; while none finishes the wait doubles up to
 /// [`LAST_QUERY`].
@@ -195,7 +214,7 @@ pub(crate) fn start(stream: &CudaStream) -> Result<EventScope, result::DriverErr
     let ctx = stream.context();
     ctx.bind_to_thread()?;
     let mut all =
-        CONTEXTS.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
+        state().contexts.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
     let s = state_for(&mut all, ctx)?;
     let start = take_event(s)?;
     let recorded_ns = clock::now_ns();
@@ -225,8 +244,10 @@ pub(crate) fn finish(mut scope: EventScope, record: Record) {
     let end = (|| {
         scope.ctx.bind_to_thread()?;
         let e = {
-            let mut all =
-                CONTEXTS.lock().map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
+            let mut all = state()
+                .contexts
+                .lock()
+                .map_err(|_| result::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_UNKNOWN))?;
             take_event(state_for(&mut all, &scope.ctx)?)?
         };
         // SAFETY: as in `start`; the caller's stream outlives the call that was passed it.
@@ -237,7 +258,7 @@ pub(crate) fn finish(mut scope: EventScope, record: Record) {
     drop(keep);
     match end {
         Ok(end) => {
-            let first = match WAITING.lock() {
+            let first = match state().waiting.lock() {
                 Ok(mut w) => {
                     w.calls.push(Waiting { scope, end, record });
                     w.backoff = FIRST_QUERY;
@@ -267,7 +288,7 @@ fn elapsed_ns(a: usize, b: usize) -> Result<i64, result::DriverError> {
 
 /// Resolves every waiting call whose end event completed; returns how many still wait.
 fn resolve_ready() -> usize {
-    let Ok(mut queue) = WAITING.lock() else { return 0 };
+    let Ok(mut queue) = state().waiting.lock() else { return 0 };
     let waiting = &mut queue.calls;
     if waiting.is_empty() {
         return 0;
@@ -301,7 +322,7 @@ fn resolve_ready() -> usize {
             let d = elapsed_ns(w.scope.start, w.end).ok()?.max(0) as u64;
             let from_anchor = elapsed_ns(w.scope.anchor.event, w.scope.start).ok()?;
             let (interval, error) = {
-                let mut all = CONTEXTS.lock().ok()?;
+                let mut all = state().contexts.lock().ok()?;
                 let s = all.iter_mut().find(|s| s.ctx.cu_ctx() == w.scope.ctx.cu_ctx())?;
                 s.clock.place(&w.scope.anchor, w.scope.recorded_ns, seen_ns, from_anchor, d)
             };
@@ -325,7 +346,7 @@ fn resolve_ready() -> usize {
             Losses::add(&LOSSES.unresolved_scopes, 1);
             note_once("reading back CUDA events failed: some calls are timed on the host only");
         }
-        if let Ok(mut all) = CONTEXTS.lock() {
+        if let Ok(mut all) = state().contexts.lock() {
             if let Ok(s) = state_for(&mut all, &w.scope.ctx) {
                 s.pool.push(w.scope.start);
                 s.pool.push(w.end);
@@ -338,7 +359,7 @@ fn resolve_ready() -> usize {
 
 /// The trust report's lines: per context, how well its events' offset is known.
 fn clock_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
-    let Ok(all) = CONTEXTS.lock() else { return Vec::new() };
+    let Ok(all) = state().contexts.lock() else { return Vec::new() };
     all.iter()
         .filter(|s| s.clock.bounds.placed > 0)
         .map(|s| {
@@ -362,7 +383,7 @@ impl PendingWork for Events {
     /// less often the longer it runs, so a long kernel costs few queries.
     fn poll(&self, now: Instant) -> Progress {
         let pending = resolve_ready();
-        let wait = match WAITING.lock() {
+        let wait = match state().waiting.lock() {
             Ok(mut q) => {
                 let wait = q.backoff;
                 q.backoff = if pending > 0 { (wait * 2).min(LAST_QUERY) } else { FIRST_QUERY };

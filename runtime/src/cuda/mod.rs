@@ -61,6 +61,7 @@ use std::sync::Arc;
 // What only the instrumented build uses.
 #[cfg(feature = "enabled")]
 use {
+    crate::backends::BackendScope,
     crate::clock,
     crate::diagnostics::note_once,
     crate::scope::{Call, GpuScope, Scope},
@@ -74,20 +75,39 @@ use {
 pub use resources::AsStream;
 pub use timing::{CudaError, Timing};
 
+/// Everything CUDA timing keeps for the process: the source chosen, what bare scopes do, the
+/// devices found, the CUDA events' contexts and waiting calls (`events.rs`) and CUPTI's state
+/// (`cupti/`). Const-constructed: a field of the one static costs the hot path no extra load.
 #[cfg(feature = "enabled")]
-static TIMING: OnceLock<Timing> = OnceLock::new();
-/// What bare scopes (no stream in the signature) do: [`WATCH_OFF`] until CUDA timing started
-/// with a device, so a program without CUDA pays one relaxed load per scope and nothing more.
+struct Cuda {
+    timing: OnceLock<Timing>,
+    /// What bare scopes (no stream in the signature) do: [`WATCH_OFF`] until CUDA timing
+    /// started with a device, so a program without CUDA pays one relaxed load per scope and
+    /// nothing more.
+    watch: AtomicU8,
+    probe: OnceLock<Result<Vec<DeviceLabel>, CudaError>>,
+    events: events::EventState,
+    cupti: cupti::Cupti,
+}
+
+/// The one static of CUDA timing. Process-wide because what it serves is: CUPTI calls its
+/// buffer callbacks (`cupti/buffers.rs`) from C, on its own threads, with no context pointer to
+/// find an owner by; and CUDA contexts, which the events and their clock anchors belong to, are
+/// the process's, as is the driver that [`probe`] loads once.
 #[cfg(feature = "enabled")]
-static WATCH: AtomicU8 = AtomicU8::new(WATCH_OFF);
+static CUDA: Cuda = Cuda {
+    timing: OnceLock::new(),
+    watch: AtomicU8::new(WATCH_OFF),
+    probe: OnceLock::new(),
+    events: events::EventState::new(),
+    cupti: cupti::Cupti::new(),
+};
 #[cfg(feature = "enabled")]
 const WATCH_OFF: u8 = 0;
 #[cfg(feature = "enabled")]
 const WATCH_CUPTI: u8 = 1;
 #[cfg(feature = "enabled")]
 const WATCH_EVENTS: u8 = 2;
-#[cfg(feature = "enabled")]
-static PROBE: OnceLock<Result<Vec<DeviceLabel>, CudaError>> = OnceLock::new();
 
 /// Looks for a CUDA driver and devices without ever panicking (cudarc panics when libcuda is
 /// missing, so its presence is checked first). The result is kept for the process.
@@ -96,7 +116,7 @@ static PROBE: OnceLock<Result<Vec<DeviceLabel>, CudaError>> = OnceLock::new();
 pub fn probe() -> Result<&'static [DeviceLabel], &'static CudaError> {
     #[cfg(feature = "enabled")]
     {
-        PROBE.get_or_init(probe_devices).as_deref()
+        CUDA.probe.get_or_init(probe_devices).as_deref()
     }
     #[cfg(not(feature = "enabled"))]
     {
@@ -144,14 +164,14 @@ pub(crate) fn devices() -> &'static [DeviceLabel] {
 pub fn start() -> Timing {
     #[cfg(feature = "enabled")]
     {
-        *TIMING.get_or_init(|| {
+        *CUDA.timing.get_or_init(|| {
             let timing = choose();
             let watch = match timing {
                 Timing::Cupti => WATCH_CUPTI,
                 Timing::CudaEvent => WATCH_EVENTS,
                 Timing::Host => WATCH_OFF,
             };
-            WATCH.store(watch, Ordering::Relaxed);
+            CUDA.watch.store(watch, Ordering::Relaxed);
             timing
         })
     }
@@ -191,7 +211,7 @@ fn choose() -> Timing {
 pub fn timing() -> Option<Timing> {
     #[cfg(feature = "enabled")]
     {
-        TIMING.get().copied()
+        CUDA.timing.get().copied()
     }
     #[cfg(not(feature = "enabled"))]
     {
@@ -205,7 +225,7 @@ pub fn timing() -> Option<Timing> {
 /// Otherwise nothing happens and nothing is said: the first CUDA call decides, if one comes.
 #[cfg(feature = "enabled")]
 pub(crate) fn start_at_init() {
-    if TIMING.get().is_some() {
+    if CUDA.timing.get().is_some() {
         return;
     }
     let cuda_site = crate::site::all_sites().iter().any(|s| s.desc.backend == Backend::Cuda && !is_own(s));
@@ -266,7 +286,7 @@ fn driver_loaded() -> bool {
 /// starting CUDA timing, had its kernels go unseen. Say so once, with the fix.
 #[cfg(feature = "enabled")]
 pub(crate) fn at_shutdown() {
-    if TIMING.get().is_some() {
+    if CUDA.timing.get().is_some() {
         return;
     }
     let bare_reached = crate::site::all_sites()
@@ -371,10 +391,10 @@ pub fn cupti_windows_read_realtime() -> bool {
 /// was chosen. Not for programs; feature `testing`.
 #[cfg(all(feature = "testing", feature = "enabled"))]
 pub fn simulate_cupti_windows() -> Option<usize> {
-    if TIMING.get().is_some() {
+    if CUDA.timing.get().is_some() {
         return None;
     }
-    WATCH.store(WATCH_CUPTI, Ordering::Relaxed);
+    CUDA.watch.store(WATCH_CUPTI, Ordering::Relaxed);
     Some(cupti::simulate_windows())
 }
 
@@ -385,7 +405,7 @@ pub fn simulate_cupti_windows() -> Option<usize> {
 pub fn cupti_clock_offset() -> Option<(i64, u64)> {
     #[cfg(feature = "enabled")]
     {
-        (*TIMING.get()? == Timing::Cupti).then(cupti::clock::offset)
+        (*CUDA.timing.get()? == Timing::Cupti).then(cupti::clock::offset)
     }
     #[cfg(not(feature = "enabled"))]
     {
@@ -509,7 +529,7 @@ impl CudaScope {
     /// A bare scope (no stream in the signature) in a process that times CUDA, as [`start`].
     #[inline]
     fn bare(scope_id: u64) -> (CudaScope, u64) {
-        match WATCH.load(Ordering::Relaxed) {
+        match CUDA.watch.load(Ordering::Relaxed) {
             WATCH_CUPTI => cupti::enter(scope_id),
             WATCH_EVENTS => {
                 let start = clock::raw();
@@ -518,11 +538,25 @@ impl CudaScope {
             _ => (CudaScope::Host, clock::raw()),
         }
     }
+}
+
+#[cfg(feature = "enabled")]
+impl BackendScope for CudaScope {
+    /// A CUPTI window: its ends are read on CUPTI's clock, by the window.
+    #[inline(always)]
+    fn own_clock(&self) -> bool {
+        matches!(self, CudaScope::Window)
+    }
+
+    /// A span's scope pushes its id as CUPTI's external correlation id around each entry.
+    fn tags_span_entries(&self) -> bool {
+        true
+    }
 
     /// An async scope stops running on this thread (after a poll): CUPTI's correlation stack
     /// and the list [`attach`] looks at are per thread, so the scope leaves them until the
     /// next poll.
-    pub(crate) fn suspend(&mut self, scope_id: u64) {
+    fn suspend(&mut self, scope_id: u64) {
         match self {
             // An async scope suspends once before its body runs (`ScopedFuture::new`): nothing
             // ran in the window; from now on it pushes its id around each poll.
@@ -546,7 +580,7 @@ impl CudaScope {
     }
 
     /// An async scope runs again, perhaps on another thread (before a poll).
-    pub(crate) fn resume(&mut self, scope_id: u64) {
+    fn resume(&mut self, scope_id: u64) {
         match self {
             CudaScope::Window => {}
             CudaScope::Cupti { pushed } => {
@@ -563,11 +597,18 @@ impl CudaScope {
         }
     }
 
+    /// A window closes, and its scope waits for the buffers CUPTI requested so far (read after
+    /// the window's end, so they hold every API record inside it).
+    #[inline(always)]
+    fn close_in_place(&mut self, call: impl FnOnce(u64) -> Call) {
+        cupti::ended_window(call);
+    }
+
     /// The scope ended: its record waits for the GPU's timing.
-    pub(crate) fn finish(self, call: Call) {
+    fn finish(self, call: Call) {
         match self {
             // The call's ends are its window's, on CUPTI's clock (it opened at the window's start).
-            CudaScope::Window => cupti::ended_window(|end| Call { on_cupti_clock: true, host_end: end, ..call }),
+            CudaScope::Window => cupti::ended_window(|end| Call { on_own_clock: true, host_end: end, ..call }),
             CudaScope::Cupti { pushed } => {
                 if pushed {
                     cupti::pop(call.scope_id);
@@ -629,7 +670,7 @@ impl Scope {
 /// `None` (CUDA events need a stream, which a span does not name: it is timed on the host).
 #[cfg(feature = "enabled")]
 pub(crate) fn span_scope() -> Option<CudaScope> {
-    (WATCH.load(Ordering::Relaxed) == WATCH_CUPTI).then_some(CudaScope::Cupti { pushed: false })
+    (CUDA.watch.load(Ordering::Relaxed) == WATCH_CUPTI).then_some(CudaScope::Cupti { pushed: false })
 }
 
 /// A selected span is entered on this thread: CUPTI tags this thread's CUDA calls with its
@@ -650,7 +691,7 @@ pub(crate) fn span_exit(scope_id: u64) {
 /// and a device are present; a process without them is told nothing about CUDA.
 #[cfg(feature = "enabled")]
 pub(crate) fn start_for_spans() {
-    if TIMING.get().is_none() && probe().is_ok() {
+    if CUDA.timing.get().is_none() && probe().is_ok() {
         start();
     }
 }
@@ -660,5 +701,5 @@ pub(crate) fn start_for_spans() {
 #[inline(always)]
 #[cfg(feature = "enabled")]
 pub(crate) fn watching() -> bool {
-    WATCH.load(Ordering::Relaxed) != WATCH_OFF
+    CUDA.watch.load(Ordering::Relaxed) != WATCH_OFF
 }

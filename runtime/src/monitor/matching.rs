@@ -113,6 +113,9 @@ pub(super) fn label_of<'a>(
     gpus: impl Iterator<Item = &'a GpuInfo> + Clone,
 ) -> Option<usize> {
     use crate::site::Backend;
+    // Each backend numbers its devices its own way (CUDA ordinals, wgpu registration ids) and
+    // only its API reads their PCI identity: one arm per backend, the monitor's (a leaf) only
+    // names of backends besides `cuda_ordinal`'s.
     let registered = match backend {
         #[cfg(feature = "cuda")]
         Backend::Cuda => cuda::identity(label.id),

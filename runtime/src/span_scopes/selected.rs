@@ -3,8 +3,9 @@
 //! with the `enabled` feature; without it the layer selects nothing.
 
 use super::{SpanScopes, SpanSelection};
+use crate::backends::{span_backend, span_gpu};
 use crate::record::Value;
-use crate::scope::{GpuScope, Scope};
+use crate::scope::Scope;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -152,7 +153,7 @@ fn site_of(meta: &'static Metadata<'static>) -> &'static Site {
             name: meta.name(),
             function: meta.name(),
             kind: SiteKind::Kernel,
-            backend: backend(),
+            backend: span_backend(),
             module_path: meta.module_path().unwrap_or(meta.target()),
             file: meta.file().unwrap_or("<unknown>"),
             line: meta.line().unwrap_or(0),
@@ -170,37 +171,9 @@ fn site_of(meta: &'static Metadata<'static>) -> &'static Site {
     })
 }
 
-/// The backend a span's site names: the one that times spans in this process.
-fn backend() -> Backend {
-    #[cfg(feature = "cuda")]
-    if crate::cuda::span_scope().is_some() {
-        return Backend::Cuda;
-    }
-    if cfg!(feature = "_wgpu") {
-        Backend::Wgpu
-    } else if cfg!(feature = "cuda") {
-        Backend::Cuda
-    } else {
-        Backend::Host
-    }
-}
-
-/// The GPU part of a span's scope: CUPTI's when it times this process, else a wgpu bracket.
-#[allow(unused_variables)] // without backends
-fn start_gpu(site: &'static Site) -> GpuScope {
-    #[cfg(feature = "cuda")]
-    if let Some(c) = crate::cuda::span_scope() {
-        return GpuScope::Cuda(c);
-    }
-    #[cfg(feature = "_wgpu")]
-    return crate::wgpu::scope::span_bracket(site);
-    #[allow(unreachable_code)]
-    GpuScope::None
-}
-
-/// Per thread, the selected spans entered on it whose scope pushed a CUPTI correlation id:
-/// (span id, scope id, pushed), innermost last.
-#[cfg(feature = "cuda")]
+/// Per thread, the selected spans entered on it whose scope tags entries (pushed a CUPTI
+/// correlation id): (span id, scope id, pushed), innermost last. Kept only where a backend tags
+/// entries (`backends::SPAN_ENTRIES`).
 mod entries {
     use std::cell::RefCell;
 
@@ -209,20 +182,20 @@ mod entries {
     }
 
     pub(super) fn enter(span: u64, scope_id: u64) {
-        enter_with(span, scope_id, crate::cuda::span_enter);
+        enter_with(span, scope_id, crate::backends::span_enter);
     }
 
     pub(super) fn exit(span: u64) {
-        exit_with(span, crate::cuda::span_exit);
+        exit_with(span, crate::backends::span_exit);
     }
 
-    /// [`enter`] with CUPTI's push given (tests count them without CUPTI).
+    /// [`enter`] with the backend's push given (tests count them without CUPTI).
     pub(super) fn enter_with(span: u64, scope_id: u64, push: impl FnOnce(u64) -> bool) {
         let pushed = push(scope_id);
         let _ = ENTERED.try_with(|e| e.borrow_mut().push((span, scope_id, pushed)));
     }
 
-    /// [`exit`] with CUPTI's pop given: pops what this thread's entry of `span` pushed.
+    /// [`exit`] with the backend's pop given: pops what this thread's entry of `span` pushed.
     pub(super) fn exit_with(span: u64, pop: impl FnOnce(u64)) {
         let entry = ENTERED
             .try_with(|e| {
@@ -273,15 +246,13 @@ mod entries {
 }
 
 impl Instance {
-    #[allow(unused_variables)] // without cuda
     fn enter(&self, span: &Id) {
         let mut slot = lock(&self.scope);
         if matches!(*slot, Slot::Unopened) {
-            *slot = Slot::Open(Box::new(Scope::span_scope(self.site, |_| start_gpu(self.site))));
+            *slot = Slot::Open(Box::new(Scope::span_scope(self.site, |_| span_gpu(self.site))));
         }
-        #[cfg(feature = "cuda")]
         if let Slot::Open(scope) = &mut *slot {
-            if matches!(scope.gpu_mut(), Some(GpuScope::Cuda(_))) {
+            if scope.gpu_mut().is_some_and(|g| g.tags_span_entries()) {
                 let id = scope.scope_id();
                 drop(slot);
                 entries::enter(span.into_u64(), id);
@@ -289,10 +260,10 @@ impl Instance {
         }
     }
 
-    #[allow(unused_variables)] // without cuda
     fn exit(&self, span: &Id) {
-        #[cfg(feature = "cuda")]
-        entries::exit(span.into_u64());
+        if crate::backends::SPAN_ENTRIES {
+            entries::exit(span.into_u64());
+        }
     }
 
     /// The span closes: its scope, with its fields, to be dropped by the caller outside every
@@ -345,9 +316,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
             return;
         }
         let Some(span) = ctx.span(id) else { return };
-        // CUDA timing runs before the program's first launch under a selected span.
-        #[cfg(feature = "cuda")]
-        crate::cuda::start_for_spans();
+        // A backend that must (CUDA) runs before the program's first launch under a selected span.
+        crate::backends::span_selected();
         let mut fields = Vec::new();
         attrs.record(&mut Fields(&mut fields));
         let site = site_of(attrs.metadata());

@@ -228,6 +228,29 @@ macro_rules! scope_of_majors {
 }
 with_majors!(scope_of_majors);
 
+impl crate::backends::BackendScope for WgpuScope {
+    /// A queue bracket, which an attached encoder replaces.
+    fn takes_attach(&self) -> bool {
+        self.is_bracket()
+    }
+
+    fn suspend(&mut self, _scope_id: u64) {
+        WgpuScope::suspend(self);
+    }
+
+    fn finish(self, call: crate::scope::Call) {
+        WgpuScope::finish(self, call.into_record());
+    }
+
+    fn supersede(self) {
+        WgpuScope::supersede(self);
+    }
+
+    fn forget(self) {
+        WgpuScope::forget(self);
+    }
+}
+
 /// The scope's GPU part, or host timing with the reason kept for the summary.
 fn started(site: &'static Site, begun: Result<WgpuScope, &'static str>) -> GpuScope {
     match begun {

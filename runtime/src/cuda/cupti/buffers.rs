@@ -3,7 +3,7 @@
 //! back (every record in it ended before: a fact for placing them), and their return through
 //! the channel to the resolver (woken for it).
 
-use super::{Msg, TX};
+use super::Msg;
 use crate::diagnostics::{Losses, LOSSES};
 use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_Activity};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,13 +16,34 @@ const BUFFER_BYTES: usize = 4 << 20;
 pub(super) const HEADER_WORDS: usize = 2;
 const WORDS: usize = BUFFER_BYTES / 8 + HEADER_WORDS;
 
-/// Buffers CUPTI asked for so far; a scope's fence is this value when it ends.
-pub(super) static REQUESTED: AtomicU64 = AtomicU64::new(0);
-static POOL: Mutex<Vec<Box<[u64]>>> = Mutex::new(Vec::new());
+/// The buffers lent to CUPTI (in `Cupti`).
+pub(super) struct BufferState {
+    /// Buffers CUPTI asked for so far; a scope's fence is this value when it ends.
+    requested: AtomicU64,
+    pool: Mutex<Vec<Box<[u64]>>>,
+}
+
+impl BufferState {
+    pub(super) const fn new() -> BufferState {
+        BufferState { requested: AtomicU64::new(0), pool: Mutex::new(Vec::new()) }
+    }
+}
+
+#[inline(always)]
+fn state() -> &'static BufferState {
+    &super::state().buffers
+}
+
+/// Buffers CUPTI asked for so far: a scope ending now waits for these.
+#[inline(always)]
+pub(super) fn requested_so_far() -> u64 {
+    state().requested.load(Ordering::SeqCst)
+}
 
 pub(super) unsafe extern "C" fn requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
-    let mut b = POOL.lock().ok().and_then(|mut p| p.pop()).unwrap_or_else(|| vec![0u64; WORDS].into_boxed_slice());
-    let seq = REQUESTED.fetch_add(1, Ordering::SeqCst) + 1;
+    let mut b =
+        state().pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_else(|| vec![0u64; WORDS].into_boxed_slice());
+    let seq = state().requested.fetch_add(1, Ordering::SeqCst) + 1;
     b[0] = seq;
     let base = Box::into_raw(b) as *mut u64;
     // SAFETY: CUPTI passes valid out-pointers; the buffer stays alive until `completed`.
@@ -31,7 +52,7 @@ pub(super) unsafe extern "C" fn requested(buffer: *mut *mut u8, size: *mut usize
         *size = BUFFER_BYTES;
         *max_records = 0;
     }
-    if let Some(tx) = TX.get() {
+    if let Some(tx) = super::state().tx.get() {
         let _ = tx.send(Msg::Requested(seq));
     }
 }
@@ -52,7 +73,7 @@ pub(super) unsafe extern "C" fn completed(
         && dropped > 0
     {
         Losses::add(&LOSSES.cupti_records, dropped as u64);
-        if let Some(tx) = TX.get() {
+        if let Some(tx) = super::state().tx.get() {
             let _ = tx.send(Msg::Dropped(dropped as u64));
         }
     }
@@ -61,7 +82,7 @@ pub(super) unsafe extern "C" fn completed(
     let base = unsafe { (buffer as *mut u64).sub(HEADER_WORDS) } as usize;
     // SAFETY: the header is ours (CUPTI writes only past it) and HEADER_WORDS ≥ 2.
     unsafe { *(base as *mut u64).add(1) = delivered };
-    match TX.get() {
+    match super::state().tx.get() {
         Some(tx) => {
             if let Err(e) = tx.send(Msg::Buffer { base, valid }) {
                 if let Msg::Buffer { base, .. } = e.0 {
@@ -83,7 +104,7 @@ pub(super) fn delivered_ns(base: usize) -> u64 {
 pub(super) fn recycle(base: usize) {
     // SAFETY: `base` came from Box::into_raw of a WORDS-long boxed slice in `requested`.
     let b = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base as *mut u64, WORDS)) };
-    if let Ok(mut p) = POOL.lock() {
+    if let Ok(mut p) = state().pool.lock() {
         if p.len() < 8 {
             p.push(b);
         }

@@ -7,17 +7,36 @@ use cudarc::cupti::sys::{self as sys, CUptiResult};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 
-/// CUPTI's CPU clock minus gpuspan's host clock, the bound on that measurement, and when it
-/// was taken (host clock).
-static CLOCK_OFFSET: AtomicI64 = AtomicI64::new(0);
-static CLOCK_ERROR: AtomicU64 = AtomicU64::new(0);
-static CLOCK_TAKEN: AtomicU64 = AtomicU64::new(0);
-/// The trust report's CUPTI lines join the summary at the first measurement.
-static LINES: Once = Once::new();
+/// The calibration (in `Cupti`).
+pub(super) struct ClockState {
+    /// CUPTI's CPU clock minus gpuspan's host clock, the bound on that measurement, and when
+    /// it was taken (host clock).
+    offset: AtomicI64,
+    error: AtomicU64,
+    taken: AtomicU64,
+    /// The trust report's CUPTI lines join the summary at the first measurement.
+    lines: Once,
+    /// Every calibration as a point (CUPTI's clock, CUPTI minus host), oldest first: the
+    /// function through which CUDA windows' ends reach the host clock ([`window_to_host`]).
+    points: Mutex<Vec<(u64, i64)>>,
+}
 
-/// Every calibration as a point (CUPTI's clock, CUPTI minus host), oldest first: the function
-/// through which CUDA windows' ends reach the host clock ([`window_to_host`]).
-static POINTS: Mutex<Vec<(u64, i64)>> = Mutex::new(Vec::new());
+impl ClockState {
+    pub(super) const fn new() -> ClockState {
+        ClockState {
+            offset: AtomicI64::new(0),
+            error: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
+            lines: Once::new(),
+            points: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+#[inline(always)]
+fn state() -> &'static ClockState {
+    &super::state().clock
+}
 
 /// Points kept: past this many (only while a window stays open for thousands of calibrations),
 /// the older half is thinned to every other point, so that the scope still finds points around
@@ -28,7 +47,7 @@ const POINTS_KEPT: usize = 4096;
 /// Unix-epoch nanoseconds, but from different clocks that drift apart (wall clock versus
 /// monotonic), so the offset is measured at start and every second after.
 pub(super) fn measure() {
-    LINES.call_once(|| crate::hooks::add_summary_section(lines));
+    state().lines.call_once(|| crate::hooks::add_summary_section(lines));
     let mut best: Option<(u64, i64, u64, u64)> = None;
     for _ in 0..5 {
         let mut c = 0u64;
@@ -47,9 +66,9 @@ pub(super) fn measure() {
     }
     if let Some((width, offset, taken, cupti_ns)) = best {
         add_point(cupti_ns, offset);
-        CLOCK_OFFSET.store(offset, Ordering::Relaxed);
-        CLOCK_ERROR.store(width.div_ceil(2), Ordering::Relaxed);
-        CLOCK_TAKEN.store(taken, Ordering::Relaxed);
+        state().offset.store(offset, Ordering::Relaxed);
+        state().error.store(width.div_ceil(2), Ordering::Relaxed);
+        state().taken.store(taken, Ordering::Relaxed);
     }
 }
 
@@ -61,25 +80,25 @@ const FRESH_NS: u64 = 10_000_000;
 /// The calibration as the placement takes it (`host = cupti + offset_ns`), measured again
 /// first when `again` (a record's facts contradicted the last one) or when it is not fresh.
 pub(super) fn mapping(again: bool) -> ClockMap {
-    if again || crate::clock::now_ns().saturating_sub(CLOCK_TAKEN.load(Ordering::Relaxed)) > FRESH_NS {
+    if again || crate::clock::now_ns().saturating_sub(state().taken.load(Ordering::Relaxed)) > FRESH_NS {
         measure();
     }
     let (offset, error) = offset();
-    ClockMap { offset_ns: -i128::from(offset), error_ns: error, taken_at_ns: CLOCK_TAKEN.load(Ordering::Relaxed) }
+    ClockMap { offset_ns: -i128::from(offset), error_ns: error, taken_at_ns: state().taken.load(Ordering::Relaxed) }
 }
 
 /// The trust report's per-device lines for CUPTI.
 fn lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
-    super::LIVE.get().and_then(|l| l.lock().ok()).map(|l| l.resolver.clock_lines()).unwrap_or_default()
+    super::state().live.get().and_then(|l| l.lock().ok()).map(|l| l.resolver.clock_lines()).unwrap_or_default()
 }
 
 /// The last measured CUPTI-minus-host clock offset and its error bound, in ns.
 pub(crate) fn offset() -> (i64, u64) {
-    (CLOCK_OFFSET.load(Ordering::Relaxed), CLOCK_ERROR.load(Ordering::Relaxed))
+    (state().offset.load(Ordering::Relaxed), state().error.load(Ordering::Relaxed))
 }
 
 fn points() -> MutexGuard<'static, Vec<(u64, i64)>> {
-    POINTS.lock().unwrap_or_else(|e| e.into_inner())
+    state().points.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn add_point(cupti_ns: u64, offset: i64) {

@@ -59,8 +59,32 @@ use thread_index::Window;
 
 const KIND: CUpti_ExternalCorrelationKind = CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
-static TX: OnceLock<Sender<Msg>> = OnceLock::new();
-static LIVE: OnceLock<Mutex<Live>> = OnceLock::new();
+/// CUPTI's state, held by `cuda`'s one static (`Cuda`): the channel to the resolver and what
+/// it resolves with, the buffers lent, the clock's calibration and the threads' windows.
+pub(super) struct Cupti {
+    tx: OnceLock<Sender<Msg>>,
+    live: OnceLock<Mutex<Live>>,
+    buffers: buffers::BufferState,
+    clock: clock::ClockState,
+    window: window::WindowState,
+}
+
+impl Cupti {
+    pub(super) const fn new() -> Cupti {
+        Cupti {
+            tx: OnceLock::new(),
+            live: OnceLock::new(),
+            buffers: buffers::BufferState::new(),
+            clock: clock::ClockState::new(),
+            window: window::WindowState::new(),
+        }
+    }
+}
+
+#[inline(always)]
+fn state() -> &'static Cupti {
+    &super::CUDA.cupti
+}
 
 enum Msg {
     Requested(u64),
@@ -110,10 +134,10 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     let system = sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
     if unsafe { sys::cuptiSetThreadIdType(system) } == CUptiResult::CUPTI_SUCCESS {
         window::choose_clock();
-        window::ENABLED.store(true, Ordering::Relaxed);
+        window::state().enabled.store(true, Ordering::Relaxed);
     }
-    let _ = TX.set(tx);
-    let _ = LIVE.set(Mutex::new(Live {
+    let _ = state().tx.set(tx);
+    let _ = state().live.set(Mutex::new(Live {
         resolver: Resolver::new(devices),
         rx,
         dump,
@@ -153,7 +177,7 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     // SAFETY: setting the period has no preconditions.
     let period = unsafe { sys::cuptiActivityFlushPeriod(work::FLUSH_PERIOD_MS) };
     if period == CUptiResult::CUPTI_SUCCESS {
-        if let Some(mut l) = LIVE.get().and_then(|l| l.lock().ok()) {
+        if let Some(mut l) = state().live.get().and_then(|l| l.lock().ok()) {
             l.cupti_flushes = true;
         }
     } else {
@@ -248,8 +272,8 @@ pub(crate) fn ended_window(call: impl FnOnce(u64) -> Call) {
 
 /// A scope ended on a thread whose queue is gone (it is being torn down): through the channel.
 fn send_ended(call: Call, window: Option<Window>) {
-    let fence = buffers::REQUESTED.load(Ordering::SeqCst);
-    if let Some(tx) = TX.get() {
+    let fence = buffers::requested_so_far();
+    if let Some(tx) = state().tx.get() {
         if tx.send(Msg::Ended(call, fence, window)).is_err() {
             Losses::add(&LOSSES.unresolved_scopes, 1);
         }
@@ -260,7 +284,7 @@ fn send_ended(call: Call, window: Option<Window>) {
 /// Writes a line into the CUPTI dump, if one is being written (what a capture was doing).
 #[cfg_attr(not(feature = "testing"), allow(dead_code))] // the dump's notes come from `cuda::dump_note`
 pub(crate) fn note(text: String) {
-    if let Some(tx) = TX.get() {
+    if let Some(tx) = state().tx.get() {
         let _ = tx.send(Msg::Note(text));
     }
 }
@@ -268,7 +292,7 @@ pub(crate) fn note(text: String) {
 /// What the resolver has done so far.
 #[cfg(feature = "testing")]
 pub(crate) fn counts() -> Option<Counts> {
-    Some(LIVE.get()?.lock().ok()?.resolver.counts())
+    Some(state().live.get()?.lock().ok()?.resolver.counts())
 }
 
 /// Windows read `CLOCK_REALTIME` instead of `cuptiGetTimestamp` (decision 43).

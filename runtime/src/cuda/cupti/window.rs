@@ -21,9 +21,6 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// CUPTI writes OS thread ids into API records (set at start): windows can be used.
-pub(super) static ENABLED: AtomicBool = AtomicBool::new(false);
-
 /// What a thread shows the resolver.
 #[derive(Debug)]
 struct Published {
@@ -32,20 +29,44 @@ struct Published {
     open_since: AtomicU64,
 }
 
-/// Every thread that opened a window and is alive (or still has one open).
-static THREADS: Mutex<Vec<Arc<Published>>> = Mutex::new(Vec::new());
-
 /// A scope's end on its way to the resolver, in its thread's queue: written field by field on
 /// every scope's close, so it holds only what the queue does not know (its thread). A window
-/// scope's window is its call's ends (`Call::on_cupti_clock`, decision 46).
+/// scope's window is its call's ends (`Call::on_own_clock`, decision 46).
 pub(super) struct Ended {
     call: Call,
     /// Buffers CUPTI had requested when the scope ended (after its window's end was read).
     fence: u64,
 }
 
-/// Every thread's queue of ended scopes, drained by the resolver ([`drain`]).
-static ENDED: Queues<Ended> = Queues::new();
+/// The threads' windows (in `Cupti`).
+pub(super) struct WindowState {
+    /// CUPTI writes OS thread ids into API records (set at start): windows can be used.
+    pub(super) enabled: AtomicBool,
+    /// Every thread that opened a window and is alive (or still has one open).
+    threads: Mutex<Vec<Arc<Published>>>,
+    /// Every thread's queue of ended scopes, drained by the resolver ([`drain`]).
+    ended: Queues<Ended>,
+    /// CUPTI's clock is `CLOCK_REALTIME` (checked at start and at every snapshot): windows
+    /// read that clock directly, ~20 ns through the vDSO against ~38 ns for
+    /// `cuptiGetTimestamp` (decision 43).
+    realtime: AtomicBool,
+}
+
+impl WindowState {
+    pub(super) const fn new() -> WindowState {
+        WindowState {
+            enabled: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            ended: Queues::new(),
+            realtime: AtomicBool::new(false),
+        }
+    }
+}
+
+#[inline(always)]
+pub(super) fn state() -> &'static WindowState {
+    &super::state().window
+}
 
 /// Scopes per segment of a thread's queue: ~100 bytes each (~120 with `otlp`), ~25–30 KiB a
 /// segment, two for a thread the resolver keeps up with. The producer wakes the resolver at a
@@ -67,10 +88,10 @@ impl Local {
         // SAFETY: gettid has no preconditions.
         let thread = unsafe { libc::gettid() } as u32;
         let published = Arc::new(Published { thread, open_since: AtomicU64::new(0) });
-        if let Ok(mut t) = THREADS.lock() {
+        if let Ok(mut t) = state().threads.lock() {
             t.push(published.clone());
         }
-        Local { windows: Cell::new(0), pushed: Cell::new(0), published, ended: ENDED.producer(SEGMENT, thread) }
+        Local { windows: Cell::new(0), pushed: Cell::new(0), published, ended: state().ended.producer(SEGMENT, thread) }
     }
 
     /// Puts an ended scope in this thread's queue, waking the resolver if the queue asks for it.
@@ -78,7 +99,7 @@ impl Local {
     #[inline]
     fn hand_over(&self, call: impl FnOnce() -> Call) {
         // Read after the window's end: the buffers holding its API records are requested by now.
-        let fence = super::buffers::REQUESTED.load(Ordering::SeqCst);
+        let fence = super::buffers::requested_so_far();
         // Built before the push: `call` may reach the span registry, and the push must not be
         // entered again between choosing its slot and publishing it.
         let ended = Ended { call: call(), fence };
@@ -92,15 +113,10 @@ thread_local! {
     static LOCAL: Local = Local::new();
 }
 
-/// CUPTI's clock is `CLOCK_REALTIME` (checked at start and at every snapshot): windows read
-/// that clock directly, ~20 ns through the vDSO against ~38 ns for `cuptiGetTimestamp`
-/// (decision 43).
-static REALTIME: AtomicBool = AtomicBool::new(false);
-
 /// CUPTI's clock, which its API records use.
 #[inline]
 pub(super) fn now() -> u64 {
-    if REALTIME.load(Ordering::Relaxed) {
+    if state().realtime.load(Ordering::Relaxed) {
         return realtime();
     }
     cupti_now()
@@ -139,28 +155,28 @@ fn bracketed() -> bool {
 /// each of 1000 readings lies inside its bracket (the tightest take ~40 ns: a clock that differs
 /// by more than that fails).
 pub(super) fn choose_clock() {
-    REALTIME.store((0..1000).all(|_| bracketed()), Ordering::Relaxed);
+    state().realtime.store((0..1000).all(|_| bracketed()), Ordering::Relaxed);
 }
 
 /// Without CUPTI: scopes open and close windows on `CLOCK_REALTIME` as they would under it, so
 /// that the path can be counted on a machine without a GPU (`scripts/count-window`).
 #[cfg(feature = "testing")]
 pub(super) fn simulate() {
-    REALTIME.store(true, Ordering::Relaxed);
-    ENABLED.store(true, Ordering::Relaxed);
+    state().realtime.store(true, Ordering::Relaxed);
+    state().enabled.store(true, Ordering::Relaxed);
 }
 
 /// Windows read `CLOCK_REALTIME` (false before CUPTI started).
 #[cfg(feature = "testing")]
 pub(super) fn reads_realtime() -> bool {
-    REALTIME.load(Ordering::Relaxed)
+    state().realtime.load(Ordering::Relaxed)
 }
 
 /// On the resolver, before each drain: once a reading falls outside its bracket, the two clocks
 /// are not one (CUPTI mapped its own), and windows go back to `cuptiGetTimestamp` for good.
 fn verify_clock() {
-    if REALTIME.load(Ordering::Relaxed) && !bracketed() {
-        REALTIME.store(false, Ordering::Relaxed);
+    if state().realtime.load(Ordering::Relaxed) && !bracketed() {
+        state().realtime.store(false, Ordering::Relaxed);
         crate::diagnostics::note_once(
             "CUPTI's clock stopped matching CLOCK_REALTIME: CUDA scopes read it through cuptiGetTimestamp from now \
              on (scopes open at that moment may be attributed by a clock off by up to one resolver poll's drift)",
@@ -172,7 +188,7 @@ fn verify_clock() {
 /// id instead (windows off, or an external id pushed on this thread).
 #[inline]
 pub(super) fn open() -> Option<u64> {
-    if !ENABLED.load(Ordering::Relaxed) {
+    if !state().enabled.load(Ordering::Relaxed) {
         return None;
     }
     LOCAL
@@ -234,9 +250,9 @@ pub(super) fn ended(call: Call) {
 /// Hands every scope the threads' queues hold to `f` (its call, fence and window), each
 /// thread's in the order they ended.
 pub(super) fn drain(mut f: impl FnMut(Call, u64, Option<Window>)) -> usize {
-    ENDED.drain(|thread, e| {
+    state().ended.drain(|thread, e| {
         let c = &e.call;
-        let window = c.on_cupti_clock.then_some(Window { thread, start: c.host_start, end: c.host_end });
+        let window = c.on_own_clock.then_some(Window { thread, start: c.host_start, end: c.host_end });
         f(e.call, e.fence, window)
     })
 }
@@ -244,7 +260,7 @@ pub(super) fn drain(mut f: impl FnMut(Call, u64, Option<Window>)) -> usize {
 /// Segments the threads' queues allocated past their first (decision 42).
 #[cfg(feature = "testing")]
 pub(super) fn grown() -> u64 {
-    ENDED.grown()
+    state().ended.grown()
 }
 
 fn leave(l: &Local) {
@@ -264,7 +280,7 @@ pub(super) fn abandon() {
 /// This thread pushed (`+1`) or popped (`-1`) an external id.
 #[inline]
 pub(super) fn pushed(delta: i32) {
-    if !ENABLED.load(Ordering::Relaxed) {
+    if !state().enabled.load(Ordering::Relaxed) {
         return;
     }
     let _ = LOCAL.try_with(|l| l.pushed.set(l.pushed.get().saturating_add_signed(delta)));
@@ -276,7 +292,7 @@ pub(super) fn snapshot() -> Snapshot {
     verify_clock();
     let now = now();
     let mut open = Vec::new();
-    if let Ok(mut threads) = THREADS.lock() {
+    if let Ok(mut threads) = state().threads.lock() {
         threads.retain(|p| {
             let since = p.open_since.load(Ordering::SeqCst);
             if since != 0 {
@@ -290,7 +306,7 @@ pub(super) fn snapshot() -> Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use super::{drain, realtime, Ordering, REALTIME};
+    use super::{drain, realtime, state, Ordering};
     use crate::cuda::CudaScope;
     use crate::probe::Exit;
     use crate::scope::{GpuScope, Scope};
@@ -304,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_plain_window_scope_closed_in_place_is_described_as_one_closed_in_full() {
-        REALTIME.store(true, Ordering::Relaxed); // no CUPTI here: windows end on CLOCK_REALTIME
+        state().realtime.store(true, Ordering::Relaxed); // no CUPTI here: windows end on CLOCK_REALTIME
         let begun = realtime();
         drop(window_scope(begun)); // no span, no error: closed in place (`scope::close_general`)
         let mut failed = window_scope(begun);
@@ -330,7 +346,7 @@ mod tests {
             assert_eq!((w.thread, w.start), (tid, begun), "with its queue's thread");
             assert!(w.end >= w.start);
             // Timed by its window alone, closed in place or in full: no host clock reading.
-            assert!(call.on_cupti_clock, "the window's ends are the call's");
+            assert!(call.on_own_clock, "the window's ends are the call's");
             assert_eq!((call.host_start, call.host_end), (w.start, w.end));
             let r = call.into_record_at(crate::record::Interval { start_ns: w.start, end_ns: w.end });
             assert_eq!(r.error, failed);

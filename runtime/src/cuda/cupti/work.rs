@@ -5,7 +5,7 @@
 use super::dump::Frame;
 use super::records::Raw;
 use super::thread_index::Window;
-use super::{buffers, clock, dump, records, window, Live, Msg, LIVE};
+use super::{buffers, clock, dump, records, state, window, Live, Msg};
 use crate::diagnostics::note_once;
 use crate::pipeline;
 use crate::record::Record;
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 impl Live {
     /// A scope ended: its record is built here, off the caller's thread.
     fn ended(&mut self, call: Call, fence: u64, window: Option<Window>) {
-        let record = if call.on_cupti_clock {
+        let record = if call.on_own_clock {
             let (start_ns, end_ns) = (clock::window_to_host(call.host_start), clock::window_to_host(call.host_end));
             call.into_record_at(crate::record::Interval { start_ns, end_ns })
         } else {
@@ -131,7 +131,7 @@ struct Processed {
 /// Drains and resolves under the lock, submits outside it. Called only by the one driver of
 /// `crate::resolver`, so when it returns, every record it took is in the pipeline.
 fn process(flushed: Option<bool>) -> Processed {
-    let Some(live) = LIVE.get() else { return Processed::default() };
+    let Some(live) = state().live.get() else { return Processed::default() };
     let (records, done) = match live.lock() {
         Ok(mut l) => {
             if let Some(forced) = flushed {
@@ -199,7 +199,7 @@ impl PendingWork for Activity {
     /// but the clock mapping and the stale-record limit. Where it refused a period, the buffers
     /// must be asked for, on a timer.
     fn poll(&self, now: Instant) -> Progress {
-        let Some(live) = LIVE.get() else { return Progress::default() };
+        let Some(live) = state().live.get() else { return Progress::default() };
         let (last_flush, self_flushing) = match live.lock() {
             Ok(l) => (l.last_flush, !l.cupti_flushes),
             Err(_) => return Progress::default(),

@@ -1,0 +1,479 @@
+//! The one core file that lists the GPU backends: the part of an open scope each backend owns
+//! ([`GpuScope`], dispatched statically to [`BackendScope`]), and the per-thread stacks a scope
+//! sits on while it runs ([`Stacks`]: NVTX ranges, the `wgpu::attach` slots). `scope.rs` calls
+//! only what is here and names no backend. Adding a backend: docs/architecture.md, "Adding a
+//! backend".
+
+use crate::scope::{Call, Scope};
+use crate::site::Site;
+use tracing::Span;
+
+/// What the scope asks of a backend's part of it. Implemented by each backend's scope type
+/// (`cuda::CudaScope`, `wgpu::scope::WgpuScope`); every method but [`BackendScope::finish`]
+/// has the behaviour of a backend without per-thread state.
+pub(crate) trait BackendScope: Sized {
+    /// The backend reads the call's ends itself, on its own clock (a CUPTI window), and can
+    /// close a plain scope in place ([`BackendScope::close_in_place`]). The start it gave at
+    /// open is then given up if the scope suspends: from there the host clock times it.
+    #[inline(always)]
+    fn own_clock(&self) -> bool {
+        false
+    }
+
+    /// Whether a measurement attached to the scope (`gpuspan::wgpu::attach`) replaces this
+    /// part: one that times the call no better than the attachment would.
+    #[inline(always)]
+    fn takes_attach(&self) -> bool {
+        false
+    }
+
+    /// An async call stops running on this thread: per-thread state (CUPTI's correlation
+    /// stack, the CUDA events' list) is left until [`BackendScope::resume`].
+    #[inline(always)]
+    fn suspend(&mut self, _scope_id: u64) {}
+
+    /// An async call runs again, perhaps on another thread.
+    #[inline(always)]
+    fn resume(&mut self, _scope_id: u64) {}
+
+    /// Closes a scope that has nothing but its call to hand over (no span, memory marks,
+    /// error), as most of an [`BackendScope::own_clock`] backend's are: `call` builds the
+    /// call from the end the backend reads. Only called when `own_clock` is true.
+    #[inline(always)]
+    fn close_in_place(&mut self, call: impl FnOnce(u64) -> Call) {
+        let _ = call;
+    }
+
+    /// The scope ended: its record waits for the GPU's timing.
+    fn finish(self, call: Call);
+
+    /// Replaced by an attached measurement ([`BackendScope::takes_attach`]).
+    #[inline(always)]
+    fn supersede(self) {}
+
+    /// A measurement no scope collects.
+    #[inline(always)]
+    fn forget(self) {}
+
+    /// A selected span's scope tags its thread's GPU work with its id around each entry of the
+    /// span, on whichever thread enters it ([`span_enter`], [`span_exit`]).
+    #[inline(always)]
+    fn tags_span_entries(&self) -> bool {
+        false
+    }
+}
+
+/// A scope with no GPU part ([`GpuScope::None`]): timed by the host clock, handed straight to
+/// the pipeline; an attached measurement replaces it.
+#[derive(Debug)]
+struct HostTimed;
+
+impl BackendScope for HostTimed {
+    #[inline(always)]
+    fn takes_attach(&self) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    fn finish(self, call: Call) {
+        crate::pipeline::submit(call.into_record());
+    }
+}
+
+/// The backend's part of an open scope: one variant per backend compiled in, so that a scope
+/// costs no allocation or indirection.
+#[derive(Debug)]
+pub(crate) enum GpuScope {
+    /// Timed by the host clock (tracking memory, or a backend that could not start).
+    None,
+    #[cfg(feature = "_wgpu")]
+    Wgpu(crate::wgpu::scope::WgpuScope),
+    #[cfg(feature = "cuda")]
+    Cuda(crate::cuda::CudaScope),
+}
+
+/// `$call` with `$b` bound to the backend's part; `$none` (the same call on [`HostTimed`]) for
+/// [`GpuScope::None`].
+macro_rules! each_backend {
+    ($self:expr, $b:ident => $call:expr, $none:expr) => {
+        match $self {
+            GpuScope::None => $none,
+            #[cfg(feature = "_wgpu")]
+            GpuScope::Wgpu($b) => $call,
+            #[cfg(feature = "cuda")]
+            GpuScope::Cuda($b) => $call,
+        }
+    };
+}
+
+impl GpuScope {
+    /// [`BackendScope::own_clock`].
+    #[inline(always)]
+    pub(crate) fn own_clock(&self) -> bool {
+        each_backend!(self, b => BackendScope::own_clock(b), HostTimed.own_clock())
+    }
+
+    /// [`BackendScope::takes_attach`].
+    #[inline(always)]
+    pub(crate) fn takes_attach(&self) -> bool {
+        each_backend!(self, b => BackendScope::takes_attach(b), HostTimed.takes_attach())
+    }
+
+    #[inline(always)]
+    pub(crate) fn suspend(&mut self, scope_id: u64) {
+        each_backend!(self, b => BackendScope::suspend(b, scope_id), HostTimed.suspend(scope_id))
+    }
+
+    #[inline(always)]
+    pub(crate) fn resume(&mut self, scope_id: u64) {
+        each_backend!(self, b => BackendScope::resume(b, scope_id), HostTimed.resume(scope_id))
+    }
+
+    /// [`BackendScope::close_in_place`].
+    #[inline(always)]
+    pub(crate) fn close_in_place(&mut self, call: impl FnOnce(u64) -> Call) {
+        each_backend!(self, b => BackendScope::close_in_place(b, call), HostTimed.close_in_place(call))
+    }
+
+    /// Hands the finished call to its backend, or to the pipeline for host timing.
+    #[inline(always)]
+    pub(crate) fn finish(self, call: Call) {
+        each_backend!(self, b => BackendScope::finish(b, call), HostTimed.finish(call))
+    }
+
+    /// [`BackendScope::tags_span_entries`].
+    pub(crate) fn tags_span_entries(&self) -> bool {
+        each_backend!(self, b => BackendScope::tags_span_entries(b), HostTimed.tags_span_entries())
+    }
+
+    /// A measurement attached to the scope: it replaces this part if this part takes one
+    /// (which is then superseded), else it is forgotten. Whether it was taken.
+    pub(crate) fn take_attached(&mut self, attached: GpuScope) -> bool {
+        if self.takes_attach() {
+            let replaced = std::mem::replace(self, attached);
+            each_backend!(replaced, b => BackendScope::supersede(b), HostTimed.supersede());
+            true
+        } else {
+            each_backend!(attached, b => BackendScope::forget(b), HostTimed.forget());
+            false
+        }
+    }
+}
+
+/// The backend that times bare scopes (no GPU resource in the signature) once it started, if
+/// any: CUDA under CUPTI or events attributes a bare site's CUDA work to it. One relaxed load.
+#[inline(always)]
+pub(crate) fn watches_bare() -> bool {
+    #[cfg(feature = "cuda")]
+    return crate::cuda::watching();
+    #[cfg(not(feature = "cuda"))]
+    false
+}
+
+/// Opens a bare scope as the backend that [`watches_bare`] does.
+#[cfg(feature = "cuda")]
+#[inline(always)]
+pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+    Scope::cuda_watched(site, span, bytes)
+}
+
+/// Without a backend that watches bare scopes, never called ([`watches_bare`] is false).
+#[cfg(not(feature = "cuda"))]
+#[inline(always)]
+pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+    Scope::open(site, span, bytes, |_| GpuScope::None)
+}
+
+/// Whether any backend compiled in tags span entries ([`BackendScope::tags_span_entries`]):
+/// without one, the span layer keeps no per-thread entries.
+pub(crate) const SPAN_ENTRIES: bool = cfg!(feature = "cuda");
+
+/// A span is selected (`span_scopes`): a backend that must be timing before the framework's
+/// first launch, which nothing annotated announces, starts now (CUDA, where a driver and a
+/// device are present).
+#[inline(always)]
+pub(crate) fn span_selected() {
+    #[cfg(feature = "cuda")]
+    crate::cuda::start_for_spans();
+}
+
+/// The backend a selected span's site names: the one that times spans in this process.
+pub(crate) fn span_backend() -> crate::site::Backend {
+    use crate::site::Backend;
+    #[cfg(feature = "cuda")]
+    if crate::cuda::span_scope().is_some() {
+        return Backend::Cuda;
+    }
+    if cfg!(feature = "_wgpu") {
+        Backend::Wgpu
+    } else if cfg!(feature = "cuda") {
+        Backend::Cuda
+    } else {
+        Backend::Host
+    }
+}
+
+/// The GPU part of a selected span's scope: CUPTI's when it times this process, else a wgpu
+/// bracket.
+#[allow(unused_variables)] // without backends
+pub(crate) fn span_gpu(site: &'static Site) -> GpuScope {
+    #[cfg(feature = "cuda")]
+    if let Some(c) = crate::cuda::span_scope() {
+        return GpuScope::Cuda(c);
+    }
+    #[cfg(feature = "_wgpu")]
+    return crate::wgpu::scope::span_bracket(site);
+    #[allow(unreachable_code)]
+    GpuScope::None
+}
+
+/// A selected span whose scope [tags entries](BackendScope::tags_span_entries) is entered on
+/// this thread: its backend tags the thread's GPU work with `scope_id` until [`span_exit`].
+/// False if nothing was pushed (nothing to pop).
+#[allow(unused_variables)] // without a backend that tags entries
+pub(crate) fn span_enter(scope_id: u64) -> bool {
+    #[cfg(feature = "cuda")]
+    return crate::cuda::span_enter(scope_id);
+    #[cfg(not(feature = "cuda"))]
+    false
+}
+
+/// The entry [`span_enter`] made on this thread ends.
+#[allow(unused_variables)] // without a backend that tags entries
+pub(crate) fn span_exit(scope_id: u64) {
+    #[cfg(feature = "cuda")]
+    crate::cuda::span_exit(scope_id);
+}
+
+/// The per-thread stacks an open scope sits on while it runs on a thread: an NVTX range (for
+/// Nsight, feature `nvtx`) and a slot on the `wgpu::attach` stacks. Zero-sized without them.
+#[derive(Debug, Default)]
+pub(crate) struct Stacks {
+    /// This scope has a slot on its thread's `wgpu::attach` stack.
+    #[cfg(feature = "_wgpu")]
+    attach_slot: bool,
+    /// An NVTX range of this site is pushed on the current thread (a tool is attached).
+    #[cfg(feature = "nvtx")]
+    nvtx: bool,
+}
+
+impl Stacks {
+    /// A scope opens on this thread: the slots that must be there before its clock starts.
+    /// `timed`: its GPU part times it already (an attachment is not taken).
+    #[inline(always)]
+    #[allow(unused_variables)] // without `wgpu`
+    pub(crate) fn push(site: &'static Site, timed: bool) -> Stacks {
+        Stacks {
+            #[cfg(feature = "_wgpu")]
+            attach_slot: crate::wgpu::scope::attach_push(site, timed),
+            #[cfg(feature = "nvtx")]
+            nvtx: false,
+        }
+    }
+
+    /// On no thread's stacks (a selected span's scope, entered on any thread).
+    #[inline(always)]
+    pub(crate) fn none() -> Stacks {
+        Stacks::default()
+    }
+
+    /// The ranges a tool shows for the call, pushed once its clock started.
+    #[inline(always)]
+    #[allow(unused_variables)] // without `nvtx`
+    pub(crate) fn push_ranges(&mut self, site: &'static Site) {
+        #[cfg(feature = "nvtx")]
+        {
+            self.nvtx = crate::nvtx::push(site);
+        }
+    }
+
+    /// Pops this scope's ranges, if it pushed any: a range lives on one thread's stack.
+    #[inline(always)]
+    pub(crate) fn pop_ranges(&mut self) {
+        #[cfg(feature = "nvtx")]
+        if std::mem::take(&mut self.nvtx) {
+            crate::nvtx::pop();
+        }
+    }
+
+    /// An async scope runs again on this thread: `parked_as` is its scope id if it may have a
+    /// slot parked (held by a guard across an `.await`), which it finds again; else it pushes
+    /// fresh ones.
+    #[inline(always)]
+    #[allow(unused_variables)] // without `wgpu`
+    pub(crate) fn resume(&mut self, site: &'static Site, parked_as: Option<u64>, timed: bool) {
+        #[cfg(feature = "_wgpu")]
+        {
+            let parked = parked_as.is_some_and(|id| crate::wgpu::scope::attach_unpark(id, site, timed));
+            self.attach_slot = parked || crate::wgpu::scope::attach_push(site, timed);
+        }
+    }
+
+    /// A scope closing while suspended with a guard open (a cancelled future) takes its parked
+    /// slot back, with the measurement the guard left in it as it was dropped.
+    #[inline(always)]
+    #[allow(unused_variables)] // without `wgpu`
+    pub(crate) fn unpark_to_close(&mut self, site: &'static Site, scope_id: u64) {
+        #[cfg(feature = "_wgpu")]
+        if !self.attach_slot && crate::wgpu::scope::attach_unpark(scope_id, site, false) {
+            self.attach_slot = true;
+        }
+    }
+
+    /// An async scope suspends with an attach guard open (held across an `.await`): its slot is
+    /// parked under the guard's scope id (with its thread), which the scope takes.
+    #[inline(always)]
+    pub(crate) fn park(&mut self) -> Option<(u32, u64)> {
+        #[cfg(feature = "_wgpu")]
+        if self.attach_slot {
+            let ids = crate::wgpu::scope::attach_park()?;
+            self.attach_slot = false;
+            return Some(ids);
+        }
+        None
+    }
+
+    /// Takes the scope's slot off the `wgpu::attach` stack, with the measurement an attached
+    /// recorder left there and its ids.
+    #[inline(always)]
+    pub(crate) fn collect(&mut self) -> Option<((u32, u64), GpuScope)> {
+        #[cfg(feature = "_wgpu")]
+        if std::mem::take(&mut self.attach_slot) {
+            let (ids, w) = crate::wgpu::scope::attach_pop()?;
+            return Some((ids, GpuScope::Wgpu(w)));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Structural checks of the seam, on the sources (read at run time).
+
+    use super::{GpuScope, SPAN_ENTRIES};
+    use std::path::{Path, PathBuf};
+
+    fn src() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    }
+
+    /// The lines of a source file, without the items under `#[cfg(test)]` (unit tests).
+    fn code(path: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let (mut kept, mut skipping, mut depth, mut opened) = (Vec::new(), false, 0i32, false);
+        for line in text.lines() {
+            if !skipping {
+                if line.trim() == "#[cfg(test)]" {
+                    (skipping, depth, opened) = (true, 0, false);
+                } else {
+                    kept.push(line.to_owned());
+                }
+                continue;
+            }
+            let (opens, closes) = (line.matches('{').count() as i32, line.matches('}').count() as i32);
+            opened |= opens > 0;
+            depth += opens - closes;
+            // The item ends where its braces close, or at its `;` if it has none.
+            skipping = if opened { depth > 0 } else { !line.trim_end().ends_with(';') };
+        }
+        kept
+    }
+
+    /// The core files a backend plugs into: none names a backend's feature or module (this
+    /// file is the one place that does).
+    #[test]
+    fn the_core_names_no_backend() {
+        let names = [
+            "feature = \"cuda\"",
+            "feature = \"_wgpu\"",
+            "feature = \"nvtx\"",
+            "crate::cuda",
+            "crate::wgpu",
+            "crate::nvtx",
+        ];
+        let core = [
+            "scope.rs",
+            "scope/host_span.rs",
+            "call.rs",
+            "pipeline.rs",
+            "aggregate.rs",
+            "record/mod.rs",
+            "export/summary.rs",
+        ];
+        let mut found = Vec::new();
+        for file in core {
+            for (i, line) in code(&src().join(file)).iter().enumerate() {
+                if let Some(name) = names.iter().find(|n| line.contains(*n)) {
+                    found.push(format!("{file}:{}: {name}", i + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "the core names a backend: {found:?}");
+    }
+
+    /// The span layer opens and tags its scopes through the seam, not through a backend's
+    /// module (its one `cfg` left is `init_selects`, for `init.rs`'s CUDA start).
+    #[test]
+    fn the_span_layer_reaches_backends_through_the_seam() {
+        let names = ["crate::cuda", "crate::wgpu", "GpuScope::"];
+        let mut found = Vec::new();
+        for file in ["span_scopes.rs", "span_scopes/selected.rs"] {
+            for (i, line) in code(&src().join(file)).iter().enumerate() {
+                if let Some(name) = names.iter().find(|n| line.contains(*n)) {
+                    found.push(format!("{file}:{}: {name}", i + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "the span layer names a backend: {found:?}");
+    }
+
+    /// Under CUPTI a span's scope pushes its id around each entry (as selected.rs did by
+    /// matching `GpuScope::Cuda`); a host-timed one does not.
+    #[test]
+    fn cupti_span_scopes_tag_their_entries() {
+        assert!(!GpuScope::None.tags_span_entries());
+        #[cfg(feature = "cuda")]
+        assert!(GpuScope::Cuda(crate::cuda::CudaScope::Cupti { pushed: false }).tags_span_entries());
+        assert_eq!(SPAN_ENTRIES, cfg!(feature = "cuda"));
+    }
+
+    /// Every `static` item of a source tree (outside thread-locals and unit tests).
+    fn statics(dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                statics(&path, out);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || path.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let mut in_thread_local = false;
+            for line in code(&path) {
+                let t = line.trim_start();
+                if t.starts_with("thread_local!") {
+                    in_thread_local = true;
+                } else if in_thread_local {
+                    in_thread_local = t != "}";
+                } else {
+                    let item = t.strip_prefix("pub(crate) ").or_else(|| t.strip_prefix("pub(super) ")).unwrap_or(t);
+                    let item = item.strip_prefix("pub ").unwrap_or(item);
+                    if let Some(name) = item.strip_prefix("static ").and_then(|r| r.split(':').next()) {
+                        out.push(name.trim().to_owned());
+                    }
+                }
+            }
+        }
+    }
+
+    /// CUDA timing's state is owned by one struct in one static (`cuda::CUDA`); the only other
+    /// static is gpuspan's own site for unattributed work, a site like every annotated
+    /// function's. The sources are read whichever features this build has.
+    #[test]
+    fn cuda_timing_is_held_in_one_static() {
+        let mut found = Vec::new();
+        statics(&src().join("cuda"), &mut found);
+        found.sort();
+        assert_eq!(found, ["CUDA", "UNATTRIBUTED"]);
+    }
+}
