@@ -32,19 +32,27 @@ pub(crate) struct Losses {
     pub otlp_metric_exports_failed: AtomicU64,
 }
 
+/// The process's losses: those of its [`Collector`](crate::collector::Collector).
 #[cfg(feature = "enabled")]
-pub(crate) static LOSSES: Losses = Losses {
-    timeline_events: AtomicU64::new(0),
-    pending_frames: AtomicU64::new(0),
-    unresolved_scopes: AtomicU64::new(0),
-    cupti_records: AtomicU64::new(0),
-    otlp_spans_dropped: AtomicU64::new(0),
-    otlp_spans_failed: AtomicU64::new(0),
-    otlp_metric_exports_failed: AtomicU64::new(0),
-};
+#[inline]
+pub(crate) fn losses() -> &'static Losses {
+    &crate::collector::collector().losses
+}
 
 #[cfg(feature = "enabled")]
 impl Losses {
+    pub(crate) const fn new() -> Self {
+        Losses {
+            timeline_events: AtomicU64::new(0),
+            pending_frames: AtomicU64::new(0),
+            unresolved_scopes: AtomicU64::new(0),
+            cupti_records: AtomicU64::new(0),
+            otlp_spans_dropped: AtomicU64::new(0),
+            otlp_spans_failed: AtomicU64::new(0),
+            otlp_metric_exports_failed: AtomicU64::new(0),
+        }
+    }
+
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
@@ -67,8 +75,17 @@ impl Losses {
     }
 }
 
+/// Every note said, once each; owned by the [`Collector`](crate::collector::Collector).
 #[cfg(feature = "enabled")]
-static NOTES: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+#[derive(Debug)]
+pub(crate) struct Notes(Mutex<BTreeSet<String>>);
+
+#[cfg(feature = "enabled")]
+impl Notes {
+    pub(crate) const fn new() -> Self {
+        Notes(Mutex::new(BTreeSet::new()))
+    }
+}
 
 /// Says `message` once per process (per distinct text) and keeps it for the summary.
 ///
@@ -78,7 +95,8 @@ pub(crate) fn note_once(message: impl fmt::Display) {
     #[cfg(feature = "enabled")]
     {
         let message = message.to_string();
-        let fresh = NOTES.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
+        let fresh =
+            crate::collector::collector().notes.0.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
         if fresh {
             if tracing::dispatcher::has_been_set() {
                 tracing::warn!(target: "gpuspan", "{message}");
@@ -94,7 +112,7 @@ pub(crate) fn note_once(message: impl fmt::Display) {
 /// Everything said so far, for the summary.
 #[cfg(feature = "enabled")]
 pub(crate) fn notes() -> Vec<String> {
-    NOTES.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
+    crate::collector::collector().notes.0.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
 }
 
 /// Writes one line to stderr, ignoring errors: a closed or full stderr must not panic the

@@ -147,6 +147,8 @@ pub use {
 #[cfg(feature = "enabled")]
 mod aggregate;
 mod causality;
+#[cfg(feature = "enabled")]
+mod collector;
 mod export;
 #[cfg(feature = "enabled")]
 mod hooks;
@@ -243,7 +245,12 @@ pub mod otlp;
 // and the record name no exporter.
 #[cfg(all(feature = "otlp", feature = "enabled"))]
 mod parent {
-    pub(crate) use crate::otlp::{capture_parent as capture, capture_span_parent as capture_span, Parent};
+    pub(crate) use crate::otlp::{capture_parent as capture, capture_span_parent as capture_span, Exporting, Parent};
+
+    /// The export's flag in the collector: no export yet.
+    pub(crate) const fn exporting() -> Exporting {
+        Exporting::new()
+    }
 }
 #[cfg(all(feature = "enabled", not(feature = "otlp")))]
 mod parent {
@@ -263,6 +270,12 @@ mod parent {
     pub(crate) fn capture_span() -> Parent {
         Parent
     }
+
+    /// No exporter: nothing in the collector.
+    pub(crate) type Exporting = ();
+
+    /// Nothing.
+    pub(crate) const fn exporting() -> Exporting {}
 }
 
 #[doc(hidden)]

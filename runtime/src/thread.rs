@@ -13,13 +13,23 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-static NEXT_INDEX: AtomicU32 = AtomicU32::new(1);
-static NAMES: Mutex<Option<Registry>> = Mutex::new(None);
+/// Thread indices and names; owned by the [`Collector`](crate::collector::Collector).
+#[derive(Debug)]
+pub(crate) struct Names {
+    next_index: AtomicU32,
+    registry: Mutex<Option<Registry>>,
+}
+
+impl Names {
+    pub(crate) const fn new() -> Self {
+        Names { next_index: AtomicU32::new(1), registry: Mutex::new(None) }
+    }
+}
 
 /// Names of ended threads still kept, the latest to end.
 const KEEP_EXITED: usize = 1024;
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Registry {
     /// Named threads running, or among the last [`KEEP_EXITED`] to end.
     names: HashMap<u32, Arc<str>>,
@@ -28,7 +38,7 @@ struct Registry {
 }
 
 fn registry() -> MutexGuard<'static, Option<Registry>> {
-    NAMES.lock().unwrap_or_else(|e| e.into_inner())
+    crate::collector::collector().names.registry.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Slot {
@@ -63,7 +73,7 @@ impl Drop for Exit {
 
 thread_local! {
     static SLOT: Slot = {
-        let index = NEXT_INDEX.fetch_add(1, Ordering::Relaxed);
+        let index = crate::collector::collector().names.next_index.fetch_add(1, Ordering::Relaxed);
         if let Some(name) = std::thread::current().name() {
             registry().get_or_insert_with(Registry::default).names.insert(index, name.into());
             // Unavailable while the thread's locals are being destroyed: the name then stays
