@@ -113,8 +113,9 @@ impl Collector {
     }
 }
 
-/// The process's collector: process-wide because the scopes the macros expand reach it from
-/// any thread without a handle.
+/// The process's collector.
+// process-wide because the scopes the macros expand reach it from any thread without a
+// handle, and a const static costs them no load (its address is a constant).
 static COLLECTOR: Collector = Collector::new();
 
 /// The process's collector (a constant address: no load).
