@@ -4,6 +4,14 @@
 //! process's collector is a plain static that costs the hot path no load of its own: its
 //! address is a constant, as the address of each static it replaces was (docs/decisions.md,
 //! "One owner"). Tests build private collectors, which share nothing with the process's.
+//!
+//! That holds while no code that other crates may compile names the collector: a generic
+//! function, or an `#[inline]` one reachable from the public API (a scope's opening), that calls
+//! [`collector()`] makes its symbol exported, and every access to it, the close path's floor
+//! included, a load through the GOT (one more instruction per scope: `scripts/count-window`).
+//! Such code calls a non-generic, non-inlined function instead (`diagnostics::note_once`,
+//! `diagnostics::losses`, `thread::register`); the OTLP export's flag, read where a scope
+//! opens, stays a static of its own.
 
 use crate::pipeline::Sink;
 use crate::record::Record;
@@ -36,8 +44,6 @@ pub(crate) struct Collector {
     pub(crate) losses: crate::diagnostics::Losses,
     /// The one-time notes said so far.
     pub(crate) notes: crate::diagnostics::Notes,
-    /// Whether a span export runs (one at a time): scopes then capture their parent context.
-    pub(crate) exporting: crate::parent::Exporting,
     /// Whether the live feed runs (one at a time).
     #[cfg(unix)]
     pub(crate) live_feed: AtomicBool,
@@ -50,7 +56,6 @@ impl std::fmt::Debug for Collector {
             .field("sampling", &self.sampling)
             .field("leaves", &self.leaves)
             .field("running", &self.running)
-            .field("exporting", &self.exporting)
             .finish_non_exhaustive()
     }
 }
@@ -71,7 +76,6 @@ impl Collector {
             checks: crate::causality::Checks::new(),
             losses: crate::diagnostics::Losses::new(),
             notes: crate::diagnostics::Notes::new(),
-            exporting: crate::parent::exporting(),
             #[cfg(unix)]
             live_feed: AtomicBool::new(false),
         }

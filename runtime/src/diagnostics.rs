@@ -32,9 +32,11 @@ pub(crate) struct Losses {
     pub otlp_metric_exports_failed: AtomicU64,
 }
 
-/// The process's losses: those of its [`Collector`](crate::collector::Collector).
+/// The process's losses: those of its [`Collector`](crate::collector::Collector). Not inlined:
+/// generic code that counts a loss (the OTLP export's) would otherwise name the collector in
+/// other crates (see [`note_once`]).
 #[cfg(feature = "enabled")]
-#[inline]
+#[inline(never)]
 pub(crate) fn losses() -> &'static Losses {
     &crate::collector::collector().losses
 }
@@ -93,20 +95,25 @@ impl Notes {
 /// Without the `enabled` feature the message is dropped.
 pub(crate) fn note_once(message: impl fmt::Display) {
     #[cfg(feature = "enabled")]
-    {
-        let message = message.to_string();
-        let fresh =
-            crate::collector::collector().notes.0.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
-        if fresh {
-            if tracing::dispatcher::has_been_set() {
-                tracing::warn!(target: "gpuspan", "{message}");
-            } else {
-                say(format_args!("gpuspan: {message}"));
-            }
-        }
-    }
+    note_text_once(message.to_string());
     #[cfg(not(feature = "enabled"))]
     let _ = message;
+}
+
+/// [`note_once`] of a text: not generic, so that no code outside this crate names the collector
+/// (its symbol would be exported, and every access to it go through the GOT: one more load on
+/// the hot path).
+#[cfg(feature = "enabled")]
+#[inline(never)]
+fn note_text_once(message: String) {
+    let fresh = crate::collector::collector().notes.0.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
+    if fresh {
+        if tracing::dispatcher::has_been_set() {
+            tracing::warn!(target: "gpuspan", "{message}");
+        } else {
+            say(format_args!("gpuspan: {message}"));
+        }
+    }
 }
 
 /// Everything said so far, for the summary.

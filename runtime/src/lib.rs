@@ -245,12 +245,7 @@ pub mod otlp;
 // and the record name no exporter.
 #[cfg(all(feature = "otlp", feature = "enabled"))]
 mod parent {
-    pub(crate) use crate::otlp::{capture_parent as capture, capture_span_parent as capture_span, Exporting, Parent};
-
-    /// The export's flag in the collector: no export yet.
-    pub(crate) const fn exporting() -> Exporting {
-        Exporting::new()
-    }
+    pub(crate) use crate::otlp::{capture_parent as capture, capture_span_parent as capture_span, Parent};
 }
 #[cfg(all(feature = "enabled", not(feature = "otlp")))]
 mod parent {
@@ -270,12 +265,6 @@ mod parent {
     pub(crate) fn capture_span() -> Parent {
         Parent
     }
-
-    /// No exporter: nothing in the collector.
-    pub(crate) type Exporting = ();
-
-    /// Nothing.
-    pub(crate) const fn exporting() -> Exporting {}
 }
 
 #[doc(hidden)]

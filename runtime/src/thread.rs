@@ -71,17 +71,24 @@ impl Drop for Exit {
     }
 }
 
+/// The calling thread's slot: its index and name registered. Not inlined into the callers of
+/// [`next_scope`] (which other crates inline), so that no code outside this crate names the
+/// collector (its symbol would be exported, and every access to it go through the GOT).
+#[cold]
+#[inline(never)]
+fn register() -> Slot {
+    let index = crate::collector::collector().names.next_index.fetch_add(1, Ordering::Relaxed);
+    if let Some(name) = std::thread::current().name() {
+        registry().get_or_insert_with(Registry::default).names.insert(index, name.into());
+        // Unavailable while the thread's locals are being destroyed: the name then stays
+        // (one, for a thread whose first call is made in a destructor).
+        let _ = EXIT.try_with(|e| e.0.set(index));
+    }
+    Slot { index, next_scope: Cell::new(0) }
+}
+
 thread_local! {
-    static SLOT: Slot = {
-        let index = crate::collector::collector().names.next_index.fetch_add(1, Ordering::Relaxed);
-        if let Some(name) = std::thread::current().name() {
-            registry().get_or_insert_with(Registry::default).names.insert(index, name.into());
-            // Unavailable while the thread's locals are being destroyed: the name then stays
-            // (one, for a thread whose first call is made in a destructor).
-            let _ = EXIT.try_with(|e| e.0.set(index));
-        }
-        Slot { index, next_scope: Cell::new(0) }
-    };
+    static SLOT: Slot = register();
     static EXIT: Exit = const { Exit(Cell::new(0)) };
 }
 

@@ -344,7 +344,7 @@ pub fn sampler_stats() -> Option<SamplerStats> {
     stats()
 }
 
-#[cfg(feature = "enabled")]
+#[cfg(all(feature = "testing", feature = "enabled"))]
 fn stats() -> Option<sampler::SamplerStats> {
     current().map(|s| stats_of(&s))
 }

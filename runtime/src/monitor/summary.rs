@@ -119,6 +119,7 @@ pub struct DeviceSummary {
 }
 
 /// Every sampled device's peaks and means so far (empty without a sampler or without NVML).
+#[cfg(feature = "testing")]
 pub fn device_summaries() -> Vec<DeviceSummary> {
     summaries_of(super::current())
 }

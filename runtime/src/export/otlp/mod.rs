@@ -59,22 +59,17 @@ use {
 };
 
 /// Whether an export pipeline is running: scopes read it (one relaxed load) to decide whether
-/// to capture their parent context. Owned by the [`Collector`](crate::collector::Collector).
+/// to capture their parent context.
+// process-wide because a scope's opening, which other crates inline, reads it: in the collector
+// it would make the collector's symbol exported, and every access to the collector (the close
+// path's floor included) a load through the GOT.
 #[cfg(feature = "enabled")]
-#[derive(Debug)]
-pub(crate) struct Exporting(AtomicBool);
-
-#[cfg(feature = "enabled")]
-impl Exporting {
-    pub(crate) const fn new() -> Self {
-        Exporting(AtomicBool::new(false))
-    }
-}
+static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 #[cfg(feature = "enabled")]
 #[inline(always)]
 fn active() -> &'static AtomicBool {
-    &crate::collector::collector().exporting.0
+    &ACTIVE
 }
 
 /// What a scope carries to its record for [`capture_parent`].
