@@ -99,11 +99,12 @@ impl Leaves {
         Some(self.devices()?.live_devices())
     }
 
-    /// The lines the leaves add to the summary: the backends' sections, then the devices'.
+    /// The lines the leaves add to the summary: the devices', then the backends' sections (the
+    /// order of old, when `init` registered the monitor before any backend started).
     pub(crate) fn summary_sections(&self, reached: &[SiteSummary]) -> Vec<String> {
         let sections: Vec<SummarySection> = self.sections.read().map(|h| h.clone()).unwrap_or_default();
-        let mut lines: Vec<String> = sections.into_iter().flat_map(|f| f(reached)).collect();
-        lines.extend(self.devices().map(|d| d.summary_section(reached)).unwrap_or_default());
+        let mut lines = self.devices().map(|d| d.summary_section(reached)).unwrap_or_default();
+        lines.extend(sections.into_iter().flat_map(|f| f(reached)));
         lines
     }
 }
@@ -207,7 +208,7 @@ mod tests {
         assert_eq!(records.len(), 1, "a private collector sees only its own records");
         let added: Vec<_> = records[0].attributes().into_iter().filter(|(k, _)| *k == "test.device_state").collect();
         assert_eq!(added, [("test.device_state", Value::Str("hot".into()))]);
-        assert_eq!(c.leaves.summary_sections(&[]), ["clock section", "hooked section (0 sites)"]);
+        assert_eq!(c.leaves.summary_sections(&[]), ["hooked section (0 sites)", "clock section"]);
         assert_eq!(c.leaves.devices().and_then(|d| d.memory_used()), Some(7));
         assert!(Collector::new().leaves.summary_sections(&[]).is_empty(), "nothing plugged into another");
     }
