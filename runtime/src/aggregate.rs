@@ -269,25 +269,36 @@ impl Shard {
     }
 }
 
-static NEXT_SITE: AtomicU32 = AtomicU32::new(1);
+/// Site indices and the shards of every site; owned by the
+/// [`Collector`](crate::collector::Collector).
+#[derive(Debug)]
+pub(crate) struct Registry {
+    next_site: AtomicU32,
+    shards: Mutex<Shards>,
+}
+
+impl Registry {
+    pub(crate) const fn new() -> Self {
+        Registry { next_site: AtomicU32::new(1), shards: Mutex::new(Shards { live: Vec::new(), retired: Vec::new() }) }
+    }
+}
 
 /// Where summaries find the counts: the shards of live threads, and per site one shard holding
 /// what threads that ended had counted. A thread's shards are folded into the latter and freed
 /// when it exits, so memory stays flat however many threads come and go.
-struct Registry {
+#[derive(Debug)]
+struct Shards {
     live: Vec<Arc<Shard>>,
     /// By site index.
     retired: Vec<Option<Box<Shard>>>,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry { live: Vec::new(), retired: Vec::new() });
-
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
+fn registry() -> std::sync::MutexGuard<'static, Shards> {
     // The registry holds plain counts: a panic elsewhere while it was locked leaves them usable.
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+    crate::collector::collector().registry.shards.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Registry {
+impl Shards {
     fn retired(&mut self, site: usize) -> &Shard {
         if self.retired.len() <= site {
             self.retired.resize_with(site + 1, || None);
@@ -370,7 +381,7 @@ impl SiteStats {
 
     #[cold]
     fn assign_index(&self) -> usize {
-        let fresh = NEXT_SITE.fetch_add(1, Relaxed);
+        let fresh = crate::collector::collector().registry.next_site.fetch_add(1, Relaxed);
         match self.index.compare_exchange(0, fresh, Relaxed, Relaxed) {
             Ok(_) => fresh as usize,
             Err(won) => won as usize,

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Checks and corrections of one timing source.
 #[cfg(feature = "enabled")]
+#[derive(Debug)]
 struct Counters {
     checked: AtomicU64,
     corrected: AtomicU64,
@@ -36,9 +37,18 @@ impl Counters {
     }
 }
 
-/// By [`TimingSource`] discriminant; the host source is never checked.
+/// The checks' counts, by [`TimingSource`] discriminant (the host source is never checked);
+/// owned by the [`Collector`](crate::collector::Collector).
 #[cfg(feature = "enabled")]
-static COUNTERS: [Counters; 4] = [Counters::new(), Counters::new(), Counters::new(), Counters::new()];
+#[derive(Debug)]
+pub(crate) struct Checks([Counters; 4]);
+
+#[cfg(feature = "enabled")]
+impl Checks {
+    pub(crate) const fn new() -> Self {
+        Checks([Counters::new(), Counters::new(), Counters::new(), Counters::new()])
+    }
+}
 
 /// What the causality check did for one timing source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,53 +100,60 @@ impl Trust {
 /// The trust report: one entry per GPU timing source that produced records.
 #[cfg(feature = "enabled")]
 pub(crate) fn report() -> Vec<Trust> {
-    TimingSource::ALL
-        .into_iter()
-        .filter(|s| *s != TimingSource::Host)
-        .map(|source| {
-            let c = &COUNTERS[source as usize];
-            Trust {
-                source,
-                checked: c.checked.load(Ordering::Relaxed),
-                corrected: c.corrected.load(Ordering::Relaxed),
-                worst_ns: c.worst_ns.load(Ordering::Relaxed),
-                beyond_bound: c.beyond_bound.load(Ordering::Relaxed),
-                loose: c.loose.load(Ordering::Relaxed),
-            }
-        })
-        .filter(|t| t.checked > 0)
-        .collect()
+    crate::collector::collector().checks.report()
 }
 
-/// Enforces the lower bound on `record`'s GPU work: the start of its call.
 #[cfg(feature = "enabled")]
-pub(crate) fn enforce(record: &mut Record) {
-    let lower = record.host.start_ns;
-    let Some(gpu) = record.gpu.as_mut() else { return };
-    let c = &COUNTERS[gpu.source as usize];
-    c.checked.fetch_add(1, Ordering::Relaxed);
-    if gpu.clock_error_ns > gpu.interval.duration_ns() {
-        c.loose.fetch_add(1, Ordering::Relaxed);
+impl Checks {
+    /// The trust report: one entry per GPU timing source that produced records.
+    pub(crate) fn report(&self) -> Vec<Trust> {
+        TimingSource::ALL
+            .into_iter()
+            .filter(|s| *s != TimingSource::Host)
+            .map(|source| {
+                let c = &self.0[source as usize];
+                Trust {
+                    source,
+                    checked: c.checked.load(Ordering::Relaxed),
+                    corrected: c.corrected.load(Ordering::Relaxed),
+                    worst_ns: c.worst_ns.load(Ordering::Relaxed),
+                    beyond_bound: c.beyond_bound.load(Ordering::Relaxed),
+                    loose: c.loose.load(Ordering::Relaxed),
+                }
+            })
+            .filter(|t| t.checked > 0)
+            .collect()
     }
-    let earliest = record.activities.iter().map(|a| a.interval.start_ns).fold(gpu.interval.start_ns, u64::min);
-    if earliest >= lower {
-        return;
+
+    /// Enforces the lower bound on `record`'s GPU work: the start of its call.
+    pub(crate) fn enforce(&self, record: &mut Record) {
+        let lower = record.host.start_ns;
+        let Some(gpu) = record.gpu.as_mut() else { return };
+        let c = &self.0[gpu.source as usize];
+        c.checked.fetch_add(1, Ordering::Relaxed);
+        if gpu.clock_error_ns > gpu.interval.duration_ns() {
+            c.loose.fetch_add(1, Ordering::Relaxed);
+        }
+        let earliest = record.activities.iter().map(|a| a.interval.start_ns).fold(gpu.interval.start_ns, u64::min);
+        if earliest >= lower {
+            return;
+        }
+        let shift = lower - earliest;
+        gpu.interval.start_ns += shift;
+        gpu.interval.end_ns += shift;
+        for a in &mut record.activities {
+            a.interval.start_ns += shift;
+            a.interval.end_ns += shift;
+        }
+        // The stated error stays what the mapping claimed: a shift beyond it is the violation the
+        // trust report and the tests look for.
+        if shift > gpu.clock_error_ns {
+            c.beyond_bound.fetch_add(1, Ordering::Relaxed);
+        }
+        record.clock_corrected_ns = shift;
+        c.corrected.fetch_add(1, Ordering::Relaxed);
+        c.worst_ns.fetch_max(shift, Ordering::Relaxed);
     }
-    let shift = lower - earliest;
-    gpu.interval.start_ns += shift;
-    gpu.interval.end_ns += shift;
-    for a in &mut record.activities {
-        a.interval.start_ns += shift;
-        a.interval.end_ns += shift;
-    }
-    // The stated error stays what the mapping claimed: a shift beyond it is the violation the
-    // trust report and the tests look for.
-    if shift > gpu.clock_error_ns {
-        c.beyond_bound.fetch_add(1, Ordering::Relaxed);
-    }
-    record.clock_corrected_ns = shift;
-    c.corrected.fetch_add(1, Ordering::Relaxed);
-    c.worst_ns.fetch_max(shift, Ordering::Relaxed);
 }
 
 #[cfg(all(test, feature = "enabled"))]
@@ -172,9 +189,9 @@ mod tests {
 
     #[test]
     fn work_placed_before_its_call_is_moved_to_its_start_keeping_durations() {
-        let before = report().into_iter().find(|t| t.source == TimingSource::CudaEvent);
+        let checks = Checks::new();
         let mut r = record(10_000, 9_800, 75);
-        enforce(&mut r);
+        checks.enforce(&mut r);
         let gpu = r.gpu.as_ref().expect("gpu");
         assert_eq!(gpu.interval, Interval { start_ns: 10_000, end_ns: 10_500 });
         assert_eq!(r.activities[0].interval, Interval { start_ns: 10_050, end_ns: 10_450 });
@@ -183,34 +200,34 @@ mod tests {
         assert!(r.clock_corrected_ns > gpu.clock_error_ns, "which the correction shows was no bound");
 
         let mut fine = record(10_000, 10_000, 75);
-        enforce(&mut fine);
+        checks.enforce(&mut fine);
         assert_eq!(fine.gpu.as_ref().map(|g| (g.interval.start_ns, g.clock_error_ns)), Some((10_000, 75)));
         assert_eq!(fine.clock_corrected_ns, 0);
 
-        let after = report().into_iter().find(|t| t.source == TimingSource::CudaEvent).expect("counted");
-        let (checked, corrected) = before.map_or((0, 0), |t| (t.checked, t.corrected));
-        // Other tests may add records of their own concurrently: at least these two.
-        assert!(after.checked >= checked + 2 && after.corrected > corrected, "{after:?}");
-        assert!(after.worst_ns >= 200 && after.beyond_bound >= 1, "{after:?}");
+        let [after] = checks.report()[..] else { panic!("one source: {:?}", checks.report()) };
+        assert_eq!(after.source, TimingSource::CudaEvent);
+        assert_eq!((after.checked, after.corrected, after.worst_ns, after.beyond_bound), (2, 1, 200, 1), "{after:?}");
         assert!(after.line().contains("corrected, worst"), "{}", after.line());
     }
 
     #[test]
     fn a_clock_error_wider_than_the_work_is_counted_and_said() {
-        let loose_before = report().into_iter().find(|t| t.source == TimingSource::CudaEvent).map_or(0, |t| t.loose);
+        let checks = Checks::new();
         let mut tight = record(10_000, 10_100, 499);
-        enforce(&mut tight);
+        checks.enforce(&mut tight);
         let mut loose = record(10_000, 10_100, 501);
-        enforce(&mut loose);
-        let after = report().into_iter().find(|t| t.source == TimingSource::CudaEvent).expect("counted");
-        assert!(after.loose > loose_before, "a 501 ns bound on 500 ns of work: {after:?}");
+        checks.enforce(&mut loose);
+        let [after] = checks.report()[..] else { panic!("one source: {:?}", checks.report()) };
+        assert_eq!((after.checked, after.loose), (2, 1), "a 501 ns bound on 500 ns of work: {after:?}");
         assert!(after.line().contains("placed with a clock error wider than their own GPU time"), "{}", after.line());
     }
 
     #[test]
     fn host_records_are_not_checked() {
+        let checks = Checks::new();
         let mut r = Record::new(&SITE, 2, 1, Interval { start_ns: 5, end_ns: 9 });
-        enforce(&mut r);
+        checks.enforce(&mut r);
         assert_eq!(r.clock_corrected_ns, 0);
+        assert!(checks.report().is_empty(), "nothing checked");
     }
 }

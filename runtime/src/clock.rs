@@ -31,11 +31,14 @@ struct Origin {
 #[cfg(feature = "enabled")]
 const SCALE_SHIFT: u32 = 40;
 
+// process-wide because every timestamp of the process is taken against it: two origins
+// would put two collectors' records on two clocks.
 #[cfg(feature = "enabled")]
 static ORIGIN: OnceLock<Origin> = OnceLock::new();
 
 /// Set once `quanta` is known to read the TSC itself (invariant TSC): scopes then read it inline
 /// with one `rdtsc`, with no call and no branch on quanta's clock kind.
+// process-wide because it is a fact of the machine, read inline by every scope.
 #[cfg(feature = "enabled")]
 static TSC: AtomicBool = AtomicBool::new(false);
 

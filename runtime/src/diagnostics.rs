@@ -32,19 +32,29 @@ pub(crate) struct Losses {
     pub otlp_metric_exports_failed: AtomicU64,
 }
 
+/// The process's losses: those of its [`Collector`](crate::collector::Collector). Not inlined:
+/// generic code that counts a loss (the OTLP export's) would otherwise name the collector in
+/// other crates (see [`note_once`]).
 #[cfg(feature = "enabled")]
-pub(crate) static LOSSES: Losses = Losses {
-    timeline_events: AtomicU64::new(0),
-    pending_frames: AtomicU64::new(0),
-    unresolved_scopes: AtomicU64::new(0),
-    cupti_records: AtomicU64::new(0),
-    otlp_spans_dropped: AtomicU64::new(0),
-    otlp_spans_failed: AtomicU64::new(0),
-    otlp_metric_exports_failed: AtomicU64::new(0),
-};
+#[inline(never)]
+pub(crate) fn losses() -> &'static Losses {
+    &crate::collector::collector().losses
+}
 
 #[cfg(feature = "enabled")]
 impl Losses {
+    pub(crate) const fn new() -> Self {
+        Losses {
+            timeline_events: AtomicU64::new(0),
+            pending_frames: AtomicU64::new(0),
+            unresolved_scopes: AtomicU64::new(0),
+            cupti_records: AtomicU64::new(0),
+            otlp_spans_dropped: AtomicU64::new(0),
+            otlp_spans_failed: AtomicU64::new(0),
+            otlp_metric_exports_failed: AtomicU64::new(0),
+        }
+    }
+
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
@@ -67,8 +77,17 @@ impl Losses {
     }
 }
 
+/// Every note said, once each; owned by the [`Collector`](crate::collector::Collector).
 #[cfg(feature = "enabled")]
-static NOTES: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+#[derive(Debug)]
+pub(crate) struct Notes(Mutex<BTreeSet<String>>);
+
+#[cfg(feature = "enabled")]
+impl Notes {
+    pub(crate) const fn new() -> Self {
+        Notes(Mutex::new(BTreeSet::new()))
+    }
+}
 
 /// Says `message` once per process (per distinct text) and keeps it for the summary.
 ///
@@ -76,25 +95,31 @@ static NOTES: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 /// Without the `enabled` feature the message is dropped.
 pub(crate) fn note_once(message: impl fmt::Display) {
     #[cfg(feature = "enabled")]
-    {
-        let message = message.to_string();
-        let fresh = NOTES.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
-        if fresh {
-            if tracing::dispatcher::has_been_set() {
-                tracing::warn!(target: "gpuspan", "{message}");
-            } else {
-                say(format_args!("gpuspan: {message}"));
-            }
-        }
-    }
+    note_text_once(message.to_string());
     #[cfg(not(feature = "enabled"))]
     let _ = message;
+}
+
+/// [`note_once`] of a text: not generic, so that no code outside this crate names the collector
+/// (its symbol would be exported, and every access to it go through the GOT: one more load on
+/// the hot path).
+#[cfg(feature = "enabled")]
+#[inline(never)]
+fn note_text_once(message: String) {
+    let fresh = crate::collector::collector().notes.0.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
+    if fresh {
+        if tracing::dispatcher::has_been_set() {
+            tracing::warn!(target: "gpuspan", "{message}");
+        } else {
+            say(format_args!("gpuspan: {message}"));
+        }
+    }
 }
 
 /// Everything said so far, for the summary.
 #[cfg(feature = "enabled")]
 pub(crate) fn notes() -> Vec<String> {
-    NOTES.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
+    crate::collector::collector().notes.0.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
 }
 
 /// Writes one line to stderr, ignoring errors: a closed or full stderr must not panic the

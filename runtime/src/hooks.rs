@@ -1,41 +1,42 @@
-//! The seams through which the leaves (the device monitor, today) add to what the core makes,
-//! without the core knowing them: `init.rs` registers them, the core calls whatever is there.
-//!
-//! - record attributes: asked once per record that reaches a sink, when it is submitted, so
-//!   that every sink (timeline, spans, captures) sees the same values;
-//! - a summary section: lines the summary table prints after the sites;
-//! - a device-memory reader: the device side of a `track_memory` site's memory marks;
-//! - metric sources: readings an exporter that exports metrics observes when it collects;
-//! - live devices: the devices' recent samples, for the live feed's snapshots;
-//! - device readings: the devices' samples since a time and their links' peaks, for the
-//!   capture file.
-//!
-//! Registering the same function again does nothing, so a leaf may register itself from more
-//! than one place (`init` and its own start).
+//! The seams through which the leaves add to what the core makes, without the core knowing
+//! them: one trait for the device monitor ([`Devices`]) and a list of summary sections (the
+//! backends' clock lines). Both are held by the [`Collector`](crate::collector::Collector)'s
+//! [`Leaves`]; `init.rs` (or the monitor's own start) plugs the monitor in, the core asks
+//! whatever is there.
 
 use crate::export::summary::SiteSummary;
 use crate::record::{Record, Value};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
-/// Attributes a leaf adds to a record (for example the device's state at the call's time).
-pub(crate) type RecordAttributes = fn(&Record) -> Vec<(&'static str, Value)>;
 /// Lines a leaf adds to the summary, given the reached sites.
 pub(crate) type SummarySection = fn(&[SiteSummary]) -> Vec<String>;
-/// Device memory in use now, in bytes, summed over the devices (`None`: cannot be read).
-pub(crate) type DeviceMemory = fn() -> Option<u64>;
-/// Readings a leaf offers as metrics.
-pub(crate) type MetricSource = fn() -> Vec<Gauge>;
-/// The devices a leaf samples, with their newest reading and recent history, as the live feed
-/// sends them (the feed's message types are plain data, shared with `gpuspan top`). `Err` says
-/// why there are none.
-#[cfg(feature = "enabled")]
-pub(crate) type LiveDevices = fn() -> Result<Vec<gpuspan_capture::live::Device>, String>;
-/// Each device's readings taken after the given time (Unix-epoch ns), with its links' peaks.
-#[cfg(feature = "enabled")]
-pub(crate) type DeviceReadings = fn(u64) -> Vec<Readings>;
+
+/// What a leaf that reads devices (the NVML monitor) adds to what the core makes.
+pub(crate) trait Devices: Send + Sync {
+    /// Attributes for a record (the device's state at the call's time): asked once per record
+    /// that reaches a sink, when it is submitted, so that every sink sees the same values.
+    fn record_attributes(&self, record: &Record) -> Vec<(&'static str, Value)>;
+    /// Lines the summary prints after the sites, given the reached sites.
+    fn summary_section(&self, reached: &[SiteSummary]) -> Vec<String>;
+    /// Device memory in use now, in bytes, summed over the devices (`None`: cannot be read):
+    /// the device side of a `track_memory` site's memory marks.
+    fn memory_used(&self) -> Option<u64>;
+    /// Readings an exporter that exports metrics observes when it collects.
+    #[allow(dead_code)] // asked by the exporters of metrics, which may all be compiled out
+    fn gauges(&self) -> Vec<Gauge>;
+    /// The devices with their newest reading and recent history, as the live feed sends them
+    /// (the feed's message types are plain data, shared with `gpuspan top`). `Err` says why
+    /// there are none.
+    fn live_devices(&self) -> Result<Vec<gpuspan_capture::live::Device>, String>;
+    /// Each device's readings taken after `since_ns` (Unix-epoch ns), with its links' peaks,
+    /// for the capture file.
+    fn readings(&self, since_ns: u64) -> Vec<Readings>;
+    /// The leaf itself, for its own module to find its state again (the monitor's sampler).
+    #[allow(dead_code)] // asked only by the leaf, which may be compiled out
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
+}
 
 /// One device as a leaf that reads devices hands it to the capture file.
-#[cfg(feature = "enabled")]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Readings {
     /// Labelled as records label their device.
@@ -48,130 +49,70 @@ pub(crate) struct Readings {
 /// Reads a metric: calls its argument once per data point, with the value and the attributes.
 pub(crate) type Observe = fn(&mut dyn FnMut(f64, &[(&'static str, Value)]));
 
-#[derive(Default)]
-struct Hooks {
-    record_attributes: Vec<RecordAttributes>,
-    summary_sections: Vec<SummarySection>,
-    device_memory: Option<DeviceMemory>,
-    metric_sources: Vec<MetricSource>,
-    #[cfg(feature = "enabled")]
-    live_devices: Option<LiveDevices>,
-    #[cfg(feature = "enabled")]
-    device_readings: Option<DeviceReadings>,
+/// The leaves plugged into one collector.
+pub(crate) struct Leaves {
+    /// The device monitor (one: a second replaces it).
+    pub(crate) devices: RwLock<Option<Arc<dyn Devices>>>,
+    /// Summary sections of the backends (registering one again adds nothing).
+    sections: RwLock<Vec<SummarySection>>,
 }
 
-static HOOKS: RwLock<Hooks> = RwLock::new(Hooks {
-    record_attributes: Vec::new(),
-    summary_sections: Vec::new(),
-    device_memory: None,
-    metric_sources: Vec::new(),
-    #[cfg(feature = "enabled")]
-    live_devices: None,
-    #[cfg(feature = "enabled")]
-    device_readings: None,
-});
-
-fn add<F: Copy + PartialEq>(list: &mut Vec<F>, f: F) {
-    if !list.contains(&f) {
-        list.push(f);
+impl std::fmt::Debug for Leaves {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let devices = self.devices().is_some();
+        f.debug_struct("Leaves").field("devices", &devices).finish_non_exhaustive()
     }
 }
 
-/// Registers attributes to add to every record that reaches a sink.
-#[allow(dead_code)] // registered by leaves that may all be compiled out
-pub(crate) fn add_record_attributes(f: RecordAttributes) {
-    if let Ok(mut h) = HOOKS.write() {
-        add(&mut h.record_attributes, f);
+impl Leaves {
+    pub(crate) const fn new() -> Self {
+        Leaves { devices: RwLock::new(None), sections: RwLock::new(Vec::new()) }
+    }
+
+    /// The device monitor, if one is plugged in.
+    pub(crate) fn devices(&self) -> Option<Arc<dyn Devices>> {
+        self.devices.read().ok()?.clone()
+    }
+
+    /// Registers a section of the summary.
+    pub(crate) fn add_summary_section(&self, f: SummarySection) {
+        if let Ok(mut h) = self.sections.write() {
+            if !h.contains(&f) {
+                h.push(f);
+            }
+        }
+    }
+
+    /// The attributes the leaves add to `record`.
+    pub(crate) fn record_attributes(&self, record: &Record) -> Vec<(&'static str, Value)> {
+        self.devices().map(|d| d.record_attributes(record)).unwrap_or_default()
+    }
+
+    /// Device memory in use now, if a leaf can read it.
+    pub(crate) fn device_memory_used(&self) -> Option<u64> {
+        self.devices()?.memory_used()
+    }
+
+    /// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.
+    #[cfg(unix)]
+    pub(crate) fn live_devices(&self) -> Option<Result<Vec<gpuspan_capture::live::Device>, String>> {
+        Some(self.devices()?.live_devices())
+    }
+
+    /// The lines the leaves add to the summary: the devices', then the backends' sections (the
+    /// order of old, when `init` registered the monitor before any backend started).
+    pub(crate) fn summary_sections(&self, reached: &[SiteSummary]) -> Vec<String> {
+        let sections: Vec<SummarySection> = self.sections.read().map(|h| h.clone()).unwrap_or_default();
+        let mut lines = self.devices().map(|d| d.summary_section(reached)).unwrap_or_default();
+        lines.extend(sections.into_iter().flat_map(|f| f(reached)));
+        lines
     }
 }
 
 /// Registers a section of the summary.
-#[allow(dead_code)]
+#[allow(dead_code)] // registered by the backends, which may all be compiled out
 pub(crate) fn add_summary_section(f: SummarySection) {
-    if let Ok(mut h) = HOOKS.write() {
-        add(&mut h.summary_sections, f);
-    }
-}
-
-/// Registers the reader of device memory (one: a second replaces it).
-#[allow(dead_code)]
-pub(crate) fn set_device_memory(f: DeviceMemory) {
-    if let Ok(mut h) = HOOKS.write() {
-        h.device_memory = Some(f);
-    }
-}
-
-/// Registers a source of metrics.
-#[allow(dead_code)]
-pub(crate) fn add_metric_source(f: MetricSource) {
-    if let Ok(mut h) = HOOKS.write() {
-        add(&mut h.metric_sources, f);
-    }
-}
-
-/// Registers the reader of the devices for the live feed (one: a second replaces it).
-#[cfg(feature = "enabled")]
-#[allow(dead_code)] // registered by leaves that may all be compiled out
-pub(crate) fn set_live_devices(f: LiveDevices) {
-    if let Ok(mut h) = HOOKS.write() {
-        h.live_devices = Some(f);
-    }
-}
-
-/// Registers the reader of device readings for the capture file (one: a second replaces it).
-#[cfg(feature = "enabled")]
-#[allow(dead_code)] // registered by leaves that may all be compiled out
-pub(crate) fn set_device_readings(f: DeviceReadings) {
-    if let Ok(mut h) = HOOKS.write() {
-        h.device_readings = Some(f);
-    }
-}
-
-/// The devices' readings after `since_ns`; `None` when no leaf reads devices.
-#[cfg(feature = "enabled")]
-pub(crate) fn device_readings(since_ns: u64) -> Option<Vec<Readings>> {
-    let reader = HOOKS.read().ok()?.device_readings?;
-    Some(reader(since_ns))
-}
-
-/// Held by the unit tests that register or read the device-readings hook: there is one per
-/// process, and tests run in parallel.
-#[cfg(all(test, feature = "enabled"))]
-pub(crate) fn device_readings_exclusive() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.
-#[cfg(feature = "enabled")]
-pub(crate) fn live_devices() -> Option<Result<Vec<gpuspan_capture::live::Device>, String>> {
-    let reader = HOOKS.read().ok()?.live_devices?;
-    Some(reader())
-}
-
-/// The attributes the leaves add to `record`.
-pub(crate) fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
-    let hooks: Vec<RecordAttributes> = HOOKS.read().map(|h| h.record_attributes.clone()).unwrap_or_default();
-    hooks.into_iter().flat_map(|f| f(record)).collect()
-}
-
-/// The lines the leaves add to the summary.
-pub(crate) fn summary_sections(reached: &[SiteSummary]) -> Vec<String> {
-    let hooks: Vec<SummarySection> = HOOKS.read().map(|h| h.summary_sections.clone()).unwrap_or_default();
-    hooks.into_iter().flat_map(|f| f(reached)).collect()
-}
-
-/// Device memory in use now, if a leaf can read it.
-pub(crate) fn device_memory_used() -> Option<u64> {
-    let reader = HOOKS.read().ok()?.device_memory?;
-    reader()
-}
-
-/// Every metric the leaves offer now.
-#[allow(dead_code)] // read by the exporters of metrics, which may all be compiled out
-pub(crate) fn gauges() -> Vec<Gauge> {
-    let sources: Vec<MetricSource> = HOOKS.read().map(|h| h.metric_sources.clone()).unwrap_or_default();
-    sources.into_iter().flat_map(|f| f()).collect()
+    crate::collector::collector().leaves.add_summary_section(f);
 }
 
 /// What kind of instrument a metric is, and the number type it is exported as.
@@ -202,30 +143,46 @@ pub(crate) struct Gauge {
     pub observe: Observe,
 }
 
-#[cfg(all(test, feature = "enabled"))]
+#[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::{self, Sink};
+    use crate::collector::Collector;
+    use crate::pipeline::Sink;
     use crate::record::Interval;
     use crate::site::{Backend, Site, SiteDesc, SiteKind};
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
 
     static SITE: Site =
         Site::new(SiteDesc { trace_all: true, ..crate::site::site_desc!("hooked", SiteKind::Kernel, Backend::Host) });
-    inventory::submit! { crate::site::SiteRef(&SITE) }
 
-    /// Speaks only about this test's site, so that other tests' records and summaries are as
-    /// they would be without it.
-    fn attributes(r: &Record) -> Vec<(&'static str, Value)> {
-        if std::ptr::eq(r.site, &SITE) {
+    /// A device monitor that knows one device state and one summary line.
+    struct Stub;
+    impl Devices for Stub {
+        fn record_attributes(&self, _: &Record) -> Vec<(&'static str, Value)> {
             vec![("test.device_state", Value::Str("hot".into()))]
-        } else {
+        }
+        fn summary_section(&self, reached: &[SiteSummary]) -> Vec<String> {
+            vec![format!("hooked section ({} sites)", reached.len())]
+        }
+        fn memory_used(&self) -> Option<u64> {
+            Some(7)
+        }
+        fn gauges(&self) -> Vec<Gauge> {
             Vec::new()
+        }
+        fn live_devices(&self) -> Result<Vec<gpuspan_capture::live::Device>, String> {
+            Err("stub".into())
+        }
+        fn readings(&self, _: u64) -> Vec<Readings> {
+            Vec::new()
+        }
+        fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+            self
         }
     }
 
-    fn section(reached: &[SiteSummary]) -> Vec<String> {
-        reached.iter().filter(|s| std::ptr::eq(s.site, &SITE)).map(|_| "hooked section".to_owned()).collect()
+    fn section(_: &[SiteSummary]) -> Vec<String> {
+        vec!["clock section".to_owned()]
     }
 
     #[derive(Debug, Default)]
@@ -239,21 +196,20 @@ mod tests {
 
     #[test]
     fn what_a_leaf_adds_reaches_every_sink_and_the_summary() {
-        add_record_attributes(attributes);
-        add_record_attributes(attributes); // registering again adds nothing twice
-        add_summary_section(section);
+        let c = Collector::new();
+        *c.leaves.devices.write().unwrap() = Some(Arc::new(Stub));
+        c.leaves.add_summary_section(section);
+        c.leaves.add_summary_section(section); // registering again adds nothing twice
         let keep = Arc::new(Keep::default());
-        pipeline::add_sink(keep.clone());
-        pipeline::submit(Record::new(&SITE, 1, 0, Interval { start_ns: 1, end_ns: 2 }));
-        let sink: Arc<dyn Sink> = keep.clone();
-        pipeline::remove_sink(&sink);
+        c.add_sink(keep.clone());
+        c.submit(Record::new(&SITE, 1, 0, Interval { start_ns: 1, end_ns: 2 }));
 
         let records = keep.0.lock().unwrap().clone();
-        let mine: Vec<&Record> = records.iter().filter(|r| std::ptr::eq(r.site, &SITE)).collect();
-        assert_eq!(mine.len(), 1);
-        let added: Vec<_> = mine[0].attributes().into_iter().filter(|(k, _)| *k == "test.device_state").collect();
+        assert_eq!(records.len(), 1, "a private collector sees only its own records");
+        let added: Vec<_> = records[0].attributes().into_iter().filter(|(k, _)| *k == "test.device_state").collect();
         assert_eq!(added, [("test.device_state", Value::Str("hot".into()))]);
-        let summary = crate::summary().to_string();
-        assert_eq!(summary.matches("hooked section").count(), 1, "{summary}");
+        assert_eq!(c.leaves.summary_sections(&[]), ["hooked section (0 sites)", "clock section"]);
+        assert_eq!(c.leaves.devices().and_then(|d| d.memory_used()), Some(7));
+        assert!(Collector::new().leaves.summary_sections(&[]).is_empty(), "nothing plugged into another");
     }
 }

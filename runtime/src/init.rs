@@ -81,9 +81,9 @@ pub fn shutdown() {
 }
 
 #[cfg(feature = "enabled")]
-pub(crate) use imp::shutdown_then;
-#[cfg(feature = "enabled")]
 pub use imp::Guard;
+#[cfg(feature = "enabled")]
+pub(crate) use imp::{shutdown_then, Running};
 
 #[cfg(feature = "enabled")]
 mod imp {
@@ -112,11 +112,11 @@ mod imp {
         otlp: Option<Arc<crate::otlp::Otlp>>,
     }
 
-    /// What one [`init`](super::init) started and its end must finish. Kept process-wide, not in
-    /// the guard, so that [`shutdown`](super::shutdown) (before `process::exit`) and the signal
-    /// watcher can reach it; the guard's drop finishes its own.
+    /// What one [`init`](super::init) started and its end must finish. Kept in the collector,
+    /// not in the guard, so that [`shutdown`](super::shutdown) (before `process::exit`) and the
+    /// signal watcher can reach it; the guard's drop finishes its own.
     #[derive(Debug)]
-    struct Running {
+    struct Started {
         id: u64,
         summary: bool,
         live: Option<Live>,
@@ -125,11 +125,27 @@ mod imp {
         sinks: Vec<Arc<dyn Sink>>,
     }
 
-    static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
-    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-    /// Held for a whole shutdown: a second caller (the guard's drop while the signal watcher is
-    /// writing) waits until the files are complete instead of letting the process exit under it.
-    static ENDING: Mutex<()> = Mutex::new(());
+    /// What the `init()`s started and not yet ended; owned by the
+    /// [`Collector`](crate::collector::Collector).
+    #[derive(Debug)]
+    pub(crate) struct Running {
+        started: Mutex<Vec<Started>>,
+        next_id: AtomicU64,
+        /// Held for a whole shutdown: a second caller (the guard's drop while the signal watcher
+        /// is writing) waits until the files are complete instead of letting the process exit
+        /// under it.
+        ending: Mutex<()>,
+    }
+
+    impl Running {
+        pub(crate) const fn new() -> Self {
+            Running { started: Mutex::new(Vec::new()), next_id: AtomicU64::new(1), ending: Mutex::new(()) }
+        }
+    }
+
+    fn running() -> &'static Running {
+        &crate::collector::collector().running
+    }
 
     fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|e| e.into_inner())
@@ -143,11 +159,11 @@ mod imp {
         if let Some(on) = c.trace_all {
             crate::sampling::set_trace_all(on);
         }
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let id = running().next_id.fetch_add(1, Ordering::Relaxed);
         // GPUSPAN=off: nothing starts (no timeline, no export, no CUDA or NVML), and the end says
         // only that gpuspan was off.
         if !crate::switch::is_on() {
-            lock(&RUNNING).push(Running { id, summary: c.summary, live: None, sinks: Vec::new() });
+            lock(&running().started).push(Started { id, summary: c.summary, live: None, sinks: Vec::new() });
             return Guard {
                 id,
                 trace_file: None,
@@ -231,7 +247,7 @@ mod imp {
         sinks.extend(timeline.map(|(t, _)| t as Arc<dyn Sink>));
         #[cfg(feature = "otlp")]
         sinks.extend(otlp.map(|o| o as Arc<dyn Sink>));
-        lock(&RUNNING).push(Running { id, summary: c.summary, live, sinks });
+        lock(&running().started).push(Started { id, summary: c.summary, live, sinks });
         if c.flush_on_signal {
             crate::signal::flush_on_signal();
         }
@@ -251,7 +267,7 @@ mod imp {
         Live::start(&dir).map_err(crate::diagnostics::note_once).ok()
     }
 
-    /// No Unix socket, no feed: a type with no value, so `Running` needs no `cfg` of its own.
+    /// No Unix socket, no feed: a type with no value, so `Started` needs no `cfg` of its own.
     #[cfg(not(unix))]
     #[derive(Debug)]
     enum Live {}
@@ -296,8 +312,8 @@ mod imp {
     /// Finishes everything running, then runs `then` before any other shutdown can proceed (the
     /// signal watcher re-raises the signal there, so the guard's drop cannot exit normally first).
     pub(crate) fn shutdown_then(then: impl FnOnce()) {
-        let _one = lock(&ENDING);
-        let all = std::mem::take(&mut *lock(&RUNNING));
+        let _one = lock(&running().ending);
+        let all = std::mem::take(&mut *lock(&running().started));
         let ended = !all.is_empty();
         for r in all {
             r.finish();
@@ -308,7 +324,7 @@ mod imp {
         then();
     }
 
-    impl Running {
+    impl Started {
         fn finish(self) {
             // First: `gpuspan top` sees the program end (its socket goes) rather than a feed
             // that stops changing while the rest is written.
@@ -374,9 +390,9 @@ mod imp {
 
     impl Drop for Guard {
         fn drop(&mut self) {
-            let _one = lock(&ENDING);
+            let _one = lock(&running().ending);
             let mine = {
-                let mut running = lock(&RUNNING);
+                let mut running = lock(&running().started);
                 running.iter().position(|r| r.id == self.id).map(|i| running.remove(i))
             };
             // Already finished by `shutdown()`: nothing left to do.

@@ -147,6 +147,8 @@ pub use {
 #[cfg(feature = "enabled")]
 mod aggregate;
 mod causality;
+#[cfg(feature = "enabled")]
+mod collector;
 mod export;
 #[cfg(feature = "enabled")]
 mod hooks;

@@ -33,7 +33,7 @@ fn rss_bytes() -> Option<u64> {
 /// From the reader a leaf registered (the device monitor: an NVML call per GPU).
 #[cfg(feature = "enabled")]
 fn device_used_bytes() -> Option<u64> {
-    crate::hooks::device_memory_used()
+    crate::collector::collector().leaves.device_memory_used()
 }
 
 #[cfg(all(test, feature = "enabled"))]

@@ -120,8 +120,11 @@ impl Tables {
 }
 
 /// The tables the tool being initialised (or last initialised) is handed.
+// process-wide because NVTX's injection protocol is: the tool calls back through plain
+// function pointers that carry no handle.
 static CURRENT: AtomicPtr<Tables> = AtomicPtr::new(null_mut());
 /// One initialisation at a time: [`CURRENT`] is what the callbacks read.
+// process-wide because it guards CURRENT (the protocol's one table at a time).
 static ATTACHING: Mutex<()> = Mutex::new(());
 
 /// `nvtxGetExportTable`: what a tool asks for first.
@@ -175,6 +178,7 @@ unsafe impl Send for Nvtx {}
 unsafe impl Sync for Nvtx {}
 
 /// Decided on the first range: `None` when no tool is attached (or attaching failed).
+// process-wide because the injected tool is: loaded once into the process.
 static NVTX: OnceLock<Option<Nvtx>> = OnceLock::new();
 
 thread_local! {

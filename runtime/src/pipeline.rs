@@ -1,6 +1,7 @@
 //! Where resolved records go: into the site's aggregates (always), then, when sampled, to every
 //! installed sink (the timeline, OpenTelemetry).
 
+use crate::collector::collector;
 use crate::record::Record;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -21,41 +22,65 @@ pub(crate) trait Sink: Send + Sync + std::fmt::Debug {
     }
 }
 
-static SINKS: RwLock<Vec<Arc<dyn Sink>>> = RwLock::new(Vec::new());
-/// How many installed sinks want every record: while none does, a record that is not sampled
-/// never touches the lock.
-static WANT_ALL: AtomicUsize = AtomicUsize::new(0);
+/// The installed sinks; owned by the [`Collector`](crate::collector::Collector).
+#[derive(Debug)]
+pub(crate) struct Sinks {
+    list: RwLock<Vec<Arc<dyn Sink>>>,
+    /// How many installed sinks want every record: while none does, a record that is not
+    /// sampled never touches the lock.
+    want_all: AtomicUsize,
+}
 
-pub(crate) fn add_sink(sink: Arc<dyn Sink>) {
-    if let Ok(mut s) = SINKS.write() {
+impl Sinks {
+    pub(crate) const fn new() -> Self {
+        Sinks { list: RwLock::new(Vec::new()), want_all: AtomicUsize::new(0) }
+    }
+
+    /// Adds `sink`; returns whether it wants every record (the sampling floor must follow).
+    pub(crate) fn add(&self, sink: Arc<dyn Sink>) -> bool {
+        let Ok(mut s) = self.list.write() else { return false };
         let all = sink.wants_all();
         if all {
-            WANT_ALL.fetch_add(1, Ordering::Relaxed);
+            self.want_all.fetch_add(1, Ordering::Relaxed);
         }
         s.push(sink);
-        drop(s);
+        all
+    }
+
+    /// Removes `sink`; returns whether it was there and wanted every record.
+    pub(crate) fn remove(&self, sink: &Arc<dyn Sink>) -> bool {
+        let Ok(mut s) = self.list.write() else { return false };
+        let before = s.len();
+        s.retain(|x| !Arc::ptr_eq(x, sink));
+        let all = s.len() < before && sink.wants_all();
         if all {
-            crate::sampling::refresh_floor();
+            self.want_all.fetch_sub(1, Ordering::Relaxed);
+        }
+        all
+    }
+
+    /// Whether some sink wants every record, sampled or not (the sampling floor says it too).
+    #[inline(always)]
+    pub(crate) fn wants_every_call(&self) -> bool {
+        self.want_all.load(Ordering::Relaxed) > 0
+    }
+
+    /// Hands `record` to every sink that takes it (`sampled`: all of them).
+    pub(crate) fn accept(&self, record: &Record, sampled: bool) {
+        if let Ok(sinks) = self.list.read() {
+            for s in sinks.iter().filter(|s| sampled || s.wants_all()) {
+                s.accept(record);
+            }
         }
     }
+}
+
+pub(crate) fn add_sink(sink: Arc<dyn Sink>) {
+    collector().add_sink(sink);
 }
 
 pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
-    if let Ok(mut s) = SINKS.write() {
-        let before = s.len();
-        s.retain(|x| !Arc::ptr_eq(x, sink));
-        if s.len() < before && sink.wants_all() {
-            WANT_ALL.fetch_sub(1, Ordering::Relaxed);
-            drop(s);
-            crate::sampling::refresh_floor();
-        }
-    }
-}
-
-/// Whether some sink wants every record, sampled or not (the sampling floor says it too).
-#[inline]
-pub(crate) fn wants_every_call() -> bool {
-    WANT_ALL.load(Ordering::Relaxed) > 0
+    collector().remove_sink(sink);
 }
 
 /// Ends `sinks` in their order: each is taken out of the pipeline and finished, and its line
@@ -73,22 +98,10 @@ pub(crate) fn finish(sinks: &[Arc<dyn Sink>], deadline: Instant) {
 /// capture wants every record. When not, the caller may count the call without building a record.
 #[inline]
 pub(crate) fn wants(site: &crate::Site, duration_ns: u64) -> bool {
-    WANT_ALL.load(Ordering::Relaxed) > 0 || crate::sampling::is_sampled_duration(site, duration_ns)
+    collector().wants(site, duration_ns)
 }
 
 /// Takes a finished record.
-pub(crate) fn submit(mut record: Record) {
-    crate::causality::enforce(&mut record);
-    record.site.stats.add(&record);
-    let sampled = crate::sampling::is_sampled(&record);
-    if !sampled && WANT_ALL.load(Ordering::Relaxed) == 0 {
-        return;
-    }
-    // Once, here, so that every sink shows the same values.
-    record.extra = crate::hooks::record_attributes(&record);
-    if let Ok(sinks) = SINKS.read() {
-        for s in sinks.iter().filter(|s| sampled || s.wants_all()) {
-            s.accept(&record);
-        }
-    }
+pub(crate) fn submit(record: Record) {
+    collector().submit(record);
 }

@@ -47,8 +47,25 @@ struct Ring {
 unsafe impl Sync for Ring {}
 unsafe impl Send for Ring {}
 
-/// Every live thread's ring, for [`drain_all`].
-static RINGS: Mutex<Vec<Arc<Ring>>> = Mutex::new(Vec::new());
+/// Every live thread's ring, for [`drain_all`]; owned by the
+/// [`Collector`](crate::collector::Collector).
+pub(crate) struct Rings(Mutex<Vec<Arc<Ring>>>);
+
+impl std::fmt::Debug for Rings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rings").field("threads", &lock(&self.0).len()).finish()
+    }
+}
+
+impl Rings {
+    pub(crate) const fn new() -> Self {
+        Rings(Mutex::new(Vec::new()))
+    }
+}
+
+fn rings() -> MutexGuard<'static, Vec<Arc<Ring>>> {
+    lock(&crate::collector::collector().rings.0)
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Plain counts: a panic elsewhere while locked leaves them usable.
@@ -109,7 +126,7 @@ struct Local(Arc<Ring>);
 impl Local {
     fn new() -> Self {
         let ring = Arc::new(Ring::new());
-        lock(&RINGS).push(ring.clone());
+        rings().push(ring.clone());
         RING.with(|r| r.set(Arc::as_ptr(&ring)));
         Local(ring)
     }
@@ -121,7 +138,7 @@ impl Drop for Local {
         RING.with(|r| r.set(GONE));
         // The shard table may be gone already: `add_host` then counts with the ended threads.
         self.0.drain_own();
-        let mut rings = lock(&RINGS);
+        let mut rings = rings();
         if let Some(i) = rings.iter().position(|r| Arc::ptr_eq(r, &self.0)) {
             rings.swap_remove(i);
         }
@@ -221,7 +238,7 @@ fn full(ring: &Ring, site: &'static Site, ticks: u64, bytes: u64) {
 
 /// Counts every thread's pending calls into the aggregates, so that a reader sees every call.
 pub(crate) fn drain_all() {
-    let rings: Vec<Arc<Ring>> = lock(&RINGS).clone();
+    let rings: Vec<Arc<Ring>> = rings().clone();
     for ring in rings {
         let held = lock(&ring.drain);
         if ring.head.load(Acquire) == ring.tail.load(Relaxed) {

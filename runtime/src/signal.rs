@@ -38,6 +38,7 @@ mod imp {
     }
 
     pub(crate) fn flush_on_signal() {
+        // process-wide because signal handlers are.
         static ONCE: Once = Once::new();
         ONCE.call_once(|| {
             if let Err(e) = install() {

@@ -218,13 +218,27 @@ inventory::collect!(SiteRef);
 
 /// Sites registered at run time: one per callsite of a selected application span
 /// (`span_scopes.rs`), leaked, so `&'static` as the compiled-in ones are.
+/// Owned by the [`Collector`](crate::collector::Collector).
 #[cfg(feature = "enabled")]
-static AT_RUN_TIME: std::sync::Mutex<Vec<&'static Site>> = std::sync::Mutex::new(Vec::new());
+#[derive(Debug)]
+pub(crate) struct AtRunTime(std::sync::Mutex<Vec<&'static Site>>);
+
+#[cfg(feature = "enabled")]
+impl AtRunTime {
+    pub(crate) const fn new() -> Self {
+        AtRunTime(std::sync::Mutex::new(Vec::new()))
+    }
+}
+
+#[cfg(feature = "enabled")]
+fn at_run_time() -> std::sync::MutexGuard<'static, Vec<&'static Site>> {
+    crate::collector::collector().sites.0.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Adds a site made at run time to [`all_sites`].
 #[cfg(feature = "enabled")]
 pub(crate) fn register_at_run_time(site: &'static Site) {
-    AT_RUN_TIME.lock().unwrap_or_else(|e| e.into_inner()).push(site);
+    at_run_time().push(site);
 }
 
 /// The sites registered at run time after the first `from` of them (the live feed adds them to
@@ -232,7 +246,7 @@ pub(crate) fn register_at_run_time(site: &'static Site) {
 #[cfg(feature = "enabled")]
 #[allow(dead_code)] // read by the live feed (unix)
 pub(crate) fn at_run_time_since(from: usize) -> Vec<&'static Site> {
-    AT_RUN_TIME.lock().unwrap_or_else(|e| e.into_inner()).get(from..).map(<[_]>::to_vec).unwrap_or_default()
+    at_run_time().get(from..).map(<[_]>::to_vec).unwrap_or_default()
 }
 
 /// Every site compiled into the program, and those registered at run time, in a stable order
@@ -240,7 +254,7 @@ pub(crate) fn at_run_time_since(from: usize) -> Vec<&'static Site> {
 #[cfg(feature = "enabled")]
 pub(crate) fn all_sites() -> Vec<&'static Site> {
     let mut sites: Vec<&'static Site> = inventory::iter::<SiteRef>.into_iter().map(|r| r.0).collect();
-    sites.extend(AT_RUN_TIME.lock().unwrap_or_else(|e| e.into_inner()).iter().copied());
+    sites.extend(at_run_time().iter().copied());
     sites.sort_by_key(|s| (s.desc.file, s.desc.line, s.desc.name));
     sites.dedup_by(|a, b| std::ptr::eq(*a, *b));
     sites

@@ -32,7 +32,7 @@ mod selected;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use selected::init_selects;
 #[cfg(feature = "enabled")]
-pub(crate) use selected::select_from_init;
+pub(crate) use selected::{select_from_init, Selected};
 
 #[cfg(feature = "enabled")]
 use std::sync::Arc;

@@ -18,10 +18,26 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
-/// How many captures want chains (the capture file for the whole run, a live capture window
-/// while it is open).
-static WANTED: AtomicUsize = AtomicUsize::new(0);
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Who wants chains, and the ids of span instances; owned by the
+/// [`Collector`](crate::collector::Collector).
+#[derive(Debug)]
+pub(crate) struct Chains {
+    /// How many captures want chains (the capture file for the whole run, a live capture window
+    /// while it is open).
+    wanted: AtomicUsize,
+    next_id: AtomicU64,
+}
+
+impl Chains {
+    pub(crate) const fn new() -> Self {
+        Chains { wanted: AtomicUsize::new(0), next_id: AtomicU64::new(1) }
+    }
+}
+
+#[inline(always)]
+fn chains() -> &'static Chains {
+    &crate::collector::collector().spans
+}
 
 /// One application span instance and the ones enclosing it.
 #[derive(Debug)]
@@ -39,12 +55,12 @@ pub(crate) type Chain = Option<Arc<SpanNode>>;
 
 /// From now on, scopes take their span chain (until as many [`unwant`]s).
 pub(crate) fn want() {
-    WANTED.fetch_add(1, Relaxed);
+    chains().wanted.fetch_add(1, Relaxed);
 }
 
 /// One capture that wanted chains no longer does (a live capture window that closed).
 pub(crate) fn unwant() {
-    let _ = WANTED.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+    let _ = chains().wanted.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
 }
 
 /// The chain of the spans a call is made in, when a capture wants it: the parent of the call's
@@ -52,7 +68,7 @@ pub(crate) fn unwant() {
 /// wanted that span (`None`), the current span. Asked when the call ends and becomes a record.
 #[inline]
 pub(crate) fn capture(host: Option<&tracing::Span>) -> Chain {
-    if WANTED.load(Relaxed) == 0 {
+    if chains().wanted.load(Relaxed) == 0 {
         return None;
     }
     from(host)
@@ -88,7 +104,7 @@ const MAX_DEPTH: usize = 256;
 /// current dispatcher's registry (a per-layer filter's view of the span would skip the spans it
 /// filtered out), and only if the span of that id there is of `callsite`.
 pub(crate) fn of_span(id: &tracing::span::Id, callsite: &tracing::callsite::Identifier) -> Chain {
-    if WANTED.load(Relaxed) == 0 {
+    if chains().wanted.load(Relaxed) == 0 {
         return None;
     }
     tracing::dispatcher::get_default(|d| {
@@ -111,7 +127,7 @@ fn node(span: tracing_subscriber::registry::SpanRef<'_, Registry>, depth: usize)
     let chain = if is_host_span(span.metadata()) {
         parent
     } else {
-        let id = NEXT_ID.fetch_add(1, Relaxed);
+        let id = chains().next_id.fetch_add(1, Relaxed);
         Some(Arc::new(SpanNode { id, name: span.name(), parent, written: AtomicBool::new(false) }))
     };
     let mut ext = span.extensions_mut();

@@ -12,6 +12,8 @@ const ON: u8 = 1;
 #[cfg(feature = "enabled")]
 const OFF: u8 = 2;
 
+// process-wide because it is the off switch a scope reads before anything else (one
+// relaxed load when off); `GPUSPAN` and `set_enabled` are the process's.
 #[cfg(feature = "enabled")]
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 

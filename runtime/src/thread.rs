@@ -13,13 +13,23 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-static NEXT_INDEX: AtomicU32 = AtomicU32::new(1);
-static NAMES: Mutex<Option<Registry>> = Mutex::new(None);
+/// Thread indices and names; owned by the [`Collector`](crate::collector::Collector).
+#[derive(Debug)]
+pub(crate) struct Names {
+    next_index: AtomicU32,
+    registry: Mutex<Option<Registry>>,
+}
+
+impl Names {
+    pub(crate) const fn new() -> Self {
+        Names { next_index: AtomicU32::new(1), registry: Mutex::new(None) }
+    }
+}
 
 /// Names of ended threads still kept, the latest to end.
 const KEEP_EXITED: usize = 1024;
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Registry {
     /// Named threads running, or among the last [`KEEP_EXITED`] to end.
     names: HashMap<u32, Arc<str>>,
@@ -28,7 +38,7 @@ struct Registry {
 }
 
 fn registry() -> MutexGuard<'static, Option<Registry>> {
-    NAMES.lock().unwrap_or_else(|e| e.into_inner())
+    crate::collector::collector().names.registry.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Slot {
@@ -61,17 +71,24 @@ impl Drop for Exit {
     }
 }
 
+/// The calling thread's slot: its index and name registered. Not inlined into the callers of
+/// [`next_scope`] (which other crates inline), so that no code outside this crate names the
+/// collector (its symbol would be exported, and every access to it go through the GOT).
+#[cold]
+#[inline(never)]
+fn register() -> Slot {
+    let index = crate::collector::collector().names.next_index.fetch_add(1, Ordering::Relaxed);
+    if let Some(name) = std::thread::current().name() {
+        registry().get_or_insert_with(Registry::default).names.insert(index, name.into());
+        // Unavailable while the thread's locals are being destroyed: the name then stays
+        // (one, for a thread whose first call is made in a destructor).
+        let _ = EXIT.try_with(|e| e.0.set(index));
+    }
+    Slot { index, next_scope: Cell::new(0) }
+}
+
 thread_local! {
-    static SLOT: Slot = {
-        let index = NEXT_INDEX.fetch_add(1, Ordering::Relaxed);
-        if let Some(name) = std::thread::current().name() {
-            registry().get_or_insert_with(Registry::default).names.insert(index, name.into());
-            // Unavailable while the thread's locals are being destroyed: the name then stays
-            // (one, for a thread whose first call is made in a destructor).
-            let _ = EXIT.try_with(|e| e.0.set(index));
-        }
-        Slot { index, next_scope: Cell::new(0) }
-    };
+    static SLOT: Slot = register();
     static EXIT: Exit = const { Exit(Cell::new(0)) };
 }
 

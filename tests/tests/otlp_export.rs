@@ -8,14 +8,10 @@ use gpuspan::otlp::{OtlpConfig, Protocol};
 use gpuspan::record::{Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, KernelGeometry, MemoryKind, Record};
 use gpuspan::{gpu_kernel, gpu_transfer, Backend, Direction, Site, SiteDesc, SiteKind, TimingSource};
 use otlp_common::{all_named, assert_no_orphans, by_name, test_id, Collector};
+use rusty_fork::rusty_fork_test;
 use serde_json::Value as Json;
-use std::sync::Mutex;
 use std::time::Duration;
 use tracing_subscriber::prelude::*;
-
-/// Kept: each test starts the process's OTLP export, of which one runs at a time (process-wide
-/// configuration, not the capture).
-static SERIAL: Mutex<()> = Mutex::new(());
 
 #[gpu_transfer(direction = cpu_to_gpu, trace_all)]
 fn upload(data: &[f32]) -> Vec<f32> {
@@ -108,7 +104,6 @@ fn attr<'a>(span: &'a Json, key: &str) -> &'a Json {
 }
 
 fn roundtrip(protocol: Protocol) {
-    let _lock = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let collector = Collector::shared_or_own();
     let id = test_id(&format!("export-{}", protocol.as_str().replace('/', "-")));
     let endpoint = match protocol {
@@ -247,12 +242,18 @@ fn roundtrip(protocol: Protocol) {
     assert_eq!(bytes["value"], 4 << 16);
 }
 
-#[test]
-fn grpc_spans_and_metrics_reach_the_collector() {
-    roundtrip(Protocol::Grpc);
+// Each test in its own process: each starts the process's OTLP export (one at a time) and
+// counts every call of the file's sites into its metrics.
+rusty_fork_test! {
+    #[test]
+    fn grpc_spans_and_metrics_reach_the_collector() {
+        roundtrip(Protocol::Grpc);
+    }
 }
 
-#[test]
-fn http_protobuf_spans_and_metrics_reach_the_collector() {
-    roundtrip(Protocol::HttpProtobuf);
+rusty_fork_test! {
+    #[test]
+    fn http_protobuf_spans_and_metrics_reach_the_collector() {
+        roundtrip(Protocol::HttpProtobuf);
+    }
 }

@@ -14,7 +14,7 @@
 //! stream time between the events, which includes any gap in which the stream waited: an upper
 //! bound on the scope's own GPU work, so its records are brackets (to exit), never exact.
 
-use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::diagnostics::{losses, note_once, Losses};
 use crate::placement::{Bounds, ClockMap, Facts};
 use crate::record::{GpuTiming, Interval, Record, TimingSource};
 use crate::resolver::{PendingWork, Progress};
@@ -343,7 +343,7 @@ fn resolve_ready() -> usize {
         let mut record = w.record;
         record.gpu = timing;
         if record.gpu.is_none() {
-            Losses::add(&LOSSES.unresolved_scopes, 1);
+            Losses::add(&losses().unresolved_scopes, 1);
             note_once("reading back CUDA events failed: some calls are timed on the host only");
         }
         if let Ok(mut all) = state().contexts.lock() {

@@ -25,7 +25,7 @@
 
 use super::capture_frames as frames;
 use super::file::Bounded;
-use crate::hooks::Readings;
+use crate::hooks::{Leaves, Readings};
 use crate::pipeline::Sink;
 use crate::record::{DeviceLabel, Record};
 use crate::site::Site;
@@ -60,6 +60,8 @@ pub(crate) struct CaptureFile {
     flusher: Mutex<Option<JoinHandle<()>>>,
     /// Records that reached the sink after the file failed or was closed.
     lost: AtomicU64,
+    /// Where the device readings come from (the process's collector's leaves).
+    leaves: &'static Leaves,
 }
 
 #[derive(Debug)]
@@ -104,6 +106,11 @@ impl CaptureFile {
     /// [`CaptureFile::path`]), writes its header and the sites compiled into the program,
     /// and starts the flusher.
     pub(crate) fn create(path: &Path, sampling: Sampling) -> io::Result<Arc<CaptureFile>> {
+        Self::create_with(path, sampling, &crate::collector::collector().leaves)
+    }
+
+    /// [`CaptureFile::create`], its device readings asked of `leaves`.
+    fn create_with(path: &Path, sampling: Sampling, leaves: &'static Leaves) -> io::Result<Arc<CaptureFile>> {
         let (file, path) = super::file::create_exclusive(path)?;
         let header = frames::header(sampling.threshold_us, sampling.trace_all);
         let writer = cap::Writer::new(BufWriter::with_capacity(64 * 1024, Bounded::new(file)), &header)?;
@@ -137,6 +144,7 @@ impl CaptureFile {
             wake: Condvar::new(),
             flusher: Mutex::new(None),
             lost: AtomicU64::new(0),
+            leaves,
         });
         let weak = Arc::downgrade(&capture);
         let spawned = std::thread::Builder::new().name("gpuspan-capture".into()).spawn(move || {
@@ -165,8 +173,8 @@ impl CaptureFile {
     fn write_readings(&self) {
         let since = lock(&self.state).readings_until;
         // Read outside the lock: the monitor takes its own.
-        if let Some(readings) = crate::hooks::device_readings(since) {
-            self.write_samples(readings);
+        if let Some(devices) = self.leaves.devices() {
+            self.write_samples(devices.readings(since));
         }
     }
 
@@ -392,7 +400,7 @@ impl State {
         if !running.is_empty() {
             self.frame(&cap::Frame::Running(cap::Running { sites: running }))?;
         }
-        let mut losses: Vec<cap::Loss> = crate::diagnostics::LOSSES
+        let mut losses: Vec<cap::Loss> = crate::diagnostics::losses()
             .snapshot()
             .into_iter()
             .map(|(what, count)| cap::Loss { what: what.to_owned(), count })
@@ -426,13 +434,12 @@ mod tests {
 
     #[test]
     fn records_read_back_as_written_and_a_kill_leaves_what_was_flushed() {
-        // No other test's readings hook may answer this capture's pulls.
-        let _hook = crate::hooks::device_readings_exclusive();
         let dir = std::env::temp_dir().join(format!("gpuspan-capture-test-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join("c.gpuspan");
         let sampling = Sampling { threshold_us: 100, trace_all: false };
-        let c = CaptureFile::create(&path, sampling).unwrap();
+        // No device monitor answers this capture's pulls.
+        let c = CaptureFile::create_with(&path, sampling, Box::leak(Box::new(Leaves::new()))).unwrap();
         let s = site("upload");
         let device = Some(DeviceLabel { id: 0, name: "H200".into() });
         let mut r = Record::new(s, 42, 1, Interval { start_ns: 1_000, end_ns: 9_000 });
@@ -503,11 +510,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// The stub leaf speaks only while a test turns it on (the hook outlives the test).
-    static STUB_ON: AtomicBool = AtomicBool::new(false);
-    /// Whether the stub knows device 1's link yet.
-    static STUB_LATE_LINK: AtomicBool = AtomicBool::new(false);
-
     /// A gen 5 x16 link with NVLink, or a gen 4 x16 one without (as the monitor would say).
     fn peak(generation: u32) -> cap::LinkPeak {
         let nvlink = (generation == 5).then_some(450e9);
@@ -522,34 +524,47 @@ mod tests {
 
     /// A device monitor without NVML: devices 0 and 2 with their links from the start, device 1
     /// whose link is learnt late; no samples.
-    fn stub(_since_ns: u64) -> Vec<Readings> {
-        let links = [Some(peak(5)), STUB_LATE_LINK.load(Ordering::SeqCst).then(|| peak(4)), Some(peak(5))];
-        let on = STUB_ON.load(Ordering::SeqCst);
-        let device = |id| DeviceLabel::new(id, "Stub GPU");
-        (0..3)
-            .filter(|_| on)
-            .map(|id| Readings { device: device(id), link: links[id as usize], samples: vec![] })
-            .collect()
+    #[derive(Default)]
+    struct Stub {
+        /// Whether it knows device 1's link yet.
+        late_link: AtomicBool,
     }
 
-    struct StubOn;
-    impl Drop for StubOn {
-        fn drop(&mut self) {
-            STUB_ON.store(false, Ordering::SeqCst);
+    impl crate::hooks::Devices for Stub {
+        fn record_attributes(&self, _: &Record) -> Vec<(&'static str, crate::record::Value)> {
+            Vec::new()
+        }
+        fn summary_section(&self, _: &[crate::SiteSummary]) -> Vec<String> {
+            Vec::new()
+        }
+        fn memory_used(&self) -> Option<u64> {
+            None
+        }
+        fn gauges(&self) -> Vec<crate::hooks::Gauge> {
+            Vec::new()
+        }
+        fn live_devices(&self) -> Result<Vec<gpuspan_capture::live::Device>, String> {
+            Err("stub".into())
+        }
+        fn readings(&self, _since_ns: u64) -> Vec<Readings> {
+            let links = [Some(peak(5)), self.late_link.load(Ordering::SeqCst).then(|| peak(4)), Some(peak(5))];
+            let device = |id| DeviceLabel::new(id, "Stub GPU");
+            (0..3).map(|id| Readings { device: device(id), link: links[id as usize], samples: vec![] }).collect()
+        }
+        fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+            self
         }
     }
 
     #[test]
     fn a_leaf_s_link_peaks_are_written_once_per_named_device_before_its_records_where_known() {
-        let _hook = crate::hooks::device_readings_exclusive();
-        crate::hooks::set_device_readings(stub);
-        STUB_LATE_LINK.store(false, Ordering::SeqCst);
-        STUB_ON.store(true, Ordering::SeqCst);
-        let _on = StubOn;
+        let stub = Arc::new(Stub::default());
+        let leaves: &'static Leaves = Box::leak(Box::new(Leaves::new()));
+        *leaves.devices.write().unwrap() = Some(stub.clone());
         let dir = std::env::temp_dir().join(format!("gpuspan-capture-link-test-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join("c.gpuspan");
-        let c = CaptureFile::create(&path, Sampling { threshold_us: 0, trace_all: true }).unwrap();
+        let c = CaptureFile::create_with(&path, Sampling { threshold_us: 0, trace_all: true }, leaves).unwrap();
         // The flusher pulls at once and every 100 ms; a pull here makes the order certain.
         c.write_readings();
         let s = site("upload_link");
@@ -568,7 +583,7 @@ mod tests {
         };
         c.accept(&on(0, 1));
         c.accept(&on(1, 2));
-        STUB_LATE_LINK.store(true, Ordering::SeqCst);
+        stub.late_link.store(true, Ordering::SeqCst);
         c.write_readings();
         c.write_readings();
         c.accept(&on(1, 3));

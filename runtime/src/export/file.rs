@@ -279,6 +279,8 @@ pub(crate) fn write_atomically(
 /// A new file in `dir` that did not exist before (`O_EXCL`: a link or FIFO planted at the name
 /// makes the create fail instead of being opened), under a hidden name derived from `name`.
 fn create_temporary(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+    // process-wide because temporary names must differ within the process (its pid is in
+    // the name): a counter per owner would repeat them.
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let mut last = None;
     for _ in 0..16 {

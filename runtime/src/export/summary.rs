@@ -144,12 +144,12 @@ pub fn summary() -> Summary {
         }
         reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
         Summary {
-            sections: crate::hooks::summary_sections(&reached),
+            sections: crate::collector::collector().leaves.summary_sections(&reached),
             reached,
             never_reached,
             still_running,
             off: !crate::switch::is_on(),
-            losses: crate::diagnostics::LOSSES.snapshot(),
+            losses: crate::diagnostics::losses().snapshot(),
             trust: crate::causality::report(),
             notes: crate::diagnostics::notes(),
         }

@@ -8,7 +8,7 @@
 //! Events that overlap on a track without nesting go on lanes of it, each a track of its own
 //! (`gpuspan_capture::lanes`: Perfetto drops them otherwise).
 
-use crate::diagnostics::{Losses, LOSSES};
+use crate::diagnostics::{losses, Losses};
 use crate::pipeline::Sink;
 use crate::record::{Record, Value};
 use gpuspan_capture::lanes::{lane_name, Placer};
@@ -77,7 +77,7 @@ impl Sink for Timeline {
                 return;
             }
         }
-        Losses::add(&LOSSES.timeline_events, 1);
+        Losses::add(&losses().timeline_events, 1);
     }
 
     /// Writes the file (whole, so without a deadline of its own: it is one write of memory

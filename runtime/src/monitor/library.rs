@@ -16,6 +16,7 @@ const NAMES: [&str; 1] = ["nvml.dll"];
 
 /// Kept for the life of the process: NVML is reference counted and cheap to keep, expensive to
 /// load, and the sampler, discovery and adapter matching all use the same instance.
+// process-wide because a loaded library is: one handle to NVML for the process.
 static NVML: OnceLock<Result<Nvml, MonitorError>> = OnceLock::new();
 
 /// The process's NVML, loaded on first use (`GPUSPAN_NVML_LIBRARY` names the file to load).

@@ -1,6 +1,6 @@
 //! The devices as the live feed (`gpuspan top`) shows them: each GPU's newest sample and the last
 //! minute of its utilization, read from the sampler's history. No NVML call happens here; the
-//! feed's thread asks through the core's `live_devices` hook, which `register_hooks` sets.
+//! feed's thread asks through the core's `Devices::live_devices`, which the monitor implements.
 
 use gpuspan_capture::live as msg;
 
@@ -9,8 +9,8 @@ const HISTORY_NS: u64 = 60_000_000_000;
 const SECOND_NS: u64 = 1_000_000_000;
 
 /// Every GPU the sampler found, or why there are none.
-pub(super) fn devices() -> Result<Vec<msg::Device>, String> {
-    let Some(shared) = super::current() else {
+pub(super) fn devices(shared: Option<std::sync::Arc<super::Shared>>) -> Result<Vec<msg::Device>, String> {
+    let Some(shared) = shared else {
         return Err("the device monitor is not running (GPUSPAN_MONITOR=off, or it was never started)".into());
     };
     if let Some(Err(e)) = &shared.lock().discovery {
@@ -111,9 +111,8 @@ mod tests {
                 ..Sample::default()
             })
             .collect();
-        let _monitor = install(Duration::from_millis(250), vec![(h100(0), samples)]);
-        crate::monitor::register_hooks();
-        let devices = crate::hooks::live_devices().expect("the monitor registered the hook").unwrap();
+        let monitor = install(Duration::from_millis(250), vec![(h100(0), samples)]);
+        let devices = crate::hooks::Devices::live_devices(&monitor).unwrap();
         assert_eq!(devices.len(), 1);
         let d = &devices[0];
         assert_eq!((d.name.as_str(), d.memory_total_bytes), ("NVIDIA H100 80GB HBM3", 81_559_187_456));

@@ -161,6 +161,8 @@ mod cuda {
     use super::{Identity, PciAddress};
     use std::sync::OnceLock;
 
+    // process-wide because the CUDA ordinals are the process's (its driver context and
+    // CUDA_VISIBLE_DEVICES), read once.
     static IDENTITIES: OnceLock<Vec<Identity>> = OnceLock::new();
 
     pub(super) fn identity(ordinal: u32) -> Option<Identity> {

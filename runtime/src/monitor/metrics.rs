@@ -164,7 +164,7 @@ pub(crate) fn gauges() -> Vec<Gauge> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::testing::{h100, install};
+    use crate::monitor::testing::{h100, install_in_process};
     use std::time::Duration;
 
     /// (metric, unit, kind, value, attributes) of one data point.
@@ -196,7 +196,7 @@ mod tests {
             ..Sample::default()
         };
         let older = Sample { gpu_utilization_pct: Some(5), ..sample.clone() };
-        let _m = install(Duration::from_millis(100), vec![(h100(0), vec![older, sample])]);
+        install_in_process(Duration::from_millis(100), vec![(h100(0), vec![older, sample])]);
         let points = points();
         let str_attr = |a: &[(&str, Value)], k: &str| {
             a.iter().find(|(key, _)| *key == k).map(|(_, v)| match v {

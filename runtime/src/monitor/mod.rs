@@ -81,27 +81,72 @@ pub use {
 #[cfg(feature = "enabled")]
 pub(crate) use sampler::throttle_reason_names;
 
-/// Plugs the monitor into the core (`crate::hooks`): the device's state on records, the device
-/// section of the summary, the device memory of `track_memory` sites, the `hw.gpu.*` metrics,
-/// the devices of the live feed and the readings of the capture file. `init` calls it, and so
-/// does [`MonitorConfig::start`], so that a sampler started without `init` still adds what it
-/// knows.
+/// Plugs the monitor into the core: the process's collector holds it as its
+/// [`Devices`](crate::hooks::Devices) (the device's state on records, the device section of the
+/// summary, the device memory of `track_memory` sites, the `hw.gpu.*` metrics, the devices of the
+/// live feed and the readings of the capture file). `init` calls it, and so does
+/// [`MonitorConfig::start`], so that a sampler started without `init` still adds what it knows.
+/// Returns the monitor plugged in (the one already there, if any); `None` only when the
+/// collector's lock is poisoned.
 #[cfg(feature = "enabled")]
-pub(crate) fn register_hooks() {
-    crate::hooks::add_record_attributes(snapshot::record_attributes);
-    crate::hooks::add_summary_section(summary_section);
-    crate::hooks::set_device_memory(device_memory_used);
-    crate::hooks::add_metric_source(metrics::gauges);
-    crate::hooks::set_live_devices(live::devices);
-    crate::hooks::set_device_readings(readings::since);
+pub(crate) fn register_hooks() -> Option<Arc<Monitor>> {
+    let mut devices = crate::collector::collector().leaves.devices.write().ok()?;
+    if let Some(m) = devices.clone().and_then(|d| d.into_any().downcast::<Monitor>().ok()) {
+        return Some(m);
+    }
+    let monitor = Arc::new(Monitor::default());
+    *devices = Some(monitor.clone());
+    Some(monitor)
 }
 
-/// The summary's device lines: each transfer's efficiency against its link, then the devices.
+/// The device monitor as the core sees it: the sampler it started (running or stopped), if any.
 #[cfg(feature = "enabled")]
-fn summary_section(reached: &[crate::SiteSummary]) -> Vec<String> {
-    let mut lines = summary::transfer_efficiency_lines(reached);
-    lines.extend(summary::summary_lines());
-    lines
+#[derive(Debug, Default)]
+pub(crate) struct Monitor {
+    current: RwLock<Option<Arc<Shared>>>,
+}
+
+#[cfg(feature = "enabled")]
+impl Monitor {
+    fn current(&self) -> Option<Arc<Shared>> {
+        self.current.read().ok()?.clone()
+    }
+}
+
+#[cfg(feature = "enabled")]
+impl crate::hooks::Devices for Monitor {
+    fn record_attributes(&self, record: &crate::record::Record) -> Vec<(&'static str, crate::record::Value)> {
+        snapshot::record_attributes(self.current(), record)
+    }
+
+    /// The summary's device lines: each transfer's efficiency against its link, then the devices.
+    fn summary_section(&self, reached: &[crate::SiteSummary]) -> Vec<String> {
+        let shared = self.current();
+        let devices: Vec<GpuInfo> = shared.iter().flat_map(|s| s.devices()).map(|d| d.info.clone()).collect();
+        let mut lines = summary::transfer_efficiency_lines(&devices, reached);
+        lines.extend(summary::summary_lines(shared));
+        lines
+    }
+
+    fn memory_used(&self) -> Option<u64> {
+        device_memory_used()
+    }
+
+    fn gauges(&self) -> Vec<crate::hooks::Gauge> {
+        metrics::gauges()
+    }
+
+    fn live_devices(&self) -> Result<Vec<gpuspan_capture::live::Device>, String> {
+        live::devices(self.current())
+    }
+
+    fn readings(&self, since_ns: u64) -> Vec<crate::hooks::Readings> {
+        readings::since(self.current(), since_ns)
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
 }
 
 use std::time::Duration;
@@ -137,8 +182,8 @@ impl MonitorConfig {
     pub fn start(self) -> Result<(), MonitorError> {
         #[cfg(feature = "enabled")]
         {
-            register_hooks();
-            let Ok(mut current) = CURRENT.write() else {
+            let monitor = register_hooks();
+            let Some(Ok(mut current)) = monitor.as_ref().map(|m| m.current.write()) else {
                 return Err(MonitorError::Thread("the monitor registry lock is poisoned".into()));
             };
             if current.as_ref().is_some_and(|s| {
@@ -264,12 +309,6 @@ fn discover_now() -> Result<Vec<GpuInfo>, MonitorError> {
     discovery::discover(library::nvml()?)
 }
 
-/// The GPUs the sampler found (empty before discovery or without NVML).
-#[cfg(feature = "enabled")]
-fn devices() -> Vec<GpuInfo> {
-    current().map(|s| s.devices().iter().map(|d| d.info.clone()).collect()).unwrap_or_default()
-}
-
 /// The samples kept for the GPU with this NVML index, oldest first (none without the `enabled`
 /// feature: nothing is sampled).
 pub fn history(index: u32) -> Vec<Sample> {
@@ -305,9 +344,14 @@ pub fn sampler_stats() -> Option<SamplerStats> {
     stats()
 }
 
-#[cfg(feature = "enabled")]
+#[cfg(all(feature = "testing", feature = "enabled"))]
 fn stats() -> Option<sampler::SamplerStats> {
-    current().map(|s| s.counters.stats(&s.config, !s.lock().finished))
+    current().map(|s| stats_of(&s))
+}
+
+#[cfg(feature = "enabled")]
+fn stats_of(s: &Shared) -> sampler::SamplerStats {
+    s.counters.stats(&s.config, !s.lock().finished)
 }
 
 #[cfg(feature = "enabled")]
@@ -317,13 +361,12 @@ fn with_slot<T>(index: u32, f: impl FnOnce(&DeviceSlot) -> T) -> Option<T> {
     Some(f(slot))
 }
 
-/// The sampler of this process (running or stopped), if one was started.
-#[cfg(feature = "enabled")]
-static CURRENT: RwLock<Option<Arc<Shared>>> = RwLock::new(None);
-
+/// The sampler of this process (running or stopped), if one was started: the one of the
+/// monitor plugged into the process's collector.
 #[cfg(feature = "enabled")]
 fn current() -> Option<Arc<Shared>> {
-    CURRENT.read().ok()?.clone()
+    let devices = crate::collector::collector().leaves.devices()?;
+    devices.into_any().downcast::<Monitor>().ok()?.current()
 }
 
 /// What the sampler thread and the readers share.
@@ -431,11 +474,8 @@ impl History {
 pub(crate) mod testing {
     use super::*;
 
-    /// Installs a finished monitor holding `devices` with their samples, for as long as the
-    /// returned guard lives (tests that install one, or register the device-readings hook
-    /// otherwise, run one at a time).
-    pub(crate) fn install(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) -> MutexGuard<'static, ()> {
-        let guard = crate::hooks::device_readings_exclusive();
+    /// A finished monitor holding `devices` with their samples, plugged into no collector.
+    pub(crate) fn install(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) -> Monitor {
         let shared = Shared::new(MonitorConfig::default().interval(interval));
         let slots = devices
             .into_iter()
@@ -454,8 +494,16 @@ pub(crate) mod testing {
             state.stop_requested = true;
             state.finished = true;
         }
-        *CURRENT.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(shared));
-        guard
+        Monitor { current: RwLock::new(Some(Arc::new(shared))) }
+    }
+
+    /// [`install`], as the process's monitor: for the one test that reads it through the
+    /// metrics' plain functions (no other unit test plugs a monitor into the process).
+    pub(crate) fn install_in_process(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) {
+        let installed = install(interval, devices).current();
+        if let Some(m) = register_hooks() {
+            *m.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = installed;
+        }
     }
 
     /// An H100 on a gen 5 x16 link.

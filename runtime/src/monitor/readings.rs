@@ -1,6 +1,6 @@
 //! The devices' readings for the capture file: each GPU's samples taken after a given time, read
 //! from the sampler's history, and its links' peaks from discovery (no NVML call here). The capture file's flusher asks through the
-//! core's `device_readings` hook, which `register_hooks` sets, every tenth of a second: the
+//! core's `Devices::readings`, which the monitor implements, every tenth of a second: the
 //! history holds far more than that, so no sample is missed while the sampler keeps up.
 
 use crate::hooks::Readings;
@@ -9,8 +9,8 @@ use gpuspan_capture::{DeviceSample, LinkPeak};
 
 /// Every GPU the sampler found: its samples taken after `since_ns`, oldest first (maybe none),
 /// and its links' peaks.
-pub(super) fn since(since_ns: u64) -> Vec<Readings> {
-    let Some(shared) = super::current() else { return Vec::new() };
+pub(super) fn since(shared: Option<std::sync::Arc<super::Shared>>, since_ns: u64) -> Vec<Readings> {
+    let Some(shared) = shared else { return Vec::new() };
     shared
         .devices()
         .iter()
@@ -56,6 +56,7 @@ fn reading(s: &super::Sample) -> DeviceSample {
 
 #[cfg(test)]
 mod tests {
+    use crate::hooks::Devices;
     use crate::monitor::testing::{h100, install};
     use crate::monitor::Sample;
     use std::time::Duration;
@@ -71,18 +72,17 @@ mod tests {
                 ..Sample::default()
             })
             .collect();
-        let _monitor = install(Duration::from_millis(100), vec![(h100(0), samples)]);
-        crate::monitor::register_hooks();
-        let all = crate::hooks::device_readings(0).expect("the monitor registered the hook");
+        let monitor = install(Duration::from_millis(100), vec![(h100(0), samples)]);
+        let all = monitor.readings(0);
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].device.name.as_ref(), "NVIDIA H100 80GB HBM3");
         assert_eq!(all[0].samples.len(), 10);
-        let later = crate::hooks::device_readings(1_450).unwrap();
+        let later = monitor.readings(1_450);
         let times: Vec<u64> = later[0].samples.iter().map(|s| s.time_ns).collect();
         assert_eq!(times, [1_500, 1_600, 1_700, 1_800, 1_900]);
         assert_eq!(later[0].samples[0].gpu_utilization_pct, Some(50));
         assert_eq!(later[0].samples[0].power_w, Some(105.0));
-        let none = crate::hooks::device_readings(1_900).unwrap();
+        let none = monitor.readings(1_900);
         assert!(none[0].samples.is_empty(), "no reading twice; the device stays, for its link");
     }
 
@@ -96,12 +96,11 @@ mod tests {
         bare.pcie = PcieLink::default();
         let mut half_known = h100(3);
         half_known.pcie = PcieLink { max_generation: Some(9), max_width: Some(16), ..PcieLink::default() };
-        let _monitor = install(
+        let monitor = install(
             Duration::from_millis(100),
             vec![(h100(0), vec![]), (sxm, vec![]), (bare, vec![]), (half_known, vec![])],
         );
-        crate::monitor::register_hooks();
-        let all = crate::hooks::device_readings(0).expect("the monitor registered the hook");
+        let all = monitor.readings(0);
         let links: Vec<_> = all.iter().map(|r| (r.device.id, r.link)).collect();
         let gen5 = h100(0).pcie.peak_bytes_per_s().expect("gen 5 x16");
         assert!((gen5 - 63.015e9).abs() < 0.001e9, "{gen5}");

@@ -22,9 +22,12 @@ const IMPOSSIBLE_RATE: &str =
 /// | `gpu.device.sm_clock_mhz`, `gpu.device.memory_clock_mhz` | same |
 /// | `gpu.device.temperature_c`, `gpu.device.power_w`, `gpu.device.power_limit_w` | same |
 /// | `gpu.device.utilization`, `gpu.device.throttle_reasons` | same |
-pub(crate) fn record_attributes(record: &Record) -> Vec<(&'static str, Value)> {
+pub(crate) fn record_attributes(
+    shared: Option<std::sync::Arc<super::Shared>>,
+    record: &Record,
+) -> Vec<(&'static str, Value)> {
     let mut a = Vec::new();
-    let Some(shared) = super::current() else {
+    let Some(shared) = shared else {
         return a;
     };
     let slots = shared.devices();
@@ -206,10 +209,10 @@ mod tests {
 
     #[test]
     fn a_slow_transfer_carries_its_link_efficiency_and_the_nearest_sample() {
-        let _m = install(Duration::from_millis(100), vec![(h100(0), samples())]);
+        let m = install(Duration::from_millis(100), vec![(h100(0), samples())]);
         // 64 MiB in 1.2 ms, centred 2 ms after the sample at 400 ms.
         let r = record(&UPLOAD, T0 + 401_400_000, 1_200_000, Some(64 << 20), "NVIDIA H100 80GB HBM3");
-        let a = record_attributes(&r);
+        let a = record_attributes(m.current(), &r);
         let Some(Value::F64(eff)) = get(&a, "gpu_transfer.link_efficiency") else { panic!("no efficiency: {a:?}") };
         let expected = (64u64 << 20) as f64 / 1.2e-3 / 63.015e9;
         assert!((eff - expected).abs() < 1e-3, "{eff} vs {expected}");
@@ -225,30 +228,29 @@ mod tests {
 
     #[test]
     fn fast_calls_get_no_snapshot_and_device_copies_no_efficiency() {
-        let _m = install(Duration::from_millis(100), vec![(h100(0), samples())]);
+        let m = install(Duration::from_millis(100), vec![(h100(0), samples())]);
         let fast = record(&KERNEL, T0 + 300 * MS, 50_000, None, "NVIDIA H100 80GB HBM3");
-        let keys: Vec<&str> = record_attributes(&fast).iter().map(|(k, _)| *k).collect();
+        let keys: Vec<&str> = record_attributes(m.current(), &fast).iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, ["gpu.device.uuid", "gpu.device.pci_bus_id"], "which GPU, and nothing of its state");
         let slow = record(&KERNEL, T0 + 300 * MS, 5 * MS, None, "NVIDIA H100 80GB HBM3");
-        assert_eq!(get(&record_attributes(&slow), "gpu.device.sm_clock_mhz"), Some(&Value::I64(1003)));
+        assert_eq!(get(&record_attributes(m.current(), &slow), "gpu.device.sm_clock_mhz"), Some(&Value::I64(1003)));
         let copy = record(&COPY, T0 + 300 * MS, 5 * MS, Some(1 << 30), "NVIDIA H100 80GB HBM3");
-        let a = record_attributes(&copy);
+        let a = record_attributes(m.current(), &copy);
         assert!(get(&a, "gpu_transfer.link_efficiency").is_none() && get(&a, "gpu.device.sm_clock_mhz").is_some());
     }
 
     #[test]
     fn no_snapshot_far_from_any_sample_or_on_an_unknown_device() {
-        let _m = install(Duration::from_millis(100), vec![(h100(0), samples())]);
+        let m = install(Duration::from_millis(100), vec![(h100(0), samples())]);
         let late = record(&KERNEL, T0 + 5_000 * MS, 5 * MS, None, "NVIDIA H100 80GB HBM3");
-        let keys: Vec<&str> = record_attributes(&late).iter().map(|(k, _)| *k).collect();
+        let keys: Vec<&str> = record_attributes(m.current(), &late).iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, ["gpu.device.uuid", "gpu.device.pci_bus_id"], "the device is known, its state then is not");
         let elsewhere = record(&KERNEL, T0 + 300 * MS, 5 * MS, None, "NVIDIA A100-SXM4-40GB");
-        assert!(record_attributes(&elsewhere).is_empty());
+        assert!(record_attributes(m.current(), &elsewhere).is_empty());
         // Two GPUs of one model cannot be told apart by name: nothing rather than a guess.
-        drop(_m);
-        let _m = install(Duration::from_millis(100), vec![(h100(0), samples()), (h100(1), samples())]);
+        let m = install(Duration::from_millis(100), vec![(h100(0), samples()), (h100(1), samples())]);
         let ambiguous = record(&KERNEL, T0 + 300 * MS, 5 * MS, None, "NVIDIA H100 80GB HBM3");
-        assert!(record_attributes(&ambiguous).is_empty());
+        assert!(record_attributes(m.current(), &ambiguous).is_empty());
     }
 
     /// 18 links at NVML's 26 562 MB/s, as on an H100 or H200 SXM board.
@@ -293,7 +295,7 @@ mod tests {
         b.name = "NVIDIA H200".into();
         a.nvlinks = hgx_links(NvLinkRemote::Switch);
         a.nvlink_peers = Some(vec![b.pci_bus_id.clone()]);
-        let _m = install(Duration::from_millis(100), vec![(a.clone(), samples()), (b.clone(), samples())]);
+        let m = install(Duration::from_millis(100), vec![(a.clone(), samples()), (b.clone(), samples())]);
         let peak = 18.0 * 26_562e6;
         // 1 GiB at half the peak; CUPTI runs the copy on the destination.
         let busy = ((1u64 << 30) as f64 / (peak / 2.0) * 1e9) as u64;
@@ -311,7 +313,7 @@ mod tests {
         copy.src_device = Some(DeviceLabel::new(0, a.name.clone()));
         copy.dst_device = Some(DeviceLabel::new(1, b.name.clone()));
         r.activities.push(copy.clone());
-        let attrs = record_attributes(&r);
+        let attrs = record_attributes(m.current(), &r);
         assert_eq!(get(&attrs, "gpu_transfer.link"), Some(&Value::Str("nvlink".into())));
         let Some(Value::F64(eff)) = get(&attrs, "gpu_transfer.link_efficiency") else { panic!("{attrs:?}") };
         assert!((eff - 0.5).abs() < 1e-3, "{eff}");
@@ -322,17 +324,17 @@ mod tests {
         fast.busy_ns = busy / 6;
         fast.interval.end_ns = fast.interval.start_ns + busy / 6;
         r.host.end_ns = r.host.start_ns + busy / 6;
-        let attrs = record_attributes(&r);
+        let attrs = record_attributes(m.current(), &r);
         assert!(get(&attrs, "gpu_transfer.link_efficiency").is_none(), "{attrs:?}");
         assert_eq!(get(&attrs, "gpu_transfer.finding"), Some(&Value::Str(IMPOSSIBLE_RATE.into())));
         // A copy between two contexts of one GPU crosses no link.
         r.activities[0].src_device = copy.dst_device.clone();
-        assert!(get(&record_attributes(&r), "gpu_transfer.link_efficiency").is_none());
+        assert!(get(&record_attributes(m.current(), &r), "gpu_transfer.link_efficiency").is_none());
     }
 
     #[test]
     fn the_summary_gives_each_host_device_transfer_its_link_efficiency() {
-        let _m = install(Duration::from_millis(100), vec![(h100(0), Vec::new())]);
+        let devices = [h100(0)];
         let peak = h100(0).pcie.peak_bytes_per_s().expect("h100 link peak");
         let summary = |site: &'static Site, bytes: u64, total_ns: u64| crate::SiteSummary {
             site,
@@ -353,14 +355,14 @@ mod tests {
         };
         // Half the link's peak for one second, and a device-to-device copy that has no link.
         let half = (peak / 2.0) as u64;
-        let lines = crate::monitor::summary::transfer_efficiency_lines(&[
-            summary(&UPLOAD, half, 1_000_000_000),
-            summary(&COPY, half, 1),
-        ]);
+        let lines = crate::monitor::summary::transfer_efficiency_lines(
+            &devices,
+            &[summary(&UPLOAD, half, 1_000_000_000), summary(&COPY, half, 1)],
+        );
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[1].starts_with("  upload: 0.50"), "{lines:?}");
         // A queue bracket's time is an upper bound: no rate, so no efficiency either.
         let bracketed = crate::SiteSummary { bracketed: true, ..summary(&UPLOAD, half, 1_000_000_000) };
-        assert!(crate::monitor::summary::transfer_efficiency_lines(&[bracketed]).is_empty());
+        assert!(crate::monitor::summary::transfer_efficiency_lines(&devices, &[bracketed]).is_empty());
     }
 }

@@ -119,8 +119,13 @@ pub struct DeviceSummary {
 }
 
 /// Every sampled device's peaks and means so far (empty without a sampler or without NVML).
+#[cfg(feature = "testing")]
 pub fn device_summaries() -> Vec<DeviceSummary> {
-    let Some(shared) = super::current() else {
+    summaries_of(super::current())
+}
+
+fn summaries_of(shared: Option<std::sync::Arc<super::Shared>>) -> Vec<DeviceSummary> {
+    let Some(shared) = shared else {
         return Vec::new();
     };
     shared
@@ -157,8 +162,8 @@ pub fn device_summaries() -> Vec<DeviceSummary> {
 
 /// The device part of the summary table: per device, peak / mean of each quantity. Empty when
 /// no sampler ran or NVML was missing (that is said in the notes).
-pub(crate) fn summary_lines() -> Vec<String> {
-    let (Some(stats), devices) = (super::stats(), device_summaries()) else {
+pub(crate) fn summary_lines(shared: Option<std::sync::Arc<super::Shared>>) -> Vec<String> {
+    let (Some(stats), devices) = (shared.as_deref().map(super::stats_of), summaries_of(shared)) else {
         return Vec::new();
     };
     if devices.is_empty() {
@@ -236,9 +241,8 @@ fn device_lines(d: &DeviceSummary, cuda_ordinal: Option<u32>) -> Vec<String> {
 /// One line per host↔device transfer site: its bandwidth against the PCIe link's peak, when
 /// the process sees exactly one GPU (with several, a site's transfers cannot be assigned to one
 /// link from the aggregates; the spans carry `gpu_transfer.link_efficiency` per call instead).
-pub(crate) fn transfer_efficiency_lines(sites: &[crate::SiteSummary]) -> Vec<String> {
-    let devices = super::devices();
-    let [gpu] = devices.as_slice() else { return Vec::new() };
+pub(crate) fn transfer_efficiency_lines(devices: &[super::GpuInfo], sites: &[crate::SiteSummary]) -> Vec<String> {
+    let [gpu] = devices else { return Vec::new() };
     let Some(peak) = gpu.pcie.peak_bytes_per_s() else { return Vec::new() };
     let host_device = |s: &crate::SiteSummary| {
         s.site.desc.kind == crate::SiteKind::Transfer && s.site.desc.direction != Some(crate::Direction::GpuToGpu)

@@ -19,8 +19,25 @@ use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-/// The selection of [`layer`]: `None` until `init` or the first question sets it.
-static FROM_INIT: RwLock<Option<Option<Arc<EnvFilter>>>> = RwLock::new(None);
+/// The selection `init` made and the sites of selected spans; owned by the
+/// [`Collector`](crate::collector::Collector).
+#[derive(Debug)]
+pub(crate) struct Selected {
+    /// The selection of [`layer`](super::layer): `None` until `init` or the first question sets it.
+    from_init: RwLock<Option<Option<Arc<EnvFilter>>>>,
+    /// One site per span callsite, made the first time a span of it is selected.
+    sites: Mutex<Option<HashMap<Identifier, &'static Site>>>,
+}
+
+impl Selected {
+    pub(crate) const fn new() -> Self {
+        Selected { from_init: RwLock::new(None), sites: Mutex::new(None) }
+    }
+}
+
+fn from_init_lock() -> &'static RwLock<Option<Option<Arc<EnvFilter>>>> {
+    &crate::collector::collector().selected.from_init
+}
 
 pub(super) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
     let d = directives.map(str::trim).filter(|d| !d.is_empty())?;
@@ -39,21 +56,21 @@ pub(super) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
 /// now on, and every callsite is asked again.
 pub(crate) fn select_from_init(directives: Option<&str>) {
     let filter = parse(directives);
-    *FROM_INIT.write().unwrap_or_else(|e| e.into_inner()) = Some(filter);
+    *from_init_lock().write().unwrap_or_else(|e| e.into_inner()) = Some(filter);
     tracing::callsite::rebuild_interest_cache();
 }
 
 /// Whether `init`'s selection selects anything (CUDA timing is then started at `init`).
 #[cfg(any(feature = "cuda", test))]
 pub(crate) fn init_selects() -> bool {
-    matches!(&*FROM_INIT.read().unwrap_or_else(|e| e.into_inner()), Some(Some(_)))
+    matches!(&*from_init_lock().read().unwrap_or_else(|e| e.into_inner()), Some(Some(_)))
 }
 
 fn from_init() -> Option<Arc<EnvFilter>> {
-    if let Some(f) = &*FROM_INIT.read().unwrap_or_else(|e| e.into_inner()) {
+    if let Some(f) = &*from_init_lock().read().unwrap_or_else(|e| e.into_inner()) {
         return f.clone();
     }
-    let mut w = FROM_INIT.write().unwrap_or_else(|e| e.into_inner());
+    let mut w = from_init_lock().write().unwrap_or_else(|e| e.into_inner());
     w.get_or_insert_with(|| parse(crate::env::spans().as_deref())).clone()
 }
 
@@ -146,8 +163,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One site per span callsite, made the first time a span of it is selected.
 fn site_of(meta: &'static Metadata<'static>) -> &'static Site {
-    static SITES: Mutex<Option<HashMap<Identifier, &'static Site>>> = Mutex::new(None);
-    let mut sites = lock(&SITES);
+    let mut sites = lock(&crate::collector::collector().selected.sites);
     sites.get_or_insert_with(HashMap::new).entry(meta.callsite()).or_insert_with(|| {
         let desc = SiteDesc {
             name: meta.name(),

@@ -3,9 +3,7 @@
 
 use gpuspan_real_code::{upload, Compute, Model};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
-
-static SERIAL: Mutex<()> = Mutex::new(());
+use std::sync::Arc;
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
@@ -33,7 +31,6 @@ fn tokio() -> tokio::runtime::Runtime {
 
 #[test]
 fn the_library_runs_on_tokio_with_errors_from_macros() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     #[cfg(feature = "profile")]
     let capture = gpuspan::Capture::start_all_threads();
     let Some(compute) = compute() else { return };
@@ -111,7 +108,6 @@ fn the_library_runs_on_tokio_with_errors_from_macros() {
 /// The program, as its user runs it: `main` annotated, the block form in a loop, tokio tasks.
 #[test]
 fn the_program_prints_a_summary_and_respects_gpuspan_off() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if compute().is_none() {
         return;
     }

@@ -241,7 +241,7 @@ impl Resolver {
         let ids: Vec<u64> = self.ended.iter().map(|(_, id)| *id).collect();
         if !ids.is_empty() {
             self.counts.deadline_scopes += ids.len() as u64;
-            crate::diagnostics::Losses::add(&crate::diagnostics::LOSSES.unresolved_scopes, ids.len() as u64);
+            crate::diagnostics::Losses::add(&crate::diagnostics::losses().unresolved_scopes, ids.len() as u64);
             crate::diagnostics::note_once(
                 "CUDA calls were handed on at a flush deadline before CUPTI delivered all their records: their \
                  missing GPU work appears under `unattributed` if it comes later (see the `lost` line)",

@@ -4,7 +4,7 @@
 //! the channel to the resolver (woken for it).
 
 use super::Msg;
-use crate::diagnostics::{Losses, LOSSES};
+use crate::diagnostics::{losses, Losses};
 use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_Activity};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -72,7 +72,7 @@ pub(super) unsafe extern "C" fn completed(
     if unsafe { sys::cuptiActivityGetNumDroppedRecords(ctx, stream, &mut dropped) } == CUptiResult::CUPTI_SUCCESS
         && dropped > 0
     {
-        Losses::add(&LOSSES.cupti_records, dropped as u64);
+        Losses::add(&losses().cupti_records, dropped as u64);
         if let Some(tx) = super::state().tx.get() {
             let _ = tx.send(Msg::Dropped(dropped as u64));
         }

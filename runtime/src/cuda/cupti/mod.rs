@@ -44,7 +44,7 @@ mod work;
 use super::{CudaError, CudaScope};
 #[cfg(feature = "testing")]
 use crate::cuda::counts::Counts;
-use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::diagnostics::{losses, note_once, Losses};
 use crate::record::DeviceLabel;
 use crate::scope::Call;
 use attribution::Resolver;
@@ -275,7 +275,7 @@ fn send_ended(call: Call, window: Option<Window>) {
     let fence = buffers::requested_so_far();
     if let Some(tx) = state().tx.get() {
         if tx.send(Msg::Ended(call, fence, window)).is_err() {
-            Losses::add(&LOSSES.unresolved_scopes, 1);
+            Losses::add(&losses().unresolved_scopes, 1);
         }
         work::wake();
     }

@@ -71,8 +71,11 @@ const STOP_WAIT: Duration = Duration::from_secs(1);
 /// A Unix socket's path holds at most this many bytes (108 with its NUL on Linux, 104 on macOS).
 const MAX_PATH: usize = 103;
 
-/// One live feed runs per process: a second `init` with the feed on is told so, once.
-static RUNNING: AtomicBool = AtomicBool::new(false);
+/// Whether a live feed runs: one per collector (the process's), a second `init` with the feed
+/// on is told so, once.
+fn running() -> &'static AtomicBool {
+    &crate::collector::collector().live_feed
+}
 
 /// Why the feed did not start.
 #[derive(Debug, thiserror::Error)]
@@ -106,12 +109,12 @@ impl Live {
     /// Creates `<program>-<pid>.live.sock` in `dir` (the private directory) and starts the
     /// feed's thread. Returns at once.
     pub(crate) fn start(dir: &Path) -> Result<Live, LiveError> {
-        if RUNNING.swap(true, Ordering::AcqRel) {
+        if running().swap(true, Ordering::AcqRel) {
             return Err(LiveError::AlreadyRunning);
         }
         let started = Self::start_inner(dir);
         if started.is_err() {
-            RUNNING.store(false, Ordering::Release);
+            running().store(false, Ordering::Release);
         }
         started
     }
@@ -201,7 +204,7 @@ impl Live {
         if fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.ident) {
             let _ = fs::remove_file(&self.path);
         }
-        RUNNING.store(false, Ordering::Release);
+        running().store(false, Ordering::Release);
     }
 }
 
@@ -541,7 +544,7 @@ impl Server {
     fn snapshot(&self) -> msg::Snapshot {
         let now_ns = crate::clock::now_ns();
         let (sites, window_s) = self.windows.sites(now_ns, self.started_ns);
-        let (devices, devices_note) = match crate::hooks::live_devices() {
+        let (devices, devices_note) = match crate::collector::collector().leaves.live_devices() {
             None => (Vec::new(), Some("no device monitor runs in this program".to_owned())),
             Some(Err(why)) => (Vec::new(), Some(why)),
             Some(Ok(d)) if d.is_empty() => (d, Some("the device monitor has found no device (yet)".to_owned())),
@@ -559,7 +562,7 @@ impl Server {
             sites,
             devices,
             devices_note,
-            losses: crate::diagnostics::LOSSES
+            losses: crate::diagnostics::losses()
                 .snapshot()
                 .into_iter()
                 .map(|(what, count)| msg::Loss { what: what.to_owned(), count })

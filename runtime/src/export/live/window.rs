@@ -152,7 +152,7 @@ impl WindowSink {
             limit: MAX_QUEUE,
             records: 0,
             dropped: 0,
-            losses_at_open: crate::diagnostics::LOSSES.snapshot(),
+            losses_at_open: crate::diagnostics::losses().snapshot(),
         };
         for site in crate::site::all_sites() {
             e.site_id(site)?;
@@ -293,7 +293,7 @@ impl Encoder {
             self.frame(&cap::Frame::Aggregate(a))?;
         }
         // The window's losses: what the runtime lost meanwhile, and what the client did not take.
-        let mut losses: Vec<cap::Loss> = crate::diagnostics::LOSSES
+        let mut losses: Vec<cap::Loss> = crate::diagnostics::losses()
             .snapshot()
             .into_iter()
             .map(|(what, count)| {
@@ -334,7 +334,7 @@ mod tests {
         let (sink, start_ns) = WindowSink::open().unwrap();
         let as_sink: Arc<dyn Sink> = sink.clone();
         crate::pipeline::add_sink(as_sink.clone());
-        assert!(crate::pipeline::wants_every_call(), "trace-all while the window is open");
+        assert!(crate::collector::collector().sinks.wants_every_call(), "trace-all while the window is open");
         // A call that began before the window: counted as always, not the window's.
         crate::pipeline::submit(record(start_ns - 1));
         for _ in 0..20 {

@@ -128,14 +128,16 @@ impl fmt::Debug for OtlpConfig {
     }
 }
 
-/// Reads the environment, reporting each bad value once through `report`.
+/// Reads the environment (through `var`: the process's, or a test's own), reporting each bad
+/// value once through `report`.
 struct Env<'a> {
+    var: &'a dyn Fn(&str) -> Option<String>,
     report: &'a mut dyn FnMut(String),
 }
 
 impl Env<'_> {
     fn get(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+        (self.var)(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
     }
 
     fn millis(&mut self, name: &str, default: Duration) -> Duration {
@@ -280,7 +282,7 @@ impl OtlpConfig {
     /// Defaults, then the standard `OTEL_*` variables (see the table above). Bad values are
     /// said once each and replaced by defaults.
     pub fn from_env() -> Self {
-        Self::from_env_reporting(&mut |m| crate::diagnostics::note_once(m))
+        Self::from_vars_reporting(&|n| std::env::var(n).ok(), &mut |m| crate::diagnostics::note_once(m))
     }
 
     /// Whether the environment asks for OTLP export: an endpoint is set and the SDK is not
@@ -294,9 +296,10 @@ impl OtlpConfig {
                 || set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))
     }
 
-    pub(super) fn from_env_reporting(report: &mut dyn FnMut(String)) -> Self {
+    /// [`OtlpConfig::from_env`] with the variables `var` gives.
+    fn from_vars_reporting(var: &dyn Fn(&str) -> Option<String>, report: &mut dyn FnMut(String)) -> Self {
         let mut c = OtlpConfig::default();
-        let mut env = Env { report };
+        let mut env = Env { var, report };
         match env.get("OTEL_EXPORTER_OTLP_PROTOCOL").map(|v| v.to_ascii_lowercase()) {
             None => {}
             Some(p) if p == "grpc" => c.protocol = Protocol::Grpc,
@@ -472,17 +475,10 @@ mod tests {
     use super::*;
 
     fn parse(vars: &[(&str, &str)]) -> (OtlpConfig, Vec<String>) {
-        // Env is process-global: the keys used here are set only by this test module.
-        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        for (k, v) in vars {
-            std::env::set_var(k, v);
-        }
+        // The test's own variables, not the process's: tests run in parallel.
+        let var = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned());
         let mut msgs = Vec::new();
-        let c = OtlpConfig::from_env_reporting(&mut |m| msgs.push(m));
-        for (k, _) in vars {
-            std::env::remove_var(k);
-        }
+        let c = OtlpConfig::from_vars_reporting(&var, &mut |m| msgs.push(m));
         (c, msgs)
     }
 

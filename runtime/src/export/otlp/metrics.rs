@@ -4,7 +4,7 @@
 //! This is what keeps a kernel called a million times visible without a million spans.
 
 use super::transport::Io;
-use crate::diagnostics::{Losses, LOSSES};
+use crate::diagnostics::{losses, Losses};
 use crate::hooks::{Gauge, GaugeKind};
 use crate::pipeline::Sink;
 use crate::record::{Record, TimingSource, Value};
@@ -211,7 +211,7 @@ impl PushMetricExporter for CountingMetricExporter {
             }
             Err(e) => {
                 self.failed.fetch_add(1, Relaxed);
-                Losses::add(&LOSSES.otlp_metric_exports_failed, 1);
+                Losses::add(&losses().otlp_metric_exports_failed, 1);
                 if !self.failing.swap(true, Relaxed) {
                     crate::diagnostics::note_once((self.describe_failure)(&e.to_string()));
                 }

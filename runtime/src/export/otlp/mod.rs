@@ -60,8 +60,17 @@ use {
 
 /// Whether an export pipeline is running: scopes read it (one relaxed load) to decide whether
 /// to capture their parent context.
+// process-wide because a scope's opening, which other crates inline, reads it: in the collector
+// it would make the collector's symbol exported, and every access to the collector (the close
+// path's floor included) a load through the GOT.
 #[cfg(feature = "enabled")]
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+#[cfg(feature = "enabled")]
+#[inline(always)]
+fn active() -> &'static AtomicBool {
+    &ACTIVE
+}
 
 /// What a scope carries to its record for [`capture_parent`].
 #[cfg(feature = "enabled")]
@@ -73,7 +82,7 @@ pub(crate) type Parent = Option<Context>;
 #[cfg(feature = "enabled")]
 #[inline]
 pub(crate) fn capture_parent() -> Parent {
-    if !ACTIVE.load(Relaxed) {
+    if !active().load(Relaxed) {
         return None;
     }
     current_parent()
@@ -88,7 +97,7 @@ pub(crate) fn capture_parent() -> Parent {
 pub(crate) fn capture_span_parent() -> Parent {
     use opentelemetry::trace::TraceContextExt;
     use tracing_opentelemetry::OpenTelemetrySpanExt;
-    if !ACTIVE.load(Relaxed) || ENDING.get() {
+    if !active().load(Relaxed) || ENDING.get() {
         return None;
     }
     let cx = tracing::Span::current().context();
@@ -189,6 +198,8 @@ pub fn traceparent() -> Option<String> {
 
 /// The `TRACEPARENT` context, once per process: it is attached to the thread that started the
 /// first pipeline for the rest of that thread's life.
+// process-wide because it is the process's environment, read once, and attached once to a
+// thread for the rest of its life: a second owner could not attach it again.
 #[cfg(feature = "enabled")]
 static PROCESS_PARENT: RwLock<Option<Option<Context>>> = RwLock::new(None);
 
@@ -218,12 +229,12 @@ impl OtlpConfig {
     pub fn start(self) -> Result<Otlp, OtlpError> {
         #[cfg(feature = "enabled")]
         {
-            if ACTIVE.compare_exchange(false, true, Relaxed, Relaxed).is_err() {
+            if active().compare_exchange(false, true, Relaxed, Relaxed).is_err() {
                 return Err(OtlpError::AlreadyRunning);
             }
             let started = Otlp::build(self);
             if started.is_err() {
-                ACTIVE.store(false, Relaxed);
+                active().store(false, Relaxed);
             }
             started
         }
@@ -296,7 +307,10 @@ impl Otlp {
             use opentelemetry::metrics::MeterProvider as _;
             otlp.sinks.push(Arc::new(metrics::MetricsSink::new(&provider.meter("gpuspan"))));
             // What the leaves offer as metrics (the monitor's hw.gpu.*), through the same provider.
-            metrics::observe_gauges(&provider.meter("gpuspan"), &crate::hooks::gauges());
+            metrics::observe_gauges(
+                &provider.meter("gpuspan"),
+                &crate::collector::collector().leaves.devices().map(|d| d.gauges()).unwrap_or_default(),
+            );
             otlp.meter_provider = Some(provider);
         }
         for s in &otlp.sinks {
@@ -347,7 +361,7 @@ impl Otlp {
         if let Some(s) = &self.spans_sink {
             // What the leaves add, as a submitted record has it.
             let mut record = record.clone();
-            record.extra = crate::hooks::record_attributes(&record);
+            record.extra = crate::collector::collector().leaves.record_attributes(&record);
             s.export(&record);
         }
         #[cfg(not(feature = "enabled"))]
@@ -441,7 +455,7 @@ impl Otlp {
         for s in &self.sinks {
             pipeline::remove_sink(s);
         }
-        ACTIVE.store(false, Relaxed);
+        active().store(false, Relaxed);
         let bound = self.config.shutdown_timeout;
         // The waiting below ends a little before the bound, leaving room for what follows it
         // (counting, the report, waking up on a busy machine): waiting until the bound itself

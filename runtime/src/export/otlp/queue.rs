@@ -3,14 +3,14 @@
 //! pending when shutdown ran out of time).
 //!
 //! The SDK's batch processor does the same job but keeps its drop count private and cannot
-//! bound an export that hangs; this one counts into [`LOSSES`] and gives up at a deadline.
+//! bound an export that hangs; this one counts into [`losses`] and gives up at a deadline.
 //!
 //! A record's spans (host, GPU, activities) are admitted together or not at all: the spans sink
 //! reserves room for all of them first (a thread-local grant, since the SDK ends a span on the
 //! thread that ends it), so a full queue never exports a child without its parent.
 
 use super::transport::Io;
-use crate::diagnostics::{Losses, LOSSES};
+use crate::diagnostics::{losses, Losses};
 use opentelemetry::Context;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter, SpanProcessor};
@@ -49,13 +49,13 @@ impl SpanCounts {
             self.exported.fetch_add(n, Relaxed);
         } else {
             self.failed.fetch_add(n, Relaxed);
-            Losses::add(&LOSSES.otlp_spans_failed, n);
+            Losses::add(&losses().otlp_spans_failed, n);
         }
     }
 
     fn drop_full(&self, n: u64) {
         self.dropped.fetch_add(n, Relaxed);
-        Losses::add(&LOSSES.otlp_spans_dropped, n);
+        Losses::add(&losses().otlp_spans_dropped, n);
     }
 }
 
@@ -195,7 +195,7 @@ impl Queue {
         let left = self.counts.pending.swap(0, Relaxed);
         if left > 0 {
             self.counts.abandoned.fetch_add(left, Relaxed);
-            Losses::add(&LOSSES.otlp_spans_failed, left);
+            Losses::add(&losses().otlp_spans_failed, left);
         }
         exited
     }

@@ -32,6 +32,8 @@ pub(super) struct Io {
     bound: std::sync::Mutex<Duration>,
 }
 
+// process-wide because a tokio runtime cannot be dropped from within an asynchronous
+// context (an export thread): one is started for the process and never dropped.
 static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
 
 impl Io {

@@ -46,6 +46,7 @@ pub(super) fn cost_clock() -> u64 {
     if let Some(ns) = own_cpu_ns() {
         return ns;
     }
+    // process-wide because it is the process's wall-clock base where no CPU clock is.
     static BASE: OnceLock<Instant> = OnceLock::new();
     BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }

@@ -17,7 +17,7 @@
 use super::{wgpu, wgpu_profiler};
 use super::device::DeviceState;
 use super::resolver;
-use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::diagnostics::{note_once, Losses, losses};
 use crate::pipeline;
 use crate::record::{GpuTiming, Record};
 use std::cell::RefCell;
@@ -128,7 +128,7 @@ impl Frame {
     fn open(device: &Arc<DeviceState>) -> Option<Arc<Frame>> {
         let mut in_flight = device.in_flight.lock().ok()?;
         if in_flight.len() >= MAX_IN_FLIGHT {
-            Losses::add(&LOSSES.pending_frames, 1);
+            Losses::add(&losses().pending_frames, 1);
             note_once(format_args!(
                 "more than {MAX_IN_FLIGHT} wgpu query frames were waiting for their commands to be submitted; \
                  later scopes fall back to host timing (are encoders with annotated scopes being dropped unsubmitted?)"
@@ -343,7 +343,7 @@ impl Frame {
                     let placed = super::bounds::place(&self.device, range, &record, observed, clock);
                     record.gpu = Some(GpuTiming { device: Some(self.device.label.clone()), ..placed });
                 }
-                _ => Losses::add(&LOSSES.unresolved_scopes, 1),
+                _ => Losses::add(&losses().unresolved_scopes, 1),
             }
             pipeline::submit(record);
         }

@@ -19,7 +19,7 @@
 use super::{mapped_range, wgpu};
 use super::device::DeviceState;
 use super::resolver;
-use crate::diagnostics::{note_once, Losses, LOSSES};
+use crate::diagnostics::{note_once, Losses, losses};
 use crate::pipeline;
 use crate::record::{GpuTiming, Record};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -140,7 +140,7 @@ pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
     if opened {
         if pool.batches.len() >= MAX_BATCHES {
             drop(pool);
-            Losses::add(&LOSSES.pending_frames, 1);
+            Losses::add(&losses().pending_frames, 1);
             note_once(format_args!(
                 "more than {} wgpu queue brackets were waiting for their timestamps; later ones fall back to host timing",
                 MAX_BATCHES as u32 * PAIRS
@@ -186,7 +186,7 @@ pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Opti
         // Only after a panic with the lock held: the record goes on without GPU timing.
         drop(pool);
         if !superseded {
-            Losses::add(&LOSSES.unresolved_scopes, 1);
+            Losses::add(&losses().unresolved_scopes, 1);
         }
         if let Some(r) = record {
             pipeline::submit(r);
@@ -198,7 +198,7 @@ pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Opti
     let ready = b.sealed;
     match record {
         Some(r) => b.records.push((slots.pair, at_exit, r)),
-        None if !superseded => Losses::add(&LOSSES.unresolved_scopes, 1),
+        None if !superseded => Losses::add(&losses().unresolved_scopes, 1),
         None => {}
     }
     drop(pool);
@@ -309,7 +309,7 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
                         ..placed
                     });
                 }
-                _ => Losses::add(&LOSSES.unresolved_scopes, 1),
+                _ => Losses::add(&losses().unresolved_scopes, 1),
             }
             pipeline::submit(record);
         }

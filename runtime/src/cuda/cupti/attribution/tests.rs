@@ -129,7 +129,7 @@ fn work_timed_before_its_launching_call_is_placed_after_it_by_the_facts() {
         cal
     });
     assert!(asked_again, "the calibration is measured again");
-    crate::causality::enforce(&mut out[0]);
+    crate::collector::collector().checks.enforce(&mut out[0]);
     assert_eq!(out[0].clock_corrected_ns, 0, "nothing left for the causality check to move");
     assert!(
         r.clock_lines()[0].starts_with("GPU clock of GPU 0: GPU A (CUPTI): 1 records placed"),

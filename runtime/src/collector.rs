@@ -1,0 +1,129 @@
+//! The one owner of the runtime's state: what `init()` starts writes into it, the scopes and the
+//! resolver read from it. Each part belongs to the module that uses it (`pipeline::Sinks`,
+//! `sampling::Settings`, `hooks::Leaves`, ...) and is built by a `const fn new()`, so the
+//! process's collector is a plain static that costs the hot path no load of its own: its
+//! address is a constant, as the address of each static it replaces was (docs/decisions.md,
+//! "One owner"). Tests build private collectors, which share nothing with the process's.
+//!
+//! That holds while no code that other crates may compile names the collector: a generic
+//! function, or an `#[inline]` one reachable from the public API (a scope's opening), that calls
+//! [`collector()`] makes its symbol exported, and every access to it, the close path's floor
+//! included, a load through the GOT (one more instruction per scope: `scripts/count-window`).
+//! Such code calls a non-generic, non-inlined function instead (`diagnostics::note_once`,
+//! `diagnostics::losses`, `thread::register`); the OTLP export's flag, read where a scope
+//! opens, stays a static of its own.
+
+use crate::pipeline::Sink;
+use crate::record::Record;
+#[cfg(unix)]
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// The runtime's state; see the module's documentation.
+pub(crate) struct Collector {
+    pub(crate) sinks: crate::pipeline::Sinks,
+    pub(crate) sampling: crate::sampling::Settings,
+    pub(crate) leaves: crate::hooks::Leaves,
+    /// What the `init()`s started, for their end.
+    pub(crate) running: crate::init::Running,
+    /// Site indices and the per-thread shards of their aggregates.
+    pub(crate) registry: crate::aggregate::Registry,
+    /// Sites registered at run time (selected application spans).
+    pub(crate) sites: crate::site::AtRunTime,
+    /// The span selection `init` made, and the sites of selected spans.
+    pub(crate) selected: crate::span_scopes::Selected,
+    /// Thread indices and names.
+    pub(crate) names: crate::thread::Names,
+    /// Every live thread's ring of counted calls.
+    pub(crate) rings: crate::ring::Rings,
+    /// Who wants application span chains.
+    pub(crate) spans: crate::spans::Chains,
+    /// The causality check's counts.
+    pub(crate) checks: crate::causality::Checks,
+    /// Measurements lost, by cause.
+    pub(crate) losses: crate::diagnostics::Losses,
+    /// The one-time notes said so far.
+    pub(crate) notes: crate::diagnostics::Notes,
+    /// Whether the live feed runs (one at a time).
+    #[cfg(unix)]
+    pub(crate) live_feed: AtomicBool,
+}
+
+impl std::fmt::Debug for Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collector")
+            .field("sinks", &self.sinks)
+            .field("sampling", &self.sampling)
+            .field("leaves", &self.leaves)
+            .field("running", &self.running)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Collector {
+    pub(crate) const fn new() -> Self {
+        Collector {
+            sinks: crate::pipeline::Sinks::new(),
+            sampling: crate::sampling::Settings::new(),
+            leaves: crate::hooks::Leaves::new(),
+            running: crate::init::Running::new(),
+            registry: crate::aggregate::Registry::new(),
+            sites: crate::site::AtRunTime::new(),
+            selected: crate::span_scopes::Selected::new(),
+            names: crate::thread::Names::new(),
+            rings: crate::ring::Rings::new(),
+            spans: crate::spans::Chains::new(),
+            checks: crate::causality::Checks::new(),
+            losses: crate::diagnostics::Losses::new(),
+            notes: crate::diagnostics::Notes::new(),
+            #[cfg(unix)]
+            live_feed: AtomicBool::new(false),
+        }
+    }
+
+    /// Installs `sink`; the sampling floor follows when it wants every record.
+    pub(crate) fn add_sink(&self, sink: Arc<dyn Sink>) {
+        if self.sinks.add(sink) {
+            self.sampling.refresh_floor(&self.sinks);
+        }
+    }
+
+    /// Takes `sink` out; the sampling floor follows when it wanted every record.
+    pub(crate) fn remove_sink(&self, sink: &Arc<dyn Sink>) {
+        if self.sinks.remove(sink) {
+            self.sampling.refresh_floor(&self.sinks);
+        }
+    }
+
+    /// Whether a call of `site` lasting `duration_ns` would reach any sink: it is sampled, or a
+    /// capture wants every record.
+    #[inline]
+    pub(crate) fn wants(&self, site: &crate::Site, duration_ns: u64) -> bool {
+        self.sinks.wants_every_call() || self.sampling.is_sampled_duration(site, duration_ns, &self.sinks)
+    }
+
+    /// Takes a finished record: the causality check, the site's aggregates, then, when sampled
+    /// or wanted, what the leaves add and every sink that takes it.
+    pub(crate) fn submit(&self, mut record: Record) {
+        self.checks.enforce(&mut record);
+        record.site.stats.add(&record);
+        let sampled = self.sampling.is_sampled_duration(record.site, record.duration_ns(), &self.sinks);
+        if !sampled && !self.sinks.wants_every_call() {
+            return;
+        }
+        // Once, here, so that every sink shows the same values.
+        record.extra = self.leaves.record_attributes(&record);
+        self.sinks.accept(&record, sampled);
+    }
+}
+
+/// The process's collector.
+// process-wide because the scopes the macros expand reach it from any thread without a
+// handle, and a const static costs them no load (its address is a constant).
+static COLLECTOR: Collector = Collector::new();
+
+/// The process's collector (a constant address: no load).
+#[inline(always)]
+pub(crate) fn collector() -> &'static Collector {
+    &COLLECTOR
+}
