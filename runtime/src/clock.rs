@@ -31,20 +31,24 @@ struct Origin {
 #[cfg(feature = "enabled")]
 const SCALE_SHIFT: u32 = 40;
 
-// process-wide because every timestamp of the process is taken against it: two origins
-// would put two collectors' records on two clocks.
+/// The process's clock: its origin, and whether scopes may read the TSC inline.
 #[cfg(feature = "enabled")]
-static ORIGIN: OnceLock<Origin> = OnceLock::new();
+struct ProcessClock {
+    origin: OnceLock<Origin>,
+    /// Set once `quanta` is known to read the TSC itself (invariant TSC): scopes then read it
+    /// inline with one `rdtsc`, with no call and no branch on quanta's clock kind.
+    tsc: AtomicBool,
+}
 
-/// Set once `quanta` is known to read the TSC itself (invariant TSC): scopes then read it inline
-/// with one `rdtsc`, with no call and no branch on quanta's clock kind.
-// process-wide because it is a fact of the machine, read inline by every scope.
+// process-wide because every timestamp of the process is taken against it (two origins would
+// put two collectors' records on two clocks), and whether the TSC is usable is a fact of the
+// machine, read inline by every scope.
 #[cfg(feature = "enabled")]
-static TSC: AtomicBool = AtomicBool::new(false);
+static CLOCK: ProcessClock = ProcessClock { origin: OnceLock::new(), tsc: AtomicBool::new(false) };
 
 #[cfg(feature = "enabled")]
 fn origin() -> &'static Origin {
-    ORIGIN.get_or_init(|| {
+    CLOCK.origin.get_or_init(|| {
         let clock = quanta::Clock::new();
         let origin = Origin {
             raw: clock.raw(),
@@ -52,7 +56,7 @@ fn origin() -> &'static Origin {
             scale: clock.delta_as_nanos(0, 1 << SCALE_SHIFT),
             clock,
         };
-        TSC.store(reads_the_tsc(&origin.clock), Relaxed);
+        CLOCK.tsc.store(reads_the_tsc(&origin.clock), Relaxed);
         origin
     })
 }
@@ -84,7 +88,7 @@ fn reads_the_tsc(_: &quanta::Clock) -> bool {
 #[inline(always)]
 pub(crate) fn raw() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if TSC.load(Relaxed) {
+    if CLOCK.tsc.load(Relaxed) {
         // SAFETY: `rdtsc` exists on every x86-64 CPU; `TSC` says quanta's raw reading is this.
         return unsafe { core::arch::x86_64::_rdtsc() };
     }

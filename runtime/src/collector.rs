@@ -47,6 +47,13 @@ pub(crate) struct Collector {
     /// Whether the live feed runs (one at a time).
     #[cfg(unix)]
     pub(crate) live_feed: AtomicBool,
+    /// The thread that resolves the backends' pending GPU work.
+    pub(crate) resolver: crate::resolver::Resolver,
+    /// The flush on SIGINT/SIGTERM is installed once (`signal.rs`).
+    pub(crate) signal_handlers: std::sync::Once,
+    /// Numbers the output files' temporary names: they differ within the process (its pid is in
+    /// the name) because there is one counter.
+    pub(crate) temporary_names: std::sync::atomic::AtomicU32,
 }
 
 impl std::fmt::Debug for Collector {
@@ -78,6 +85,9 @@ impl Collector {
             notes: crate::diagnostics::Notes::new(),
             #[cfg(unix)]
             live_feed: AtomicBool::new(false),
+            resolver: crate::resolver::Resolver::new(),
+            signal_handlers: std::sync::Once::new(),
+            temporary_names: std::sync::atomic::AtomicU32::new(0),
         }
     }
 

@@ -80,7 +80,9 @@ struct VersionInfo {
     set_injection_nvtx_version: unsafe extern "C" fn(u32),
 }
 
+// constant data: the tables NVTX's loader reads, never written.
 static CALLBACKS: Callbacks = Callbacks { struct_size: size_of::<Callbacks>(), get_module_function_table };
+// constant data, as `CALLBACKS`.
 static VERSION_INFO: VersionInfo = VersionInfo {
     struct_size: size_of::<VersionInfo>(),
     version: NVTX_VERSION as u32,
@@ -119,13 +121,20 @@ impl Tables {
     }
 }
 
-/// The tables the tool being initialised (or last initialised) is handed.
-// process-wide because NVTX's injection protocol is: the tool calls back through plain
-// function pointers that carry no handle.
-static CURRENT: AtomicPtr<Tables> = AtomicPtr::new(null_mut());
-/// One initialisation at a time: [`CURRENT`] is what the callbacks read.
-// process-wide because it guards CURRENT (the protocol's one table at a time).
-static ATTACHING: Mutex<()> = Mutex::new(());
+/// What the process's NVTX injection holds.
+struct Injection {
+    /// The tables the tool being initialised (or last initialised) is handed.
+    current: AtomicPtr<Tables>,
+    /// One initialisation at a time: `current` is what the callbacks read.
+    attaching: Mutex<()>,
+    /// Decided on the first range: `None` when no tool is attached (or attaching failed).
+    tool: OnceLock<Option<Nvtx>>,
+}
+
+// process-wide because NVTX's injection protocol is: the tool is loaded once into the process
+// and calls back through plain function pointers that carry no handle.
+static INJECTION: Injection =
+    Injection { current: AtomicPtr::new(null_mut()), attaching: Mutex::new(()), tool: OnceLock::new() };
 
 /// `nvtxGetExportTable`: what a tool asks for first.
 unsafe extern "C" fn get_export_table(id: u32) -> *const c_void {
@@ -142,7 +151,7 @@ unsafe extern "C" fn get_module_function_table(
     out_table: *mut *const *const Slot,
     out_size: *mut u32,
 ) -> c_int {
-    let tables = CURRENT.load(Ordering::Acquire);
+    let tables = INJECTION.current.load(Ordering::Acquire);
     let Some(module) = usize::try_from(module).ok().filter(|m| (1..MODULE_SIZES.len()).contains(m)) else {
         return 0;
     };
@@ -177,10 +186,6 @@ struct Nvtx {
 unsafe impl Send for Nvtx {}
 unsafe impl Sync for Nvtx {}
 
-/// Decided on the first range: `None` when no tool is attached (or attaching failed).
-// process-wide because the injected tool is: loaded once into the process.
-static NVTX: OnceLock<Option<Nvtx>> = OnceLock::new();
-
 thread_local! {
     /// Each site's name, and its registered handle (null: the tool gave none, send the text),
     /// keyed by the site's address.
@@ -191,7 +196,7 @@ thread_local! {
 /// so that the caller pops exactly what it pushed.
 #[inline]
 pub(crate) fn push(site: &'static Site) -> bool {
-    match NVTX.get_or_init(start) {
+    match INJECTION.tool.get_or_init(start) {
         Some(nvtx) => nvtx.push(site),
         None => false,
     }
@@ -200,7 +205,7 @@ pub(crate) fn push(site: &'static Site) -> bool {
 /// Pops the range [`push`] pushed on this thread.
 #[inline]
 pub(crate) fn pop() {
-    if let Some(Some(nvtx)) = NVTX.get() {
+    if let Some(Some(nvtx)) = INJECTION.tool.get() {
         // SAFETY: the function the tool gave for this domain.
         unsafe { (nvtx.pop)(nvtx.domain) };
     }
@@ -244,9 +249,9 @@ fn load(path: &OsStr) -> Result<Nvtx, String> {
 
 /// Runs a tool's initialisation against fresh tables and creates gpuspan's domain in it.
 fn attach(init: InitializeInjection) -> Result<Nvtx, String> {
-    let _one = ATTACHING.lock().unwrap_or_else(PoisonError::into_inner);
+    let _one = INJECTION.attaching.lock().unwrap_or_else(PoisonError::into_inner);
     let tables = Tables::leak();
-    CURRENT.store(std::ptr::from_ref(tables).cast_mut(), Ordering::Release);
+    INJECTION.current.store(std::ptr::from_ref(tables).cast_mut(), Ordering::Release);
     // SAFETY: `get_export_table` follows NVTX's export-table protocol.
     if unsafe { init(get_export_table) } == 0 {
         return Err("refused to initialise (InitializeInjectionNvtx2 returned 0)".into());

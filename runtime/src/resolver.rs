@@ -61,24 +61,48 @@ struct State {
     flush_deadline: Option<Instant>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State {
-    backends: Vec::new(),
-    thread: None,
-    running: false,
-    pending: 0,
-    stop: false,
-    flush_asked: 0,
-    flush_done: 0,
-    flush_settled: false,
-    flush_deadline: None,
-});
-/// Signals the thread (new work, a flush, stop) and those waiting on it (a flush done, exit).
-static SIGNAL: Condvar = Condvar::new();
-/// Held by whoever drives the backends.
-static DRIVING: Mutex<()> = Mutex::new(());
-/// New work since the thread last looked. Outside the lock, so that a burst of scope ends
-/// costs one signal (the first) and an atomic swap each.
-static WOKEN: AtomicBool = AtomicBool::new(false);
+/// The resolver's state, a part of the [`Collector`](crate::collector::Collector).
+pub(crate) struct Resolver {
+    state: Mutex<State>,
+    /// Signals the thread (new work, a flush, stop) and those waiting on it (a flush done, exit).
+    signal: Condvar,
+    /// Held by whoever drives the backends.
+    driving: Mutex<()>,
+    /// New work since the thread last looked. Outside the lock, so that a burst of scope ends
+    /// costs one signal (the first) and an atomic swap each.
+    woken: AtomicBool,
+}
+
+impl Resolver {
+    pub(crate) const fn new() -> Self {
+        Resolver {
+            state: Mutex::new(State {
+                backends: Vec::new(),
+                thread: None,
+                running: false,
+                pending: 0,
+                stop: false,
+                flush_asked: 0,
+                flush_done: 0,
+                flush_settled: false,
+                flush_deadline: None,
+            }),
+            signal: Condvar::new(),
+            driving: Mutex::new(()),
+            woken: AtomicBool::new(false),
+        }
+    }
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver").field("woken", &self.woken).finish_non_exhaustive()
+    }
+}
+
+fn resolver() -> &'static Resolver {
+    &crate::collector::collector().resolver
+}
 
 /// How long a flush's caller waits past its deadline for the thread to report (a backend's
 /// last GPU wait may end just after it).
@@ -90,7 +114,7 @@ thread_local! {
 }
 
 fn state() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    resolver().state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Adds `backend` to those the resolver drives (once; later calls only wake it).
@@ -108,7 +132,7 @@ pub(crate) fn register(backend: &'static dyn PendingWork) {
 /// A registered backend has new work: wakes the resolver, starting it if it is not running.
 /// Only the first wake after the resolver last looked takes the lock.
 pub(crate) fn wake() {
-    if WOKEN.swap(true, Ordering::AcqRel) {
+    if resolver().woken.swap(true, Ordering::AcqRel) {
         return;
     }
     let mut guard = state();
@@ -133,7 +157,7 @@ pub(crate) fn wake() {
         return;
     }
     drop(guard);
-    SIGNAL.notify_all();
+    resolver().signal.notify_all();
 }
 
 fn run() {
@@ -150,16 +174,16 @@ fn run() {
             let s = &mut *guard;
             s.flush_done = asked;
             s.flush_settled = settled;
-            SIGNAL.notify_all();
+            resolver().signal.notify_all();
             continue;
         }
-        if s.stop && !WOKEN.load(Ordering::Acquire) {
+        if s.stop && !resolver().woken.load(Ordering::Acquire) {
             s.stop = false;
             s.running = false;
-            SIGNAL.notify_all();
+            resolver().signal.notify_all();
             return;
         }
-        WOKEN.store(false, Ordering::Release);
+        resolver().woken.store(false, Ordering::Release);
         let backends = s.backends.clone();
         drop(guard);
         let now = Instant::now();
@@ -167,20 +191,21 @@ fn run() {
         guard = state();
         let s = &mut *guard;
         s.pending = pending;
-        if WOKEN.load(Ordering::Acquire) || s.stop || s.flush_deadline.is_some() {
+        if resolver().woken.load(Ordering::Acquire) || s.stop || s.flush_deadline.is_some() {
             continue;
         }
         guard = match next {
-            Some(t) => SIGNAL
+            Some(t) => resolver()
+                .signal
                 .wait_timeout(guard, t.saturating_duration_since(Instant::now()))
                 .map_or_else(|e| e.into_inner().0, |(g, _)| g),
-            None => SIGNAL.wait(guard).unwrap_or_else(|e| e.into_inner()),
+            None => resolver().signal.wait(guard).unwrap_or_else(|e| e.into_inner()),
         };
     }
 }
 
 fn drive<T>(f: impl FnOnce() -> T) -> T {
-    let _driving = DRIVING.lock().unwrap_or_else(|e| e.into_inner());
+    let _driving = resolver().driving.lock().unwrap_or_else(|e| e.into_inner());
     f()
 }
 
@@ -220,7 +245,7 @@ pub(crate) fn flush_within(timeout: Duration) -> bool {
     s.flush_asked += 1;
     let mine = s.flush_asked;
     s.flush_deadline = Some(s.flush_deadline.map_or(deadline, |d| d.max(deadline)));
-    SIGNAL.notify_all();
+    resolver().signal.notify_all();
     let give_up = deadline + GRACE;
     loop {
         let s = &mut *guard;
@@ -231,7 +256,8 @@ pub(crate) fn flush_within(timeout: Duration) -> bool {
         if now >= give_up || !s.running {
             return false;
         }
-        guard = SIGNAL.wait_timeout(guard, give_up - now).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+        guard =
+            resolver().signal.wait_timeout(guard, give_up - now).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
     }
 }
 
@@ -244,7 +270,7 @@ pub(crate) fn stop(deadline: Instant) {
         return;
     }
     s.stop = true;
-    SIGNAL.notify_all();
+    resolver().signal.notify_all();
     loop {
         let s = &mut *guard;
         if !s.running {
@@ -264,7 +290,8 @@ pub(crate) fn stop(deadline: Instant) {
             ));
             return;
         }
-        guard = SIGNAL.wait_timeout(guard, deadline - now).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+        guard =
+            resolver().signal.wait_timeout(guard, deadline - now).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
     }
 }
 

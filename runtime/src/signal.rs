@@ -13,7 +13,7 @@
 mod imp {
     use signal_hook::consts::{SIGINT, SIGTERM};
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Once};
+    use std::sync::Arc;
 
     /// What a signal did before gpuspan looked.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,9 +38,7 @@ mod imp {
     }
 
     pub(crate) fn flush_on_signal() {
-        // process-wide because signal handlers are.
-        static ONCE: Once = Once::new();
-        ONCE.call_once(|| {
+        crate::collector::collector().signal_handlers.call_once(|| {
             if let Err(e) = install() {
                 crate::diagnostics::note_once(format_args!(
                     "could not set up the flush on SIGINT/SIGTERM ({e}); a signal ends the program without the summary and timeline"

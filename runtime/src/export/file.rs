@@ -9,7 +9,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 /// What is written through is buffered in this much memory, never more.
 const BUFFER: usize = 64 * 1024;
@@ -279,12 +279,9 @@ pub(crate) fn write_atomically(
 /// A new file in `dir` that did not exist before (`O_EXCL`: a link or FIFO planted at the name
 /// makes the create fail instead of being opened), under a hidden name derived from `name`.
 fn create_temporary(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
-    // process-wide because temporary names must differ within the process (its pid is in
-    // the name): a counter per owner would repeat them.
-    static NEXT: AtomicU32 = AtomicU32::new(0);
     let mut last = None;
     for _ in 0..16 {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let n = crate::collector::collector().temporary_names.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
         match safe_open(OpenOptions::new().write(true).create_new(true)).open(&tmp) {
             Ok(f) => return Ok((tmp, f)),

@@ -58,18 +58,30 @@ use {
     std::time::Instant,
 };
 
-/// Whether an export pipeline is running: scopes read it (one relaxed load) to decide whether
-/// to capture their parent context.
+/// Whether an export pipeline is running (scopes read it, one relaxed load, to decide whether
+/// to capture their parent context), and the process's `TRACEPARENT`.
 // process-wide because a scope's opening, which other crates inline, reads it: in the collector
 // it would make the collector's symbol exported, and every access to the collector (the close
-// path's floor included) a load through the GOT.
+// path's floor included) a load through the GOT; and `TRACEPARENT` is the process's
+// environment, attached once to a thread for the rest of its life.
 #[cfg(feature = "enabled")]
-static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PROCESS: Process = Process { active: AtomicBool::new(false), parent: RwLock::new(None) };
+
+/// The export's process-wide facts.
+#[cfg(feature = "enabled")]
+struct Process {
+    /// Whether an export pipeline is running.
+    active: AtomicBool,
+    /// The `TRACEPARENT` context, once per process: it is attached to the thread that started
+    /// the first pipeline for the rest of that thread's life (so it is the process's, too: a
+    /// second owner could not attach it again). `None` until read; `Some(None)` when unset.
+    parent: RwLock<Option<Option<Context>>>,
+}
 
 #[cfg(feature = "enabled")]
 #[inline(always)]
 fn active() -> &'static AtomicBool {
-    &ACTIVE
+    &PROCESS.active
 }
 
 /// What a scope carries to its record for [`capture_parent`].
@@ -187,7 +199,7 @@ impl fmt::Debug for Otlp {
 pub fn traceparent() -> Option<String> {
     #[cfg(feature = "enabled")]
     {
-        let cx = capture_parent().or_else(|| PROCESS_PARENT.read().ok().and_then(|p| p.clone().flatten()))?;
+        let cx = capture_parent().or_else(|| PROCESS.parent.read().ok().and_then(|p| p.clone().flatten()))?;
         resource::traceparent_of(&cx)
     }
     #[cfg(not(feature = "enabled"))]
@@ -196,16 +208,9 @@ pub fn traceparent() -> Option<String> {
     }
 }
 
-/// The `TRACEPARENT` context, once per process: it is attached to the thread that started the
-/// first pipeline for the rest of that thread's life.
-// process-wide because it is the process's environment, read once, and attached once to a
-// thread for the rest of its life: a second owner could not attach it again.
-#[cfg(feature = "enabled")]
-static PROCESS_PARENT: RwLock<Option<Option<Context>>> = RwLock::new(None);
-
 #[cfg(feature = "enabled")]
 fn process_parent(report: &mut dyn FnMut(String)) -> Option<Context> {
-    if let Some(p) = PROCESS_PARENT.read().ok().and_then(|p| p.clone()) {
+    if let Some(p) = PROCESS.parent.read().ok().and_then(|p| p.clone()) {
         return p;
     }
     let parent = resource::traceparent(report);
@@ -215,7 +220,7 @@ fn process_parent(report: &mut dyn FnMut(String)) -> Option<Context> {
         // context stays attached for the life of the thread, like the process's own root.
         std::mem::forget(cx.clone().attach());
     }
-    if let Ok(mut p) = PROCESS_PARENT.write() {
+    if let Ok(mut p) = PROCESS.parent.write() {
         *p = Some(parent.clone());
     }
     parent
