@@ -39,7 +39,6 @@ pub struct Config {
     pub(crate) live: bool,
     pub(crate) timeline_capacity: usize,
     /// The spans `layer()` selects, in `EnvFilter`'s directive syntax.
-    #[allow(dead_code)] // without `enabled`
     pub(crate) spans: Option<String>,
     /// The OTLP export to start (feature `otlp`; `()` without it, never read then).
     #[allow(dead_code)]

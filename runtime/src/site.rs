@@ -244,7 +244,7 @@ pub(crate) fn register_at_run_time(site: &'static Site) {
 /// The sites registered at run time after the first `from` of them (the live feed adds them to
 /// the sites it follows).
 #[cfg(feature = "enabled")]
-#[allow(dead_code)] // read by the live feed (unix)
+#[cfg(unix)] // read by the live feed
 pub(crate) fn at_run_time_since(from: usize) -> Vec<&'static Site> {
     at_run_time().get(from..).map(<[_]>::to_vec).unwrap_or_default()
 }

@@ -35,7 +35,6 @@ pub(crate) struct Timeline {
 }
 
 impl Timeline {
-    #[cfg_attr(not(test), allow(dead_code))] // a timeline with nowhere to go, for tests
     pub(crate) fn new(capacity: usize) -> Self {
         Timeline { records: Mutex::new(Vec::new()), threads: Mutex::new(HashMap::new()), capacity, path: None }
     }

@@ -81,7 +81,6 @@ pub struct DeviceLabel {
 
 impl DeviceLabel {
     /// A device with this index and name.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // for tests that build records
     pub fn new(id: u32, name: impl Into<Arc<str>>) -> Self {
         DeviceLabel { id, name: name.into() }
     }
