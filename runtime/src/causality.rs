@@ -38,7 +38,7 @@ impl Counters {
 
 /// By [`TimingSource`] discriminant; the host source is never checked.
 #[cfg(feature = "enabled")]
-static COUNTERS: [Counters; 4] = [Counters::new(), Counters::new(), Counters::new(), Counters::new()];
+static COUNTERS: [Counters; TimingSource::ALL.len()] = [const { Counters::new() }; TimingSource::ALL.len()];
 
 /// What the causality check did for one timing source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

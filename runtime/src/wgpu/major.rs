@@ -75,7 +75,7 @@ impl api::Queue for wgpu::Queue {
         match backend::WgpuScope::of_mut(scope)? {
             backend::WgpuScope::Bracket(b) => b.end_at_submit(self),
             // A span's brackets end when it closes: no annotated body submits for them.
-            backend::WgpuScope::Recorder(_) | backend::WgpuScope::SpanBrackets(_) => None,
+            backend::WgpuScope::Recorder(_) | backend::WgpuScope::SpanBrackets(_) | backend::WgpuScope::Passes(_) => None,
         }
     }
 
@@ -118,6 +118,48 @@ macro_rules! recorder {
     )*};
 }
 recorder!(wgpu::CommandEncoder, wgpu::ComputePass<'_>, wgpu::RenderPass<'_>);
+
+impl<'a> api::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
+    type QuerySet = wgpu::QuerySet;
+
+    #[allow(unused_variables)] // off
+    fn timed(&self, holder: &'a mut Option<wgpu::QuerySet>) -> Self {
+        #[cfg(feature = "enabled")]
+        if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
+            let query_set = &*holder.insert(set);
+            return wgpu::ComputePassDescriptor {
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: start,
+                    end_of_pass_write_index: Some(end),
+                }),
+                ..self.clone()
+            };
+        }
+        self.clone()
+    }
+}
+
+impl<'a> api::PassDescriptor<'a> for wgpu::RenderPassDescriptor<'a> {
+    type QuerySet = wgpu::QuerySet;
+
+    #[allow(unused_variables)] // off
+    fn timed(&self, holder: &'a mut Option<wgpu::QuerySet>) -> Self {
+        #[cfg(feature = "enabled")]
+        if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
+            let query_set = &*holder.insert(set);
+            return wgpu::RenderPassDescriptor {
+                timestamp_writes: Some(wgpu::RenderPassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: start,
+                    end_of_pass_write_index: Some(end),
+                }),
+                ..self.clone()
+            };
+        }
+        self.clone()
+    }
+}
 
 #[cfg(feature = "enabled")]
 impl api::Info for wgpu::AdapterInfo {
