@@ -46,4 +46,3 @@ impl VisitMut for PassRewriter<'_> {
 
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
-

@@ -36,8 +36,7 @@ pub enum TimingSource {
 
 impl TimingSource {
     /// Every source, in the order of the summary's columns.
-    pub const ALL: [TimingSource; 5] =
-        [Self::GpuTimestamp, Self::GpuPasses, Self::Cupti, Self::CudaEvent, Self::Host];
+    pub const ALL: [TimingSource; 5] = [Self::GpuTimestamp, Self::GpuPasses, Self::Cupti, Self::CudaEvent, Self::Host];
 
     /// The value of `gpu.timing.source`.
     pub fn as_str(self) -> &'static str {

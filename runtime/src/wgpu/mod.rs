@@ -55,9 +55,9 @@ pub(crate) mod handles;
 #[cfg(feature = "enabled")]
 pub(crate) mod scope;
 
-pub use handles::{AsHandle, AsRecorder};
 #[doc(hidden)] // the bound of `__private::wgpu_pass`; unnameable outside (sealed)
 pub(crate) use api::PassDescriptor;
+pub use handles::{AsHandle, AsRecorder};
 
 /// The timestamp features of `adapter` that gpuspan can use; add them to
 /// `DeviceDescriptor::required_features`. Without `TIMESTAMP_QUERY` gpuspan times wgpu work on
