@@ -238,14 +238,31 @@ fn a_queue_bracket_works_on_a_pass_level_device() {
     assert!(g.busy_ns as f64 + tick >= one_pass, "bracket {} < the pass {one_pass} inside it", g.busy_ns);
 }
 
-/// The same encoder function on a device with in-encoder timestamps: a query, as before.
+/// A bare function (no wgpu parameter) that attaches the encoder it makes: its passes are
+/// rewritten too, on the only registered device.
+#[gpu_kernel(name = "bare_attach", trace_all)]
+fn bare_attach(gpu: &Gpu) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut timed = gpuspan::wgpu::attach(&mut encoder);
+        let mut pass = timed.begin_compute_pass(&Default::default());
+        dispatch(gpu, &mut pass);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+/// In this order, in one test: the bare function needs the pass-level device to be the only one
+/// registered, and the second device (with in-encoder timestamps, where the same encoder
+/// function is timed by a query, as before) is registered after it.
 #[test]
-fn a_device_with_in_encoder_timestamps_is_unchanged() {
+fn a_bare_attach_is_timed_by_its_passes_and_a_device_with_in_encoder_timestamps_is_unchanged() {
     let _serial = gpuspan_tests::serial(&SERIAL);
     let Some(gpu) = pass_level() else { return };
+    let capture = Capture::start();
+    bare_attach(gpu);
+    gpu.wait();
     let Some(full) = Gpu::for_test(1 << 16, 64) else { return };
     assert!(full.device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS));
-    let capture = Capture::start();
     for g in [gpu, &full] {
         let inner = RawTimer::new(&g.device);
         let mut encoder = g.device.create_command_encoder(&Default::default());
@@ -254,6 +271,12 @@ fn a_device_with_in_encoder_timestamps_is_unchanged() {
         g.wait();
     }
     assert!(gpuspan::flush());
+    let bare = capture.of("bare_attach");
+    assert_eq!(bare.len(), 1);
+    assert_eq!(bare[0].source(), TimingSource::GpuPasses, "{:?}", bare[0]);
+    let summary = gpuspan::summary();
+    let site = summary.reached.iter().find(|s| s.site.desc.name == "bare_attach").expect("reached");
+    assert_eq!(site.backend_label(), "wgpu (bare)");
     let records = capture.of("two_passes");
     let sources: Vec<TimingSource> = records.iter().map(Record::source).collect();
     assert_eq!(sources.len(), 2, "{records:?}");

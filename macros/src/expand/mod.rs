@@ -562,7 +562,7 @@ impl Events {
 /// A wgpu-timed body's passes get gpuspan's timestamp writes where the device has no
 /// in-encoder timestamps (`passes.rs`).
 fn time_passes(plan: &Plan, p: &TokenStream, block: &mut syn::Block) {
-    if plan.resource.backend() == crate::plan::Backend::Wgpu {
+    if plan.time_passes {
         crate::passes::rewrite(p, block);
     }
 }
