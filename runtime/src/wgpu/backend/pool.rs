@@ -11,6 +11,11 @@
 //! an async function awaiting) are not waited for: they are delivered by a later round of the
 //! same batch, which is reused once none is left.
 //!
+//! On a device without in-encoder timestamps (`Mode::Passes`) each timestamp is the start of an
+//! empty compute pass instead of a `write_timestamp`, and a scope timed by its passes
+//! (`passes.rs`) takes a slot pair here too, handing its record over once the user's passes
+//! executed.
+//!
 //! A record is only resolved after its bracket's last end was submitted (its scope finished
 //! before the round took it), so queue order puts the resolve after every write it reads. The
 //! slots of brackets still running are resolved too and ignored: a slot never written reads as
