@@ -163,14 +163,17 @@ pub use crate::wgpu::scope::{BracketEnds, BracketHandle, SubmitQueue};
 /// the call's statement); else a copy.
 #[cfg(feature = "_wgpu")]
 #[inline]
-pub fn wgpu_pass<'a, D: crate::wgpu::PassDescriptor<'a>>(holder: &'a mut Option<D::QuerySet>, desc: &D) -> D {
+pub fn wgpu_pass<'a, D: crate::wgpu::PassDescriptor<'a>>(
+    holder: &'a mut Option<Box<dyn std::any::Any>>,
+    desc: &D,
+) -> D {
     desc.timed(holder)
 }
 
 /// Without the `wgpu` feature a pass's descriptor is used as written.
 #[cfg(not(feature = "_wgpu"))]
 #[inline(always)]
-pub fn wgpu_pass<D: Clone>(_holder: &mut Option<()>, desc: &D) -> D {
+pub fn wgpu_pass<D: Clone>(_holder: &mut Option<Box<dyn std::any::Any>>, desc: &D) -> D {
     desc.clone()
 }
 

@@ -96,7 +96,10 @@ fn an_encoder_scope_is_the_union_of_its_passes() {
     assert!(g.busy_ns as f64 <= marks + tick, "the union {} exceeds the marks around it {marks}", g.busy_ns);
     assert!(g.interval.end_ns > g.interval.start_ns, "{g:?}");
     // The figure docs/wgpu.md quotes (`-- --nocapture`).
-    eprintln!("union of 3 passes {} ns; the raw pass inside it {one_pass:.0} ns; raw marks around the call {marks:.0} ns", g.busy_ns);
+    eprintln!(
+        "union of 3 passes {} ns; the raw pass inside it {one_pass:.0} ns; raw marks around the call {marks:.0} ns",
+        g.busy_ns
+    );
     assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
 }
 

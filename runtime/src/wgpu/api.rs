@@ -113,11 +113,11 @@ pub trait Recorder {
             needs another name, or a call outside the annotated body"
 )]
 pub trait PassDescriptor<'a>: Clone {
-    /// The major's `QuerySet`.
-    type QuerySet;
     /// This descriptor, with gpuspan's `timestamp_writes` where the innermost scope on this
-    /// thread is timed by its passes (the query set is kept in `holder`); else a copy.
-    fn timed(&self, holder: &'a mut Option<Self::QuerySet>) -> Self;
+    /// thread is timed by its passes (the query set is kept in `holder`, a temporary of the
+    /// call's statement; of one type for every major, so that a wrong argument is one error);
+    /// else a copy.
+    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self;
 }
 
 /// A `wgpu::AdapterInfo` of a supported major.

@@ -120,13 +120,13 @@ macro_rules! recorder {
 recorder!(wgpu::CommandEncoder, wgpu::ComputePass<'_>, wgpu::RenderPass<'_>);
 
 impl<'a> api::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
-    type QuerySet = wgpu::QuerySet;
-
     #[allow(unused_variables)] // off
-    fn timed(&self, holder: &'a mut Option<wgpu::QuerySet>) -> Self {
+    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
         #[cfg(feature = "enabled")]
         if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
-            let query_set = &*holder.insert(set);
+            let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
+                return self.clone();
+            };
             return wgpu::ComputePassDescriptor {
                 timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
                     query_set,
@@ -141,13 +141,13 @@ impl<'a> api::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
 }
 
 impl<'a> api::PassDescriptor<'a> for wgpu::RenderPassDescriptor<'a> {
-    type QuerySet = wgpu::QuerySet;
-
     #[allow(unused_variables)] // off
-    fn timed(&self, holder: &'a mut Option<wgpu::QuerySet>) -> Self {
+    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
         #[cfg(feature = "enabled")]
         if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
-            let query_set = &*holder.insert(set);
+            let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
+                return self.clone();
+            };
             return wgpu::RenderPassDescriptor {
                 timestamp_writes: Some(wgpu::RenderPassTimestampWrites {
                     query_set,
