@@ -106,6 +106,7 @@ pub trait Recorder {
 /// A `wgpu::ComputePassDescriptor` or `wgpu::RenderPassDescriptor` of a supported major: a
 /// `begin_compute_pass`/`begin_render_pass` in an annotated body passes its descriptor through
 /// `__private::wgpu_pass` (`backend/passes.rs`).
+#[cfg(feature = "enabled")]
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a wgpu pass descriptor",
     note = "in a function annotated with a wgpu resource, gpuspan fills the `timestamp_writes` of the passes begun with \

@@ -119,10 +119,9 @@ macro_rules! recorder {
 }
 recorder!(wgpu::CommandEncoder, wgpu::ComputePass<'_>, wgpu::RenderPass<'_>);
 
+#[cfg(feature = "enabled")]
 impl<'a> api::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
-    #[allow(unused_variables)] // off
     fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
-        #[cfg(feature = "enabled")]
         if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
             let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
                 return self.clone();
@@ -140,10 +139,9 @@ impl<'a> api::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
     }
 }
 
+#[cfg(feature = "enabled")]
 impl<'a> api::PassDescriptor<'a> for wgpu::RenderPassDescriptor<'a> {
-    #[allow(unused_variables)] // off
     fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
-        #[cfg(feature = "enabled")]
         if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
             let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
                 return self.clone();

@@ -55,7 +55,8 @@ pub(crate) mod handles;
 #[cfg(feature = "enabled")]
 pub(crate) mod scope;
 
-#[doc(hidden)] // the bound of `__private::wgpu_pass`; unnameable outside (sealed)
+// The bound of `__private::wgpu_pass`; unnameable outside (sealed).
+#[cfg(feature = "enabled")]
 pub(crate) use api::PassDescriptor;
 pub use handles::{AsHandle, AsRecorder};
 
