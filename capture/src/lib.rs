@@ -25,7 +25,8 @@
 //! [`VERSION`]; a reader reads every version up to its own (version 1 lacks spans and samples,
 //! version 2 link frames, version 3 where a bracket ended, version 4 the sites still running at
 //! shutdown, version 5 the `span` site kind: a variant added last, so older files decode
-//! unchanged) and refuses later ones with one clear error.
+//! unchanged; version 7 the `gpu_passes` timing source, added last the same way) and refuses
+//! later ones with one clear error.
 //!
 //! ```
 //! use gpuspan_capture::*;
@@ -57,7 +58,7 @@ pub use write::Writer;
 pub const MAGIC: [u8; 8] = *b"GPUSPCAP";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 
 /// The oldest format version this crate reads.
 pub const OLDEST_VERSION: u16 = 1;

@@ -529,6 +529,23 @@ mod tests {
         assert_eq!(old.records.len(), 5);
     }
 
+    /// Format 7 added the `gpu_passes` timing source as the enum's last variant: it reads back,
+    /// and a version-6 file (same bytes, older version) still reads.
+    #[test]
+    fn a_pass_timed_record_reads_back_and_a_version_6_capture_still_reads() {
+        let mut c = Capture::from_reader(&sample()[..]).unwrap();
+        c.records[0].gpu = Some(Gpu::new(Interval::new(1, 2), TimingSource::GpuPasses));
+        let mut bytes = Vec::new();
+        c.write_to(&mut bytes).unwrap();
+        let back = Capture::from_reader(&bytes[..]).unwrap();
+        assert_eq!(back.records[0].gpu.as_ref().map(|g| g.source), Some(TimingSource::GpuPasses));
+        assert_eq!(TimingSource::GpuPasses.as_str(), "gpu_passes");
+        let mut v6 = sample();
+        v6[8..10].copy_from_slice(&6u16.to_le_bytes());
+        let old = Capture::from_reader(&v6[..]).unwrap();
+        assert_eq!(old.records.len(), 5);
+    }
+
     #[test]
     fn link_peaks_read_back_and_the_last_written_wins() {
         let bytes = sample();

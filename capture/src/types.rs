@@ -198,6 +198,10 @@ pub enum TimingSource {
     Cupti,
     CudaEvent,
     Host,
+    /// wgpu on a device without in-encoder timestamps: the call's passes' own timestamp writes,
+    /// from the first one's start to the last one's end (format 7; added last, so older files
+    /// decode unchanged).
+    GpuPasses,
 }
 
 impl TimingSource {
@@ -207,6 +211,7 @@ impl TimingSource {
             Self::Cupti => "cupti",
             Self::CudaEvent => "cuda_event",
             Self::Host => "host",
+            Self::GpuPasses => "gpu_passes",
         }
     }
 }

@@ -8,6 +8,7 @@
 
 mod expand;
 mod parse;
+mod passes;
 mod plan;
 mod submit;
 mod validate;

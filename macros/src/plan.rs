@@ -225,6 +225,9 @@ pub struct Plan {
     pub err: Option<Event>,
     pub ret: Option<Event>,
     pub resource: Resource,
+    /// The body's `begin_compute_pass`/`begin_render_pass` descriptors go through gpuspan, for
+    /// devices timed by their passes (`passes.rs`): a wgpu resource, or a body that attaches.
+    pub time_passes: bool,
     pub direction: Option<Direction>,
     pub bytes: Option<Bytes>,
     pub threshold_us: Option<u64>,

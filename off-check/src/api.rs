@@ -56,7 +56,8 @@ pub fn call_core() {
     let kinds =
         [gpuspan::SiteKind::Kernel.as_str(), gpuspan::Backend::Host.as_str(), gpuspan::Direction::CpuToGpu.as_str()];
     assert_eq!(kinds, ["kernel", "host", "cpu_to_gpu"]);
-    assert_eq!(gpuspan::TimingSource::ALL.len(), 4);
+    assert_eq!(gpuspan::TimingSource::ALL.len(), 5);
+    assert_eq!(gpuspan::TimingSource::GpuPasses.as_str(), "gpu_passes");
     let _: Option<&gpuspan::Site> = None;
     let _: Option<gpuspan::SiteDesc> = None;
     let _: Option<gpuspan::DeviceLabel> = None;

@@ -41,12 +41,12 @@ impl Counters {
 /// owned by the [`Collector`](crate::collector::Collector).
 #[cfg(feature = "enabled")]
 #[derive(Debug)]
-pub(crate) struct Checks([Counters; 4]);
+pub(crate) struct Checks([Counters; TimingSource::ALL.len()]);
 
 #[cfg(feature = "enabled")]
 impl Checks {
     pub(crate) const fn new() -> Self {
-        Checks([Counters::new(), Counters::new(), Counters::new(), Counters::new()])
+        Checks([const { Counters::new() }; TimingSource::ALL.len()])
     }
 }
 

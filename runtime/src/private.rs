@@ -162,6 +162,26 @@ impl PlainSubmit {
 #[cfg(feature = "_wgpu")]
 pub use crate::wgpu::scope::{BracketEnds, BracketHandle, SubmitQueue};
 
+/// The descriptor of a `begin_compute_pass`/`begin_render_pass` in an annotated wgpu body
+/// (`macros/src/passes.rs`): on a pass-level device, with gpuspan's `timestamp_writes` for the
+/// innermost scope (`wgpu/backend/passes.rs`; the query set kept in `holder`, a temporary of
+/// the call's statement); else a copy.
+#[cfg(feature = "_wgpu")]
+#[inline]
+pub fn wgpu_pass<'a, D: crate::wgpu::PassDescriptor<'a>>(
+    holder: &'a mut Option<Box<dyn std::any::Any>>,
+    desc: &D,
+) -> D {
+    desc.timed(holder)
+}
+
+/// Without the `wgpu` feature a pass's descriptor is used as written.
+#[cfg(not(feature = "_wgpu"))]
+#[inline(always)]
+pub fn wgpu_pass<D: Clone>(_holder: &mut Option<Box<dyn std::any::Any>>, desc: &D) -> D {
+    desc.clone()
+}
+
 /// Without the `wgpu` feature no receiver is a queue gpuspan brackets.
 #[cfg(not(feature = "_wgpu"))]
 pub trait SubmitQueue {}

@@ -1,6 +1,7 @@
 //! Host-side cost of an annotated compute pass against the same pass in a raw wgpu-profiler
 //! scope (the user doing by hand what gpuspan automates), measured in one run. Target: gpuspan
-//! ≤ 1.1× the raw scope. Runs on whatever adapter is found (lavapipe in CI).
+//! ≤ 1.1× the raw scope. Runs on whatever adapter is found (lavapipe in CI). And the cost of
+//! the pass-descriptor rewrite on its own.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gpuspan_tests::gpu::Gpu;
@@ -53,5 +54,27 @@ fn passes(c: &mut Criterion) {
     gpuspan::flush();
 }
 
-criterion_group!(benches, passes);
+/// What the macro's rewrite of a pass descriptor (`macros/src/passes.rs`) costs where the scope
+/// is not timed by its passes (every device with in-encoder timestamps): a look at the thread's
+/// innermost scope and a copy of the descriptor, against the descriptor as written.
+fn pass_descriptor(c: &mut Criterion) {
+    let desc = wgpu::ComputePassDescriptor { label: Some("pass"), timestamp_writes: None };
+    let mut g = c.benchmark_group("wgpu_pass_descriptor");
+    g.bench_function("as_written", |b| {
+        b.iter(|| {
+            let d = std::hint::black_box(&desc).clone();
+            std::hint::black_box(&d);
+        })
+    });
+    g.bench_function("through_gpuspan", |b| {
+        b.iter(|| {
+            let mut holder = None;
+            let d = gpuspan::__private::wgpu_pass(&mut holder, std::hint::black_box(&desc));
+            std::hint::black_box(&d);
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, passes, pass_descriptor);
 criterion_main!(benches);

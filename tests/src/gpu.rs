@@ -30,40 +30,69 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 }
 "#;
 
-/// One device for the whole test process: devices are expensive on a software driver, and
-/// gpuspan keeps every device it was told about.
-fn device() -> Option<&'static (wgpu::Adapter, wgpu::Device, wgpu::Queue)> {
-    static DEVICE: std::sync::OnceLock<Option<(wgpu::Adapter, wgpu::Device, wgpu::Queue)>> = std::sync::OnceLock::new();
-    DEVICE
+/// The first adapter, one for the process. GL is left out: Mesa's GL logs an EGL error and its
+/// timestamps are less reliable. One instance: the handles of two instances' devices compare
+/// equal (their ids are per instance), which gpuspan's device registry cannot tell apart.
+fn adapter() -> Option<&'static wgpu::Adapter> {
+    static ADAPTER: std::sync::OnceLock<Option<wgpu::Adapter>> = std::sync::OnceLock::new();
+    ADAPTER
         .get_or_init(|| {
-            // GL is left out: Mesa's GL logs an EGL error and its timestamps are less reliable.
             let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
             if std::env::var_os("WGPU_BACKEND").is_none() {
                 desc.backends = wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12;
             }
             let instance = wgpu::Instance::new(desc);
-            let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
                 ..Default::default()
             }))
-            .ok()?;
-            let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-                label: Some("gpuspan test device"),
-                required_features: gpuspan::wgpu::timestamp_features(&adapter),
-                ..Default::default()
-            }))
-            .ok()?;
-            gpuspan::wgpu::register(&adapter, &device, &queue);
-            Some((adapter, device, queue))
+            .ok()
         })
         .as_ref()
+}
+
+/// A device of the adapter with `features(the adapter's timestamp features)`, registered.
+fn new_device(
+    features: impl FnOnce(wgpu::Features) -> wgpu::Features,
+) -> Option<(wgpu::Adapter, wgpu::Device, wgpu::Queue)> {
+    let adapter = adapter()?;
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("gpuspan test device"),
+        required_features: features(gpuspan::wgpu::timestamp_features(adapter)),
+        ..Default::default()
+    }))
+    .ok()?;
+    gpuspan::wgpu::register(adapter, &device, &queue);
+    Some((adapter.clone(), device, queue))
+}
+
+/// One device for the whole test process: devices are expensive on a software driver, and
+/// gpuspan keeps every device it was told about.
+fn device() -> Option<&'static (wgpu::Adapter, wgpu::Device, wgpu::Queue)> {
+    static DEVICE: std::sync::OnceLock<Option<(wgpu::Adapter, wgpu::Device, wgpu::Queue)>> = std::sync::OnceLock::new();
+    DEVICE.get_or_init(|| new_device(|all| all)).as_ref()
 }
 
 impl Gpu {
     /// `None` when no adapter exists (the caller decides whether that is a skip or a failure).
     pub fn new(elements: u32, iterations: u32) -> Option<Gpu> {
         let (adapter, device, queue) = device()?;
-        let (adapter, device, queue) = (adapter.clone(), device.clone(), queue.clone());
+        Some(Self::on(adapter.clone(), device.clone(), queue.clone(), elements, iterations))
+    }
+
+    /// Like [`Gpu::for_test`], on a new device (registered) with `features` of the adapter's
+    /// timestamp features: `|f| f & wgpu::Features::TIMESTAMP_QUERY` makes a device such as
+    /// Metal's or WebGPU's, without in-encoder timestamps.
+    pub fn for_test_with(
+        features: impl FnOnce(wgpu::Features) -> wgpu::Features,
+        elements: u32,
+        iterations: u32,
+    ) -> Option<Gpu> {
+        let gpu = new_device(features).map(|(a, d, q)| Self::on(a, d, q, elements, iterations));
+        Self::found(gpu)
+    }
+
+    fn on(adapter: wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue, elements: u32, iterations: u32) -> Gpu {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("busy"),
             source: wgpu::ShaderSource::Wgsl(SHADER.into()),
@@ -87,12 +116,16 @@ impl Gpu {
             layout: &pipeline.get_bind_group_layout(0),
             entries: &[wgpu::BindGroupEntry { binding: 0, resource: buffer.as_entire_binding() }],
         });
-        Some(Gpu { adapter, device, queue, pipeline, bind_group, buffer, elements })
+        Gpu { adapter, device, queue, pipeline, bind_group, buffer, elements }
     }
 
     /// Like [`Gpu::new`], but a missing adapter fails in CI and skips (with one line) elsewhere.
     pub fn for_test(elements: u32, iterations: u32) -> Option<Gpu> {
-        let gpu = Gpu::new(elements, iterations);
+        Self::found(Gpu::new(elements, iterations))
+    }
+
+    /// A missing adapter fails in CI and skips (with one line) elsewhere.
+    fn found(gpu: Option<Gpu>) -> Option<Gpu> {
         match (&gpu, crate::in_ci()) {
             (None, true) => {
                 panic!("no wgpu adapter found, and CI=true: install mesa-vulkan-drivers (scripts/test does)")

@@ -46,7 +46,7 @@ pub struct SiteRow {
 /// (`SiteSummary::backend_label`); `tests/tests/labels_agree.rs` holds the two together.
 fn backend_label(declared: Backend, sources: &[TimingSource]) -> String {
     let cuda = sources.iter().any(|s| matches!(s, TimingSource::Cupti | TimingSource::CudaEvent));
-    let wgpu = sources.contains(&TimingSource::GpuTimestamp);
+    let wgpu = sources.iter().any(|s| matches!(s, TimingSource::GpuTimestamp | TimingSource::GpuPasses));
     match (declared, cuda, wgpu) {
         (Backend::Host, true, _) => "cuda (bare)".to_owned(),
         (Backend::Host, false, true) => "wgpu (bare)".to_owned(),

@@ -84,6 +84,7 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
     let ScopeParts { p, prelude, enter } = scope_parts(&plan, &format!("{macro_name}!({})", name.value()), false);
     let (recorder, exit) = recorder_and_exit(&plan, &p);
     let mut timed = block.clone();
+    time_passes(&plan, &p, &mut timed);
     end_brackets_at_submissions(&plan, &p, &mut timed);
     // `return` leaves the enclosing function, whose type the block cannot name: only `?` is
     // inspected (its operand's type is known), every other exit just closes the scope.
@@ -410,6 +411,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
             },
             _ => quote!(),
         };
+        time_passes(plan, &p, block);
         let handle = end_async_brackets_at_submissions(plan, &p, block);
         let brace = block.brace_token;
         let stmts = &block.stmts;
@@ -425,6 +427,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
     // `tracing`, the block becomes `async move`.
     if let Some(inner) = returned_future(&mut func) {
         let ScopeParts { p, prelude, enter } = scope_parts(plan, &fn_name, true);
+        time_passes(plan, &p, &mut inner.block);
         let handle = end_async_brackets_at_submissions(plan, &p, &mut inner.block);
         let brace = inner.block.brace_token;
         let stmts = &inner.block.stmts;
@@ -438,6 +441,7 @@ fn instrument(plan: &Plan, mut func: ItemFn) -> TokenStream {
 
     let ScopeParts { p, prelude, enter } = scope_parts(plan, &fn_name, false);
     let block = &mut func.block;
+    time_passes(plan, &p, block);
     end_brackets_at_submissions(plan, &p, block);
     let (recorder, exit) = recorder_and_exit(plan, &p);
     let diverges = matches!(&func.sig.output, ReturnType::Type(_, t) if matches!(**t, Type::Never(_)));
@@ -552,6 +556,14 @@ impl Events {
                 }
             }
         }
+    }
+}
+
+/// A wgpu-timed body's passes get gpuspan's timestamp writes where the device has no
+/// in-encoder timestamps (`passes.rs`).
+fn time_passes(plan: &Plan, p: &TokenStream, block: &mut syn::Block) {
+    if plan.time_passes {
+        crate::passes::rewrite(p, block);
     }
 }
 

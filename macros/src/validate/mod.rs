@@ -53,6 +53,9 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
             follows_from: given.follows_from.cloned(),
             err: given.err,
             ret: given.ret,
+            // A wgpu-timed body, or a bare one that attaches its own encoder (`wgpu (bare)`).
+            time_passes: resource.backend() == crate::plan::Backend::Wgpu
+                || resource::calls_attach(quote::ToTokens::to_token_stream(&func.block)),
             resource,
             direction: given.direction,
             bytes,

@@ -176,7 +176,7 @@ fn unusable_recorder(r: &Param<'_>, func: &ItemFn) -> syn::Error {
 }
 
 /// Whether `body` calls `...::attach(..)` (`gpuspan::wgpu::attach`, however imported as a path).
-fn calls_attach(body: TokenStream) -> bool {
+pub(super) fn calls_attach(body: TokenStream) -> bool {
     let tokens: Vec<proc_macro2::TokenTree> = body.into_iter().collect();
     tokens.iter().enumerate().any(|(i, t)| match t {
         proc_macro2::TokenTree::Group(g) => calls_attach(g.stream()),

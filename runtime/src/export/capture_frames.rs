@@ -30,6 +30,7 @@ pub(super) fn source(s: crate::record::TimingSource) -> cap::TimingSource {
         T::Cupti => cap::TimingSource::Cupti,
         T::CudaEvent => cap::TimingSource::CudaEvent,
         T::Host => cap::TimingSource::Host,
+        T::GpuPasses => cap::TimingSource::GpuPasses,
     }
 }
 

@@ -66,7 +66,7 @@ impl SiteSummary {
     /// site by the same rule.
     pub fn backend_label(&self) -> &'static str {
         let cuda = self.sources.iter().any(|s| matches!(s, TimingSource::Cupti | TimingSource::CudaEvent));
-        let wgpu = self.sources.contains(&TimingSource::GpuTimestamp);
+        let wgpu = self.sources.iter().any(|s| matches!(s, TimingSource::GpuTimestamp | TimingSource::GpuPasses));
         match (self.site.desc.backend, cuda, wgpu) {
             (crate::site::Backend::Host, true, _) => "cuda (bare)",
             (crate::site::Backend::Host, false, true) => "wgpu (bare)",
@@ -220,6 +220,7 @@ impl fmt::Display for Summary {
                     .iter()
                     .map(|x| match (x, s.site.host_reason()) {
                         (TimingSource::Host, Some(why)) => format!("host ({why})"),
+                        (TimingSource::GpuPasses, _) => "gpu_passes (first pass start to last pass end)".to_owned(),
                         _ => x.as_str().to_owned(),
                     })
                     .collect::<Vec<_>>()

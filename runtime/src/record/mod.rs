@@ -28,11 +28,15 @@ pub enum TimingSource {
     CudaEvent,
     /// The host clock around the call: no GPU source was available.
     Host,
+    /// The timestamp writes of the passes the call began (wgpu, on a device without in-encoder
+    /// timestamps: Metal, WebGPU): from the first pass's start to the last one's end. Copies
+    /// and other commands outside the passes are not in it.
+    GpuPasses,
 }
 
 impl TimingSource {
     /// Every source, in the order of the summary's columns.
-    pub const ALL: [TimingSource; 4] = [Self::GpuTimestamp, Self::Cupti, Self::CudaEvent, Self::Host];
+    pub const ALL: [TimingSource; 5] = [Self::GpuTimestamp, Self::GpuPasses, Self::Cupti, Self::CudaEvent, Self::Host];
 
     /// The value of `gpu.timing.source`.
     pub fn as_str(self) -> &'static str {
@@ -41,6 +45,7 @@ impl TimingSource {
             Self::Cupti => "cupti",
             Self::CudaEvent => "cuda_event",
             Self::Host => "host",
+            Self::GpuPasses => "gpu_passes",
         }
     }
 
@@ -356,7 +361,7 @@ impl Record {
         use crate::site::Backend;
         match self.source() {
             TimingSource::Cupti | TimingSource::CudaEvent => Backend::Cuda,
-            TimingSource::GpuTimestamp => Backend::Wgpu,
+            TimingSource::GpuTimestamp | TimingSource::GpuPasses => Backend::Wgpu,
             TimingSource::Host => self.site.desc.backend,
         }
     }

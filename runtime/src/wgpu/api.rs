@@ -103,6 +103,24 @@ pub trait Recorder {
     fn end_scope(&mut self, scope: &mut WgpuScope);
 }
 
+/// A `wgpu::ComputePassDescriptor` or `wgpu::RenderPassDescriptor` of a supported major: a
+/// `begin_compute_pass`/`begin_render_pass` in an annotated body passes its descriptor through
+/// `__private::wgpu_pass` (`backend/passes.rs`).
+#[cfg(feature = "enabled")]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a wgpu pass descriptor",
+    note = "in a function annotated with a wgpu resource, gpuspan fills the `timestamp_writes` of the passes begun with \
+            `.begin_compute_pass(..)`/`.begin_render_pass(..)`; a method of that name on another type \
+            needs another name, or a call outside the annotated body"
+)]
+pub trait PassDescriptor<'a>: Clone {
+    /// This descriptor, with gpuspan's `timestamp_writes` where the innermost scope on this
+    /// thread is timed by its passes (the query set is kept in `holder`, a temporary of the
+    /// call's statement; of one type for every major, so that a wrong argument is one error);
+    /// else a copy.
+    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self;
+}
+
 /// A `wgpu::AdapterInfo` of a supported major.
 #[cfg(feature = "enabled")]
 #[allow(unreachable_pub)] // the bound of the monitor's `describe_adapter` (features `nvml`, `testing`)

@@ -75,7 +75,7 @@ impl api::Queue for wgpu::Queue {
         match backend::WgpuScope::of_mut(scope)? {
             backend::WgpuScope::Bracket(b) => b.end_at_submit(self),
             // A span's brackets end when it closes: no annotated body submits for them.
-            backend::WgpuScope::Recorder(_) | backend::WgpuScope::SpanBrackets(_) => None,
+            backend::WgpuScope::Recorder(_) | backend::WgpuScope::SpanBrackets(_) | backend::WgpuScope::Passes(_) => None,
         }
     }
 
@@ -118,6 +118,46 @@ macro_rules! recorder {
     )*};
 }
 recorder!(wgpu::CommandEncoder, wgpu::ComputePass<'_>, wgpu::RenderPass<'_>);
+
+#[cfg(feature = "enabled")]
+impl<'a> api::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
+    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
+        if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
+            let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
+                return self.clone();
+            };
+            return wgpu::ComputePassDescriptor {
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: start,
+                    end_of_pass_write_index: Some(end),
+                }),
+                ..self.clone()
+            };
+        }
+        self.clone()
+    }
+}
+
+#[cfg(feature = "enabled")]
+impl<'a> api::PassDescriptor<'a> for wgpu::RenderPassDescriptor<'a> {
+    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
+        if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
+            let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
+                return self.clone();
+            };
+            return wgpu::RenderPassDescriptor {
+                timestamp_writes: Some(wgpu::RenderPassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: start,
+                    end_of_pass_write_index: Some(end),
+                }),
+                ..self.clone()
+            };
+        }
+        self.clone()
+    }
+}
 
 #[cfg(feature = "enabled")]
 impl api::Info for wgpu::AdapterInfo {

@@ -55,6 +55,9 @@ pub(crate) mod handles;
 #[cfg(feature = "enabled")]
 pub(crate) mod scope;
 
+// The bound of `__private::wgpu_pass`; unnameable outside (sealed).
+#[cfg(feature = "enabled")]
+pub(crate) use api::PassDescriptor;
 pub use handles::{AsHandle, AsRecorder};
 
 /// The timestamp features of `adapter` that gpuspan can use; add them to

@@ -112,6 +112,12 @@ macro_rules! scope_of_majors {
                     $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.offer_bracket_device(),)*
                 }
             }
+
+            fn offer_pass_target(&self) {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.offer_pass_target(),)*
+                }
+            }
         }
 
         /// The selected span's bracket, on the first major with a device registered with its
@@ -273,7 +279,13 @@ impl Scope {
         device: Option<&D>,
     ) -> Scope {
         let device = device.map(AsHandle::as_handle);
-        Scope::open(site, span, bytes, |scope_id| started(site, recorder.begin_scope(site, scope_id, device)))
+        let mut scope =
+            Scope::open(site, span, bytes, |scope_id| started(site, recorder.begin_scope(site, scope_id, device)));
+        // On a pass-level device the passes the body begins in the encoder time the call.
+        if let Some(GpuScope::Wgpu(w)) = scope.gpu_mut() {
+            w.offer_pass_target();
+        }
+        scope
     }
 
     /// A scope whose submissions on `queue` are bracketed by timestamp writes.

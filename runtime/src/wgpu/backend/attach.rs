@@ -33,6 +33,9 @@ struct Slot {
     /// Set when the scope suspended with the guard open: whether the guard's query owned its
     /// frame (`Frame::detach_from_thread`), which the guard needs to close it on any thread.
     guard_detached: Option<bool>,
+    /// On a pass-level device, where the passes the scope begins get their timestamp writes
+    /// (`passes.rs`): its encoder parameter's scope, or its open guard's.
+    passes: Option<super::passes::Target>,
 }
 
 thread_local! {
@@ -50,6 +53,7 @@ pub(crate) fn push(site: &'static Site, timed: bool) -> bool {
         attached: None,
         guard_frame: None,
         guard_detached: None,
+        passes: None,
     };
     OPEN.try_with(|o| o.borrow_mut().push(slot)).is_ok()
 }
@@ -72,6 +76,22 @@ pub(crate) fn set_device_state(device: Arc<device::DeviceState>) {
             slot.device = Some(device);
         }
     });
+}
+
+/// The scope just opened times an encoder on a pass-level device: the passes its body begins
+/// get timestamp writes for it.
+pub(crate) fn set_pass_target(target: super::passes::Target) {
+    let _ = OPEN.try_with(|o| {
+        if let Some(slot) = o.borrow_mut().last_mut() {
+            slot.passes = Some(target);
+        }
+    });
+}
+
+/// The timestamp writes for a pass being begun in the innermost scope on this thread, when that
+/// scope is timed by its passes (`passes.rs`, `Target::writes`).
+pub(crate) fn pass_writes(user_has_writes: bool) -> Option<(wgpu::QuerySet, Option<u32>, u32)> {
+    OPEN.try_with(|o| o.borrow().last().and_then(|s| s.passes.as_ref()?.writes(user_has_writes))).ok().flatten()
 }
 
 /// The slots of async scopes suspended with a guard open (held across an `.await`), by scope
@@ -195,11 +215,13 @@ fn begin<R: Recorder>(recorder: &mut R) -> Option<(u64, WgpuScope)> {
     match WgpuScope::begin_in_recorder(site, scope_id, recorder, device.as_deref().map(|d| &d.device)) {
         Ok(w) => {
             let frame = w.frame();
+            let passes = w.pass_target();
             let _ = OPEN.try_with(|o| {
                 if let Some(slot) =
                     o.borrow_mut().iter_mut().rev().find(|s| s.ids.is_some_and(|(_, id)| id == scope_id))
                 {
                     slot.guard_frame = frame;
+                    slot.passes = passes;
                 }
             });
             Some((scope_id, w))
@@ -219,6 +241,7 @@ fn release(scope_id: u64, scope: Option<WgpuScope>) {
     with_slot(scope_id, |slot| {
         slot.guarded = false;
         slot.guard_frame = None;
+        slot.passes = None;
         slot.attached = scope.take();
     });
     if let Some(orphan) = scope {

@@ -130,7 +130,7 @@ impl Bracket {
             self.device.own_submit(1);
             self.queue.submit([end_buffer(&self.device.device, &self.slots)]);
         }
-        pool::finish(&self.device, &self.slots, at_exit, record, superseded);
+        pool::finish(&self.device, &self.slots, pool::Timed::Bracket { at_exit }, record, superseded);
     }
 }
 

@@ -1,6 +1,7 @@
 //! Mapping GPU timestamps onto the host clock.
 //!
-//! A single timestamp is written by a tiny submission; the GPU wrote it at some host instant
+//! A single timestamp is written by a tiny submission (`write_timestamp`, or on a device
+//! without in-encoder timestamps the start of an empty compute pass); the GPU wrote it at some host instant
 //! between the moment we began submitting and the moment we saw it complete. The offset is the
 //! midpoint of that window and its error bound is half the window; the narrowest of a few tries
 //! is kept (a `ClockMap`: the interval `crate::placement` intersects with host facts). GPU
@@ -17,7 +18,7 @@ use std::time::Duration;
 /// Why a calibration could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CalibrationError {
-    #[error("the device lacks TIMESTAMP_QUERY_INSIDE_ENCODERS, which calibration needs")]
+    #[error("the device lacks TIMESTAMP_QUERY, which calibration needs")]
     Unsupported,
     #[error("the calibration submission did not complete within {0:?}")]
     Timeout(Duration),
@@ -33,9 +34,13 @@ pub(crate) fn calibrate(
     tries: usize,
     own: &std::sync::atomic::AtomicU64,
 ) -> Result<ClockMap, CalibrationError> {
-    if !device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS) {
-        return Err(CalibrationError::Unsupported);
-    }
+    // Without in-encoder timestamps (Metal, WebGPU) the timestamp is an empty compute pass's
+    // start (`pool::write`).
+    let at_passes = match super::Mode::of(device.features()) {
+        super::Mode::InEncoders => false,
+        super::Mode::Passes => true,
+        super::Mode::Host => return Err(CalibrationError::Unsupported),
+    };
     let query_set = device.create_query_set(&wgpu::QuerySetDescriptor {
         label: Some("gpuspan calibration"),
         ty: wgpu::QueryType::Timestamp,
@@ -59,7 +64,7 @@ pub(crate) fn calibrate(
     for _ in 0..tries.max(1) {
         let mut encoder =
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan calibration") });
-        encoder.write_timestamp(&query_set, 0);
+        super::pool::write(&mut encoder, &query_set, 0, at_passes);
         encoder.resolve_query_set(&query_set, 0..1, &resolve, 0);
         encoder.copy_buffer_to_buffer(&resolve, 0, &read, 0, wgpu::QUERY_SIZE as u64);
         let mapped = Arc::new(AtomicBool::new(false));

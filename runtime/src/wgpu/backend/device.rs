@@ -16,6 +16,8 @@ pub(crate) struct DeviceState {
     /// Needed for the timestamp period, calibration, and resolving queries recorded in passes.
     pub queue: OnceLock<wgpu::Queue>,
     pub features: wgpu::Features,
+    /// How its scopes are timed, from `features`.
+    pub mode: super::Mode,
     pub clock: Mutex<Option<ClockMap>>,
     /// A record placed its GPU work before its call by more than the mapping's stated error:
     /// the resolver re-calibrates at its next round instead of waiting for the period.
@@ -100,6 +102,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
                     device: device.clone(),
                     queue: OnceLock::new(),
                     features: device.features(),
+                    mode: super::Mode::of(device.features()),
                     clock: Mutex::new(None),
                     clock_contradicted: AtomicBool::new(false),
                     bounds: Mutex::new(Bounds::default()),

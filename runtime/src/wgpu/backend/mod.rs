@@ -17,6 +17,7 @@ pub(crate) mod bracket;
 mod calibration;
 mod device;
 mod frame;
+pub(crate) mod passes;
 mod pool;
 pub(crate) mod read_back;
 mod resolver;
@@ -64,18 +65,54 @@ pub(crate) fn adapter_info(id: u32) -> Option<crate::wgpu::AdapterFacts> {
     ADAPTERS.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, info)| info.clone())
 }
 
-fn check_features(d: &DeviceState) -> bool {
-    let needed = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
-    if d.features.contains(needed) {
-        return true;
+/// How a device's scopes are timed, from the timestamp features it was created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `TIMESTAMP_QUERY_INSIDE_ENCODERS`: queries anywhere in an encoder (wgpu-profiler's).
+    InEncoders,
+    /// `TIMESTAMP_QUERY` alone (Metal, WebGPU): timestamps only at the start and end of passes,
+    /// through their descriptors' `timestamp_writes` (`passes.rs`).
+    Passes,
+    /// No timestamps: host timing.
+    Host,
+}
+
+impl Mode {
+    pub(crate) fn of(features: wgpu::Features) -> Mode {
+        if features.contains(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS) {
+            Mode::InEncoders
+        } else if features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            Mode::Passes
+        } else {
+            Mode::Host
+        }
     }
-    note_once(format_args!(
-        "{} was created without {:?}: its wgpu scopes are timed on the host. Request \
-         gpuspan::wgpu::timestamp_features(&adapter) in DeviceDescriptor::required_features",
-        d.label.name,
-        needed - d.features
-    ));
-    false
+}
+
+/// Whether the device has timestamps at all (in encoders, or at passes only); says once what
+/// a device with fewer features gets.
+fn check_features(d: &DeviceState) -> bool {
+    match d.mode {
+        Mode::InEncoders => true,
+        Mode::Passes => {
+            note_once(format_args!(
+                "{} has TIMESTAMP_QUERY without TIMESTAMP_QUERY_INSIDE_ENCODERS (as Metal and WebGPU): \
+                 a wgpu scope that times an encoder is timed by the passes it begins (from the first \
+                 one's start to the last one's end, `gpu_passes`); one given a pass is timed on the host",
+                d.label.name
+            ));
+            true
+        }
+        Mode::Host => {
+            note_once(format_args!(
+                "{} was created without {:?}: its wgpu scopes are timed on the host. Request \
+                 gpuspan::wgpu::timestamp_features(&adapter) in DeviceDescriptor::required_features",
+                d.label.name,
+                wgpu::Features::TIMESTAMP_QUERY - d.features
+            ));
+            false
+        }
+    }
 }
 
 /// The wgpu part of an open scope.
@@ -85,6 +122,8 @@ pub(crate) enum WgpuScope {
     Recorder(RecorderScope),
     /// Timestamps around the call's submissions on a queue (`bracket.rs`).
     Bracket(Bracket),
+    /// On a pass-level device, the timestamp writes of the passes the call begins (`passes.rs`).
+    Passes(passes::PassScope),
     /// A selected span's brackets, one on each registered device's queue (`span_bracket`).
     SpanBrackets(Vec<Bracket>),
 }
@@ -126,21 +165,35 @@ impl WgpuScope {
                 }
             },
         };
-        let inside = if recorder.is_pass() {
-            wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
-        } else {
-            wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
-        };
-        if !check_features(&state) || !state.features.contains(inside) {
+        if !check_features(&state) {
             return Err("device without timestamp queries");
         }
-        if state.queue.get().is_none() {
+        if state.mode == Mode::Passes && recorder.is_pass() {
+            note_once(format_args!(
+                "`{}` is given a wgpu pass on a device without TIMESTAMP_QUERY_INSIDE_ENCODERS: a pass \
+                 begun by the caller cannot get timestamp writes; timing it on the host (pass the encoder instead)",
+                site.desc.name
+            ));
+            return Err("pass-level device: a pass begun by the caller has no timestamps (pass the encoder)");
+        }
+        if state.mode == Mode::InEncoders
+            && recorder.is_pass()
+            && !state.features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES)
+        {
+            return Err("device without timestamp queries");
+        }
+        let Some(queue) = state.queue.get().cloned() else {
             note_once(format_args!(
                 "`{}`: gpuspan needs the device's queue to read its timestamps: call \
                  gpuspan::wgpu::register(&adapter, &device, &queue) once; timing it on the host",
                 site.desc.name
             ));
             return Err("queue not registered");
+        };
+        if state.mode == Mode::Passes {
+            let scope = passes::PassScope::open(state, &queue)
+                .ok_or("too many queue brackets waiting for their timestamps")?;
+            return Ok(WgpuScope::Passes(scope));
         }
         let frame = Frame::enter(&state).ok_or("no query frame: too many in flight, or the thread is exiting")?;
         let query = frame.begin(scope_id, recorder);
@@ -191,10 +244,14 @@ impl WgpuScope {
 
     pub(crate) fn end_in_recorder<R: Recorder>(&mut self, recorder: &mut R) {
         // A bracket ends with its submissions, or in `finish`.
-        if let WgpuScope::Recorder(RecorderScope { frame, query, detached }) = self {
-            if let Some(q) = query.take() {
-                frame.end_in_recorder(q, recorder, *detached);
+        match self {
+            WgpuScope::Recorder(RecorderScope { frame, query, detached }) => {
+                if let Some(q) = query.take() {
+                    frame.end_in_recorder(q, recorder, *detached);
+                }
             }
+            WgpuScope::Passes(p) => p.end_in_recorder(recorder),
+            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) => {}
         }
     }
 
@@ -202,7 +259,23 @@ impl WgpuScope {
     fn frame(&self) -> Option<Arc<Frame>> {
         match self {
             WgpuScope::Recorder(r) => Some(r.frame.clone()),
-            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) => None,
+            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) | WgpuScope::Passes(_) => None,
+        }
+    }
+
+    /// Where the passes begun in this scope get their timestamp writes, on a pass-level device.
+    pub(crate) fn pass_target(&self) -> Option<passes::Target> {
+        match self {
+            WgpuScope::Passes(p) => Some(p.target()),
+            _ => None,
+        }
+    }
+
+    /// A scope given an encoder on a pass-level device: the passes its body begins (the
+    /// rewritten `begin_*_pass` calls) get timestamp writes for it.
+    pub(crate) fn offer_pass_target(&self) {
+        if let Some(t) = self.pass_target() {
+            attach::set_pass_target(t);
         }
     }
 
@@ -235,6 +308,7 @@ impl WgpuScope {
             // Dropped: it writes its end and its batch stops waiting for it.
             WgpuScope::Bracket(b) => drop(b),
             WgpuScope::SpanBrackets(bs) => drop(bs),
+            WgpuScope::Passes(p) => p.forget(),
         }
     }
 
@@ -257,7 +331,7 @@ impl WgpuScope {
     pub(crate) fn bracket_handle(&mut self) -> Option<bracket::Shared> {
         match self {
             WgpuScope::Bracket(b) => Some(b.handle()),
-            WgpuScope::Recorder(_) | WgpuScope::SpanBrackets(_) => None,
+            WgpuScope::Recorder(_) | WgpuScope::SpanBrackets(_) | WgpuScope::Passes(_) => None,
         }
     }
 
@@ -279,6 +353,7 @@ impl WgpuScope {
             }
             WgpuScope::Bracket(b) => b.finish(record),
             WgpuScope::SpanBrackets(bs) => finish_span_brackets(bs, record),
+            WgpuScope::Passes(p) => p.finish(record),
         }
     }
 }

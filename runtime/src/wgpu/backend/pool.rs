@@ -11,6 +11,11 @@
 //! an async function awaiting) are not waited for: they are delivered by a later round of the
 //! same batch, which is reused once none is left.
 //!
+//! On a device without in-encoder timestamps (`Mode::Passes`) each timestamp is the start of an
+//! empty compute pass instead of a `write_timestamp`, and a scope timed by its passes
+//! (`passes.rs`) takes a slot pair here too, handing its record over once the user's passes
+//! executed.
+//!
 //! A record is only resolved after its bracket's last end was submitted (its scope finished
 //! before the round took it), so queue order puts the resolve after every write it reads. The
 //! slots of brackets still running are resolved too and ignored: a slot never written reads as
@@ -21,7 +26,7 @@ use super::device::DeviceState;
 use super::resolver;
 use crate::diagnostics::{note_once, Losses, losses};
 use crate::pipeline;
-use crate::record::{GpuTiming, Record};
+use crate::record::{GpuTiming, Record, TimingSource};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -76,17 +81,53 @@ pub(crate) struct Slots {
     batch: u64,
     pair: u32,
     query_set: wgpu::QuerySet,
+    /// The device has no `write_timestamp` (`Mode::Passes`): an empty compute pass writes each.
+    at_passes: bool,
 }
 
 impl Slots {
     pub(super) fn write_start(&self, encoder: &mut wgpu::CommandEncoder) {
-        encoder.write_timestamp(&self.query_set, 2 * self.pair);
+        write(encoder, &self.query_set, 2 * self.pair, self.at_passes);
     }
 
     /// Written again by each later submission of the call: the last one is what the resolve reads.
     pub(super) fn write_end(&self, encoder: &mut wgpu::CommandEncoder) {
-        encoder.write_timestamp(&self.query_set, 2 * self.pair + 1);
+        write(encoder, &self.query_set, 2 * self.pair + 1, self.at_passes);
     }
+
+    /// The query set and the start and end slots, for passes' `timestamp_writes` (`passes.rs`).
+    pub(super) fn pass_writes(&self) -> (&wgpu::QuerySet, u32, u32) {
+        (&self.query_set, 2 * self.pair, 2 * self.pair + 1)
+    }
+}
+
+/// Writes timestamp `index` of `set` at this point of `encoder`: `write_timestamp` where the
+/// device has it, else the start of an empty compute pass (legal with `TIMESTAMP_QUERY` alone;
+/// what calibration does too).
+pub(super) fn write(encoder: &mut wgpu::CommandEncoder, set: &wgpu::QuerySet, index: u32, at_passes: bool) {
+    if !at_passes {
+        encoder.write_timestamp(set, index);
+        return;
+    }
+    let _ = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some("gpuspan timestamp"),
+        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+            query_set: set,
+            beginning_of_pass_write_index: Some(index),
+            end_of_pass_write_index: None,
+        }),
+    });
+}
+
+/// What a finished record's two timestamps measured.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Timed {
+    /// A queue bracket, which closed at the function's exit (`at_exit`) or with its last
+    /// submission.
+    Bracket { at_exit: bool },
+    /// The passes the call began, on a pass-level device: the first one's start, the last
+    /// one's end (`passes.rs`).
+    Passes,
 }
 
 struct Batch {
@@ -103,9 +144,9 @@ struct Batch {
     sealed: bool,
     /// Finished brackets waiting for a round: their pair, whether they closed at the function's
     /// exit, their record.
-    records: Vec<(u32, bool, Record)>,
+    records: Vec<(u32, Timed, Record)>,
     /// Those the round in flight reads back.
-    resolving: Vec<(u32, bool, Record)>,
+    resolving: Vec<(u32, Timed, Record)>,
     /// Set when a round's read-back was submitted; the map callback sets it done or failed.
     map: Option<Arc<AtomicU8>>,
 }
@@ -168,7 +209,8 @@ pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
     b.taken += 1;
     b.open += 1;
     b.sealed = b.taken == PAIRS;
-    let slots = Slots { batch: b.id, pair, query_set: b.buffers.query_set.clone() };
+    let at_passes = d.mode == super::Mode::Passes;
+    let slots = Slots { batch: b.id, pair, query_set: b.buffers.query_set.clone(), at_passes };
     drop(pool);
     if opened {
         // The resolver comes back while the batch fills, to seal it when it is old enough.
@@ -180,7 +222,7 @@ pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
 /// A bracket has written its last end: its record waits in its batch for the batch's
 /// timestamps. None when the scope was dropped without one (counted as lost), or when an
 /// attached encoder timed the call instead (`superseded`: not a loss).
-pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Option<Record>, superseded: bool) {
+pub(super) fn finish(d: &DeviceState, slots: &Slots, timed: Timed, record: Option<Record>, superseded: bool) {
     let mut pool = d.brackets.lock().ok();
     let Some(b) = pool.as_mut().and_then(|p| p.batches.iter_mut().find(|b| b.id == slots.batch)) else {
         // Only after a panic with the lock held: the record goes on without GPU timing.
@@ -197,7 +239,7 @@ pub(super) fn finish(d: &DeviceState, slots: &Slots, at_exit: bool, record: Opti
     // A closed batch is not polled for: a record finishing in one asks for a round.
     let ready = b.sealed;
     match record {
-        Some(r) => b.records.push((slots.pair, at_exit, r)),
+        Some(r) => b.records.push((slots.pair, timed, r)),
         None if !superseded => Losses::add(&losses().unresolved_scopes, 1),
         None => {}
     }
@@ -292,7 +334,7 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
             (Some(_), None) => resolver::calibrate(d).then(|| d.clock()).flatten(),
             (_, clock) => clock,
         };
-        for (pair, at_exit, mut record) in records {
+        for (pair, timed, mut record) in records {
             let stamps = ticks.as_ref().map(|t| (t[2 * pair as usize], t[2 * pair as usize + 1]));
             match (stamps, period, clock) {
                 // A zero is a slot the resolve found unwritten (wgpu clears those).
@@ -300,11 +342,16 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
                     let end = end.max(start);
                     let (gpu, rounding) = to_ns(start, end, period);
                     let placed = super::bounds::place_ns(d, gpu, rounding, &record, observed, clock);
+                    let (source, bracketed, bracket_at_exit) = match timed {
+                        Timed::Bracket { at_exit } => (placed.source, true, at_exit),
+                        Timed::Passes => (TimingSource::GpuPasses, false, false),
+                    };
                     record.gpu = Some(GpuTiming {
                         // From the ticks' difference: exact where the instants are rounded.
                         busy_ns: ((end - start) as f64 * period).round() as u64,
-                        bracketed: true,
-                        bracket_at_exit: at_exit,
+                        source,
+                        bracketed,
+                        bracket_at_exit,
                         device: Some(d.label.clone()),
                         ..placed
                     });
