@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One open scope, as `attach` sees it.
-struct Slot {
+pub(super) struct Slot {
     site: &'static Site,
     /// `(thread, scope id)`, taken when a host-timed scope gets its first attachment.
     ids: Option<(u32, u64)>,
@@ -95,10 +95,15 @@ pub(crate) fn pass_writes(user_has_writes: bool) -> Option<(wgpu::QuerySet, Opti
 }
 
 /// The slots of async scopes suspended with a guard open (held across an `.await`), by scope
-/// id, until they resume: the guard is closed in a later poll, perhaps on another thread.
-static PARKED: Mutex<Vec<(u64, Slot)>> = Mutex::new(Vec::new());
-/// How many slots are parked: resuming scopes look in `PARKED` only when some are.
-static PARKED_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// id, until they resume: the guard is closed in a later poll, perhaps on another thread
+/// (`Registry::parked`, with its count).
+fn parked() -> &'static Mutex<Vec<(u64, Slot)>> {
+    &super::REGISTRY.parked
+}
+
+fn parked_count() -> &'static AtomicUsize {
+    &super::REGISTRY.parked_count
+}
 
 /// The innermost scope suspends. When a guard on it is still open, its slot is parked until the
 /// scope resumes, the guard's frame taken off this thread; returns the scope's ids, which it
@@ -118,9 +123,9 @@ pub(crate) fn park() -> Option<(u32, u64)> {
     if let Some(frame) = &slot.guard_frame {
         slot.guard_detached = Some(frame.detach_from_thread());
     }
-    let mut parked = PARKED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut parked = parked().lock().unwrap_or_else(|e| e.into_inner());
     parked.push((ids.1, slot));
-    PARKED_COUNT.fetch_add(1, Ordering::Release);
+    parked_count().fetch_add(1, Ordering::Release);
     Some(ids)
 }
 
@@ -133,13 +138,13 @@ pub(crate) fn top_guarded() -> bool {
 /// A scope resumes: its parked slot, if it has one, is pushed on this thread again. Returns
 /// whether it was.
 pub(crate) fn unpark(scope_id: u64) -> bool {
-    if PARKED_COUNT.load(Ordering::Acquire) == 0 {
+    if parked_count().load(Ordering::Acquire) == 0 {
         return false;
     }
     let slot = {
-        let mut parked = PARKED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut parked = parked().lock().unwrap_or_else(|e| e.into_inner());
         let Some(i) = parked.iter().position(|(id, _)| *id == scope_id) else { return false };
-        PARKED_COUNT.fetch_sub(1, Ordering::Release);
+        parked_count().fetch_sub(1, Ordering::Release);
         parked.swap_remove(i).1
     };
     OPEN.try_with(|o| o.borrow_mut().push(slot)).is_ok()
@@ -158,10 +163,10 @@ fn with_slot<T>(scope_id: u64, f: impl FnOnce(&mut Slot) -> T) -> Option<T> {
         })
         .ok()
         .flatten();
-    if on_stack.is_some() || PARKED_COUNT.load(Ordering::Acquire) == 0 {
+    if on_stack.is_some() || parked_count().load(Ordering::Acquire) == 0 {
         return on_stack;
     }
-    let mut parked = PARKED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut parked = parked().lock().unwrap_or_else(|e| e.into_inner());
     let slot = parked.iter_mut().find(|(id, _)| *id == scope_id).map(|(_, s)| s)?;
     f.take().map(|f| f(slot))
 }

@@ -61,24 +61,26 @@ impl DeviceState {
     }
 }
 
-static DEVICES: RwLock<Vec<Arc<DeviceState>>> = RwLock::new(Vec::new());
+fn devices() -> &'static RwLock<Vec<Arc<DeviceState>>> {
+    &super::REGISTRY.devices
+}
 
 /// Every device registered so far.
 pub(crate) fn all() -> Vec<Arc<DeviceState>> {
-    DEVICES.read().map(|d| d.clone()).unwrap_or_default()
+    devices().read().map(|d| d.clone()).unwrap_or_default()
 }
 
 pub(crate) fn find(device: &wgpu::Device) -> Option<Arc<DeviceState>> {
-    DEVICES.read().ok()?.iter().find(|d| &d.device == device).cloned()
+    devices().read().ok()?.iter().find(|d| &d.device == device).cloned()
 }
 
 pub(crate) fn find_by_queue(queue: &wgpu::Queue) -> Option<Arc<DeviceState>> {
-    DEVICES.read().ok()?.iter().find(|d| d.queue.get() == Some(queue)).cloned()
+    devices().read().ok()?.iter().find(|d| d.queue.get() == Some(queue)).cloned()
 }
 
 /// The one registered device, when there is exactly one.
 pub(crate) fn only() -> Option<Arc<DeviceState>> {
-    let d = DEVICES.read().ok()?;
+    let d = devices().read().ok()?;
     (d.len() == 1).then(|| d[0].clone())
 }
 
@@ -87,7 +89,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
     let state = match find(device) {
         Some(s) => s,
         None => {
-            let Ok(mut devices) = DEVICES.write() else {
+            let Ok(mut devices) = devices().write() else {
                 unreachable!("the device registry lock is never held across a panic")
             };
             if let Some(s) = devices.iter().find(|d| &d.device == device) {

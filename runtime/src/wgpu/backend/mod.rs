@@ -49,11 +49,30 @@ pub(crate) fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &w
     check_features(&state);
 }
 
-/// The adapters registered devices came from, by gpuspan's device index.
-static ADAPTERS: std::sync::RwLock<Vec<(u32, crate::wgpu::AdapterFacts)>> = std::sync::RwLock::new(Vec::new());
+/// The backend's registry (one per wgpu major compiled in).
+struct Registry {
+    /// The adapters registered devices came from, by gpuspan's device index.
+    adapters: std::sync::RwLock<Vec<(u32, crate::wgpu::AdapterFacts)>>,
+    /// Every device registered so far (`device.rs`).
+    devices: std::sync::RwLock<Vec<std::sync::Arc<device::DeviceState>>>,
+    /// The slots of async scopes suspended with a guard open (`attach.rs`).
+    parked: std::sync::Mutex<Vec<(u64, attach::Slot)>>,
+    /// How many slots are parked: resuming scopes look in `parked` only when some are.
+    parked_count: std::sync::atomic::AtomicUsize,
+}
+
+// process-wide because a wgpu device is registered once (`register`, or a call given its device
+// and queue) and found again from whatever `&Device`, `&Queue` or encoder another call on another
+// thread is handed: wgpu's handles carry no owner of gpuspan's.
+static REGISTRY: Registry = Registry {
+    adapters: std::sync::RwLock::new(Vec::new()),
+    devices: std::sync::RwLock::new(Vec::new()),
+    parked: std::sync::Mutex::new(Vec::new()),
+    parked_count: std::sync::atomic::AtomicUsize::new(0),
+};
 
 fn remember_adapter(id: u32, info: crate::wgpu::AdapterFacts) {
-    if let Ok(mut a) = ADAPTERS.write() {
+    if let Ok(mut a) = REGISTRY.adapters.write() {
         a.retain(|(i, _)| *i != id);
         a.push((id, info));
     }
@@ -62,7 +81,7 @@ fn remember_adapter(id: u32, info: crate::wgpu::AdapterFacts) {
 /// The adapter the registered device `id` came from.
 #[allow(dead_code)] // read by the device monitor, when it is compiled in
 pub(crate) fn adapter_info(id: u32) -> Option<crate::wgpu::AdapterFacts> {
-    ADAPTERS.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, info)| info.clone())
+    REGISTRY.adapters.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, info)| info.clone())
 }
 
 /// How a device's scopes are timed, from the timestamp features it was created with.
