@@ -1,18 +1,12 @@
 //! What `gpuspan::wgpu::attach` and resource parameters reach (issue 27): an attached encoder
 //! replaces a queue bracket, `Arc`ed queues and devices are timed, and a guard held across an
-//! `.await` is timed. On a real driver (lavapipe in CI). Serial: the loss counters are global.
+//! `.await` is timed. On a real driver (lavapipe in CI). Each test in its own process (rusty-fork): the loss counters are the process's.
 #![cfg(feature = "wgpu-suite")]
 
 use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::wgpu;
-use std::sync::Mutex;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use rusty_fork::rusty_fork_test;
 
 fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
     r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
@@ -40,37 +34,38 @@ fn attached_with_queue(gpu: &Gpu, device: &wgpu::Device, queue: &wgpu::Queue, re
     attached_at
 }
 
-#[test]
-fn attach_replaces_the_queue_bracket_and_times_the_call_exactly() {
-    let _serial = serial();
-    let Some(gpu) = Gpu::for_test(1 << 18, 256) else { return };
-    let lost_before = lost();
-    let capture = Capture::start();
-    let reference = RawTimer::new(&gpu.device);
-    let attached_at = attached_with_queue(&gpu, &gpu.device, &gpu.queue, &reference);
-    let raw = reference.read_ns(&gpu);
-    assert!(gpuspan::flush());
-    let records = capture.of("attached_with_queue");
-    assert_eq!(records.len(), 1);
-    let g = gpu_timing(&records[0]);
-    assert_eq!(g.source, TimingSource::GpuTimestamp);
-    assert!(!g.bracketed, "the attached encoder times the call, not a queue bracket: {g:?}");
-    // The query encloses the pass: it holds the raw pass, and starts after the host work that
-    // came before the attachment (a bracket would start at the call's entry).
-    assert!(g.busy_ns as f64 >= raw * 0.99, "the attachment covers the pass: {} < {raw}", g.busy_ns);
-    assert!(
-        g.interval.start_ns + g.clock_error_ns >= attached_at,
-        "GPU start {} before the attachment at {attached_at} (error bound {})",
-        g.interval.start_ns,
-        g.clock_error_ns
-    );
-    let notes = gpuspan::summary().notes;
-    assert!(
-        !notes.iter().any(|n| n.contains("attached_with_queue") && n.contains("already has its GPU timing")),
-        "attach was ignored: {notes:?}"
-    );
-    // The bracket it replaced left its batch without a record: that is no loss.
-    assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+rusty_fork_test! {
+    #[test]
+    fn attach_replaces_the_queue_bracket_and_times_the_call_exactly() {
+        let Some(gpu) = Gpu::for_test(1 << 18, 256) else { return };
+        let lost_before = lost();
+        let capture = Capture::start();
+        let reference = RawTimer::new(&gpu.device);
+        let attached_at = attached_with_queue(&gpu, &gpu.device, &gpu.queue, &reference);
+        let raw = reference.read_ns(&gpu);
+        assert!(gpuspan::flush());
+        let records = capture.of("attached_with_queue");
+        assert_eq!(records.len(), 1);
+        let g = gpu_timing(&records[0]);
+        assert_eq!(g.source, TimingSource::GpuTimestamp);
+        assert!(!g.bracketed, "the attached encoder times the call, not a queue bracket: {g:?}");
+        // The query encloses the pass: it holds the raw pass, and starts after the host work that
+        // came before the attachment (a bracket would start at the call's entry).
+        assert!(g.busy_ns as f64 >= raw * 0.99, "the attachment covers the pass: {} < {raw}", g.busy_ns);
+        assert!(
+            g.interval.start_ns + g.clock_error_ns >= attached_at,
+            "GPU start {} before the attachment at {attached_at} (error bound {})",
+            g.interval.start_ns,
+            g.clock_error_ns
+        );
+        let notes = gpuspan::summary().notes;
+        assert!(
+            !notes.iter().any(|n| n.contains("attached_with_queue") && n.contains("already has its GPU timing")),
+            "attach was ignored: {notes:?}"
+        );
+        // The bracket it replaced left its batch without a record: that is no loss.
+        assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+    }
 }
 
 /// Queues and devices held in `Arc`s, as parameters (issue 27: `Arc<Queue>` once failed to
@@ -96,45 +91,47 @@ fn arc_device(gpu: &Gpu, device: std::sync::Arc<wgpu::Device>) {
     gpu.queue.submit([encoder.finish()]);
 }
 
-#[test]
-fn arc_queue_and_device_parameters_are_gpu_timed() {
-    use std::sync::Arc;
-    let _serial = serial();
-    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
-    let capture = Capture::start();
-    let (device, queue) = (Arc::new(gpu.device.clone()), Arc::new(gpu.queue.clone()));
-    arc_queue(&gpu, queue.clone());
-    ref_arc_queue_and_device(&gpu, &device, &queue);
-    arc_device(&gpu, device.clone());
-    gpu.wait();
-    assert!(gpuspan::flush());
-    for name in ["arc_queue", "ref_arc_queue_and_device", "arc_device"] {
-        let records = capture.of(name);
-        assert_eq!(records.len(), 1, "{name}");
-        let g = gpu_timing(&records[0]);
-        assert_eq!(g.source, TimingSource::GpuTimestamp, "{name}");
-        assert!(g.bracketed, "{name}: a queue or device parameter brackets the call's submissions");
+rusty_fork_test! {
+    #[test]
+    fn arc_queue_and_device_parameters_are_gpu_timed() {
+        use std::sync::Arc;
+        let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+        let capture = Capture::start();
+        let (device, queue) = (Arc::new(gpu.device.clone()), Arc::new(gpu.queue.clone()));
+        arc_queue(&gpu, queue.clone());
+        ref_arc_queue_and_device(&gpu, &device, &queue);
+        arc_device(&gpu, device.clone());
+        gpu.wait();
+        assert!(gpuspan::flush());
+        for name in ["arc_queue", "ref_arc_queue_and_device", "arc_device"] {
+            let records = capture.of(name);
+            assert_eq!(records.len(), 1, "{name}");
+            let g = gpu_timing(&records[0]);
+            assert_eq!(g.source, TimingSource::GpuTimestamp, "{name}");
+            assert!(g.bracketed, "{name}: a queue or device parameter brackets the call's submissions");
+        }
     }
 }
 
-/// The free functions as a program that keeps its adapter, device and queue in `Arc`s calls them
-/// (bevy keeps `Arc`s): unchanged from when they took wgpu 30's types, on every major.
-#[test]
-fn register_read_buffer_and_timestamp_features_take_arcs() {
-    use std::sync::Arc;
-    let _serial = serial();
-    let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
-    let (adapter, device, queue) =
-        (Arc::new(gpu.adapter.clone()), Arc::new(gpu.device.clone()), Arc::new(gpu.queue.clone()));
-    assert_eq!(gpuspan::wgpu::timestamp_features(&adapter), gpuspan::wgpu::timestamp_features(&gpu.adapter));
-    gpuspan::wgpu::register(&adapter, &device, &queue);
-    let capture = Capture::start();
-    let len = gpuspan::wgpu::read_buffer(&device, &queue, &gpu.buffer, ..16, <[u8]>::len).expect("read back");
-    assert_eq!(len, 16);
-    assert!(gpuspan::flush());
-    let records = capture.of("read_buffer");
-    assert_eq!(records.len(), 1);
-    assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuTimestamp);
+rusty_fork_test! {
+    /// The free functions as a program that keeps its adapter, device and queue in `Arc`s calls them
+    /// (bevy keeps `Arc`s): unchanged from when they took wgpu 30's types, on every major.
+    #[test]
+    fn register_read_buffer_and_timestamp_features_take_arcs() {
+        use std::sync::Arc;
+        let Some(gpu) = Gpu::for_test(1 << 10, 1) else { return };
+        let (adapter, device, queue) =
+            (Arc::new(gpu.adapter.clone()), Arc::new(gpu.device.clone()), Arc::new(gpu.queue.clone()));
+        assert_eq!(gpuspan::wgpu::timestamp_features(&adapter), gpuspan::wgpu::timestamp_features(&gpu.adapter));
+        gpuspan::wgpu::register(&adapter, &device, &queue);
+        let capture = Capture::start();
+        let len = gpuspan::wgpu::read_buffer(&device, &queue, &gpu.buffer, ..16, <[u8]>::len).expect("read back");
+        assert_eq!(len, 16);
+        assert!(gpuspan::flush());
+        let records = capture.of("read_buffer");
+        assert_eq!(records.len(), 1);
+        assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuTimestamp);
+    }
 }
 
 /// Returns `Pending` once (waking itself), so that the function is polled twice: a real suspension.
@@ -165,44 +162,46 @@ async fn attach_across_await(gpu: &Gpu) {
     gpu.queue.submit([encoder.finish()]);
 }
 
-#[test]
-fn an_attach_guard_held_across_await_is_gpu_timed() {
-    let _serial = serial();
-    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
-    let capture = Capture::start();
-    pollster::block_on(attach_across_await(&gpu));
-    gpu.wait();
-    assert!(gpuspan::flush());
-    let records = capture.of("attach_across_await");
-    assert_eq!(records.len(), 1);
-    let g = gpu_timing(&records[0]);
-    assert_eq!(g.source, TimingSource::GpuTimestamp);
-    assert!(!g.bracketed);
+rusty_fork_test! {
+    #[test]
+    fn an_attach_guard_held_across_await_is_gpu_timed() {
+        let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+        let capture = Capture::start();
+        pollster::block_on(attach_across_await(&gpu));
+        gpu.wait();
+        assert!(gpuspan::flush());
+        let records = capture.of("attach_across_await");
+        assert_eq!(records.len(), 1);
+        let g = gpu_timing(&records[0]);
+        assert_eq!(g.source, TimingSource::GpuTimestamp);
+        assert!(!g.bracketed);
+    }
 }
 
-#[test]
-fn an_attach_guard_held_across_await_is_gpu_timed_when_the_future_moves_thread() {
-    use std::future::Future;
-    use std::task::{Context, Waker};
-    let _serial = serial();
-    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
-    let capture = Capture::start();
-    // The guard opens in the first poll, here; the future is then polled to its end on another
-    // thread, where the guard is dropped and its query closed.
-    let mut future = Box::pin(attach_across_await(&gpu));
-    assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
-    std::thread::scope(|s| {
-        s.spawn(move || assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_ready()))
-            .join()
-            .unwrap();
-    });
-    gpu.wait();
-    assert!(gpuspan::flush());
-    let records = capture.of("attach_across_await");
-    assert_eq!(records.len(), 1);
-    let g = gpu_timing(&records[0]);
-    assert_eq!(g.source, TimingSource::GpuTimestamp);
-    assert!(!g.bracketed);
+rusty_fork_test! {
+    #[test]
+    fn an_attach_guard_held_across_await_is_gpu_timed_when_the_future_moves_thread() {
+        use std::future::Future;
+        use std::task::{Context, Waker};
+        let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+        let capture = Capture::start();
+        // The guard opens in the first poll, here; the future is then polled to its end on another
+        // thread, where the guard is dropped and its query closed.
+        let mut future = Box::pin(attach_across_await(&gpu));
+        assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+        std::thread::scope(|s| {
+            s.spawn(move || assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_ready()))
+                .join()
+                .unwrap();
+        });
+        gpu.wait();
+        assert!(gpuspan::flush());
+        let records = capture.of("attach_across_await");
+        assert_eq!(records.len(), 1);
+        let g = gpu_timing(&records[0]);
+        assert_eq!(g.source, TimingSource::GpuTimestamp);
+        assert!(!g.bracketed);
+    }
 }
 
 /// An async function that attaches an encoder, closes the guard, then awaits: its scope collects
@@ -225,20 +224,21 @@ fn encoder_around_async(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
     pollster::block_on(attach_then_await(gpu));
 }
 
-#[test]
-fn an_attachment_collected_at_a_suspension_leaves_its_callers_frame_alone() {
-    let _serial = serial();
-    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
-    let capture = Capture::start();
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    encoder_around_async(&gpu, &mut encoder);
-    gpu.queue.submit([encoder.finish()]);
-    gpu.wait();
-    assert!(gpuspan::flush(), "a frame was left waiting");
-    for name in ["attach_then_await", "encoder_around_async"] {
-        let records = capture.of(name);
-        assert_eq!(records.len(), 1, "{name}");
-        assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuTimestamp, "{name}");
+rusty_fork_test! {
+    #[test]
+    fn an_attachment_collected_at_a_suspension_leaves_its_callers_frame_alone() {
+        let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+        let capture = Capture::start();
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        encoder_around_async(&gpu, &mut encoder);
+        gpu.queue.submit([encoder.finish()]);
+        gpu.wait();
+        assert!(gpuspan::flush(), "a frame was left waiting");
+        for name in ["attach_then_await", "encoder_around_async"] {
+            let records = capture.of(name);
+            assert_eq!(records.len(), 1, "{name}");
+            assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuTimestamp, "{name}");
+        }
     }
 }
 
@@ -255,36 +255,38 @@ async fn queue_attach_across_await(gpu: &Gpu, queue: &wgpu::Queue) {
     queue.submit([encoder.finish()]);
 }
 
-#[test]
-fn an_async_bracketed_call_with_a_guard_across_await_is_timed_by_the_guard() {
-    let _serial = serial();
-    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
-    let lost_before = lost();
-    let capture = Capture::start();
-    pollster::block_on(queue_attach_across_await(&gpu, &gpu.queue));
-    gpu.wait();
-    assert!(gpuspan::flush());
-    let records = capture.of("queue_attach_across_await");
-    assert_eq!(records.len(), 1);
-    let g = gpu_timing(&records[0]);
-    assert_eq!(g.source, TimingSource::GpuTimestamp);
-    assert!(!g.bracketed, "the guard's query times the call: {g:?}");
-    assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+rusty_fork_test! {
+    #[test]
+    fn an_async_bracketed_call_with_a_guard_across_await_is_timed_by_the_guard() {
+        let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+        let lost_before = lost();
+        let capture = Capture::start();
+        pollster::block_on(queue_attach_across_await(&gpu, &gpu.queue));
+        gpu.wait();
+        assert!(gpuspan::flush());
+        let records = capture.of("queue_attach_across_await");
+        assert_eq!(records.len(), 1);
+        let g = gpu_timing(&records[0]);
+        assert_eq!(g.source, TimingSource::GpuTimestamp);
+        assert!(!g.bracketed, "the guard's query times the call: {g:?}");
+        assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+    }
 }
 
-#[test]
-fn a_future_dropped_with_its_guard_open_counts_the_lost_timing() {
-    use std::future::Future;
-    use std::task::{Context, Waker};
-    let _serial = serial();
-    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
-    let lost_before = lost();
-    let capture = Capture::start();
-    // Cancelled while suspended with the guard open: the guard is dropped before its scope.
-    let mut future = Box::pin(attach_across_await(&gpu));
-    assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
-    drop(future);
-    assert!(gpuspan::flush());
-    assert_eq!(capture.of("attach_across_await").len(), 1, "the cancelled call is still recorded");
-    assert!(lost() > lost_before, "its GPU timing is counted as lost: {:?}", gpuspan::summary().losses);
+rusty_fork_test! {
+    #[test]
+    fn a_future_dropped_with_its_guard_open_counts_the_lost_timing() {
+        use std::future::Future;
+        use std::task::{Context, Waker};
+        let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+        let lost_before = lost();
+        let capture = Capture::start();
+        // Cancelled while suspended with the guard open: the guard is dropped before its scope.
+        let mut future = Box::pin(attach_across_await(&gpu));
+        assert!(future.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+        drop(future);
+        assert!(gpuspan::flush());
+        assert_eq!(capture.of("attach_across_await").len(), 1, "the cancelled call is still recorded");
+        assert!(lost() > lost_before, "its GPU timing is counted as lost: {:?}", gpuspan::summary().losses);
+    }
 }

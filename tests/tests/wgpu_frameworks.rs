@@ -14,11 +14,9 @@
 
 use gpuspan::{gpu_kernel, Capture, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
-use gpuspan_tests::{gpu_timing, serial, wgpu};
-use std::sync::{Arc, Mutex};
-
-/// One test at a time: each reads the process's records by site.
-static SERIAL: Mutex<()> = Mutex::new(());
+use gpuspan_tests::{gpu_timing, wgpu};
+use rusty_fork::rusty_fork_test;
+use std::sync::Arc;
 
 /// Stands for bevy's renderer: it owns the frame's encoder, hands systems a context, and
 /// submits once they all ran.
@@ -68,34 +66,35 @@ fn tonemap_system(ctx: &mut bevy_like::RenderContext<'_>, gpu: &Gpu, reference: 
     reference.resolve(ctx.command_encoder());
 }
 
-#[test]
-fn a_bevy_like_system_attaching_the_frameworks_encoder_is_timed_exactly() {
-    let _serial = serial(&SERIAL);
-    let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
-    let capture = Capture::start();
-    let reference = RawTimer::new(&gpu.device);
-    let mut raw = Vec::new();
-    for _ in 0..3 {
-        let bloom = |ctx: &mut bevy_like::RenderContext<'_>| bloom_system(ctx, &gpu);
-        let tonemap = |ctx: &mut bevy_like::RenderContext<'_>| tonemap_system(ctx, &gpu, &reference);
-        bevy_like::run_frame(&gpu.device, &gpu.queue, &[&bloom, &tonemap]);
-        raw.push(reference.read_ns(&gpu));
-    }
-    assert!(gpuspan::flush(), "every call resolved");
-    let (bloom, mut tonemap) = (capture.of("bloom_system"), capture.of("tonemap_system"));
-    assert_eq!((bloom.len(), tonemap.len()), (3, 3));
-    tonemap.sort_by_key(|r| r.host.start_ns);
-    for r in bloom.iter().chain(&tonemap) {
-        let g = gpu_timing(r);
-        assert_eq!(g.source, TimingSource::GpuTimestamp, "{r:?}");
-        assert!(!g.bracketed, "an attached encoder is exact, not a bracket: {g:?}");
-    }
-    // Each tonemap call's query encloses its pass, which the framework submitted after the
-    // call had returned.
-    for (r, raw) in tonemap.iter().zip(&raw) {
-        let g = gpu_timing(r);
-        assert!(g.busy_ns as f64 >= raw * 0.99, "the attachment covers the pass: {} < {raw}", g.busy_ns);
-        assert!(g.interval.start_ns + g.clock_error_ns >= r.host.start_ns, "starts in its call: {r:?}");
+rusty_fork_test! {
+    #[test]
+    fn a_bevy_like_system_attaching_the_frameworks_encoder_is_timed_exactly() {
+        let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
+        let capture = Capture::start();
+        let reference = RawTimer::new(&gpu.device);
+        let mut raw = Vec::new();
+        for _ in 0..3 {
+            let bloom = |ctx: &mut bevy_like::RenderContext<'_>| bloom_system(ctx, &gpu);
+            let tonemap = |ctx: &mut bevy_like::RenderContext<'_>| tonemap_system(ctx, &gpu, &reference);
+            bevy_like::run_frame(&gpu.device, &gpu.queue, &[&bloom, &tonemap]);
+            raw.push(reference.read_ns(&gpu));
+        }
+        assert!(gpuspan::flush(), "every call resolved");
+        let (bloom, mut tonemap) = (capture.of("bloom_system"), capture.of("tonemap_system"));
+        assert_eq!((bloom.len(), tonemap.len()), (3, 3));
+        tonemap.sort_by_key(|r| r.host.start_ns);
+        for r in bloom.iter().chain(&tonemap) {
+            let g = gpu_timing(r);
+            assert_eq!(g.source, TimingSource::GpuTimestamp, "{r:?}");
+            assert!(!g.bracketed, "an attached encoder is exact, not a bracket: {g:?}");
+        }
+        // Each tonemap call's query encloses its pass, which the framework submitted after the
+        // call had returned.
+        for (r, raw) in tonemap.iter().zip(&raw) {
+            let g = gpu_timing(r);
+            assert!(g.busy_ns as f64 >= raw * 0.99, "the attachment covers the pass: {} < {raw}", g.busy_ns);
+            assert!(g.interval.start_ns + g.clock_error_ns >= r.host.start_ns, "starts in its call: {r:?}");
+        }
     }
 }
 
@@ -127,28 +126,29 @@ fn draw_scene(renderer: &mut vello_like::Renderer<'_>, device: &wgpu::Device, qu
     renderer.render_to_texture(device, queue);
 }
 
-#[test]
-fn a_vello_like_library_call_is_a_labelled_bracket_holding_the_librarys_work() {
-    let _serial = serial(&SERIAL);
-    let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
-    let capture = Capture::start();
-    let mut renderer = vello_like::Renderer { gpu: &gpu, reference: RawTimer::new(&gpu.device) };
-    let mut raw = Vec::new();
-    for _ in 0..3 {
-        draw_scene(&mut renderer, &gpu.device, &gpu.queue);
-        raw.push(renderer.reference.read_ns(&gpu));
-    }
-    assert!(gpuspan::flush(), "every call resolved");
-    let mut records = capture.of("draw_scene");
-    assert_eq!(records.len(), 3);
-    records.sort_by_key(|r| r.host.start_ns);
-    for (r, raw) in records.iter().zip(&raw) {
-        let g = gpu_timing(r);
-        assert_eq!(g.source, TimingSource::GpuTimestamp, "{r:?}");
-        assert!(g.bracketed && g.bracket_at_exit, "a bracket to the call's exit, said as such: {g:?}");
-        assert!(r.bandwidth_bytes_per_s().is_none(), "a bound has no bandwidth: {r:?}");
-        // The bracket holds the library's own pass.
-        assert!(g.interval.duration_ns() as f64 >= raw * 0.99, "{} < {raw}", g.interval.duration_ns());
+rusty_fork_test! {
+    #[test]
+    fn a_vello_like_library_call_is_a_labelled_bracket_holding_the_librarys_work() {
+        let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
+        let capture = Capture::start();
+        let mut renderer = vello_like::Renderer { gpu: &gpu, reference: RawTimer::new(&gpu.device) };
+        let mut raw = Vec::new();
+        for _ in 0..3 {
+            draw_scene(&mut renderer, &gpu.device, &gpu.queue);
+            raw.push(renderer.reference.read_ns(&gpu));
+        }
+        assert!(gpuspan::flush(), "every call resolved");
+        let mut records = capture.of("draw_scene");
+        assert_eq!(records.len(), 3);
+        records.sort_by_key(|r| r.host.start_ns);
+        for (r, raw) in records.iter().zip(&raw) {
+            let g = gpu_timing(r);
+            assert_eq!(g.source, TimingSource::GpuTimestamp, "{r:?}");
+            assert!(g.bracketed && g.bracket_at_exit, "a bracket to the call's exit, said as such: {g:?}");
+            assert!(r.bandwidth_bytes_per_s().is_none(), "a bound has no bandwidth: {r:?}");
+            // The bracket holds the library's own pass.
+            assert!(g.interval.duration_ns() as f64 >= raw * 0.99, "{} < {raw}", g.interval.duration_ns());
+        }
     }
 }
 
@@ -220,27 +220,28 @@ fn matmul(rt: &cubecl_like::Runtime, gpu: &Arc<Gpu>, reference: &Arc<RawTimer>) 
     });
 }
 
-#[test]
-fn a_cubecl_like_device_thread_launch_falls_inside_the_callers_queue_bracket() {
-    let _serial = serial(&SERIAL);
-    let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
-    let gpu = Arc::new(gpu);
-    let rt = cubecl_like::Runtime::new(Arc::new(gpu.device.clone()), Arc::new(gpu.queue.clone()));
-    let reference = Arc::new(RawTimer::new(&gpu.device));
-    let capture = Capture::start();
-    let mut raw = Vec::new();
-    for _ in 0..3 {
-        matmul(&rt, &gpu, &reference);
-        raw.push(reference.read_ns(&gpu));
-    }
-    assert!(gpuspan::flush(), "every call resolved");
-    let mut records = capture.of("matmul");
-    assert_eq!(records.len(), 3);
-    records.sort_by_key(|r| r.host.start_ns);
-    for (r, raw) in records.iter().zip(&raw) {
-        let g = gpu_timing(r);
-        assert_eq!(g.source, TimingSource::GpuTimestamp, "{r:?}");
-        assert!(g.bracketed, "the caller's queue bracket: {g:?}");
-        assert!(g.interval.duration_ns() as f64 >= raw * 0.99, "the device thread's pass inside: {g:?} vs {raw}");
+rusty_fork_test! {
+    #[test]
+    fn a_cubecl_like_device_thread_launch_falls_inside_the_callers_queue_bracket() {
+        let Some(gpu) = Gpu::for_test(1 << 16, 256) else { return };
+        let gpu = Arc::new(gpu);
+        let rt = cubecl_like::Runtime::new(Arc::new(gpu.device.clone()), Arc::new(gpu.queue.clone()));
+        let reference = Arc::new(RawTimer::new(&gpu.device));
+        let capture = Capture::start();
+        let mut raw = Vec::new();
+        for _ in 0..3 {
+            matmul(&rt, &gpu, &reference);
+            raw.push(reference.read_ns(&gpu));
+        }
+        assert!(gpuspan::flush(), "every call resolved");
+        let mut records = capture.of("matmul");
+        assert_eq!(records.len(), 3);
+        records.sort_by_key(|r| r.host.start_ns);
+        for (r, raw) in records.iter().zip(&raw) {
+            let g = gpu_timing(r);
+            assert_eq!(g.source, TimingSource::GpuTimestamp, "{r:?}");
+            assert!(g.bracketed, "the caller's queue bracket: {g:?}");
+            assert!(g.interval.duration_ns() as f64 >= raw * 0.99, "the device thread's pass inside: {g:?} vs {raw}");
+        }
     }
 }

@@ -8,9 +8,8 @@
 use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::{gpu_timing, wgpu};
-use std::sync::{Mutex, OnceLock};
-
-static SERIAL: Mutex<()> = Mutex::new(());
+use rusty_fork::rusty_fork_test;
+use std::sync::OnceLock;
 
 /// The pass-level device, one for the process (devices are expensive on a software driver).
 fn pass_level() -> Option<&'static Gpu> {
@@ -65,42 +64,43 @@ fn two_passes(gpu: &Gpu, device: &wgpu::Device, encoder: &mut wgpu::CommandEncod
     dispatch(gpu, &mut pass);
 }
 
-#[test]
-fn an_encoder_scope_is_the_union_of_its_passes() {
-    let _serial = gpuspan_tests::serial(&SERIAL);
-    let Some(gpu) = pass_level() else { return };
-    let lost_before = lost();
-    let capture = Capture::start();
-    // In one encoder: a raw mark, the call (its two passes around the raw-timed one), a raw
-    // mark. The union holds the raw-timed pass, and lies between the marks.
-    let inner = RawTimer::new(&gpu.device);
-    let around = RawTimer::new(&gpu.device);
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    mark(&mut encoder, &around.query_set, 0);
-    two_passes(gpu, &gpu.device, &mut encoder, &inner);
-    mark(&mut encoder, &around.query_set, 1);
-    inner.resolve(&mut encoder);
-    around.resolve(&mut encoder);
-    gpu.queue.submit([encoder.finish()]);
-    let (one_pass, marks) = (inner.read_ns(gpu), around.read_ns(gpu));
-    assert!(gpuspan::flush());
-    let records = capture.of("two_passes");
-    assert_eq!(records.len(), 1);
-    let g = gpu_timing(&records[0]);
-    assert_eq!(g.source, TimingSource::GpuPasses, "{g:?}");
-    assert_eq!(g.source.as_str(), "gpu_passes");
-    assert!(!g.bracketed, "{g:?}");
-    // Both in whole ticks, rounded to nanoseconds: a tick of slack.
-    let tick = f64::from(gpu.queue.get_timestamp_period());
-    assert!(g.busy_ns as f64 + tick >= one_pass, "the union {} < the pass {one_pass} inside it", g.busy_ns);
-    assert!(g.busy_ns as f64 <= marks + tick, "the union {} exceeds the marks around it {marks}", g.busy_ns);
-    assert!(g.interval.end_ns > g.interval.start_ns, "{g:?}");
-    // The figure docs/wgpu.md quotes (`-- --nocapture`).
-    eprintln!(
-        "union of 3 passes {} ns; the raw pass inside it {one_pass:.0} ns; raw marks around the call {marks:.0} ns",
-        g.busy_ns
-    );
-    assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+rusty_fork_test! {
+    #[test]
+    fn an_encoder_scope_is_the_union_of_its_passes() {
+        let Some(gpu) = pass_level() else { return };
+        let lost_before = lost();
+        let capture = Capture::start();
+        // In one encoder: a raw mark, the call (its two passes around the raw-timed one), a raw
+        // mark. The union holds the raw-timed pass, and lies between the marks.
+        let inner = RawTimer::new(&gpu.device);
+        let around = RawTimer::new(&gpu.device);
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        mark(&mut encoder, &around.query_set, 0);
+        two_passes(gpu, &gpu.device, &mut encoder, &inner);
+        mark(&mut encoder, &around.query_set, 1);
+        inner.resolve(&mut encoder);
+        around.resolve(&mut encoder);
+        gpu.queue.submit([encoder.finish()]);
+        let (one_pass, marks) = (inner.read_ns(gpu), around.read_ns(gpu));
+        assert!(gpuspan::flush());
+        let records = capture.of("two_passes");
+        assert_eq!(records.len(), 1);
+        let g = gpu_timing(&records[0]);
+        assert_eq!(g.source, TimingSource::GpuPasses, "{g:?}");
+        assert_eq!(g.source.as_str(), "gpu_passes");
+        assert!(!g.bracketed, "{g:?}");
+        // Both in whole ticks, rounded to nanoseconds: a tick of slack.
+        let tick = f64::from(gpu.queue.get_timestamp_period());
+        assert!(g.busy_ns as f64 + tick >= one_pass, "the union {} < the pass {one_pass} inside it", g.busy_ns);
+        assert!(g.busy_ns as f64 <= marks + tick, "the union {} exceeds the marks around it {marks}", g.busy_ns);
+        assert!(g.interval.end_ns > g.interval.start_ns, "{g:?}");
+        // The figure docs/wgpu.md quotes (`-- --nocapture`).
+        eprintln!(
+            "union of 3 passes {} ns; the raw pass inside it {one_pass:.0} ns; raw marks around the call {marks:.0} ns",
+            g.busy_ns
+        );
+        assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+    }
 }
 
 /// The attach shape: a device and a queue as parameters, the encoder made in the body; a
@@ -122,24 +122,25 @@ fn attached_passes(gpu: &Gpu, device: &wgpu::Device, queue: &wgpu::Queue, inner:
     queue.submit([encoder.finish()]);
 }
 
-#[test]
-fn an_attached_encoder_is_timed_by_its_passes() {
-    let _serial = gpuspan_tests::serial(&SERIAL);
-    let Some(gpu) = pass_level() else { return };
-    let lost_before = lost();
-    let capture = Capture::start();
-    let inner = RawTimer::new(&gpu.device);
-    attached_passes(gpu, &gpu.device, &gpu.queue, &inner);
-    let one_pass = inner.read_ns(gpu);
-    assert!(gpuspan::flush());
-    let records = capture.of("attached_passes");
-    assert_eq!(records.len(), 1);
-    let g = gpu_timing(&records[0]);
-    assert_eq!(g.source, TimingSource::GpuPasses, "the attachment, not the queue bracket: {g:?}");
-    assert!(!g.bracketed, "{g:?}");
-    let tick = f64::from(gpu.queue.get_timestamp_period());
-    assert!(g.busy_ns as f64 + tick >= one_pass, "the union {} < the pass {one_pass} inside it", g.busy_ns);
-    assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+rusty_fork_test! {
+    #[test]
+    fn an_attached_encoder_is_timed_by_its_passes() {
+        let Some(gpu) = pass_level() else { return };
+        let lost_before = lost();
+        let capture = Capture::start();
+        let inner = RawTimer::new(&gpu.device);
+        attached_passes(gpu, &gpu.device, &gpu.queue, &inner);
+        let one_pass = inner.read_ns(gpu);
+        assert!(gpuspan::flush());
+        let records = capture.of("attached_passes");
+        assert_eq!(records.len(), 1);
+        let g = gpu_timing(&records[0]);
+        assert_eq!(g.source, TimingSource::GpuPasses, "the attachment, not the queue bracket: {g:?}");
+        assert!(!g.bracketed, "{g:?}");
+        let tick = f64::from(gpu.queue.get_timestamp_period());
+        assert!(g.busy_ns as f64 + tick >= one_pass, "the union {} < the pass {one_pass} inside it", g.busy_ns);
+        assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+    }
 }
 
 /// A pass begun by the caller: it cannot get timestamp writes any more.
@@ -149,24 +150,25 @@ fn given_a_pass(gpu: &Gpu, device: &wgpu::Device, pass: &mut wgpu::ComputePass<'
     dispatch(gpu, pass);
 }
 
-#[test]
-fn a_function_given_a_pass_is_timed_on_the_host_and_says_why() {
-    let _serial = gpuspan_tests::serial(&SERIAL);
-    let Some(gpu) = pass_level() else { return };
-    let capture = Capture::start();
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        given_a_pass(gpu, &gpu.device, &mut pass);
+rusty_fork_test! {
+    #[test]
+    fn a_function_given_a_pass_is_timed_on_the_host_and_says_why() {
+        let Some(gpu) = pass_level() else { return };
+        let capture = Capture::start();
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            given_a_pass(gpu, &gpu.device, &mut pass);
+        }
+        gpu.queue.submit([encoder.finish()]);
+        gpu.wait();
+        assert!(gpuspan::flush());
+        let records = capture.of("given_a_pass");
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].source(), TimingSource::Host, "{:?}", records[0]);
+        let why = host_reason("given_a_pass");
+        assert!(why.contains("pass-level device"), "{why}");
     }
-    gpu.queue.submit([encoder.finish()]);
-    gpu.wait();
-    assert!(gpuspan::flush());
-    let records = capture.of("given_a_pass");
-    assert_eq!(records.len(), 1);
-    assert_eq!(records[0].source(), TimingSource::Host, "{:?}", records[0]);
-    let why = host_reason("given_a_pass");
-    assert!(why.contains("pass-level device"), "{why}");
 }
 
 /// The encoder-parameter shape, with passes the user times themselves or none at all.
@@ -190,29 +192,30 @@ fn no_pass(gpu: &Gpu, device: &wgpu::Device, encoder: &mut wgpu::CommandEncoder)
     encoder.clear_buffer(&gpu.buffer, 0, Some(256));
 }
 
-#[test]
-fn the_users_own_writes_are_kept_and_a_call_without_passes_is_host_timed() {
-    let _serial = gpuspan_tests::serial(&SERIAL);
-    let Some(gpu) = pass_level() else { return };
-    let lost_before = lost();
-    let capture = Capture::start();
-    let reference = RawTimer::new(&gpu.device);
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    own_writes(gpu, &gpu.device, &mut encoder, &reference);
-    no_pass(gpu, &gpu.device, &mut encoder);
-    reference.resolve(&mut encoder);
-    gpu.queue.submit([encoder.finish()]);
-    // The user's timestamps were written where they asked.
-    assert!(reference.read_ns(gpu) > 0.0);
-    assert!(gpuspan::flush());
-    for (name, why) in [("own_writes", "its own timestamp_writes"), ("no_pass", "began no pass")] {
-        let records = capture.of(name);
-        assert_eq!(records.len(), 1, "{name}");
-        assert_eq!(records[0].source(), TimingSource::Host, "{name}: {:?}", records[0]);
-        let reason = host_reason(name);
-        assert!(reason.contains(why), "{name}: {reason}");
+rusty_fork_test! {
+    #[test]
+    fn the_users_own_writes_are_kept_and_a_call_without_passes_is_host_timed() {
+        let Some(gpu) = pass_level() else { return };
+        let lost_before = lost();
+        let capture = Capture::start();
+        let reference = RawTimer::new(&gpu.device);
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        own_writes(gpu, &gpu.device, &mut encoder, &reference);
+        no_pass(gpu, &gpu.device, &mut encoder);
+        reference.resolve(&mut encoder);
+        gpu.queue.submit([encoder.finish()]);
+        // The user's timestamps were written where they asked.
+        assert!(reference.read_ns(gpu) > 0.0);
+        assert!(gpuspan::flush());
+        for (name, why) in [("own_writes", "its own timestamp_writes"), ("no_pass", "began no pass")] {
+            let records = capture.of(name);
+            assert_eq!(records.len(), 1, "{name}");
+            assert_eq!(records[0].source(), TimingSource::Host, "{name}: {:?}", records[0]);
+            let reason = host_reason(name);
+            assert!(reason.contains(why), "{name}: {reason}");
+        }
+        assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
     }
-    assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
 }
 
 /// Only a queue: a bracket, its two timestamps written by empty passes on this device. Its pass
@@ -225,22 +228,23 @@ fn queue_only(gpu: &Gpu, queue: &wgpu::Queue, inner: &RawTimer) {
     queue.submit([encoder.finish()]);
 }
 
-#[test]
-fn a_queue_bracket_works_on_a_pass_level_device() {
-    let _serial = gpuspan_tests::serial(&SERIAL);
-    let Some(gpu) = pass_level() else { return };
-    let capture = Capture::start();
-    let inner = RawTimer::new(&gpu.device);
-    queue_only(gpu, &gpu.queue, &inner);
-    let one_pass = inner.read_ns(gpu);
-    assert!(gpuspan::flush());
-    let records = capture.of("queue_only");
-    assert_eq!(records.len(), 1);
-    let g = gpu_timing(&records[0]);
-    assert_eq!((g.source, g.bracketed), (TimingSource::GpuTimestamp, true), "{g:?}");
-    // An upper bound of the pass it holds.
-    let tick = f64::from(gpu.queue.get_timestamp_period());
-    assert!(g.busy_ns as f64 + tick >= one_pass, "bracket {} < the pass {one_pass} inside it", g.busy_ns);
+rusty_fork_test! {
+    #[test]
+    fn a_queue_bracket_works_on_a_pass_level_device() {
+        let Some(gpu) = pass_level() else { return };
+        let capture = Capture::start();
+        let inner = RawTimer::new(&gpu.device);
+        queue_only(gpu, &gpu.queue, &inner);
+        let one_pass = inner.read_ns(gpu);
+        assert!(gpuspan::flush());
+        let records = capture.of("queue_only");
+        assert_eq!(records.len(), 1);
+        let g = gpu_timing(&records[0]);
+        assert_eq!((g.source, g.bracketed), (TimingSource::GpuTimestamp, true), "{g:?}");
+        // An upper bound of the pass it holds.
+        let tick = f64::from(gpu.queue.get_timestamp_period());
+        assert!(g.busy_ns as f64 + tick >= one_pass, "bracket {} < the pass {one_pass} inside it", g.busy_ns);
+    }
 }
 
 /// A bare function (no wgpu parameter) that attaches the encoder it makes: its passes are
@@ -256,37 +260,38 @@ fn bare_attach(gpu: &Gpu) {
     gpu.queue.submit([encoder.finish()]);
 }
 
-/// In this order, in one test: the bare function needs the pass-level device to be the only one
-/// registered, and the second device (with in-encoder timestamps, where the same encoder
-/// function is timed by a query, as before) is registered after it.
-#[test]
-fn a_bare_attach_is_timed_by_its_passes_and_a_device_with_in_encoder_timestamps_is_unchanged() {
-    let _serial = gpuspan_tests::serial(&SERIAL);
-    let Some(gpu) = pass_level() else { return };
-    let capture = Capture::start();
-    bare_attach(gpu);
-    gpu.wait();
-    let Some(full) = Gpu::for_test(1 << 16, 64) else { return };
-    assert!(full.device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS));
-    for g in [gpu, &full] {
-        let inner = RawTimer::new(&g.device);
-        let mut encoder = g.device.create_command_encoder(&Default::default());
-        two_passes(g, &g.device, &mut encoder, &inner);
-        g.queue.submit([encoder.finish()]);
-        g.wait();
+rusty_fork_test! {
+    /// In this order, in one test: the bare function needs the pass-level device to be the only one
+    /// registered, and the second device (with in-encoder timestamps, where the same encoder
+    /// function is timed by a query, as before) is registered after it.
+    #[test]
+    fn a_bare_attach_is_timed_by_its_passes_and_a_device_with_in_encoder_timestamps_is_unchanged() {
+        let Some(gpu) = pass_level() else { return };
+        let capture = Capture::start();
+        bare_attach(gpu);
+        gpu.wait();
+        let Some(full) = Gpu::for_test(1 << 16, 64) else { return };
+        assert!(full.device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS));
+        for g in [gpu, &full] {
+            let inner = RawTimer::new(&g.device);
+            let mut encoder = g.device.create_command_encoder(&Default::default());
+            two_passes(g, &g.device, &mut encoder, &inner);
+            g.queue.submit([encoder.finish()]);
+            g.wait();
+        }
+        assert!(gpuspan::flush());
+        let bare = capture.of("bare_attach");
+        assert_eq!(bare.len(), 1);
+        assert_eq!(bare[0].source(), TimingSource::GpuPasses, "{:?}", bare[0]);
+        let summary = gpuspan::summary();
+        let site = summary.reached.iter().find(|s| s.site.desc.name == "bare_attach").expect("reached");
+        assert_eq!(site.backend_label(), "wgpu (bare)");
+        let records = capture.of("two_passes");
+        let sources: Vec<TimingSource> = records.iter().map(Record::source).collect();
+        assert_eq!(sources.len(), 2, "{records:?}");
+        assert!(sources.contains(&TimingSource::GpuPasses), "{sources:?}");
+        assert!(sources.contains(&TimingSource::GpuTimestamp), "{sources:?}");
     }
-    assert!(gpuspan::flush());
-    let bare = capture.of("bare_attach");
-    assert_eq!(bare.len(), 1);
-    assert_eq!(bare[0].source(), TimingSource::GpuPasses, "{:?}", bare[0]);
-    let summary = gpuspan::summary();
-    let site = summary.reached.iter().find(|s| s.site.desc.name == "bare_attach").expect("reached");
-    assert_eq!(site.backend_label(), "wgpu (bare)");
-    let records = capture.of("two_passes");
-    let sources: Vec<TimingSource> = records.iter().map(Record::source).collect();
-    assert_eq!(sources.len(), 2, "{records:?}");
-    assert!(sources.contains(&TimingSource::GpuPasses), "{sources:?}");
-    assert!(sources.contains(&TimingSource::GpuTimestamp), "{sources:?}");
 }
 
 /// A render pass (a clear) in the encoder-parameter shape: its descriptor is filled the same way.
@@ -305,28 +310,29 @@ fn render_clear(device: &wgpu::Device, encoder: &mut wgpu::CommandEncoder, view:
     });
 }
 
-#[test]
-fn a_render_pass_is_timed_too() {
-    let _serial = gpuspan_tests::serial(&SERIAL);
-    let Some(gpu) = pass_level() else { return };
-    let capture = Capture::start();
-    let texture = gpu.device.create_texture(&wgpu::TextureDescriptor {
-        label: Some("target"),
-        size: wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 },
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension: wgpu::TextureDimension::D2,
-        format: wgpu::TextureFormat::Rgba8Unorm,
-        usage: wgpu::TextureUsages::RENDER_ATTACHMENT,
-        view_formats: &[],
-    });
-    let view = texture.create_view(&Default::default());
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    render_clear(&gpu.device, &mut encoder, &view);
-    gpu.queue.submit([encoder.finish()]);
-    gpu.wait();
-    assert!(gpuspan::flush());
-    let records = capture.of("render_clear");
-    assert_eq!(records.len(), 1);
-    assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuPasses, "{:?}", records[0]);
+rusty_fork_test! {
+    #[test]
+    fn a_render_pass_is_timed_too() {
+        let Some(gpu) = pass_level() else { return };
+        let capture = Capture::start();
+        let texture = gpu.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("target"),
+            size: wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Rgba8Unorm,
+            usage: wgpu::TextureUsages::RENDER_ATTACHMENT,
+            view_formats: &[],
+        });
+        let view = texture.create_view(&Default::default());
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        render_clear(&gpu.device, &mut encoder, &view);
+        gpu.queue.submit([encoder.finish()]);
+        gpu.wait();
+        assert!(gpuspan::flush());
+        let records = capture.of("render_clear");
+        assert_eq!(records.len(), 1);
+        assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuPasses, "{:?}", records[0]);
+    }
 }
