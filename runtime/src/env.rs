@@ -24,14 +24,14 @@
 //! | `GPUSPAN_MONITOR_CPU_PERCENT` | the NVML monitor | 0.1 |
 //! | `GPUSPAN_NVML_LIBRARY` | the NVML monitor: a path | the driver's library |
 //!
-//! Several readers are used only by some features; without them they are dead code, which is
-//! why this module allows it rather than naming the features (the core names none).
-#![allow(dead_code)]
+//! The readers only a backend or the device monitor uses are built with it (`cuda`; `_devices`,
+//! which `nvml` turns on), so that dead code is checked in every feature set.
 
 use crate::diagnostics::note_once;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::str::FromStr;
+#[cfg(feature = "_devices")]
 use std::time::Duration;
 
 const VOCABULARY: &str = "on/off, 1/0, true/false or yes/no";
@@ -172,21 +172,25 @@ pub(crate) fn spans() -> Option<String> {
 }
 
 /// `GPUSPAN_CUPTI`: CUDA timing through CUPTI (default on; off: CUDA events).
+#[cfg(feature = "cuda")]
 pub(crate) fn cupti() -> bool {
     switch("GPUSPAN_CUPTI", true).unwrap_or(true)
 }
 
 /// `GPUSPAN_CUPTI_DUMP`: where to dump every CUPTI buffer, if anywhere.
+#[cfg(feature = "cuda")]
 pub(crate) fn cupti_dump() -> Option<OsString> {
     os("GPUSPAN_CUPTI_DUMP")
 }
 
 /// `GPUSPAN_MONITOR`: whether `init` starts the NVML monitor (default on).
+#[cfg(feature = "_devices")]
 pub(crate) fn monitor() -> bool {
     switch("GPUSPAN_MONITOR", true).unwrap_or(true)
 }
 
 /// `GPUSPAN_MONITOR_INTERVAL_MS`, at least `min`.
+#[cfg(feature = "_devices")]
 pub(crate) fn monitor_interval(default: Duration, min: Duration) -> Option<Duration> {
     let min_ms = u64::try_from(min.as_millis()).unwrap_or(u64::MAX);
     let default_ms = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
@@ -195,11 +199,13 @@ pub(crate) fn monitor_interval(default: Duration, min: Duration) -> Option<Durat
 }
 
 /// `GPUSPAN_MONITOR_HISTORY`: samples kept per device, at least 1.
+#[cfg(feature = "_devices")]
 pub(crate) fn monitor_history(default: usize) -> Option<usize> {
     number("GPUSPAN_MONITOR_HISTORY", "a whole number of samples", default, 1)
 }
 
 /// `GPUSPAN_MONITOR_CPU_PERCENT`: the sampler's CPU budget in percent of one core (> 0).
+#[cfg(feature = "_devices")]
 pub(crate) fn monitor_cpu_percent(default: f64) -> Option<f64> {
     let v = text("GPUSPAN_MONITOR_CPU_PERCENT")?;
     match v.parse::<f64>() {
@@ -214,6 +220,7 @@ pub(crate) fn monitor_cpu_percent(default: f64) -> Option<f64> {
 }
 
 /// `GPUSPAN_NVML_LIBRARY`: the NVML library to load instead of the driver's.
+#[cfg(feature = "_devices")]
 pub(crate) fn nvml_library() -> Option<OsString> {
     os("GPUSPAN_NVML_LIBRARY")
 }

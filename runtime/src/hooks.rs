@@ -22,7 +22,7 @@ pub(crate) trait Devices: Send + Sync {
     /// the device side of a `track_memory` site's memory marks.
     fn memory_used(&self) -> Option<u64>;
     /// Readings an exporter that exports metrics observes when it collects.
-    #[allow(dead_code)] // asked by the exporters of metrics, which may all be compiled out
+    #[cfg(feature = "_metrics")]
     fn gauges(&self) -> Vec<Gauge>;
     /// The devices with their newest reading and recent history, as the live feed sends them
     /// (the feed's message types are plain data, shared with `gpuspan top`). `Err` says why
@@ -32,7 +32,7 @@ pub(crate) trait Devices: Send + Sync {
     /// for the capture file.
     fn readings(&self, since_ns: u64) -> Vec<Readings>;
     /// The leaf itself, for its own module to find its state again (the monitor's sampler).
-    #[allow(dead_code)] // asked only by the leaf, which may be compiled out
+    #[cfg(feature = "_devices")]
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
@@ -47,6 +47,7 @@ pub(crate) struct Readings {
     pub samples: Vec<gpuspan_capture::DeviceSample>,
 }
 /// Reads a metric: calls its argument once per data point, with the value and the attributes.
+#[cfg(feature = "_metrics")]
 pub(crate) type Observe = fn(&mut dyn FnMut(f64, &[(&'static str, Value)]));
 
 /// The leaves plugged into one collector.
@@ -75,6 +76,7 @@ impl Leaves {
     }
 
     /// Registers a section of the summary.
+    #[cfg(any(test, feature = "_gpu"))]
     pub(crate) fn add_summary_section(&self, f: SummarySection) {
         if let Ok(mut h) = self.sections.write() {
             if !h.contains(&f) {
@@ -110,14 +112,15 @@ impl Leaves {
 }
 
 /// Registers a section of the summary.
-#[allow(dead_code)] // registered by the backends, which may all be compiled out
+#[cfg(feature = "_gpu")]
 pub(crate) fn add_summary_section(f: SummarySection) {
     crate::collector::collector().leaves.add_summary_section(f);
 }
 
 /// What kind of instrument a metric is, and the number type it is exported as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // made by leaves that may all be compiled out
+#[cfg(feature = "_metrics")]
+#[cfg_attr(not(feature = "_devices"), allow(dead_code))] // made by the device monitor alone
 pub(crate) enum GaugeKind {
     /// A value at collection time, real.
     F64Gauge,
@@ -132,7 +135,7 @@ pub(crate) enum GaugeKind {
 /// One metric a leaf offers: observed whenever an exporter collects, never on the program's
 /// threads.
 #[derive(Debug, Clone, Copy)]
-#[allow(dead_code)] // read by the exporters of metrics, which may all be compiled out
+#[cfg(feature = "_metrics")]
 pub(crate) struct Gauge {
     pub name: &'static str,
     pub unit: &'static str,
@@ -167,6 +170,7 @@ mod tests {
         fn memory_used(&self) -> Option<u64> {
             Some(7)
         }
+        #[cfg(feature = "_metrics")]
         fn gauges(&self) -> Vec<Gauge> {
             Vec::new()
         }
@@ -176,6 +180,7 @@ mod tests {
         fn readings(&self, _: u64) -> Vec<Readings> {
             Vec::new()
         }
+        #[cfg(feature = "_devices")]
         fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
             self
         }

@@ -55,7 +55,7 @@ impl Facts {
     /// tightest of each kind.
     // Only CUPTI makes records of several pieces of work: named, as no trait stands in for a
     // method that one backend calls.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    #[cfg(feature = "cuda")]
     pub(crate) fn and(self, other: Facts) -> Facts {
         let pick = |a: Option<(i128, u64)>, b: Option<(i128, u64)>, tighter: fn(i128, i128) -> bool| match (a, b) {
             (Some(x), Some(y)) => Some(if tighter(y.0, x.0) { y } else { x }),

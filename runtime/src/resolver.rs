@@ -12,17 +12,19 @@
 //! [`stop`] (at shutdown) ends the thread and joins it within a deadline; new work after that
 //! starts a fresh one.
 
-// Without a GPU backend nothing registers: only `flush` is reached. The backends are named
-// because a `cfg` cannot ask whether any backend is compiled in (`backends.rs` lists them).
-#![cfg_attr(not(any(feature = "_wgpu", feature = "cuda")), allow(dead_code))]
+// Without a GPU backend (`_gpu`) nothing registers: only `flush` and `stop` are reached, and what
+// only a backend calls is not built.
 
 use crate::diagnostics::note_once;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
+#[cfg(feature = "_gpu")]
+use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "_gpu")]
 /// What one poll of a backend left behind.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Progress {
@@ -36,8 +38,10 @@ pub(crate) struct Progress {
 /// time, never on the caller's path.
 pub(crate) trait PendingWork: Sync {
     /// Names the backend (in notes, and to register it once).
+    #[cfg(feature = "_gpu")]
     fn name(&self) -> &'static str;
     /// Resolves what is ready without blocking and submits it to the pipeline.
+    #[cfg(feature = "_gpu")]
     fn poll(&self, now: Instant) -> Progress;
     /// Resolves everything pending, waiting on the GPU until at most `deadline` (forcing what
     /// can be forced then). Returns whether nothing is left pending.
@@ -117,6 +121,7 @@ fn state() -> MutexGuard<'static, State> {
     resolver().state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+#[cfg(feature = "_gpu")]
 /// Adds `backend` to those the resolver drives (once; later calls only wake it).
 pub(crate) fn register(backend: &'static dyn PendingWork) {
     {
@@ -129,6 +134,7 @@ pub(crate) fn register(backend: &'static dyn PendingWork) {
     wake();
 }
 
+#[cfg(feature = "_gpu")]
 /// A registered backend has new work: wakes the resolver, starting it if it is not running.
 /// Only the first wake after the resolver last looked takes the lock.
 pub(crate) fn wake() {
@@ -160,6 +166,7 @@ pub(crate) fn wake() {
     resolver().signal.notify_all();
 }
 
+#[cfg(feature = "_gpu")]
 fn run() {
     ON_RESOLVER.with(|r| r.set(true));
     let mut guard = state();
@@ -209,6 +216,7 @@ fn drive<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+#[cfg(feature = "_gpu")]
 /// Polls every backend; returns what they still hold and the earliest time one asked to be
 /// polled again.
 fn poll_all(backends: &[&'static dyn PendingWork], now: Instant) -> (usize, Option<Instant>) {
@@ -295,7 +303,7 @@ pub(crate) fn stop(deadline: Instant) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "_gpu"))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};

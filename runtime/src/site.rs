@@ -182,7 +182,7 @@ impl Site {
 
     /// Records why a call of this site could not get GPU timing (said once per site and reason
     /// by the caller, shown in the summary's source column).
-    #[allow(dead_code)] // used by the backend features
+    #[cfg(feature = "enabled")]
     pub(crate) fn timed_on_host(&self, why: &'static str) {
         let _ = self.host_reason.set(why);
     }

@@ -106,7 +106,7 @@ pub(crate) fn next_scope() -> (u32, u64) {
 }
 
 /// The calling thread's index (what its records carry in `thread`).
-#[cfg_attr(not(feature = "testing"), allow(dead_code))] // for `Capture`
+#[cfg(feature = "testing")] // for `Capture`
 pub(crate) fn index() -> u32 {
     SLOT.with(|s| s.index)
 }

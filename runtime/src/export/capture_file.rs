@@ -540,6 +540,7 @@ mod tests {
         fn memory_used(&self) -> Option<u64> {
             None
         }
+        #[cfg(feature = "_metrics")]
         fn gauges(&self) -> Vec<crate::hooks::Gauge> {
             Vec::new()
         }
@@ -551,6 +552,7 @@ mod tests {
             let device = |id| DeviceLabel::new(id, "Stub GPU");
             (0..3).map(|id| Readings { device: device(id), link: links[id as usize], samples: vec![] }).collect()
         }
+        #[cfg(feature = "_devices")]
         fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
             self
         }

@@ -46,7 +46,7 @@ pub(super) enum MatchedBy {
 }
 
 impl MatchedBy {
-    #[cfg_attr(not(all(feature = "_wgpu", feature = "testing")), allow(dead_code))]
+    #[cfg(all(feature = "_wgpu", feature = "testing"))]
     pub(super) fn as_str(self) -> &'static str {
         match self {
             MatchedBy::Uuid => "uuid",

@@ -45,7 +45,7 @@ mod types;
 #[cfg(feature = "enabled")]
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod matching;
-#[cfg(feature = "enabled")]
+#[cfg(all(feature = "enabled", feature = "_metrics"))]
 mod metrics;
 #[cfg(feature = "enabled")]
 mod readings;
@@ -132,6 +132,7 @@ impl crate::hooks::Devices for Monitor {
         device_memory_used()
     }
 
+    #[cfg(feature = "_metrics")]
     fn gauges(&self) -> Vec<crate::hooks::Gauge> {
         metrics::gauges()
     }
@@ -499,6 +500,7 @@ pub(crate) mod testing {
 
     /// [`install`], as the process's monitor: for the one test that reads it through the
     /// metrics' plain functions (no other unit test plugs a monitor into the process).
+    #[cfg(feature = "_metrics")]
     pub(crate) fn install_in_process(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) {
         let installed = install(interval, devices).current();
         if let Some(m) = register_hooks() {

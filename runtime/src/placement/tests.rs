@@ -75,6 +75,7 @@ fn a_record_is_placed_from_facts_alone_when_no_calibration_is_known() {
 }
 
 #[test]
+#[cfg(feature = "cuda")]
 fn the_tightest_facts_of_several_pieces_are_kept() {
     let a = Facts::of((100, 200), 50, 900);
     let b = Facts::of((300, 400), 290, 450);

@@ -252,7 +252,7 @@ impl Activity {
     }
 
     /// `name` over `interval`, on no particular stream or device.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // for tests that build records
+    #[cfg(any(test, feature = "testing"))] // for tests that build records
     pub fn new(name: impl Into<Cow<'static, str>>, interval: Interval, kind: ActivityKind) -> Self {
         Activity { name: name.into(), interval, kind, stream: None, device: None, src_device: None, dst_device: None }
     }

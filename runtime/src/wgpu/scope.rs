@@ -135,7 +135,7 @@ macro_rules! scope_of_majors {
 
         /// The adapter the registered device `id` came from (device ids are per major: with two
         /// majors' devices registered, the first major's).
-        #[allow(dead_code)] // read by the device monitor, when it is compiled in
+        #[cfg(feature = "_devices")] // read by the device monitor
         pub(crate) fn adapter_info(id: u32) -> Option<super::AdapterFacts> {
             $(
                 #[cfg(feature = $feature)]

@@ -350,7 +350,7 @@ mod tests {
             assert_eq!((call.host_start, call.host_end), (w.start, w.end));
             let r = call.into_record_at(crate::record::Interval { start_ns: w.start, end_ns: w.end });
             assert_eq!(r.error, failed);
-            assert_eq!((r.bytes, r.memory.is_none(), r.thread), (Some(64), true, crate::thread::index()));
+            assert_eq!((r.bytes, r.memory.is_none(), r.thread), (Some(64), true, crate::thread::next_scope().0));
             assert!(r.scope_id != 0 && r.host.start_ns <= r.host.end_ns);
             ids.push(r.scope_id);
         }

@@ -79,7 +79,7 @@ fn remember_adapter(id: u32, info: crate::wgpu::AdapterFacts) {
 }
 
 /// The adapter the registered device `id` came from.
-#[allow(dead_code)] // read by the device monitor, when it is compiled in
+#[cfg(feature = "_devices")] // read by the device monitor
 pub(crate) fn adapter_info(id: u32) -> Option<crate::wgpu::AdapterFacts> {
     REGISTRY.adapters.read().ok()?.iter().find(|(i, _)| *i == id).map(|(_, info)| info.clone())
 }
