@@ -119,32 +119,45 @@ macro_rules! recorder {
 }
 recorder!(wgpu::CommandEncoder, wgpu::ComputePass<'_>, wgpu::RenderPass<'_>);
 
-/// A pass descriptor with the innermost pass-timed scope's timestamp writes filled in (where the
-/// user wrote none; `backend::attach::pass_writes`), for compute and render passes alike.
-macro_rules! pass_descriptor {
-    ($($descriptor:ident => $writes:ident),*) => {$(
-        #[cfg(feature = "enabled")]
-        impl<'a> api::PassDescriptor<'a> for wgpu::$descriptor<'a> {
-            fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
-                if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
-                    let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
-                        return self.clone();
-                    };
-                    return wgpu::$descriptor {
-                        timestamp_writes: Some(wgpu::$writes {
-                            query_set,
-                            beginning_of_pass_write_index: start,
-                            end_of_pass_write_index: Some(end),
-                        }),
-                        ..self.clone()
-                    };
-                }
-                self.clone()
-            }
+#[cfg(feature = "enabled")]
+impl<'a> api::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
+    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
+        if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
+            let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
+                return self.clone();
+            };
+            return wgpu::ComputePassDescriptor {
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: start,
+                    end_of_pass_write_index: Some(end),
+                }),
+                ..self.clone()
+            };
         }
-    )*};
+        self.clone()
+    }
 }
-pass_descriptor!(ComputePassDescriptor => ComputePassTimestampWrites, RenderPassDescriptor => RenderPassTimestampWrites);
+
+#[cfg(feature = "enabled")]
+impl<'a> api::PassDescriptor<'a> for wgpu::RenderPassDescriptor<'a> {
+    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
+        if let Some((set, start, end)) = backend::attach::pass_writes(self.timestamp_writes.is_some()) {
+            let Some(query_set) = holder.insert(Box::new(set)).downcast_ref::<wgpu::QuerySet>() else {
+                return self.clone();
+            };
+            return wgpu::RenderPassDescriptor {
+                timestamp_writes: Some(wgpu::RenderPassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: start,
+                    end_of_pass_write_index: Some(end),
+                }),
+                ..self.clone()
+            };
+        }
+        self.clone()
+    }
+}
 
 #[cfg(feature = "enabled")]
 impl api::Info for wgpu::AdapterInfo {
