@@ -53,23 +53,35 @@ ensure_python311() {
 
 # The live dashboard's tests drive `gpuspan top` in a terminal: tmux gives them one to send keys
 # to and read back (capture-pane). Installed from Debian only when missing.
-ensure_tmux() {
-    if command -v tmux >/dev/null; then
+# A Debian package a step needs, installed when its command is missing (retried: apt-get has
+# failed once with a transient dpkg error).
+ensure_package() {
+    local command="$1" package="$2" why="$3"
+    if command -v "$command" >/dev/null; then
         return 0
     fi
-    echo "==> installing tmux (the live dashboard's tests run gpuspan top inside it)"
+    echo "==> installing $package ($why)"
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     for attempt in 1 2 3; do
         if $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-            && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; then
+            && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null; then
             return 0
         fi
         echo "apt-get failed (attempt $attempt); retrying" >&2
         sleep 3
     done
-    echo "error: could not install tmux" >&2
+    echo "error: could not install $package" >&2
     return 1
+}
+
+ensure_tmux() {
+    ensure_package tmux tmux "the live dashboard's tests run gpuspan top inside it"
+}
+
+ensure_valgrind() {
+    ensure_package valgrind valgrind "scripts/count-check counts the hot path's instructions"
+    ensure_package bc bc "the count scripts' arithmetic"
 }
 
 # wgpu's Vulkan loader warns when XDG_RUNTIME_DIR is unset; give it a private one.
