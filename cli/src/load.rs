@@ -86,22 +86,27 @@ fn refuse_unless_regular(meta: &std::fs::Metadata) -> io::Result<()> {
     if kind.is_file() {
         return Ok(());
     }
+    let what = non_regular_kind(&kind);
     let why = if kind.is_dir() {
         "it is a directory, not a capture file (`report`, `merge` and `ranks` take a directory of captures)".to_owned()
-    } else {
+    } else if what == FIFO {
         format!(
-            "it is {}, not a capture file; gpuspan reads captures from regular files only (save the stream to a file first, e.g. `cat PIPE > run.gpuspan`)",
-            non_regular_kind(&kind)
+            "it is {what}, not a capture file; gpuspan reads captures from regular files only (save the stream to a file first, e.g. `cat PIPE > run.gpuspan`)"
         )
+    } else {
+        format!("it is {what}, not a capture file; gpuspan reads captures from regular files only")
     };
     Err(io::Error::new(io::ErrorKind::InvalidInput, why))
 }
+
+/// What a named pipe is called in the messages.
+const FIFO: &str = "a named pipe (FIFO)";
 
 #[cfg(unix)]
 fn non_regular_kind(kind: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if kind.is_fifo() {
-        "a named pipe (FIFO)"
+        FIFO
     } else if kind.is_char_device() {
         "a character device"
     } else if kind.is_block_device() {
