@@ -4,7 +4,11 @@
 //! cargo run --release -p gpuspan-cli --example synthetic -- write big.gpuspan 10000000
 //! cargo run --release -p gpuspan-cli --example synthetic -- read big.gpuspan
 //! cargo run --release -p gpuspan-cli --example synthetic -- write-cuda cuda.gpuspan 1000000
+//! cargo run --release -p gpuspan-cli --example synthetic -- timelines cuda.gpuspan
 //! ```
+//!
+//! `timelines` writes the capture's timeline in both formats into memory, three times each,
+//! alternating, and prints each one's size and write time (the capture read once, before).
 //!
 //! The records look like the demo's (wgpu: GPU interval and busy time, no activities; a transfer
 //! in four with bytes), from two threads on one device, with durations that vary. `write-cuda`
@@ -110,12 +114,34 @@ fn read(path: &str) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The timeline of the capture at `path` as Chrome JSON and as Perfetto protobuf: size and
+/// write time of each, three alternating rounds.
+fn timelines(path: &str) -> Result<(), Box<dyn std::error::Error>> {
+    use gpuspan_cli::perfetto::{write_as, Format};
+    let c = Capture::open(path)?;
+    println!("{} records", c.records.len());
+    for round in 1..=3 {
+        for format in [Format::Json, Format::Perfetto] {
+            let mut out = Vec::new();
+            let t = Instant::now();
+            write_as(format, &[(path, &c)], &mut out)?;
+            let took = t.elapsed();
+            println!("round {round} {format:?}: {} bytes in {:.3} s", out.len(), took.as_secs_f64());
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("write") if args.len() == 4 => Ok(write(&args[2], args[3].parse()?, false)?),
         Some("write-cuda") if args.len() == 4 => Ok(write(&args[2], args[3].parse()?, true)?),
         Some("read") if args.len() == 3 => read(&args[2]),
-        _ => Err("usage: synthetic write OUT N | synthetic write-cuda OUT N | synthetic read IN".into()),
+        Some("timelines") if args.len() == 3 => timelines(&args[2]),
+        _ => Err(
+            "usage: synthetic write OUT N | synthetic write-cuda OUT N | synthetic read IN | synthetic timelines IN"
+                .into(),
+        ),
     }
 }

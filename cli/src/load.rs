@@ -40,7 +40,7 @@ impl<R: Read> Read for Counting<R> {
 /// The file at `path`, buffered, counting into a bar on stderr when `progress` and it is large
 /// (only when stderr is a terminal: indicatif draws nothing otherwise).
 fn input(path: &Path, progress: bool) -> Result<(Box<dyn Read>, Option<indicatif::ProgressBar>), LoadError> {
-    let file = std::fs::File::open(path).map_err(|e| LoadError { path: path.to_owned(), error: e.into() })?;
+    let file = open_regular(path).map_err(|e| LoadError { path: path.to_owned(), error: e.into() })?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     if progress && len >= BAR_FROM_BYTES {
         let bar = indicatif::ProgressBar::new(len);
@@ -55,6 +55,72 @@ fn input(path: &Path, progress: bool) -> Result<(Box<dyn Read>, Option<indicatif
     } else {
         Ok((Box::new(BufReader::with_capacity(1 << 20, file)), None))
     }
+}
+
+/// `path` opened for reading if it is a regular file; anything else is refused with one line
+/// saying what it is. A named pipe with no writer would block the open (and the read) forever,
+/// a terminal or a device may never end, and a pipe cannot be read twice (the report and the
+/// flamegraph read a file again when its records are far out of order).
+///
+/// The type is checked before opening (a device is never opened) and again on the opened file,
+/// which is opened with `O_NONBLOCK` so that a file swapped for a FIFO in between cannot block.
+fn open_regular(path: &Path) -> io::Result<std::fs::File> {
+    refuse_unless_regular(&std::fs::metadata(path)?)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        // Harmless on a regular file (its reads never block); on a FIFO it makes the open
+        // return at once, and the check below refuses it.
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    refuse_unless_regular(&file.metadata()?)?;
+    Ok(file)
+}
+
+/// An error naming what `meta` is, unless it is a regular file.
+fn refuse_unless_regular(meta: &std::fs::Metadata) -> io::Result<()> {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = non_regular_kind(&kind);
+    let why = if kind.is_dir() {
+        "it is a directory, not a capture file (`report`, `merge` and `ranks` take a directory of captures)".to_owned()
+    } else if what == FIFO {
+        format!(
+            "it is {what}, not a capture file; gpuspan reads captures from regular files only (save the stream to a file first, e.g. `cat PIPE > run.gpuspan`)"
+        )
+    } else {
+        format!("it is {what}, not a capture file; gpuspan reads captures from regular files only")
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, why))
+}
+
+/// What a named pipe is called in the messages.
+const FIFO: &str = "a named pipe (FIFO)";
+
+#[cfg(unix)]
+fn non_regular_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        FIFO
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "something other than a regular file"
+    }
+}
+
+#[cfg(not(unix))]
+fn non_regular_kind(_: &std::fs::FileType) -> &'static str {
+    "something other than a regular file"
 }
 
 /// Reads the whole capture at `path`. With `progress`, a large file shows a bar on stderr.

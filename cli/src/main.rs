@@ -70,8 +70,11 @@ enum Command {
         captures: Vec<PathBuf>,
         #[arg(short, long)]
         output: PathBuf,
-        /// A static SVG picture instead of Perfetto's JSON.
-        #[arg(long)]
+        /// `json` (Chrome Trace Event JSON) or `perfetto` (Perfetto's native protobuf trace).
+        #[arg(long, value_enum, default_value_t = perfetto::Format::Json)]
+        format: perfetto::Format,
+        /// A static SVG picture instead of a Perfetto timeline.
+        #[arg(long, conflicts_with = "format")]
         svg: bool,
     },
     /// The captures of one job's ranks side by side: each rank's GPU compute and collective
@@ -110,8 +113,12 @@ enum Command {
         capture: PathBuf,
         #[arg(short, long)]
         output: PathBuf,
-        /// A static SVG picture instead of Perfetto's JSON.
-        #[arg(long)]
+        /// `json` (Chrome Trace Event JSON) or `perfetto` (Perfetto's native protobuf trace:
+        /// smaller, and faster to load in large traces).
+        #[arg(long, value_enum, default_value_t = perfetto::Format::Json)]
+        format: perfetto::Format,
+        /// A static SVG picture instead of a Perfetto timeline.
+        #[arg(long, conflicts_with = "format")]
         svg: bool,
     },
     /// The live dashboard of running programs that serve the live feed (`GPUSPAN_LIVE=1`): each
@@ -336,7 +343,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 }
             }
         }
-        Command::Merge { captures, output, svg } => {
+        Command::Merge { captures, output, format, svg } => {
             let captures = load::expand(&captures)?;
             let loaded: Vec<Capture> = captures.iter().map(|p| read(p)).collect::<Result<_, _>>()?;
             let labels: Vec<String> = captures.iter().map(|p| p.display().to_string()).collect();
@@ -345,7 +352,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 emit(Some(&output), |w| picture::write(&pairs, w))?;
                 say(&format!("gpuspan: {} captures drawn into {}", loaded.len(), output.display()));
             } else {
-                emit(Some(&output), |w| perfetto::write(&pairs, w))?;
+                emit(Some(&output), |w| perfetto::write_as(format, &pairs, w))?;
                 say(&format!(
                     "gpuspan: {} captures merged into {} (open it in https://ui.perfetto.dev)",
                     loaded.len(),
@@ -395,7 +402,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 )));
             }
         }
-        Command::Timeline { capture, output, svg } => {
+        Command::Timeline { capture, output, format, svg } => {
             let c = read(&capture)?;
             let label = capture.display().to_string();
             if svg {
@@ -403,7 +410,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 say(&format!("gpuspan: timeline of {} calls drawn into {}", c.records.len(), output.display()));
                 return Ok(ExitCode::SUCCESS);
             }
-            emit(Some(&output), |w| perfetto::write(&[(&label, &c)], w))?;
+            emit(Some(&output), |w| perfetto::write_as(format, &[(&label, &c)], w))?;
             say(&format!(
                 "gpuspan: timeline of {} calls written to {} (open it in https://ui.perfetto.dev)",
                 c.records.len(),

@@ -1,5 +1,8 @@
-//! `gpuspan timeline` and `gpuspan merge`: Chrome Trace Event JSON, which Perfetto
-//! (ui.perfetto.dev) and chrome://tracing open.
+//! `gpuspan timeline` and `gpuspan merge`: the timeline of one or several captures, as Chrome
+//! Trace Event JSON (which Perfetto, ui.perfetto.dev, and chrome://tracing open; [`json`]) or as
+//! Perfetto's native protobuf trace ([`native`]). The tracks, slices, flows and counters are
+//! decided once, here, and handed to a [`Sink`] that writes them in its format, so both formats
+//! show the same timeline.
 //!
 //! One process per capture (a rank of a job, for a merge), named after the program, its pid
 //! and host; in it one track per host thread with the annotated calls (each naming the
@@ -16,12 +19,12 @@
 use crate::analysis::{self, Index, Spans};
 use gpuspan_capture::lanes::{lane_name, Placer};
 use gpuspan_capture::{ActivityKind, Capture, Record, SiteKind};
-use serde_json::{json, Value};
+use serde_json::{json, Number, Value};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 /// First track id of GPU tracks in a process: host thread indexes stay below it.
-const GPU_TID: u64 = 1 << 32;
+pub const GPU_TID: u64 = 1 << 32;
 
 /// First track id of the extra lanes of tracks (see `gpuspan_capture::lanes`).
 const LANE_TID: u64 = 1 << 40;
@@ -34,28 +37,77 @@ const SPAN_TID: u64 = 1 << 36;
 /// own: a collective over the process's GPUs), so that they are not drawn on an unnamed one.
 const SEVERAL_DEVICES: u32 = u32::MAX;
 
-/// Streams events into the JSON document, one at a time.
-struct Events<W: Write> {
-    out: W,
-    first: bool,
+mod json;
+pub mod native;
+mod proto;
+
+/// The output formats of a timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Chrome Trace Event JSON.
+    Json,
+    /// Perfetto's native protobuf trace (`TracePacket`s; open it in ui.perfetto.dev or its
+    /// trace processor).
+    Perfetto,
 }
 
-impl<W: Write> Events<W> {
-    fn push(&mut self, event: &Value) -> io::Result<()> {
-        if !std::mem::take(&mut self.first) {
-            self.out.write_all(b",\n")?;
-        }
-        serde_json::to_writer(&mut self.out, event).map_err(io::Error::from)
+/// A slice's link to another by a flow arrow (from the call to its GPU work).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    None,
+    /// The arrow starts at this slice; the next [`Flow::End`] slice ends it. The key is unique
+    /// over the whole timeline (process, scope id).
+    Start((u64, u64)),
+    End((u64, u64)),
+}
+
+/// One slice on a track: `[start_ns, end_ns]` in the captures' clock (Unix-epoch ns).
+#[derive(Debug)]
+pub struct Slice<'a> {
+    pub pid: u64,
+    pub tid: u64,
+    pub name: &'a str,
+    pub category: &'a str,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Its arguments: an object of numbers, strings, booleans and arrays of them.
+    pub args: Value,
+    pub flow: Flow,
+}
+
+/// Where a timeline goes, event by event; each format writes these in its own way. Processes
+/// come first, each process's slices before its track names and counters.
+pub trait Sink {
+    /// Begins the document; `base` is the earliest instant of all the captures.
+    fn start(&mut self, base: u64) -> io::Result<()>;
+    /// Process `pid` (capture number), named, sorted by `pid`, with one line of labels.
+    fn process(&mut self, pid: u64, name: &str, labels: &str) -> io::Result<()>;
+    fn slice(&mut self, slice: Slice<'_>) -> io::Result<()>;
+    /// The name of track `tid` of process `pid` (host threads are below [`GPU_TID`]).
+    fn track_name(&mut self, pid: u64, tid: u64, name: &str) -> io::Result<()>;
+    /// Counter track `name` of process `pid` at `time_ns`, in `unit`: an integer or a float.
+    fn counter(&mut self, pid: u64, name: &str, unit: &str, time_ns: u64, value: Number) -> io::Result<()>;
+    /// Ends the document; `sources` has one object per capture (label, program, pid, host).
+    fn finish(&mut self, sources: Vec<Value>) -> io::Result<()>;
+}
+
+/// Writes the captures as one Chrome JSON trace, capture `i` as process `i + 1`, labelled
+/// `labels[i]`.
+pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
+    write_as(Format::Json, captures, out)
+}
+
+/// Writes the captures as one trace in `format`, capture `i` as process `i + 1`, labelled
+/// `labels[i]`.
+pub fn write_as(format: Format, captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
+    match format {
+        Format::Json => emit(captures, &mut json::Json::new(out)),
+        Format::Perfetto => emit(captures, &mut native::Native::new(out)),
     }
 }
 
-/// Microseconds since `base`, as the format wants (f64 keeps ns precision for hours).
-fn us(ns: u64, base: u64) -> f64 {
-    ns.saturating_sub(base) as f64 / 1000.0
-}
-
-/// Writes the captures as one trace, capture `i` as process `i + 1`, labelled `labels[i]`.
-pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
+/// Hands the captures' timeline to `sink`.
+pub fn emit(captures: &[(&str, &Capture)], sink: &mut impl Sink) -> io::Result<()> {
     let base = captures
         .iter()
         .flat_map(|(_, c)| {
@@ -65,31 +117,27 @@ pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
         })
         .min()
         .unwrap_or(0);
-    let mut ev = Events { out, first: true };
-    ev.out.write_all(b"{\"traceEvents\":[\n")?;
+    sink.start(base)?;
     for (n, (label, c)) in captures.iter().enumerate() {
-        process(&mut ev, n as u64 + 1, label, c, base)?;
+        process(sink, n as u64 + 1, label, c)?;
     }
-    ev.out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
     let sources: Vec<Value> = captures
         .iter()
         .map(|(label, c)| json!({"label": label, "program": c.header.program, "pid": c.header.pid, "host": c.header.hostname}))
         .collect();
-    serde_json::to_writer(&mut ev.out, &json!({"generator": "gpuspan", "epoch_base_ns": base, "captures": sources}))?;
-    ev.out.write_all(b"}\n")?;
-    ev.out.flush()
+    sink.finish(sources)
 }
 
-fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, base: u64) -> io::Result<()> {
+fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result<()> {
     let index = Index::new(c);
     let h = &c.header;
     let host = h.hostname.as_deref().map(|h| format!(" on {h}")).unwrap_or_default();
     let clock_error = c.records.iter().filter_map(|r| r.gpu.as_ref().map(|g| g.clock_error_ns)).max().unwrap_or(0);
-    ev.push(&json!({"ph": "M", "name": "process_name", "pid": pid,
-        "args": {"name": format!("{} (pid {}){host} [{label}]", h.program, h.pid)}}))?;
-    ev.push(&json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}))?;
-    ev.push(&json!({"ph": "M", "name": "process_labels", "pid": pid,
-        "args": {"labels": format!("GPU clock mapping error ≤ {:.1} µs", clock_error as f64 / 1000.0)}}))?;
+    ev.process(
+        pid,
+        &format!("{} (pid {}){host} [{label}]", h.program, h.pid),
+        &format!("GPU clock mapping error ≤ {:.1} µs", clock_error as f64 / 1000.0),
+    )?;
     let mut names: BTreeMap<u64, String> = c.threads.iter().map(|t| (u64::from(t.index), t.name.clone())).collect();
     // GPU tracks: (device, stream, selected span's site) -> tid; stream None is the device's call
     // track, or with a span site that span's track beside it.
@@ -129,8 +177,19 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         if r.error {
             args["error"] = json!(true);
         }
-        ev.push(&json!({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": host_tid,
-            "ts": us(r.host.start_ns, base), "dur": us(r.host.end_ns, r.host.start_ns), "args": args}))?;
+        // Flow keys are unique across the merged processes: scope ids are unique per process.
+        let flow = (pid, r.scope_id);
+        let host = Slice {
+            pid,
+            tid: host_tid,
+            name: &name,
+            category: cat,
+            start_ns: r.host.start_ns,
+            end_ns: r.host.end_ns,
+            args,
+            flow: if r.gpu.is_some() { Flow::Start(flow) } else { Flow::None },
+        };
+        ev.slice(host)?;
         let Some(g) = &r.gpu else { continue };
         let tid = tids[1];
         let mut gargs = json!({"gpu.busy_us": g.busy_ns as f64 / 1000.0, "gpu.clock_error_us": g.clock_error_ns as f64 / 1000.0,
@@ -142,16 +201,17 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         if r.clock_corrected_ns > 0 {
             gargs["gpu.clock_corrected_ns"] = json!(r.clock_corrected_ns);
         }
-        ev.push(&json!({"ph": "X", "name": name, "cat": format!("gpu.{cat}"), "pid": pid, "tid": tid,
-            "ts": us(g.interval.start_ns, base), "dur": us(g.interval.end_ns, g.interval.start_ns), "args": gargs}))?;
-        // Flow ids must be unique across the merged processes: scope ids are unique per process.
-        let flow = format!("{pid}:{}", r.scope_id);
-        ev.push(&json!({"ph": "s", "id": flow, "name": "launch", "cat": "gpuspan.flow", "pid": pid, "tid": host_tid,
-            "ts": us(r.host.start_ns, base)}))?;
-        ev.push(
-            &json!({"ph": "f", "bp": "e", "id": flow, "name": "launch", "cat": "gpuspan.flow", "pid": pid, "tid": tid,
-            "ts": us(g.interval.start_ns, base)}),
-        )?;
+        let gpu_cat = format!("gpu.{cat}");
+        ev.slice(Slice {
+            pid,
+            tid,
+            name: &name,
+            category: &gpu_cat,
+            start_ns: g.interval.start_ns,
+            end_ns: g.interval.end_ns,
+            args: gargs,
+            flow: Flow::End(flow),
+        })?;
         for (a, &tid) in r.activities.iter().zip(&tids[2..]) {
             let args = match &a.kind {
                 ActivityKind::Kernel {
@@ -170,8 +230,16 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
                     "gpu_transfer.src_kind": src.as_str(), "gpu_transfer.dst_kind": dst.as_str()}),
                 ActivityKind::Set { bytes } => json!({"gpu_transfer.bytes": bytes}),
             };
-            ev.push(&json!({"ph": "X", "name": a.name, "cat": "gpu.activity", "pid": pid, "tid": tid,
-                "ts": us(a.interval.start_ns, base), "dur": us(a.interval.end_ns, a.interval.start_ns), "args": args}))?;
+            ev.slice(Slice {
+                pid,
+                tid,
+                name: &a.name,
+                category: "gpu.activity",
+                start_ns: a.interval.start_ns,
+                end_ns: a.interval.end_ns,
+                args,
+                flow: Flow::None,
+            })?;
         }
     }
     for ((device, stream, span), tid) in tracks {
@@ -190,9 +258,9 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
         names.insert(lane_tid, lane_name(names.get(&tid).map_or("?", String::as_str), lane));
     }
     for (tid, name) in names {
-        ev.push(&json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}))?;
+        ev.track_name(pid, tid, &name)?;
     }
-    counters(ev, pid, c, &index, base)
+    counters(ev, pid, c, &index)
 }
 
 /// A GPU track: (device, stream, the selected span's site for its own track).
@@ -218,14 +286,7 @@ fn record_slices(r: &Record, span: Option<u32>, track: &mut impl FnMut(GpuTrack)
 }
 
 /// A level that steps up and down at the given instants, as a counter track.
-fn levels<W: Write>(
-    ev: &mut Events<W>,
-    pid: u64,
-    name: &str,
-    arg: &str,
-    mut e: Vec<(u64, i64)>,
-    base: u64,
-) -> io::Result<()> {
+fn levels(ev: &mut impl Sink, pid: u64, name: &str, unit: &str, mut e: Vec<(u64, i64)>) -> io::Result<()> {
     // Ends before starts at the same instant: back-to-back work is not counted as overlap.
     e.sort_unstable();
     let mut level = 0i64;
@@ -236,13 +297,13 @@ fn levels<W: Write>(
             level += e[i].1;
             i += 1;
         }
-        ev.push(&json!({"ph": "C", "name": name, "pid": pid, "ts": us(t, base), "args": {arg: level}}))?;
+        ev.counter(pid, name, unit, t, level.into())?;
     }
     Ok(())
 }
 
 /// The device monitor's readings: one counter track per device and quantity.
-fn readings<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'_>, base: u64) -> io::Result<()> {
+fn readings(ev: &mut impl Sink, pid: u64, c: &Capture, index: &Index<'_>) -> io::Result<()> {
     for d in &c.samples {
         let label = index.device_label(Some(d.device));
         for s in &d.samples {
@@ -259,8 +320,8 @@ fn readings<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'
             ];
             for (what, unit, v) in values {
                 let Some(v) = v else { continue };
-                ev.push(&json!({"ph": "C", "name": format!("{label} {what} ({unit})"), "pid": pid,
-                    "ts": us(s.time_ns, base), "args": {unit: v}}))?;
+                let Some(v) = Number::from_f64(v) else { continue };
+                ev.counter(pid, &format!("{label} {what} ({unit})"), unit, s.time_ns, v)?;
             }
         }
     }
@@ -271,7 +332,7 @@ fn readings<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'
 /// calls' GPU intervals overlapping in time), calls in flight per device (launched on the host
 /// and not yet done on the GPU: the queue's depth), the cumulative bytes moved; then the
 /// device monitor's readings.
-fn counters<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'_>, base: u64) -> io::Result<()> {
+fn counters(ev: &mut impl Sink, pid: u64, c: &Capture, index: &Index<'_>) -> io::Result<()> {
     let mut edges: BTreeMap<Option<u32>, Vec<(u64, i64)>> = BTreeMap::new();
     for w in analysis::work(c) {
         let e = edges.entry(w.device).or_default();
@@ -286,13 +347,13 @@ fn counters<W: Write>(ev: &mut Events<W>, pid: u64, c: &Capture, index: &Index<'
         e.push((g.interval.end_ns.max(r.host.start_ns), -1));
     }
     for (device, e) in queued {
-        levels(ev, pid, &format!("{} calls in flight", index.device_label(device)), "calls", e, base)?;
+        levels(ev, pid, &format!("{} calls in flight", index.device_label(device)), "calls", e)?;
     }
     for (device, e) in edges {
-        levels(ev, pid, &format!("{} work in flight", index.device_label(device)), "work", e, base)?;
+        levels(ev, pid, &format!("{} work in flight", index.device_label(device)), "work", e)?;
     }
     for (t, total) in analysis::bytes_moved(c) {
-        ev.push(&json!({"ph": "C", "name": "bytes moved", "pid": pid, "ts": us(t, base), "args": {"bytes": total}}))?;
+        ev.counter(pid, "bytes moved", "bytes", t, total.into())?;
     }
-    readings(ev, pid, c, index, base)
+    readings(ev, pid, c, index)
 }

@@ -1,0 +1,321 @@
+//! `gpuspan timeline --format perfetto` (issue 42): the native Perfetto trace decoded with
+//! Perfetto's own compiled schema (`perfetto_trace_pb2` from its Python package, installed by
+//! scripts/sql-clients) carries the same timeline as the JSON one, to the nanosecond: every
+//! slice on its track under its process, every flow from a call to its GPU work, every counter
+//! value; its names are interned and its packets say so.
+
+mod common;
+
+use common::{gpuspan, scratch};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+/// The Python with Perfetto's package (scripts/sql-clients' venv, or GPUSPAN_TEST_PYTHON).
+fn python() -> String {
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sql-clients/venv/bin/python");
+    let p = std::env::var("GPUSPAN_TEST_PYTHON").unwrap_or_else(|_| venv.to_owned());
+    let ok = Command::new(&p)
+        .args(["-c", "from perfetto.protos.perfetto.trace import perfetto_trace_pb2"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "no Python with Perfetto's package at {p}: run scripts/sql-clients install (or set GPUSPAN_TEST_PYTHON)"
+    );
+    p
+}
+
+/// Decodes a native trace with Perfetto's schema into JSON: its slices (process, track,
+/// name, category, start, end, arguments), flows (indexes of the slices they join), counters
+/// (process, track, unit, time, value) and the sequence's facts.
+const DECODE: &str = r#"
+import json, sys
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+trace = pb.Trace()
+trace.ParseFromString(open(sys.argv[1], 'rb').read())
+tracks, processes = {}, {}
+names, cats, anames = {}, {}, {}
+slices, open_, counters, flows_out, flows_in = [], {}, [], {}, {}
+facts = {'packets': len(trace.packet), 'interned_names': 0, 'first_flags': None, 'sequences': set()}
+for p in trace.packet:
+    if p.HasField('track_descriptor'):
+        d = p.track_descriptor
+        if d.HasField('process'):
+            processes[d.uuid] = d.process.process_name
+            tracks[d.uuid] = {'name': d.process.process_name, 'process': d.uuid, 'kind': 'process', 'labels': list(d.process.process_labels)}
+        elif d.HasField('thread'):
+            tracks[d.uuid] = {'name': d.thread.thread_name, 'pid': d.thread.pid, 'kind': 'thread'}
+        else:
+            tracks[d.uuid] = {'name': d.name, 'parent': d.parent_uuid, 'kind': 'counter' if d.HasField('counter') else 'track',
+                              'unit': d.counter.unit_name if d.HasField('counter') else None}
+        continue
+    facts['sequences'].add(p.trusted_packet_sequence_id)
+    if facts['first_flags'] is None:
+        facts['first_flags'] = p.sequence_flags
+    for n in p.interned_data.event_names: names[n.iid] = n.name; facts['interned_names'] += 1
+    for n in p.interned_data.event_categories: cats[n.iid] = n.name
+    for n in p.interned_data.debug_annotation_names: anames[n.iid] = n.name
+    e = p.track_event
+    if e.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+        def value(a):
+            k = a.WhichOneof('value')
+            if k is None and len(a.array_values): return [value(x) for x in a.array_values]
+            return getattr(a, k) if k else None
+        args = {anames[a.name_iid]: value(a) for a in e.debug_annotations}
+        i = len(slices)
+        slices.append([e.track_uuid, names[e.name_iid], [cats[c] for c in e.category_iids], p.timestamp, None, args])
+        open_.setdefault(e.track_uuid, []).append(i)
+        for f in e.flow_ids: flows_out[f] = i
+        for f in e.terminating_flow_ids: flows_in[f] = i
+    elif e.type == pb.TrackEvent.TYPE_SLICE_END:
+        slices[open_[e.track_uuid].pop()][4] = p.timestamp
+    elif e.type == pb.TrackEvent.TYPE_COUNTER:
+        v = e.double_counter_value if e.HasField('double_counter_value') else e.counter_value
+        counters.append([e.track_uuid, p.timestamp, v])
+def process_of(uuid):
+    t = tracks[uuid]
+    if t['kind'] == 'thread':
+        return next(n for u, n in processes.items() if tracks[u]['kind'] == 'process' and pid_of[u] == t['pid'])
+    return processes[t['parent']]
+pid_of = {}
+for u, t in tracks.items():
+    if t['kind'] == 'process':
+        pid_of[u] = None
+for p in trace.packet:
+    if p.HasField('track_descriptor') and p.track_descriptor.HasField('process'):
+        pid_of[p.track_descriptor.uuid] = p.track_descriptor.process.pid
+facts['sequences'] = sorted(facts['sequences'])
+print(json.dumps({
+    'slices': [[process_of(t), tracks[t]['name'], n, c, s, e, a] for t, n, c, s, e, a in slices],
+    'flows': sorted([flows_out[f], flows_in[f]] for f in flows_out if f in flows_in),
+    'unmatched_flows': len(set(flows_out) ^ set(flows_in)),
+    'counters': [[process_of(t), tracks[t]['name'], tracks[t]['unit'], s, v] for t, s, v in counters],
+    'process_labels': {tracks[u]['name']: tracks[u]['labels'] for u in processes},
+    'facts': facts,
+}))
+"#;
+
+fn decode(trace: &Path) -> Value {
+    let out = Command::new(python()).args(["-c", DECODE]).arg(trace).output().expect("python runs");
+    assert!(out.status.success(), "decoding {}: {}", trace.display(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the decoder printed JSON")
+}
+
+/// Both timelines of the same captures: (JSON document, decoded native trace).
+fn both(command: &str, captures: &[PathBuf], name: &str) -> (Value, Value) {
+    let json_out = scratch(&format!("{name}.json"));
+    let native_out = scratch(&format!("{name}.pftrace"));
+    for (out, format) in [(&json_out, "json"), (&native_out, "perfetto")] {
+        let mut args: Vec<String> = vec![command.into()];
+        args.extend(captures.iter().map(|c| c.display().to_string()));
+        args.extend(["-o".into(), out.display().to_string(), "--format".into(), format.into()]);
+        let (code, _, stderr) = gpuspan(&args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+    }
+    let json: Value = serde_json::from_slice(&std::fs::read(&json_out).unwrap()).unwrap();
+    (json, decode(&native_out))
+}
+
+/// A slice as both formats can state it: (process name, track name, name, category, start
+/// ns, end ns), the JSON's microseconds turned back to ns against its base.
+type Key = (String, String, String, String, u64, u64);
+
+/// A timeline as the tests compare it: slices with their arguments, flows as pairs of slice
+/// keys, counter values as (process, "track [unit]", time, value).
+type Timeline = (Vec<(Key, Value)>, Vec<(Key, Key)>, Vec<(String, String, u64, f64)>);
+
+/// The JSON timeline's slices, flows (as pairs of slice keys) and counters.
+fn from_json(doc: &Value) -> Timeline {
+    let base = doc["otherData"]["epoch_base_ns"].as_u64().unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let mut process = BTreeMap::new();
+    let mut thread = BTreeMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "M") {
+        let pid = e["pid"].as_u64().unwrap();
+        match e["name"].as_str().unwrap() {
+            "process_name" => drop(process.insert(pid, e["args"]["name"].as_str().unwrap().to_owned())),
+            "thread_name" => {
+                drop(thread.insert((pid, e["tid"].as_u64().unwrap()), e["args"]["name"].as_str().unwrap().to_owned()))
+            }
+            _ => {}
+        }
+    }
+    // The JSON's times are microseconds as f64: ns to within rounding.
+    let ns = |v: &Value| base + (v.as_f64().unwrap() * 1000.0).round() as u64;
+    let mut slices = Vec::new();
+    let mut by_place = BTreeMap::new();
+    let mut starts = BTreeMap::new();
+    let mut flows = Vec::new();
+    for e in events {
+        let pid = e["pid"].as_u64().unwrap_or(0);
+        let track = || thread.get(&(pid, e["tid"].as_u64().unwrap())).cloned().unwrap_or_default();
+        match e["ph"].as_str().unwrap() {
+            "X" => {
+                let start = ns(&e["ts"]);
+                let key: Key = (
+                    process[&pid].clone(),
+                    track(),
+                    e["name"].as_str().unwrap().to_owned(),
+                    e["cat"].as_str().unwrap().to_owned(),
+                    start,
+                    start + (e["dur"].as_f64().unwrap() * 1000.0).round() as u64,
+                );
+                by_place.insert((pid, e["tid"].as_u64().unwrap(), e["ts"].to_string()), key.clone());
+                slices.push((key, e["args"].clone()));
+            }
+            "s" => {
+                drop(starts.insert(
+                    e["id"].as_str().unwrap().to_owned(),
+                    (pid, e["tid"].as_u64().unwrap(), e["ts"].to_string()),
+                ))
+            }
+            "f" => {
+                let from = &by_place[&starts[e["id"].as_str().unwrap()]];
+                let to = &by_place[&(pid, e["tid"].as_u64().unwrap(), e["ts"].to_string())];
+                flows.push((from.clone(), to.clone()));
+            }
+            _ => {}
+        }
+    }
+    let counters = events
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| {
+            let (unit, v) = e["args"].as_object().unwrap().iter().next().unwrap();
+            (
+                process[&e["pid"].as_u64().unwrap()].clone(),
+                format!("{} [{unit}]", e["name"].as_str().unwrap()),
+                ns(&e["ts"]),
+                v.as_f64().unwrap(),
+            )
+        })
+        .collect();
+    (slices, flows, counters)
+}
+
+/// The decoded native trace's slices, flows and counters in the same shapes.
+fn from_native(t: &Value) -> Timeline {
+    let s = |v: &Value| v.as_str().unwrap().to_owned();
+    let slices: Vec<(Key, Value)> = t["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let cats = x[3].as_array().unwrap();
+            assert_eq!(cats.len(), 1, "one category per slice: {x}");
+            ((s(&x[0]), s(&x[1]), s(&x[2]), s(&cats[0]), x[4].as_u64().unwrap(), x[5].as_u64().unwrap()), x[6].clone())
+        })
+        .collect();
+    let flows = t["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (slices[f[0].as_u64().unwrap() as usize].0.clone(), slices[f[1].as_u64().unwrap() as usize].0.clone()))
+        .collect();
+    let counters = t["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (s(&c[0]), format!("{} [{}]", s(&c[1]), s(&c[2])), c[3].as_u64().unwrap(), c[4].as_f64().unwrap()))
+        .collect();
+    (slices, flows, counters)
+}
+
+/// The JSON's arguments as the native trace states them (null values are left out there).
+fn without_nulls(args: &Value) -> Value {
+    match args {
+        Value::Object(m) => {
+            Value::Object(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// Asserts that the two timelines are the same; the JSON's times may be off by the rounding of
+/// its microseconds (≤ 1 ns), the native trace's are exact.
+fn assert_same(json: &Value, native: &Value) {
+    let (mut js, mut jf, mut jc) = from_json(json);
+    let (mut ns, mut nf, mut nc) = from_native(native);
+    assert!(!js.is_empty(), "the capture has slices");
+    assert_eq!(native["unmatched_flows"], 0, "every flow that starts ends");
+    let close = |a: u64, b: u64| a.abs_diff(b) <= 1;
+    for v in [&mut js, &mut ns] {
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    assert_eq!(js.len(), ns.len(), "as many slices");
+    for ((jk, ja), (nk, na)) in js.iter().zip(&ns) {
+        assert_eq!((&jk.0, &jk.1, &jk.2, &jk.3), (&nk.0, &nk.1, &nk.2, &nk.3), "same slice in place");
+        assert!(close(jk.4, nk.4) && close(jk.5, nk.5), "same times: {jk:?} vs {nk:?}");
+        let ja = without_nulls(ja);
+        for (k, v) in ja.as_object().unwrap() {
+            let n = &na[k];
+            let same = match (v.as_f64(), n.as_f64()) {
+                (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+                _ => v == n,
+            };
+            assert!(same, "argument {k} of {jk:?}: {v} vs {n}");
+        }
+        assert_eq!(
+            ja.as_object().unwrap().len(),
+            na.as_object().unwrap().len(),
+            "same arguments of {jk:?}: {ja} vs {na}"
+        );
+    }
+    let coarse = |k: &Key| (k.0.clone(), k.1.clone(), k.2.clone(), k.4 / 1000);
+    let mut jf: Vec<_> = jf.drain(..).map(|(a, b)| (coarse(&a), coarse(&b))).collect();
+    let mut nf: Vec<_> = nf.drain(..).map(|(a, b)| (coarse(&a), coarse(&b))).collect();
+    jf.sort();
+    nf.sort();
+    assert_eq!(jf, nf, "the same flows");
+    for v in [&mut jc, &mut nc] {
+        v.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)).then(a.3.total_cmp(&b.3)));
+    }
+    assert_eq!(jc.len(), nc.len(), "as many counter values");
+    for (j, n) in jc.iter().zip(&nc) {
+        assert!(j.0 == n.0 && j.1 == n.1 && close(j.2, n.2) && j.3 == n.3, "counter {j:?} vs {n:?}");
+    }
+}
+
+#[test]
+fn the_native_trace_decodes_with_perfettos_schema_and_equals_the_json_timeline() {
+    for fixture in ["lavapipe_demo.gpuspan", "h100_cuda_saxpy.gpuspan", "h100_multi_gpu_nvml.gpuspan"] {
+        let path = Path::new(FIXTURES).join(fixture);
+        let (json, native) = both("timeline", &[path], fixture);
+        assert_same(&json, &native);
+        let facts = &native["facts"];
+        assert_eq!(facts["sequences"], serde_json::json!([1]), "one packet sequence");
+        assert_eq!(facts["first_flags"], 1, "the first event packet clears the incremental state");
+        let names: std::collections::BTreeSet<&str> =
+            native["slices"].as_array().unwrap().iter().map(|s| s[2].as_str().unwrap()).collect();
+        assert_eq!(facts["interned_names"], names.len(), "each name interned once");
+        let labels = native["process_labels"].as_object().unwrap();
+        assert!(labels.values().all(|l| l[0].as_str().unwrap().starts_with("GPU clock mapping error")), "{labels:?}");
+    }
+}
+
+#[test]
+fn the_cuda_capture_has_flows_counters_and_device_tracks_in_the_native_trace() {
+    let path = Path::new(FIXTURES).join("h100_multi_gpu_nvml.gpuspan");
+    let (_, native) = both("timeline", &[path], "multi-flows");
+    assert!(!native["flows"].as_array().unwrap().is_empty(), "flows from calls to their GPU work");
+    let counters = native["counters"].as_array().unwrap();
+    assert!(counters.iter().any(|c| c[1].as_str().unwrap().contains("work in flight")), "derived counters");
+    assert!(counters.iter().any(|c| c[1].as_str().unwrap().contains("utilization")), "the monitor's readings");
+    let tracks: std::collections::BTreeSet<&str> =
+        native["slices"].as_array().unwrap().iter().map(|s| s[1].as_str().unwrap()).collect();
+    assert!(tracks.iter().any(|t| t.contains("stream")), "stream tracks: {tracks:?}");
+    assert!(tracks.iter().any(|t| t.ends_with("calls")), "device call tracks: {tracks:?}");
+}
+
+#[test]
+fn a_merge_of_two_captures_is_two_processes_in_the_native_trace_too() {
+    let a = Path::new(FIXTURES).join("lavapipe_demo.gpuspan");
+    let b = Path::new(FIXTURES).join("h100_cuda_saxpy.gpuspan");
+    let (json, native) = both("merge", &[a, b], "merged");
+    assert_same(&json, &native);
+    assert_eq!(native["process_labels"].as_object().unwrap().len(), 2);
+}
