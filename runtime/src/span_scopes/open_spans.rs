@@ -110,11 +110,14 @@ impl Life {
 #[derive(Debug)]
 pub(crate) struct OpenSpans {
     lives: Mutex<Vec<Arc<Life>>>,
+    /// The log is pruned when it reaches this length (twice what the last pruning left), so
+    /// that an instance's first entry costs O(1) amortized.
+    prune_at: Mutex<usize>,
 }
 
 impl OpenSpans {
     pub(crate) const fn new() -> Self {
-        OpenSpans { lives: Mutex::new(Vec::new()) }
+        OpenSpans { lives: Mutex::new(Vec::new()), prune_at: Mutex::new(64) }
     }
 
     /// A span instance's scope opened (its first entry) with id `scope_id`: it is in the log
@@ -122,8 +125,12 @@ impl OpenSpans {
     pub(crate) fn opened(&self, life: &Arc<Life>, scope_id: u64, now_ns: u64) {
         lock(&life.state).scope_id = scope_id;
         let mut lives = lock(&self.lives);
-        let horizon = now_ns.saturating_sub(RETAIN_NS);
-        lives.retain(|l| !l.gone_before(horizon));
+        let mut prune_at = lock(&self.prune_at);
+        if lives.len() >= *prune_at {
+            let horizon = now_ns.saturating_sub(RETAIN_NS);
+            lives.retain(|l| !l.gone_before(horizon));
+            *prune_at = (2 * lives.len()).max(64);
+        }
         lives.push(life.clone());
     }
 
@@ -249,9 +256,11 @@ mod tests {
         let open = Life::new("open", None);
         opened(&log, &open, 2, 20);
         assert_eq!(lock(&log.lives).len(), 2, "kept while a late record may still ask");
+        *lock(&log.prune_at) = 2; // pruned at the next instance
         let later = Life::new("later", None);
         opened(&log, &later, 3, 10 + RETAIN_NS + 1);
         let left: Vec<_> = lock(&log.lives).iter().map(|l| l.name).collect();
         assert_eq!(left, ["open", "later"], "an unclosed span stays");
+        assert_eq!(*lock(&log.prune_at), 64, "next pruning: twice what is left, at least 64");
     }
 }
