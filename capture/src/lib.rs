@@ -25,7 +25,8 @@
 //! [`VERSION`]; a reader reads every version up to its own (version 1 lacks spans and samples,
 //! version 2 link frames, version 3 where a bracket ended, version 4 the sites still running at
 //! shutdown, version 5 the `span` site kind: a variant added last, so older files decode
-//! unchanged; version 7 the `gpu_passes` timing source, added last the same way) and refuses
+//! unchanged; version 7 the `gpu_passes` timing source, added last the same way; version 8 the
+//! `Attribution` frame after a record, a variant added last) and refuses
 //! later ones with one clear error.
 //!
 //! ```
@@ -58,7 +59,7 @@ pub use write::Writer;
 pub const MAGIC: [u8; 8] = *b"GPUSPCAP";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 
 /// The oldest format version this crate reads.
 pub const OLDEST_VERSION: u16 = 1;

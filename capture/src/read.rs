@@ -290,6 +290,11 @@ impl Capture {
             Frame::Samples(s) => self.samples.push(s),
             Frame::Link(l) => self.links.push(l),
             Frame::Running(r) => self.running.extend(r.sites),
+            Frame::Attribution(a) => {
+                if let Some(r) = self.records.last_mut() {
+                    r.attributed = Some(a.how);
+                }
+            }
         }
     }
 
@@ -330,6 +335,9 @@ impl Capture {
         }
         for r in &self.records {
             w.write(&Frame::Record(r.clone()))?;
+            if let Some(how) = r.attributed {
+                w.write(&Frame::Attribution(crate::Attribution { how }))?;
+            }
         }
         for s in &self.samples {
             w.write(&Frame::Samples(s.clone()))?;
@@ -377,6 +385,9 @@ mod tests {
             let mut r = Record::new(0, i, 1, Interval::new(i * 10, i * 10 + 5));
             r.gpu = Some(Gpu::new(Interval::new(i * 10 + 1, i * 10 + 4), TimingSource::GpuTimestamp));
             r.span = (i % 2 == 0).then_some(1);
+            // Version 8: how each was attributed, in the frame after it (none for the first).
+            use Attributed::*;
+            r.attributed = [None, Some(Thread), Some(Time), Some(ThreadAndTime), Some(Ambiguous)][i as usize];
             r.activities.push(Activity {
                 name: "k".into(),
                 interval: Interval::new(i * 10 + 1, i * 10 + 4),
@@ -411,7 +422,14 @@ mod tests {
                     assert_eq!(t.records as usize, c.records.len());
                     assert!(c.records.len() >= last_records, "more bytes never read fewer records");
                     last_records = c.records.len();
-                    assert_eq!(c.records[..], whole.records[..c.records.len()]);
+                    let n = c.records.len();
+                    // The last record's attribution frame may be the one cut off.
+                    let mut last = c.records.last().cloned();
+                    if let (Some(l), Some(w)) = (last.as_mut(), whole.records.get(n.wrapping_sub(1))) {
+                        l.attributed = l.attributed.or(w.attributed);
+                    }
+                    assert_eq!(c.records[..n.saturating_sub(1)], whole.records[..n.saturating_sub(1)]);
+                    assert_eq!(last.as_ref(), n.checked_sub(1).map(|i| &whole.records[i]));
                 }
                 Err(ReadError::Empty) => assert_eq!(cut, 0),
                 Err(ReadError::NotACapture) => assert!(cut < 8),

@@ -22,6 +22,42 @@ pub enum Frame {
     Link(DeviceLink),
     /// The sites still running at shutdown (version 5), written before [`End`].
     Running(Running),
+    /// How the GPU work of the [`Record`] just before it was found to be its own (version 8):
+    /// written only for records where that was a question (CUPTI's activities).
+    Attribution(Attribution),
+}
+
+/// How a record's GPU work was found to be its call's or span's (`gpuspan.attributed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Attributed {
+    /// Launched on a thread inside the call or span.
+    Thread,
+    /// Launched on a thread with no scope while the span, and no unrelated one, was entered
+    /// elsewhere.
+    Time,
+    /// Some of each.
+    ThreadAndTime,
+    /// Launched on a thread with no scope while several unrelated spans were entered: the
+    /// `during several spans` site.
+    Ambiguous,
+}
+
+impl Attributed {
+    /// The value of `gpuspan.attributed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Thread => "thread",
+            Self::Time => "time",
+            Self::ThreadAndTime => "thread+time",
+            Self::Ambiguous => "ambiguous",
+        }
+    }
+}
+
+/// The frame after a record that says how it was attributed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attribution {
+    pub how: Attributed,
 }
 
 /// Sites a call of which was still running when the writer finished and none of which had
@@ -366,6 +402,9 @@ pub struct Record {
     /// The innermost application `tracing` span the call was made in (a [`Span::id`]): the
     /// chain of enclosing spans, across threads and awaits (version 2).
     pub span: Option<u64>,
+    /// From the [`Frame::Attribution`] after it (version 8); not part of the record's frame.
+    #[serde(skip)]
+    pub attributed: Option<Attributed>,
 }
 
 impl Record {
@@ -383,6 +422,7 @@ impl Record {
             activities: Vec::new(),
             memory: None,
             span: None,
+            attributed: None,
         }
     }
 

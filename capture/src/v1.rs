@@ -52,6 +52,7 @@ impl From<Frame1> for Frame {
                 activities: r.activities,
                 memory: r.memory,
                 span: None,
+                attributed: None,
             }),
         }
     }

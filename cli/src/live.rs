@@ -478,6 +478,7 @@ mod tests {
             activities: Vec::new(),
             memory: None,
             span: None,
+            attributed: None,
         };
         w.write(&Frame::Record(record)).unwrap();
         bytes.extend(w.into_inner());

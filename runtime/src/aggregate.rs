@@ -6,7 +6,7 @@
 //! was never reached costs four bytes. When a thread ends, its shards are folded into per-site
 //! totals of ended threads and freed (about 4 KiB each, the histogram).
 
-use crate::record::{Record, TimingSource};
+use crate::record::{Attributed, Record, TimingSource};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -114,6 +114,8 @@ struct Shard {
     bytes: AtomicU64,
     /// Bit set of the `TimingSource`s the durations came from.
     sources: AtomicU8,
+    /// Bit set of how the records' GPU work was attributed (`Attributed::bit`).
+    attributed: AtomicU8,
     /// Some durations were brackets around submissions (upper bounds), not exact queries.
     bracketed: AtomicBool,
     /// Some of those brackets closed at the function's exit (no submission of the call seen):
@@ -143,6 +145,7 @@ impl Shard {
             host_total_ns: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             sources: AtomicU8::new(0),
+            attributed: AtomicU8::new(0),
             bracketed: AtomicBool::new(false),
             bracket_at_exit: AtomicBool::new(false),
             device_delta_max: AtomicI64::new(i64::MIN),
@@ -161,6 +164,10 @@ impl Shard {
             record.source().bit(),
             record.gpu.as_ref().is_some_and(|g| g.bracketed),
         );
+        let how = record.attributed.map_or(0, Attributed::bit);
+        if self.attributed.load(Relaxed) & how != how {
+            self.attributed.store(self.attributed.load(Relaxed) | how, Relaxed);
+        }
         if record.gpu.as_ref().is_some_and(|g| g.bracket_at_exit) && !self.bracket_at_exit.load(Relaxed) {
             self.bracket_at_exit.store(true, Relaxed);
         }
@@ -256,6 +263,7 @@ impl Shard {
         bump(&self.host_total_ns, other.host_total_ns.load(Relaxed));
         bump(&self.bytes, other.bytes.load(Relaxed));
         self.sources.store(self.sources.load(Relaxed) | other.sources.load(Relaxed), Relaxed);
+        self.attributed.store(self.attributed.load(Relaxed) | other.attributed.load(Relaxed), Relaxed);
         if other.bracketed.load(Relaxed) {
             self.bracketed.store(true, Relaxed);
         }
@@ -346,6 +354,8 @@ pub(crate) struct Totals {
     pub host_total_ns: u64,
     pub bytes: u64,
     pub sources: Vec<TimingSource>,
+    /// How the records' GPU work was attributed, where that was a question.
+    pub attributed: Option<Attributed>,
     pub bracketed: bool,
     pub bracket_at_exit: bool,
     pub device_delta_max: Option<i64>,
@@ -481,13 +491,14 @@ impl SiteStats {
             host_total_ns: 0,
             bytes: 0,
             sources: Vec::new(),
+            attributed: None,
             bracketed: false,
             bracket_at_exit: false,
             device_delta_max: None,
             rss_delta_max: None,
             buckets: vec![0; BUCKETS],
         };
-        let mut source_bits = 0u8;
+        let (mut source_bits, mut attributed_bits) = (0u8, 0u8);
         if site != 0 {
             let r = registry();
             let retired = r.retired.get(site).and_then(Option::as_deref);
@@ -500,6 +511,7 @@ impl SiteStats {
                 t.host_total_ns += s.host_total_ns.load(Relaxed);
                 t.bytes += s.bytes.load(Relaxed);
                 source_bits |= s.sources.load(Relaxed);
+                attributed_bits |= s.attributed.load(Relaxed);
                 t.bracketed |= s.bracketed.load(Relaxed);
                 t.bracket_at_exit |= s.bracket_at_exit.load(Relaxed);
                 let seen = |d: i64| (d != i64::MIN).then_some(d);
@@ -515,6 +527,7 @@ impl SiteStats {
             t.min_ns = 0;
         }
         t.sources = TimingSource::ALL.into_iter().filter(|s| source_bits & s.bit() != 0).collect();
+        t.attributed = Attributed::of_bits(attributed_bits);
         t
     }
 }

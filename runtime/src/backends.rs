@@ -90,6 +90,58 @@ pub(crate) enum GpuScope {
     Wgpu(crate::wgpu::scope::WgpuScope),
     #[cfg(feature = "cuda")]
     Cuda(crate::cuda::CudaScope),
+    /// A selected span's scope where both time spans (CUPTI, and a registered wgpu device):
+    /// boxed, as only spans have one.
+    #[cfg(all(feature = "cuda", feature = "_wgpu"))]
+    Both(Box<BothScope>),
+}
+
+/// A selected span's two parts: its wgpu brackets and its CUDA tag. A framework user's binary
+/// often has both backends compiled in and CUDA able to start on an NVIDIA machine; the span is
+/// timed by the one its program used (decision 55): the brackets keep the record when a
+/// registered device took a submission while the span was open, and CUDA's part then makes a
+/// record only if CUDA work came (`Call::only_if_gpu`); else the CUDA part alone makes it.
+#[cfg(all(feature = "cuda", feature = "_wgpu"))]
+#[derive(Debug)]
+pub(crate) struct BothScope {
+    wgpu: crate::wgpu::scope::WgpuScope,
+    cuda: crate::cuda::CudaScope,
+}
+
+#[cfg(all(feature = "cuda", feature = "_wgpu"))]
+impl BackendScope for Box<BothScope> {
+    fn suspend(&mut self, scope_id: u64) {
+        self.cuda.suspend(scope_id);
+    }
+
+    fn resume(&mut self, scope_id: u64) {
+        self.cuda.resume(scope_id);
+    }
+
+    fn finish(self, call: Call) {
+        let BothScope { wgpu, cuda } = *self;
+        let mut for_cuda = call.clone();
+        if wgpu.finish_span_if_used(call.into_record()).is_none() {
+            for_cuda.only_if_gpu = true; // the brackets have the record
+        }
+        cuda.finish(for_cuda);
+    }
+
+    fn supersede(self) {
+        let BothScope { wgpu, cuda } = *self;
+        wgpu.supersede();
+        cuda.supersede();
+    }
+
+    fn forget(self) {
+        let BothScope { wgpu, cuda } = *self;
+        wgpu.forget();
+        cuda.forget();
+    }
+
+    fn tags_span_entries(&self) -> bool {
+        true
+    }
 }
 
 /// `$call` with `$b` bound to the backend's part; `$none` (the same call on [`HostTimed`]) for
@@ -102,6 +154,8 @@ macro_rules! each_backend {
             GpuScope::Wgpu($b) => $call,
             #[cfg(feature = "cuda")]
             GpuScope::Cuda($b) => $call,
+            #[cfg(all(feature = "cuda", feature = "_wgpu"))]
+            GpuScope::Both($b) => $call,
         }
     };
 }
@@ -197,11 +251,12 @@ pub(crate) fn span_selected() {
     crate::cuda::start_for_spans();
 }
 
-/// The backend a selected span's site names: the one that times spans in this process.
+/// The backend a selected span's site names: the one that can time spans in this process (its
+/// rows are labelled by the backend that did, `SiteSummary::backend_label`).
 pub(crate) fn span_backend() -> crate::site::Backend {
     use crate::site::Backend;
     #[cfg(feature = "cuda")]
-    if crate::cuda::span_scope().is_some() {
+    if crate::cuda::span_scope().is_some() && !cfg!(feature = "_wgpu") {
         return Backend::Cuda;
     }
     if cfg!(feature = "_wgpu") {
@@ -213,12 +268,16 @@ pub(crate) fn span_backend() -> crate::site::Backend {
     }
 }
 
-/// The GPU part of a selected span's scope: CUPTI's when it times this process, else a wgpu
-/// bracket.
+/// The GPU part of a selected span's scope: CUPTI's tag when it times this process, a wgpu
+/// bracket on each registered device, or both ([`BothScope`]: the one the program used times it).
 #[allow(unused_variables)] // without backends
 pub(crate) fn span_gpu(site: &'static Site) -> GpuScope {
     #[cfg(feature = "cuda")]
     if let Some(c) = crate::cuda::span_scope() {
+        #[cfg(feature = "_wgpu")]
+        if let Some(GpuScope::Wgpu(w)) = crate::wgpu::scope::span_bracket_if_registered(site) {
+            return GpuScope::Both(Box::new(BothScope { wgpu: w, cuda: c }));
+        }
         return GpuScope::Cuda(c);
     }
     #[cfg(feature = "_wgpu")]
@@ -467,13 +526,13 @@ mod tests {
     }
 
     /// CUDA timing's state is owned by one struct in one static (`cuda::CUDA`); the only other
-    /// static is gpuspan's own site for unattributed work, a site like every annotated
-    /// function's. The sources are read whichever features this build has.
+    /// statics are gpuspan's own sites for unattributed work and work during several spans,
+    /// sites like every annotated function's. The sources are read whichever features this build has.
     #[test]
     fn cuda_timing_is_held_in_one_static() {
         let mut found = Vec::new();
         statics(&src().join("cuda"), &mut found);
         found.sort();
-        assert_eq!(found, ["CUDA", "UNATTRIBUTED"]);
+        assert_eq!(found, ["CUDA", "DURING_SEVERAL", "UNATTRIBUTED"]);
     }
 }

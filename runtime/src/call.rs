@@ -8,7 +8,7 @@ use crate::site::Site;
 /// A finished call as its scope saw it, before it becomes a [`Record`]: small (the clock still
 /// raw, memory marks boxed), so that a backend that resolves records on another thread (CUPTI)
 /// hands over ~100 bytes instead of a whole record and does the conversion there.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Call {
     pub site: &'static Site,
     pub scope_id: u64,
@@ -27,6 +27,9 @@ pub(crate) struct Call {
     pub spans: crate::spans::Chain,
     /// A selected span's fields (`span_scopes.rs`); boxed, as few calls have any.
     pub fields: Option<Box<crate::record::Fields>>,
+    /// Dropped by its backend if no GPU work came: another backend timed it (`backends.rs`,
+    /// a span's two parts).
+    pub only_if_gpu: bool,
 }
 
 impl Call {
@@ -44,6 +47,7 @@ impl Call {
         record.memory = self.memory.map(|m| *m);
         record.parent = self.parent;
         record.spans = self.spans;
+        record.only_if_gpu = self.only_if_gpu;
         if let Some(f) = self.fields {
             record.fields = *f;
         }

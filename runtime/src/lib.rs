@@ -228,7 +228,7 @@ pub use span_scopes::{layer, layer_with, SpanScopes, SpanSelection};
 pub use {
     causality::Trust,
     export::summary::{SiteSummary, Summary},
-    record::{DeviceLabel, TimingSource},
+    record::{Attributed, DeviceLabel, TimingSource},
     site::{Backend, Direction, Site, SiteDesc, SiteKind},
 };
 

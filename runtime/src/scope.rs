@@ -539,6 +539,7 @@ impl Active {
                 parent,
                 spans,
                 fields,
+                only_if_gpu: false,
             }
         });
         true
@@ -587,6 +588,7 @@ impl Active {
             parent: host.parent,
             spans: host.spans,
             fields: self.fields,
+            only_if_gpu: false,
         };
         self.gpu.finish(call);
     }

@@ -28,9 +28,15 @@
 //! callsite); a selected one takes its span's extensions and a mutex at each entry and exit.
 
 #[cfg(feature = "enabled")]
+mod open_spans;
+#[cfg(feature = "enabled")]
 mod selected;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
-pub(crate) use selected::init_selects;
+pub(crate) use open_spans::ByTime;
+#[cfg(feature = "enabled")]
+pub(crate) use selected::say_if_layer_missing;
+#[cfg(all(feature = "enabled", feature = "cuda"))]
+pub(crate) use selected::{by_time, init_selects};
 #[cfg(feature = "enabled")]
 pub(crate) use selected::{select_from_init, Selected};
 

@@ -230,6 +230,104 @@ rusty_fork_test! {
     }
 }
 
+/// cubecl's shape (issue 37): the device thread runs the closures it is sent and never enters
+/// the caller's span (no span travels with the work), and the queue is lazy: what was enqueued
+/// is submitted when the caller reads a result back, inside its span.
+mod lazy {
+    use super::renderer::Renderer;
+    use std::sync::mpsc;
+    use std::sync::Arc;
+
+    pub enum Msg {
+        Enqueue(Box<dyn FnOnce(&Renderer) + Send>),
+        Read(mpsc::Sender<()>),
+    }
+
+    pub fn spawn(r: Arc<Renderer>) -> (mpsc::Sender<Msg>, std::thread::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let handle = std::thread::spawn(move || {
+            let mut queued = Vec::new();
+            for msg in rx {
+                match msg {
+                    Msg::Enqueue(op) => queued.push(op),
+                    Msg::Read(done) => {
+                        queued.drain(..).for_each(|op| op(&r));
+                        r.gpu.wait();
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+        (tx, handle)
+    }
+
+    /// Two draws enqueued, then a read-back: the device thread submits them now.
+    pub fn work(device: &mpsc::Sender<Msg>) {
+        for _ in 0..2 {
+            device.send(Msg::Enqueue(Box::new(|r: &Renderer| r.draw()))).expect("device thread");
+        }
+        let (done, wait) = mpsc::channel();
+        device.send(Msg::Read(done)).expect("device thread");
+        wait.recv().expect("read back");
+    }
+}
+
+rusty_fork_test! {
+    /// Also the check of "the backend a span uses is the one the program used": built with
+    /// `cuda` too (`--features wgpu,cuda`) on a machine where CUDA starts, each span is still
+    /// one wgpu bracket, with no CUDA record beside it.
+    #[test]
+    fn a_device_thread_that_never_enters_the_callers_span_has_its_lazy_work_bracketed_under_it() {
+        let Some(r) = setup() else { return };
+        let capture = Capture::start_all_threads();
+        let (tx, handle) = lazy::spawn(r.clone());
+        tracing::info_span!(target: "spans_wgpu::device", "forward_pass").in_scope(|| lazy::work(&tx));
+        tracing::info_span!(target: "spans_wgpu::device", "forward_pass").in_scope(|| lazy::work(&tx));
+        drop(tx);
+        handle.join().expect("device thread");
+        settle(&r);
+        let forward = capture.of("forward_pass");
+        assert_eq!(forward.len(), 2, "one record per span instance, of one backend: {forward:?}");
+        forward.iter().for_each(assert_span_record);
+        let row = gpuspan::summary().site("forward_pass").cloned().expect("a row");
+        assert_eq!(row.backend_label(), "wgpu", "{row:?}");
+        assert!(capture.of("unattributed").is_empty());
+    }
+}
+
+rusty_fork_test! {
+    /// Two callers at once on one device thread: a bracket is queue-wide, so each span's bound
+    /// holds both callers' work (a bound, as labelled), neither is left out.
+    #[test]
+    fn two_callers_at_once_on_a_lazy_device_thread_each_get_a_bracket_holding_the_work() {
+        let Some(r) = setup() else { return };
+        let capture = Capture::start_all_threads();
+        let (tx, handle) = lazy::spawn(r.clone());
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (tx, barrier) = (tx.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    tracing::info_span!(target: "spans_wgpu::device", "forward_pass").in_scope(|| {
+                        barrier.wait();
+                        lazy::work(&tx);
+                        barrier.wait();
+                    })
+                })
+            })
+            .collect();
+        callers.into_iter().for_each(|c| c.join().expect("caller"));
+        drop(tx);
+        handle.join().expect("device thread");
+        settle(&r);
+        let forward = capture.of("forward_pass");
+        assert_eq!(forward.len(), 2, "{forward:?}");
+        forward.iter().for_each(assert_span_record);
+        let (a, b) = (forward[0].gpu.as_ref().unwrap().interval, forward[1].gpu.as_ref().unwrap().interval);
+        assert!(a.start_ns < b.end_ns && b.start_ns < a.end_ns, "both open over the same work: {a:?} {b:?}");
+    }
+}
+
 async fn step(r: Arc<renderer::Renderer>) {
     for _ in 0..3 {
         tokio::task::yield_now().await;

@@ -466,6 +466,8 @@ impl Rows {
                 self.summary.spans += 1;
             }
             Frame::Record(r) => self.record(&r)?,
+            // How a record was attributed is the report's (`Sites`), not a column of the tables yet.
+            Frame::Attribution(_) => {}
             Frame::Samples(s) => {
                 for x in &s.samples {
                     self.sink.row(

@@ -16,6 +16,9 @@ pub struct SiteRow {
     pub backend: String,
     /// Timing sources of the recorded calls.
     pub sources: Vec<String>,
+    /// How the recorded calls' GPU work was found to be theirs, where that was a question
+    /// (`thread`, `time`, `thread+time`, `ambiguous`; each that occurs; capture format 8).
+    pub attributed: Vec<String>,
     /// Recorded (sampled) calls.
     pub recorded: u64,
     /// Every call, from the aggregates (absent in an unfinished capture).
@@ -42,11 +45,21 @@ pub struct SiteRow {
 
 /// The backend shown for a site: as declared, except that a bare site (declared `host`) whose
 /// calls were GPU-timed is `cuda (bare)` (CUPTI or CUDA events found its work) or `wgpu (bare)`
-/// (`gpuspan::wgpu::attach` timed it). The runtime's summary labels a site by the same rule
+/// (`gpuspan::wgpu::attach` timed it); a selected span's is the backend(s) that timed its
+/// records (`host` where none did). The runtime's summary labels a site by the same rule
 /// (`SiteSummary::backend_label`); `tests/tests/labels_agree.rs` holds the two together.
-fn backend_label(declared: Backend, sources: &[TimingSource]) -> String {
+fn backend_label(declared: Backend, span: bool, sources: &[TimingSource]) -> String {
     let cuda = sources.iter().any(|s| matches!(s, TimingSource::Cupti | TimingSource::CudaEvent));
     let wgpu = sources.iter().any(|s| matches!(s, TimingSource::GpuTimestamp | TimingSource::GpuPasses));
+    if span {
+        let label = match (cuda, wgpu) {
+            (true, true) => "wgpu+cuda",
+            (true, false) => "cuda",
+            (false, true) => "wgpu",
+            (false, false) => "host",
+        };
+        return label.to_owned();
+    }
     match (declared, cuda, wgpu) {
         (Backend::Host, true, _) => "cuda (bare)".to_owned(),
         (Backend::Host, false, true) => "wgpu (bare)".to_owned(),
@@ -67,11 +80,12 @@ fn source_cell(s: &SiteRow) -> String {
             _ => "bracket",
         })
         .collect();
-    if ends.is_empty() {
-        sources
-    } else {
-        format!("{sources} ({})", ends.join(", "))
+    let mut cell = if ends.is_empty() { sources } else { format!("{sources} ({})", ends.join(", ")) };
+    // By thread is the rule; other ways are said (the runtime's summary says them the same way).
+    if s.attributed.iter().any(|a| a != "thread") {
+        cell.push_str(&format!(" (attributed by {})", s.attributed.join(", ")));
     }
+    cell
 }
 
 #[derive(Debug, Default)]
@@ -81,6 +95,7 @@ struct SiteAcc {
     total_ns: u64,
     bytes: u64,
     sources: Vec<TimingSource>,
+    attributed: BTreeSet<&'static str>,
     host_total_ns: u64,
     errors: u64,
     brackets: BTreeSet<Bracket>,
@@ -131,6 +146,9 @@ impl Sites {
         if !s.sources.contains(&r.source()) {
             s.sources.push(r.source());
         }
+        if let Some(how) = r.attributed {
+            s.attributed.insert(how.as_str());
+        }
         if r.source() == TimingSource::Host && self.read_backs.contains(&r.site) {
             self.host_read_backs.insert(r.site);
         }
@@ -155,8 +173,12 @@ impl Sites {
                 SiteRow {
                     site: index.site_name(id),
                     kind: site.map_or("?", |s| s.kind.as_str()).to_owned(),
-                    backend: site.map_or_else(|| "?".to_owned(), |site| backend_label(site.backend, &s.sources)),
+                    backend: site.map_or_else(
+                        || "?".to_owned(),
+                        |site| backend_label(site.backend, site.kind == SiteKind::Span, &s.sources),
+                    ),
                     sources: s.sources.iter().map(|s| s.as_str().to_owned()).collect(),
+                    attributed: s.attributed.iter().map(|a| (*a).to_owned()).collect(),
                     recorded: s.recorded,
                     calls: aggregate.map(|a| a.calls),
                     total_all_ns: aggregate.map(|a| a.total_ns),

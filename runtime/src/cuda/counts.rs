@@ -17,4 +17,11 @@ pub struct Counts {
     pub window_scopes: u64,
     /// Scopes decided at a flush's deadline before all their records had come.
     pub deadline_scopes: u64,
+    /// Calls made outside every scope that went to the one selected span entered then (by time).
+    pub calls_by_time: u64,
+    /// Activities launched outside every scope while several unrelated selected spans were
+    /// entered: recorded under `during several spans`.
+    pub during_several_activities: u64,
+    /// Calls found a selected span's by time after its record was handed on: unattributed.
+    pub late_by_time: u64,
 }

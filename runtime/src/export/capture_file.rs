@@ -381,7 +381,8 @@ impl State {
         self.thread(r.thread)?;
         let span = self.spans(&r.spans)?;
         let record = frames::record(r, site, span, |d| self.device(d))?;
-        self.frame(&cap::Frame::Record(record))
+        self.frame(&cap::Frame::Record(record))?;
+        frames::attribution(r).map_or(Ok(()), |a| self.frame(&cap::Frame::Attribution(a)))
     }
 
     fn write_end(&mut self, records: u64, lost: u64) -> io::Result<()> {

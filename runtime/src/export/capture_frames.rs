@@ -220,5 +220,21 @@ pub(super) fn record(
         activities,
         memory,
         span,
+        attributed: r.attributed.map(attributed),
     })
+}
+
+/// The frame after a record that says how its GPU work was attributed, where that was a question.
+pub(super) fn attribution(r: &Record) -> Option<cap::Attribution> {
+    r.attributed.map(|how| cap::Attribution { how: attributed(how) })
+}
+
+fn attributed(how: crate::record::Attributed) -> cap::Attributed {
+    use crate::record::Attributed as A;
+    match how {
+        A::Thread => cap::Attributed::Thread,
+        A::Time => cap::Attributed::Time,
+        A::ThreadAndTime => cap::Attributed::ThreadAndTime,
+        A::Ambiguous => cap::Attributed::Ambiguous,
+    }
 }

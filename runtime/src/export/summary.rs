@@ -32,6 +32,10 @@ pub struct SiteSummary {
     pub bytes: u64,
     /// Where the calls' times came from (more than one when a fallback was needed).
     pub sources: Vec<TimingSource>,
+    /// How the calls' GPU work was found to be theirs, where that was a question (CUPTI):
+    /// launched on a thread inside the call (`thread`), or on one outside every scope while the
+    /// selected span was entered elsewhere (`time`).
+    pub attributed: Option<crate::record::Attributed>,
     /// Some calls were timed by bracketing the queue: their GPU time is an upper bound.
     pub bracketed: bool,
     /// Some of those brackets closed at the function's exit, not with the call's last
@@ -64,9 +68,19 @@ impl SiteSummary {
     /// signature) some of whose calls were GPU-timed: `cuda (bare)` where CUDA timing found its
     /// work, `wgpu (bare)` where `gpuspan::wgpu::attach` timed it. `gpuspan report` labels a
     /// site by the same rule.
+    /// A selected span's is the backend(s) that timed its records (`host` where none did): with
+    /// both compiled in, a span takes whichever its program used (decision 55).
     pub fn backend_label(&self) -> &'static str {
         let cuda = self.sources.iter().any(|s| matches!(s, TimingSource::Cupti | TimingSource::CudaEvent));
         let wgpu = self.sources.iter().any(|s| matches!(s, TimingSource::GpuTimestamp | TimingSource::GpuPasses));
+        if self.site.is_span() {
+            return match (cuda, wgpu) {
+                (true, true) => "wgpu+cuda",
+                (true, false) => "cuda",
+                (false, true) => "wgpu",
+                (false, false) => "host",
+            };
+        }
         match (self.site.desc.backend, cuda, wgpu) {
             (crate::site::Backend::Host, true, _) => "cuda (bare)",
             (crate::site::Backend::Host, false, true) => "wgpu (bare)",
@@ -93,6 +107,7 @@ impl SiteSummary {
             device_delta_max_bytes: t.device_delta_max,
             rss_delta_max_bytes: t.rss_delta_max,
             sources: t.sources,
+            attributed: t.attributed,
         }
     }
 }
@@ -143,6 +158,7 @@ pub fn summary() -> Summary {
             }
         }
         reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
+        crate::span_scopes::say_if_layer_missing();
         Summary {
             sections: crate::collector::collector().leaves.summary_sections(&reached),
             reached,
@@ -225,6 +241,9 @@ impl fmt::Display for Summary {
                     })
                     .collect::<Vec<_>>()
                     .join("+");
+                if let Some(how) = s.attributed.filter(|a| *a != crate::record::Attributed::Thread) {
+                    sources.push_str(&format!(" (attributed by {})", how.as_str()));
+                }
                 if s.bracket_at_exit {
                     sources.push_str(" (bracket to exit: upper bound, holds host work)");
                 } else if s.bracketed {

@@ -348,6 +348,7 @@ mod tests {
             host_total_ns: total_ns,
             bytes,
             sources: vec![TimingSource::Cupti],
+            attributed: None,
             bracketed: false,
             bracket_at_exit: false,
             device_delta_max_bytes: None,

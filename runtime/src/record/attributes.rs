@@ -37,10 +37,14 @@ impl Record {
             ("code.line.number", I64(desc.line.into())),
             ("gpu.host_duration_us", us(self.host.duration_ns())),
         ];
+        if let Some(how) = self.attributed {
+            a.push(("gpuspan.attributed", Str(how.as_str().into())));
+        }
         if self.site.is_span() {
             a.push(("gpuspan.kind", Str("span".into())));
-            a.extend(self.fields.iter().cloned());
         }
+        // A selected span's fields; the spans a `during several spans` record was made during.
+        a.extend(self.fields.iter().cloned());
         match desc.kind {
             SiteKind::Kernel => {
                 a.push(("gpu.kernel", Str(desc.name.into())));

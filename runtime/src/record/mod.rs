@@ -17,6 +17,56 @@ use crate::site::{Direction, Site};
 use std::borrow::Cow;
 use std::sync::Arc;
 
+/// How a record's GPU work was found to be its scope's (`gpuspan.attributed`, decision 55).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Attributed {
+    /// Launched on a thread inside the scope (its window, or its id pushed there).
+    Thread,
+    /// Launched on a thread with no scope of its own while the scope's span, and no unrelated
+    /// one, was entered elsewhere (`span_scopes/open_spans.rs`).
+    Time,
+    /// Some of each.
+    ThreadAndTime,
+    /// Launched on a thread with no scope while several unrelated selected spans were entered:
+    /// not guessed between (the `during several spans` site).
+    Ambiguous,
+}
+
+impl Attributed {
+    /// The value of `gpuspan.attributed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Thread => "thread",
+            Self::Time => "time",
+            Self::ThreadAndTime => "thread+time",
+            Self::Ambiguous => "ambiguous",
+        }
+    }
+
+    /// Its bit in a set of them (a site's records): `ThreadAndTime` is both of its parts.
+    #[cfg(feature = "enabled")]
+    pub(crate) fn bit(self) -> u8 {
+        match self {
+            Self::Thread => 1,
+            Self::Time => 2,
+            Self::ThreadAndTime => 3,
+            Self::Ambiguous => 4,
+        }
+    }
+
+    /// What a site's set of them says: ambiguous, or which of thread and time.
+    #[cfg(feature = "enabled")]
+    pub(crate) fn of_bits(bits: u8) -> Option<Attributed> {
+        Some(match bits {
+            0 => return None,
+            b if b & 4 != 0 => Self::Ambiguous,
+            1 => Self::Thread,
+            2 => Self::Time,
+            _ => Self::ThreadAndTime,
+        })
+    }
+}
+
 /// Where a duration came from (`gpu.timing.source`). Every exported duration says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimingSource {
@@ -312,6 +362,12 @@ pub struct Record {
     pub(crate) spans: crate::spans::Chain,
     /// A selected application span's recorded fields (`span_scopes.rs`), as attributes.
     pub(crate) fields: Fields,
+    /// How its GPU work was found to be its own, where that was a question (CUPTI's activities);
+    /// `None` for a call timed by its own queries, bracket or the host.
+    pub attributed: Option<Attributed>,
+    /// Dropped by the backend if no GPU work came (a span's CUDA part when its wgpu part
+    /// already timed it: `backends.rs`).
+    pub(crate) only_if_gpu: bool,
 }
 
 /// Attributes named by the program (a selected span's fields).
@@ -341,6 +397,8 @@ impl Record {
             #[cfg(feature = "enabled")]
             spans: None,
             fields: Vec::new(),
+            attributed: None,
+            only_if_gpu: false,
         }
     }
 
@@ -362,6 +420,8 @@ impl Record {
         match self.source() {
             TimingSource::Cupti | TimingSource::CudaEvent => Backend::Cuda,
             TimingSource::GpuTimestamp | TimingSource::GpuPasses => Backend::Wgpu,
+            // A selected span is no backend's by declaration: its backend is the one that timed it.
+            TimingSource::Host if self.site.is_span() => Backend::Host,
             TimingSource::Host => self.site.desc.backend,
         }
     }

@@ -2,6 +2,9 @@
 //! selected span does on entry, exit and close (`span_scopes.rs` says what and why). Built only
 //! with the `enabled` feature; without it the layer selects nothing.
 
+#[cfg(feature = "cuda")]
+use super::open_spans::ByTime;
+use super::open_spans::{Life, OpenSpans};
 use super::{SpanScopes, SpanSelection};
 use crate::backends::{span_backend, span_gpu};
 use crate::record::Value;
@@ -9,6 +12,7 @@ use crate::scope::Scope;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use tracing::callsite::Identifier;
 use tracing::field::{Field, Visit};
@@ -27,12 +31,30 @@ pub(crate) struct Selected {
     from_init: RwLock<Option<Option<Arc<EnvFilter>>>>,
     /// One site per span callsite, made the first time a span of it is selected.
     sites: Mutex<Option<HashMap<Identifier, &'static Site>>>,
+    /// When each selected span instance was entered, for attribution by time.
+    open_spans: OpenSpans,
+    /// A [`layer`](super::layer) was put in a subscriber (`tracing` cannot list a
+    /// subscriber's layers: the layer says so when it is added).
+    layer_added: AtomicBool,
 }
 
 impl Selected {
     pub(crate) const fn new() -> Self {
-        Selected { from_init: RwLock::new(None), sites: Mutex::new(None) }
+        Selected {
+            from_init: RwLock::new(None),
+            sites: Mutex::new(None),
+            open_spans: OpenSpans::new(),
+            layer_added: AtomicBool::new(false),
+        }
     }
+}
+
+/// Whose, by time, GPU work launched at host instant `host_ns` is, for a backend that found no
+/// scope on the launching thread (`open_spans.rs` has the rule). CUPTI's attribution asks it;
+/// so may wgpu's instrumented passes.
+#[cfg(feature = "cuda")]
+pub(crate) fn by_time(host_ns: u64) -> ByTime {
+    crate::collector::collector().selected.open_spans.at(host_ns)
 }
 
 fn from_init_lock() -> &'static RwLock<Option<Option<Arc<EnvFilter>>>> {
@@ -53,11 +75,34 @@ pub(super) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
 }
 
 /// `init` was given this selection (`Config::spans`, or `GPUSPAN_SPANS`): [`layer`] uses it from
-/// now on, and every callsite is asked again.
+/// now on, and every callsite is asked again. A selection with no layer in the process's
+/// subscriber (already set) is said now; one set later is checked by [`say_if_layer_missing`].
 pub(crate) fn select_from_init(directives: Option<&str>) {
     let filter = parse(directives);
+    let selects = filter.is_some();
     *from_init_lock().write().unwrap_or_else(|e| e.into_inner()) = Some(filter);
     tracing::callsite::rebuild_interest_cache();
+    if selects && tracing::dispatcher::has_been_set() {
+        say_if_layer_missing();
+    }
+}
+
+/// The layer is missing: spans are selected (`GPUSPAN_SPANS` or `Config::spans`) but no
+/// [`layer`](super::layer) was added to any subscriber, so no span can be measured. Said once
+/// (at `init` when the subscriber was set before it, else at the summary).
+pub(crate) fn say_if_layer_missing() {
+    if layer_missing(crate::collector::collector().selected.layer_added.load(Ordering::Relaxed), from_init().is_some())
+    {
+        crate::diagnostics::note_once(
+            "spans are selected (GPUSPAN_SPANS or Config::spans) but no `gpuspan::layer()` is in the subscriber, so \
+             none is measured: add `.with(gpuspan::layer())` to the `tracing_subscriber::registry()` the program \
+             installs",
+        );
+    }
+}
+
+fn layer_missing(layer_added: bool, selects: bool) -> bool {
+    selects && !layer_added
 }
 
 /// Whether `init`'s selection selects anything (CUDA timing is then started at `init`).
@@ -144,6 +189,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
 /// What a selected span instance keeps in its extensions.
 struct Instance {
     site: &'static Site,
+    /// When it was entered, for attribution by time.
+    life: Arc<Life>,
     /// Opened at the first entry, taken when the span closes.
     scope: Mutex<Slot>,
     /// The span's recorded fields, as attributes of its record.
@@ -265,8 +312,12 @@ impl Instance {
     fn enter(&self, span: &Id) {
         let mut slot = lock(&self.scope);
         if matches!(*slot, Slot::Unopened) {
-            *slot = Slot::Open(Box::new(Scope::span_scope(self.site, |_| span_gpu(self.site))));
+            let scope = Scope::span_scope(self.site, |_| span_gpu(self.site));
+            let log = &crate::collector::collector().selected.open_spans;
+            log.opened(&self.life, scope.scope_id(), crate::clock::now_ns());
+            *slot = Slot::Open(Box::new(scope));
         }
+        self.life.enter(crate::clock::now_ns);
         if let Slot::Open(scope) = &mut *slot {
             if scope.gpu_mut().is_some_and(|g| g.tags_span_entries()) {
                 let id = scope.scope_id();
@@ -277,6 +328,7 @@ impl Instance {
     }
 
     fn exit(&self, span: &Id) {
+        self.life.exit(crate::clock::now_ns);
         if crate::backends::SPAN_ENTRIES {
             entries::exit(span.into_u64());
         }
@@ -285,6 +337,7 @@ impl Instance {
     /// The span closes: its scope, with its fields, to be dropped by the caller outside every
     /// lock (the record goes to its backend then).
     fn close(&self) -> Option<Scope> {
+        self.life.close();
         let Slot::Open(mut scope) = std::mem::replace(&mut *lock(&self.scope), Slot::Closed) else { return None };
         scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
         Some(*scope)
@@ -326,6 +379,10 @@ impl Visit for Fields<'_> {
 }
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
+    fn on_layer(&mut self, _subscriber: &mut S) {
+        crate::collector::collector().selected.layer_added.store(true, Ordering::Relaxed);
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         // GPUSPAN=off: a selected span is nothing.
         if !crate::switch::is_on() {
@@ -337,7 +394,15 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
         let mut fields = Vec::new();
         attrs.record(&mut Fields(&mut fields));
         let site = site_of(attrs.metadata());
-        span.extensions_mut().insert(Instance { site, scope: Mutex::new(Slot::Unopened), fields: Mutex::new(fields) });
+        // The nearest selected span it was made in: an outer span of the same chain, for the rule.
+        let parent = span.scope().skip(1).find_map(|s| s.extensions().get::<Instance>().map(|i| i.life.clone()));
+        let life = Life::new(attrs.metadata().name(), parent);
+        span.extensions_mut().insert(Instance {
+            site,
+            life,
+            scope: Mutex::new(Slot::Unopened),
+            fields: Mutex::new(fields),
+        });
     }
 
     fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
@@ -508,6 +573,15 @@ mod tests {
         let mut names: Vec<_> = records.iter().map(|r| r.site.desc.name).collect();
         names.sort();
         assert_eq!(names, ["by_name_inner", "by_name_req"]);
+    }
+
+    #[test]
+    fn a_selection_without_the_layer_is_said_and_a_layer_in_any_subscriber_counts() {
+        assert!(layer_missing(false, true));
+        assert!(!layer_missing(true, true), "the layer was added");
+        assert!(!layer_missing(false, false), "nothing selected: nothing to say");
+        let _ = tracing_subscriber::registry().with(layer());
+        assert!(crate::collector::collector().selected.layer_added.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -101,6 +101,15 @@ macro_rules! scope_of_majors {
                 }
             }
 
+            /// A selected span's brackets beside another backend's part: the record back when
+            /// no device took a submission while the span was open.
+            #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+            pub(crate) fn finish_span_if_used(self, record: Record) -> Option<Record> {
+                match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.finish_span_if_used(record),)*
+                }
+            }
+
             fn bracket_handle(&mut self) -> Option<HandleOf> {
                 match self {
                     $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.bracket_handle().map(HandleOf::$variant),)*
@@ -123,14 +132,22 @@ macro_rules! scope_of_majors {
         /// The selected span's bracket, on the first major with a device registered with its
         /// queue.
         pub(crate) fn span_bracket(site: &'static Site) -> GpuScope {
+            span_bracket_if_registered(site).unwrap_or_else(|| {
+                site.timed_on_host("no wgpu device registered with its queue");
+                GpuScope::None
+            })
+        }
+
+        /// [`span_bracket`], `None` (and no reason kept) when no device is registered with its
+        /// queue: another backend may time the span.
+        pub(crate) fn span_bracket_if_registered(site: &'static Site) -> Option<GpuScope> {
             $(
                 #[cfg(feature = $feature)]
                 if let Some(gpu) = super::$module::backend::span_bracket(site) {
-                    return gpu;
+                    return Some(gpu);
                 }
             )*
-            site.timed_on_host("no wgpu device registered with its queue");
-            GpuScope::None
+            None
         }
 
         /// The adapter the registered device `id` came from (device ids are per major: with two

@@ -11,6 +11,10 @@
 //!   → correlation id) beside its API record; a pushed id is always the innermost scope;
 //! - else the innermost synchronous scope of its thread whose window (CUPTI's clock at open and
 //!   close) holds its start (`thread_index.rs`: decided once no open window can hold it);
+//! - else, by time (decision 55), the innermost selected span entered on some thread when the
+//!   call began, when that is one span (`span_scopes/open_spans.rs`): a framework's device
+//!   thread launches what the caller's span asked for without entering it. When several
+//!   unrelated spans were entered, nobody's: the `during several spans` site, naming them;
 //! - else nobody: `unattributed`.
 //!
 //! A scope is resolved when all of these hold:
@@ -37,14 +41,16 @@
 //! so is every ended scope at a flush's deadline ([`Resolver::force`]).
 
 use super::callbacks::{work_of, Work};
-use super::finish::{demangle, finish, unattributed};
+use super::finish::{demangle, during_several, finish, unattributed};
 use super::records::{self, Raw, RawApi};
 use super::thread_index::{Owner, Snapshot, ThreadIndex, Window};
 use crate::cuda::counts::Counts;
-use crate::record::{Activity, ActivityKind, DeviceLabel, Interval, KernelGeometry, Record};
+use crate::record::{Activity, ActivityKind, Attributed, DeviceLabel, Interval, KernelGeometry, Record};
+use crate::span_scopes::ByTime;
 use facts::{Piece, Placer};
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 mod facts;
 
@@ -104,8 +110,16 @@ pub struct Resolver {
     correlation: HashMap<u32, u64>,
     /// Work-enqueuing API records without an external id, with the buffer they came in.
     api_waiting: Vec<(u64, RawApi)>,
-    /// Work-enqueuing API calls made outside every scope: their interval on CUPTI's clock.
-    outside: HashMap<u32, Interval>,
+    /// Work-enqueuing API calls made outside every scope: their interval on CUPTI's clock, and
+    /// the spans they were made during, when several were entered (nobody's, by time).
+    outside: HashMap<u32, (Interval, Option<Arc<str>>)>,
+    /// Which selected span was entered when, at a host instant (`span_scopes::by_time`).
+    by_time: fn(u64) -> ByTime,
+    /// Calls given to a selected span by time, until their scope resolves.
+    time_ids: HashSet<u32>,
+    /// Selected spans' scopes already handed on: a call found theirs by time too late stays
+    /// unattributed (counted).
+    resolved_spans: HashSet<u64>,
     /// Activities whose correlation id is not known yet, with the buffer they came in.
     orphans: Vec<(u64, u32, Piece)>,
     /// Windows of ended synchronous scopes, and the calls that wait for one.
@@ -133,6 +147,9 @@ impl Resolver {
             correlation: HashMap::new(),
             api_waiting: Vec::new(),
             outside: HashMap::new(),
+            by_time: crate::span_scopes::by_time,
+            time_ids: HashSet::new(),
+            resolved_spans: HashSet::new(),
             orphans: Vec::new(),
             threads: ThreadIndex::default(),
             held: HashMap::new(),
@@ -144,6 +161,13 @@ impl Resolver {
             counts: Counts::default(),
             placer: Placer::default(),
         }
+    }
+
+    /// Tests: `rule` answers whose a call outside every scope is, by time, instead of the
+    /// span layer's log.
+    #[cfg(test)]
+    pub(crate) fn set_by_time(&mut self, rule: fn(u64) -> ByTime) {
+        self.by_time = rule;
     }
 
     /// Takes the calibration of CUPTI's CPU clock against the host's (`host = cupti + offset`)
@@ -187,8 +211,27 @@ impl Resolver {
         unattributed(a, host, error)
     }
 
+    /// The record of work launched outside every scope while several unrelated selected spans
+    /// were entered (named in `spans`): not guessed between.
+    fn during_several(&mut self, piece: Piece, api: Interval, spans: Arc<str>) -> Record {
+        self.counts.during_several_activities += 1;
+        let (mut placed, error) = self.placer.place(None, |_| Some(api), vec![(0, piece)]);
+        let a = placed.remove(0);
+        let host = Interval { start_ns: self.placer.host_ns(api.start_ns), end_ns: self.placer.host_ns(api.end_ns) };
+        during_several(a, host, error, spans)
+    }
+
+    /// Outside work: its own record, unattributed or during several spans.
+    fn outside_record(&mut self, piece: Piece, outside: Option<(Interval, Option<Arc<str>>)>) -> Record {
+        match outside {
+            Some((api, Some(spans))) => self.during_several(piece, api, spans),
+            Some((api, None)) => self.unattributed(piece, Some(api)),
+            None => self.unattributed(piece, None),
+        }
+    }
+
     /// What it has done so far.
-    #[cfg(feature = "testing")]
+    #[cfg(any(test, feature = "testing"))]
     pub fn counts(&self) -> Counts {
         self.counts
     }
@@ -262,6 +305,28 @@ impl Resolver {
         let c = a.correlation_id;
         let api = Interval { start_ns: a.start, end_ns: a.end };
         let held = self.held.remove(&c).unwrap_or_default();
+        // No scope on its thread: whose by time (only calls that enqueue work are asked).
+        let mut several = None;
+        let owner = match owner {
+            Owner::Scope(_) => owner,
+            Owner::Outside | Owner::Undecided if work_of(a.domain, a.cbid).is_none() => owner,
+            Owner::Outside | Owner::Undecided => match (self.by_time)(self.placer.host_ns(a.start)) {
+                ByTime::One(scope) if scope != 0 && !self.resolved_spans.contains(&scope) => {
+                    self.time_ids.insert(c);
+                    self.counts.calls_by_time += 1;
+                    Owner::Scope(scope)
+                }
+                ByTime::One(scope) if scope != 0 => {
+                    self.counts.late_by_time += 1;
+                    owner
+                }
+                ByTime::Several(spans) => {
+                    several = Some(spans);
+                    owner
+                }
+                _ => owner,
+            },
+        };
         match owner {
             Owner::Scope(scope) => {
                 self.correlation.insert(c, scope);
@@ -273,9 +338,9 @@ impl Resolver {
                 p.activities.extend(held.into_iter().map(|h| (c, h)));
             }
             Owner::Outside | Owner::Undecided => {
-                self.outside.insert(c, api);
+                self.outside.insert(c, (api, several.clone()));
                 for h in held {
-                    out.push(self.unattributed(h, Some(api)));
+                    out.push(self.outside_record(h, Some((api, several.clone()))));
                 }
             }
         }
@@ -287,8 +352,24 @@ impl Resolver {
         for c in &p.correlation_ids {
             self.correlation.remove(c);
         }
-        let e = p.ended?;
+        let mut e = p.ended?;
         self.ended.remove(&(e.fence, id));
+        let by_time = p.activities.iter().filter(|(c, _)| self.time_ids.contains(c)).count();
+        for c in &p.correlation_ids {
+            self.time_ids.remove(c);
+        }
+        e.record.attributed = match (by_time, p.activities.len()) {
+            (_, 0) => None,
+            (0, _) => Some(Attributed::Thread),
+            (t, n) if t == n => Some(Attributed::Time),
+            _ => Some(Attributed::ThreadAndTime),
+        };
+        if e.record.site.is_span() {
+            if self.resolved_spans.len() > 100_000 {
+                self.resolved_spans.clear();
+            }
+            self.resolved_spans.insert(id);
+        }
         if let Some(w) = &e.window {
             self.threads.remove(id, w);
             self.counts.window_scopes += 1;
@@ -298,6 +379,9 @@ impl Resolver {
         // A window scope's start is its window's, mapped by the calibration itself: not a fact
         // beside it. Its work is placed after the API calls that launched it.
         let call_start = e.window.is_none().then_some(e.record.host.start_ns);
+        if e.record.only_if_gpu && p.activities.is_empty() {
+            return None; // another backend timed the span (`backends.rs`)
+        }
         let (activities, clock_error_ns) = self.placer.place(call_start, launch_of, p.activities);
         Some(finish(e.record, activities, clock_error_ns))
     }
@@ -399,8 +483,8 @@ impl Resolver {
                 // into the next buffer. Once that one is in too (or none was asked for), no
                 // call will claim it.
                 let (_, _, a) = self.orphans.swap_remove(i);
-                let api = self.outside.get(&c).copied();
-                out.push(self.unattributed(a, api));
+                let outside = self.outside.get(&c).cloned();
+                out.push(self.outside_record(a, outside));
             } else {
                 i += 1;
             }

@@ -12,6 +12,14 @@ pub(crate) static UNATTRIBUTED: Site = Site::new(SiteDesc {
 });
 inventory::submit! { crate::site::SiteRef(&UNATTRIBUTED) }
 
+/// The site of GPU work launched outside every scope while several unrelated selected spans
+/// were entered (decision 55): which one asked for it is not guessed. Each record names them.
+pub(crate) static DURING_SEVERAL: Site = Site::new(SiteDesc {
+    module_path: "gpuspan::cuda",
+    ..crate::site::site_desc!("during several spans", SiteKind::Kernel, Backend::Cuda)
+});
+inventory::submit! { crate::site::SiteRef(&DURING_SEVERAL) }
+
 /// Demangles a C++ kernel name; `extern "C"` names and anything unparsable stay as they are.
 pub(crate) fn demangle(mangled: &str) -> String {
     cpp_demangle::Symbol::new(mangled).ok().and_then(|s| s.demangle().ok()).unwrap_or_else(|| mangled.to_owned())
@@ -146,6 +154,19 @@ pub(super) fn unattributed(a: Activity, host: Interval, clock_error_ns: u64) -> 
     let mut record = Record::new(&UNATTRIBUTED, 0, 0, host);
     record.bytes = bytes;
     finish(record, vec![a], clock_error_ns)
+}
+
+pub(super) fn during_several(a: Activity, host: Interval, clock_error_ns: u64, spans: Arc<str>) -> Record {
+    crate::diagnostics::note_once(format_args!(
+        "GPU work was launched on a thread outside every selected span while several unrelated ones were entered \
+         ({spans}): it is not guessed between them but listed as `during several spans` (its records name them). \
+         Enter the span on the launching thread (`Span::current()` sent with the work) to attribute it"
+    ));
+    let mut record = unattributed(a, host, clock_error_ns);
+    record.site = &DURING_SEVERAL;
+    record.fields.push(("gpuspan.during_spans", crate::record::Value::Str(spans.to_string().into())));
+    record.attributed = Some(crate::record::Attributed::Ambiguous);
+    record
 }
 
 /// Device labels for CUPTI device ids, from the driver's names.

@@ -276,6 +276,9 @@ impl Encoder {
         let span = self.spans(&r.spans)?;
         let record = frames::record(r, site, span, |d| self.device(d))?;
         self.frame(&cap::Frame::Record(record))?;
+        if let Some(a) = frames::attribution(r) {
+            self.frame(&cap::Frame::Attribution(a))?;
+        }
         self.count(r);
         Ok(())
     }

@@ -361,6 +361,27 @@ impl WgpuScope {
         }
     }
 
+    /// A selected span's brackets as it closes, beside CUDA's part of its scope
+    /// (`backends::SpanScope`): the record goes to the devices that took a submission while it
+    /// was open; when none did it is given back, for the CUDA part.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn finish_span_if_used(self, mut record: Record) -> Option<Record> {
+        match self {
+            WgpuScope::Bracket(b) => {
+                record.read_back = read_back::take_phases();
+                finish_touched_brackets(vec![b], record, false)
+            }
+            WgpuScope::SpanBrackets(bs) => {
+                record.read_back = read_back::take_phases();
+                finish_touched_brackets(bs, record, false)
+            }
+            other => {
+                other.finish(record);
+                None
+            }
+        }
+    }
+
     pub(crate) fn finish(self, mut record: Record) {
         record.read_back = read_back::take_phases();
         match self {
@@ -380,10 +401,20 @@ impl WgpuScope {
 /// A selected span closed with a bracket on each registered device's queue: the devices that
 /// took a submission while it was open get its record (one each, their brackets' GPU
 /// intervals), the others leave without one. None of them (or no way to tell): the first.
-fn finish_span_brackets(mut brackets: Vec<Bracket>, record: Record) {
+fn finish_span_brackets(brackets: Vec<Bracket>, record: Record) {
+    let _kept = finish_touched_brackets(brackets, record, true);
+}
+
+/// [`finish_span_brackets`]; with `first_if_none` false, when no device took a submission every
+/// bracket leaves and the record is given back (another backend's part of the span times it).
+fn finish_touched_brackets(mut brackets: Vec<Bracket>, record: Record, first_if_none: bool) -> Option<Record> {
     let touched: Vec<bool> = brackets.iter_mut().map(|b| b.end_for_span().unwrap_or(true)).collect();
     let mut keep: Vec<usize> = (0..brackets.len()).filter(|&i| touched[i]).collect();
     if keep.is_empty() {
+        if !first_if_none {
+            brackets.into_iter().for_each(Bracket::supersede);
+            return Some(record);
+        }
         keep.push(0);
     }
     let last = keep.last().copied();
@@ -399,6 +430,7 @@ fn finish_span_brackets(mut brackets: Vec<Bracket>, record: Record) {
             None => b.supersede(),
         }
     }
+    None
 }
 
 /// The wgpu part of a selected application span's scope (`span_scopes.rs`): a bracket on the

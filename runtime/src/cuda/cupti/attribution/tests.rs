@@ -137,3 +137,79 @@ fn work_timed_before_its_launching_call_is_placed_after_it_by_the_facts() {
         r.clock_lines()
     );
 }
+
+/// A launch on a thread with no scope (a framework's device thread): the one selected span
+/// entered elsewhere at its start gets it, labelled `time`, and waits for its kernel; a launch
+/// while two unrelated spans were entered goes to `during several spans`, naming them; one while
+/// none was stays `unattributed`.
+#[test]
+fn launches_outside_every_scope_go_by_time_to_the_one_span_entered_then_and_are_never_guessed() {
+    use super::super::records::{ApiDomain, RawKernel};
+    use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+    // The span layer's log, synthetic: span scope 40 entered over [1_000, 2_000), two unrelated
+    // spans over [3_000, 4_000), nobody after.
+    fn rule(t: u64) -> ByTime {
+        match t {
+            1_000..2_000 => ByTime::One(40),
+            3_000..4_000 => ByTime::Several("forward_pass ×2".into()),
+            _ => ByTime::Nobody,
+        }
+    }
+    static SPAN: std::sync::LazyLock<&'static Site> = std::sync::LazyLock::new(|| {
+        Box::leak(Box::new(Site::for_span(crate::site::site_desc!("forward_pass", SiteKind::Kernel, Backend::Cuda))))
+    });
+    let mut r = Resolver::new(device_labels(vec!["GPU A".into()]));
+    r.set_by_time(rule);
+    let launch = |correlation_id: u32, start: u64| {
+        Raw::Api(RawApi {
+            domain: ApiDomain::Driver,
+            cbid: D::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel as u32,
+            start,
+            end: start + 10,
+            thread_id: 9, // the device thread: no window, no pushed id
+            correlation_id,
+            return_value: 0,
+        })
+    };
+    let kernel = |correlation_id: u32, start: u64| {
+        Raw::Kernel(RawKernel {
+            start,
+            end: start + 100,
+            device: 0,
+            context: 1,
+            stream: 7,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            registers_per_thread: 8,
+            static_shared: 0,
+            dynamic_shared: 0,
+            correlation_id,
+            name_ptr: 0,
+        })
+    };
+    // The launches arrive first; the span's scope ends with fence 1.
+    r.buffer(1, 5_000, &[launch(1, 1_100), launch(2, 1_500), launch(3, 3_100), launch(4, 5_000)], &mut |_| None);
+    r.ended(Record::new(*SPAN, 40, 1, Interval { start_ns: 900, end_ns: 2_100 }), 1);
+    let first = r.poll(6_000);
+    assert!(first.iter().all(|x| x.scope_id != 40), "the span waits for its two kernels: {first:?}");
+    r.buffer(2, 7_000, &[kernel(1, 1_200), kernel(2, 1_600), kernel(3, 3_200), kernel(4, 5_100)], &mut |_| None);
+    let mut out = first;
+    out.extend(r.poll(8_000));
+    out.extend(r.force());
+    let span: Vec<_> = out.iter().filter(|x| x.scope_id == 40).collect();
+    assert_eq!(span.len(), 1, "{out:?}");
+    assert_eq!(span[0].activities.len(), 2, "both launches made while it alone was entered");
+    assert_eq!(span[0].attributed, Some(Attributed::Time));
+    let several: Vec<_> = out.iter().filter(|x| x.site.desc.name == "during several spans").collect();
+    assert_eq!(several.len(), 1, "{out:?}");
+    assert_eq!(several[0].attributed, Some(Attributed::Ambiguous));
+    assert!(several[0]
+        .attributes()
+        .contains(&("gpuspan.during_spans", crate::record::Value::Str("forward_pass ×2".into()))));
+    assert_eq!(several[0].gpu.as_ref().map(|g| g.busy_ns), Some(100), "its GPU time is reported");
+    let nobody: Vec<_> = out.iter().filter(|x| x.site.desc.name == "unattributed").collect();
+    assert_eq!(nobody.len(), 1, "launched when no span was entered: {out:?}");
+    assert_eq!(nobody[0].attributed, None);
+    let c = r.counts();
+    assert_eq!((c.calls_by_time, c.during_several_activities, c.unattributed_activities), (2, 1, 1));
+}

@@ -1,0 +1,266 @@
+//! Which selected spans were open when, and the rule of attribution by time (decision 55).
+//!
+//! A framework's own thread (cubecl's device thread, an executor's worker) launches the work a
+//! caller's span asked for without ever entering that span: nothing on the launching thread says
+//! whose the work is. What is known is *when* it was launched. Each selected span instance keeps
+//! the stretches of host time during which it was entered on at least one thread; work whose
+//! launching thread had no scope of its own goes to the innermost selected span entered at its
+//! launch ([`OpenSpans::at`]) when that is one span (one chain of nested spans: its innermost),
+//! and to nobody's in particular ("during several spans") when several unrelated ones were.
+//!
+//! Cost: a selected span's entry and exit lock its own (uncontended) stretch list and read the
+//! clock when the count of threads it is entered on goes from 0 to 1 or back; the process-wide
+//! list is locked once per span instance (at its first entry), and by the lookups, which run on
+//! the backends' resolver threads.
+
+// The lookup's consumers are the backends that attribute work by time: CUPTI today (wgpu's
+// instrumented passes next); without them the log is kept and only its tests read it.
+#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// How long a closed span stays in the log for late lookups: CUPTI delivers a launch's records
+/// up to a few seconds after it (a buffer fills or a flush asks), well within this.
+const RETAIN_NS: u64 = 120_000_000_000;
+
+/// Whose, by time, the work launched at an instant is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ByTime {
+    /// No selected span was entered anywhere then.
+    Nobody,
+    /// The innermost span of the one chain entered then: its scope id.
+    One(u64),
+    /// Several unrelated spans were entered then: their names, sorted, each with how many of
+    /// its instances were (`forward_pass ×2, train_step`).
+    Several(Arc<str>),
+}
+
+/// One selected span instance's life: the stretches it was entered on some thread.
+#[derive(Debug)]
+pub(crate) struct Life {
+    name: &'static str,
+    /// The nearest selected span it was made in.
+    parent: Option<Arc<Life>>,
+    state: Mutex<LifeState>,
+}
+
+#[derive(Debug, Default)]
+struct LifeState {
+    /// Its scope's id (0 until its first entry opened it).
+    scope_id: u64,
+    /// Threads it is entered on now.
+    entered: u32,
+    /// Host clock (ns): `(first entry, last exit)` of each stretch, `u64::MAX` while open.
+    stretches: Vec<(u64, u64)>,
+    closed: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Life {
+    pub(crate) fn new(name: &'static str, parent: Option<Arc<Life>>) -> Arc<Life> {
+        Arc::new(Life { name, parent, state: Mutex::new(LifeState::default()) })
+    }
+
+    /// Entered on one more thread at `now` (host clock, ns; read only when needed).
+    pub(crate) fn enter(&self, now: impl FnOnce() -> u64) {
+        let mut s = lock(&self.state);
+        s.entered += 1;
+        if s.entered == 1 {
+            s.stretches.push((now(), u64::MAX));
+        }
+    }
+
+    /// Exited on one thread.
+    pub(crate) fn exit(&self, now: impl FnOnce() -> u64) {
+        let mut s = lock(&self.state);
+        s.entered = s.entered.saturating_sub(1);
+        if s.entered == 0 {
+            if let Some(last) = s.stretches.last_mut().filter(|l| l.1 == u64::MAX) {
+                last.1 = now();
+            }
+        }
+    }
+
+    /// The span closed: no stretch will open again.
+    pub(crate) fn close(&self) {
+        lock(&self.state).closed = true;
+    }
+
+    fn scope_id(&self) -> u64 {
+        lock(&self.state).scope_id
+    }
+
+    /// Entered at instant `t`.
+    fn entered_at(&self, t: u64) -> bool {
+        lock(&self.state).stretches.iter().any(|&(s, e)| s <= t && t < e)
+    }
+
+    /// Closed and out of every stretch before instant `before`.
+    fn gone_before(&self, before: u64) -> bool {
+        let s = lock(&self.state);
+        s.closed && s.stretches.last().is_none_or(|l| l.1 < before)
+    }
+}
+
+/// The process's selected span instances, from their first entry until [`RETAIN_NS`] after
+/// they closed. Owned by the span layer's state (`Selected`).
+#[derive(Debug)]
+pub(crate) struct OpenSpans {
+    lives: Mutex<Vec<Arc<Life>>>,
+    /// The log is pruned when it reaches this length (twice what the last pruning left), so
+    /// that an instance's first entry costs O(1) amortized.
+    prune_at: Mutex<usize>,
+}
+
+impl OpenSpans {
+    pub(crate) const fn new() -> Self {
+        OpenSpans { lives: Mutex::new(Vec::new()), prune_at: Mutex::new(64) }
+    }
+
+    /// A span instance's scope opened (its first entry) with id `scope_id`: it is in the log
+    /// from now on. Those gone for longer than [`RETAIN_NS`] leave it.
+    pub(crate) fn opened(&self, life: &Arc<Life>, scope_id: u64, now_ns: u64) {
+        lock(&life.state).scope_id = scope_id;
+        let mut lives = lock(&self.lives);
+        let mut prune_at = lock(&self.prune_at);
+        if lives.len() >= *prune_at {
+            let horizon = now_ns.saturating_sub(RETAIN_NS);
+            lives.retain(|l| !l.gone_before(horizon));
+            *prune_at = (2 * lives.len()).max(64);
+        }
+        lives.push(life.clone());
+    }
+
+    /// The rule, at host-clock instant `t` (ns): the spans entered then, less every one that is
+    /// an ancestor of another; one left is the owner, several are not guessed between.
+    pub(crate) fn at(&self, t: u64) -> ByTime {
+        let open: Vec<Arc<Life>> = lock(&self.lives).iter().filter(|l| l.entered_at(t)).cloned().collect();
+        innermost(&open)
+    }
+}
+
+/// [`OpenSpans::at`]'s choice among the spans entered at one instant.
+fn innermost(open: &[Arc<Life>]) -> ByTime {
+    let is_ancestor_of_another = |a: &Arc<Life>| {
+        open.iter().any(|o| {
+            let mut p = o.parent.as_ref();
+            while let Some(l) = p {
+                if Arc::ptr_eq(l, a) {
+                    return true;
+                }
+                p = l.parent.as_ref();
+            }
+            false
+        })
+    };
+    let leaves: Vec<&Arc<Life>> = open.iter().filter(|l| !is_ancestor_of_another(l)).collect();
+    match leaves.as_slice() {
+        [] => ByTime::Nobody,
+        [one] => ByTime::One(one.scope_id()),
+        several => {
+            let mut names: Vec<&str> = several.iter().map(|l| l.name).collect();
+            names.sort_unstable();
+            let mut out: Vec<String> = Vec::new();
+            for group in names.chunk_by(|a, b| a == b) {
+                out.push(match group.len() {
+                    1 => group[0].to_owned(),
+                    n => format!("{} ×{n}", group[0]),
+                });
+            }
+            ByTime::Several(out.join(", ").into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opened(log: &OpenSpans, life: &Arc<Life>, id: u64, at: u64) {
+        log.opened(life, id, at);
+    }
+
+    #[test]
+    fn work_launched_while_one_chain_is_entered_goes_to_its_innermost_span() {
+        let log = OpenSpans::new();
+        let epoch = Life::new("epoch", None);
+        let step = Life::new("train_step", Some(epoch.clone()));
+        let fwd = Life::new("forward_pass", Some(step.clone()));
+        opened(&log, &epoch, 1, 0);
+        epoch.enter(|| 0);
+        opened(&log, &step, 2, 10);
+        step.enter(|| 10);
+        opened(&log, &fwd, 3, 20);
+        fwd.enter(|| 20);
+        fwd.exit(|| 30);
+        fwd.close();
+        step.exit(|| 40);
+        epoch.exit(|| 50);
+        assert_eq!(log.at(5), ByTime::One(1), "only the epoch");
+        assert_eq!(log.at(15), ByTime::One(2));
+        assert_eq!(log.at(25), ByTime::One(3), "the innermost of the chain");
+        assert_eq!(log.at(30), ByTime::One(2), "the exit ends the stretch");
+        assert_eq!(log.at(45), ByTime::One(1));
+        assert_eq!(log.at(50), ByTime::Nobody);
+    }
+
+    #[test]
+    fn two_unrelated_spans_entered_at_once_are_not_guessed_between() {
+        let log = OpenSpans::new();
+        let epoch = Life::new("epoch", None);
+        let a = Life::new("forward_pass", Some(epoch.clone()));
+        let b = Life::new("forward_pass", Some(epoch.clone()));
+        let c = Life::new("train_step", None);
+        for (l, id) in [(&epoch, 1), (&a, 2), (&b, 3), (&c, 4)] {
+            opened(&log, l, id, 0);
+        }
+        epoch.enter(|| 0);
+        a.enter(|| 10);
+        b.enter(|| 15);
+        a.exit(|| 20);
+        c.enter(|| 25);
+        assert_eq!(log.at(12), ByTime::One(2), "a alone under the epoch");
+        assert_eq!(log.at(17), ByTime::Several("forward_pass ×2".into()), "siblings: the epoch is no answer");
+        assert_eq!(log.at(30), ByTime::Several("forward_pass, train_step".into()));
+    }
+
+    #[test]
+    fn a_span_entered_on_two_threads_is_open_until_the_last_exit() {
+        let log = OpenSpans::new();
+        let s = Life::new("request", None);
+        opened(&log, &s, 7, 0);
+        s.enter(|| 0);
+        s.enter(|| unreachable!("the clock is read only when the count leaves 0"));
+        s.exit(|| unreachable!("still entered on one thread"));
+        assert_eq!(log.at(100), ByTime::One(7));
+        s.exit(|| 200);
+        assert_eq!(log.at(200), ByTime::Nobody);
+        // Entered again later (a future's next poll): a second stretch; the gap is nobody's.
+        s.enter(|| 300);
+        s.exit(|| 400);
+        assert_eq!(log.at(250), ByTime::Nobody);
+        assert_eq!(log.at(350), ByTime::One(7));
+    }
+
+    #[test]
+    fn closed_spans_leave_the_log_long_after_they_closed() {
+        let log = OpenSpans::new();
+        let old = Life::new("old", None);
+        opened(&log, &old, 1, 0);
+        old.enter(|| 0);
+        old.exit(|| 10);
+        old.close();
+        let open = Life::new("open", None);
+        opened(&log, &open, 2, 20);
+        assert_eq!(lock(&log.lives).len(), 2, "kept while a late record may still ask");
+        *lock(&log.prune_at) = 2; // pruned at the next instance
+        let later = Life::new("later", None);
+        opened(&log, &later, 3, 10 + RETAIN_NS + 1);
+        let left: Vec<_> = lock(&log.lives).iter().map(|l| l.name).collect();
+        assert_eq!(left, ["open", "later"], "an unclosed span stays");
+        assert_eq!(*lock(&log.prune_at), 64, "next pruning: twice what is left, at least 64");
+    }
+}
