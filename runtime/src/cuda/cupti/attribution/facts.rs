@@ -342,4 +342,30 @@ mod tests {
         assert!(a[0].interval.start_ns + err >= T + 100, "not before the launch the window remembers");
         assert!(err < 2_100_000, "bounded by its delivery: {err}");
     }
+
+    /// Issue 39's second process: CUPTI's times put a kernel ending after the synchronize on its
+    /// stream, begun after its launch returned, had returned. That synchronize holds it: it is
+    /// moved earlier, within its stated error of the truth, and the summary says which fact
+    /// moved it and by how much. A synchronize on another stream holds nothing.
+    #[test]
+    fn a_synchronize_that_returned_holds_the_work_it_waited_for() {
+        let late = 5_000u64; // CUPTI's kernel times run 5 µs late
+        let run = |stream: u32| {
+            let mut p = Placer::default();
+            p.add_calibration(ClockMap { offset_ns: 0, error_ns: 50, taken_at_ns: T });
+            // Launch 0..4 µs, kernel 6..10 µs, synchronize from 5 µs returning at 12 µs.
+            p.synchronized(Synchronized::Stream(stream), Interval { start_ns: T + 5_000, end_ns: T + 12_000 });
+            let k = kernel(T + 6_000 + late, T + 10_000 + late);
+            let (a, err) = p.place(Some(T), |_| api(T, T + 4_000), vec![(1, k)]);
+            (a[0].interval, err, p.lines(|_| "H200".into()))
+        };
+        let (held, err, lines) = run(1);
+        assert!(held.end_ns <= T + 12_000 + err, "{held:?} ±{err}");
+        assert!(held.start_ns.abs_diff(T + 6_000) <= err, "the truth within its bound: {held:?} ±{err}");
+        let moved = lines.iter().find(|l| l.starts_with("CUPTI's GPU times held to host facts")).expect("{lines:?}");
+        assert!(moved.contains("1 moved earlier by a synchronize that had returned (up to 3.0 µs)"), "{moved}");
+        let (free, _, lines) = run(2);
+        assert_eq!(free.end_ns, T + 10_000 + late, "another stream's synchronize: CUPTI's times stand");
+        assert!(!lines.iter().any(|l| l.contains("held to host facts")), "{lines:?}");
+    }
 }
