@@ -1,17 +1,19 @@
-//! A resolved CUPTI record placed on the host clock from its facts (decision 38).
+//! A resolved CUPTI record placed on the host clock from its facts (decisions 38, 56).
 //!
 //! CUPTI gives kernels, copies and sets on its own clock: GPU timestamps it normalised to its
 //! CPU clock itself. The offset to gpuspan's host clock is therefore unknown twice over: CUPTI's
-//! CPU clock against ours (measured each second with `cuptiGetTimestamp`, `clock.rs`: the
-//! calibration) and whatever CUPTI's normalisation gets wrong, which no CPU measurement sees (a
-//! kernel was once placed 35 µs before its scope with a stated 49 ns). Each piece of work brings
-//! facts about that offset: it cannot start before its call's scope began nor before the API
-//! call that enqueued it began (CUPTI's CPU clock, mapped as early as the calibration allows),
-//! and it cannot end after the host was handed the buffer holding its record, nor, for a copy
-//! that CUDA completes before its call returns (`RawMemcpy::ends_before_return`), after that
-//! call's end: the fact that keeps a synchronous read-back's bound near the call even when the
-//! calibration is contradicted (issue 28). The shared
-//! placement (`crate::placement`) keeps them per device and places every record inside them.
+//! CPU clock against ours (measured with `cuptiGetTimestamp`, `clock.rs`, and interpolated
+//! between measurements, `calibrations.rs`) and whatever CUPTI's normalisation gets wrong, which
+//! no CPU measurement sees (a kernel was once placed 35 µs before its scope with a stated
+//! 49 ns). The second is weighed on CUPTI's CPU clock, where its API and synchronization records
+//! are exact. Each piece of work brings facts: it cannot start before the API call that enqueued
+//! it began, nor before its call's scope began (the host clock, brought over as early as the
+//! calibrations allow); it cannot end after a synchronize on its stream or context, begun after
+//! it was enqueued, returned (`syncs.rs`), nor, for a copy that CUDA completes before its call
+//! returns (`RawMemcpy::ends_before_return`), after that call's end (issue 28), nor after the
+//! host was handed the buffer holding its record. The shared placement (`crate::placement`)
+//! keeps them per device and places every record inside them; the summary counts the records
+//! each fact moved away from CUPTI's own times.
 
 use super::calibrations::{Calibrations, On};
 use super::syncs::Syncs;
@@ -209,11 +211,15 @@ impl Placer {
             let own = if moved > 0 { lower.filter(|(l, _)| moved <= *l) } else { upper.filter(|(u, _)| moved >= *u) };
             self.moves.add(own.map_or(Fact::EarlierRecords, |(_, f)| f), moved.unsigned_abs() as u64);
         }
-        // Back to the host clock at the record's first instant: one offset keeps its durations.
-        let placed_at = u64::try_from(i128::from(first) + placement.offset_ns).unwrap_or(0);
-        let (calibration, calibration_error) = self.offset(placed_at, On::Cupti);
+        // Back to the host clock at the record's first instant: one offset keeps its durations,
+        // and the error covers how far the calibrations move by its last one.
+        let last = pieces.iter().map(|(_, p)| p.activity.interval.end_ns).max().unwrap_or(first);
+        let on_cupti = |t: u64| u64::try_from(i128::from(t) + placement.offset_ns).unwrap_or(0);
+        let (calibration, calibration_error) = self.offset(on_cupti(first), On::Cupti);
+        let (at_end, end_error) = self.offset(on_cupti(last), On::Cupti);
         let offset = placement.offset_ns + calibration;
-        let error = placement.error_ns.saturating_add(calibration_error);
+        let moves_within = u64::try_from((at_end - calibration).abs()).unwrap_or(u64::MAX);
+        let error = placement.error_ns.saturating_add(calibration_error.max(end_error)).saturating_add(moves_within);
         let bounds = self.devices.get_mut(&device).expect("placed above");
         bounds.stated(error);
         let map = |t: u64| u64::try_from(i128::from(t) + offset).unwrap_or(0);
