@@ -4,7 +4,10 @@
 //! `#[gpu_kernel]`), run in ten fresh processes. Every GPU instant gpuspan states must hold,
 //! within the error it states, against host instants the program took itself: a read-back copy
 //! lies inside the call that made it, a kernel starts after its block opened and ends before the
-//! read-back that follows it on its stream returned. Needs a GPU: `scripts/gpu run`.
+//! read-back that follows it on its stream returned. Issue 39's program (unannotated flag copies
+//! around each `pointer_jump` block, a `synchronize()` per round) runs in 100 more, checked both
+//! ways: nothing starts before the host issued it, nothing ends after the synchronize behind it
+//! returned. Needs a GPU: `scripts/gpu run`.
 #![cfg(feature = "cuda")]
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
@@ -402,7 +405,7 @@ fn issue_39_child() {
     for _ in 0..ISSUE_39_CALLS {
         let mut rounds = Vec::new();
         let last = gpu_union_find(&ctx, &u, &v, &mut rounds);
-        assert!(rounds.len() > 1 && rounds.len() < 64, "converges in a few rounds: {}", rounds.len());
+        assert!(!rounds.is_empty() && rounds.len() < 64, "converges in a few rounds: {}", rounds.len());
         calls.push((rounds, last));
     }
     assert!(gpuspan::flush() || gpuspan::flush(), "flush timed out");
