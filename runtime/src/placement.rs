@@ -190,6 +190,15 @@ impl Bounds {
         Placement { offset_ns: offset, error_ns: error, calibration_contradicted: contradicted }
     }
 
+    /// The error a backend stated for the last placement after adding its own (CUPTI adds its
+    /// calibration's): the one the trust report's line gives.
+    // Only CUPTI places in two steps.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn stated(&mut self, error_ns: u64) {
+        self.last_error_ns = error_ns;
+        self.widest_error_ns = self.widest_error_ns.max(error_ns);
+    }
+
     /// Drops every fact (the backend's GPU clock changed its origin), keeping the counts.
     pub(crate) fn forget(&mut self) {
         self.buckets = Default::default();

@@ -156,6 +156,7 @@ fn every_captured_record_parses_with_valid_fields() {
                     assert_eq!(e.external_kind, gpuspan::cuda::replay::EXTERNAL_KIND);
                     "external"
                 }
+                Raw::Sync(_) => "sync",
                 Raw::Other { .. } => "other",
             };
             *kinds.entry(k).or_default() += 1;
@@ -397,4 +398,167 @@ fn two_gpus_a_staged_peer_copy_is_one_transfer_between_its_devices_with_no_bandw
         let attrs = r.attributes();
         assert!(!attrs.iter().any(|(k, _)| k.contains("bandwidth")), "{attrs:?}");
     }
+}
+
+/// Issue 39's third-party union-find program (cudarc, NVRTC in the first of 4 calls; per call
+/// its own stream, then per round an unannotated 4-byte flag copy up, `pointer_jump`, the flag
+/// copied back, `stream.synchronize()`), one fresh process each on an H200: in `07` the flag
+/// copies were placed up to 69 µs before the host issued them, in `09` kernels ended up to 4 µs
+/// after the synchronize behind them had returned.
+const UNION_FIND: [(&str, &[u8]); 2] = [
+    ("union-find-07", include_bytes!("../fixtures/cuda/union-find-07.dump")),
+    ("union-find-09", include_bytes!("../fixtures/cuda/union-find-09.dump")),
+];
+
+/// The dump's calibrations as a function of CUPTI's clock: `host = cupti + offset`, the offset
+/// interpolated between the two calibrations around the instant (extrapolated along the
+/// nearest two outside them), with the larger of their errors.
+struct Calibrations(Vec<(i128, i128, u64)>);
+
+impl Calibrations {
+    fn of(frames: &[Frame]) -> Calibrations {
+        let points = frames
+            .iter()
+            .filter_map(|f| match f {
+                Frame::Clock { offset_ns, error_ns, taken_ns } => {
+                    Some((i128::from(*taken_ns) - i128::from(*offset_ns), i128::from(*offset_ns), *error_ns))
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        assert!(points.len() >= 2, "the dump carries its calibrations");
+        Calibrations(points)
+    }
+
+    /// A CUPTI CPU-clock instant on the host clock, and how well that is known.
+    fn host(&self, cupti_ns: u64) -> (i128, u64) {
+        let t = i128::from(cupti_ns);
+        let p = &self.0;
+        let i = p.partition_point(|(c, ..)| *c <= t).clamp(1, p.len() - 1);
+        let ((c0, o0, e0), (c1, o1, e1)) = (p[i - 1], p[i]);
+        (t + o0 + (o1 - o0) * (t - c0) / (c1 - c0), e0.max(e1))
+    }
+}
+
+/// What program order says about one piece of GPU work, on the host clock: it cannot start
+/// before the API call that issued it started, nor end after the synchronize that the issuing
+/// thread made after that call had returned; each with the calibration's error.
+#[derive(Debug)]
+struct Order {
+    stream: u32,
+    duration_ns: u64,
+    issued: (i128, u64),
+    synchronized: Option<(i128, u64)>,
+}
+
+/// The program order of every kernel, copy and set in a dump, by stream in GPU order. Every
+/// call of the union-find program synchronizes its only stream: the first synchronize on the
+/// issuing thread after an issuing call returned bounds that call's work.
+fn program_order(frames: &[Frame]) -> BTreeMap<u32, Vec<Order>> {
+    use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+    let calibrations = Calibrations::of(frames);
+    let raw: Vec<Raw> = frames
+        .iter()
+        .flat_map(|f| match f {
+            Frame::Buffer { offsets, bytes, .. } => raws(offsets, bytes),
+            _ => Vec::new(),
+        })
+        .collect();
+    let apis: HashMap<u32, &gpuspan::cuda::replay::RawApi> = raw
+        .iter()
+        .filter_map(|r| match r {
+            Raw::Api(a) => Some((a.correlation_id, a)),
+            _ => None,
+        })
+        .collect();
+    let synchronizes =
+        [D::CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, D::CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize].map(|d| d as u32);
+    let mut syncs: Vec<_> = apis.values().filter(|a| synchronizes.contains(&a.cbid)).copied().collect();
+    syncs.sort_by_key(|a| a.start);
+    let mut work: Vec<(u64, u32, u64, u32)> = raw
+        .iter()
+        .filter_map(|r| match r {
+            Raw::Kernel(k) => Some((k.start, k.stream, k.end - k.start, k.correlation_id)),
+            Raw::Memcpy(m) => Some((m.start, m.stream, m.end - m.start, m.correlation_id)),
+            Raw::Memset(m) => Some((m.start, m.stream, m.end - m.start, m.correlation_id)),
+            _ => None,
+        })
+        .collect();
+    work.sort();
+    let mut order: BTreeMap<u32, Vec<Order>> = BTreeMap::new();
+    for (_, stream, duration_ns, c) in work {
+        let api = apis.get(&c).unwrap_or_else(|| panic!("the call that issued correlation id {c}"));
+        let sync = syncs.iter().find(|s| s.thread_id == api.thread_id && s.start >= api.end);
+        order.entry(stream).or_default().push(Order {
+            stream,
+            duration_ns,
+            issued: calibrations.host(api.start),
+            synchronized: sync.map(|s| calibrations.host(s.end)),
+        });
+    }
+    order
+}
+
+/// Both union-find dumps replayed: every piece of work lies within its record's stated clock
+/// error of what program order allows, both ways (issue 39).
+#[test]
+fn union_find_dumps_replay_within_their_stated_bounds_of_program_order() {
+    let mut report = Vec::new();
+    for (name, dump) in UNION_FIND {
+        let order = program_order(&frames_of(dump));
+        let (records, _, _) = replay_dump(dump, 1);
+        // The placed work by stream, in placed order, with its record's stated error. Placement
+        // keeps CUPTI's durations, which pair it with program order's list.
+        let mut placed: BTreeMap<u32, Vec<(u64, u64, u64)>> = BTreeMap::new();
+        for (_, r) in &records {
+            let g = r.gpu.as_ref().unwrap_or_else(|| panic!("{name}: GPU timing of {r:?}"));
+            for a in &r.activities {
+                let stream = a.stream.expect("CUPTI names the stream") as u32;
+                placed.entry(stream).or_default().push((a.interval.start_ns, a.interval.end_ns, g.clock_error_ns));
+            }
+        }
+        assert_eq!(placed.keys().collect::<Vec<_>>(), order.keys().collect::<Vec<_>>(), "{name}: streams");
+        let (mut checked, mut early, mut late, mut worst) = (0, 0, 0, 0i128);
+        // The closest any placed work came to what program order allows, and the widest error.
+        let (mut closest, mut widest) = (i128::MAX, 0);
+        for (stream, work) in &order {
+            let mut mine = placed[stream].clone();
+            mine.sort();
+            assert_eq!(mine.len(), work.len(), "{name}: stream {stream}");
+            for ((start, end, error), o) in mine.iter().zip(work) {
+                assert_eq!(end - start, o.duration_ns, "{name}: stream {} placed out of GPU order", o.stream);
+                let error = i128::from(*error);
+                widest = widest.max(error);
+                let (issued, issued_error) = o.issued;
+                closest = closest.min(i128::from(*start) - issued);
+                if let Some((synchronized, _)) = o.synchronized {
+                    closest = closest.min(synchronized - i128::from(*end));
+                }
+                let beyond = issued - i128::from(issued_error) - (i128::from(*start) + error);
+                if beyond > 0 {
+                    early += 1;
+                    worst = worst.max(beyond);
+                }
+                if let Some((synchronized, sync_error)) = o.synchronized {
+                    let beyond = i128::from(*end) - error - (synchronized + i128::from(sync_error));
+                    if beyond > 0 {
+                        late += 1;
+                        worst = worst.max(beyond);
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 60, "{name}: {checked} pieces of work");
+        report.push(format!(
+            "{name}: {checked} pieces of work, {early} placed before their call beyond their bound, {late} ending \
+             after their synchronize returned beyond their bound, worst {worst} ns; widest stated error {widest} ns, \
+             closest to program order's edge {closest} ns"
+        ));
+        if early + late > 0 {
+            report.push("  FAILED".into());
+        }
+    }
+    assert!(!report.iter().any(|l| l.ends_with("FAILED")), "{}", report.join("\n"));
+    eprintln!("{}", report.join("\n"));
 }

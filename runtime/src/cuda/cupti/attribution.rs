@@ -52,7 +52,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+mod calibrations;
 mod facts;
+mod syncs;
 
 /// How long a scope past its fence waits for missing device records before it is resolved
 /// with what it has.
@@ -179,7 +181,7 @@ impl Resolver {
     ) -> crate::placement::ClockMap {
         let again = self.placer.take_contradicted();
         let clock = measure(again);
-        self.placer.set_clock(clock);
+        self.placer.add_calibration(clock);
         clock
     }
 
@@ -188,7 +190,7 @@ impl Resolver {
     #[cfg(feature = "testing")]
     pub fn calibrated(&mut self, offset_ns: i64, error_ns: u64, taken_ns: u64) {
         let clock = crate::placement::ClockMap { offset_ns: offset_ns.into(), error_ns, taken_at_ns: taken_ns };
-        self.placer.set_clock(clock);
+        self.placer.add_calibration(clock);
     }
 
     /// The trust report's lines: how well each device's offset is known.
@@ -427,10 +429,21 @@ impl Resolver {
                         continue;
                     };
                     let ends_by_return = matches!(r, Raw::Memcpy(m) if m.ends_before_return());
-                    let activity = Piece { activity, delivered_ns, ends_by_return };
+                    let queue = match r {
+                        Raw::Kernel(k) => (k.context, k.stream),
+                        Raw::Memcpy(m) => (m.context, m.stream),
+                        Raw::Memset(m) => (m.context, m.stream),
+                        _ => (u32::MAX, u32::MAX),
+                    };
+                    let activity = Piece { activity, delivered_ns, ends_by_return, queue };
                     match self.correlation.get(&c) {
                         Some(scope) => self.scopes.entry(*scope).or_default().activities.push((c, activity)),
                         None => self.orphans.push((seq, c, activity)),
+                    }
+                }
+                Raw::Sync(sync) => {
+                    if let Some(what) = sync.synchronized() {
+                        self.placer.synchronized(what, Interval { start_ns: sync.start, end_ns: sync.end });
                     }
                 }
                 Raw::External(_) | Raw::Other { .. } => {}

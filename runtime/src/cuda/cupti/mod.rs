@@ -174,6 +174,18 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
             library::message(peer)
         ));
     }
+    // Synchronizing calls with the stream or context they waited for: work on it had ended when
+    // they returned, a fact its placement is held to (issue 39). Not fatal: the calibration and
+    // the other facts still place every record.
+    // SAFETY: as above.
+    let sync = unsafe { sys::cuptiActivityEnable(K::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) };
+    if sync != CUptiResult::CUPTI_SUCCESS {
+        note_once(format_args!(
+            "CUPTI refused synchronization records ({}): GPU work is not held to end before the \
+             synchronize calls that waited for it",
+            library::message(sync)
+        ));
+    }
     // SAFETY: setting the period has no preconditions.
     let period = unsafe { sys::cuptiActivityFlushPeriod(work::FLUSH_PERIOD_MS) };
     if period == CUptiResult::CUPTI_SUCCESS {

@@ -3,7 +3,8 @@
 //! Nothing here calls CUPTI, so the same code reads live buffers and buffers captured on a GPU
 //! machine (test fixtures, see [`super::dump`]). Fields are read at the offsets of cudarc's bindings for
 //! CUDA 13.0 (`CUpti_ActivityKernel10`, `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemcpyPtoP4`,
-//! `CUpti_ActivityMemset4`, `CUpti_ActivityAPI`, `CUpti_ActivityExternalCorrelation`) as plain
+//! `CUpti_ActivityMemset4`, `CUpti_ActivityAPI`, `CUpti_ActivityExternalCorrelation`,
+//! `CUpti_ActivitySynchronization2`) as plain
 //! little-endian integers, never by casting bytes to those structs: an unknown enum value in a
 //! buffer must not be undefined behaviour.
 
@@ -12,7 +13,7 @@ use crate::site::Direction;
 use cudarc::cupti::sys::{
     CUpti_ActivityAPI as Api, CUpti_ActivityExternalCorrelation as Ext, CUpti_ActivityKernel10 as Kernel,
     CUpti_ActivityKind as K, CUpti_ActivityMemcpy6 as Memcpy, CUpti_ActivityMemcpyPtoP4 as PeerMemcpy,
-    CUpti_ActivityMemset4 as Memset,
+    CUpti_ActivityMemset4 as Memset, CUpti_ActivitySynchronization2 as Sync,
 };
 use std::mem::{offset_of, size_of};
 
@@ -36,6 +37,7 @@ pub enum Raw {
     Memset(RawMemset),
     Api(RawApi),
     External(RawExternal),
+    Sync(RawSync),
     /// A kind gpuspan does not read.
     Other {
         kind: u32,
@@ -139,6 +141,46 @@ pub struct RawApi {
     pub return_value: u32,
 }
 
+/// `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`: a synchronizing call (its interval on CUPTI's CPU
+/// clock, like an API record's); once it returned, the work it waited for had ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSync {
+    /// `CUpti_ActivitySynchronizationType`: 1 event synchronize, 2 stream wait event, 3 stream
+    /// synchronize, 4 context synchronize.
+    pub sync_type: u32,
+    pub start: u64,
+    pub end: u64,
+    pub correlation_id: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub return_value: u32,
+}
+
+/// What a synchronizing call that returned proves to have ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronized {
+    /// Every piece of work enqueued on this stream (CUPTI's stream id) before the call began.
+    Stream(u32),
+    /// Every piece of work enqueued in this context (CUPTI's context id) before the call began.
+    Context(u32),
+}
+
+impl RawSync {
+    /// What the call waited for, if it returned successfully and waited for work gpuspan can
+    /// name (an event synchronize waits for work up to the event's record, which CUPTI does
+    /// not say; a stream waiting for an event does not block the host).
+    pub fn synchronized(&self) -> Option<Synchronized> {
+        const STREAM: u32 = 3;
+        const CONTEXT: u32 = 4;
+        match self.sync_type {
+            _ if self.return_value != 0 || self.end < self.start => None,
+            STREAM => Some(Synchronized::Stream(self.stream)),
+            CONTEXT => Some(Synchronized::Context(self.context)),
+            _ => None,
+        }
+    }
+}
+
 /// `CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION`: an API call made while an external id was pushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawExternal {
@@ -207,6 +249,7 @@ pub fn parse(b: &[u8]) -> Result<Raw, Truncated> {
     const DRIVER: u32 = K::CUPTI_ACTIVITY_KIND_DRIVER as u32;
     const RUNTIME: u32 = K::CUPTI_ACTIVITY_KIND_RUNTIME as u32;
     const EXTERNAL: u32 = K::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION as u32;
+    const SYNCHRONIZATION: u32 = K::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION as u32;
     Ok(match kind {
         KERNEL | CONCURRENT_KERNEL => {
             need::<Kernel>(kind, b)?;
@@ -278,6 +321,18 @@ pub fn parse(b: &[u8]) -> Result<Raw, Truncated> {
                 correlation_id: u32_at(b, offset_of!(Ext, correlationId)),
             })
         }
+        SYNCHRONIZATION => {
+            need::<Sync>(kind, b)?;
+            Raw::Sync(RawSync {
+                sync_type: u32_at(b, offset_of!(Sync, type_)),
+                start: u64_at(b, offset_of!(Sync, start)),
+                end: u64_at(b, offset_of!(Sync, end)),
+                correlation_id: u32_at(b, offset_of!(Sync, correlationId)),
+                context: u32_at(b, offset_of!(Sync, contextId)),
+                stream: u32_at(b, offset_of!(Sync, streamId)),
+                return_value: u32_at(b, offset_of!(Sync, returnValue)),
+            })
+        }
         other => Raw::Other { kind: other },
     })
 }
@@ -291,6 +346,7 @@ impl Raw {
             Raw::Memset(m) => Some(m.correlation_id),
             Raw::Api(a) => Some(a.correlation_id),
             Raw::External(e) => Some(e.correlation_id),
+            Raw::Sync(s) => Some(s.correlation_id),
             Raw::Other { .. } => None,
         }
     }
@@ -380,6 +436,7 @@ mod tests {
         assert_eq!(offset_of!(PeerMemcpy, srcDeviceId), 44);
         assert_eq!(offset_of!(PeerMemcpy, dstDeviceId), 52);
         assert_eq!(offset_of!(PeerMemcpy, correlationId), 60);
+        assert_eq!((offset_of!(Sync, start), offset_of!(Sync, streamId), offset_of!(Sync, returnValue)), (8, 32, 48));
     }
 
     /// A peer copy arrives as `MEMCPY2`, with the two devices beside the one running it. Built
