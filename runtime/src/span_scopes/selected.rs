@@ -148,6 +148,9 @@ struct Instance {
     scope: Mutex<Slot>,
     /// The span's recorded fields, as attributes of its record.
     fields: Mutex<Vec<(&'static str, Value)>>,
+    /// The passes instrumented wgpu devices ran for it (`wgpu/pass_sum.rs`).
+    #[cfg(feature = "_wgpu")]
+    passes: crate::wgpu::pass_sum::SpanPasses,
 }
 
 enum Slot {
@@ -267,6 +270,8 @@ impl Instance {
         if matches!(*slot, Slot::Unopened) {
             *slot = Slot::Open(Box::new(Scope::span_scope(self.site, |_| span_gpu(self.site))));
         }
+        #[cfg(feature = "_wgpu")]
+        crate::wgpu::pass_sum::span_entered(span.into_u64(), &self.passes);
         if let Slot::Open(scope) = &mut *slot {
             if scope.gpu_mut().is_some_and(|g| g.tags_span_entries()) {
                 let id = scope.scope_id();
@@ -277,6 +282,8 @@ impl Instance {
     }
 
     fn exit(&self, span: &Id) {
+        #[cfg(feature = "_wgpu")]
+        crate::wgpu::pass_sum::span_exited(span.into_u64());
         if crate::backends::SPAN_ENTRIES {
             entries::exit(span.into_u64());
         }
@@ -287,6 +294,16 @@ impl Instance {
     fn close(&self) -> Option<Scope> {
         let Slot::Open(mut scope) = std::mem::replace(&mut *lock(&self.scope), Slot::Closed) else { return None };
         scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
+        // The passes an instrumented device ran for the span replace its bracket.
+        #[cfg(feature = "_wgpu")]
+        if let Some(summed) = self.passes.take().and_then(crate::wgpu::scope::WgpuScope::summed) {
+            match scope.gpu_mut() {
+                Some(gpu) => {
+                    gpu.take_attached(crate::backends::GpuScope::Wgpu(summed));
+                }
+                None => summed.forget(),
+            }
+        }
         Some(*scope)
     }
 }
@@ -337,7 +354,13 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
         let mut fields = Vec::new();
         attrs.record(&mut Fields(&mut fields));
         let site = site_of(attrs.metadata());
-        span.extensions_mut().insert(Instance { site, scope: Mutex::new(Slot::Unopened), fields: Mutex::new(fields) });
+        span.extensions_mut().insert(Instance {
+            site,
+            scope: Mutex::new(Slot::Unopened),
+            fields: Mutex::new(fields),
+            #[cfg(feature = "_wgpu")]
+            passes: Default::default(),
+        });
     }
 
     fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
