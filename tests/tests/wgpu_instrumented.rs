@@ -428,6 +428,11 @@ fn bundled(gpu: &Gpu, view: &wgpu::TextureView, bundle: &wgpu::RenderBundle) {
 rusty_fork_test! {
     #[test]
     fn render_bundles_run_inside_their_timed_pass_and_draw() {
+        if cfg!(not(feature = "wgpu-30")) {
+            // wgpu 29's `RenderBundleEncoder::finish` is `unimplemented!()` for a custom backend.
+            eprintln!("skipped: render bundles on an instrumented device need wgpu 30");
+            return;
+        }
         let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
         let capture = Capture::start();
         let device = &gpu.device;

@@ -39,9 +39,27 @@ macro_rules! real_via_forward {
     )*};
 }
 real_via_forward!(
-    BindGroupLayout, BindGroup, TextureView, Sampler, Texture, ExternalTexture, Tlas, QuerySet, PipelineLayout,
+    BindGroupLayout, BindGroup, TextureView, Sampler, Texture, Tlas, QuerySet, PipelineLayout,
     ShaderModule, PipelineCache, RenderBundle, Blas
 );
+
+only_30! {
+    impl Real for wgpu::ExternalTexture {
+        fn real(&self) -> &Self {
+            self.as_custom::<Forward<wgpu::ExternalTexture>>().map_or(self, |f| &f.0)
+        }
+    }
+}
+
+only_29! {
+    /// wgpu 29 cannot look inside an external texture: it is passed as it is (external
+    /// textures, experimental, are not supported on an instrumented wgpu 29 device).
+    impl Real for wgpu::ExternalTexture {
+        fn real(&self) -> &Self {
+            self
+        }
+    }
+}
 
 impl Real for wgpu::Buffer {
     fn real(&self) -> &Self {
@@ -140,8 +158,10 @@ impl BlasInterface for Forward<wgpu::Blas> {
 }
 
 impl QuerySetInterface for Forward<wgpu::QuerySet> {
-    fn destroy(&self) {
-        self.0.destroy();
+    only_30! {
+        fn destroy(&self) {
+            self.0.destroy();
+        }
     }
 }
 
@@ -187,16 +207,29 @@ impl BufferInterface for Buffer {
         self.buffer.map_async(mode, range, callback);
     }
 
-    fn get_mapped_range(
-        &self,
-        sub_range: std::ops::Range<wgpu::BufferAddress>,
-    ) -> Result<DispatchBufferMappedRange, wgpu::MapRangeError> {
-        let view = if *lock(&self.write) {
-            MappedRange::Write(Mutex::new(self.buffer.get_mapped_range_mut(sub_range)?))
-        } else {
-            MappedRange::Read(self.buffer.get_mapped_range(sub_range)?)
-        };
-        Ok(DispatchBufferMappedRange::custom(view))
+    only_30! {
+        fn get_mapped_range(
+            &self,
+            sub_range: std::ops::Range<wgpu::BufferAddress>,
+        ) -> Result<DispatchBufferMappedRange, wgpu::MapRangeError> {
+            let view = if *lock(&self.write) {
+                MappedRange::Write(Mutex::new(self.buffer.get_mapped_range_mut(sub_range)?))
+            } else {
+                MappedRange::Read(self.buffer.get_mapped_range(sub_range)?)
+            };
+            Ok(DispatchBufferMappedRange::custom(view))
+        }
+    }
+
+    only_29! {
+        fn get_mapped_range(&self, sub_range: std::ops::Range<wgpu::BufferAddress>) -> DispatchBufferMappedRange {
+            let view = if *lock(&self.write) {
+                MappedRange::Write(Mutex::new(self.buffer.get_mapped_range_mut(sub_range)))
+            } else {
+                MappedRange::Read(self.buffer.get_mapped_range(sub_range))
+            };
+            DispatchBufferMappedRange::custom(view)
+        }
     }
 
     fn unmap(&self) {
@@ -492,6 +525,19 @@ impl DeviceInterface for Device {
     }
 
     fn create_render_bundle_encoder(&self, desc: &wgpu::RenderBundleEncoderDescriptor<'_>) -> DispatchRenderBundleEncoder {
+        only_29! {
+            fn unfinishable() {
+                note_once(format_args!(
+                    "wgpu 29 cannot finish a render bundle of a device made with wgpu's custom interface \
+                     (`RenderBundleEncoder::finish` is unimplemented there): render bundles need wgpu 30 on an \
+                     instrumented device"
+                ));
+            }
+        }
+        only_30! {
+            fn unfinishable() {}
+        }
+        unfinishable();
         let encoder = self.device.create_render_bundle_encoder(desc);
         DispatchRenderBundleEncoder::custom(RenderBundleEncoder(encoder))
     }
@@ -682,13 +728,15 @@ impl QueueInterface for Queue {
         }
     }
 
-    fn present(&self, _detail: &DispatchSurfaceOutputDetail) {
-        // A surface's texture is the real device's: presenting goes through the surface, which
-        // the instrumented queue never holds.
-        note_once(format_args!(
-            "Queue::present on the instrumented queue: present surface textures with the queue of the device the \
-             surface was configured with"
-        ));
+    only_30! {
+        fn present(&self, _detail: &DispatchSurfaceOutputDetail) {
+            // A surface's texture is the real device's: presenting goes through the surface, which
+            // the instrumented queue never holds.
+            note_once(format_args!(
+                "Queue::present on the instrumented queue: present surface textures with the queue of the device the \
+                 surface was configured with"
+            ));
+        }
     }
 }
 
@@ -1022,24 +1070,26 @@ impl ComputePassInterface for ComputePass {
         on_pass!(self, pass => pass.dispatch_workgroups_indirect(b, indirect_offset));
     }
 
-    fn transition_resources<'a>(
-        &mut self,
-        buffer_transitions: &mut dyn Iterator<Item = wgpu::wgt::BufferTransition<&'a DispatchBuffer>>,
-        texture_transitions: &mut dyn Iterator<Item = wgpu::wgt::TextureTransition<&'a DispatchTextureView>>,
-    ) {
-        let buffers: Vec<_> = buffer_transitions
-            .filter_map(|t| Some(wgpu::wgt::BufferTransition { buffer: buffer_of(t.buffer)?, state: t.state }))
-            .collect();
-        let textures: Vec<_> = texture_transitions
-            .filter_map(|t| {
-                Some(wgpu::wgt::TextureTransition {
-                    texture: inner!(t.texture, TextureView)?,
-                    selector: t.selector.clone(),
-                    state: t.state,
+    only_30! {
+        fn transition_resources<'a>(
+            &mut self,
+            buffer_transitions: &mut dyn Iterator<Item = wgpu::wgt::BufferTransition<&'a DispatchBuffer>>,
+            texture_transitions: &mut dyn Iterator<Item = wgpu::wgt::TextureTransition<&'a DispatchTextureView>>,
+        ) {
+            let buffers: Vec<_> = buffer_transitions
+                .filter_map(|t| Some(wgpu::wgt::BufferTransition { buffer: buffer_of(t.buffer)?, state: t.state }))
+                .collect();
+            let textures: Vec<_> = texture_transitions
+                .filter_map(|t| {
+                    Some(wgpu::wgt::TextureTransition {
+                        texture: inner!(t.texture, TextureView)?,
+                        selector: t.selector.clone(),
+                        state: t.state,
+                    })
                 })
-            })
-            .collect();
-        on_pass!(self, pass => pass.transition_resources(buffers.into_iter(), textures.into_iter()));
+                .collect();
+            on_pass!(self, pass => pass.transition_resources(buffers.into_iter(), textures.into_iter()));
+        }
     }
 }
 
@@ -1108,21 +1158,36 @@ impl RenderPassInterface for RenderPass {
         on_pass!(self, pass => pass.set_index_buffer(slice_of(b, offset, size), index_format));
     }
 
-    fn set_vertex_buffer(
-        &mut self,
-        slot: u32,
-        buffer: Option<&DispatchBuffer>,
-        offset: wgpu::BufferAddress,
-        size: Option<wgpu::BufferSize>,
-    ) {
-        let slice = match buffer {
-            Some(b) => match buffer_of(b) {
-                Some(b) => Some(slice_of(b, offset, size)),
-                None => return,
-            },
-            None => None,
-        };
-        on_pass!(self, pass => pass.set_vertex_buffer(slot, slice));
+    only_30! {
+        fn set_vertex_buffer(
+            &mut self,
+            slot: u32,
+            buffer: Option<&DispatchBuffer>,
+            offset: wgpu::BufferAddress,
+            size: Option<wgpu::BufferSize>,
+        ) {
+            let slice = match buffer {
+                Some(b) => match buffer_of(b) {
+                    Some(b) => Some(slice_of(b, offset, size)),
+                    None => return,
+                },
+                None => None,
+            };
+            on_pass!(self, pass => pass.set_vertex_buffer(slot, slice));
+        }
+    }
+
+    only_29! {
+        fn set_vertex_buffer(
+            &mut self,
+            slot: u32,
+            buffer: &DispatchBuffer,
+            offset: wgpu::BufferAddress,
+            size: Option<wgpu::BufferSize>,
+        ) {
+            let Some(b) = buffer_of(buffer) else { return };
+            on_pass!(self, pass => pass.set_vertex_buffer(slot, slice_of(b, offset, size)));
+        }
     }
 
     fn set_immediates(&mut self, offset: u32, data: &[u8]) {
@@ -1254,21 +1319,36 @@ impl RenderBundleEncoderInterface for RenderBundleEncoder {
         self.0.set_index_buffer(slice_of(for_bundle(b), offset, size), index_format);
     }
 
-    fn set_vertex_buffer(
-        &mut self,
-        slot: u32,
-        buffer: Option<&DispatchBuffer>,
-        offset: wgpu::BufferAddress,
-        size: Option<wgpu::BufferSize>,
-    ) {
-        let slice = match buffer {
-            Some(b) => match buffer_of(b) {
-                Some(b) => Some(slice_of(for_bundle(b), offset, size)),
-                None => return,
-            },
-            None => None,
-        };
-        self.0.set_vertex_buffer(slot, slice);
+    only_30! {
+        fn set_vertex_buffer(
+            &mut self,
+            slot: u32,
+            buffer: Option<&DispatchBuffer>,
+            offset: wgpu::BufferAddress,
+            size: Option<wgpu::BufferSize>,
+        ) {
+            let slice = match buffer {
+                Some(b) => match buffer_of(b) {
+                    Some(b) => Some(slice_of(for_bundle(b), offset, size)),
+                    None => return,
+                },
+                None => None,
+            };
+            self.0.set_vertex_buffer(slot, slice);
+        }
+    }
+
+    only_29! {
+        fn set_vertex_buffer(
+            &mut self,
+            slot: u32,
+            buffer: &DispatchBuffer,
+            offset: wgpu::BufferAddress,
+            size: Option<wgpu::BufferSize>,
+        ) {
+            let Some(b) = buffer_of(buffer) else { return };
+            self.0.set_vertex_buffer(slot, slice_of(for_bundle(b), offset, size));
+        }
     }
 
     fn set_immediates(&mut self, offset: u32, data: &[u8]) {
@@ -1300,7 +1380,9 @@ impl RenderBundleEncoderInterface for RenderBundleEncoder {
         DispatchRenderBundle::custom(Forward(self.0.finish(desc)))
     }
 
-    fn finish_boxed(self: Box<Self>, desc: &wgpu::RenderBundleDescriptor<'_>) -> DispatchRenderBundle {
-        (*self).finish(desc)
+    only_30! {
+        fn finish_boxed(self: Box<Self>, desc: &wgpu::RenderBundleDescriptor<'_>) -> DispatchRenderBundle {
+            (*self).finish(desc)
+        }
     }
 }
