@@ -7,10 +7,12 @@ use ::wgpu_profiler_29 as wgpu_profiler;
 
 /// Items of the backend interface (`wgpu::custom`) only this major has: kept here, dropped in
 /// the other (`backend/instrument/forward.rs`).
+#[cfg(feature = "enabled")]
 macro_rules! only_29 {
     ($($item:item)*) => { $($item)* };
 }
 /// Items only the other major has.
+#[cfg(feature = "enabled")]
 macro_rules! only_30 {
     ($($item:item)*) => {};
 }
