@@ -95,10 +95,13 @@ fn assert_summed(r: &Record) {
     assert!(!g.bracketed, "the sum of passes is exact, not a bracket: {g:?}");
     let sum: u64 = r.activities.iter().map(|a| a.interval.duration_ns()).sum();
     assert_eq!(g.busy_ns, sum, "busy time is the sum of the passes: {r:?}");
-    assert!(g.busy_ns <= g.interval.duration_ns(), "gaps between passes are not counted: {g:?}");
+    // The interval runs from the first pass's start and holds every pass (and at least their sum:
+    // passes placed on the host clock one by one may overlap there by up to the clock bound).
     let first = r.activities.iter().map(|a| a.interval.start_ns).min().unwrap();
     let last = r.activities.iter().map(|a| a.interval.end_ns).max().unwrap();
-    assert_eq!((g.interval.start_ns, g.interval.end_ns), (first, last), "{r:?}");
+    assert_eq!(g.interval.start_ns, first, "{r:?}");
+    assert!(g.interval.end_ns >= last && g.busy_ns <= g.interval.duration_ns(), "{g:?}");
+    assert!(g.interval.end_ns <= last.max(first + sum), "no longer than its passes need: {g:?}");
     assert!(r.activities.iter().all(|a| a.device.is_some()), "each pass names its device: {r:?}");
 }
 

@@ -96,13 +96,15 @@ impl PassSum {
             return Some(record);
         }
         passes.sort_by_key(|a| a.interval.start_ns);
-        let interval = Interval {
-            start_ns: passes.iter().map(|a| a.interval.start_ns).min().unwrap_or(0),
-            end_ns: passes.iter().map(|a| a.interval.end_ns).max().unwrap_or(0),
-        };
+        let busy_ns: u64 = passes.iter().map(|a| a.interval.duration_ns()).sum();
+        let start_ns = passes.iter().map(|a| a.interval.start_ns).min().unwrap_or(0);
+        // Each pass is placed on the host clock on its own, within the clock bound: two passes
+        // placed apart may overlap there by up to that bound though they ran one after the
+        // other. The interval then ends where the sum of their exact durations ends.
+        let end_ns = passes.iter().map(|a| a.interval.end_ns).max().unwrap_or(0).max(start_ns + busy_ns);
         record.gpu = Some(GpuTiming {
-            interval,
-            busy_ns: passes.iter().map(|a| a.interval.duration_ns()).sum(),
+            interval: Interval { start_ns, end_ns },
+            busy_ns,
             source: TimingSource::GpuTimestamp,
             clock_error_ns: s.clock_error_ns,
             bracketed: false,
