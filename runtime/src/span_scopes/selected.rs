@@ -3,7 +3,7 @@
 //! with the `enabled` feature; without it the layer selects nothing.
 
 use super::{SpanScopes, SpanSelection};
-use crate::backends::{span_backend, span_gpu};
+use crate::backends::{span_backend, span_gpu, SpanWork};
 use crate::record::Value;
 use crate::scope::Scope;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
@@ -148,9 +148,8 @@ struct Instance {
     scope: Mutex<Slot>,
     /// The span's recorded fields, as attributes of its record.
     fields: Mutex<Vec<(&'static str, Value)>>,
-    /// The passes instrumented wgpu devices ran for it (`wgpu/pass_sum.rs`).
-    #[cfg(feature = "_wgpu")]
-    passes: crate::wgpu::pass_sum::SpanPasses,
+    /// The work backends give it by the threads that entered it (`backends.rs`, `SpanWork`).
+    work: SpanWork,
 }
 
 enum Slot {
@@ -270,8 +269,7 @@ impl Instance {
         if matches!(*slot, Slot::Unopened) {
             *slot = Slot::Open(Box::new(Scope::span_scope(self.site, |_| span_gpu(self.site))));
         }
-        #[cfg(feature = "_wgpu")]
-        crate::wgpu::pass_sum::span_entered(span.into_u64(), &self.passes);
+        crate::backends::span_work_enter(span.into_u64(), &self.work);
         if let Slot::Open(scope) = &mut *slot {
             if scope.gpu_mut().is_some_and(|g| g.tags_span_entries()) {
                 let id = scope.scope_id();
@@ -282,8 +280,7 @@ impl Instance {
     }
 
     fn exit(&self, span: &Id) {
-        #[cfg(feature = "_wgpu")]
-        crate::wgpu::pass_sum::span_exited(span.into_u64());
+        crate::backends::span_work_exit(span.into_u64());
         if crate::backends::SPAN_ENTRIES {
             entries::exit(span.into_u64());
         }
@@ -294,16 +291,7 @@ impl Instance {
     fn close(&self) -> Option<Scope> {
         let Slot::Open(mut scope) = std::mem::replace(&mut *lock(&self.scope), Slot::Closed) else { return None };
         scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
-        // The passes an instrumented device ran for the span replace its bracket.
-        #[cfg(feature = "_wgpu")]
-        if let Some(summed) = self.passes.take().and_then(crate::wgpu::scope::WgpuScope::summed) {
-            match scope.gpu_mut() {
-                Some(gpu) => {
-                    gpu.take_attached(crate::backends::GpuScope::Wgpu(summed));
-                }
-                None => summed.forget(),
-            }
-        }
+        crate::backends::span_work_close(&self.work, &mut scope);
         Some(*scope)
     }
 }
@@ -358,8 +346,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
             site,
             scope: Mutex::new(Slot::Unopened),
             fields: Mutex::new(fields),
-            #[cfg(feature = "_wgpu")]
-            passes: Default::default(),
+            work: SpanWork::default(),
         });
     }
 
