@@ -182,6 +182,8 @@ macro_rules! wgpu_calls {
         /// Calls the wgpu API. Needs a device, so tests only compile it; the off `read_buffer` reads untimed.
         pub fn call_wgpu(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) -> wgpu::Features {
             gpuspan::wgpu::register(adapter, device, queue);
+            let (same_device, same_queue) = gpuspan::wgpu::instrument(adapter, device.clone(), queue.clone());
+            assert!(&same_device == device && &same_queue == queue, "off: instrument returns its arguments");
             fn takes_recorder<R: gpuspan::wgpu::AsRecorder>(_: R) {}
             fn takes_queue<Q: gpuspan::wgpu::AsHandle<wgpu::Queue>>(_: Q) {}
             let _ = (takes_recorder::<&mut wgpu::CommandEncoder>, takes_queue::<&wgpu::Queue>);

@@ -286,6 +286,44 @@ pub(crate) fn span_gpu(site: &'static Site) -> GpuScope {
     GpuScope::None
 }
 
+/// What a selected span keeps for the backends that give it the work begun on the threads that
+/// entered it: the passes of instrumented wgpu devices (`wgpu/pass_sum.rs`). Zero-sized without
+/// wgpu.
+#[derive(Debug, Default)]
+pub(crate) struct SpanWork {
+    #[cfg(feature = "_wgpu")]
+    passes: crate::wgpu::pass_sum::SpanPasses,
+}
+
+/// A selected span is entered on this thread (every entry, whatever its scope's backend).
+#[allow(unused_variables)] // without wgpu
+pub(crate) fn span_work_enter(span: u64, work: &SpanWork) {
+    #[cfg(feature = "_wgpu")]
+    crate::wgpu::pass_sum::span_entered(span, &work.passes);
+}
+
+/// This thread's entry of a selected span ends.
+#[allow(unused_variables)] // without wgpu
+pub(crate) fn span_work_exit(span: u64) {
+    #[cfg(feature = "_wgpu")]
+    crate::wgpu::pass_sum::span_exited(span);
+}
+
+/// The span closes: the work begun for it replaces its scope's GPU part (a bracket), so that
+/// the span is timed by the sum of its passes.
+#[allow(unused_variables)] // without wgpu
+pub(crate) fn span_work_close(work: &SpanWork, scope: &mut crate::scope::Scope) {
+    #[cfg(feature = "_wgpu")]
+    if let Some(summed) = work.passes.take().and_then(crate::wgpu::scope::WgpuScope::summed) {
+        match scope.gpu_mut() {
+            Some(gpu) => {
+                gpu.take_attached(GpuScope::Wgpu(summed));
+            }
+            None => summed.forget(),
+        }
+    }
+}
+
 /// A selected span whose scope [tags entries](BackendScope::tags_span_entries) is entered on
 /// this thread: its backend tags the thread's GPU work with `scope_id` until [`span_exit`].
 /// False if nothing was pushed (nothing to pop).

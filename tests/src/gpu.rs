@@ -92,6 +92,16 @@ impl Gpu {
         Self::found(gpu)
     }
 
+    /// Like [`Gpu::for_test`], on a new device handed through `gpuspan::wgpu::instrument`:
+    /// the kernel, its buffer and everything the test makes go through the instrumented device.
+    pub fn instrumented_for_test(elements: u32, iterations: u32) -> Option<Gpu> {
+        let gpu = new_device(|all| all).map(|(a, d, q)| {
+            let (d, q) = gpuspan::wgpu::instrument(&a, d, q);
+            Self::on(a, d, q, elements, iterations)
+        });
+        Self::found(gpu)
+    }
+
     fn on(adapter: wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue, elements: u32, iterations: u32) -> Gpu {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("busy"),

@@ -6,7 +6,7 @@
 use super::open_spans::ByTime;
 use super::open_spans::{Life, OpenSpans};
 use super::{SpanScopes, SpanSelection};
-use crate::backends::{span_backend, span_gpu};
+use crate::backends::{span_backend, span_gpu, SpanWork};
 use crate::record::Value;
 use crate::scope::Scope;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
@@ -195,6 +195,8 @@ struct Instance {
     scope: Mutex<Slot>,
     /// The span's recorded fields, as attributes of its record.
     fields: Mutex<Vec<(&'static str, Value)>>,
+    /// The work backends give it by the threads that entered it (`backends.rs`, `SpanWork`).
+    work: SpanWork,
 }
 
 enum Slot {
@@ -318,6 +320,7 @@ impl Instance {
             *slot = Slot::Open(Box::new(scope));
         }
         self.life.enter(crate::clock::now_ns);
+        crate::backends::span_work_enter(span.into_u64(), &self.work);
         if let Slot::Open(scope) = &mut *slot {
             if scope.gpu_mut().is_some_and(|g| g.tags_span_entries()) {
                 let id = scope.scope_id();
@@ -329,6 +332,7 @@ impl Instance {
 
     fn exit(&self, span: &Id) {
         self.life.exit(crate::clock::now_ns);
+        crate::backends::span_work_exit(span.into_u64());
         if crate::backends::SPAN_ENTRIES {
             entries::exit(span.into_u64());
         }
@@ -340,6 +344,7 @@ impl Instance {
         self.life.close();
         let Slot::Open(mut scope) = std::mem::replace(&mut *lock(&self.scope), Slot::Closed) else { return None };
         scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
+        crate::backends::span_work_close(&self.work, &mut scope);
         Some(*scope)
     }
 }
@@ -402,6 +407,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
             life,
             scope: Mutex::new(Slot::Unopened),
             fields: Mutex::new(fields),
+            work: SpanWork::default(),
         });
     }
 

@@ -26,6 +26,8 @@ pub trait Adapter {
     fn timestamp_features(&self) -> Self::Features;
     /// `gpuspan::wgpu::register`.
     fn register(&self, device: &Self::Device, queue: &Self::Queue);
+    /// `gpuspan::wgpu::instrument`.
+    fn instrument(&self, device: Self::Device, queue: Self::Queue) -> (Self::Device, Self::Queue);
 }
 
 /// A `wgpu::Device` of a supported major.
@@ -141,6 +143,9 @@ impl<A: Adapter> Adapter for std::sync::Arc<A> {
     }
     fn register(&self, device: &A::Device, queue: &A::Queue) {
         (**self).register(device, queue);
+    }
+    fn instrument(&self, device: A::Device, queue: A::Queue) -> (A::Device, A::Queue) {
+        (**self).instrument(device, queue)
     }
 }
 

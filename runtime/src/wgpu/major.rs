@@ -28,6 +28,13 @@ impl api::Adapter for wgpu::Adapter {
         #[cfg(feature = "enabled")]
         backend::register(self, device, queue);
     }
+
+    fn instrument(&self, device: wgpu::Device, queue: wgpu::Queue) -> (wgpu::Device, wgpu::Queue) {
+        #[cfg(feature = "enabled")]
+        return backend::instrument::instrument(self, device, queue);
+        #[cfg(not(feature = "enabled"))]
+        return (device, queue);
+    }
 }
 
 impl api::Device for wgpu::Device {
@@ -75,7 +82,10 @@ impl api::Queue for wgpu::Queue {
         match backend::WgpuScope::of_mut(scope)? {
             backend::WgpuScope::Bracket(b) => b.end_at_submit(self),
             // A span's brackets end when it closes: no annotated body submits for them.
-            backend::WgpuScope::Recorder(_) | backend::WgpuScope::SpanBrackets(_) | backend::WgpuScope::Passes(_) => None,
+            backend::WgpuScope::Recorder(_)
+            | backend::WgpuScope::SpanBrackets(_)
+            | backend::WgpuScope::Passes(_)
+            | backend::WgpuScope::Summed(_) => None,
         }
     }
 

@@ -53,6 +53,8 @@ with_majors!(declare_majors);
 mod api;
 pub(crate) mod handles;
 #[cfg(feature = "enabled")]
+pub(crate) mod pass_sum;
+#[cfg(feature = "enabled")]
 pub(crate) mod scope;
 
 // The bound of `__private::wgpu_pass`; unnameable outside (sealed).
@@ -72,6 +74,33 @@ pub fn timestamp_features<A: api::Adapter>(adapter: &A) -> A::Features {
 /// without the `enabled` feature.
 pub fn register<A: api::Adapter>(adapter: &A, device: &A::Device, queue: &A::Queue) {
     adapter.register(device, queue);
+}
+
+/// The device and queue to hand to a framework (bevy, vello, burn) or any code that encodes
+/// its own passes: they forward every call to `device` and `queue`, and every compute and
+/// render pass begun on them gets timestamp writes, so each pass is timed exactly and belongs
+/// to the innermost annotated call or selected span entered on the thread that began it (else
+/// it is listed as `unattributed: <pass label>`). Registers the device, as [`register`] does.
+///
+/// ```no_run
+/// # use wgpu30 as wgpu;
+/// # async fn setup(adapter: wgpu::Adapter) {
+/// let (device, queue) = adapter
+///     .request_device(&wgpu::DeviceDescriptor {
+///         required_features: gpuspan::wgpu::timestamp_features(&adapter),
+///         ..Default::default()
+///     })
+///     .await
+///     .unwrap();
+/// let (device, queue) = gpuspan::wgpu::instrument(&adapter, device, queue);
+/// # }
+/// ```
+///
+/// Objects made through the returned device work only with it (as objects of two devices do
+/// in wgpu); surfaces are configured with the device they were made for, not this one. Without
+/// the `enabled` feature it returns its arguments unchanged.
+pub fn instrument<A: api::Adapter>(adapter: &A, device: A::Device, queue: A::Queue) -> (A::Device, A::Queue) {
+    adapter.instrument(device, queue)
 }
 
 /// Times the commands recorded into `recorder` as the GPU work of the innermost annotated

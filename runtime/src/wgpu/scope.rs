@@ -67,6 +67,20 @@ macro_rules! scope_of_majors {
         )*
 
         impl WgpuScope {
+            /// A scope timed by the passes of instrumented devices (`pass_sum.rs`), of whichever
+            /// major: its record waits for them all, whatever their major.
+            pub(crate) fn summed(sum: super::pass_sum::PassSum) -> Option<WgpuScope> {
+                let mut sum = Some(sum);
+                $(
+                    #[cfg(feature = $feature)]
+                    if let Some(s) = sum.take() {
+                        return Some(WgpuScope::$variant(super::$module::backend::WgpuScope::Summed(s)));
+                    }
+                )*
+                drop(sum);
+                None
+            }
+
             /// A queue bracket, which an attached encoder replaces.
             pub(crate) fn is_bracket(&self) -> bool {
                 match self {

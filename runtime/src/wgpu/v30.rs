@@ -5,6 +5,18 @@ use ::wgpu30 as wgpu;
 #[cfg(feature = "enabled")]
 use ::wgpu_profiler_30 as wgpu_profiler;
 
+/// Items of the backend interface (`wgpu::custom`) only this major has: kept here, dropped in
+/// the other (`backend/instrument/forward.rs`).
+#[cfg(feature = "enabled")]
+macro_rules! only_30 {
+    ($($item:item)*) => { $($item)* };
+}
+/// Items only the other major has.
+#[cfg(feature = "enabled")]
+macro_rules! only_29 {
+    ($($item:item)*) => {};
+}
+
 // Implements `api.rs`'s sealed traits, whose methods take gpuspan's own scope types. Loaded once
 // per major on purpose (`duplicate_mod`), as is the backend.
 #[allow(private_interfaces, clippy::duplicate_mod)]

@@ -94,6 +94,33 @@ pub(crate) fn pass_writes(user_has_writes: bool) -> Option<(wgpu::QuerySet, Opti
     OPEN.try_with(|o| o.borrow().last().and_then(|s| s.passes.as_ref()?.writes(user_has_writes))).ok().flatten()
 }
 
+/// The innermost annotated call open on this thread, for a pass an instrumented encoder begins
+/// (`wgpu/pass_sum.rs`, `owner`): a call already timed (a recorder parameter, an attached
+/// encoder) holds the pass in its own timing; any other gets the pass's time, summed with its
+/// other passes, in place of its bracket or host timing. `None`: no call is open here.
+pub(crate) fn claim_for_pass() -> Option<crate::wgpu::pass_sum::Owner> {
+    use crate::wgpu::pass_sum::{Owner, PassSum};
+    OPEN.try_with(|o| {
+        let mut open = o.borrow_mut();
+        let slot = open.last_mut()?;
+        if slot.timed || slot.guarded {
+            return Some(Owner::Timed);
+        }
+        match &slot.attached {
+            Some(WgpuScope::Summed(sum)) => Some(Owner::Scope(sum.clone())),
+            Some(_) => Some(Owner::Timed),
+            None => {
+                let sum = PassSum::default();
+                slot.ids.get_or_insert_with(crate::thread::next_scope);
+                slot.attached = Some(WgpuScope::Summed(sum.clone()));
+                Some(Owner::Scope(sum))
+            }
+        }
+    })
+    .ok()
+    .flatten()
+}
+
 /// The slots of async scopes suspended with a guard open (held across an `.await`), by scope
 /// id, until they resume: the guard is closed in a later poll, perhaps on another thread
 /// (`Registry::parked`, with its count).

@@ -71,11 +71,25 @@ pub(crate) fn all() -> Vec<Arc<DeviceState>> {
 }
 
 pub(crate) fn find(device: &wgpu::Device) -> Option<Arc<DeviceState>> {
-    devices().read().ok()?.iter().find(|d| &d.device == device).cloned()
+    if let Some(d) = devices().read().ok()?.iter().find(|d| &d.device == device) {
+        return Some(d.clone());
+    }
+    super::REGISTRY.aliases.read().ok()?.iter().find(|(d, _, _)| d == device).map(|(_, _, s)| s.clone())
 }
 
 pub(crate) fn find_by_queue(queue: &wgpu::Queue) -> Option<Arc<DeviceState>> {
-    devices().read().ok()?.iter().find(|d| d.queue.get() == Some(queue)).cloned()
+    if let Some(d) = devices().read().ok()?.iter().find(|d| d.queue.get() == Some(queue)) {
+        return Some(d.clone());
+    }
+    super::REGISTRY.aliases.read().ok()?.iter().find(|(_, q, _)| q == queue).map(|(_, _, s)| s.clone())
+}
+
+/// An instrumented device and queue forward to `state`'s (`instrument`): a call given them
+/// finds that state.
+pub(crate) fn alias(state: &Arc<DeviceState>, device: &wgpu::Device, queue: &wgpu::Queue) {
+    if let Ok(mut a) = super::REGISTRY.aliases.write() {
+        a.push((device.clone(), queue.clone(), state.clone()));
+    }
 }
 
 /// The one registered device, when there is exactly one.

@@ -17,6 +17,7 @@ pub(crate) mod bracket;
 mod calibration;
 mod device;
 mod frame;
+pub(crate) mod instrument;
 pub(crate) mod passes;
 mod pool;
 pub(crate) mod read_back;
@@ -59,6 +60,11 @@ struct Registry {
     parked: std::sync::Mutex<Vec<(u64, attach::Slot)>>,
     /// How many slots are parked: resuming scopes look in `parked` only when some are.
     parked_count: std::sync::atomic::AtomicUsize,
+    /// The instrumented devices and queues (`instrument`), with the registered device each
+    /// forwards to.
+    aliases: std::sync::RwLock<Vec<(wgpu::Device, wgpu::Queue, std::sync::Arc<device::DeviceState>)>>,
+    /// The sites of unattributed passes, by label (`instrument/pass.rs`).
+    unattributed: std::sync::Mutex<Vec<(std::sync::Arc<str>, &'static Site)>>,
 }
 
 // process-wide because a wgpu device is registered once (`register`, or a call given its device
@@ -69,6 +75,8 @@ static REGISTRY: Registry = Registry {
     devices: std::sync::RwLock::new(Vec::new()),
     parked: std::sync::Mutex::new(Vec::new()),
     parked_count: std::sync::atomic::AtomicUsize::new(0),
+    aliases: std::sync::RwLock::new(Vec::new()),
+    unattributed: std::sync::Mutex::new(Vec::new()),
 };
 
 fn remember_adapter(id: u32, info: crate::wgpu::AdapterFacts) {
@@ -145,6 +153,8 @@ pub(crate) enum WgpuScope {
     Passes(passes::PassScope),
     /// A selected span's brackets, one on each registered device's queue (`span_bracket`).
     SpanBrackets(Vec<Bracket>),
+    /// The passes an instrumented device ran for the scope, summed (`wgpu/pass_sum.rs`).
+    Summed(crate::wgpu::pass_sum::PassSum),
 }
 
 /// A scope timed by a query in a recorder.
@@ -270,7 +280,7 @@ impl WgpuScope {
                 }
             }
             WgpuScope::Passes(p) => p.end_in_recorder(recorder),
-            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) => {}
+            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) | WgpuScope::Summed(_) => {}
         }
     }
 
@@ -278,7 +288,7 @@ impl WgpuScope {
     fn frame(&self) -> Option<Arc<Frame>> {
         match self {
             WgpuScope::Recorder(r) => Some(r.frame.clone()),
-            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) | WgpuScope::Passes(_) => None,
+            WgpuScope::Bracket(_) | WgpuScope::SpanBrackets(_) | WgpuScope::Passes(_) | WgpuScope::Summed(_) => None,
         }
     }
 
@@ -328,6 +338,7 @@ impl WgpuScope {
             WgpuScope::Bracket(b) => drop(b),
             WgpuScope::SpanBrackets(bs) => drop(bs),
             WgpuScope::Passes(p) => p.forget(),
+            WgpuScope::Summed(s) => s.forget(),
         }
     }
 
@@ -350,7 +361,7 @@ impl WgpuScope {
     pub(crate) fn bracket_handle(&mut self) -> Option<bracket::Shared> {
         match self {
             WgpuScope::Bracket(b) => Some(b.handle()),
-            WgpuScope::Recorder(_) | WgpuScope::SpanBrackets(_) | WgpuScope::Passes(_) => None,
+            WgpuScope::Recorder(_) | WgpuScope::SpanBrackets(_) | WgpuScope::Passes(_) | WgpuScope::Summed(_) => None,
         }
     }
 
@@ -394,6 +405,7 @@ impl WgpuScope {
             WgpuScope::Bracket(b) => b.finish(record),
             WgpuScope::SpanBrackets(bs) => finish_span_brackets(bs, record),
             WgpuScope::Passes(p) => p.finish(record),
+            WgpuScope::Summed(s) => s.finish(record),
         }
     }
 }

@@ -62,7 +62,8 @@ impl Buffers {
             resolve: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("gpuspan brackets resolve"),
                 size: bytes,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                // COPY_DST: the timestamps of passes with their own writes are copied in.
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             }),
             read: device.create_buffer(&wgpu::BufferDescriptor {
@@ -120,7 +121,7 @@ pub(super) fn write(encoder: &mut wgpu::CommandEncoder, set: &wgpu::QuerySet, in
 }
 
 /// What a finished record's two timestamps measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) enum Timed {
     /// A queue bracket, which closed at the function's exit (`at_exit`) or with its last
     /// submission.
@@ -128,6 +129,9 @@ pub(super) enum Timed {
     /// The passes the call began, on a pass-level device: the first one's start, the last
     /// one's end (`passes.rs`).
     Passes,
+    /// One pass of an instrumented device, for the scope that owns it, if one does
+    /// (`instrument/pass.rs`).
+    InstrumentedPass(Option<crate::wgpu::pass_sum::PassSum>),
 }
 
 struct Batch {
@@ -149,6 +153,9 @@ struct Batch {
     resolving: Vec<(u32, Timed, Record)>,
     /// Set when a round's read-back was submitted; the map callback sets it done or failed.
     map: Option<Arc<AtomicU8>>,
+    /// Pairs read from a pass's own timestamp writes (`take_foreign`): the pass's encoder
+    /// resolves them into the buffer here, which each round copies over the pair's slots.
+    foreign: Vec<(u32, wgpu::Buffer)>,
 }
 
 impl Batch {
@@ -202,6 +209,7 @@ pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
             records: Vec::new(),
             resolving: Vec::new(),
             map: None,
+            foreign: Vec::new(),
         });
     }
     let b = pool.batches.last_mut()?;
@@ -217,6 +225,28 @@ pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
         resolver::wake();
     }
     Some(slots)
+}
+
+/// Where a pass's own timestamps (resolved by its encoder) are read from: a buffer with the
+/// start at 0 and the end at [`FOREIGN_END`] (resolves land on 256-byte boundaries).
+pub(super) const FOREIGN_END: u64 = wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT;
+
+/// Two slots whose timestamps are not written by gpuspan but by a pass's own writes, resolved
+/// into the returned buffer ([`FOREIGN_END`]) by the encoder the pass is in; `None` as [`take`].
+pub(super) fn take_foreign(d: &DeviceState, queue: &wgpu::Queue) -> Option<(Slots, wgpu::Buffer)> {
+    let slots = take(d, queue)?;
+    let buffer = d.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("gpuspan pass writes"),
+        size: FOREIGN_END + u64::from(wgpu::QUERY_SIZE),
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    if let Ok(mut pool) = d.brackets.lock() {
+        if let Some(b) = pool.batches.iter_mut().find(|b| b.id == slots.batch) {
+            b.foreign.push((slots.pair, buffer.clone()));
+        }
+    }
+    Some((slots, buffer))
 }
 
 /// A bracket has written its last end: its record waits in its batch for the batch's
@@ -283,6 +313,12 @@ pub(super) fn request(d: &DeviceState, flush: bool) -> usize {
         let mut encoder =
             d.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpuspan brackets") });
         encoder.resolve_query_set(&b.buffers.query_set, 0..2 * b.taken, &b.buffers.resolve, 0);
+        let size = u64::from(wgpu::QUERY_SIZE);
+        for (pair, own) in &b.foreign {
+            let at = u64::from(2 * pair) * size;
+            encoder.copy_buffer_to_buffer(own, 0, &b.buffers.resolve, at, size);
+            encoder.copy_buffer_to_buffer(own, FOREIGN_END, &b.buffers.resolve, at + size, size);
+        }
         encoder.copy_buffer_to_buffer(&b.buffers.resolve, 0, &b.buffers.read, 0, b.bytes());
         let flag = Arc::new(AtomicU8::new(MAP_PENDING));
         let set = flag.clone();
@@ -342,9 +378,10 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
                     let end = end.max(start);
                     let (gpu, rounding) = to_ns(start, end, period);
                     let placed = super::bounds::place_ns(d, gpu, rounding, &record, observed, clock);
-                    let (source, bracketed, bracket_at_exit) = match timed {
-                        Timed::Bracket { at_exit } => (placed.source, true, at_exit),
+                    let (source, bracketed, bracket_at_exit) = match &timed {
+                        Timed::Bracket { at_exit } => (placed.source, true, *at_exit),
                         Timed::Passes => (TimingSource::GpuPasses, false, false),
+                        Timed::InstrumentedPass(_) => (TimingSource::GpuTimestamp, false, false),
                     };
                     record.gpu = Some(GpuTiming {
                         // From the ticks' difference: exact where the instants are rounded.
@@ -358,7 +395,10 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
                 }
                 _ => Losses::add(&losses().unresolved_scopes, 1),
             }
-            pipeline::submit(record);
+            match timed {
+                Timed::InstrumentedPass(owner) => super::instrument::resolved(owner, record),
+                Timed::Bracket { .. } | Timed::Passes => pipeline::submit(record),
+            }
         }
     }
 }

@@ -1,0 +1,520 @@
+//! The instrumented device (`gpuspan::wgpu::instrument`, issue 38): code shaped like the big
+//! wgpu users, which owns its encoders and never calls gpuspan between setup and exit, gets every
+//! pass timed exactly, named by its label and attributed to the call or span of the thread that
+//! began it. On a real driver (lavapipe in CI).
+//!
+//! The references: a pass with its own timestamp writes is read from them (the same ticks the
+//! test reads by hand), and every pass gpuspan times lies within `write_timestamp` marks the
+//! test writes around it in the same encoder.
+#![cfg(feature = "wgpu-suite")]
+
+use gpuspan::record::{Activity, GpuTiming};
+use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
+use gpuspan_tests::gpu::{Gpu, RawTimer};
+use gpuspan_tests::wgpu;
+use rusty_fork::rusty_fork_test;
+use std::sync::{mpsc, Arc};
+
+/// Timestamps written with `write_timestamp` around a pass, in the same encoder: an upper bound
+/// of the pass (the marks hold it and nothing of gpuspan's). Needs in-encoder timestamps.
+struct Marks {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    read: wgpu::Buffer,
+    count: u32,
+}
+
+impl Marks {
+    fn new(device: &wgpu::Device, passes: u32) -> Marks {
+        let count = 2 * passes;
+        let bytes = u64::from(count) * 8;
+        Marks {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("marks"),
+                ty: wgpu::QueryType::Timestamp,
+                count,
+            }),
+            resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("marks resolve"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            read: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("marks read"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            count,
+        }
+    }
+
+    fn before(&self, encoder: &mut wgpu::CommandEncoder, pass: u32) {
+        encoder.write_timestamp(&self.set, 2 * pass);
+    }
+
+    fn after(&self, encoder: &mut wgpu::CommandEncoder, pass: u32) {
+        encoder.write_timestamp(&self.set, 2 * pass + 1);
+    }
+
+    fn resolve(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.resolve_query_set(&self.set, 0..self.count, &self.resolve, 0);
+        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.read, 0, u64::from(self.count) * 8);
+    }
+
+    /// Each pass's marks, in nanoseconds apart (after the submission completed).
+    fn read_ns(&self, gpu: &Gpu) -> Vec<f64> {
+        let slice = self.read.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |r| r.expect("map marks"));
+        gpu.wait();
+        let t: Vec<u64> = bytemuck::cast_slice(&gpuspan_tests::mapped(&slice)).to_vec();
+        self.read.unmap();
+        let period = f64::from(gpu.queue.get_timestamp_period());
+        t.chunks_exact(2).map(|p| (p[1] - p[0]) as f64 * period).collect()
+    }
+}
+
+fn in_encoders(gpu: &Gpu) -> bool {
+    gpu.device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+}
+
+fn gpu_of(r: &Record) -> &GpuTiming {
+    r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
+}
+
+fn names(r: &Record) -> Vec<&str> {
+    r.activities.iter().map(|a| &*a.name).collect()
+}
+
+/// What a record timed by its passes is: exact (no bracket), its busy time the sum of its
+/// passes, its interval from the first one's start to the last one's end.
+fn assert_summed(r: &Record) {
+    let g = gpu_of(r);
+    assert_eq!(g.source, TimingSource::GpuTimestamp, "{r:?}");
+    assert!(!g.bracketed, "the sum of passes is exact, not a bracket: {g:?}");
+    let sum: u64 = r.activities.iter().map(|a| a.interval.duration_ns()).sum();
+    assert_eq!(g.busy_ns, sum, "busy time is the sum of the passes: {r:?}");
+    // The interval runs from the first pass's start and holds every pass (and at least their sum:
+    // passes placed on the host clock one by one may overlap there by up to the clock bound).
+    let first = r.activities.iter().map(|a| a.interval.start_ns).min().unwrap();
+    let last = r.activities.iter().map(|a| a.interval.end_ns).max().unwrap();
+    assert_eq!(g.interval.start_ns, first, "{r:?}");
+    assert!(g.interval.end_ns >= last && g.busy_ns <= g.interval.duration_ns(), "{g:?}");
+    assert!(g.interval.end_ns <= last.max(first + sum), "no longer than its passes need: {g:?}");
+    assert!(r.activities.iter().all(|a| a.device.is_some()), "each pass names its device: {r:?}");
+}
+
+fn activity<'r>(r: &'r Record, name: &str) -> &'r Activity {
+    r.activities.iter().find(|a| a.name == name).unwrap_or_else(|| panic!("no pass {name} in {:?}", names(r)))
+}
+
+/// Stands for bevy's render graph: nodes each begin a labelled pass on the frame's encoder,
+/// which the framework owns, and the framework submits once per frame.
+mod bevy_like {
+    use super::{wgpu, Gpu, Marks};
+
+    pub struct RenderContext<'w> {
+        pub gpu: &'w Gpu,
+        pub encoder: wgpu::CommandEncoder,
+        pub node: u32,
+    }
+
+    pub type Node<'a> = &'a dyn Fn(&mut RenderContext<'_>);
+
+    pub fn run_frame(gpu: &Gpu, marks: &Marks, nodes: &[Node<'_>]) {
+        let encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("frame") });
+        let mut ctx = RenderContext { gpu, encoder, node: 0 };
+        for node in nodes {
+            marks.before(&mut ctx.encoder, ctx.node);
+            node(&mut ctx);
+            marks.after(&mut ctx.encoder, ctx.node);
+            ctx.node += 1;
+        }
+        marks.resolve(&mut ctx.encoder);
+        gpu.queue.submit([ctx.encoder.finish()]);
+    }
+
+    /// A node whose pass is labelled.
+    pub fn labelled(label: &'static str) -> impl Fn(&mut RenderContext<'_>) {
+        move |ctx| {
+            let mut pass = ctx
+                .encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
+            pass.set_pipeline(&ctx.gpu.pipeline);
+            pass.set_bind_group(0, &ctx.gpu.bind_group, &[]);
+            pass.dispatch_workgroups(ctx.gpu.elements.div_ceil(64), 1, 1);
+        }
+    }
+
+    /// A node whose pass has no label: it is named after its pipeline (`busy`).
+    pub fn unlabelled(ctx: &mut RenderContext<'_>) {
+        ctx.gpu.record_pass(&mut ctx.encoder, None);
+    }
+}
+
+/// The game's frame: one annotated call around the framework's frame, nothing else.
+#[gpu_kernel(trace_all)]
+fn frame(gpu: &Gpu, marks: &Marks) {
+    let shadow = bevy_like::labelled("shadow");
+    let main = bevy_like::labelled("main pass");
+    bevy_like::run_frame(gpu, marks, &[&shadow, &main, &bevy_like::unlabelled]);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_bevy_like_render_graph_gets_each_nodes_pass_timed_and_summed_into_the_frame() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 16, 256) else { return };
+        if !in_encoders(&gpu) {
+            eprintln!("skipped: the marks need TIMESTAMP_QUERY_INSIDE_ENCODERS");
+            return;
+        }
+        let capture = Capture::start();
+        let marks = Marks::new(&gpu.device, 3);
+        let mut around = Vec::new();
+        for _ in 0..3 {
+            frame(&gpu, &marks);
+            around.push(marks.read_ns(&gpu));
+        }
+        assert!(gpuspan::flush(), "every pass resolved");
+        let mut frames = capture.of("frame");
+        assert_eq!(frames.len(), 3);
+        frames.sort_by_key(|r| r.host.start_ns);
+        for (r, around) in frames.iter().zip(&around) {
+            assert_summed(r);
+            assert_eq!(names(r), ["shadow", "main pass", "busy"], "named by label, else by pipeline");
+            for (a, mark) in r.activities.iter().zip(around) {
+                let d = a.interval.duration_ns() as f64;
+                assert!(d > 0.0, "{a:?}");
+                // One tick of slack each side: the marks are rounded as the pass's writes are.
+                let tick = f64::from(gpu.queue.get_timestamp_period());
+                assert!(d <= mark + 2.0 * tick, "{} took {d} ns, more than the marks around it ({mark})", a.name);
+            }
+        }
+        assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+}
+
+/// Stands for vello: a call given the device and queue that makes its own encoder and submits
+/// inside.
+mod vello_like {
+    use super::wgpu;
+
+    pub struct Renderer {
+        pub target: wgpu::Texture,
+    }
+
+    impl Renderer {
+        pub fn new(device: &wgpu::Device) -> Renderer {
+            let target = device.create_texture(&wgpu::TextureDescriptor {
+                label: Some("target"),
+                size: wgpu::Extent3d { width: 256, height: 256, depth_or_array_layers: 1 },
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D2,
+                format: wgpu::TextureFormat::Rgba8Unorm,
+                usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+                view_formats: &[],
+            });
+            Renderer { target }
+        }
+
+        pub fn render_to_texture(&self, device: &wgpu::Device, queue: &wgpu::Queue) {
+            let view = self.target.create_view(&Default::default());
+            let mut encoder = device.create_command_encoder(&Default::default());
+            {
+                let _pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+                    label: Some("fine"),
+                    color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                        view: &view,
+                        depth_slice: None,
+                        resolve_target: None,
+                        ops: wgpu::Operations {
+                            load: wgpu::LoadOp::Clear(wgpu::Color::BLUE),
+                            store: wgpu::StoreOp::Store,
+                        },
+                    })],
+                    ..Default::default()
+                });
+            }
+            queue.submit([encoder.finish()]);
+        }
+    }
+}
+
+/// The user's call around the library: a bare annotation, no wgpu argument at all.
+#[gpu_kernel(trace_all)]
+fn draw_scene(renderer: &vello_like::Renderer, gpu: &Gpu) {
+    renderer.render_to_texture(&gpu.device, &gpu.queue);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_vello_like_library_call_is_timed_by_the_pass_the_library_began() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        let capture = Capture::start();
+        let renderer = vello_like::Renderer::new(&gpu.device);
+        for _ in 0..3 {
+            draw_scene(&renderer, &gpu);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let scenes = capture.of("draw_scene");
+        assert_eq!(scenes.len(), 3);
+        for r in &scenes {
+            assert_summed(r);
+            assert_eq!(names(r), ["fine"]);
+            let g = gpu_of(r);
+            assert!(g.interval.start_ns + g.clock_error_ns >= r.host.start_ns, "after the call began: {r:?}");
+        }
+    }
+}
+
+/// Stands for cubecl/burn: a device thread that encodes and submits for callers, on closures
+/// sent through a channel. It never enters the caller's span.
+mod cubecl_like {
+    use super::{wgpu, Gpu};
+    use std::sync::{mpsc, Arc};
+
+    pub type Job = Box<dyn FnOnce(&Gpu) + Send>;
+
+    pub fn spawn(gpu: Arc<Gpu>, span: bool) -> mpsc::Sender<(Job, mpsc::Sender<()>)> {
+        let (tx, rx) = mpsc::channel::<(Job, mpsc::Sender<()>)>();
+        std::thread::spawn(move || {
+            for (job, done) in rx {
+                let entered = span.then(|| tracing::info_span!("device_step").entered());
+                job(&gpu);
+                drop(entered);
+                let _ = done.send(());
+            }
+        });
+        tx
+    }
+
+    pub fn matmul(gpu: &Gpu) {
+        let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("cubecl") });
+        {
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("matmul"), timestamp_writes: None });
+            pass.set_pipeline(&gpu.pipeline);
+            pass.set_bind_group(0, &gpu.bind_group, &[]);
+            pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
+        }
+        gpu.queue.submit([encoder.finish()]);
+    }
+}
+
+#[gpu_kernel(trace_all)]
+fn forward(device: &mpsc::Sender<(cubecl_like::Job, mpsc::Sender<()>)>) {
+    let (done, wait) = mpsc::channel();
+    device.send((Box::new(cubecl_like::matmul), done)).unwrap();
+    wait.recv().unwrap();
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_cubecl_like_device_thread_outside_every_span_lists_its_pass_as_unattributed_by_label() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 14, 64) else { return };
+        let gpu = Arc::new(gpu);
+        let capture = Capture::start_all_threads();
+        let device = cubecl_like::spawn(gpu.clone(), false);
+        for _ in 0..2 {
+            forward(&device);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let calls = capture.of("forward");
+        assert_eq!(calls.len(), 2);
+        assert!(calls.iter().all(|r| r.activities.is_empty()), "the caller's thread began no pass: {calls:?}");
+        let passes = capture.of("unattributed: matmul");
+        assert_eq!(passes.len(), 2, "each pass is a record of its own, named by its label");
+        for r in &passes {
+            let g = gpu_of(r);
+            assert_eq!(g.source, TimingSource::GpuTimestamp);
+            assert!(!g.bracketed && g.busy_ns > 0, "{g:?}");
+            assert_eq!(names(r), ["matmul"]);
+        }
+    }
+
+    #[test]
+    fn a_device_thread_entering_a_selected_span_gets_its_pass_under_that_span() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("[device_step]"));
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber per process (rusty-fork)");
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 14, 64) else { return };
+        let gpu = Arc::new(gpu);
+        let capture = Capture::start_all_threads();
+        let device = cubecl_like::spawn(gpu.clone(), true);
+        for _ in 0..2 {
+            forward(&device);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let steps = capture.of("device_step");
+        assert_eq!(steps.len(), 2, "one record per span instance");
+        for r in &steps {
+            assert!(r.site.is_span());
+            assert_summed(r);
+            assert_eq!(names(r), ["matmul"]);
+        }
+        assert!(capture.of("unattributed: matmul").is_empty(), "attributed to the span, not unattributed");
+    }
+}
+
+/// A pass the program gave its own timestamp writes.
+#[gpu_kernel(trace_all)]
+fn measured(gpu: &Gpu, reference: &RawTimer) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, Some(&reference.query_set));
+    reference.resolve(&mut encoder);
+    gpu.queue.submit([encoder.finish()]);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_pass_with_its_own_timestamp_writes_keeps_them_and_is_read_from_them() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 16, 256) else { return };
+        let capture = Capture::start();
+        let reference = RawTimer::new(&gpu.device);
+        let mut raw = Vec::new();
+        for _ in 0..3 {
+            measured(&gpu, &reference);
+            raw.push(reference.read_ns(&gpu));
+        }
+        assert!(gpuspan::flush(), "every pass resolved");
+        let mut calls = capture.of("measured");
+        calls.sort_by_key(|r| r.host.start_ns);
+        assert_eq!(calls.len(), 3);
+        for (r, raw) in calls.iter().zip(&raw) {
+            assert_summed(r);
+            let d = activity(r, "busy").interval.duration_ns() as f64;
+            // The same two ticks: only the conversion to nanoseconds is rounded.
+            assert!(d >= raw * 0.99 && d <= raw * 1.01 + 1.0, "read from the pass's own writes: {d} vs {raw}");
+        }
+    }
+}
+
+const TRIANGLE: &str = r#"
+@vertex
+fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
+    let x = f32(i32(i) - 1);
+    let y = f32(i32(i & 1u) * 2 - 1);
+    return vec4<f32>(x, y, 0.0, 1.0);
+}
+
+@fragment
+fn fs() -> @location(0) vec4<f32> {
+    return vec4<f32>(1.0, 0.0, 0.0, 1.0);
+}
+"#;
+
+/// A render pass that executes a render bundle recorded through the instrumented device.
+#[gpu_kernel(trace_all)]
+fn bundled(gpu: &Gpu, view: &wgpu::TextureView, bundle: &wgpu::RenderBundle) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("bundled"),
+            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                view,
+                depth_slice: None,
+                resolve_target: None,
+                ops: wgpu::Operations { load: wgpu::LoadOp::Clear(wgpu::Color::BLACK), store: wgpu::StoreOp::Store },
+            })],
+            ..Default::default()
+        });
+        pass.execute_bundles([bundle]);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn render_bundles_run_inside_their_timed_pass_and_draw() {
+        if cfg!(not(feature = "wgpu-30")) {
+            // wgpu 29's `RenderBundleEncoder::finish` is `unimplemented!()` for a custom backend.
+            eprintln!("skipped: render bundles on an instrumented device need wgpu 30");
+            return;
+        }
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        let capture = Capture::start();
+        let device = &gpu.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("triangle"),
+            source: wgpu::ShaderSource::Wgsl(TRIANGLE.into()),
+        });
+        let format = wgpu::TextureFormat::Rgba8Unorm;
+        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+            label: Some("triangle"),
+            layout: None,
+            vertex: wgpu::VertexState {
+                module: &module,
+                entry_point: Some("vs"),
+                compilation_options: Default::default(),
+                buffers: &[],
+            },
+            primitive: Default::default(),
+            depth_stencil: None,
+            multisample: Default::default(),
+            fragment: Some(wgpu::FragmentState {
+                module: &module,
+                entry_point: Some("fs"),
+                compilation_options: Default::default(),
+                targets: &[Some(format.into())],
+            }),
+            multiview_mask: None,
+            cache: None,
+        });
+        let mut bundle_encoder = device.create_render_bundle_encoder(&wgpu::RenderBundleEncoderDescriptor {
+            label: Some("triangle bundle"),
+            color_formats: &[Some(format)],
+            depth_stencil: None,
+            sample_count: 1,
+            multiview: None,
+        });
+        bundle_encoder.set_pipeline(&pipeline);
+        bundle_encoder.draw(0..3, 0..1);
+        let bundle = bundle_encoder.finish(&wgpu::RenderBundleDescriptor { label: Some("triangle bundle") });
+        let texture = device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("target"),
+            size: wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format,
+            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+            view_formats: &[],
+        });
+        let view = texture.create_view(&Default::default());
+        bundled(&gpu, &view, &bundle);
+        // The bundle drew: the centre pixel is the triangle's red.
+        let read = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("pixels"),
+            size: 256 * 64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = device.create_command_encoder(&Default::default());
+        encoder.copy_texture_to_buffer(
+            texture.as_image_copy(),
+            wgpu::TexelCopyBufferInfo {
+                buffer: &read,
+                layout: wgpu::TexelCopyBufferLayout { offset: 0, bytes_per_row: Some(256), rows_per_image: None },
+            },
+            wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 },
+        );
+        gpu.queue.submit([encoder.finish()]);
+        let slice = read.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |r| r.expect("map pixels"));
+        gpu.wait();
+        let pixel = gpuspan_tests::mapped(&slice)[32 * 256 + 32 * 4..32 * 256 + 32 * 4 + 4].to_vec();
+        assert_eq!(pixel, [255, 0, 0, 255], "the bundle's triangle was drawn");
+        assert!(pollster::block_on(scope.pop()).is_none(), "no validation error on the instrumented device");
+        assert!(gpuspan::flush(), "every pass resolved");
+        let calls = capture.of("bundled");
+        assert_eq!(calls.len(), 1);
+        assert_summed(&calls[0]);
+        assert_eq!(names(&calls[0]), ["bundled"]);
+    }
+}
