@@ -169,6 +169,7 @@ fn process<W: Write>(ev: &mut Events<W>, pid: u64, label: &str, c: &Capture, bas
                     "gpu_transfer.direction": direction.map(|d| d.as_str()),
                     "gpu_transfer.src_kind": src.as_str(), "gpu_transfer.dst_kind": dst.as_str()}),
                 ActivityKind::Set { bytes } => json!({"gpu_transfer.bytes": bytes}),
+                _ => json!({}),
             };
             ev.push(&json!({"ph": "X", "name": a.name, "cat": "gpu.activity", "pid": pid, "tid": tid,
                 "ts": us(a.interval.start_ns, base), "dur": us(a.interval.end_ns, a.interval.start_ns), "args": args}))?;

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 /// Where a duration came from (`gpu.timing.source`). Every exported duration says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TimingSource {
     /// GPU timestamp queries (wgpu).
     GpuTimestamp,
