@@ -11,6 +11,7 @@ use std::path::Path;
 
 /// Why a capture cannot be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     #[error("cannot read it: {0}")]
     Io(#[from] io::Error),

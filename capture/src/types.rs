@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// One unit of a capture file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Frame {
     Header(Header),
     Site(Site),
@@ -104,6 +105,7 @@ impl Header {
 
 /// What an annotated function does, or that the site is a selected `tracing` span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum SiteKind {
     Kernel,
     Transfer,
@@ -125,6 +127,7 @@ impl SiteKind {
 
 /// The backend a site was compiled for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Backend {
     Wgpu,
     Cuda,
@@ -143,6 +146,7 @@ impl Backend {
 
 /// Direction of a transfer or copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Direction {
     CpuToGpu,
     GpuToCpu,
@@ -229,6 +233,7 @@ impl Interval {
 
 /// Where a duration came from (`gpu.timing.source`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum TimingSource {
     GpuTimestamp,
     Cupti,
@@ -292,6 +297,7 @@ impl Gpu {
 /// here, which postcard encodes as the byte 0 or 1, as it does this enum's first two variants:
 /// they read as [`Bracket::None`] and [`Bracket::Unstated`] without a conversion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Bracket {
     /// Timed by queries or records of its own work, not a bracket.
     None,
@@ -318,6 +324,7 @@ impl Bracket {
 
 /// Memory kind on either side of a copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum MemoryKind {
     Pageable,
     Pinned,
@@ -342,6 +349,7 @@ impl MemoryKind {
 
 /// What a piece of GPU work was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum ActivityKind {
     Kernel {
         grid: [u32; 3],

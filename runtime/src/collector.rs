@@ -49,8 +49,8 @@ pub(crate) struct Collector {
     pub(crate) live_feed: AtomicBool,
     /// The thread that resolves the backends' pending GPU work.
     pub(crate) resolver: crate::resolver::Resolver,
-    /// The flush on SIGINT/SIGTERM is installed once (`signal.rs`).
-    pub(crate) signal_handlers: std::sync::Once,
+    /// The SIGINT/SIGTERM handlers and the exit hook (`signal.rs`), read in signal context.
+    pub(crate) signals: crate::signal::Signals,
     /// Numbers the output files' temporary names: they differ within the process (its pid is in
     /// the name) because there is one counter.
     pub(crate) temporary_names: std::sync::atomic::AtomicU32,
@@ -86,7 +86,7 @@ impl Collector {
             #[cfg(unix)]
             live_feed: AtomicBool::new(false),
             resolver: crate::resolver::Resolver::new(),
-            signal_handlers: std::sync::Once::new(),
+            signals: crate::signal::Signals::new(),
             temporary_names: std::sync::atomic::AtomicU32::new(0),
         }
     }

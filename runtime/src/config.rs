@@ -24,7 +24,7 @@ pub(crate) enum TraceFile {
 /// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
 /// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
 /// | `GPUSPAN_TRACE_ALL=on` | export every call |
-/// | `GPUSPAN_ON_SIGNAL=flush` | on SIGINT/SIGTERM, write everything as [`shutdown`](crate::shutdown) does, then let the signal take its course |
+/// | `GPUSPAN_ON_SIGNAL=off` | leave SIGINT/SIGTERM alone (default `flush`: write everything as [`shutdown`](crate::shutdown) does, then end by the signal); see [`Config::flush_on_signal`] |
 /// | `GPUSPAN_LIVE=on` | serve the live feed that `gpuspan top` shows; see [`Config::live`] |
 /// | `GPUSPAN_SPANS=directives` | the `tracing` spans [`layer()`](crate::layer()) makes measurement scopes; see [`Config::spans`] |
 /// | `OTEL_EXPORTER_OTLP_ENDPOINT=url` | (feature `otlp`) spans and metrics to that collector; see [`crate::otlp::OtlpConfig`] |
@@ -35,7 +35,8 @@ pub struct Config {
     pub(crate) capture: TraceFile,
     pub(crate) threshold_us: Option<u64>,
     pub(crate) trace_all: Option<bool>,
-    pub(crate) flush_on_signal: bool,
+    /// `None`: the default (on where the platform has it).
+    pub(crate) flush_on_signal: Option<bool>,
     pub(crate) live: bool,
     pub(crate) timeline_capacity: usize,
     /// The spans `layer()` selects, in `EnvFilter`'s directive syntax.
@@ -53,7 +54,7 @@ impl Default for Config {
             capture: TraceFile::Off,
             threshold_us: None,
             trace_all: None,
-            flush_on_signal: false,
+            flush_on_signal: None,
             live: false,
             timeline_capacity: 200_000,
             spans: None,
@@ -84,7 +85,7 @@ impl Config {
             c.threshold_us = env::threshold_us();
             c.trace_all = env::trace_all();
             if let Some(on) = env::on_signal() {
-                c.flush_on_signal = on;
+                c.flush_on_signal = Some(on);
             }
             if let Some(on) = env::live() {
                 c.live = on;
@@ -142,14 +143,17 @@ impl Config {
         self
     }
 
-    /// On SIGINT or SIGTERM, write everything as [`shutdown`](crate::shutdown) does (summary, timeline, last
-    /// exports; bounded in time), then let the signal take its course: the program's own handler
-    /// if it installed one before [`init`](crate::init()) (it runs at once, as before), else the default action
-    /// (the process ends by that signal). A second signal during the flush acts at once. Off by
-    /// default: gpuspan installs no signal handler unless asked (`GPUSPAN_ON_SIGNAL=flush`).
-    /// Unix only; elsewhere it is said once and ignored.
+    /// On SIGINT or SIGTERM, write everything as [`shutdown`](crate::shutdown) does (summary,
+    /// timeline, capture, last exports; bounded in time), then end the program by that signal
+    /// (its default action restored and the signal raised again: the exit status is the
+    /// signal's). On by default; `false` (or `GPUSPAN_ON_SIGNAL=off`) installs no handler.
+    /// gpuspan only takes a signal that would have ended the program: one the program handles
+    /// (a handler installed before [`init`](crate::init()), or after it, `tokio::signal`
+    /// included) is left to the program, whose own end then writes everything; an ignored
+    /// signal stays ignored. A second signal during the flush ends the program at once. Unix
+    /// only; elsewhere asking for it is said once and ignored.
     pub fn flush_on_signal(mut self, on: bool) -> Self {
-        self.flush_on_signal = on;
+        self.flush_on_signal = Some(on);
         self
     }
 

@@ -13,7 +13,7 @@
 //! | `GPUSPAN_CAPTURE` | [`crate::Config::from_env`]: a path, or a switch (on: the private directory); a path another process is writing gets `<stem>.<pid>.<ext>` beside it (docs/cli.md) | off |
 //! | `GPUSPAN_THRESHOLD_US` | [`crate::Config::from_env`], sampling | 100 |
 //! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
-//! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | off |
+//! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | flush |
 //! | `GPUSPAN_LIVE` | [`crate::Config::from_env`]: the live feed for `gpuspan top` | off |
 //! | `GPUSPAN_SPANS` | [`crate::Config::from_env`]: the spans `gpuspan::layer()` makes scopes, in `EnvFilter`'s directive syntax | none |
 //! | `GPUSPAN_CUPTI` | CUDA timing | on |
@@ -154,7 +154,7 @@ pub(crate) fn on_signal() -> Option<bool> {
     let parsed = parse_switch(&v);
     if parsed.is_none() {
         note_once(format_args!(
-            "GPUSPAN_ON_SIGNAL={v:?} is not `flush` or {VOCABULARY}; using off (the default: signals are left alone)"
+            "GPUSPAN_ON_SIGNAL={v:?} is not `flush` or {VOCABULARY}; using the default (`flush`: a signal that would end the program first writes the run)"
         ));
     }
     parsed

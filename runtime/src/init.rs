@@ -248,9 +248,12 @@ mod imp {
         #[cfg(feature = "otlp")]
         sinks.extend(otlp.map(|o| o as Arc<dyn Sink>));
         lock(&running().started).push(Started { id, summary: c.summary, live, sinks });
-        if c.flush_on_signal {
-            crate::signal::flush_on_signal();
+        // On by default (docs/decisions.md, 58): a run ended by Ctrl-C or SIGTERM keeps its files.
+        if c.flush_on_signal != Some(false) {
+            crate::signal::flush_on_signal(c.flush_on_signal == Some(true));
         }
+        // `process::exit` runs no destructors: the exit hook ends the run instead.
+        crate::signal::on_exit();
         guard
     }
 

@@ -50,9 +50,9 @@
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 //!
-//! The guard's drop writes the summary and the timeline; a program that ends by
-//! `std::process::exit` calls [`shutdown`] first, and [`Config::flush_on_signal`] (opt-in) does
-//! the same on SIGINT/SIGTERM.
+//! The guard's drop writes the summary and the timeline; so do `std::process::exit` with a live
+//! guard (an exit hook, on Unix) and SIGINT/SIGTERM (by default; [`Config::flush_on_signal`]),
+//! after which the program ends by that signal.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Every public item is documented and every `pub` is reachable: the public API is what the docs
 // show, and nothing more.

@@ -1,44 +1,67 @@
-//! The opt-in flush on SIGINT/SIGTERM (`Config::flush_on_signal`, `GPUSPAN_ON_SIGNAL=flush`).
+//! The end of a run that does not reach the guard's drop: SIGINT/SIGTERM (on by default,
+//! `Config::flush_on_signal`, `GPUSPAN_ON_SIGNAL`) and `std::process::exit` (an exit hook).
 //!
-//! Nothing happens in signal context but what signal-hook does there (a byte written to a pipe,
-//! a flag read): the work, [`crate::shutdown`], runs on a watcher thread. Where the program had
-//! its own handler when gpuspan was started, signal-hook calls it as before, at once, and the
-//! program decides what happens next (gpuspan only makes sure its files are written). Where the
-//! signal had its default action, the watcher re-raises the signal with that action once
-//! everything is written, so the process still ends by the signal (exit status, core rules and
-//! parent shells see what they would have seen), and a second signal during the flush ends the
-//! process at once. An ignored signal stays ignored.
+//! **Signals.** gpuspan acts on a signal only where the signal would have ended the program: a
+//! signal with its default action when gpuspan started. Its handler then does nothing but write
+//! one byte to a pipe; a watcher thread runs [`crate::shutdown`] (bounded: the GPU flush and the
+//! files' deadlines), restores the default action and raises the signal again, so the process
+//! still ends by that signal (exit status, core rules and parent shells see what they would have
+//! seen). A second signal during the flush ends the process at once. A signal the program handles
+//! is left to the program: a handler installed before gpuspan is not replaced, and one installed
+//! after it (directly, or through signal-hook's registry as `tokio::signal` does, which calls
+//! gpuspan's handler first) owns the signal: gpuspan's handler sees it is no longer the one
+//! installed and does nothing, so the program's own end (the guard's drop, a return from `main`,
+//! `process::exit`) writes everything, including what it measured while shutting down. An
+//! ignored signal stays ignored.
+//!
+//! **`process::exit`.** It runs no destructors, so the guard's drop never comes; an `atexit`
+//! hook runs [`crate::shutdown`] instead (a no-op when the guard already ended the run). It does
+//! nothing in a forked child that exits (the run is the parent's).
 
 #[cfg(unix)]
 mod imp {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
+    use std::io::Read;
+    use std::os::fd::IntoRawFd;
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+    use std::sync::Once;
 
-    /// What a signal did before gpuspan looked.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    enum Before {
-        Default,
-        Ignored,
-        Handled,
+    /// The signal handling's state, in the [`Collector`](crate::collector::Collector): read in
+    /// signal context, so atomics only.
+    #[derive(Debug)]
+    pub(crate) struct Signals {
+        /// SIGINT/SIGTERM handlers installed once.
+        installed: Once,
+        /// The pipe's write end the handler wakes the watcher through (-1: none yet).
+        wake: AtomicI32,
+        /// Set by the first signal: the flush runs, a second signal ends the process at once.
+        flushing: AtomicBool,
+        /// The exit hook registered once.
+        exit_hook: Once,
+        /// The process that registered the exit hook (a forked child inherits the hook).
+        exit_pid: AtomicU32,
     }
 
-    fn before(signal: libc::c_int) -> Before {
-        // SAFETY: a null new action only reads the current one into `old`, a plain C struct
-        // that may be zeroed.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        if unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) } != 0 {
-            return Before::Handled; // unknown: leave the program's choice alone
-        }
-        match old.sa_sigaction {
-            libc::SIG_DFL => Before::Default,
-            libc::SIG_IGN => Before::Ignored,
-            _ => Before::Handled,
+    impl Signals {
+        pub(crate) const fn new() -> Self {
+            Signals {
+                installed: Once::new(),
+                wake: AtomicI32::new(-1),
+                flushing: AtomicBool::new(false),
+                exit_hook: Once::new(),
+                exit_pid: AtomicU32::new(0),
+            }
         }
     }
 
-    pub(crate) fn flush_on_signal() {
-        crate::collector::collector().signal_handlers.call_once(|| {
+    fn signals() -> &'static Signals {
+        &crate::collector::collector().signals
+    }
+
+    /// Installs the SIGINT/SIGTERM handlers (once) where those signals have their default action.
+    /// (`_asked`: whether the program asked for it, rather than the default; Unix has it either way.)
+    pub(crate) fn flush_on_signal(_asked: bool) {
+        signals().installed.call_once(|| {
             if let Err(e) = install() {
                 crate::diagnostics::note_once(format_args!(
                     "could not set up the flush on SIGINT/SIGTERM ({e}); a signal ends the program without the summary and timeline"
@@ -48,40 +71,134 @@ mod imp {
     }
 
     fn install() -> std::io::Result<()> {
-        let signals: Vec<(libc::c_int, Before)> =
-            [SIGINT, SIGTERM].into_iter().map(|s| (s, before(s))).filter(|(_, b)| *b != Before::Ignored).collect();
-        if signals.is_empty() {
-            return Ok(());
+        let (mut read, write) = std::os::unix::net::UnixStream::pair()?;
+        // The handler must never block: a full pipe (signals faster than the watcher reads) drops
+        // the byte, and the watcher is already on its way.
+        write.set_nonblocking(true)?;
+        signals().wake.store(write.into_raw_fd(), Ordering::SeqCst);
+        let mut ours = false;
+        for signal in [SIGINT, SIGTERM] {
+            ours |= install_if_default(signal)?;
         }
-        // Set by the watcher once it starts flushing: a signal with its default action that
-        // arrives after that takes effect at once (a second Ctrl-C is not made to wait).
-        let flushing = Arc::new(AtomicBool::new(false));
-        for (s, b) in &signals {
-            if *b == Before::Default {
-                signal_hook::flag::register_conditional_default(*s, flushing.clone())?;
-            }
+        if !ours {
+            return Ok(()); // every signal handled or ignored by the program: nothing to watch
         }
-        let mut iter = signal_hook::iterator::Signals::new(signals.iter().map(|(s, _)| *s))?;
         std::thread::Builder::new().name("gpuspan-signal".into()).spawn(move || {
-            if let Some(signal) = iter.forever().next() {
-                flushing.store(true, Ordering::SeqCst);
-                let default = signals.iter().any(|(s, b)| *s == signal && *b == Before::Default);
+            let mut byte = [0u8; 1];
+            if read.read_exact(&mut byte).is_ok() {
+                let signal = libc::c_int::from(byte[0]);
                 crate::init::shutdown_then(|| {
-                    if default {
-                        // Ends the process by `signal`, its default action restored.
-                        let _ = signal_hook::low_level::emulate_default_handler(signal);
-                    }
+                    // Ends the process by `signal`, its default action restored.
+                    let _ = signal_hook::low_level::emulate_default_handler(signal);
                 });
             }
         })?;
         Ok(())
     }
+
+    /// Puts [`on_signal`] in place of `signal`'s default action; returns whether it did (a
+    /// handled or ignored signal is put back as it was: the program's choice).
+    fn install_if_default(signal: libc::c_int) -> std::io::Result<bool> {
+        // SAFETY: `sigaction` with plain C structs that may be zeroed; the handler is an
+        // `extern "C" fn(c_int)` that only calls async-signal-safe functions (see `on_signal`).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            // Interrupted system calls restart: a program that never handled the signal never
+            // saw EINTR from it either.
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, &action, &mut old) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if old.sa_sigaction == libc::SIG_DFL {
+                return Ok(true);
+            }
+            // The program's: back as it was (checked after the swap, so nothing races between).
+            if libc::sigaction(signal, &old, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(false)
+        }
+    }
+
+    /// Whether [`on_signal`] is still `signal`'s installed handler (not replaced by, or chained
+    /// from, a handler the program installed after gpuspan). Async-signal-safe.
+    fn still_ours(signal: libc::c_int) -> bool {
+        // SAFETY: a null new action only reads the current one into `now`, a zeroable C struct.
+        let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
+        (unsafe { libc::sigaction(signal, std::ptr::null(), &mut now) }) == 0
+            && now.sa_sigaction == on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t
+    }
+
+    /// The handler. Signal context: atomics, `sigaction`, `write`, `raise` only, and errno kept.
+    extern "C" fn on_signal(signal: libc::c_int) {
+        let saved = errno::errno();
+        let s = signals();
+        if still_ours(signal) {
+            if s.flushing.swap(true, Ordering::SeqCst) {
+                // A second signal: the default action, now.
+                let _ = signal_hook::low_level::emulate_default_handler(signal);
+            } else {
+                let byte = signal as u8; // SIGINT = 2, SIGTERM = 15
+                                         // SAFETY: writes one byte from a live local to the pipe's non-blocking write end,
+                                         // which is never closed.
+                let _ = unsafe { libc::write(s.wake.load(Ordering::SeqCst), (&byte as *const u8).cast(), 1) };
+            }
+        }
+        errno::set_errno(saved);
+    }
+
+    /// Registers the exit hook (once): `process::exit` with a live guard still writes the run.
+    pub(crate) fn on_exit() {
+        signals().exit_hook.call_once(|| {
+            signals().exit_pid.store(std::process::id(), Ordering::SeqCst);
+            // SAFETY: registers a plain `extern "C" fn()` that never unwinds (see `at_exit`).
+            if unsafe { libc::atexit(at_exit) } != 0 {
+                crate::diagnostics::note_once(
+                    "could not register the exit hook (atexit); a program that leaves by process::exit \
+                     must call gpuspan::shutdown() first, or its summary and timeline are lost",
+                );
+            }
+        });
+    }
+
+    /// Run by `exit`: ends what is still running, as [`crate::shutdown`] does.
+    extern "C" fn at_exit() {
+        if std::process::id() != signals().exit_pid.load(Ordering::SeqCst) {
+            return; // a forked child: the run, and its files, are the parent's
+        }
+        // A panic must not unwind into C.
+        let _ = std::panic::catch_unwind(crate::init::shutdown);
+    }
 }
 
 #[cfg(unix)]
-pub(crate) use imp::flush_on_signal;
+pub(crate) use imp::{flush_on_signal, on_exit, Signals};
+
+/// No state without Unix signals.
+#[cfg(not(unix))]
+#[derive(Debug)]
+pub(crate) struct Signals;
 
 #[cfg(not(unix))]
-pub(crate) fn flush_on_signal() {
-    crate::diagnostics::note_once("flush_on_signal is supported on Unix only; signals end the program as before");
+impl Signals {
+    pub(crate) const fn new() -> Self {
+        Signals
+    }
 }
+
+/// Said only when the program asked for it: by default, signals end the program as before.
+#[cfg(not(unix))]
+pub(crate) fn flush_on_signal(asked: bool) {
+    if asked {
+        crate::diagnostics::note_once(
+            "the flush on SIGINT/SIGTERM is supported on Unix only; signals end the program as before",
+        );
+    }
+}
+
+/// Without `atexit` here, `process::exit` needs an explicit [`crate::shutdown`] first (docs/guide.md).
+#[cfg(not(unix))]
+pub(crate) fn on_exit() {}

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 /// What an annotated function does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SiteKind {
     /// `#[gpu_kernel]`: encodes or launches GPU work.
     Kernel,
@@ -28,6 +29,7 @@ impl SiteKind {
 
 /// Which backend times a site, as decided by the macro from the function's signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Backend {
     /// wgpu timestamp queries.
     Wgpu,
@@ -50,6 +52,7 @@ impl Backend {
 
 /// Direction of a transfer (`gpu_transfer.direction`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Direction {
     /// Host to device (upload).
     CpuToGpu,

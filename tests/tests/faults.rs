@@ -272,29 +272,86 @@ fn signalled(mut cmd: Command, signal: libc::c_int) -> Run {
     wait(child, out, err)
 }
 
-#[test]
-fn sigterm_with_the_flush_opt_in_writes_everything_and_still_ends_by_the_signal() {
-    let s = Scratch::new("sigterm");
-    let trace = s.path("t.json");
-    let mut cmd = child("wait", 50, &s);
-    cmd.env("GPUSPAN_TRACE_FILE", &trace).env("GPUSPAN_ON_SIGNAL", "flush");
-    let r = signalled(cmd, libc::SIGTERM);
-    assert_eq!(r.status.signal(), Some(libc::SIGTERM), "{:?}\n{}", r.status, r.stderr);
+/// The capture at `path`: finished (its end record written) and its records of `site`.
+fn capture_records(path: &Path, site: &str) -> usize {
+    let c = gpuspan_capture::Capture::open(path).unwrap_or_else(|e| panic!("capture {}: {e}", path.display()));
+    assert!(c.end.is_some(), "the capture is finished (its end record written)");
+    c.records.iter().filter(|r| c.site(r.site).is_some_and(|s| s.name == site)).count()
+}
+
+/// SIGINT or SIGTERM under load, by default: summary, timeline and capture complete, then the
+/// process ends by the signal (its status is the signal's, as without gpuspan).
+fn a_signal_by_default_keeps_the_run(signal: libc::c_int, name: &str) {
+    let s = Scratch::new(name);
+    let (trace, capture) = (s.path("t.json"), s.path("c.gpuspan"));
+    let mut cmd = child("busy", 50, &s);
+    cmd.env("GPUSPAN_TRACE_FILE", &trace).env("GPUSPAN_CAPTURE", &capture);
+    let r = signalled(cmd, signal);
+    assert_eq!(r.status.signal(), Some(signal), "{:?}\n{}", r.status, r.stderr);
     assert!(!r.stdout.contains("not killed"));
-    assert_eq!(timeline(&trace).len(), 50);
     assert_eq!(said(&r.stderr, "gpuspan summary"), 1, "{}", r.stderr);
     assert_eq!(said(&r.stderr, "timeline with 50 calls written"), 1, "{}", r.stderr);
+    assert_eq!(timeline(&trace).len(), 50);
+    assert_eq!(capture_records(&capture, "step"), 50);
 }
 
 #[test]
-fn sigterm_without_the_opt_in_is_left_alone() {
-    let s = Scratch::new("sigterm-default");
+fn sigint_under_load_keeps_summary_timeline_and_capture_and_ends_by_sigint() {
+    a_signal_by_default_keeps_the_run(libc::SIGINT, "sigint");
+}
+
+#[test]
+fn sigterm_under_load_keeps_summary_timeline_and_capture_and_ends_by_sigterm() {
+    a_signal_by_default_keeps_the_run(libc::SIGTERM, "sigterm");
+}
+
+#[test]
+fn sigterm_with_the_flush_off_is_left_alone() {
+    let s = Scratch::new("sigterm-off");
     let trace = s.path("t.json");
     let mut cmd = child("wait", 5, &s);
-    cmd.env("GPUSPAN_TRACE_FILE", &trace);
+    cmd.env("GPUSPAN_TRACE_FILE", &trace).env("GPUSPAN_ON_SIGNAL", "off");
     let r = signalled(cmd, libc::SIGTERM);
     assert_eq!(r.status.signal(), Some(libc::SIGTERM), "{:?}", r.status);
     assert!(!trace.exists(), "no handler, no flush: the signal ends the program as before");
+}
+
+/// A program that handles the signal itself (installed before or after `init`, through
+/// signal-hook's registry as `tokio::signal` does) ends when it decides, and its own end writes
+/// everything, the calls made after the signal included.
+fn the_programs_own_handler_decides(case: &str) {
+    let s = Scratch::new(case);
+    let trace = s.path("t.json");
+    let mut cmd = child(case, 10, &s);
+    cmd.env("GPUSPAN_TRACE_FILE", &trace);
+    let r = signalled(cmd, libc::SIGINT);
+    assert!(r.status.success(), "the program's handler, not gpuspan, decided: {:?}\n{}", r.status, r.stderr);
+    assert!(r.stdout.contains("ended by the program"), "{}", r.stdout);
+    assert_eq!(said(&r.stderr, "gpuspan summary"), 1, "{}", r.stderr);
+    assert_eq!(timeline(&trace).len(), 20, "the calls after the signal are written too");
+}
+
+#[test]
+fn a_handler_installed_before_init_is_left_to_decide() {
+    the_programs_own_handler_decides("own-handler-before");
+}
+
+#[test]
+fn a_handler_installed_after_init_is_left_to_decide() {
+    the_programs_own_handler_decides("own-handler-after");
+}
+
+#[test]
+fn process_exit_with_a_live_guard_writes_the_run_through_the_exit_hook() {
+    let s = Scratch::new("exit-live");
+    let (trace, capture) = (s.path("t.json"), s.path("c.gpuspan"));
+    let mut cmd = child("exit-live", 20, &s);
+    cmd.env("GPUSPAN_TRACE_FILE", &trace).env("GPUSPAN_CAPTURE", &capture);
+    let r = run(cmd);
+    assert_eq!(r.status.code(), Some(3), "{:?}\n{}", r.status, r.stderr);
+    assert_eq!(said(&r.stderr, "gpuspan summary"), 1, "{}", r.stderr);
+    assert_eq!(timeline(&trace).len(), 20);
+    assert_eq!(capture_records(&capture, "step"), 20);
 }
 
 #[test]

@@ -524,6 +524,8 @@ impl Rows {
                 }
                 self.ended = Some((e.end_ns, e.records));
             }
+            // A frame of a later kind: the reader refuses later formats, so none reaches here.
+            _ => {}
         }
         Ok(())
     }
@@ -601,6 +603,8 @@ impl Rows {
                 ],
             ),
             ActivityKind::Set { bytes } => ("memset", [none; 9], [(*bytes).into(), text(None), text(None), text(None)]),
+            // A later kind (none in the formats this reads): its row without kind-specific cells.
+            _ => ("other", [none; 9], [none, text(None), text(None), text(None)]),
         };
         let head = [
             self.summary.activities.into(),

@@ -229,6 +229,7 @@ fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result
                     "gpu_transfer.direction": direction.map(|d| d.as_str()),
                     "gpu_transfer.src_kind": src.as_str(), "gpu_transfer.dst_kind": dst.as_str()}),
                 ActivityKind::Set { bytes } => json!({"gpu_transfer.bytes": bytes}),
+                _ => json!({}),
             };
             ev.slice(Slice {
                 pid,

@@ -101,6 +101,7 @@ impl Transfers {
                 );
                 true
             }
+            _ => false,
         }
     }
 

@@ -3,6 +3,7 @@
 
 /// What times CUDA sites in this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Timing {
     /// CUPTI activity records: every kernel, copy and set inside the call, with GPU timestamps.
     Cupti,

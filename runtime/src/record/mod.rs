@@ -69,6 +69,7 @@ impl Attributed {
 
 /// Where a duration came from (`gpu.timing.source`). Every exported duration says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TimingSource {
     /// GPU timestamp queries (wgpu).
     GpuTimestamp,

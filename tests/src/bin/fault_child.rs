@@ -165,6 +165,64 @@ fn main() {
             std::thread::sleep(Duration::from_secs(120));
             say("not killed");
         }
+        // Under load when the suite sends SIGINT/SIGTERM: two threads keep making calls
+        // (aggregated only) while main has made `n` recorded ones and waits.
+        "busy" => {
+            let _guard = gpuspan::init();
+            for t in 0..2u64 {
+                std::thread::spawn(move || {
+                    let mut i = t;
+                    loop {
+                        i = quick(i);
+                    }
+                });
+            }
+            for i in 0..n {
+                step(i);
+            }
+            say("ready");
+            std::thread::sleep(Duration::from_secs(120));
+            say("not killed");
+        }
+        // The program's own SIGINT/SIGTERM handling, through signal-hook's registry as
+        // `tokio::signal` does, installed before or after `init`: the program decides the end,
+        // here `n` more calls after the signal and a normal return.
+        "own-handler-before" | "own-handler-after" => {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let register = |stop: &std::sync::Arc<std::sync::atomic::AtomicBool>| {
+                for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                    signal_hook::flag::register(s, stop.clone()).expect("register");
+                }
+            };
+            if case == "own-handler-before" {
+                register(&stop);
+            }
+            let guard = gpuspan::init();
+            if case == "own-handler-after" {
+                register(&stop);
+            }
+            for i in 0..n {
+                step(i);
+            }
+            say("ready");
+            let start = std::time::Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && start.elapsed() < Duration::from_secs(120) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            for i in 0..n {
+                step(i);
+            }
+            drop(guard);
+            say("ended by the program");
+        }
+        // `process::exit` with the guard alive: the exit hook writes the run.
+        "exit-live" => {
+            let _guard = gpuspan::init();
+            for i in 0..n {
+                step(i);
+            }
+            std::process::exit(3);
+        }
         // `process::exit` after an explicit shutdown: everything written, exit status kept.
         "exit" => {
             let _guard = gpuspan::init();

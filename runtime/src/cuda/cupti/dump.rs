@@ -164,6 +164,7 @@ impl Frame {
 /// A dump that cannot be read. Reading is replay's business (tests), writing the live one's.
 #[cfg(any(test, feature = "testing"))]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DumpError {
     /// The file does not start with [`MAGIC`].
     #[error("not a gpuspan CUPTI dump (it must start with {MAGIC:?}); write one with GPUSPAN_CUPTI_DUMP=<path>")]

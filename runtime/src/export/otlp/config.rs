@@ -9,6 +9,7 @@ use std::time::Duration;
 
 /// The OTLP wire protocol (`OTEL_EXPORTER_OTLP_PROTOCOL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Protocol {
     /// `grpc`: OTLP over gRPC, usually port 4317.
     Grpc,

@@ -13,6 +13,11 @@ use wgpu_profiler::GpuProfiler;
 pub(crate) struct DeviceState {
     pub label: DeviceLabel,
     pub device: wgpu::Device,
+    /// What the registry finds `device` by ([`Identity`]): wgpu's equality alone confuses two
+    /// instances' devices.
+    identity: Identity,
+    /// The queue's [`Identity`], set with `queue`.
+    queue_identity: OnceLock<Identity>,
     /// Needed for the timestamp period, calibration, and resolving queries recorded in passes.
     pub queue: OnceLock<wgpu::Queue>,
     pub features: wgpu::Features,
@@ -71,15 +76,18 @@ pub(crate) fn all() -> Vec<Arc<DeviceState>> {
 }
 
 pub(crate) fn find(device: &wgpu::Device) -> Option<Arc<DeviceState>> {
-    if let Some(d) = devices().read().ok()?.iter().find(|d| &d.device == device) {
-        return Some(d.clone());
+    if let Some(d) = find_as(device, Identity::of_device(device)) {
+        return Some(d);
     }
     super::REGISTRY.aliases.read().ok()?.iter().find(|(d, _, _)| d == device).map(|(_, _, s)| s.clone())
 }
 
 pub(crate) fn find_by_queue(queue: &wgpu::Queue) -> Option<Arc<DeviceState>> {
-    if let Some(d) = devices().read().ok()?.iter().find(|d| d.queue.get() == Some(queue)) {
-        return Some(d.clone());
+    let id = Identity::of_queue(queue);
+    let registered =
+        devices().read().ok()?.iter().find(|d| d.queue.get().is_some_and(|q| q == queue && id.same(d.queue_identity()))).cloned();
+    if registered.is_some() {
+        return registered;
     }
     super::REGISTRY.aliases.read().ok()?.iter().find(|(_, q, _)| q == queue).map(|(_, _, s)| s.clone())
 }
@@ -92,6 +100,76 @@ pub(crate) fn alias(state: &Arc<DeviceState>, device: &wgpu::Device, queue: &wgp
     }
 }
 
+/// The registered device `device` (of identity `id`) is, instrumented handles aside.
+fn find_as(device: &wgpu::Device, id: Identity) -> Option<Arc<DeviceState>> {
+    devices().read().ok()?.iter().find(|d| d.is(device, id)).cloned()
+}
+
+/// Who a wgpu device (or queue) is, as gpuspan tells them apart. wgpu's `==` compares ids that
+/// each `wgpu::Instance` numbers from the start, so the first devices of two instances are
+/// equal to it (and a query set of one used on the other panics in wgpu). The backend's own
+/// device object is unique among live devices, and the registry keeps each registered device
+/// alive (its clone of the handle), so its address cannot be reused while the entry exists.
+/// `None` where wgpu gives no backend object (WebGPU, a custom backend): wgpu's equality alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity(Option<usize>);
+
+/// The address of the backend object behind `$handle` (a device or queue), for each backend
+/// compiled in.
+macro_rules! hal_address {
+    ($handle:expr) => {{
+        let mut found = None;
+        // SAFETY: `as_hal` hands a guard on the backend's object; only its address is read,
+        // nothing is called on it or destroyed, and the guard is dropped at once.
+        #[cfg(any(target_os = "linux", target_os = "android", windows))]
+        if found.is_none() {
+            found = unsafe { $handle.as_hal::<wgpu::hal::api::Vulkan>() }.map(|h| &*h as *const _ as *const () as usize);
+        }
+        #[cfg(any(target_os = "linux", target_os = "android", windows))]
+        if found.is_none() {
+            found = unsafe { $handle.as_hal::<wgpu::hal::api::Gles>() }.map(|h| &*h as *const _ as *const () as usize);
+        }
+        #[cfg(target_vendor = "apple")]
+        if found.is_none() {
+            found = unsafe { $handle.as_hal::<wgpu::hal::api::Metal>() }.map(|h| &*h as *const _ as *const () as usize);
+        }
+        #[cfg(windows)]
+        if found.is_none() {
+            found = unsafe { $handle.as_hal::<wgpu::hal::api::Dx12>() }.map(|h| &*h as *const _ as *const () as usize);
+        }
+        Identity(found)
+    }};
+}
+
+impl Identity {
+    fn of_device(device: &wgpu::Device) -> Identity {
+        hal_address!(device)
+    }
+
+    fn of_queue(queue: &wgpu::Queue) -> Identity {
+        hal_address!(queue)
+    }
+
+    /// Two handles wgpu calls equal are one device unless their backend objects differ.
+    fn same(self, other: Identity) -> bool {
+        match (self.0, other.0) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+}
+
+impl DeviceState {
+    /// Whether `device` (of identity `id`) is this one.
+    fn is(&self, device: &wgpu::Device, id: Identity) -> bool {
+        &self.device == device && self.identity.same(id)
+    }
+
+    fn queue_identity(&self) -> Identity {
+        self.queue_identity.get().copied().unwrap_or(Identity(None))
+    }
+}
+
 /// The one registered device, when there is exactly one.
 pub(crate) fn only() -> Option<Arc<DeviceState>> {
     let d = devices().read().ok()?;
@@ -100,13 +178,14 @@ pub(crate) fn only() -> Option<Arc<DeviceState>> {
 
 /// Registers a device (once), remembering its queue when one is given.
 pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name: Option<&str>) -> Arc<DeviceState> {
-    let state = match find(device) {
+    let identity = Identity::of_device(device);
+    let state = match find_as(device, identity) {
         Some(s) => s,
         None => {
             let Ok(mut devices) = devices().write() else {
                 unreachable!("the device registry lock is never held across a panic")
             };
-            if let Some(s) = devices.iter().find(|d| &d.device == device) {
+            if let Some(s) = devices.iter().find(|d| d.is(device, identity)) {
                 s.clone()
             } else {
                 let id = devices.len() as u32;
@@ -116,6 +195,8 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
                 let s = Arc::new(DeviceState {
                     label: DeviceLabel { id, name: name.unwrap_or("wgpu device").into() },
                     device: device.clone(),
+                    identity,
+                    queue_identity: OnceLock::new(),
                     queue: OnceLock::new(),
                     features: device.features(),
                     mode: super::Mode::of(device.features()),
@@ -133,7 +214,9 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
         }
     };
     if let Some(q) = queue {
-        let _ = state.queue.set(q.clone());
+        if state.queue.set(q.clone()).is_ok() {
+            let _ = state.queue_identity.set(Identity::of_queue(q));
+        }
     }
     super::resolver::register();
     state
