@@ -106,10 +106,7 @@ fn attr<'a>(span: &'a Json, key: &str) -> &'a Json {
 fn roundtrip(protocol: Protocol) {
     let collector = Collector::shared_or_own();
     let id = test_id(&format!("export-{}", protocol.as_str().replace('/', "-")));
-    let endpoint = match protocol {
-        Protocol::Grpc => collector.grpc_url(),
-        Protocol::HttpProtobuf => collector.http_url(),
-    };
+    let endpoint = collector.url(protocol);
     let otlp = OtlpConfig::new()
         .protocol(protocol)
         .endpoint(endpoint)

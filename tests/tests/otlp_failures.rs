@@ -111,10 +111,7 @@ rusty_fork_test! {
 fn restart(protocol: Protocol) {
     let mut collector = Collector::own();
     let id = test_id(&format!("restart-{}", protocol.as_str().replace('/', "-")));
-    let endpoint = match protocol {
-        Protocol::Grpc => collector.grpc_url(),
-        Protocol::HttpProtobuf => collector.http_url(),
-    };
+    let endpoint = collector.url(protocol);
     let otlp = pipeline(protocol, endpoint, &id).timeout(Duration::from_secs(2)).start().unwrap();
     let count = |spans: &[serde_json::Value], name: &str| spans.iter().filter(|s| s["name"] == name).count();
 

@@ -127,6 +127,16 @@ impl Collector {
         format!("http://127.0.0.1:{}", self.http)
     }
 
+    /// The endpoint for `protocol` (`Protocol` is `#[non_exhaustive]`: a new one needs a port here).
+    #[allow(dead_code)] // not every test file that includes this module uses it
+    pub fn url(&self, protocol: gpuspan::otlp::Protocol) -> String {
+        match protocol {
+            gpuspan::otlp::Protocol::Grpc => self.grpc_url(),
+            gpuspan::otlp::Protocol::HttpProtobuf => self.http_url(),
+            other => panic!("the test collector has no endpoint for {other:?}"),
+        }
+    }
+
     fn lines(&self, file: &str, test: &str) -> Vec<Json> {
         let Ok(text) = std::fs::read_to_string(self.dir.join(file)) else { return Vec::new() };
         text.lines()

@@ -179,7 +179,7 @@ pub(crate) fn only() -> Option<Arc<DeviceState>> {
 /// Registers a device (once), remembering its queue when one is given.
 pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name: Option<&str>) -> Arc<DeviceState> {
     let identity = Identity::of_device(device);
-    let state = match find_as(device, identity) {
+    let state = match find(device) {
         Some(s) => s,
         None => {
             let Ok(mut devices) = devices().write() else {

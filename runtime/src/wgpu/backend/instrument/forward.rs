@@ -669,7 +669,7 @@ impl QueueInterface for Queue {
     ) -> Option<()> {
         let b = buffer_of(buffer)?;
         let fits = offset.checked_add(size.get()).is_some_and(|end| end <= b.size());
-        (fits && offset % wgpu::COPY_BUFFER_ALIGNMENT == 0 && size.get() % wgpu::COPY_BUFFER_ALIGNMENT == 0).then_some(())
+        (fits && offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) && size.get().is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)).then_some(())
     }
 
     fn write_staging_buffer(
