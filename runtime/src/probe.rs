@@ -109,13 +109,13 @@ pub fn byte_count<T: ByteCount>(n: T) -> u64 {
 /// [`byte_count`]). Given `&&v`, so that an unsized `v` (`%*s` of a `str`) works; the result has
 /// `Display` whatever `v` is, so a value without it is one error, here.
 #[inline(always)]
-pub fn display_field<'a, T: std::fmt::Display>(v: &'a T) -> &'a dyn std::fmt::Display {
+pub fn display_field<T: std::fmt::Display>(v: &T) -> &dyn std::fmt::Display {
     v
 }
 
 /// `fields(k = ?v)`: `v` as the span records it, which needs `Debug` (both modes).
 #[inline(always)]
-pub fn debug_field<'a, T: std::fmt::Debug>(v: &'a T) -> &'a dyn std::fmt::Debug {
+pub fn debug_field<T: std::fmt::Debug>(v: &T) -> &dyn std::fmt::Debug {
     v
 }
 
