@@ -60,7 +60,6 @@ impl api::Device for wgpu::Device {
     }
 }
 
-#[cfg(feature = "enabled")]
 impl api::Queue for wgpu::Queue {
     type Device = wgpu::Device;
     type CommandBuffer = wgpu::CommandBuffer;
