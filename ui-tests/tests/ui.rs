@@ -26,6 +26,10 @@ fn ui() {
     t.compile_fail("tests/ui/fail-wgpu/*.rs");
     #[cfg(all(feature = "wgpu", feature = "enabled"))]
     t.compile_fail("tests/ui/fail-wgpu-enabled/*.rs");
+    // `device = ..` beside a queue: off it is checked as a device, on against the queue's major
+    // (the same error, each mode's notes).
+    #[cfg(all(feature = "wgpu", not(feature = "enabled")))]
+    t.compile_fail("tests/ui/fail-wgpu-off/*.rs");
     // `stream = ...` of a type that is no CUDA stream, with the CUDA backend, on and off.
     #[cfg(feature = "cuda")]
     t.compile_fail("tests/ui/fail-cuda/*.rs");
