@@ -27,6 +27,7 @@ pub const KNOWN: &[&str] = &[
     "fields",
     "skip",
     "skip_all",
+    "untimed",
     "err",
     "ret",
     "target",
@@ -69,8 +70,11 @@ pub enum ArgValue {
     Fields(Punctuated<Field, Token![,]>),
     /// Parameter names, `self` included.
     Skip(Punctuated<Ident, Token![,]>),
-    /// Bare `skip_all`: no parameter is used for resource or size inference.
+    /// Bare `skip_all`: no parameter is recorded (timing is unaffected, as with `skip`).
     SkipAll,
+    /// Parameters that neither time the call (a queue, an encoder, a stream) nor size it (a
+    /// slice): `skip` only says what is recorded, as in `tracing`.
+    Untimed(Punctuated<Ident, Token![,]>),
     /// `err`, `err(Debug)`, `err(Display, level = ..)`: an `Err` leaving the function is emitted
     /// as an event, as `tracing` does (gpuspan marks every `Err` on the span anyway).
     Err(EventArgs),
@@ -225,6 +229,7 @@ fn parse_value(key: &Ident, input: ParseStream<'_>, push: &mut dyn FnMut(syn::Er
             no_value(input, "`skip_all` takes no value: it skips every parameter")?;
             ArgValue::SkipAll
         }
+        "untimed" => ArgValue::Untimed(parse_list(input, key, parse_skip_item, push)?),
         "err" => ArgValue::Err(parse_event_args(input)?),
         "ret" => ArgValue::Ret(parse_event_args(input)?),
         "level" => {
@@ -255,7 +260,7 @@ impl Parse for StrOrConst {
     }
 }
 
-/// A `skip(..)` entry: a parameter's name, `self` included.
+/// A `skip(..)` or `untimed(..)` entry: a parameter's name, `self` included.
 fn parse_skip_item(input: ParseStream<'_>) -> syn::Result<Ident> {
     input
         .call(syn::ext::IdentExt::parse_any)

@@ -197,7 +197,6 @@ mod call;
 mod nvtx;
 #[cfg(all(feature = "enabled", any(feature = "_wgpu", feature = "cuda")))]
 mod placement;
-#[cfg(feature = "enabled")]
 #[allow(missing_docs)]
 mod probe;
 #[cfg(feature = "enabled")]
@@ -280,6 +279,46 @@ pub mod __private {
     //! Not a stable API.
     pub use crate::__gpuspan_select as select;
     pub use gpuspan_macros::__instrumented as instrumented;
+    pub use tracing;
+
+    // What the off expansion names in dead code (`if false { .. }`, no machine code) so that an
+    // argument of the wrong type is the same error as with instrumentation on.
+    #[cfg(feature = "_wgpu")]
+    pub use crate::wgpu::handles::{as_device, as_queue, as_recorder};
+
+    #[cfg(feature = "cuda")]
+    pub use crate::cuda::resources::as_stream;
+
+    pub use crate::probe::{byte_count, debug_field, display_field};
+
+    /// A `kernel!`/`transfer!` block opens its scope at run time, so it cannot be evaluated in a
+    /// const context, on or off: naming this (not `const`) in the off block says so.
+    pub fn gpu_scope_opens_at_run_time() {}
+
+    /// Without the wgpu backend `encoder = ..`, `queue = ..` and `device = ..` name the
+    /// user's own types, as with instrumentation on.
+    #[cfg(not(feature = "_wgpu"))]
+    pub fn as_recorder<T: ?Sized>(t: &mut T) -> &mut T {
+        t
+    }
+
+    #[cfg(not(feature = "_wgpu"))]
+    #[allow(missing_docs)]
+    pub fn as_queue<T: ?Sized>(t: &T) -> &T {
+        t
+    }
+
+    #[cfg(not(feature = "_wgpu"))]
+    #[allow(missing_docs)]
+    pub fn as_device<T: ?Sized>(t: &T) -> &T {
+        t
+    }
+
+    /// Without the CUDA backend `stream = ..` names the user's own type.
+    #[cfg(not(feature = "cuda"))]
+    pub fn as_stream<T: ?Sized>(t: &T) -> &T {
+        t
+    }
 
     /// Names a `parent = ..` argument in the off build (never called: it sits under `if false`),
     /// typed as `tracing` types it, so an import used only there is not unused.

@@ -71,12 +71,7 @@ impl<T> FieldOther for &FieldProbe<'_, T> {
     }
 }
 
-/// A transfer's size from whatever integer type the user's expression has; negative sizes
-/// count as 0 and sizes past `u64` saturate.
-#[inline]
-pub fn byte_count<T: crate::probe::ByteCount>(n: T) -> u64 {
-    n.to_byte_count()
-}
+pub use crate::probe::{byte_count, debug_field, display_field};
 
 pub use crate::{__gpuspan_register_site as register_site, __gpuspan_select as select};
 pub use gpuspan_macros::__instrumented as instrumented;

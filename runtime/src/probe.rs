@@ -1,7 +1,10 @@
 //! How the generated code learns whether a value leaving the function is an error, without
 //! knowing its type: autoref specialisation picks [`ProbeExit`] for `Result` and `Option`, and
-//! the blanket [`ProbeOther`] for everything else (including generic types).
+//! the blanket [`ProbeOther`] for everything else (including generic types). With `enabled`
+//! off only [`ByteCount`] is compiled: the off expansion names it (never calls it) so that a
+//! `bytes = ..` of the wrong type is the same error in both modes.
 
+#[cfg(feature = "enabled")]
 /// What a value leaving a function (by `return`, `?` or the tail) says about the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -15,15 +18,18 @@ pub enum Exit {
     Unknown,
 }
 
+#[cfg(feature = "enabled")]
 /// Wraps a reference to the value being probed.
 #[derive(Debug)]
 pub struct Probe<'a, T: ?Sized>(pub &'a T);
 
+#[cfg(feature = "enabled")]
 /// Chosen for `Result` and `Option` (method found on `Probe<T>` itself).
 pub trait ProbeExit {
     fn gpuspan_exit(&self) -> Exit;
 }
 
+#[cfg(feature = "enabled")]
 impl<T, E> ProbeExit for Probe<'_, Result<T, E>> {
     #[inline(always)]
     fn gpuspan_exit(&self) -> Exit {
@@ -35,6 +41,7 @@ impl<T, E> ProbeExit for Probe<'_, Result<T, E>> {
     }
 }
 
+#[cfg(feature = "enabled")]
 impl<T> ProbeExit for Probe<'_, Option<T>> {
     #[inline(always)]
     fn gpuspan_exit(&self) -> Exit {
@@ -46,11 +53,13 @@ impl<T> ProbeExit for Probe<'_, Option<T>> {
     }
 }
 
+#[cfg(feature = "enabled")]
 /// Chosen for every other type (method found only after auto-referencing).
 pub trait ProbeOther {
     fn gpuspan_exit(&self) -> Exit;
 }
 
+#[cfg(feature = "enabled")]
 impl<T: ?Sized> ProbeOther for &Probe<'_, T> {
     #[inline(always)]
     fn gpuspan_exit(&self) -> Exit {
@@ -88,8 +97,31 @@ macro_rules! byte_count_for {
 }
 byte_count_for!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
 
+/// A transfer's size from whatever integer type the user's expression has; negative sizes
+/// count as 0 and sizes past `u64` saturate. Compiled in both modes: with `enabled` off the
+/// expansion names it in dead code, so a wrong type is the same error at the same bound.
+#[inline]
+pub fn byte_count<T: ByteCount>(n: T) -> u64 {
+    n.to_byte_count()
+}
+
+/// `fields(k = %v)`: `v` as the span records it, which needs `Display` (both modes, as
+/// [`byte_count`]). Given `&&v`, so that an unsized `v` (`%*s` of a `str`) works; the result has
+/// `Display` whatever `v` is, so a value without it is one error, here.
+#[inline(always)]
+pub fn display_field<T: std::fmt::Display>(v: &T) -> &dyn std::fmt::Display {
+    v
+}
+
+/// `fields(k = ?v)`: `v` as the span records it, which needs `Debug` (both modes).
+#[inline(always)]
+pub fn debug_field<T: std::fmt::Debug>(v: &T) -> &dyn std::fmt::Debug {
+    v
+}
+
 /// A `bytes = ..` expression came out negative: the call counts 0 bytes (and so gets no
 /// bandwidth), and the summary says so once rather than keep it silent.
+#[cfg(feature = "enabled")]
 #[cold]
 #[inline(never)]
 fn negative_byte_count() -> u64 {
@@ -99,11 +131,18 @@ fn negative_byte_count() -> u64 {
     0
 }
 
+/// Off, no call is ever made (the off expansion only names `byte_count` in dead code).
+#[cfg(not(feature = "enabled"))]
+fn negative_byte_count() -> u64 {
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "enabled")]
     // The borrows are the point: the generated code borrows, and must pick the right impl.
     #[allow(clippy::needless_borrow)]
     fn results_options_and_others_are_told_apart() {

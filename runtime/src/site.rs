@@ -174,6 +174,22 @@ impl Site {
         self.span
     }
 
+    /// `kernel` or `transfer`, or `span` for a selected span: the kind every output shows,
+    /// computed here once (`gpuspan report` reads `span` from the capture's site).
+    pub fn kind_label(&self) -> &'static str {
+        if self.span {
+            "span"
+        } else {
+            self.desc.kind.as_str()
+        }
+    }
+
+    /// The annotated function, `module::function` (`code.function.name`); `None` for a
+    /// selected span, which is no function (its name and target say where it was made).
+    pub fn code_function(&self) -> Option<String> {
+        (!self.span).then(|| self.qualified_function())
+    }
+
     /// Notes that a call of this site started: a load, and a store only the first time.
     #[cfg(feature = "enabled")]
     #[inline]
@@ -193,10 +209,9 @@ impl Site {
     /// Why this site's calls were timed on the host: a fallback seen at run time, or a
     /// signature with no GPU resource in it.
     pub fn host_reason(&self) -> Option<&'static str> {
-        self.host_reason
-            .get()
-            .copied()
-            .or_else(|| (self.desc.backend == Backend::Host).then_some("no GPU resource in its signature"))
+        self.host_reason.get().copied().or_else(|| {
+            (self.desc.backend == Backend::Host && !self.span).then_some("no GPU resource in its signature")
+        })
     }
 
     #[cfg(feature = "enabled")]

@@ -46,6 +46,15 @@ fn upload(gpu: &Gpu, data: &[u8]) {
     gpu.queue.submit([]);
 }
 
+/// The drop-in for `#[instrument(skip_all, fields(..))]`: `skip_all` says which parameters are
+/// recorded, not which resource times the call; the queue parameter still brackets it.
+#[gpu_kernel(skip_all, fields(round = 1), trace_all)]
+fn skipped(gpu: &Gpu, queue: &wgpu::Queue) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, None);
+    queue.submit([encoder.finish()]);
+}
+
 #[gpu_kernel(trace_all)]
 fn host_only(data: &[u64]) -> u64 {
     data.iter().sum()
@@ -79,7 +88,7 @@ impl Scratch {
     }
 }
 
-const SITES: [&str; 7] = ["encode", "attached", "frame", "upload", "host_only", "stage", "read_host"];
+const SITES: [&str; 8] = ["encode", "attached", "frame", "upload", "skipped", "host_only", "stage", "read_host"];
 
 #[test]
 fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
@@ -91,6 +100,7 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
     for _ in 0..3 {
         frame(&gpu);
         upload(&gpu, &bytes);
+        skipped(&gpu, &gpu.queue);
         std::hint::black_box(host_only(&words));
         std::hint::black_box(stage(&words));
         std::hint::black_box(read_host(&words));
@@ -119,6 +129,7 @@ fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
     assert_eq!(label("attached"), ("wgpu (bare)", false, false));
     assert!(label("frame").1, "a queue bracket is a bound");
     assert_eq!(label("upload"), ("wgpu", true, false), "a bracketed upload has no bandwidth");
+    assert_eq!(label("skipped"), ("wgpu", true, false), "`skip_all` keeps the queue bracket");
     assert_eq!(label("host_only"), ("host", false, false), "a kernel site has no bandwidth");
     assert_eq!(label("stage"), ("host", false, true));
     assert_eq!(label("read_host"), ("host", false, false), "a host-timed read-back is mostly waiting");

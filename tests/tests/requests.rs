@@ -27,6 +27,12 @@ fn postprocess(gpu: &Gpu, queue: &wgpu::Queue) {
     queue.submit([encoder.finish()]);
 }
 
+/// Host work only: no GPU resource, no GPU time.
+#[gpu_kernel(name = "tokenize", trace_all)]
+fn tokenize(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
 /// A request: `passes` awaited forward passes on a worker thread, then a post-processing pass
 /// on a blocking thread that carries the request's span there.
 async fn handle_request(gpu: Arc<Gpu>, passes: usize) {
@@ -68,6 +74,7 @@ fn each_requests_gpu_total_is_the_sum_of_its_records_across_awaits_and_threads()
         a.await.unwrap();
         b.await.unwrap();
     });
+    tracing::info_span!("host_request").in_scope(|| std::hint::black_box(tokenize("one two three")));
     gpu.wait();
     assert!(gpuspan::flush());
     drop(guard);
@@ -108,6 +115,14 @@ fn each_requests_gpu_total_is_the_sum_of_its_records_across_awaits_and_threads()
     assert_eq!(row.total_ns, sums.iter().sum::<u64>());
     let quantiles: BTreeSet<u64> = [row.p50_ns.unwrap(), row.p99_ns.unwrap()].into();
     assert_eq!(quantiles, sums, "p50 and p99 of two requests are their two totals");
+
+    // A request whose calls were all host-timed had no GPU time measured: the table shows none,
+    // not "0 ns" (issue 39).
+    let host = report.requests.iter().find(|r| r.span == "host_request").expect("a row for the host request");
+    assert_eq!((host.records, host.gpu_timed), (1, 0), "{host:?}");
+    let text = report.to_text();
+    let line = text.lines().find(|l| l.trim_start().starts_with("host_request")).expect("its row in the text");
+    assert!(!line.contains("0 ns") && line.contains('-'), "no GPU time, not 0 ns: {line}");
 
     let folded = gpuspan_cli::flame::folded(&c);
     let under: u64 = folded.iter().filter(|(k, _)| k.contains(";handle_request;")).map(|(_, v)| v).sum();

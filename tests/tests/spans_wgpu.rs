@@ -15,6 +15,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tracing::Instrument;
 
+mod labels_common;
+
 /// A third party's GPU code: it owns its encoders and submits them itself.
 mod renderer {
     use gpuspan_tests::gpu::Gpu;
@@ -161,6 +163,69 @@ rusty_fork_test! {
         let (o, i) = (outer[0].gpu.as_ref().unwrap().interval, inner[0].gpu.as_ref().unwrap().interval);
         assert!(o.start_ns <= i.start_ns && i.end_ns <= o.end_ns, "inclusive: outer {o:?} holds inner {i:?}");
         assert!(o.duration_ns() > i.duration_ns(), "the outer span did more: {o:?} {i:?}");
+    }
+}
+
+rusty_fork_test! {
+    /// What a user reads about nested selected spans (issue 39): one label (`span/wgpu`) in the
+    /// summary, the timeline and `gpuspan report`; the summary says its span rows nest; no
+    /// `code.function.name` (a span is no function); the report's findings speak of the span's
+    /// close, not a function's exit; and the GPU cost per request of the outer span is its
+    /// bracket, not its bracket plus the inner span's again.
+    #[test]
+    fn nested_spans_read_alike_and_are_not_summed_twice_in_any_output() {
+        let Some(r) = setup() else { return };
+        let (guard, out) = labels_common::Outputs::start("spans-labels");
+        for _ in 0..2 {
+            app::outer(&r);
+        }
+        settle(&r);
+        let summary = gpuspan::summary();
+        drop(guard);
+        let labels = labels_common::agree(&summary, &out.capture, &out.timeline, &["outer", "inner"]);
+        for l in &labels {
+            assert_eq!((l.1.as_str(), l.2), ("wgpu", true), "{l:?}");
+        }
+        let table = summary.to_string();
+        for name in ["outer", "inner"] {
+            let line = table.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}:\n{table}"));
+            assert!(line.contains("span/wgpu"), "{line}");
+            assert!(!line.contains("no GPU resource in its signature"), "{line}");
+        }
+        assert!(table.contains("spans nest"), "the summary says the spans nest:\n{table}");
+
+        let timeline: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out.timeline).expect("timeline")).expect("JSON");
+        let span_events: Vec<&serde_json::Value> = timeline["traceEvents"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["args"]["gpuspan.kind"] == "span")
+            .collect();
+        assert!(!span_events.is_empty(), "the spans in the timeline");
+        for e in &span_events {
+            assert!(e["cat"] == "span" || e["cat"] == "gpu.span", "the host or GPU event of a span: {e}");
+            assert!(e["args"].get("code.function.name").is_none(), "a span is no function: {e}");
+        }
+
+        let capture = gpuspan_capture::Capture::open(&out.capture).expect("the capture reads");
+        let report = gpuspan_cli::report::build(&capture);
+        for s in report.sites.iter().filter(|s| s.site == "outer" || s.site == "inner") {
+            assert_eq!((s.kind.as_str(), s.backend.as_str()), ("span", "wgpu"), "{s:?}");
+        }
+        for f in &report.findings {
+            if f.message.starts_with("outer") || f.message.starts_with("inner") {
+                assert!(!f.message.contains("function"), "a span is no function: {}", f.message);
+            }
+        }
+        // Each `outer` instance's GPU cost is its own bracket, which holds `inner`'s.
+        let outer_site = capture.sites.iter().find(|s| s.name == "outer").expect("outer's site").id;
+        let outer_ns: u64 =
+            capture.records.iter().filter(|r| r.site == outer_site).map(|r| r.gpu.as_ref().map_or(0, |g| g.busy_ns)).sum();
+        let request = report.requests.iter().find(|q| q.span == "outer").expect("outer in the requests table");
+        assert_eq!(request.requests, 2, "{request:?}");
+        assert_eq!(request.total_ns, outer_ns, "the outer bracket alone, not plus the inner one: {request:?}");
+        assert!(request.total_ns <= report.capture.duration_ns, "{request:?} in {:?}", report.capture);
     }
 }
 

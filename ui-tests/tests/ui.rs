@@ -10,16 +10,27 @@ fn ui() {
     // queue (fail-wgpu); without it any expression compiles.
     #[cfg(not(feature = "wgpu"))]
     t.pass("tests/ui/pass-no-wgpu/*.rs");
-    // Type errors in the user's expressions exist only where the instrumented code is compiled:
-    // with the feature off the function is left as written and these compile.
     // wgpu's own handles, as programs hold them (`Arc<Queue>`, ...): with the backend, on or off.
     #[cfg(feature = "wgpu")]
     t.pass("tests/ui/pass-wgpu/*.rs");
+    #[cfg(all(feature = "wgpu", not(feature = "enabled")))]
+    t.pass("tests/ui/pass-wgpu-off/*.rs");
+    // Only the instrumented code can fail these; docs/attributes.md says why for each. The
+    // cases in both fail-off and fail-enabled fail in both modes, with each mode's wording.
     #[cfg(feature = "enabled")]
     t.compile_fail("tests/ui/fail-enabled/*.rs");
-    #[cfg(all(feature = "wgpu", feature = "enabled"))]
+    #[cfg(not(feature = "enabled"))]
+    t.compile_fail("tests/ui/fail-off/*.rs");
+    // wgpu resources of the wrong type: the off arm type-checks them as the instrumented code.
+    #[cfg(feature = "wgpu")]
     t.compile_fail("tests/ui/fail-wgpu/*.rs");
-    // `stream = ...` of a type that is no CUDA stream, with the CUDA backend.
-    #[cfg(all(feature = "cuda", feature = "enabled"))]
+    #[cfg(all(feature = "wgpu", feature = "enabled"))]
+    t.compile_fail("tests/ui/fail-wgpu-enabled/*.rs");
+    // `device = ..` beside a queue: off it is checked as a device, on against the queue's major
+    // (the same error, each mode's notes).
+    #[cfg(all(feature = "wgpu", not(feature = "enabled")))]
+    t.compile_fail("tests/ui/fail-wgpu-off/*.rs");
+    // `stream = ...` of a type that is no CUDA stream, with the CUDA backend, on and off.
+    #[cfg(feature = "cuda")]
     t.compile_fail("tests/ui/fail-cuda/*.rs");
 }

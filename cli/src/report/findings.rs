@@ -19,10 +19,11 @@ pub struct Finding {
 pub(super) fn of_sites(sites: &[SiteRow], capture: &Capture) -> Vec<Finding> {
     let mut findings = Vec::new();
     for s in sites.iter().filter(|s| s.bracketed) {
-        let at_exit = if s.bracket_ends.iter().any(|e| e == "exit") {
-            "; some brackets ended at the function's exit, not with its last submission, so they also hold the host's work after it (submissions in a callee, a closure or a macro are not seen)"
-        } else {
-            ""
+        // A selected span is no function: its bracket ends when the span closes.
+        let at_exit = match (s.bracket_ends.iter().any(|e| e == "exit"), s.kind == "span") {
+            (false, _) => "",
+            (true, false) => "; some brackets ended at the function's exit, not with its last submission, so they also hold the host's work after it (submissions in a callee, a closure or a macro are not seen)",
+            (true, true) => "; some brackets ended when the span closed, not with its last submission, so they also hold the host's work after it",
         };
         findings.push(Finding {
             kind: "upper_bound".into(),

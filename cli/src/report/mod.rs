@@ -180,6 +180,7 @@ impl Builder {
     /// A site the records may name.
     pub fn site(&mut self, s: &gpuspan_capture::Site) {
         self.sites.site(s);
+        self.requests.site(s);
         self.span_time.site(s);
     }
 

@@ -19,7 +19,10 @@ impl Report {
         ];
         for r in &self.requests {
             let bound = u.bound(r.bracketed, "≤ ");
-            let d = |ns: Option<u64>| ns.map_or_else(|| "-".into(), |n| format!("{bound}{}", u.ns(n)));
+            // Host-timed calls only: no GPU time was measured, which is not 0 ns of it.
+            let measured = r.gpu_timed > 0;
+            let d =
+                |ns: Option<u64>| ns.filter(|_| measured).map_or_else(|| "-".into(), |n| format!("{bound}{}", u.ns(n)));
             t.row(vec![
                 r.span.clone(),
                 r.requests.to_string(),

@@ -6,6 +6,7 @@
 //! marker `#[__private::instrumented]`, which returns the function unchanged: it is how a second
 //! gpuspan attribute under another name, or a `#[tracing::instrument]` below, is told.
 
+mod checks;
 mod exits;
 mod operands;
 
@@ -91,6 +92,13 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
     let events = Events::new(&plan);
     let tail_events = events.emit(&p, &quote!(__gpuspan_out));
     ExitRewriter { p: p.clone(), recorder, ret_ty: None, returns: false, events }.visit_block_mut(&mut timed);
+    // Off: the block's value through a `match` (not braces around it, which `unused_braces`
+    // flags where the call is an argument), after the same checks as the attribute's off arm
+    // and a call that is not `const`, so that a block in a const context fails in both modes.
+    let mut checks = checks::off_checks(&plan, &p);
+    let runtime_only = respan(&quote!(#p::gpu_scope_opens_at_run_time), name.span());
+    checks.push(quote_spanned!(name.span()=> #runtime_only();));
+    let dead = dead_code(&plan, Vec::new(), checks);
     Ok(quote! {
         #krate::__private::select! {
             {{
@@ -104,7 +112,13 @@ fn try_run_block(kind: Kind, input: TokenStream) -> syn::Result<TokenStream> {
                 #exit;
                 __gpuspan_out
             }}
-            { #block }
+            {{
+                #dead
+                match #block {
+                    #[allow(unreachable_code)]
+                    __gpuspan_out => __gpuspan_out,
+                }
+            }}
         }
     })
 }
@@ -168,18 +182,30 @@ fn off_arm(plan: &Plan, mut func: ItemFn) -> ItemFn {
     .into_iter()
     .flatten()
     .collect();
-    if !plan.off_refs.is_empty() || !links.is_empty() {
-        let refs = plan.off_refs.iter().map(operands::operand);
-        stmts.push(syn::parse_quote! {
-            #[allow(unreachable_code, clippy::all)]
-            if false {
-                #(let _ = &#refs;)*
-                #(#links)*
-            }
-        });
+    let checks = checks::off_checks(plan, &quote!(#krate::__private));
+    if let Some(dead) = dead_code(plan, links, checks) {
+        stmts.push(syn::parse_quote!(#dead));
     }
     func.block.stmts.splice(0..0, stmts);
     func
+}
+
+/// The off arm's `if false { .. }`: the argument expressions only the instrumented code
+/// evaluates, named so that what they use is used, and type-checked as the instrumented code
+/// types them. Dead code: no machine code (off-check compares it).
+fn dead_code(plan: &Plan, links: Vec<TokenStream>, checks: Vec<TokenStream>) -> Option<TokenStream> {
+    if plan.off_refs.is_empty() && links.is_empty() && checks.is_empty() {
+        return None;
+    }
+    let refs = plan.off_refs.iter().map(operands::operand);
+    Some(quote! {
+        #[allow(unreachable_code, unused_variables, clippy::all)]
+        if false {
+            #(let _ = &#refs;)*
+            #(#links)*
+            #(#checks)*
+        }
+    })
 }
 
 /// The item must be a function with a body; anything else is named in the error.

@@ -65,8 +65,7 @@ pub(super) fn field_slots(plan: &Plan, p: &TokenStream) -> (Vec<TokenStream>, Ve
                 values.push(quote!(#slot));
             }
             FieldValue::Expr(v, sigil) => {
-                let v = operand(v);
-                lets.push(quote_spanned!(v.span()=> let #slot = &#v;));
+                lets.push(formatted_field(&slot, v, *sigil, p));
                 values.push(match sigil {
                     Sigil::Display => quote!(%#slot),
                     _ => quote!(?#slot),
@@ -90,6 +89,25 @@ pub(super) fn field_slots(plan: &Plan, p: &TokenStream) -> (Vec<TokenStream>, Ve
         }
     }
     (lets, values)
+}
+
+/// `fields(k = %v)` / `k = ?v`: `let slot: &dyn Display = ..` (or `Debug`) through the runtime's
+/// `display_field`/`debug_field`, the off arm's check too, so that a value without the trait is
+/// one error, the same in both modes, and `tracing`'s macro then sees a type that has it. The
+/// value is borrowed twice (`&&v`, the reference sized) so that `%*s` of a `str` works.
+pub(super) fn formatted_field(slot: &syn::Ident, v: &Expr, sigil: Sigil, p: &TokenStream) -> TokenStream {
+    let v = operand(v);
+    let (check, tr) = match sigil {
+        Sigil::Display => (quote!(display_field), quote!(Display)),
+        _ => (quote!(debug_field), quote!(Debug)),
+    };
+    let check = respan(&quote!(#p::#check), v.span());
+    // At the user's expression, so that the unmet bound underlines it, not the attribute.
+    let by_ref = syn::Ident::new(&format!("{slot}_ref"), v.span());
+    quote_spanned! {v.span()=>
+        let #by_ref = &#v;
+        let #slot: &dyn ::core::fmt::#tr = #check(&#by_ref);
+    }
 }
 
 // The user's expressions keep their own spans, and so does the `&`/`&mut` put before them, so

@@ -37,6 +37,8 @@ pub(super) struct Given<'a> {
     pub fields: Option<&'a Punctuated<parse::Field, Token![,]>>,
     pub skip: Vec<&'a Ident>,
     pub skip_all: Option<&'a Ident>,
+    /// `untimed(..)`: parameters left out of resource and size inference.
+    pub untimed: Vec<&'a Ident>,
     /// Keys given, valid or not.
     pub keys: Vec<String>,
     /// Keys whose value did not parse: treated as given, so no follow-on "missing" error.
@@ -94,6 +96,7 @@ pub(super) fn read<'a>(kind: Kind, args: &'a [Arg], errors: &mut Errors) -> Give
         fields: None,
         skip: Vec::new(),
         skip_all: None,
+        untimed: Vec::new(),
         keys,
         invalid: Vec::new(),
         exprs: Vec::new(),
@@ -176,6 +179,15 @@ pub(super) fn read<'a>(kind: Kind, args: &'a [Arg], errors: &mut Errors) -> Give
                     errors.push(redundant_skip(key, list));
                 }
                 given.skip_all = Some(key);
+            }
+            ArgValue::Untimed(list) => {
+                for id in list {
+                    if given.untimed.contains(&id) {
+                        errors
+                            .push(syn::Error::new(id.span(), format!("`{id}` is listed in `untimed` more than once")));
+                    }
+                    given.untimed.push(id);
+                }
             }
             ArgValue::Err(a) => err_args = Some(a),
             ArgValue::Ret(a) => ret_args = Some(a),

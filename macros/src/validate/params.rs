@@ -1,5 +1,5 @@
 //! What the parameter list offers: each parameter classified by its type (a recorder, a queue,
-//! a stream, a slice...), which of them `skip` leaves to inference, and which ones the arguments
+//! a stream, a slice...), which of them `untimed` keeps out of inference, and which ones the arguments
 //! use.
 
 use super::args::Given;
@@ -118,23 +118,26 @@ fn records_as_value(ty: &Type) -> bool {
     }
 }
 
-/// Every `skip(x)` names a parameter (`self` included).
+/// Every `skip(x)` and `untimed(x)` names a parameter (`self` included).
 pub(super) fn check_skips(given: &Given<'_>, bindings: &[Binding], errors: &mut Errors) {
-    for s in &given.skip {
+    let named = given.skip.iter().map(|s| ("skip", s)).chain(given.untimed.iter().map(|s| ("untimed", s)));
+    for (arg, s) in named {
         if !bindings.iter().any(|b| b.name == **s) {
-            errors.push(syn::Error::new(s.span(), format!("`skip({s})`: the function has no parameter named `{s}`")));
+            errors.push(syn::Error::new(s.span(), format!("`{arg}({s})`: the function has no parameter named `{s}`")));
         }
     }
 }
 
-/// The parameters left to inference: all of them, less those `skip` names, none with `skip_all`.
+/// The parameters left to inference: all of them, less those `untimed` names. `skip` and
+/// `skip_all` do not count: in a drop-in for `#[instrument]` they say which parameters are
+/// recorded, and a user who skips a parameter to avoid `Debug` must not lose its GPU time.
 pub(super) struct Usable<'p, 'a> {
     params: Vec<&'p Param<'a>>,
 }
 
 impl<'p, 'a> Usable<'p, 'a> {
     pub fn new(params: &'p [Param<'a>], given: &Given<'_>) -> Self {
-        let params = params.iter().filter(|p| given.skip_all.is_none() && !given.skip.contains(&p.name)).collect();
+        let params = params.iter().filter(|p| !given.untimed.contains(&p.name)).collect();
         Usable { params }
     }
 

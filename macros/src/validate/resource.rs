@@ -100,11 +100,9 @@ impl Inference<'_, '_, '_> {
             }
             return Ok(Resource::WgpuDevice { device: d.clone() });
         }
-        let why = match self.given.skip_all {
-            Some(_) => "backend `wgpu` needs `encoder = ...` or `queue = ...`: `skip_all` keeps every parameter out of inference",
-            None => "backend `wgpu` needs a `&mut wgpu::CommandEncoder` (or `ComputePass`/`RenderPass`) or `&wgpu::Queue` \
-             parameter, or an explicit `encoder = ...` / `queue = ...`",
-        };
+        let why =
+            "backend `wgpu` needs a `&mut wgpu::CommandEncoder` (or `ComputePass`/`RenderPass`) or `&wgpu::Queue` \
+             parameter (not `untimed`), or an explicit `encoder = ...` / `queue = ...`";
         Err(syn::Error::new(self.given.backend.map_or_else(Span::call_site, |b| b.span()), why))
     }
 
@@ -146,7 +144,7 @@ fn ambiguous(list: &[&Param<'_>], what: &str, arg: &str) -> syn::Result<()> {
         return Err(syn::Error::new(
             list[1].name.span(),
             format!(
-                "ambiguous {what}: `{}` and `{}` both qualify; say which with `{arg} = ...`, or `skip(...)` the other",
+                "ambiguous {what}: `{}` and `{}` both qualify; say which with `{arg} = ...`, or `untimed(...)` the other",
                 list[0].name, list[1].name
             ),
         ));
@@ -170,7 +168,7 @@ fn unusable_recorder(r: &Param<'_>, func: &ItemFn) -> syn::Error {
         n.span(),
         format!(
             "`{n}` is taken {how}, so gpuspan cannot close a timestamp query in it when the function returns; \
-             take `&mut` instead, bracket the submission with `queue = ...`, or `skip({n})` to time the call on the host"
+             take `&mut` instead, bracket the submission with `queue = ...`, or `untimed({n})` to time the call on the host"
         ),
     )
 }

@@ -29,24 +29,18 @@ pub(super) fn check(
             errors.push(syn::Error::new(
                 slices[1].name.span(),
                 format!(
-                    "cannot tell the transfer size: `{}` and `{}` are both slices; say `bytes = ...` or `skip(...)` one",
+                    "cannot tell the transfer size: `{}` and `{}` are both slices; say `bytes = ...` or `untimed(...)` one",
                     slices[0].name, slices[1].name
                 ),
             ));
         } else if let Some(s) = slices.first() {
             bytes = Some(Bytes::SliceParam(s.name.clone()));
         } else if !cuda {
-            let why = match given.skip_all {
-                Some(_) => {
-                    "cannot tell how many bytes this transfer moves: `skip_all` keeps the slice parameters \
-                     out of inference; add `bytes = <expr>`"
-                }
-                None => {
-                    "cannot tell how many bytes this transfer moves: take the data as a slice parameter or add \
-                     `bytes = <expr>`"
-                }
-            };
-            errors.push(syn::Error::new(given.skip_all.map_or_else(|| func.sig.ident.span(), |k| k.span()), why));
+            errors.push(syn::Error::new(
+                func.sig.ident.span(),
+                "cannot tell how many bytes this transfer moves: take the data as a slice parameter (not \
+                 `untimed`) or add `bytes = <expr>`",
+            ));
         }
     }
     if !given.direction_given && !given.is_invalid("direction") && !cuda {

@@ -41,7 +41,6 @@ impl<T: AsStream + ?Sized> AsStream for &mut T {
 }
 
 /// Called by the generated code on the stream parameter or `stream = <expr>`.
-#[cfg(feature = "enabled")]
 #[inline]
 pub fn as_stream<T: AsStream + ?Sized>(t: &T) -> &CudaStream {
     t.as_cuda_stream()

@@ -217,9 +217,12 @@ impl Summary {
     }
 }
 
+/// Said under a table with span rows: a span's time is inclusive.
+const SPANS_NEST: &str = "spans nest: a span row's time holds the spans and calls made inside it where it is a bracket (≤), so the rows do not add up; `gpuspan report` splits each span's self and inclusive time";
+
 /// "  name (kind at file:line)": a site the table has no row for.
 fn site_line(f: &mut fmt::Formatter<'_>, s: &Site) -> fmt::Result {
-    writeln!(f, "  {} ({} at {}:{})", format::name(s.desc.name), s.desc.kind.as_str(), s.desc.file, s.desc.line)
+    writeln!(f, "  {} ({} at {}:{})", format::name(s.desc.name), s.kind_label(), s.desc.file, s.desc.line)
 }
 
 impl fmt::Display for Summary {
@@ -257,7 +260,7 @@ impl fmt::Display for Summary {
                 let bandwidth = s.bandwidth_bytes_per_s();
                 [
                     format::name(&self.label(s.site)),
-                    format!("{}/{}", s.site.desc.kind.as_str(), s.backend_label()),
+                    format!("{}/{}", s.site.kind_label(), s.backend_label()),
                     format!("{}{errors}", s.calls),
                     time(s.total_ns),
                     time(s.total_ns / s.calls.max(1)),
@@ -298,6 +301,11 @@ impl fmt::Display for Summary {
         line(f, &header.map(str::to_owned))?;
         for r in &rows {
             line(f, r)?;
+        }
+        // Selected spans hold what was made inside them (a bracket is inclusive): their rows and
+        // those of the calls and spans within them are not to be added up (docs/spans.md).
+        if self.reached.len() > 1 && self.reached.iter().any(|s| s.site.is_span()) {
+            writeln!(f, "{SPANS_NEST}")?;
         }
         if rows.is_empty() && self.still_running.is_empty() {
             writeln!(f, "(no annotated function was called)")?;

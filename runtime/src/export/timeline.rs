@@ -272,7 +272,7 @@ pub(crate) fn write_named_events(records: &[Record], name: impl Fn(u32) -> Strin
             slices.into_iter().map(|(t, _, _)| lanes.next(t).map_or(t, |lane| (t.0, lane))).collect();
         let args = Json::Object(r.attributes().into_iter().map(|(k, v)| (k.to_owned(), to_json(&v))).collect());
         let name = r.site.desc.name;
-        let cat = if r.site.is_span() { "span" } else { r.site.desc.kind.as_str() };
+        let cat = r.site.kind_label();
         let (_, host_tid) = tids[0];
         events.push(&json!({
             "ph": "X", "name": name, "cat": cat, "pid": HOST_PID, "tid": host_tid,

@@ -32,11 +32,16 @@ impl Record {
         let mut a = vec![
             ("gpu.backend", Str(self.backend().as_str().into())),
             ("gpu.timing.source", Str(self.source().as_str().into())),
-            ("code.function.name", Str(self.site.qualified_function().into())),
+        ];
+        // A selected span is no function: where it was made is its file and line only.
+        if let Some(function) = self.site.code_function() {
+            a.push(("code.function.name", Str(function.into())));
+        }
+        a.extend([
             ("code.file.path", Str(desc.file.into())),
             ("code.line.number", I64(desc.line.into())),
             ("gpu.host_duration_us", us(self.host.duration_ns())),
-        ];
+        ]);
         if let Some(how) = self.attributed {
             a.push(("gpuspan.attributed", Str(how.as_str().into())));
         }

@@ -59,8 +59,8 @@ pub trait Device {
     fn offer_to_attach(&self);
 }
 
-/// A `wgpu::Queue` of a supported major (the generated code's).
-#[cfg(feature = "enabled")]
+/// A `wgpu::Queue` of a supported major (the generated code's; with `enabled` off too, for the
+/// off arm's check of `queue = ..`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a `wgpu::Queue`",
     label = "expected a `wgpu::Queue`, a reference to one or an `Arc` of one"

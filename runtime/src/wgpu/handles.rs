@@ -27,7 +27,6 @@ impl<T: AsRecorder + ?Sized> AsRecorder for &mut T {
     }
 }
 
-#[cfg(feature = "enabled")]
 /// The recorder type is a parameter bound by equality, not a projection in the return type: a
 /// value of the wrong type is then one unmet bound (one error), not a second one for
 /// normalising `A::Recorder`.
@@ -62,14 +61,12 @@ impl<T, H: AsHandle<T> + ?Sized> AsHandle<T> for &mut H {
     }
 }
 
-#[cfg(feature = "enabled")]
 /// Called by the generated code on `queue = <expr>` or a `&Queue` parameter: the queue's major
 /// is the one `Q` is a handle of (`api::Queue`, the scope's bound, says when it is none).
 pub fn as_queue<Q: AsHandle<T> + ?Sized, T: super::api::Queue>(q: &Q) -> &T {
     q.as_handle()
 }
 
-#[cfg(feature = "enabled")]
 /// Called by the generated code on `device = <expr>` or a `&Device` parameter.
 pub fn as_device<D: AsHandle<T> + ?Sized, T: super::api::Device>(d: &D) -> &T {
     d.as_handle()

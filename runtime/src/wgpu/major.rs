@@ -67,7 +67,6 @@ impl api::Device for wgpu::Device {
     }
 }
 
-#[cfg(feature = "enabled")]
 impl api::Queue for wgpu::Queue {
     type Device = wgpu::Device;
     type CommandBuffer = wgpu::CommandBuffer;

@@ -50,7 +50,7 @@ pub fn agree(summary: &gpuspan::Summary, capture_path: &Path, timeline_path: &Pa
         let s = summary.reached.iter().find(|s| s.site.desc.name == name).unwrap_or_else(|| panic!("{name} reached"));
         let row = report.sites.iter().find(|r| r.site == name).unwrap_or_else(|| panic!("{name} in the report"));
         let what = format!("{name}: summary {s:?}\nreport {row:?}");
-        assert_eq!(row.kind, s.site.desc.kind.as_str(), "{what}");
+        assert_eq!(row.kind, s.site.kind_label(), "{what}");
         assert_eq!(row.backend, s.backend_label(), "{what}");
         let sources: BTreeSet<&str> = s.sources.iter().map(|x| x.as_str()).collect();
         assert_eq!(row.sources.iter().map(String::as_str).collect::<BTreeSet<_>>(), sources, "{what}");

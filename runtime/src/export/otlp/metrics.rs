@@ -74,11 +74,13 @@ impl MetricsSink {
         let d = &site.desc;
         let mut a = vec![
             KeyValue::new("gpuspan.site", d.name),
-            KeyValue::new("gpuspan.kind", d.kind.as_str()),
-            KeyValue::new("code.function.name", site.qualified_function()),
+            KeyValue::new("gpuspan.kind", site.kind_label()),
             KeyValue::new("gpu.backend", d.backend.as_str()),
             KeyValue::new("gpu.timing.source", source.as_str()),
         ];
+        if let Some(function) = site.code_function() {
+            a.push(KeyValue::new("code.function.name", function));
+        }
         if let Some(dir) = d.direction {
             a.push(KeyValue::new("gpu_transfer.direction", dir.as_str()));
         }
