@@ -322,7 +322,9 @@ fn first_calls_hold_program_order_in_every_process() {
     assert!(widest_first <= WIDEST_NS && widest_later <= WIDEST_NS, "bounds wider than {WIDEST_NS} ns");
 }
 
-/// Issue 39's program as its author wrote it: a bare `#[gpu_kernel]` called 4 times, each call
+/// Issue 39's program as its author wrote it (its `pointer_jump` block named
+/// `flagged_pointer_jump` here: one test binary, one site per name, so that every output names
+/// the other test's `pointer_jump` alike): a bare `#[gpu_kernel]` called 4 times, each call
 /// on a stream of its own that it attaches; NVRTC and the module load in the first call; per
 /// round an unannotated 4-byte flag copied up (pageable), `pointer_jump` in a block, the flag
 /// copied back (pageable), `stream.synchronize()`.
@@ -371,7 +373,7 @@ fn gpu_union_find(ctx: &Arc<CudaContext>, u: &[i32], v: &[i32], rounds: &mut Vec
     loop {
         let before_up = gpuspan::clock::now_ns();
         stream.memcpy_htod(&[0i32], &mut changed).expect("flag up");
-        gpuspan::kernel!("pointer_jump", stream = stream, {
+        gpuspan::kernel!("flagged_pointer_jump", stream = stream, {
             // SAFETY: as above.
             unsafe { stream.launch_builder(&jump).arg(&mut parent).arg(&n).arg(&mut changed).launch(grid(VERTICES)) }
                 .expect("pointer_jump");
@@ -414,7 +416,8 @@ fn issue_39_child() {
         r.sort_by_key(|r| r.host.start_ns);
         r
     };
-    let (outer, jumps, last_copies) = (by_start("gpu_union_find"), by_start("pointer_jump"), by_start("parents_dtoh"));
+    let (outer, jumps, last_copies) =
+        (by_start("gpu_union_find"), by_start("flagged_pointer_jump"), by_start("parents_dtoh"));
     assert_eq!((outer.len(), last_copies.len()), (ISSUE_39_CALLS, ISSUE_39_CALLS), "one record per call");
     let mut faults = Vec::new();
     let (mut checked, mut widest_first, mut widest_later) = (0, 0u64, 0u64);

@@ -28,8 +28,13 @@ impl Outputs {
 }
 
 impl Drop for Outputs {
+    /// Removed, unless the test is failing: then its outputs are the evidence, and are kept.
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::thread::panicking() {
+            eprintln!("outputs of the failing test kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
