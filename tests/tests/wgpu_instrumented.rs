@@ -189,7 +189,11 @@ rusty_fork_test! {
                 // One tick of slack each side: the marks are rounded as the pass's writes are.
                 let tick = f64::from(gpu.queue.get_timestamp_period());
                 assert!(d <= mark + 2.0 * tick, "{} took {d} ns, more than the marks around it ({mark})", a.name);
+                // The figures docs/wgpu.md quotes: each pass against the marks around it.
+                println!("PASS {}: {d:.0} ns; write_timestamp marks around it {mark:.0} ns", a.name);
             }
+            let g = gpu_of(r);
+            println!("FRAME busy {} ns (sum of passes), interval {} ns", g.busy_ns, g.interval.duration_ns());
         }
         assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
     }
