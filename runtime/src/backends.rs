@@ -288,11 +288,19 @@ pub(crate) fn span_gpu(site: &'static Site) -> GpuScope {
 
 /// What a selected span keeps for the backends that give it the work begun on the threads that
 /// entered it: the passes of instrumented wgpu devices (`wgpu/pass_sum.rs`). Zero-sized without
-/// wgpu.
-#[derive(Debug, Default)]
+/// wgpu. A clone shares the same work (the span's life keeps one for attribution by time).
+#[derive(Debug, Default, Clone)]
 pub(crate) struct SpanWork {
     #[cfg(feature = "_wgpu")]
     passes: crate::wgpu::pass_sum::SpanPasses,
+}
+
+impl SpanWork {
+    /// The passes instrumented devices ran for the span.
+    #[cfg(feature = "_wgpu")]
+    pub(crate) fn passes(&self) -> &crate::wgpu::pass_sum::SpanPasses {
+        &self.passes
+    }
 }
 
 /// A selected span is entered on this thread (every entry, whatever its scope's backend).

@@ -35,6 +35,8 @@ mod selected;
 pub(crate) use open_spans::ByTime;
 #[cfg(feature = "enabled")]
 pub(crate) use selected::say_if_layer_missing;
+#[cfg(all(feature = "enabled", feature = "_wgpu"))]
+pub(crate) use selected::work_by_time;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use selected::{by_time, init_selects};
 #[cfg(feature = "enabled")]

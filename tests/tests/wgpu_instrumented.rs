@@ -365,6 +365,41 @@ rusty_fork_test! {
     }
 }
 
+/// The caller's step under a selected span, waiting for the device thread (which never enters
+/// it) to run its pass: burn's shape.
+fn forward_pass(device: &mpsc::Sender<(cubecl_like::Job, mpsc::Sender<()>)>) {
+    let _span = tracing::info_span!("forward_pass").entered();
+    let (done, wait) = mpsc::channel();
+    device.send((Box::new(cubecl_like::matmul), done)).unwrap();
+    wait.recv().unwrap();
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_device_thread_that_never_enters_the_callers_span_gets_its_pass_under_it_by_time() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("[forward_pass]"));
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber per process (rusty-fork)");
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 14, 64) else { return };
+        let gpu = Arc::new(gpu);
+        let capture = Capture::start_all_threads();
+        let device = cubecl_like::spawn(gpu.clone(), false);
+        for _ in 0..2 {
+            forward_pass(&device);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let steps = capture.of("forward_pass");
+        assert_eq!(steps.len(), 2, "one record per span instance");
+        for r in &steps {
+            assert_summed(r);
+            assert_eq!(names(r), ["matmul"], "the device thread's pass, by time");
+            assert_eq!(r.attributed, Some(gpuspan::Attributed::Time), "{r:?}");
+        }
+        assert!(capture.of("unattributed: matmul").is_empty(), "attributed by time, not unattributed");
+    }
+}
+
 /// A pass the program gave its own timestamp writes.
 #[gpu_kernel(trace_all)]
 fn measured(gpu: &Gpu, reference: &RawTimer) {

@@ -13,17 +13,20 @@
 //! list is locked once per span instance (at its first entry), and by the lookups, which run on
 //! the backends' resolver threads.
 
-// The lookup's consumers are the backends that attribute work by time: CUPTI today (wgpu's
-// instrumented passes next); without them the log is kept and only its tests read it.
-#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+// The lookup's consumers are the backends that attribute work by time: CUPTI and wgpu's
+// instrumented passes; without them the log is kept and only its tests read it.
+#![cfg_attr(not(any(feature = "cuda", feature = "_wgpu")), allow(dead_code))]
 
+use crate::backends::SpanWork;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How long a closed span stays in the log for late lookups: CUPTI delivers a launch's records
 /// up to a few seconds after it (a buffer fills or a flush asks), well within this.
 const RETAIN_NS: u64 = 120_000_000_000;
 
-/// Whose, by time, the work launched at an instant is.
+/// Whose, by time, the work launched at an instant is (CUPTI's question; wgpu asks
+/// [`OpenSpans::work_at`]).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ByTime {
     /// No selected span was entered anywhere then.
@@ -41,6 +44,10 @@ pub(crate) struct Life {
     name: &'static str,
     /// The nearest selected span it was made in.
     parent: Option<Arc<Life>>,
+    /// What backends gather for the span (an instrumented device's passes), so that work found
+    /// to be the span's by time joins it.
+    #[cfg_attr(not(feature = "_wgpu"), allow(dead_code))] // only wgpu gathers work per span
+    work: SpanWork,
     state: Mutex<LifeState>,
 }
 
@@ -60,8 +67,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Life {
+    #[cfg(test)]
     pub(crate) fn new(name: &'static str, parent: Option<Arc<Life>>) -> Arc<Life> {
-        Arc::new(Life { name, parent, state: Mutex::new(LifeState::default()) })
+        Life::with_work(name, parent, SpanWork::default())
+    }
+
+    /// A span instance's life; `work` is the instance's own (the span layer's `Instance`).
+    pub(crate) fn with_work(name: &'static str, parent: Option<Arc<Life>>, work: SpanWork) -> Arc<Life> {
+        Arc::new(Life { name, parent, work, state: Mutex::new(LifeState::default()) })
     }
 
     /// Entered on one more thread at `now` (host clock, ns; read only when needed).
@@ -89,6 +102,7 @@ impl Life {
         lock(&self.state).closed = true;
     }
 
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // only ByTime names a scope
     fn scope_id(&self) -> u64 {
         lock(&self.state).scope_id
     }
@@ -136,14 +150,41 @@ impl OpenSpans {
 
     /// The rule, at host-clock instant `t` (ns): the spans entered then, less every one that is
     /// an ancestor of another; one left is the owner, several are not guessed between.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // CUPTI's lookup
     pub(crate) fn at(&self, t: u64) -> ByTime {
+        match self.choice_at(t) {
+            Choice::Nobody => ByTime::Nobody,
+            Choice::One(life) => ByTime::One(life.scope_id()),
+            Choice::Several(names) => ByTime::Several(names),
+        }
+    }
+
+    /// The same rule, for a backend that gathers the span's work itself (wgpu's instrumented
+    /// passes): the one span's work, `None` when no span or several were entered at `t`.
+    #[cfg_attr(not(feature = "_wgpu"), allow(dead_code))] // wgpu's lookup
+    pub(crate) fn work_at(&self, t: u64) -> Option<SpanWork> {
+        match self.choice_at(t) {
+            Choice::One(life) => Some(life.work.clone()),
+            Choice::Nobody | Choice::Several(_) => None,
+        }
+    }
+
+    fn choice_at(&self, t: u64) -> Choice {
         let open: Vec<Arc<Life>> = lock(&self.lives).iter().filter(|l| l.entered_at(t)).cloned().collect();
         innermost(&open)
     }
 }
 
+/// [`OpenSpans::at`]'s choice, with the life it chose.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the names are CUPTI's row
+enum Choice {
+    Nobody,
+    One(Arc<Life>),
+    Several(Arc<str>),
+}
+
 /// [`OpenSpans::at`]'s choice among the spans entered at one instant.
-fn innermost(open: &[Arc<Life>]) -> ByTime {
+fn innermost(open: &[Arc<Life>]) -> Choice {
     let is_ancestor_of_another = |a: &Arc<Life>| {
         open.iter().any(|o| {
             let mut p = o.parent.as_ref();
@@ -158,8 +199,8 @@ fn innermost(open: &[Arc<Life>]) -> ByTime {
     };
     let leaves: Vec<&Arc<Life>> = open.iter().filter(|l| !is_ancestor_of_another(l)).collect();
     match leaves.as_slice() {
-        [] => ByTime::Nobody,
-        [one] => ByTime::One(one.scope_id()),
+        [] => Choice::Nobody,
+        [one] => Choice::One(Arc::clone(one)),
         several => {
             let mut names: Vec<&str> = several.iter().map(|l| l.name).collect();
             names.sort_unstable();
@@ -170,7 +211,7 @@ fn innermost(open: &[Arc<Life>]) -> ByTime {
                     n => format!("{} ×{n}", group[0]),
                 });
             }
-            ByTime::Several(out.join(", ").into())
+            Choice::Several(out.join(", ").into())
         }
     }
 }

@@ -57,6 +57,13 @@ pub(crate) fn by_time(host_ns: u64) -> ByTime {
     crate::collector::collector().selected.open_spans.at(host_ns)
 }
 
+/// The same rule for work a backend gathers per span (wgpu's instrumented passes): the work of
+/// the one selected span entered at `host_ns`, if one was (several: not guessed, `None`).
+#[cfg(feature = "_wgpu")]
+pub(crate) fn work_by_time(host_ns: u64) -> Option<SpanWork> {
+    crate::collector::collector().selected.open_spans.work_at(host_ns)
+}
+
 fn from_init_lock() -> &'static RwLock<Option<Option<Arc<EnvFilter>>>> {
     &crate::collector::collector().selected.from_init
 }
@@ -401,13 +408,14 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
         let site = site_of(attrs.metadata());
         // The nearest selected span it was made in: an outer span of the same chain, for the rule.
         let parent = span.scope().skip(1).find_map(|s| s.extensions().get::<Instance>().map(|i| i.life.clone()));
-        let life = Life::new(attrs.metadata().name(), parent);
+        let work = SpanWork::default();
+        let life = Life::with_work(attrs.metadata().name(), parent, work.clone());
         span.extensions_mut().insert(Instance {
             site,
             life,
             scope: Mutex::new(Slot::Unopened),
             fields: Mutex::new(fields),
-            work: SpanWork::default(),
+            work,
         });
     }
 

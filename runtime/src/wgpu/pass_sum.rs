@@ -8,12 +8,14 @@
 //!
 //! Which scope a pass belongs to is decided in one place, [`owner`]: the innermost annotated
 //! call open on the thread that began the pass, else the innermost selected span entered on it,
-//! else nobody (the pass is then a record of its own, `unattributed`).
+//! else the one selected span entered on some thread when the pass began (attribution by time,
+//! decision 55: a framework's device thread never enters its caller's span), else nobody (the
+//! pass is then a record of its own, `unattributed`).
 //!
 //! Major-independent: each major's backend delivers its resolved passes here.
 
 use crate::pipeline;
-use crate::record::{Activity, DeviceLabel, GpuTiming, Interval, Record, TimingSource};
+use crate::record::{Activity, Attributed, DeviceLabel, GpuTiming, Interval, Record, TimingSource};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -32,6 +34,8 @@ struct State {
     record: Option<Record>,
     /// The scope finished (with a record) or was forgotten (without).
     closed: bool,
+    /// How its passes were found to be its (`Attributed::bit`): by thread, by time or both.
+    attributed_bits: u8,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -42,6 +46,12 @@ impl PassSum {
     /// A pass was begun for this scope: its record waits for it.
     pub(crate) fn pass_begun(&self) {
         lock(&self.0).pending += 1;
+    }
+
+    /// A pass was found to be this scope's `how`.
+    fn attributed(self, how: Attributed) -> Self {
+        lock(&self.0).attributed_bits |= how.bit();
+        self
     }
 
     /// A pass's timestamps came back (`None`: they never will, counted by the caller).
@@ -90,6 +100,10 @@ impl PassSum {
             return None;
         }
         let mut record = s.record.take()?;
+        // Said where time had a part (by thread alone is the rule, as for CUPTI's records).
+        if s.attributed_bits & Attributed::Time.bit() != 0 {
+            record.attributed = Attributed::of_bits(s.attributed_bits);
+        }
         let mut passes = std::mem::take(&mut s.passes);
         if passes.is_empty() {
             // Every pass's timestamps were lost (counted): the call keeps its host timing.
@@ -130,16 +144,20 @@ pub(crate) enum Owner {
 
 /// The one place a pass's owner is decided, when an instrumented encoder begins it: the
 /// innermost annotated call open on this thread (`claim_call`, the major's `attach` stack),
-/// else the innermost selected span entered on this thread, else nobody.
+/// else the innermost selected span entered on this thread, else the one selected span
+/// entered on some thread now (by time; several: not guessed), else nobody.
 pub(crate) fn owner(claim_call: impl FnOnce() -> Option<Owner>) -> Owner {
     if let Some(o) = claim_call() {
         return o;
     }
-    SPANS
-        .try_with(|s| s.borrow().last().map(|(_, cell)| Owner::Scope(cell.sum())))
-        .ok()
-        .flatten()
-        .unwrap_or(Owner::Nobody)
+    let on_thread = SPANS.try_with(|s| s.borrow().last().map(|(_, cell)| cell.sum())).ok().flatten();
+    if let Some(sum) = on_thread {
+        return Owner::Scope(sum.attributed(Attributed::Thread));
+    }
+    match crate::span_scopes::work_by_time(crate::clock::now_ns()) {
+        Some(work) => Owner::Scope(work.passes().sum().attributed(Attributed::Time)),
+        None => Owner::Nobody,
+    }
 }
 
 /// A selected span's passes: made when the span is first entered, taken when it closes.
