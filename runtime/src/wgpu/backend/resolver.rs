@@ -102,11 +102,22 @@ pub(crate) fn calibrate(d: &DeviceState) -> bool {
             true
         }
         Err(e) => {
-            note_once(format_args!(
-                "GPU clock calibration failed on {} ({e}); its scopes are timed on the host",
-                d.label.name
-            ));
-            d.clock().is_some()
+            // Said as it is: a failed recalibration keeps the mapping the device had, and a
+            // first one that fails may succeed at the next try (issue 39: "timed on the host"
+            // was said while every record was GPU-timed).
+            let mapped = d.clock().is_some();
+            if mapped {
+                note_once(format_args!(
+                    "GPU clock recalibration failed on {} ({e}); its scopes keep the previous mapping, whose stated error grows with its age",
+                    d.label.name
+                ));
+            } else {
+                note_once(format_args!(
+                    "GPU clock calibration failed on {} ({e}); until a calibration succeeds its scopes are timed on the host",
+                    d.label.name
+                ));
+            }
+            mapped
         }
     }
 }
