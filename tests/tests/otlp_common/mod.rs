@@ -128,6 +128,7 @@ impl Collector {
     }
 
     /// The endpoint for `protocol` (`Protocol` is `#[non_exhaustive]`: a new one needs a port here).
+    #[cfg(feature = "otlp")] // multi_gpu_example includes this module without the export
     #[allow(dead_code)] // not every test file that includes this module uses it
     pub fn url(&self, protocol: gpuspan::otlp::Protocol) -> String {
         match protocol {
