@@ -469,12 +469,10 @@ fn bundled(gpu: &Gpu, view: &wgpu::TextureView, bundle: &wgpu::RenderBundle) {
 
 rusty_fork_test! {
     #[test]
+    // wgpu 29's `RenderBundleEncoder::finish` is not implemented for a custom backend (it panics):
+    // on wgpu 29 the test is ignored, said as such, rather than passing without running.
+    #[cfg_attr(not(feature = "wgpu-30"), ignore = "render bundles on an instrumented device need wgpu 30")]
     fn render_bundles_run_inside_their_timed_pass_and_draw() {
-        if cfg!(not(feature = "wgpu-30")) {
-            // wgpu 29's `RenderBundleEncoder::finish` is `unimplemented!()` for a custom backend.
-            eprintln!("skipped: render bundles on an instrumented device need wgpu 30");
-            return;
-        }
         let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
         let capture = Capture::start();
         let device = &gpu.device;
