@@ -367,7 +367,8 @@ pub struct Record {
     /// `None` for a call timed by its own queries, bracket or the host.
     pub attributed: Option<Attributed>,
     /// Dropped by the backend if no GPU work came (a span's CUDA part when its wgpu part
-    /// already timed it: `backends.rs`).
+    /// already timed it: `backends.rs`). Read only by CUPTI's attribution.
+    #[cfg_attr(not(all(feature = "enabled", feature = "cuda")), allow(dead_code))]
     pub(crate) only_if_gpu: bool,
 }
 
