@@ -26,7 +26,8 @@
 //! version 2 link frames, version 3 where a bracket ended, version 4 the sites still running at
 //! shutdown, version 5 the `span` site kind: a variant added last, so older files decode
 //! unchanged; version 7 the `gpu_passes` timing source, added last the same way; version 8 the
-//! `Attribution` frame after a record, a variant added last) and refuses
+//! `Attribution` frame after a record: how its work was attributed and the spans entered at its
+//! launch, a variant added last) and refuses
 //! later ones with one clear error.
 //!
 //! ```

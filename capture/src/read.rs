@@ -293,7 +293,8 @@ impl Capture {
             Frame::Running(r) => self.running.extend(r.sites),
             Frame::Attribution(a) => {
                 if let Some(r) = self.records.last_mut() {
-                    r.attributed = Some(a.how);
+                    r.attributed = a.how;
+                    r.spans_at_launch = a.spans;
                 }
             }
         }
@@ -336,8 +337,9 @@ impl Capture {
         }
         for r in &self.records {
             w.write(&Frame::Record(r.clone()))?;
-            if let Some(how) = r.attributed {
-                w.write(&Frame::Attribution(crate::Attribution { how }))?;
+            if r.attributed.is_some() || r.spans_at_launch.is_some() {
+                let (how, spans) = (r.attributed, r.spans_at_launch.clone());
+                w.write(&Frame::Attribution(crate::Attribution { how, spans }))?;
             }
         }
         for s in &self.samples {
@@ -389,6 +391,11 @@ mod tests {
             // Version 8: how each was attributed, in the frame after it (none for the first).
             use Attributed::*;
             r.attributed = [None, Some(Thread), Some(Time), Some(ThreadAndTime), Some(Ambiguous)][i as usize];
+            r.spans_at_launch = match i {
+                0 => Some("forward_pass".into()), // unowned, launched while it was entered
+                4 => Some("forward_pass ×2, train_step".into()),
+                _ => None,
+            };
             r.activities.push(Activity {
                 name: "k".into(),
                 interval: Interval::new(i * 10 + 1, i * 10 + 4),
@@ -428,6 +435,7 @@ mod tests {
                     let mut last = c.records.last().cloned();
                     if let (Some(l), Some(w)) = (last.as_mut(), whole.records.get(n.wrapping_sub(1))) {
                         l.attributed = l.attributed.or(w.attributed);
+                        l.spans_at_launch = l.spans_at_launch.take().or_else(|| w.spans_at_launch.clone());
                     }
                     assert_eq!(c.records[..n.saturating_sub(1)], whole.records[..n.saturating_sub(1)]);
                     assert_eq!(last.as_ref(), n.checked_sub(1).map(|i| &whole.records[i]));

@@ -23,8 +23,9 @@ pub enum Frame {
     Link(DeviceLink),
     /// The sites still running at shutdown (version 5), written before [`End`].
     Running(Running),
-    /// How the GPU work of the [`Record`] just before it was found to be its own (version 8):
-    /// written only for records where that was a question (CUPTI's activities).
+    /// How the GPU work of the [`Record`] just before it was found to be its own, or which
+    /// spans were entered when work nobody owned was launched (version 8): written only for
+    /// records where that was a question (CUPTI's activities, an instrumented device's passes).
     Attribution(Attribution),
 }
 
@@ -56,9 +57,14 @@ impl Attributed {
 }
 
 /// The frame after a record that says how it was attributed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attribution {
-    pub how: Attributed,
+    /// `None`: nobody's (the `unattributed` site).
+    pub how: Option<Attributed>,
+    /// The spans entered at its launch: the unrelated selected ones of a `during several spans`
+    /// record (`gpuspan.during_spans`), or the unselected one entered when unowned work was
+    /// launched (`gpuspan.open_span`).
+    pub spans: Option<String>,
 }
 
 /// Sites a call of which was still running when the writer finished and none of which had
@@ -413,6 +419,9 @@ pub struct Record {
     /// From the [`Frame::Attribution`] after it (version 8); not part of the record's frame.
     #[serde(skip)]
     pub attributed: Option<Attributed>,
+    /// The spans entered at its launch, from the same frame ([`Attribution::spans`]).
+    #[serde(skip)]
+    pub spans_at_launch: Option<String>,
 }
 
 impl Record {
@@ -431,6 +440,7 @@ impl Record {
             memory: None,
             span: None,
             attributed: None,
+            spans_at_launch: None,
         }
     }
 

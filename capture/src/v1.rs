@@ -53,6 +53,7 @@ impl From<Frame1> for Frame {
                 memory: r.memory,
                 span: None,
                 attributed: None,
+                spans_at_launch: None,
             }),
         }
     }

@@ -479,6 +479,7 @@ mod tests {
             memory: None,
             span: None,
             attributed: None,
+            spans_at_launch: None,
         };
         w.write(&Frame::Record(record)).unwrap();
         bytes.extend(w.into_inner());

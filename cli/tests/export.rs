@@ -341,9 +341,16 @@ fn every_field_of_a_record_reaches_its_column() {
         stream: Some(13),
         device: Some(1),
     });
+    // Capture format 8: how its work was found to be its own, and the spans entered at launch.
+    r.attributed = Some(gpuspan_capture::Attributed::Ambiguous);
+    r.spans_at_launch = Some("forward_pass ×2".into());
     c.records.push(r);
     c.end = Some(End { end_ns: 10_000, records: 1, ..End::default() });
     let db = export(&save(&c, "fields.gpuspan"), "fields.sqlite");
+    assert_eq!(
+        sql(&db, "SELECT call_id, attributed, spans_at_launch FROM attributions"),
+        vec![vec![Value::from(1), "ambiguous".into(), "forward_pass ×2".into()]]
+    );
     let row = |q: &str| sql(&db, q).remove(0);
     assert_eq!(
         row("SELECT id, scope_id, site_id, thread_index, host_start_ns, host_end_ns, host_duration_ns, duration_ns, \

@@ -24,8 +24,14 @@
 //!   CUPTI a span is timed on the host. With the layer active, CUDA timing starts at the first
 //!   selected span, before the program's first launch.
 //!
+//! - **Unowned work is named**: GPU work that no annotated call or selected span owned (by thread
+//!   or by time) names the unselected span entered at its launch (`gpuspan.open_span`), and the
+//!   summary lists those spans with the selection that would measure them. That needs every
+//!   span's entries, so this census starts only at the first such work (decision 55).
+//!
 //! Cost: an unselected span is not this layer's (the per-layer filter said no for its
-//! callsite); a selected one takes its span's extensions and a mutex at each entry and exit.
+//! callsite) until the census starts; from then on each span's entry and exit lock its life.
+//! A selected one takes its span's extensions and a mutex at each entry and exit.
 
 #[cfg(feature = "enabled")]
 mod open_spans;
@@ -33,14 +39,16 @@ mod open_spans;
 mod selected;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use open_spans::ByTime;
-#[cfg(feature = "enabled")]
-pub(crate) use selected::say_if_layer_missing;
-#[cfg(all(feature = "enabled", feature = "_wgpu"))]
-pub(crate) use selected::work_by_time;
+#[cfg(all(feature = "enabled", any(feature = "cuda", feature = "_wgpu")))]
+pub(crate) use selected::unselected_at;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use selected::{by_time, init_selects};
 #[cfg(feature = "enabled")]
+pub(crate) use selected::{say_if_layer_missing, say_unselected_spans};
+#[cfg(feature = "enabled")]
 pub(crate) use selected::{select_from_init, Selected};
+#[cfg(all(feature = "enabled", feature = "_wgpu"))]
+pub(crate) use {open_spans::WorkByTime, selected::work_by_time};
 
 #[cfg(feature = "enabled")]
 use std::sync::Arc;

@@ -221,3 +221,31 @@ fn model_parts(device: &mpsc::Sender<cubecl::Msg>) {
     cubecl::enqueue(device, model::FORWARD_KERNELS);
     cubecl::read_back(device);
 }
+
+/// Work no selected span owns (the caller's span is not selected) is `unattributed`, and names the
+/// span the caller had entered at its launch, once the census that knows it runs (it starts at the
+/// first unowned work, which a flush delivers): the user learns what to select.
+#[test]
+#[ignore = "needs a GPU"]
+fn unowned_kernels_name_the_unselected_span_entered_at_their_launch() {
+    let _serial = setup();
+    let capture = Capture::start_all_threads();
+    let (device, handle) = cubecl::device_thread();
+    for _ in 0..4 {
+        tracing::info_span!("inference").in_scope(|| model_parts(&device));
+        assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+    }
+    drop(device);
+    handle.join().expect("device thread");
+    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+
+    let unowned = capture.of("unattributed");
+    assert_eq!(unowned.iter().map(kernels).sum::<usize>(), 4 * model::FORWARD_KERNELS, "{unowned:?}");
+    let named: Vec<Option<Value>> = unowned.iter().map(|r| attr(r, "gpuspan.open_span")).collect();
+    let inference = Some(Value::Str("inference".into()));
+    assert!(named.iter().all(|n| n.is_none() || *n == inference), "{named:?}");
+    let count = named.iter().filter(|n| **n == inference).count();
+    assert!(count >= 3 * model::FORWARD_KERNELS, "every launch after the first flush is named: {named:?}");
+    let notes = gpuspan::summary().notes;
+    assert!(notes.iter().any(|n| n.contains("GPUSPAN_SPANS='[inference]'")), "{notes:?}");
+}

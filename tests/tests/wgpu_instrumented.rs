@@ -15,6 +15,9 @@ use gpuspan_tests::wgpu;
 use rusty_fork::rusty_fork_test;
 use std::sync::{mpsc, Arc};
 
+#[allow(dead_code)] // the capture's outputs only
+mod labels_common;
+
 /// Timestamps written with `write_timestamp` around a pass, in the same encoder: an upper bound
 /// of the pass (the marks hold it and nothing of gpuspan's). Needs in-encoder timestamps.
 struct Marks {
@@ -362,6 +365,114 @@ rusty_fork_test! {
             assert_eq!(names(r), ["matmul"]);
         }
         assert!(capture.of("unattributed: matmul").is_empty(), "attributed to the span, not unattributed");
+    }
+}
+
+/// The caller's step in a span the program did not select, waiting for the device thread.
+fn unselected_step(device: &mpsc::Sender<(cubecl_like::Job, mpsc::Sender<()>)>) {
+    let _span = tracing::info_span!("unselected_step").entered();
+    let (done, wait) = mpsc::channel();
+    device.send((Box::new(cubecl_like::matmul), done)).unwrap();
+    wait.recv().unwrap();
+}
+
+fn attr(r: &Record, key: &str) -> Option<gpuspan::record::Value> {
+    r.attributes().into_iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+}
+
+rusty_fork_test! {
+    /// Two callers on two threads each inside their own selected span at once, one device thread
+    /// doing the work: whose the pass is cannot be known from time, so it is not guessed
+    /// (decision 55). It is a `during several spans` record naming both, GPU-timed.
+    #[test]
+    fn two_callers_at_once_get_their_device_threads_pass_listed_during_several_spans() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("[forward_pass]"));
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber per process (rusty-fork)");
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 14, 64) else { return };
+        let gpu = Arc::new(gpu);
+        let capture = Capture::start_all_threads();
+        let device = cubecl_like::spawn(gpu.clone(), false);
+        // Both spans are entered before the work is sent, and left after it ran.
+        let both_in = Arc::new(std::sync::Barrier::new(2));
+        let work_done = Arc::new(std::sync::Barrier::new(2));
+        let callers: Vec<_> = [true, false]
+            .into_iter()
+            .map(|sends| {
+                let (device, both_in, work_done) = (device.clone(), both_in.clone(), work_done.clone());
+                std::thread::spawn(move || {
+                    let _span = tracing::info_span!("forward_pass").entered();
+                    both_in.wait();
+                    if sends {
+                        let (done, wait) = mpsc::channel();
+                        device.send((Box::new(cubecl_like::matmul), done)).unwrap();
+                        wait.recv().unwrap();
+                    }
+                    work_done.wait();
+                })
+            })
+            .collect();
+        callers.into_iter().for_each(|c| c.join().unwrap());
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let several = capture.of("during several spans");
+        assert_eq!(several.len(), 1, "{several:?}");
+        let r = &several[0];
+        assert_eq!(r.attributed, Some(gpuspan::Attributed::Ambiguous));
+        assert_eq!(attr(r, "gpuspan.during_spans"), Some(gpuspan::record::Value::Str("forward_pass ×2".into())));
+        let g = gpu_of(r);
+        assert!(g.source == TimingSource::GpuTimestamp && !g.bracketed && g.busy_ns > 0, "{g:?}");
+        assert_eq!(names(r), ["matmul"]);
+        for step in capture.of("forward_pass") {
+            assert!(step.activities.is_empty(), "neither span got the pass: {step:?}");
+        }
+        assert!(capture.of("unattributed: matmul").is_empty());
+    }
+}
+
+rusty_fork_test! {
+    /// Nothing is selected yet (the layer is in, `GPUSPAN_SPANS` unset): a device thread's passes
+    /// are unattributed, and from the first of them on, each names the span the caller had
+    /// entered when it began, in the records and the capture, so the user learns what to select.
+    #[test]
+    fn unowned_passes_name_the_unselected_span_entered_when_they_began() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber = tracing_subscriber::registry().with(gpuspan::layer());
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber per process (rusty-fork)");
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 14, 64) else { return };
+        let gpu = Arc::new(gpu);
+        let (guard, out) = labels_common::Outputs::start("unowned-named");
+        let capture = Capture::start_all_threads();
+        let device = cubecl_like::spawn(gpu.clone(), false);
+        for _ in 0..3 {
+            unselected_step(&device);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let summary = gpuspan::summary();
+        drop(guard);
+        let passes = capture.of("unattributed: matmul");
+        assert_eq!(passes.len(), 3, "{passes:?}");
+        let named: Vec<_> = passes.iter().map(|r| attr(r, "gpuspan.open_span")).collect();
+        // The first unowned pass starts the census: spans made after it are followed.
+        let step = Some(gpuspan::record::Value::Str("unselected_step".into()));
+        assert_eq!(named.iter().filter(|n| n.is_none()).count(), 1, "the census starts at the first: {named:?}");
+        assert_eq!(named.iter().filter(|n| **n == step).count(), 2, "{named:?}");
+        assert!(capture.of("unselected_step").is_empty(), "naming selects nothing");
+        assert!(
+            summary.notes.iter().any(|n| n.contains("unselected_step (2)") && n.contains("GPUSPAN_SPANS='[unselected_step]'")),
+            "the summary says what to select: {:?}",
+            summary.notes
+        );
+        let file = gpuspan_capture::Capture::open(&out.capture).expect("the capture reads");
+        let at_launch: Vec<_> = file.records.iter().filter_map(|r| r.spans_at_launch.as_deref()).collect();
+        assert_eq!(at_launch, ["unselected_step", "unselected_step"], "the capture keeps the names");
+        let report = gpuspan_cli::report::build(&file);
+        assert!(
+            report.findings.iter().any(|f| f.kind == "unowned_work" && f.message.contains("unselected_step (2)")),
+            "gpuspan report says it too: {:?}",
+            report.findings
+        );
     }
 }
 

@@ -17,7 +17,7 @@ use gpuspan_capture::{Activity, ActivityKind, Frame, Record, Truncation};
 use std::path::{Path, PathBuf};
 
 /// The version of the exported schema, in `meta` under `schema_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// A column's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +174,12 @@ pub const TABLES: &[TableDef] = {
         },
         TableDef { name: "losses", keyed: false, columns: &[("what", Text), ("count", Int)] },
         TableDef { name: "notes", keyed: true, columns: &[("seq", Int), ("note", Text)] },
+        // Schema 2: how a call's GPU work was found to be its own (capture format 8).
+        TableDef {
+            name: "attributions",
+            keyed: true,
+            columns: &[("call_id", Int), ("attributed", Text), ("spans_at_launch", Text)],
+        },
     ]
 };
 
@@ -192,11 +198,12 @@ pub enum Table {
     Aggregates,
     Losses,
     Notes,
+    Attributions,
 }
 
 impl Table {
     /// Every table, in [`TABLES`]'s order.
-    pub const ALL: [Table; 12] = [
+    pub const ALL: [Table; 13] = [
         Table::Meta,
         Table::Sites,
         Table::Threads,
@@ -209,6 +216,7 @@ impl Table {
         Table::Aggregates,
         Table::Losses,
         Table::Notes,
+        Table::Attributions,
     ];
 
     pub fn def(self) -> &'static TableDef {
@@ -466,8 +474,12 @@ impl Rows {
                 self.summary.spans += 1;
             }
             Frame::Record(r) => self.record(&r)?,
-            // How a record was attributed is the report's (`Sites`), not a column of the tables yet.
-            Frame::Attribution(_) => {}
+            // Of the call just before it.
+            Frame::Attribution(a) => {
+                let how = a.how.map(|h| h.as_str());
+                let row = [self.summary.calls.into(), Cell::Text(how), a.spans.as_deref().into()];
+                self.sink.row(Table::Attributions, &row)?;
+            }
             Frame::Samples(s) => {
                 for x in &s.samples {
                     self.sink.row(

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// `pageable_copy`, `low_link_efficiency`, `upper_bound`, `sampled`, `incomplete`.
+    /// `pageable_copy`, `low_link_efficiency`, `upper_bound`, `unowned_work`, `sampled`, `incomplete`.
     pub kind: String,
     pub message: String,
 }
@@ -30,6 +30,18 @@ pub(super) fn of_sites(sites: &[SiteRow], capture: &Capture) -> Vec<Finding> {
             message: format!(
                 "{}: timed by timestamps around its queue submissions, so its GPU times are upper bounds (they include submission latency while the GPU idled){at_exit}",
                 s.site
+            ),
+        });
+    }
+    // Work nobody owned names the unselected span entered at its launch: what to select.
+    for s in sites.iter().filter(|s| !s.spans_at_launch.is_empty() && s.site != "during several spans") {
+        let list: Vec<String> = s.spans_at_launch.iter().map(|(n, c)| format!("{n} ({c})")).collect();
+        findings.push(Finding {
+            kind: "unowned_work".into(),
+            message: format!(
+                "{}: launched outside every annotated call and selected span while these unselected spans were entered (records each): {}; select them (GPUSPAN_SPANS) to measure them",
+                s.site,
+                list.join("; ")
             ),
         });
     }

@@ -19,6 +19,10 @@ pub struct SiteRow {
     /// How the recorded calls' GPU work was found to be theirs, where that was a question
     /// (`thread`, `time`, `thread+time`, `ambiguous`; each that occurs; capture format 8).
     pub attributed: Vec<String>,
+    /// Spans entered when its work was launched with no owner, with how many records each:
+    /// the unrelated selected ones of `during several spans`, the unselected one of unowned
+    /// work (capture format 8; decision 55).
+    pub spans_at_launch: Vec<(String, u64)>,
     /// Recorded (sampled) calls.
     pub recorded: u64,
     /// Every call, from the aggregates (absent in an unfinished capture).
@@ -96,6 +100,7 @@ struct SiteAcc {
     bytes: u64,
     sources: Vec<TimingSource>,
     attributed: BTreeSet<&'static str>,
+    spans_at_launch: BTreeMap<String, u64>,
     host_total_ns: u64,
     errors: u64,
     brackets: BTreeSet<Bracket>,
@@ -149,6 +154,9 @@ impl Sites {
         if let Some(how) = r.attributed {
             s.attributed.insert(how.as_str());
         }
+        if let Some(spans) = &r.spans_at_launch {
+            *s.spans_at_launch.entry(spans.clone()).or_insert(0) += 1;
+        }
         if r.source() == TimingSource::Host && self.read_backs.contains(&r.site) {
             self.host_read_backs.insert(r.site);
         }
@@ -179,6 +187,11 @@ impl Sites {
                     ),
                     sources: s.sources.iter().map(|s| s.as_str().to_owned()).collect(),
                     attributed: s.attributed.iter().map(|a| (*a).to_owned()).collect(),
+                    spans_at_launch: {
+                        let mut v: Vec<(String, u64)> = std::mem::take(&mut s.spans_at_launch).into_iter().collect();
+                        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                        v
+                    },
                     recorded: s.recorded,
                     calls: aggregate.map(|a| a.calls),
                     total_all_ns: aggregate.map(|a| a.total_ns),

@@ -221,12 +221,24 @@ pub(super) fn record(
         memory,
         span,
         attributed: r.attributed.map(attributed),
+        spans_at_launch: spans_at_launch(r),
     })
 }
 
 /// The frame after a record that says how its GPU work was attributed, where that was a question.
 pub(super) fn attribution(r: &Record) -> Option<cap::Attribution> {
-    r.attributed.map(|how| cap::Attribution { how: attributed(how) })
+    let spans = spans_at_launch(r);
+    (r.attributed.is_some() || spans.is_some()).then(|| cap::Attribution { how: r.attributed.map(attributed), spans })
+}
+
+/// The spans entered when work nobody owned was launched, as its attributes name them.
+fn spans_at_launch(r: &Record) -> Option<String> {
+    r.fields.iter().find_map(|(name, v)| match v {
+        crate::record::Value::Str(s) if [crate::record::DURING_SPANS, crate::record::OPEN_SPAN].contains(name) => {
+            Some(s.to_string())
+        }
+        _ => None,
+    })
 }
 
 fn attributed(how: crate::record::Attributed) -> cap::Attributed {

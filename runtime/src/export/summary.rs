@@ -159,6 +159,7 @@ pub fn summary() -> Summary {
         }
         reached.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.desc.name.cmp(b.site.desc.name)));
         crate::span_scopes::say_if_layer_missing();
+        crate::span_scopes::say_unselected_spans();
         Summary {
             sections: crate::collector::collector().leaves.summary_sections(&reached),
             reached,

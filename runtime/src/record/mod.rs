@@ -17,6 +17,15 @@ use crate::site::{Direction, Site};
 use std::borrow::Cow;
 use std::sync::Arc;
 
+/// The attribute naming the unrelated selected spans entered when a `during several spans`
+/// record's work was launched.
+#[cfg(feature = "enabled")]
+pub(crate) const DURING_SPANS: &str = "gpuspan.during_spans";
+/// The attribute naming the unselected span entered when unowned work was launched (the census
+/// of `span_scopes::unselected_at`), so that the user learns what to select.
+#[cfg(feature = "enabled")]
+pub(crate) const OPEN_SPAN: &str = "gpuspan.open_span";
+
 /// How a record's GPU work was found to be its scope's (`gpuspan.attributed`, decision 55).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Attributed {

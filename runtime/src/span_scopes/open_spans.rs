@@ -24,6 +24,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// up to a few seconds after it (a buffer fills or a flush asks), well within this.
 const RETAIN_NS: u64 = 120_000_000_000;
 
+/// The same for the census of unselected spans (`selected.rs`), which may see every span of a
+/// busy program: it only names work, so a record delivered later than this goes unnamed.
+const CENSUS_RETAIN_NS: u64 = 10_000_000_000;
+
 /// Whose, by time, the work launched at an instant is (CUPTI's question; wgpu asks
 /// [`OpenSpans::work_at`]).
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
@@ -35,6 +39,15 @@ pub(crate) enum ByTime {
     One(u64),
     /// Several unrelated spans were entered then: their names, sorted, each with how many of
     /// its instances were (`forward_pass ×2, train_step`).
+    Several(Arc<str>),
+}
+
+/// [`ByTime`] for a backend that gathers a span's work itself: the span's work.
+#[cfg_attr(not(feature = "_wgpu"), allow(dead_code))]
+#[derive(Debug)]
+pub(crate) enum WorkByTime {
+    Nobody,
+    One(SpanWork),
     Several(Arc<str>),
 }
 
@@ -124,6 +137,8 @@ impl Life {
 #[derive(Debug)]
 pub(crate) struct OpenSpans {
     lives: Mutex<Vec<Arc<Life>>>,
+    /// How long a closed span stays for late lookups.
+    retain_ns: u64,
     /// The log is pruned when it reaches this length (twice what the last pruning left), so
     /// that an instance's first entry costs O(1) amortized.
     prune_at: Mutex<usize>,
@@ -131,17 +146,22 @@ pub(crate) struct OpenSpans {
 
 impl OpenSpans {
     pub(crate) const fn new() -> Self {
-        OpenSpans { lives: Mutex::new(Vec::new()), prune_at: Mutex::new(64) }
+        OpenSpans { lives: Mutex::new(Vec::new()), retain_ns: RETAIN_NS, prune_at: Mutex::new(64) }
+    }
+
+    /// The log of the census of unselected spans: kept for a shorter time.
+    pub(crate) const fn census() -> Self {
+        OpenSpans { lives: Mutex::new(Vec::new()), retain_ns: CENSUS_RETAIN_NS, prune_at: Mutex::new(64) }
     }
 
     /// A span instance's scope opened (its first entry) with id `scope_id`: it is in the log
-    /// from now on. Those gone for longer than [`RETAIN_NS`] leave it.
+    /// from now on. Those gone for longer than its retention ([`RETAIN_NS`]) leave it.
     pub(crate) fn opened(&self, life: &Arc<Life>, scope_id: u64, now_ns: u64) {
         lock(&life.state).scope_id = scope_id;
         let mut lives = lock(&self.lives);
         let mut prune_at = lock(&self.prune_at);
         if lives.len() >= *prune_at {
-            let horizon = now_ns.saturating_sub(RETAIN_NS);
+            let horizon = now_ns.saturating_sub(self.retain_ns);
             lives.retain(|l| !l.gone_before(horizon));
             *prune_at = (2 * lives.len()).max(64);
         }
@@ -160,12 +180,23 @@ impl OpenSpans {
     }
 
     /// The same rule, for a backend that gathers the span's work itself (wgpu's instrumented
-    /// passes): the one span's work, `None` when no span or several were entered at `t`.
+    /// passes): the one span's work, or the names of the several entered at `t`.
     #[cfg_attr(not(feature = "_wgpu"), allow(dead_code))] // wgpu's lookup
-    pub(crate) fn work_at(&self, t: u64) -> Option<SpanWork> {
+    pub(crate) fn work_at(&self, t: u64) -> WorkByTime {
         match self.choice_at(t) {
-            Choice::One(life) => Some(life.work.clone()),
-            Choice::Nobody | Choice::Several(_) => None,
+            Choice::Nobody => WorkByTime::Nobody,
+            Choice::One(life) => WorkByTime::One(life.work.clone()),
+            Choice::Several(names) => WorkByTime::Several(names),
+        }
+    }
+
+    /// The same rule, for naming: the innermost span entered at `t`, or the several unrelated
+    /// ones (`forward_pass ×2, train_step`); `None` when none was.
+    pub(crate) fn names_at(&self, t: u64) -> Option<Arc<str>> {
+        match self.choice_at(t) {
+            Choice::Nobody => None,
+            Choice::One(life) => Some(life.name.into()),
+            Choice::Several(names) => Some(names),
         }
     }
 
@@ -176,7 +207,6 @@ impl OpenSpans {
 }
 
 /// [`OpenSpans::at`]'s choice, with the life it chose.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the names are CUPTI's row
 enum Choice {
     Nobody,
     One(Arc<Life>),
@@ -266,6 +296,24 @@ mod tests {
         assert_eq!(log.at(12), ByTime::One(2), "a alone under the epoch");
         assert_eq!(log.at(17), ByTime::Several("forward_pass ×2".into()), "siblings: the epoch is no answer");
         assert_eq!(log.at(30), ByTime::Several("forward_pass, train_step".into()));
+    }
+
+    #[test]
+    fn names_are_the_innermost_span_or_the_unrelated_ones() {
+        let log = OpenSpans::census();
+        let step = Life::new("train_step", None);
+        let fwd = Life::new("forward_pass", Some(step.clone()));
+        let other = Life::new("serve", None);
+        for (l, at) in [(&step, 0), (&fwd, 10), (&other, 30)] {
+            opened(&log, l, 0, at);
+            l.enter(|| at);
+        }
+        fwd.exit(|| 20);
+        assert_eq!(log.names_at(5).as_deref(), Some("train_step"));
+        assert_eq!(log.names_at(15).as_deref(), Some("forward_pass"), "the innermost of the chain");
+        assert_eq!(log.names_at(25).as_deref(), Some("train_step"));
+        assert_eq!(log.names_at(35).as_deref(), Some("serve, train_step"));
+        assert_eq!(OpenSpans::census().names_at(5), None);
     }
 
     #[test]

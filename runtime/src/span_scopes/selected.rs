@@ -10,7 +10,7 @@ use crate::backends::{span_backend, span_gpu, SpanWork};
 use crate::record::Value;
 use crate::scope::Scope;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -36,6 +36,12 @@ pub(crate) struct Selected {
     /// A [`layer`](super::layer) was put in a subscriber (`tracing` cannot list a
     /// subscriber's layers: the layer says so when it is added).
     layer_added: AtomicBool,
+    /// The census of unselected spans (see [`unselected_at`]): on from the first GPU work that
+    /// no scope owned, and the lives of the spans it saw entered.
+    census_on: AtomicBool,
+    census: OpenSpans,
+    /// How many records of unowned work were launched while each unselected span was entered.
+    census_named: Mutex<BTreeMap<Arc<str>, u64>>,
 }
 
 impl Selected {
@@ -45,6 +51,9 @@ impl Selected {
             sites: Mutex::new(None),
             open_spans: OpenSpans::new(),
             layer_added: AtomicBool::new(false),
+            census_on: AtomicBool::new(false),
+            census: OpenSpans::census(),
+            census_named: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -58,10 +67,62 @@ pub(crate) fn by_time(host_ns: u64) -> ByTime {
 }
 
 /// The same rule for work a backend gathers per span (wgpu's instrumented passes): the work of
-/// the one selected span entered at `host_ns`, if one was (several: not guessed, `None`).
+/// the one selected span entered at `host_ns`, or the names of several (not guessed between).
 #[cfg(feature = "_wgpu")]
-pub(crate) fn work_by_time(host_ns: u64) -> Option<SpanWork> {
+pub(crate) fn work_by_time(host_ns: u64) -> super::open_spans::WorkByTime {
     crate::collector::collector().selected.open_spans.work_at(host_ns)
+}
+
+/// The unselected spans entered at host instant `host_ns`, to name GPU work that no scope owned
+/// (no annotated call or selected span on its thread, none selected entered anywhere then): the
+/// innermost one, or the unrelated ones, so the user learns what to select. Knowing that costs
+/// every span entry, so the census of unselected spans starts only at the first such work
+/// (`tracing` asks every callsite again, and the layer follows every span from then on): work
+/// before it, or with no span entered, is unnamed (`None`). Each name is counted for the summary.
+#[cfg_attr(not(any(feature = "cuda", feature = "_wgpu")), allow(dead_code))] // their unowned work
+pub(crate) fn unselected_at(host_ns: u64) -> Option<Arc<str>> {
+    let selected = &crate::collector::collector().selected;
+    if !selected.census_on.swap(true, Ordering::Relaxed) {
+        if selected.layer_added.load(Ordering::Relaxed) {
+            tracing::callsite::rebuild_interest_cache();
+        } else {
+            crate::diagnostics::note_once(
+                "GPU work ran outside every annotated call and selected span: with `gpuspan::layer()` in the \
+                 subscriber its records would name the span entered at its launch, so that you can select it",
+            );
+        }
+        return None;
+    }
+    let name = selected.census.names_at(host_ns)?;
+    *lock(&selected.census_named).entry(name.clone()).or_insert(0) += 1;
+    Some(name)
+}
+
+/// The summary's line on unowned work named by the census: which unselected spans were entered
+/// at its launch, and how to select them.
+pub(crate) fn say_unselected_spans() {
+    let named = lock(&crate::collector::collector().selected.census_named);
+    if named.is_empty() {
+        return;
+    }
+    let mut by_count: Vec<(&Arc<str>, &u64)> = named.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let list: Vec<String> = by_count.iter().map(|(n, c)| format!("{n} ({c})")).collect();
+    let single: Vec<String> = by_count
+        .iter()
+        .filter(|(n, _)| !n.contains(", "))
+        .map(|(n, _)| format!("[{}]", n.split(" ×").next().unwrap_or(n)))
+        .collect();
+    crate::diagnostics::note_once(format_args!(
+        "GPU work no annotated call or selected span owned was launched while these unselected spans were entered \
+         (records each): {}; select them to measure them (GPUSPAN_SPANS='{}')",
+        list.join("; "),
+        single.join(",")
+    ));
+}
+
+fn census_on() -> bool {
+    crate::collector::collector().selected.census_on.load(Ordering::Relaxed)
 }
 
 fn from_init_lock() -> &'static RwLock<Option<Option<Arc<EnvFilter>>>> {
@@ -133,6 +194,22 @@ impl SpanSelection {
             None => from_init(),
         }
     }
+
+    /// Whether the selection takes the span (gpuspan's own and events aside).
+    fn selects<S: Subscriber + for<'a> LookupSpan<'a>>(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
+        self.filter().is_some_and(|f| Filter::<S>::enabled(&*f, meta, cx))
+    }
+}
+
+/// The mark of a span the census follows but the selection does not take: the layer keeps its
+/// [`Census`] life instead of an [`Instance`].
+struct Unselected;
+
+/// An unselected span's life, for naming unowned work (`unselected_at`): in the census's log
+/// from its first entry.
+struct Census {
+    life: Arc<Life>,
+    logged: AtomicBool,
 }
 
 /// gpuspan's own spans: an annotated call's host span (under the user's target since it is a
@@ -146,23 +223,38 @@ fn is_own(meta: &Metadata<'_>) -> bool {
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
     fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
-        meta.is_span() && !is_own(meta) && self.filter().is_some_and(|f| Filter::<S>::enabled(&*f, meta, cx))
+        meta.is_span() && !is_own(meta) && (census_on() || self.selects(meta, cx))
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
         if !meta.is_span() || is_own(meta) {
             return Interest::never();
         }
-        self.filter().map_or_else(Interest::never, |f| Filter::<S>::callsite_enabled(&*f, meta))
+        let interest = self.filter().map_or_else(Interest::never, |f| Filter::<S>::callsite_enabled(&*f, meta));
+        // Asked again when the census starts (`rebuild_interest_cache`): it follows every span.
+        if interest.is_never() && census_on() {
+            return Interest::always();
+        }
+        interest
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        // Asked again when `init` changes the selection (`rebuild_interest_cache`).
+        // Asked again when `init` changes the selection or the census starts.
+        if census_on() {
+            return Some(LevelFilter::TRACE);
+        }
         Some(self.filter().map_or(LevelFilter::OFF, |f| Filter::<S>::max_level_hint(&*f).unwrap_or(LevelFilter::TRACE)))
     }
 
-    // What an `EnvFilter` with field or span directives (`[request{id=1}]`) keeps track of.
+    // What an `EnvFilter` with field or span directives (`[request{id=1}]`) keeps track of; a
+    // span the census follows but the selection does not take is marked so for the layer.
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, cx: Context<'_, S>) {
+        if census_on() && !self.selects(attrs.metadata(), &cx) {
+            if let Some(span) = cx.span(id) {
+                span.extensions_mut().insert(Unselected);
+            }
+            return;
+        }
         if let Some(f) = self.filter() {
             Filter::<S>::on_new_span(&*f, attrs, id, cx);
         }
@@ -401,6 +493,12 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
             return;
         }
         let Some(span) = ctx.span(id) else { return };
+        if span.extensions_mut().remove::<Unselected>().is_some() {
+            let parent = span.scope().skip(1).find_map(|s| s.extensions().get::<Census>().map(|c| c.life.clone()));
+            let life = Life::with_work(attrs.metadata().name(), parent, SpanWork::default());
+            span.extensions_mut().insert(Census { life, logged: AtomicBool::new(false) });
+            return;
+        }
         // A backend that must (CUDA) runs before the program's first launch under a selected span.
         crate::backends::span_selected();
         let mut fields = Vec::new();
@@ -432,6 +530,11 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
         let ext = span.extensions();
         if let Some(i) = ext.get::<Instance>() {
             i.enter(id);
+        } else if let Some(c) = ext.get::<Census>() {
+            if !c.logged.swap(true, Ordering::Relaxed) {
+                crate::collector::collector().selected.census.opened(&c.life, 0, crate::clock::now_ns());
+            }
+            c.life.enter(crate::clock::now_ns);
         }
     }
 
@@ -440,11 +543,17 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
         let ext = span.extensions();
         if let Some(i) = ext.get::<Instance>() {
             i.exit(id);
+        } else if let Some(c) = ext.get::<Census>() {
+            c.life.exit(crate::clock::now_ns);
         }
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
+        if let Some(c) = span.extensions().get::<Census>() {
+            c.life.close();
+            return;
+        }
         let opened = span.extensions().get::<Instance>().is_some_and(|i| matches!(*lock(&i.scope), Slot::Open(_)));
         if !opened {
             return;
@@ -596,6 +705,34 @@ mod tests {
         assert!(!layer_missing(false, false), "nothing selected: nothing to say");
         let _ = tracing_subscriber::registry().with(layer());
         assert!(crate::collector::collector().selected.layer_added.load(Ordering::Relaxed));
+    }
+
+    /// Other tests may run the census at the same time (it is the process's): assertions hold
+    /// whatever their spans add.
+    #[test]
+    fn unowned_work_names_the_unselected_span_entered_at_its_launch_once_the_census_runs() {
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("[census_only_this]")));
+        let records = collect_in(&dispatch, &["census_step", "census_fwd"], |_| {
+            // The first unowned work starts the census; spans made from then on are followed.
+            let _ = unselected_at(crate::clock::now_ns());
+            assert!(census_on());
+            tracing::info_span!(target: "census_app", "census_step").in_scope(|| {
+                tracing::info_span!(target: "census_app", "census_fwd").in_scope(|| {
+                    let named = unselected_at(crate::clock::now_ns()).expect("a span is entered");
+                    assert!(named.contains("census_fwd"), "the innermost: {named}");
+                    assert!(!named.contains("census_step"), "its ancestor is no answer: {named}");
+                });
+                let named = unselected_at(crate::clock::now_ns()).expect("the step is still entered");
+                assert!(named.contains("census_step"), "{named}");
+            });
+        });
+        assert!(records.is_empty(), "the census makes no span a scope: {records:?}");
+        say_unselected_spans();
+        let notes = crate::diagnostics::notes();
+        assert!(
+            notes.iter().any(|n| n.contains("census_fwd (1)") && n.contains("[census_fwd]")),
+            "the summary says what to select: {notes:?}"
+        );
     }
 
     #[test]

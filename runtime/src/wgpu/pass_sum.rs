@@ -140,12 +140,15 @@ pub(crate) enum Owner {
     Timed,
     /// No scope: the pass is a record of its own, `unattributed`.
     Nobody,
+    /// No scope on the thread while several unrelated selected spans were entered (named):
+    /// a record of its own, `during several spans`, not guessed between them.
+    Several(Arc<str>),
 }
 
 /// The one place a pass's owner is decided, when an instrumented encoder begins it: the
 /// innermost annotated call open on this thread (`claim_call`, the major's `attach` stack),
 /// else the innermost selected span entered on this thread, else the one selected span
-/// entered on some thread now (by time; several: not guessed), else nobody.
+/// entered on some thread now (by time; several: not guessed, named), else nobody.
 pub(crate) fn owner(claim_call: impl FnOnce() -> Option<Owner>) -> Owner {
     if let Some(o) = claim_call() {
         return o;
@@ -154,9 +157,11 @@ pub(crate) fn owner(claim_call: impl FnOnce() -> Option<Owner>) -> Owner {
     if let Some(sum) = on_thread {
         return Owner::Scope(sum.attributed(Attributed::Thread));
     }
+    use crate::span_scopes::WorkByTime;
     match crate::span_scopes::work_by_time(crate::clock::now_ns()) {
-        Some(work) => Owner::Scope(work.passes().sum().attributed(Attributed::Time)),
-        None => Owner::Nobody,
+        WorkByTime::One(work) => Owner::Scope(work.passes().sum().attributed(Attributed::Time)),
+        WorkByTime::Several(names) => Owner::Several(names),
+        WorkByTime::Nobody => Owner::Nobody,
     }
 }
 

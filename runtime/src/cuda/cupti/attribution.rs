@@ -117,6 +117,9 @@ pub struct Resolver {
     outside: HashMap<u32, (Interval, Option<Arc<str>>)>,
     /// Which selected span was entered when, at a host instant (`span_scopes::by_time`).
     by_time: fn(u64) -> ByTime,
+    /// The unselected spans entered at a host instant, naming work nobody owned
+    /// (`span_scopes::unselected_at`).
+    unselected_at: fn(u64) -> Option<Arc<str>>,
     /// Calls given to a selected span by time, until their scope resolves.
     time_ids: HashSet<u32>,
     /// Selected spans' scopes already handed on: a call found theirs by time too late stays
@@ -150,6 +153,7 @@ impl Resolver {
             api_waiting: Vec::new(),
             outside: HashMap::new(),
             by_time: crate::span_scopes::by_time,
+            unselected_at: crate::span_scopes::unselected_at,
             time_ids: HashSet::new(),
             resolved_spans: HashSet::new(),
             orphans: Vec::new(),
@@ -170,6 +174,13 @@ impl Resolver {
     #[cfg(test)]
     pub(crate) fn set_by_time(&mut self, rule: fn(u64) -> ByTime) {
         self.by_time = rule;
+    }
+
+    /// Tests: `rule` names the unselected spans entered at a host instant, instead of the span
+    /// layer's census.
+    #[cfg(test)]
+    pub(crate) fn set_unselected_at(&mut self, rule: fn(u64) -> Option<Arc<str>>) {
+        self.unselected_at = rule;
     }
 
     /// Takes the calibration of CUPTI's CPU clock against the host's (`host = cupti + offset`)
@@ -210,7 +221,8 @@ impl Resolver {
             Some(i) => Interval { start_ns: self.placer.host_ns(i.start_ns), end_ns: self.placer.host_ns(i.end_ns) },
             None => a.interval,
         };
-        unattributed(a, host, error)
+        let open_span = api.and_then(|_| (self.unselected_at)(host.start_ns));
+        unattributed(a, host, error, open_span)
     }
 
     /// The record of work launched outside every scope while several unrelated selected spans

@@ -146,13 +146,18 @@ fn pair_staged_peer_halves(activities: &mut Vec<Activity>) -> bool {
     joined
 }
 
-pub(super) fn unattributed(a: Activity, host: Interval, clock_error_ns: u64) -> Record {
+/// Work no call or span owned; `open_span` names the unselected span entered at its launch,
+/// where the census knew one (`span_scopes::unselected_at`).
+pub(super) fn unattributed(a: Activity, host: Interval, clock_error_ns: u64, open_span: Option<Arc<str>>) -> Record {
     let bytes = match a.kind {
         ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => Some(bytes),
         ActivityKind::Kernel(_) => None,
     };
     let mut record = Record::new(&UNATTRIBUTED, 0, 0, host);
     record.bytes = bytes;
+    if let Some(name) = open_span {
+        record.fields.push((crate::record::OPEN_SPAN, crate::record::Value::Str(name.to_string().into())));
+    }
     finish(record, vec![a], clock_error_ns)
 }
 
@@ -162,9 +167,9 @@ pub(super) fn during_several(a: Activity, host: Interval, clock_error_ns: u64, s
          ({spans}): it is not guessed between them but listed as `during several spans` (its records name them). \
          Enter the span on the launching thread (`Span::current()` sent with the work) to attribute it"
     ));
-    let mut record = unattributed(a, host, clock_error_ns);
+    let mut record = unattributed(a, host, clock_error_ns, None);
     record.site = &DURING_SEVERAL;
-    record.fields.push(("gpuspan.during_spans", crate::record::Value::Str(spans.to_string().into())));
+    record.fields.push((crate::record::DURING_SPANS, crate::record::Value::Str(spans.to_string().into())));
     record.attributed = Some(crate::record::Attributed::Ambiguous);
     record
 }

@@ -160,6 +160,8 @@ fn launches_outside_every_scope_go_by_time_to_the_one_span_entered_then_and_are_
     });
     let mut r = Resolver::new(device_labels(vec!["GPU A".into()]));
     r.set_by_time(rule);
+    // The census of unselected spans saw `serve` entered after 4_500.
+    r.set_unselected_at(|t| (t >= 4_500).then(|| "serve".into()));
     let launch = |correlation_id: u32, start: u64| {
         Raw::Api(RawApi {
             domain: ApiDomain::Driver,
@@ -210,6 +212,11 @@ fn launches_outside_every_scope_go_by_time_to_the_one_span_entered_then_and_are_
     let nobody: Vec<_> = out.iter().filter(|x| x.site.desc.name == "unattributed").collect();
     assert_eq!(nobody.len(), 1, "launched when no span was entered: {out:?}");
     assert_eq!(nobody[0].attributed, None);
+    assert!(
+        nobody[0].attributes().contains(&("gpuspan.open_span", crate::record::Value::Str("serve".into()))),
+        "unowned work names the unselected span entered at its launch: {:?}",
+        nobody[0].attributes()
+    );
     let c = r.counts();
     assert_eq!((c.calls_by_time, c.during_several_activities, c.unattributed_activities), (2, 1, 1));
 }

@@ -25,6 +25,14 @@ static UNATTRIBUTED: Site = Site::new(SiteDesc {
 });
 inventory::submit! { crate::site::SiteRef(&UNATTRIBUTED) }
 
+/// Passes begun outside every scope while several unrelated selected spans were entered
+/// (decision 55): not guessed between; each record names them.
+static DURING_SEVERAL: Site = Site::new(SiteDesc {
+    module_path: "gpuspan::wgpu::unattributed",
+    ..crate::site::site_desc!("during several spans", SiteKind::Kernel, Backend::Wgpu)
+});
+inventory::submit! { crate::site::SiteRef(&DURING_SEVERAL) }
+
 /// The per-pass record of a pass a scope owns: never submitted, it carries the pass's host
 /// interval to the placement of its timestamps.
 static OWNED: Site = Site::new(crate::site::site_desc!("wgpu pass", SiteKind::Kernel, Backend::Wgpu));
@@ -37,6 +45,8 @@ pub(crate) struct PassTimer {
     /// The pass keeps its own timestamp writes: they are copied into `slots` (`OwnWrites`).
     own: bool,
     owner: Option<PassSum>,
+    /// No owner: the unrelated selected spans entered when it began, where there were several.
+    during: Option<Arc<str>>,
     label: Option<Arc<str>>,
     encoder_label: Option<Arc<str>>,
     index: u32,
@@ -61,10 +71,11 @@ impl PassTimer {
         if device.mode == Mode::Host {
             return None;
         }
-        let owner = match pass_sum::owner(attach::claim_for_pass) {
+        let (owner, during) = match pass_sum::owner(attach::claim_for_pass) {
             Owner::Timed => return None,
-            Owner::Scope(sum) => Some(sum),
-            Owner::Nobody => None,
+            Owner::Scope(sum) => (Some(sum), None),
+            Owner::Nobody => (None, None),
+            Owner::Several(names) => (None, Some(names)),
         };
         let (slots, own) = match user_writes {
             None => (pool::take(&device, &shared.queue)?, false),
@@ -91,6 +102,7 @@ impl PassTimer {
             slots,
             own,
             owner,
+            during,
             label: label.map(Arc::from),
             encoder_label: encoder_label.map(Arc::from),
             index,
@@ -128,11 +140,15 @@ impl PassTimer {
         let slots = self.slots.clone();
         let name = self.name();
         let host = Interval { start_ns: self.begun_ns, end_ns: crate::clock::now_ns() };
-        let site = match &self.owner {
-            Some(_) => &OWNED,
-            None => unattributed_site(&name),
+        let site = match (&self.owner, &self.during) {
+            (Some(_), _) => &OWNED,
+            (None, Some(_)) => &DURING_SEVERAL,
+            (None, None) => unattributed_site(&name),
         };
         let mut record = Record::new(site, 0, self.thread, host);
+        if self.owner.is_none() {
+            name_unowned(&mut record, self.during.as_ref(), self.begun_ns);
+        }
         record.activities.push(Activity {
             name,
             interval: host,
@@ -217,6 +233,28 @@ impl Recording {
     pub(crate) fn end(&mut self, when_executed: impl FnOnce(Box<dyn FnOnce() + Send>)) {
         if let Some(t) = self.0.take() {
             t.end(when_executed);
+        }
+    }
+}
+
+/// A pass no scope owns says which spans were entered when it began: the several unrelated
+/// selected ones (`during`), else the unselected one the census saw (`span_scopes::unselected_at`).
+fn name_unowned(record: &mut Record, during: Option<&Arc<str>>, begun_ns: u64) {
+    use crate::record::{Attributed, Value, DURING_SPANS, OPEN_SPAN};
+    match during {
+        Some(names) => {
+            note_once(format_args!(
+                "a pass on an instrumented wgpu device was begun on a thread outside every selected span while \
+                 several unrelated ones were entered ({names}): it is not guessed between them but listed as \
+                 `during several spans` (its records name them)"
+            ));
+            record.fields.push((DURING_SPANS, Value::Str(names.to_string().into())));
+            record.attributed = Some(Attributed::Ambiguous);
+        }
+        None => {
+            if let Some(name) = crate::span_scopes::unselected_at(begun_ns) {
+                record.fields.push((OPEN_SPAN, Value::Str(name.to_string().into())));
+            }
         }
     }
 }
