@@ -77,7 +77,7 @@ fn discover_in(libs: &'static Libraries) -> Result<Vec<Found>, MonitorError> {
     let missing: Vec<String> = errors
         .iter()
         .filter_map(|(name, e)| match e {
-            MonitorError::LibraryMissing { tried } => Some(format!("{name}: {tried}")),
+            MonitorError::LibraryMissing { tried } => Some(format!("{name}: {}", condensed(tried))),
             _ => None,
         })
         .collect();
@@ -85,6 +85,17 @@ fn discover_in(libs: &'static Libraries) -> Result<Vec<Found>, MonitorError> {
         Some((_, e)) => Err(e),
         None if missing.is_empty() => Err(MonitorError::NoDevices),
         None => Err(MonitorError::LibraryMissing { tried: missing.join("; ") }),
+    }
+}
+
+/// The loader's messages for the files tried, `; `-separated, with the common "no such file"
+/// said once: `a, b not found` (each message kept where any other reason is given).
+fn condensed(tried: &str) -> String {
+    const NOT_FOUND: &str = ": cannot open shared object file: No such file or directory";
+    let files: Option<Vec<&str>> = tried.split("; ").map(|t| t.strip_suffix(NOT_FOUND)).collect();
+    match files {
+        Some(files) => format!("{} not found", files.join(", ")),
+        None => tried.to_owned(),
     }
 }
 
@@ -160,6 +171,15 @@ impl Vendor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_not_found_are_listed_once_and_other_reasons_kept() {
+        let none = "a.so: cannot open shared object file: No such file or directory; \
+                    /x/b.so: cannot open shared object file: No such file or directory";
+        assert_eq!(condensed(none), "a.so, /x/b.so not found");
+        let other = "a.so: cannot open shared object file: No such file or directory; b.so: wrong ELF class";
+        assert_eq!(condensed(other), other);
+    }
 
     #[test]
     fn vendors_by_pci_id_and_their_libraries() {
