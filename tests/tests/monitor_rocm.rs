@@ -8,6 +8,7 @@
 #![cfg(feature = "nvml")]
 
 use gpuspan::monitor::{self, MonitorError, Sample};
+use gpuspan::{gpu_kernel, Capture};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -57,6 +58,11 @@ fn run_child(case: &str, name: &str, env: &[(&str, &str)]) -> Output {
     assert!(stdout.contains("1 passed"), "the child test did not run:\n{stdout}");
     assert!(!stderr.contains("panicked") && !stdout.contains("panicked"), "{stdout}\n{stderr}");
     out
+}
+
+#[gpu_kernel(track_memory, trace_all)]
+fn step(x: u64) -> u64 {
+    x + 1
 }
 
 /// Waits (at most 20 s, for a loaded machine) until the sampler has read each GPU `n` times.
@@ -139,6 +145,14 @@ fn child_with_fake_rocm_smi() {
     }
     assert!(!gpu1.contains("utilization") && !gpu1.contains("SM clock"), "absent rows stay out:\n{gpu1}");
     assert!(gpu1.contains("memory clock 456 / 456 MHz") && gpu1.contains("power 95 / 95 W"), "{gpu1}");
+
+    // `track_memory` reads VRAM in use through ROCm SMI: 4 GiB + 1 GiB on the fake's GPUs.
+    let capture = Capture::start();
+    assert_eq!(step(1), 2);
+    gpuspan::flush();
+    let record = capture.of("step").pop().expect("recorded");
+    let (before, after) = record.memory.expect("track_memory marks");
+    assert_eq!((before.device_used_bytes, after.device_used_bytes), (Some(5 * GIB), Some(5 * GIB)));
     assert!(monitor::stop());
     drop(guard);
 }
