@@ -22,7 +22,8 @@
 //! | `GPUSPAN_MONITOR_INTERVAL_MS` | the NVML monitor | 100 (at least 10) |
 //! | `GPUSPAN_MONITOR_HISTORY` | the NVML monitor | 3000 (at least 1) |
 //! | `GPUSPAN_MONITOR_CPU_PERCENT` | the NVML monitor | 0.1 |
-//! | `GPUSPAN_NVML_LIBRARY` | the NVML monitor: a path | the driver's library |
+//! | `GPUSPAN_NVML_LIBRARY` | the device monitor: NVML's path | the driver's library |
+//! | `GPUSPAN_ROCM_SMI_LIBRARY` | the device monitor: ROCm SMI's path | `librocm_smi64.so` on the loader's path, then `/opt/rocm/lib` |
 //!
 //! The readers only a backend or the device monitor uses are built with it (`cuda`; `_devices`,
 //! which `nvml` turns on), so that dead code is checked in every feature set.
@@ -223,6 +224,12 @@ pub(crate) fn monitor_cpu_percent(default: f64) -> Option<f64> {
 #[cfg(feature = "_devices")]
 pub(crate) fn nvml_library() -> Option<OsString> {
     os("GPUSPAN_NVML_LIBRARY")
+}
+
+/// `GPUSPAN_ROCM_SMI_LIBRARY`: the ROCm SMI library to load instead of ROCm's.
+#[cfg(feature = "_devices")]
+pub(crate) fn rocm_smi_library() -> Option<OsString> {
+    os("GPUSPAN_ROCM_SMI_LIBRARY")
 }
 
 /// `XDG_RUNTIME_DIR`, where the per-user runtime directory is (not checked here).

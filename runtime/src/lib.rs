@@ -42,7 +42,7 @@
 //! - `cuda`: CUPTI activity records through cudarc, loaded at run time.
 //! - `otlp`: OpenTelemetry export over OTLP (gRPC or HTTP/protobuf), started by [`init`] when
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
-//! - `nvml`: device discovery and metrics through NVML, loaded at run time.
+//! - `nvml`: device discovery and metrics through NVML (NVIDIA) and ROCm SMI (AMD), loaded at run time.
 //!
 //! For tests, `testing` adds `Capture` (every finished call as a record, to assert on), the
 //! record model (`gpuspan::record`), the clock records are on, and gpuspan's own diagnostics; it

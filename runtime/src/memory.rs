@@ -1,17 +1,17 @@
 //! Memory around a call, for sites annotated with `track_memory`: how much device memory was in
 //! use and how large the process's resident set was, just before and just after the call.
 //!
-//! Opt-in because a device reading is an NVML call (tens of µs: docs/monitor.md), taken
+//! Opt-in because a device reading is an NVML or ROCm SMI call (tens of µs: docs/monitor.md), taken
 //! outside the call's host interval so it does not inflate the timing.
 
 /// One reading. A field is `None` where it cannot be read: RSS off Linux, device memory without
-/// the `nvml` feature, without NVML or before `gpuspan::init()`.
+/// the `nvml` feature, without a device library (NVML, ROCm SMI) or before `gpuspan::init()`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MemoryMark {
     /// The process's resident set (`VmRSS`), Linux only.
     pub process_rss_bytes: Option<u64>,
-    /// Summed over every GPU NVML sees.
+    /// Summed over every GPU NVML and ROCm SMI see.
     pub device_used_bytes: Option<u64>,
 }
 
@@ -30,7 +30,7 @@ fn rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// From the reader a leaf registered (the device monitor: an NVML call per GPU).
+/// From the reader a leaf registered (the device monitor: a library call per GPU).
 #[cfg(feature = "enabled")]
 fn device_used_bytes() -> Option<u64> {
     crate::collector::collector().leaves.device_memory_used()

@@ -1,7 +1,7 @@
-//! Device monitoring where NVML is missing (CI, machines without an NVIDIA driver): the program
-//! runs on, says so in one message, and nothing panics or blocks. On a GPU machine the library
-//! is made missing on purpose (`GPUSPAN_NVML_LIBRARY` pointing nowhere), so the test means the
-//! same everywhere.
+//! Device monitoring where no device library is there (CI, machines without a GPU driver): the
+//! program runs on, says so in one message naming NVML and ROCm SMI, and nothing panics or
+//! blocks. On a GPU machine the libraries are made missing on purpose (`GPUSPAN_NVML_LIBRARY` and
+//! `GPUSPAN_ROCM_SMI_LIBRARY` pointing nowhere), so the test means the same everywhere.
 #![cfg(feature = "nvml")]
 
 use gpuspan::monitor::{self, MonitorConfig, MonitorError};
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 const CHILD: &str = "GPUSPAN_MONITOR_TEST_CHILD";
 const NOWHERE: &str = "/nonexistent/gpuspan-test/libnvidia-ml.so.1";
+const NO_ROCM: &str = "/nonexistent/gpuspan-test/librocm_smi64.so";
 
 #[gpu_transfer(direction = cpu_to_gpu, trace_all)]
 fn upload(data: &[u8]) -> usize {
@@ -34,7 +35,7 @@ fn child_without_nvml() {
     println!("start returned after {:?}", t.elapsed());
     let e = monitor::ready(Duration::from_secs(10)).expect_err("no NVML here");
     assert!(matches!(e, MonitorError::LibraryMissing { .. }), "{e:?}");
-    assert!(e.to_string().contains(NOWHERE), "{e}");
+    assert!(e.to_string().contains(NOWHERE) && e.to_string().contains(NO_ROCM), "both are named: {e}");
     // Asking again, or starting again, says nothing new.
     assert_eq!(monitor::discover(), Err(e.clone()));
     let _ = MonitorConfig::from_env().start();
@@ -64,6 +65,7 @@ fn without_nvml_there_is_one_message_and_the_program_goes_on() {
         .args(["--exact", "child_without_nvml", "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .env("GPUSPAN_NVML_LIBRARY", NOWHERE)
+        .env("GPUSPAN_ROCM_SMI_LIBRARY", NO_ROCM)
         .env_remove("GPUSPAN_MONITOR")
         .output()
         .expect("runs");
@@ -72,10 +74,11 @@ fn without_nvml_there_is_one_message_and_the_program_goes_on() {
     assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("1 passed"), "the child test did not run:\n{stdout}");
     assert!(!stderr.contains("panicked") && !stdout.contains("panicked"), "{stdout}\n{stderr}");
-    let said = stderr.lines().filter(|l| l.starts_with("gpuspan: NVML could not be loaded")).count();
+    let said = stderr.lines().filter(|l| l.starts_with("gpuspan: no GPU device library could be loaded")).count();
     assert_eq!(said, 1, "the absence is said once:\n{stderr}");
-    assert!(stderr.contains("note: NVML could not be loaded"), "the summary keeps it:\n{stderr}");
+    assert!(stderr.contains("note: no GPU device library could be loaded"), "the summary keeps it:\n{stderr}");
     assert!(stderr.contains("LD_LIBRARY_PATH"), "the message says what to do:\n{stderr}");
+    assert!(stderr.contains("GPUSPAN_ROCM_SMI_LIBRARY"), "for AMD GPUs too:\n{stderr}");
 }
 
 #[test]

@@ -66,15 +66,20 @@ fn main() {
     drop(guard); // the summary, with a peak / mean block per device
 }
 
-/// Every wgpu adapter, described from its `AdapterInfo` and matched to NVML.
+/// Every wgpu adapter, described from its `AdapterInfo` and matched to its vendor's device
+/// library (NVML for NVIDIA, ROCm SMI for AMD; none for Intel and Apple, said plainly).
 #[cfg(feature = "wgpu")]
 fn describe_adapters() {
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     for adapter in pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all())) {
         let d = monitor::describe_adapter(&adapter.get_info());
-        let nvml = d.nvml.as_ref().map_or("no NVML device".into(), |g| format!("NVML GPU {} {}", g.index, g.uuid));
+        let device = match (&d.device_library, &d.device) {
+            (Ok(library), Some(g)) => format!("{library} GPU {} {}", g.index, g.uuid),
+            (Ok(library), None) => format!("no {library} device matches"),
+            (Err(why), _) => why.clone(),
+        };
         println!(
-            "wgpu adapter {} ({}, {}, {}, PCI {:?}): {nvml}{}",
+            "wgpu adapter {} ({}, {}, {}, PCI {:?}): {device}{}",
             d.name,
             d.vendor,
             d.backend,

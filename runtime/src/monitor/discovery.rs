@@ -1,11 +1,33 @@
-//! What GPUs the machine has: identity, memory, compute capability, driver versions, the PCIe
-//! link and the NVLinks, read once through NVML. The links' peaks are what transfer efficiency is
-//! measured against.
+//! What NVIDIA GPUs the machine has: identity, memory, compute capability, driver versions, the
+//! PCIe link and the NVLinks, read once through NVML. The links' peaks are what transfer
+//! efficiency is measured against. NVML's part of the vendor layer (`super::vendor`).
 
 use super::library::call_error;
+use super::sampler::NvmlReader;
+use super::vendor::{DeviceLibrary, DeviceReader};
 use super::{GpuInfo, MonitorError, NvLink, NvLinkRemote, PcieLink};
 use crate::diagnostics::note_once;
 use nvml_wrapper::{Device, Nvml};
+use std::time::Duration;
+
+impl DeviceLibrary for Nvml {
+    fn discover(&self) -> Result<Vec<GpuInfo>, MonitorError> {
+        discover(self)
+    }
+
+    fn reader(&self, index: u32, interval: Duration) -> Result<Box<dyn DeviceReader + '_>, MonitorError> {
+        let device = self.device_by_index(index).map_err(|e| call_error("nvmlDeviceGetHandleByIndex", e))?;
+        Ok(Box::new(NvmlReader::new(device, self, interval)))
+    }
+
+    fn memory_used(&self) -> Option<u64> {
+        let mut used = 0;
+        for i in 0..self.device_count().ok()? {
+            used += self.device_by_index(i).ok()?.memory_info().ok()?.used;
+        }
+        Some(used)
+    }
+}
 
 /// Describes every GPU NVML sees. A GPU that cannot be described (fallen off the bus, say) is
 /// said once and left out; no GPU at all is an error.

@@ -1,6 +1,9 @@
-//! Loading NVML at run time, once per process, without ever panicking: a machine without the
-//! NVIDIA driver gets an error that says what to do, not a crash or a link failure.
+//! Loading the device libraries at run time, once per process, without ever panicking: NVML for
+//! NVIDIA GPUs, ROCm SMI for AMD ones (`super::rocm`). A machine without a vendor's driver gets
+//! an error that says what to do, not a crash or a link failure.
 
+use super::rocm::Rocm;
+use super::vendor::DeviceLibrary;
 use super::MonitorError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
@@ -14,14 +17,34 @@ const NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
 #[cfg(windows)]
 const NAMES: [&str; 1] = ["nvml.dll"];
 
-/// Kept for the life of the process: NVML is reference counted and cheap to keep, expensive to
-/// load, and the sampler, discovery and adapter matching all use the same instance.
-// process-wide because a loaded library is: one handle to NVML for the process.
-static NVML: OnceLock<Result<Nvml, MonitorError>> = OnceLock::new();
+/// Every device library, each loaded or why not.
+pub(super) struct Libraries {
+    nvml: Result<Nvml, MonitorError>,
+    rocm: Result<Rocm, MonitorError>,
+}
 
-/// The process's NVML, loaded on first use (`GPUSPAN_NVML_LIBRARY` names the file to load).
-pub(super) fn nvml() -> Result<&'static Nvml, MonitorError> {
-    NVML.get_or_init(|| load(crate::env::nvml_library().as_deref())).as_ref().map_err(Clone::clone)
+impl Libraries {
+    /// Each library by name, NVML first (the order devices are numbered in).
+    pub(super) fn each(&self) -> [(&'static str, Result<&dyn DeviceLibrary, &MonitorError>); 2] {
+        [
+            ("NVML", self.nvml.as_ref().map(|l| l as &dyn DeviceLibrary)),
+            ("ROCm SMI", self.rocm.as_ref().map(|l| l as &dyn DeviceLibrary)),
+        ]
+    }
+}
+
+/// Kept for the life of the process: the libraries are cheap to keep, expensive to load, and the
+/// sampler, discovery and adapter matching all use the same instances.
+// process-wide because a loaded library is: one handle to NVML and one to ROCm SMI for the process.
+static LIBRARIES: OnceLock<Libraries> = OnceLock::new();
+
+/// The process's device libraries, both loaded on first use (`GPUSPAN_NVML_LIBRARY` and
+/// `GPUSPAN_ROCM_SMI_LIBRARY` name the files to load).
+pub(super) fn libraries() -> &'static Libraries {
+    LIBRARIES.get_or_init(|| Libraries {
+        nvml: load(crate::env::nvml_library().as_deref()),
+        rocm: super::rocm::load(crate::env::rocm_smi_library().as_deref()),
+    })
 }
 
 fn load(custom: Option<&OsStr>) -> Result<Nvml, MonitorError> {

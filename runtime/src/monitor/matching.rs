@@ -1,10 +1,14 @@
-//! Which NVML device a record ran on, and which one a wgpu adapter is.
+//! Which monitored device (NVML's or ROCm SMI's) a record ran on, and which one a wgpu adapter is.
 //!
 //! NVML numbers GPUs in PCI bus order; CUDA numbers them fastest first (and renumbers them under
 //! `CUDA_VISIBLE_DEVICES`); wgpu has no number at all. So devices are matched by identity: UUID
 //! or PCI address where the backend reports one, then PCI vendor/device id, then the name when
 //! exactly one GPU bears it. A device that cannot be told apart is left unmatched, never guessed.
+//! Where the backend knows the device's PCI vendor (wgpu's adapter, CUDA's NVIDIA devices) only
+//! the GPUs of that vendor's library are candidates: an AMD adapter is matched among ROCm SMI's
+//! GPUs, an NVIDIA one among NVML's, and an Intel or Apple one among none.
 
+use super::vendor::Vendor;
 use super::GpuInfo;
 use crate::record::Record;
 
@@ -65,6 +69,8 @@ pub(super) struct Identity {
     /// (vendor id, device id).
     pub pci_id: Option<(u32, u32)>,
     pub name: Option<String>,
+    /// The PCI vendor id, where the backend knows it.
+    pub vendor: Option<u32>,
 }
 
 /// The position in `gpus` of the device `identity` describes, trying the surest key first.
@@ -72,8 +78,11 @@ pub(super) fn find<'a>(
     identity: &Identity,
     gpus: impl Iterator<Item = &'a GpuInfo> + Clone,
 ) -> Option<(usize, MatchedBy)> {
+    // The vendor's library's GPUs only; none for a vendor no library reads.
+    let library_vendor = identity.vendor.map(|id| Vendor::from_pci_id(id).gpu_vendor());
+    let candidate = move |g: &GpuInfo| library_vendor.is_none_or(|v| v == Some(g.vendor));
     let unique = |pred: &dyn Fn(&GpuInfo) -> bool| {
-        let mut hits = gpus.clone().enumerate().filter(|(_, g)| pred(g)).map(|(i, _)| i);
+        let mut hits = gpus.clone().enumerate().filter(|(_, g)| candidate(g) && pred(g)).map(|(i, _)| i);
         let first = hits.next()?;
         hits.next().is_none().then_some(first)
     };
@@ -198,7 +207,7 @@ mod cuda {
                 function: 0,
             })
         })();
-        Identity { uuid, pci, pci_id: None, name: device::get_name(dev).ok() }
+        Identity { uuid, pci, pci_id: None, name: device::get_name(dev).ok(), vendor: Some(0x10de) }
     }
 }
 
@@ -213,10 +222,10 @@ mod wgpu_adapters {
 
     use super::{Identity, PciAddress};
     #[cfg(feature = "testing")]
-    use {super::find, crate::monitor::GpuInfo};
+    use {super::find, super::Vendor, crate::monitor::GpuInfo};
 
-    /// A wgpu adapter, and the NVML device it is when one matches: a diagnostic of the matching
-    /// (feature `testing`).
+    /// A wgpu adapter, the device library its vendor's GPUs are read through, and the monitored
+    /// device it is when one matches: a diagnostic of the matching (feature `testing`).
     #[cfg(feature = "testing")]
     #[derive(Debug, Clone, PartialEq)]
     #[non_exhaustive]
@@ -239,10 +248,15 @@ mod wgpu_adapters {
         pub driver_info: String,
         /// Where the backend reports it (Vulkan with `VK_EXT_pci_bus_info`).
         pub pci_bus_id: Option<String>,
-        /// The matching NVML device, when NVML is there and one matches.
+        /// The matching NVML device, when NVML is there and one matches (an NVIDIA adapter).
         pub nvml: Option<GpuInfo>,
+        /// The matching device of whichever library reads the adapter's vendor (NVML, ROCm SMI).
+        pub device: Option<GpuInfo>,
         /// How it was matched: `pci_bus_id`, `pci_device_id` or `name`.
         pub matched_by: Option<&'static str>,
+        /// The device library that reads GPUs of the adapter's vendor (`NVML`, `ROCm SMI`), or
+        /// why there is none (Intel, Apple and other vendors: said plainly).
+        pub device_library: Result<&'static str, String>,
     }
 
     fn identity(info: &crate::wgpu::AdapterFacts) -> Identity {
@@ -251,6 +265,7 @@ mod wgpu_adapters {
             pci: PciAddress::parse(&info.pci_bus_id),
             pci_id: (info.vendor != 0 && info.device != 0).then_some((info.vendor, info.device)),
             name: Some(info.name.clone()),
+            vendor: (info.vendor != 0).then_some(info.vendor),
         }
     }
 
@@ -272,13 +287,14 @@ mod wgpu_adapters {
         })
     }
 
-    /// Describes `info` and finds its NVML device (NVML is loaded on first use).
+    /// Describes `info` and finds its monitored device (the device libraries are loaded on first use).
     #[cfg(feature = "testing")]
     /// `info` is any supported wgpu major's `AdapterInfo`.
     pub fn describe_adapter(info: &impl crate::wgpu::Info) -> AdapterDescription {
         let info = &info.facts();
         let gpus = crate::monitor::discover_now().unwrap_or_default();
         let found = find(&identity(info), gpus.iter());
+        let device = found.map(|(i, _)| gpus[i].clone());
         AdapterDescription {
             name: info.name.clone(),
             vendor: vendor_name(info.vendor).map_or_else(|| format!("{:#06x}", info.vendor), str::to_owned),
@@ -289,8 +305,10 @@ mod wgpu_adapters {
             driver: info.driver.clone(),
             driver_info: info.driver_info.clone(),
             pci_bus_id: (!info.pci_bus_id.is_empty()).then(|| info.pci_bus_id.clone()),
-            nvml: found.map(|(i, _)| gpus[i].clone()),
+            nvml: device.clone().filter(|d| d.vendor == "NVIDIA"),
+            device,
             matched_by: found.map(|(_, by)| by.as_str()),
+            device_library: Vendor::from_pci_id(info.vendor).library(),
         }
     }
 
@@ -356,6 +374,29 @@ mod tests {
         assert_eq!(find(&by_name, gpus[..1].iter()), Some((0, MatchedBy::PciId)));
         let other = Identity { name: Some("llvmpipe (LLVM 15.0.6, 256 bits)".into()), ..Default::default() };
         assert_eq!(find(&other, gpus[..1].iter()), None);
+    }
+
+    #[test]
+    fn the_adapters_vendor_picks_the_library_whose_gpus_it_is_matched_among() {
+        let mut mi300 = gpu(1, "AMD Instinct MI300X", "00000000:C1:00.0");
+        mi300.vendor = "AMD";
+        mi300.pci_device_id = 0x74a1 << 16 | 0x1002;
+        // An NVIDIA GPU at the same address in another notation, as a machine of both could
+        // never have: the vendor alone decides between them.
+        let gpus = [gpu(0, "NVIDIA H100 80GB HBM3", "0000:c1:00.0"), mi300];
+        let adapter = |vendor: u32| Identity {
+            pci: PciAddress::parse("0000:c1:00.0"),
+            name: Some("AMD Instinct MI300X".into()),
+            vendor: Some(vendor),
+            ..Default::default()
+        };
+        assert_eq!(find(&adapter(0x1002), gpus.iter()), Some((1, MatchedBy::PciAddress)));
+        assert_eq!(find(&adapter(0x10de), gpus.iter()), Some((0, MatchedBy::PciAddress)));
+        assert_eq!(find(&adapter(0x8086), gpus.iter()), None, "no library reads Intel GPUs");
+        assert_eq!(find(&adapter(0x106b), gpus.iter()), None, "nor Apple's");
+        let unknown_vendor = Identity { vendor: None, ..adapter(0) };
+        let by_name = Some((1, MatchedBy::Name));
+        assert_eq!(find(&unknown_vendor, gpus.iter()), by_name, "without a vendor the address is ambiguous");
     }
 
     #[test]

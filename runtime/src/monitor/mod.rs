@@ -1,8 +1,10 @@
 //! The device side of the picture (feature `nvml`): which GPUs the machine has, and how busy,
 //! full, hot and power-hungry they are while the program runs.
 //!
-//! NVML (`libnvidia-ml`) is loaded at run time, so a program built with `nvml` still runs where
-//! there is no NVIDIA driver: the absence is said once and everything else goes on.
+//! NVML (`libnvidia-ml`, NVIDIA GPUs) and ROCm SMI (`librocm_smi64`, AMD GPUs) are loaded at run
+//! time, both tried (`vendor.rs` is the layer between them and the monitor), so a program built
+//! with `nvml` still runs where there is no GPU driver: the absence is said once and everything
+//! else goes on.
 //!
 //! - [`ready`] describes every GPU: name, UUID, PCI bus id, VRAM, compute capability, driver
 //!   and CUDA driver versions, and the PCIe link with its peak bandwidth.
@@ -11,7 +13,7 @@
 //!   power, clocks, PCIe throughput, throttle reasons. The summary table shows its peak/mean
 //!   rows, an exporter of metrics (the OTLP export) its `hw.gpu.*` metrics.
 //! - Kernel and transfer spans over the threshold carry the sample nearest their time, read from
-//!   that history: no NVML call on the program's path.
+//!   that history: no device library call on the program's path.
 //!
 //! The monitor is a leaf: `init` registers what it adds to records, to the summary and to the
 //! metrics, and it reads the device memory of `track_memory` sites. With the feature `testing`
@@ -52,6 +54,8 @@ mod readings;
 #[cfg(feature = "enabled")]
 mod ring;
 #[cfg(feature = "enabled")]
+mod rocm;
+#[cfg(feature = "enabled")]
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod sampler;
 #[cfg(feature = "enabled")]
@@ -59,6 +63,8 @@ mod snapshot;
 #[cfg(feature = "enabled")]
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod summary;
+#[cfg(feature = "enabled")]
+mod vendor;
 
 pub use types::{GpuInfo, MonitorConfig, MonitorError, NvLink, NvLinkRemote, PcieLink, Sample};
 // What only the instrumented build uses.
@@ -223,16 +229,11 @@ pub(crate) fn start_from_env() {
     }
 }
 
-/// Device memory in use now, summed over every GPU NVML sees: one NVML call per GPU, for sites
-/// with `track_memory`. `None` without NVML.
+/// Device memory in use now, summed over every GPU NVML and ROCm SMI see: one library call per
+/// GPU, for sites with `track_memory`. `None` without a device library.
 #[cfg(feature = "enabled")]
 fn device_memory_used() -> Option<u64> {
-    let nvml = library::nvml().ok()?;
-    let mut used = 0;
-    for i in 0..nvml.device_count().ok()? {
-        used += nvml.device_by_index(i).ok()?.memory_info().ok()?.used;
-    }
-    Some(used)
+    vendor::memory_used()
 }
 
 /// Stops the sampler, waiting at most one second for its current round. The history stays
@@ -307,7 +308,7 @@ pub fn discover() -> Result<Vec<GpuInfo>, MonitorError> {
 
 #[cfg(feature = "enabled")]
 fn discover_now() -> Result<Vec<GpuInfo>, MonitorError> {
-    discovery::discover(library::nvml()?)
+    Ok(vendor::discover()?.into_iter().map(|found| found.info).collect())
 }
 
 /// The samples kept for the GPU with this NVML index, oldest first (none without the `enabled`

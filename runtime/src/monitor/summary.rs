@@ -118,7 +118,8 @@ pub struct DeviceSummary {
     pub throttled: Vec<(&'static str, f64)>,
 }
 
-/// Every sampled device's peaks and means so far (empty without a sampler or without NVML).
+/// Every sampled device's peaks and means so far (empty without a sampler or without a device
+/// library).
 #[cfg(feature = "testing")]
 pub fn device_summaries() -> Vec<DeviceSummary> {
     summaries_of(super::current())
@@ -161,7 +162,7 @@ fn summaries_of(shared: Option<std::sync::Arc<super::Shared>>) -> Vec<DeviceSumm
 }
 
 /// The device part of the summary table: per device, peak / mean of each quantity. Empty when
-/// no sampler ran or NVML was missing (that is said in the notes).
+/// no sampler ran or no device library was found (that is said in the notes).
 pub(crate) fn summary_lines(shared: Option<std::sync::Arc<super::Shared>>) -> Vec<String> {
     let (Some(stats), devices) = (shared.as_deref().map(super::stats_of), summaries_of(shared)) else {
         return Vec::new();
@@ -173,8 +174,17 @@ pub(crate) fn summary_lines(shared: Option<std::sync::Arc<super::Shared>>) -> Ve
         Some(f) => format!("; sampler CPU {:.3} % of one core", f * 100.0),
         None => String::new(),
     };
+    // The libraries read, by the vendors of the devices found.
+    let mut libraries = Vec::new();
+    for d in &devices {
+        let library = super::vendor::library_of(&d.gpu);
+        if !libraries.contains(&library) {
+            libraries.push(library);
+        }
+    }
     let mut lines = vec![format!(
-        "devices (NVML: {} rounds over {:.1} s, one every {} ms on average, grid {} ms{cost}), peak / mean:",
+        "devices ({}: {} rounds over {:.1} s, one every {} ms on average, grid {} ms{cost}), peak / mean:",
+        libraries.join(", "),
         stats.rounds,
         stats.wall.as_secs_f64(),
         stats.mean_spacing.as_millis(),

@@ -3,27 +3,29 @@
 
 use std::time::Duration;
 
-/// One GPU as NVML describes it.
+/// One GPU as its device library (NVML, ROCm SMI) describes it.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct GpuInfo {
-    /// NVML's index (PCI bus order; CUDA's ordinals may differ, see docs/monitor.md).
+    /// The monitor's index: NVML's (PCI bus order; CUDA's ordinals may differ, see
+    /// docs/monitor.md), then ROCm SMI's GPUs numbered on from the highest.
     pub index: u32,
-    /// Exactly as `nvidia-smi` prints it, e.g. `NVIDIA H100 80GB HBM3`.
+    /// Exactly as `nvidia-smi` (or ROCm SMI) prints it, e.g. `NVIDIA H100 80GB HBM3`.
     pub name: String,
-    /// `NVIDIA` (`hw.vendor`).
+    /// `NVIDIA` or `AMD` (`hw.vendor`).
     pub vendor: &'static str,
-    /// `GPU-xxxxxxxx-...`: unique on the host, used as `hw.id`.
+    /// `GPU-xxxxxxxx-...` (NVML), the unique id in hex (ROCm SMI): unique on the host, used as
+    /// `hw.id`.
     pub uuid: String,
-    /// NVML's form, `00000000:18:00.0`.
+    /// NVML's form, `00000000:18:00.0` (ROCm SMI's addresses are written the same way).
     pub pci_bus_id: String,
     /// PCI device id in the high 16 bits, vendor id in the low 16 bits.
     pub pci_device_id: u32,
     /// Device memory in total.
     pub memory_total_bytes: u64,
-    /// CUDA compute capability (major, minor).
+    /// CUDA compute capability (major, minor); `None` for AMD GPUs.
     pub compute_capability: Option<(u32, u32)>,
-    /// The NVIDIA driver's version, e.g. `580.159.04`.
+    /// The driver's version, e.g. `580.159.04` (NVIDIA) or the amdgpu driver's.
     pub driver_version: String,
     /// The CUDA version the driver supports (major, minor).
     pub cuda_driver_version: Option<(u32, u32)>,
@@ -147,11 +149,12 @@ pub struct Sample {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MonitorError {
-    /// libnvidia-ml could not be loaded.
+    /// Neither libnvidia-ml nor librocm_smi64 could be loaded.
     #[error(
-        "NVML could not be loaded ({tried}), so there are no device metrics; on a machine with an NVIDIA GPU, \
-         install its driver or add the directory holding libnvidia-ml.so.1 to LD_LIBRARY_PATH (or set \
-         GPUSPAN_NVML_LIBRARY to its path)"
+        "no GPU device library could be loaded ({tried}), so there are no device metrics; on a machine with an \
+         NVIDIA GPU, install its driver or add the directory holding libnvidia-ml.so.1 to LD_LIBRARY_PATH (or set \
+         GPUSPAN_NVML_LIBRARY to its path); with an AMD GPU, install ROCm or add the directory holding \
+         librocm_smi64.so to LD_LIBRARY_PATH (or set GPUSPAN_ROCM_SMI_LIBRARY to its path)"
     )]
     LibraryMissing {
         /// Where it was looked for, and what the loader said.
@@ -177,9 +180,22 @@ pub enum MonitorError {
         /// What NVML said.
         message: String,
     },
-    /// NVML sees no GPU.
-    #[error("NVML sees no GPU, so there are no device metrics; `nvidia-smi -L` lists what the driver sees")]
+    /// No device library sees a GPU.
+    #[error(
+        "no device library sees a GPU, so there are no device metrics; `nvidia-smi -L` (NVIDIA) or `rocm-smi` \
+         (AMD) lists what the driver sees"
+    )]
     NoDevices,
+    /// A ROCm SMI call failed (AMD GPUs).
+    #[error(
+        "ROCm SMI {call} failed ({message}), so there are no AMD device metrics; check that `rocm-smi` works here"
+    )]
+    RocmCall {
+        /// The ROCm SMI function.
+        call: &'static str,
+        /// What ROCm SMI said.
+        message: String,
+    },
     /// A sampler runs already.
     #[error("the device monitor is already running; call gpuspan::monitor::stop() before starting another")]
     AlreadyRunning,
@@ -197,6 +213,7 @@ pub enum MonitorError {
 /// | `GPUSPAN_MONITOR_HISTORY=n` | keep the last `n` samples per device (default 3000) |
 /// | `GPUSPAN_MONITOR_CPU_PERCENT=p` | CPU budget of the sampler in % of one core (default 0.1) |
 /// | `GPUSPAN_NVML_LIBRARY=path` | load NVML from this path instead of the loader's search |
+/// | `GPUSPAN_ROCM_SMI_LIBRARY=path` | load ROCm SMI from this path instead of the loader's search |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MonitorConfig {
     pub(crate) interval: Duration,

@@ -42,7 +42,7 @@ impl Bucket {
 
 /// The calling thread's CPU time in ns: what a reading costs the machine, whether NVML waits
 /// for the GPU's firmware by spinning or by sleeping. Wall time where there is no such clock.
-pub(super) fn cost_clock() -> u64 {
+pub(crate) fn cost_clock() -> u64 {
     if let Some(ns) = own_cpu_ns() {
         return ns;
     }

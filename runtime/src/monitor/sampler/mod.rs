@@ -1,8 +1,8 @@
-//! The background sampler: one thread that reads every GPU through NVML into the bounded
-//! history, within a CPU budget it measures itself.
+//! The background sampler: one thread that reads every GPU through its device library (NVML,
+//! ROCm SMI: `super::vendor`) into the bounded history, within a CPU budget it measures itself.
 //!
-//! One file per job: [`sample`] is what a round reads, [`reader`] reads one device on its
-//! schedule, [`pcie`] picks the throughput source, [`budget`] keeps the CPU budget, [`stats`]
+//! One file per job: [`sample`] is what a round reads, [`reader`] reads one NVIDIA device on its
+//! schedule (`super::rocm` an AMD one), [`pcie`] picks the throughput source, [`budget`] keeps the CPU budget, [`stats`]
 //! says what it all cost; this file is the thread.
 //!
 //! Rounds sit on a grid of the configured interval (default 100 ms). A round makes every
@@ -26,16 +26,17 @@ mod reader;
 mod sample;
 mod stats;
 
+pub(crate) use budget::cost_clock;
+pub(crate) use reader::{NvmlReader, Schedule};
 pub(crate) use sample::{throttle_reason_names, THROTTLE_REASONS};
 pub(crate) use stats::Counters;
 #[cfg(feature = "testing")]
 pub use stats::QueryStats;
 pub use stats::SamplerStats;
 
-use super::{discovery, library, DeviceSlot, Shared};
+use super::{vendor, DeviceSlot, Shared};
 use crate::diagnostics::note_once;
 use budget::{current_tid, own_cpu_ns, Bucket};
-use reader::DeviceReader;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -52,7 +53,7 @@ pub(super) fn run(shared: Arc<Shared>) {
             note_once(&e);
             state.discovery.get_or_insert(Err(e));
         }
-        Err(_) => note_once("the device sampler stopped after a panic in NVML; device metrics end here"),
+        Err(_) => note_once("the device sampler stopped after a panic in a device library; device metrics end here"),
     }
     state.discovery.get_or_insert(Err(super::MonitorError::Call {
         call: "sampler",
@@ -68,15 +69,14 @@ fn sample_until_stopped(shared: &Shared) -> Result<(), super::MonitorError> {
         let _ = counters.tid.set(tid);
     }
     let cpu_before_setup = own_cpu_ns();
-    let nvml = library::nvml()?;
-    let gpus = discovery::discover(nvml)?;
+    let gpus = vendor::discover()?;
     let config = &shared.config;
     let mut readers = Vec::with_capacity(gpus.len());
     let mut slots = Vec::with_capacity(gpus.len());
-    for info in gpus {
-        match nvml.device_by_index(info.index) {
-            Ok(device) => {
-                readers.push(DeviceReader::new(device, nvml, config.interval));
+    for vendor::Found { info, library, local_index } in gpus {
+        match library.reader(local_index, config.interval) {
+            Ok(reader) => {
+                readers.push(reader);
                 slots.push(DeviceSlot::new(info, config.history));
             }
             Err(e) => note_once(format_args!("GPU {} is left out of device monitoring: {e}", info.index)),

@@ -4,6 +4,7 @@
 use super::budget::cost_clock;
 use super::pcie::{self, Pcie};
 use crate::diagnostics::note_once;
+use crate::monitor::vendor::DeviceReader;
 use crate::monitor::Sample;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::gpm::GpmMetricId;
@@ -66,21 +67,43 @@ impl Query {
     }
 }
 
-/// What one kind of reading costs and when it is next due.
+/// What one kind of reading costs and when it is next due (every library's readers keep one
+/// per kind of reading).
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Schedule {
+pub(crate) struct Schedule {
     /// Read at most every `period` grid steps, next at step `next`.
-    pub(super) period: u64,
-    next: u64,
-    pub(super) calls: u64,
-    pub(super) total_ns: u64,
-    pub(super) max_ns: u64,
-    pub(super) unsupported: bool,
+    pub(crate) period: u64,
+    pub(crate) next: u64,
+    pub(crate) calls: u64,
+    pub(crate) total_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) unsupported: bool,
+}
+
+impl Schedule {
+    /// Read every grid step, or about once a second for what changes slowly.
+    pub(crate) fn new(slow: bool, interval: Duration) -> Self {
+        let per_second = (Duration::from_secs(1).as_nanos() / interval.as_nanos().max(1)).max(1) as u64;
+        Schedule { period: if slow { per_second } else { 1 }, ..Schedule::default() }
+    }
+
+    /// Whether the reading is due at grid step `step`.
+    pub(crate) fn due(&self, step: u64) -> bool {
+        !self.unsupported && step >= self.next
+    }
+
+    /// Counts a reading made at `step` that cost `cost_ns` of CPU, and schedules the next.
+    pub(crate) fn made(&mut self, step: u64, cost_ns: u64) {
+        self.calls += 1;
+        self.total_ns += cost_ns;
+        self.max_ns = self.max_ns.max(cost_ns);
+        self.next = step + self.period;
+    }
 }
 
 /// Reads one device on the schedule its CPU budget allows, holding each value until it is
 /// read again.
-pub(super) struct DeviceReader<'n> {
+pub(crate) struct NvmlReader<'n> {
     device: Device<'n>,
     nvml: &'n Nvml,
     schedules: [Schedule; Query::ALL.len()],
@@ -92,13 +115,11 @@ pub(super) struct DeviceReader<'n> {
     lost: bool,
 }
 
-impl<'n> DeviceReader<'n> {
-    pub(super) fn new(device: Device<'n>, nvml: &'n Nvml, interval: Duration) -> Self {
-        let per_second = (Duration::from_secs(1).as_nanos() / interval.as_nanos().max(1)).max(1) as u64;
+impl<'n> NvmlReader<'n> {
+    pub(crate) fn new(device: Device<'n>, nvml: &'n Nvml, interval: Duration) -> Self {
         let pcie = pcie::choose(&device);
-        let schedules =
-            Query::ALL.map(|q| Schedule { period: if q.slow() { per_second } else { 1 }, ..Schedule::default() });
-        DeviceReader { device, nvml, schedules, held: Sample::default(), pcie_read_ns: None, pcie, lost: false }
+        let schedules = Query::ALL.map(|q| Schedule::new(q.slow(), interval));
+        NvmlReader { device, nvml, schedules, held: Sample::default(), pcie_read_ns: None, pcie, lost: false }
     }
 
     /// Runs one reading unless the device said it does not support it.
@@ -122,12 +143,11 @@ impl<'n> DeviceReader<'n> {
 
     /// One sample at grid step `step`, and the bytes sent and received over PCIe since the
     /// previous PCIe reading.
-    pub(super) fn read(&mut self, step: u64) -> (Sample, f64, f64) {
+    fn read_round(&mut self, step: u64) -> (Sample, f64, f64) {
         let time_ns = crate::clock::now_ns();
         let mut io = (0.0, 0.0);
         for (i, q) in Query::ALL.into_iter().enumerate() {
-            let s = self.schedules[i];
-            if self.lost || s.unsupported || step < s.next {
+            if self.lost || !self.schedules[i].due(step) {
                 continue;
             }
             let c0 = cost_clock();
@@ -184,12 +204,7 @@ impl<'n> DeviceReader<'n> {
                 }
                 Query::Pcie => io = self.read_pcie(i, time_ns),
             }
-            let cost = cost_clock().saturating_sub(c0);
-            let s = &mut self.schedules[i];
-            s.calls += 1;
-            s.total_ns += cost;
-            s.max_ns = s.max_ns.max(cost);
-            s.next = step + s.period;
+            self.schedules[i].made(step, cost_clock().saturating_sub(c0));
         }
         if self.lost {
             self.held = Sample::default();
@@ -249,16 +264,26 @@ impl<'n> DeviceReader<'n> {
         (tx * s, rx * s)
     }
 
-    pub(super) fn query_stats(&self) -> impl Iterator<Item = (&'static str, Schedule)> + '_ {
-        Query::ALL.into_iter().zip(self.schedules).map(|(q, s)| (q.name(&self.pcie), s))
-    }
-
-    pub(super) fn pcie_source(&self) -> &'static str {
+    fn pcie_source_name(&self) -> &'static str {
         let i = Query::ALL.iter().position(|q| *q == Query::Pcie).unwrap_or(0);
         if self.schedules[i].unsupported {
             "none"
         } else {
             self.pcie.source()
         }
+    }
+}
+
+impl DeviceReader for NvmlReader<'_> {
+    fn read(&mut self, step: u64) -> (Sample, f64, f64) {
+        self.read_round(step)
+    }
+
+    fn query_stats(&self) -> Vec<(&'static str, Schedule)> {
+        Query::ALL.into_iter().zip(self.schedules).map(|(q, s)| (q.name(&self.pcie), s)).collect()
+    }
+
+    fn pcie_source(&self) -> &'static str {
+        self.pcie_source_name()
     }
 }

@@ -2,7 +2,7 @@
 //! summary (and the `testing` diagnostics) read.
 
 use super::budget::thread_cpu_ns;
-use super::reader::DeviceReader;
+use crate::monitor::vendor::DeviceReader;
 use crate::monitor::MonitorConfig;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
@@ -109,7 +109,7 @@ impl Counters {
     }
 
     /// Publishes the readers' state after a round: the PCIe source and the per-query costs.
-    pub(super) fn publish(&self, readers: &[DeviceReader<'_>], interval: Duration) {
+    pub(super) fn publish(&self, readers: &[Box<dyn DeviceReader + '_>], interval: Duration) {
         let mut source = None;
         for p in readers {
             let s = p.pcie_source();
@@ -118,15 +118,20 @@ impl Counters {
         *self.pcie_source.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = source.unwrap_or("none");
         let Ok(mut queries) = self.queries.lock() else { return };
         queries.clear();
-        for (i, (name, _)) in readers.first().into_iter().flat_map(|p| p.query_stats()).enumerate() {
-            let all = readers.iter().filter_map(|p| p.query_stats().nth(i).map(|(_, s)| s));
-            let (mut calls, mut total, mut max, mut period) = (0, 0, 0, 0);
-            for s in all {
-                calls += s.calls;
-                total += s.total_ns;
-                max = max.max(s.max_ns);
-                period = period.max(if s.unsupported { 0 } else { s.period });
-            }
+        // By name, in the order first seen: readers of different libraries make different readings.
+        let mut sums: Vec<(&'static str, [u64; 4])> = Vec::new();
+        for (name, s) in readers.iter().flat_map(|p| p.query_stats()) {
+            let i = sums.iter().position(|(n, _)| *n == name).unwrap_or_else(|| {
+                sums.push((name, [0; 4]));
+                sums.len() - 1
+            });
+            let [calls, total, max, period] = &mut sums[i].1;
+            *calls += s.calls;
+            *total += s.total_ns;
+            *max = (*max).max(s.max_ns);
+            *period = (*period).max(if s.unsupported { 0 } else { s.period });
+        }
+        for (name, [calls, total, max, period]) in sums {
             queries.push(QueryStats {
                 name,
                 calls,
