@@ -555,3 +555,95 @@ rusty_fork_test! {
         assert_eq!(names(&calls[0]), ["bundled"]);
     }
 }
+
+/// A future that is pending once (waking itself) before it is ready: a real suspension of the
+/// async function awaiting it, as a read-back or a channel would be.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+fn labelled_pass(gpu: &Gpu, label: &'static str) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass =
+            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
+        pass.set_pipeline(&gpu.pipeline);
+        pass.set_bind_group(0, &gpu.bind_group, &[]);
+        pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+/// An async step with passes on both sides of its `.await`s: a framework's async API (a
+/// read-back, a channel) between two dispatches.
+#[gpu_kernel(trace_all)]
+async fn async_step(gpu: &Gpu) {
+    labelled_pass(gpu, "before await");
+    YieldOnce(false).await;
+    labelled_pass(gpu, "after await");
+    YieldOnce(false).await;
+    labelled_pass(gpu, "after second await");
+}
+
+/// The same with no pass before its first `.await`.
+#[gpu_kernel(trace_all)]
+async fn async_late(gpu: &Gpu) {
+    YieldOnce(false).await;
+    labelled_pass(gpu, "late");
+    tokio::task::yield_now().await;
+    labelled_pass(gpu, "later");
+}
+
+rusty_fork_test! {
+    #[test]
+    fn an_async_call_sums_the_passes_it_begins_after_each_await() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 12, 16) else { return };
+        let capture = Capture::start();
+        pollster::block_on(async_step(&gpu));
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let calls = capture.of("async_step");
+        assert_eq!(calls.len(), 1);
+        assert_summed(&calls[0]);
+        assert_eq!(names(&calls[0]), ["before await", "after await", "after second await"], "none dropped");
+        assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+
+    #[test]
+    fn an_async_call_polled_on_tokio_worker_threads_sums_its_passes() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 12, 16) else { return };
+        let gpu = Arc::new(gpu);
+        let capture = Capture::start_all_threads();
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("tokio runtime");
+        let g = gpu.clone();
+        runtime.block_on(async move {
+            tokio::spawn(async move {
+                async_late(&g).await;
+                async_step(&g).await;
+            })
+            .await
+            .expect("task");
+        });
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let late = capture.of("async_late");
+        assert_eq!(late.len(), 1);
+        assert_summed(&late[0]);
+        assert_eq!(names(&late[0]), ["late", "later"]);
+        let step = capture.of("async_step");
+        assert_eq!(step.len(), 1);
+        assert_summed(&step[0]);
+        assert_eq!(names(&step[0]), ["before await", "after await", "after second await"]);
+        assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+}

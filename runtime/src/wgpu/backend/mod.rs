@@ -329,6 +329,14 @@ impl WgpuScope {
         }
     }
 
+    /// The passes an async scope timed by them summed before it suspended: it runs again.
+    pub(crate) fn summed(&self) -> Option<&crate::wgpu::pass_sum::PassSum> {
+        match self {
+            WgpuScope::Summed(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// A measurement no scope will collect (an attached recorder outlived its scope): its
     /// frame stops waiting for a record.
     pub(crate) fn forget(self) {
@@ -338,7 +346,7 @@ impl WgpuScope {
             WgpuScope::Bracket(b) => drop(b),
             WgpuScope::SpanBrackets(bs) => drop(bs),
             WgpuScope::Passes(p) => p.forget(),
-            WgpuScope::Summed(s) => s.forget(),
+            WgpuScope::Summed(s) => s.forget().into_iter().for_each(instrument::unattributed_pass),
         }
     }
 

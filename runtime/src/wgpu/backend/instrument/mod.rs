@@ -6,7 +6,7 @@
 mod forward;
 mod pass;
 
-pub(crate) use pass::resolved;
+pub(crate) use pass::{resolved, unattributed as unattributed_pass};
 
 use super::device::{self, DeviceState};
 use super::wgpu;

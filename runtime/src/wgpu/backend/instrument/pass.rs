@@ -189,7 +189,7 @@ impl Drop for Pending {
         if self.record.take().is_some() {
             pool::finish(&self.device, &self.slots, Timed::Passes, None, false);
             if let Some(o) = self.owner.take() {
-                o.pass_done(None);
+                let _nothing_given_back = o.pass_done(None);
             }
         }
     }
@@ -241,25 +241,31 @@ fn unattributed_site(name: &str) -> &'static Site {
     site
 }
 
-/// Attributes a resolved pass: to its owner, as an activity, or as a record of its own.
+/// Attributes a resolved pass: to its owner, as an activity, or as a record of its own (no
+/// owner, or an owner forgotten before the pass came back).
 pub(crate) fn resolved(owner: Option<PassSum>, record: Record) {
-    match owner {
-        Some(sum) => match (record.gpu.as_ref(), record.activities.into_iter().next()) {
-            (Some(gpu), Some(mut activity)) => {
-                activity.interval = gpu.interval;
-                sum.pass_done(Some((activity, gpu.clock_error_ns)));
-            }
-            _ => sum.pass_done(None),
-        },
-        None => {
-            let mut record = record;
-            if let Some(gpu) = &record.gpu {
-                let interval = gpu.interval;
-                for a in &mut record.activities {
-                    a.interval = interval;
-                }
-            }
-            pass_sum::unattributed(record);
+    let mut record = record;
+    if let Some(gpu) = &record.gpu {
+        let interval = gpu.interval;
+        for a in &mut record.activities {
+            a.interval = interval;
         }
     }
+    let orphan = match owner {
+        Some(sum) if record.gpu.is_some() && !record.activities.is_empty() => sum.pass_done(Some(record)),
+        Some(sum) => sum.pass_done(None),
+        None => Some(record),
+    };
+    if let Some(record) = orphan {
+        unattributed(record);
+    }
+}
+
+/// A pass no scope holds (none owned it, or its owner was forgotten): a record of its own, on
+/// the `unattributed` site of its name.
+pub(crate) fn unattributed(mut record: Record) {
+    if let Some(name) = record.activities.first().map(|a| a.name.clone()) {
+        record.site = unattributed_site(&name);
+    }
+    pass_sum::unattributed(record);
 }
