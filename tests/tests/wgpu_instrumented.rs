@@ -15,6 +15,8 @@ use gpuspan_tests::wgpu;
 use rusty_fork::rusty_fork_test;
 use std::sync::{mpsc, Arc};
 
+mod labels_common;
+
 /// Timestamps written with `write_timestamp` around a pass, in the same encoder: an upper bound
 /// of the pass (the marks hold it and nothing of gpuspan's). Needs in-encoder timestamps.
 struct Marks {
@@ -182,7 +184,8 @@ rusty_fork_test! {
         frames.sort_by_key(|r| r.host.start_ns);
         for (r, around) in frames.iter().zip(&around) {
             assert_summed(r);
-            assert_eq!(names(r), ["shadow", "main pass", "busy"], "named by label, else by pipeline");
+            // The framework's passes, then the marks' read-back copy (the frame's too).
+            assert_eq!(names(r), ["shadow", "main pass", "busy", "copy_buffer_to_buffer"], "named by label, else by pipeline");
             for (a, mark) in r.activities.iter().zip(around) {
                 let d = a.interval.duration_ns() as f64;
                 assert!(d > 0.0, "{a:?}");
@@ -645,5 +648,178 @@ rusty_fork_test! {
         assert_summed(&step[0]);
         assert_eq!(names(&step[0]), ["before await", "after await", "after second await"]);
         assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+}
+
+/// What the copy tests copy between: two buffers of [`COPY_BYTES`] and two 256×256 RGBA
+/// textures (256 KiB each).
+struct Copies {
+    src: wgpu::Buffer,
+    dst: wgpu::Buffer,
+    texture: wgpu::Texture,
+    texture2: wgpu::Texture,
+}
+
+const COPY_BYTES: u64 = 4 << 20;
+const SIDE: u32 = 256;
+const TEXTURE_BYTES: u64 = (SIDE * SIDE * 4) as u64;
+
+impl Copies {
+    fn new(device: &wgpu::Device) -> Copies {
+        let buffer = |label| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: COPY_BYTES,
+                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let texture = |label| {
+            device.create_texture(&wgpu::TextureDescriptor {
+                label: Some(label),
+                size: wgpu::Extent3d { width: SIDE, height: SIDE, depth_or_array_layers: 1 },
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D2,
+                format: wgpu::TextureFormat::Rgba8Unorm,
+                usage: wgpu::TextureUsages::COPY_SRC | wgpu::TextureUsages::COPY_DST,
+                view_formats: &[],
+            })
+        };
+        Copies { src: buffer("src"), dst: buffer("dst"), texture: texture("texture"), texture2: texture("texture2") }
+    }
+
+    fn rows<'b>(buffer: &'b wgpu::Buffer) -> wgpu::TexelCopyBufferInfo<'b> {
+        wgpu::TexelCopyBufferInfo {
+            buffer,
+            layout: wgpu::TexelCopyBufferLayout { offset: 0, bytes_per_row: Some(SIDE * 4), rows_per_image: None },
+        }
+    }
+}
+
+const EXTENT: wgpu::Extent3d = wgpu::Extent3d { width: SIDE, height: SIDE, depth_or_array_layers: 1 };
+
+/// Every copy command and a clear, each between `write_timestamp` marks of the test's own.
+fn record_copies(gpu: &Gpu, c: &Copies, marks: &Marks) {
+    let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("copies") });
+    let e = &mut encoder;
+    let steps: [&dyn Fn(&mut wgpu::CommandEncoder); 5] = [
+        &|e| e.copy_buffer_to_buffer(&c.src, 0, &c.dst, 0, Some(COPY_BYTES)),
+        &|e| e.clear_buffer(&c.dst, 0, None),
+        &|e| e.copy_buffer_to_texture(Copies::rows(&c.src), c.texture.as_image_copy(), EXTENT),
+        &|e| e.copy_texture_to_buffer(c.texture.as_image_copy(), Copies::rows(&c.dst), EXTENT),
+        &|e| e.copy_texture_to_texture(c.texture.as_image_copy(), c.texture2.as_image_copy(), EXTENT),
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        marks.before(e, i as u32);
+        step(e);
+        marks.after(e, i as u32);
+    }
+    marks.resolve(e);
+    gpu.queue.submit([encoder.finish()]);
+}
+
+const COPY_NAMES: [&str; 5] = [
+    "copy_buffer_to_buffer",
+    "clear_buffer",
+    "copy_buffer_to_texture",
+    "copy_texture_to_buffer",
+    "copy_texture_to_texture",
+];
+const COPY_SIZES: [u64; 5] = [COPY_BYTES, COPY_BYTES, TEXTURE_BYTES, TEXTURE_BYTES, TEXTURE_BYTES];
+
+/// A framework's upload step: copies and a clear in its own encoder, then a `write_buffer`.
+#[gpu_kernel(trace_all)]
+fn upload_step(gpu: &Gpu, c: &Copies, marks: &Marks) {
+    record_copies(gpu, c, marks);
+    gpu.queue.write_buffer(&c.src, 0, &[1u8; 4096]);
+}
+
+/// The same copy outside every call and span.
+fn loose_copy(gpu: &Gpu, c: &Copies) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(&c.src, 0, &c.dst, 0, Some(COPY_BYTES));
+    gpu.queue.submit([encoder.finish()]);
+}
+
+fn copy_bytes(a: &Activity) -> u64 {
+    match a.kind {
+        gpuspan::record::ActivityKind::Copy { bytes, .. } | gpuspan::record::ActivityKind::Set { bytes } => bytes,
+        _ => panic!("{} is not a copy: {a:?}", a.name),
+    }
+}
+
+rusty_fork_test! {
+    #[test]
+    fn copies_and_clears_are_timed_apart_with_their_bytes_and_an_exact_bandwidth() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        if !in_encoders(&gpu) {
+            eprintln!("skipped: copies are timed only with TIMESTAMP_QUERY_INSIDE_ENCODERS");
+            return;
+        }
+        let capture = Capture::start_all_threads();
+        let c = Copies::new(&gpu.device);
+        let marks = Marks::new(&gpu.device, 5);
+        upload_step(&gpu, &c, &marks);
+        let around = marks.read_ns(&gpu);
+        loose_copy(&gpu, &c);
+        gpu.wait();
+        assert!(gpuspan::flush(), "every copy resolved");
+        let steps = capture.of("upload_step");
+        assert_eq!(steps.len(), 1);
+        let r = &steps[0];
+        assert_summed(r);
+        // The sixth: the marks' own read-back copy (10 timestamps of 8 bytes), in the same call.
+        assert_eq!(names(r)[..5], COPY_NAMES, "each copy an activity, in order, named by its command");
+        assert_eq!(names(r)[5], "copy_buffer_to_buffer");
+        assert_eq!(copy_bytes(&r.activities[5]), 80);
+        let tick = f64::from(gpu.queue.get_timestamp_period());
+        for ((a, bytes), mark) in r.activities.iter().zip(COPY_SIZES).zip(&around) {
+            assert_eq!(copy_bytes(a), bytes, "{}'s bytes", a.name);
+            let d = a.interval.duration_ns() as f64;
+            assert!(d <= mark + 2.0 * tick, "{} took {d} ns, more than the marks around it ({mark})", a.name);
+            println!("COPY {}: {bytes} B in {d:.0} ns; marks around it {mark:.0} ns", a.name);
+        }
+        assert!(r.activities[0].interval.duration_ns() > 0, "a 4 MiB copy takes time: {:?}", r.activities[0]);
+        assert_eq!(r.bytes, None, "the call is a kernel site: its copies carry their bytes");
+        let loose = capture.of("unattributed: copy_buffer_to_buffer");
+        assert_eq!(loose.len(), 1, "a copy outside every scope is a transfer record of its own");
+        let l = &loose[0];
+        assert_eq!(l.site.desc.kind, gpuspan::SiteKind::Transfer);
+        assert_eq!(l.bytes, Some(COPY_BYTES));
+        let g = gpu_of(l);
+        assert_eq!(g.source, TimingSource::GpuTimestamp);
+        assert!(!g.bracketed && g.interval.duration_ns() > 0, "{g:?}");
+        let bw = l.bandwidth_bytes_per_s().expect("an exact copy has a bandwidth");
+        assert!((bw - COPY_BYTES as f64 * 1e9 / g.interval.duration_ns() as f64).abs() < 1.0, "from its own two timestamps");
+        let summary = gpuspan::summary().to_string();
+        assert!(
+            summary.contains("transfers without a GPU time (bytes only): write_buffer 1×"),
+            "write_buffer counted, bytes only:\n{summary}"
+        );
+    }
+
+    #[test]
+    fn copies_label_alike_in_summary_timeline_capture_and_report() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        if !in_encoders(&gpu) {
+            return;
+        }
+        let (guard, out) = labels_common::Outputs::start("instrumented-copies");
+        let c = Copies::new(&gpu.device);
+        let marks = Marks::new(&gpu.device, 5);
+        for _ in 0..2 {
+            upload_step(&gpu, &c, &marks);
+            loose_copy(&gpu, &c);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every copy resolved");
+        let summary = gpuspan::summary();
+        drop(guard);
+        let labels =
+            labels_common::agree(&summary, &out.capture, &out.timeline, &["upload_step", "unattributed: copy_buffer_to_buffer"]);
+        assert_eq!(labels[0], ("upload_step".into(), "wgpu (bare)".into(), false, false), "{labels:?}");
+        assert!(!labels[1].2, "exact, not a bound");
+        assert!(labels[1].3, "an unattributed copy has its exact bandwidth: {labels:?}");
     }
 }

@@ -11,6 +11,7 @@
 use super::pass::{OwnWrites, PassTimer, Recording};
 use super::{wgpu, Shared};
 use crate::diagnostics::note_once;
+use crate::record::{ActivityKind, MemoryKind};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use wgpu::custom::*;
@@ -652,6 +653,7 @@ impl Submissions {
 impl QueueInterface for Queue {
     fn write_buffer(&self, buffer: &DispatchBuffer, offset: wgpu::BufferAddress, data: &[u8]) {
         if let Some(b) = buffer_of(buffer) {
+            self.shared.untimed("write_buffer", data.len() as u64);
             self.queue.write_buffer(b, offset, data);
         }
     }
@@ -679,6 +681,7 @@ impl QueueInterface for Queue {
         staging_buffer: &DispatchQueueWriteBuffer,
     ) {
         let (Some(b), Some(s)) = (buffer_of(buffer), staging_buffer.as_custom::<Staging>()) else { return };
+        self.shared.untimed("write_buffer", s.0.len() as u64);
         self.queue.write_buffer(b, offset, &s.0);
     }
 
@@ -689,6 +692,7 @@ impl QueueInterface for Queue {
         data_layout: wgpu::TexelCopyBufferLayout,
         size: wgpu::Extent3d,
     ) {
+        self.shared.untimed("write_texture", texel_bytes(&texture, size));
         self.queue.write_texture(texture_copy(&texture), data, data_layout, size);
     }
 
@@ -744,6 +748,18 @@ fn texture_copy<'a>(t: &wgpu::TexelCopyTextureInfo<'a>) -> wgpu::TexelCopyTextur
     wgpu::TexelCopyTextureInfo { texture: t.texture.real(), mip_level: t.mip_level, origin: t.origin, aspect: t.aspect }
 }
 
+/// The bytes a copy of `size` texels moves in `texture` (its format's block size for the
+/// copied aspect, per block of texels): what the copy carries, not the driver's layout.
+fn texel_bytes(texture: &wgpu::TexelCopyTextureInfo<'_>, size: wgpu::Extent3d) -> u64 {
+    let format = texture.texture.format();
+    let block = format.block_copy_size(Some(texture.aspect)).or_else(|| format.block_copy_size(None)).unwrap_or(0);
+    let (bw, bh) = format.block_dimensions();
+    u64::from(size.width.div_ceil(bw.max(1)))
+        * u64::from(size.height.div_ceil(bh.max(1)))
+        * u64::from(size.depth_or_array_layers)
+        * u64::from(block)
+}
+
 fn buffer_copy<'a>(b: &wgpu::TexelCopyBufferInfo<'a>) -> wgpu::TexelCopyBufferInfo<'a> {
     wgpu::TexelCopyBufferInfo { buffer: b.buffer.real(), layout: b.layout }
 }
@@ -781,6 +797,37 @@ impl CommandEncoder {
     }
 }
 
+impl CommandEncoder {
+    /// A copy or clear (`command`, moving `kind`'s bytes): timed between two timestamps of its
+    /// own where the device has in-encoder timestamps (`PassTimer::begin_copy`), else recorded
+    /// as it is and its bytes counted without a time (`Shared::untimed`).
+    fn copy(&self, command: &'static str, kind: ActivityKind, record: impl FnOnce(&mut wgpu::CommandEncoder)) {
+        let bytes = match &kind {
+            ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => *bytes,
+            ActivityKind::Kernel(_) => 0,
+        };
+        self.with(|e| match PassTimer::begin_copy(&self.shared, command, kind) {
+            Some(timer) => timer.time_copy(e, record),
+            None => {
+                if self.shared.state.mode != super::super::Mode::InEncoders {
+                    self.shared.untimed(command, bytes);
+                }
+                record(e);
+            }
+        });
+    }
+}
+
+/// A copy inside the device's memory, of `bytes`.
+fn device_copy(bytes: u64) -> ActivityKind {
+    ActivityKind::Copy {
+        bytes,
+        direction: Some(crate::site::Direction::GpuToGpu),
+        src: MemoryKind::Device,
+        dst: MemoryKind::Device,
+    }
+}
+
 impl CommandEncoderInterface for CommandEncoder {
     fn copy_buffer_to_buffer(
         &self,
@@ -791,7 +838,11 @@ impl CommandEncoderInterface for CommandEncoder {
         copy_size: Option<wgpu::BufferAddress>,
     ) {
         let (Some(s), Some(d)) = (buffer_of(source), buffer_of(destination)) else { return };
-        self.with(|e| e.copy_buffer_to_buffer(s, source_offset, d, destination_offset, copy_size));
+        // `None`: from the offset to the end of the source.
+        let bytes = copy_size.unwrap_or_else(|| s.size().saturating_sub(source_offset));
+        self.copy("copy_buffer_to_buffer", device_copy(bytes), |e| {
+            e.copy_buffer_to_buffer(s, source_offset, d, destination_offset, copy_size)
+        });
     }
 
     fn copy_buffer_to_texture(
@@ -800,7 +851,10 @@ impl CommandEncoderInterface for CommandEncoder {
         destination: wgpu::TexelCopyTextureInfo<'_>,
         copy_size: wgpu::Extent3d,
     ) {
-        self.with(|e| e.copy_buffer_to_texture(buffer_copy(&source), texture_copy(&destination), copy_size));
+        let bytes = texel_bytes(&destination, copy_size);
+        self.copy("copy_buffer_to_texture", device_copy(bytes), |e| {
+            e.copy_buffer_to_texture(buffer_copy(&source), texture_copy(&destination), copy_size)
+        });
     }
 
     fn copy_texture_to_buffer(
@@ -809,7 +863,10 @@ impl CommandEncoderInterface for CommandEncoder {
         destination: wgpu::TexelCopyBufferInfo<'_>,
         copy_size: wgpu::Extent3d,
     ) {
-        self.with(|e| e.copy_texture_to_buffer(texture_copy(&source), buffer_copy(&destination), copy_size));
+        let bytes = texel_bytes(&source, copy_size);
+        self.copy("copy_texture_to_buffer", device_copy(bytes), |e| {
+            e.copy_texture_to_buffer(texture_copy(&source), buffer_copy(&destination), copy_size)
+        });
     }
 
     fn copy_texture_to_texture(
@@ -818,7 +875,10 @@ impl CommandEncoderInterface for CommandEncoder {
         destination: wgpu::TexelCopyTextureInfo<'_>,
         copy_size: wgpu::Extent3d,
     ) {
-        self.with(|e| e.copy_texture_to_texture(texture_copy(&source), texture_copy(&destination), copy_size));
+        let bytes = texel_bytes(&source, copy_size);
+        self.copy("copy_texture_to_texture", device_copy(bytes), |e| {
+            e.copy_texture_to_texture(texture_copy(&source), texture_copy(&destination), copy_size)
+        });
     }
 
     fn begin_compute_pass(&self, desc: &wgpu::ComputePassDescriptor<'_>) -> DispatchComputePass {
@@ -917,7 +977,8 @@ impl CommandEncoderInterface for CommandEncoder {
 
     fn clear_buffer(&self, buffer: &DispatchBuffer, offset: wgpu::BufferAddress, size: Option<wgpu::BufferAddress>) {
         let Some(b) = buffer_of(buffer) else { return };
-        self.with(|e| e.clear_buffer(b, offset, size));
+        let bytes = size.unwrap_or_else(|| b.size().saturating_sub(offset));
+        self.copy("clear_buffer", ActivityKind::Set { bytes }, |e| e.clear_buffer(b, offset, size));
     }
 
     fn insert_debug_marker(&self, label: &str) {
