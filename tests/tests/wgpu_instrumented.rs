@@ -823,3 +823,95 @@ rusty_fork_test! {
         assert!(labels[1].3, "an unattributed copy has its exact bandwidth: {labels:?}");
     }
 }
+
+/// A model's weights, loaded in an annotated call that tracks memory: a buffer and a texture
+/// with mips and layers.
+#[gpu_kernel(trace_all, track_memory)]
+fn load_weights(gpu: &Gpu) -> (wgpu::Buffer, wgpu::Texture) {
+    let weights = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("weights"),
+        size: 1 << 20,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let atlas = gpu.device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("atlas"),
+        size: wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 2 },
+        mip_level_count: 3,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::Rgba8Unorm,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING,
+        view_formats: &[],
+    });
+    (weights, atlas)
+}
+
+/// The atlas's logical size: (64² + 32² + 16²) texels × 4 bytes × 2 layers.
+const ATLAS_BYTES: u64 = (64 * 64 + 32 * 32 + 16 * 16) * 4 * 2;
+
+/// A decoding step under a span (no annotation): its scratch buffer lives only inside it.
+fn decode(gpu: &Gpu) {
+    let _span = tracing::info_span!("decode").entered();
+    let cache = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("kv cache"),
+        size: 4 << 20,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    drop(cache);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn buffers_and_textures_give_live_bytes_by_label_and_owner_and_a_peak_with_its_holder() {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(gpuspan::layer_with("[decode]")))
+            .expect("one subscriber per process (rusty-fork)");
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        let (guard, out) = labels_common::Outputs::start("instrumented-memory");
+        let (weights, atlas) = load_weights(&gpu);
+        decode(&gpu);
+        let held = (1 << 20) + ATLAS_BYTES;
+        gpu.wait();
+        assert!(gpuspan::flush());
+        let summary = gpuspan::summary().to_string();
+        drop(guard);
+        let line = summary.lines().find(|l| l.contains("instrumented: GPU memory")).unwrap_or_else(|| panic!("{summary}"));
+        // The Gpu helper's own buffer (`data`, 4 KiB) and the two loaded objects are live; the
+        // peak held the decode span's cache too.
+        assert!(line.contains("live 1.0 MiB in 3 buffers and textures"), "{line}");
+        assert!(line.contains("peak 5.0 MiB, held by `kv cache` 4.0 MiB, `weights` 1.0 MiB, `atlas` 42.0 KiB"), "{line}");
+        assert!(line.contains("(owners: `decode` 4.0 MiB, `load_weights` 1.0 MiB"), "{line}");
+        let by = summary.lines().find(|l| l.contains("live by label:")).unwrap_or_else(|| panic!("{summary}"));
+        assert!(by.contains("`weights` 1.0 MiB, `atlas` 42.0 KiB, `data` 4.0 KiB"), "{by}");
+        assert!(!by.contains("kv cache") && !by.contains("`decode`"), "dropped: {by}");
+        // The timeline's counter track: every change, up to the peak and back down.
+        let timeline: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out.timeline).expect("timeline")).expect("JSON");
+        let values: Vec<u64> = timeline["traceEvents"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"].as_str().is_some_and(|n| n.starts_with("GPU memory")))
+            .map(|e| e["args"]["bytes"].as_u64().expect("bytes"))
+            .collect();
+        let data = 4096u64; // the helper's buffer, made first
+        assert_eq!(values[values.len() - 4..], [data + (1 << 20), data + held, data + held + (4 << 20), data + held]);
+        drop((weights, atlas));
+    }
+
+    #[test]
+    fn track_memory_reads_the_instrumented_devices_count_without_nvml() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        let capture = Capture::start();
+        let kept = load_weights(&gpu);
+        assert!(gpuspan::flush());
+        let calls = capture.of("load_weights");
+        assert_eq!(calls.len(), 1);
+        let (before, after) = calls[0].memory.expect("track_memory marks");
+        let (b, a) = (before.device_used_bytes.expect("counted"), after.device_used_bytes.expect("counted"));
+        assert_eq!(a - b, (1 << 20) + ATLAS_BYTES, "the call's buffer and texture, logical sizes");
+        drop(kept);
+    }
+}

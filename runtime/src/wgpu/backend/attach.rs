@@ -138,6 +138,12 @@ pub(crate) fn resume_summed(sum: crate::wgpu::pass_sum::PassSum) {
     });
 }
 
+/// The name of the innermost annotated call open on this thread, if one is: the owner of the
+/// memory an instrumented device allocates now (`wgpu/memory.rs`).
+pub(crate) fn innermost_call() -> Option<&'static str> {
+    OPEN.try_with(|o| o.borrow().last().map(|s| s.site.desc.name)).ok().flatten()
+}
+
 /// The slots of async scopes suspended with a guard open (held across an `.await`), by scope
 /// id, until they resume: the guard is closed in a later poll, perhaps on another thread
 /// (`Registry::parked`, with its count).

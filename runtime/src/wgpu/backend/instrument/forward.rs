@@ -11,7 +11,9 @@
 use super::pass::{OwnWrites, PassTimer, Recording};
 use super::{wgpu, Shared};
 use crate::diagnostics::note_once;
+use super::super::attach;
 use crate::record::{ActivityKind, MemoryKind};
+use crate::wgpu::memory::Allocation;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use wgpu::custom::*;
@@ -40,9 +42,15 @@ macro_rules! real_via_forward {
     )*};
 }
 real_via_forward!(
-    BindGroupLayout, BindGroup, TextureView, Sampler, Texture, Tlas, QuerySet, PipelineLayout,
-    ShaderModule, PipelineCache, RenderBundle, Blas
+    BindGroupLayout, BindGroup, TextureView, Sampler, Tlas, QuerySet, PipelineLayout, ShaderModule,
+    PipelineCache, RenderBundle, Blas
 );
+
+impl Real for wgpu::Texture {
+    fn real(&self) -> &Self {
+        self.as_custom::<Texture>().map_or(self, |t| &t.texture)
+    }
+}
 
 only_30! {
     impl Real for wgpu::ExternalTexture {
@@ -134,13 +142,53 @@ impl ShaderModuleInterface for Forward<wgpu::ShaderModule> {
     }
 }
 
-impl TextureInterface for Forward<wgpu::Texture> {
+/// A texture, counted in its device's memory while it lives (`wgpu/memory.rs`).
+#[derive(Debug)]
+pub(crate) struct Texture {
+    pub(crate) texture: wgpu::Texture,
+    memory: Option<Allocation>,
+}
+
+impl TextureInterface for Texture {
     fn create_view(&self, desc: &wgpu::TextureViewDescriptor<'_>) -> DispatchTextureView {
-        DispatchTextureView::custom(Forward(self.0.create_view(desc)))
+        DispatchTextureView::custom(Forward(self.texture.create_view(desc)))
     }
     fn destroy(&self) {
-        self.0.destroy();
+        if let Some(m) = &self.memory {
+            m.free();
+        }
+        self.texture.destroy();
     }
+}
+
+fn texture_of(d: &DispatchTexture) -> Option<&wgpu::Texture> {
+    let t = d.as_custom::<Texture>().map(|t| &t.texture);
+    if t.is_none() {
+        foreign("texture");
+    }
+    t
+}
+
+/// A texture's logical size: each mip level's texel blocks × the format's block size (its
+/// aspects' for depth-stencil formats), × layers and samples. `None` where wgpu gives no block
+/// size (planar video formats).
+fn texture_bytes(desc: &wgpu::TextureDescriptor<'_>) -> Option<u64> {
+    let format = desc.format;
+    let block = format.block_copy_size(None).map(u64::from).or_else(|| {
+        let depth = format.block_copy_size(Some(wgpu::TextureAspect::DepthOnly));
+        let stencil = format.block_copy_size(Some(wgpu::TextureAspect::StencilOnly));
+        // Depth24Plus has no copyable layout: 4 bytes, as every backend stores it.
+        let depth = depth.or(format.has_depth_aspect().then_some(4));
+        (depth.is_some() || stencil.is_some()).then(|| u64::from(depth.unwrap_or(0) + stencil.unwrap_or(0)))
+    })?;
+    let (bw, bh) = format.block_dimensions();
+    let mut bytes = 0u64;
+    for level in 0..desc.mip_level_count {
+        let e = desc.mip_level_size(level)?;
+        let blocks = u64::from(e.width.div_ceil(bw.max(1))) * u64::from(e.height.div_ceil(bh.max(1)));
+        bytes += blocks * u64::from(e.depth_or_array_layers) * block;
+    }
+    Some(bytes * u64::from(desc.sample_count.max(1)))
 }
 
 impl ExternalTextureInterface for Forward<wgpu::ExternalTexture> {
@@ -200,6 +248,8 @@ pub(crate) struct Buffer {
     pub(crate) buffer: wgpu::Buffer,
     /// Mapped for writing (at creation, or `MapMode::Write`).
     write: Mutex<bool>,
+    /// Counted in its device's memory while it lives (`wgpu/memory.rs`).
+    memory: Allocation,
 }
 
 impl BufferInterface for Buffer {
@@ -239,6 +289,7 @@ impl BufferInterface for Buffer {
     }
 
     fn destroy(&self) {
+        self.memory.free();
         self.buffer.destroy();
     }
 }
@@ -476,11 +527,20 @@ impl DeviceInterface for Device {
 
     fn create_buffer(&self, desc: &wgpu::BufferDescriptor<'_>) -> DispatchBuffer {
         let buffer = self.device.create_buffer(desc);
-        DispatchBuffer::custom(Buffer { buffer, write: Mutex::new(desc.mapped_at_creation) })
+        let memory = self.shared.memory.allocate(desc.label, desc.size, attach::innermost_call());
+        DispatchBuffer::custom(Buffer { buffer, write: Mutex::new(desc.mapped_at_creation), memory })
     }
 
     fn create_texture(&self, desc: &wgpu::TextureDescriptor<'_>) -> DispatchTexture {
-        DispatchTexture::custom(Forward(self.device.create_texture(desc)))
+        let texture = self.device.create_texture(desc);
+        let memory = match texture_bytes(desc) {
+            Some(bytes) => Some(self.shared.memory.allocate(desc.label, bytes, attach::innermost_call())),
+            None => {
+                self.shared.memory.unsized_texture();
+                None
+            }
+        };
+        DispatchTexture::custom(Texture { texture, memory })
     }
 
     fn create_external_texture(
@@ -971,7 +1031,7 @@ impl CommandEncoderInterface for CommandEncoder {
     }
 
     fn clear_texture(&self, texture: &DispatchTexture, subresource_range: &wgpu::ImageSubresourceRange) {
-        let Some(t) = inner!(texture, Texture) else { return foreign("texture") };
+        let Some(t) = texture_of(texture) else { return };
         self.with(|e| e.clear_texture(t, subresource_range));
     }
 
@@ -1044,7 +1104,7 @@ impl CommandEncoderInterface for CommandEncoder {
         let textures: Vec<_> = texture_transitions
             .filter_map(|t| {
                 Some(wgpu::wgt::TextureTransition {
-                    texture: inner!(t.texture, Texture)?,
+                    texture: texture_of(t.texture)?,
                     selector: t.selector.clone(),
                     state: t.state,
                 })

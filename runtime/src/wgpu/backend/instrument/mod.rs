@@ -22,6 +22,8 @@ pub(crate) struct Shared {
     submissions: Mutex<forward::Submissions>,
     /// Transfers seen without a GPU time of their own, by command: (count, bytes).
     untimed: Mutex<Vec<(&'static str, u64, u64)>>,
+    /// The buffers and textures made through it (`wgpu/memory.rs`).
+    memory: Arc<crate::wgpu::memory::Memory>,
 }
 
 impl Shared {
@@ -64,10 +66,25 @@ impl Shared {
     }
 }
 
-/// The summary section of every instrumented device's untimed transfers.
-fn untimed_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
-    let devices = super::REGISTRY.instrumented.read().map(|d| d.clone()).unwrap_or_default();
-    devices.iter().filter_map(|s| s.untimed_line()).collect()
+fn instrumented() -> Vec<Arc<Shared>> {
+    super::REGISTRY.instrumented.read().map(|d| d.clone()).unwrap_or_default()
+}
+
+/// The summary section of every instrumented device: its memory, its untimed transfers.
+fn summary_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
+    instrumented().iter().flat_map(|s| s.memory.summary_lines().into_iter().chain(s.untimed_line())).collect()
+}
+
+/// The timeline's memory counter track of every instrumented device.
+fn memory_tracks() -> Vec<crate::hooks::CounterTrack> {
+    instrumented().iter().map(|s| s.memory.track()).collect()
+}
+
+/// The live bytes of every instrumented device, for `track_memory` where no device monitor
+/// reads memory (`None`: no instrumented device).
+fn memory_live() -> Option<u64> {
+    let devices = instrumented();
+    (!devices.is_empty()).then(|| devices.iter().map(|s| s.memory.live()).sum())
 }
 
 /// Registers `device` and `queue` (as `register` does) and returns their instrumented
@@ -80,11 +97,14 @@ pub(crate) fn instrument(adapter: &wgpu::Adapter, device: wgpu::Device, queue: w
         queue: queue.clone(),
         submissions: Mutex::default(),
         untimed: Mutex::default(),
+        memory: crate::wgpu::memory::Memory::new(state.label.clone()),
     });
     if let Ok(mut all) = super::REGISTRY.instrumented.write() {
         all.push(shared.clone());
     }
-    crate::hooks::add_summary_section(untimed_lines);
+    crate::hooks::add_summary_section(summary_lines);
+    crate::hooks::add_counter_track(memory_tracks);
+    crate::hooks::add_memory_source(memory_live);
     let instrumented_device = wgpu::Device::from_custom(forward::Device::new(device, shared.clone()));
     let instrumented_queue = wgpu::Queue::from_custom(forward::Queue { queue, shared });
     device::alias(&state, &instrumented_device, &instrumented_queue);
