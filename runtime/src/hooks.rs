@@ -11,6 +11,16 @@ use std::sync::{Arc, RwLock};
 /// Lines a leaf adds to the summary, given the reached sites.
 pub(crate) type SummarySection = fn(&[SiteSummary]) -> Vec<String>;
 
+/// A counter track for the timeline: its name and its (host ns, value) samples.
+pub(crate) type CounterTrack = (String, Vec<(u64, u64)>);
+
+/// The counter tracks a leaf draws on the timeline (an instrumented wgpu device's memory).
+pub(crate) type CounterSource = fn() -> Vec<CounterTrack>;
+
+/// Device memory in use, from a backend that counts it itself (an instrumented wgpu device's
+/// buffers and textures): what `track_memory` reads where no device monitor can.
+pub(crate) type MemorySource = fn() -> Option<u64>;
+
 /// What a leaf that reads devices (the NVML monitor) adds to what the core makes.
 pub(crate) trait Devices: Send + Sync {
     /// Attributes for a record (the device's state at the call's time): asked once per record
@@ -56,6 +66,10 @@ pub(crate) struct Leaves {
     pub(crate) devices: RwLock<Option<Arc<dyn Devices>>>,
     /// Summary sections of the backends (registering one again adds nothing).
     sections: RwLock<Vec<SummarySection>>,
+    /// Counter tracks of the backends (the same).
+    counters: RwLock<Vec<CounterSource>>,
+    /// Memory counted by the backends (the same).
+    memory: RwLock<Vec<MemorySource>>,
 }
 
 impl std::fmt::Debug for Leaves {
@@ -67,7 +81,12 @@ impl std::fmt::Debug for Leaves {
 
 impl Leaves {
     pub(crate) const fn new() -> Self {
-        Leaves { devices: RwLock::new(None), sections: RwLock::new(Vec::new()) }
+        Leaves {
+            devices: RwLock::new(None),
+            sections: RwLock::new(Vec::new()),
+            counters: RwLock::new(Vec::new()),
+            memory: RwLock::new(Vec::new()),
+        }
     }
 
     /// The device monitor, if one is plugged in.
@@ -90,9 +109,40 @@ impl Leaves {
         self.devices().map(|d| d.record_attributes(record)).unwrap_or_default()
     }
 
-    /// Device memory in use now, if a leaf can read it.
+    /// Device memory in use now, if a leaf can read it: the device monitor's reading, else the
+    /// sum of what the backends count themselves.
     pub(crate) fn device_memory_used(&self) -> Option<u64> {
-        self.devices()?.memory_used()
+        if let Some(used) = self.devices().and_then(|d| d.memory_used()) {
+            return Some(used);
+        }
+        let sources: Vec<MemorySource> = self.memory.read().map(|m| m.clone()).unwrap_or_default();
+        sources.iter().filter_map(|f| f()).reduce(|a, b| a + b)
+    }
+
+    /// Registers a counter track source (once).
+    #[cfg(feature = "_wgpu")] // the one backend that counts memory itself
+    pub(crate) fn add_counter_track(&self, f: CounterSource) {
+        if let Ok(mut c) = self.counters.write() {
+            if !c.contains(&f) {
+                c.push(f);
+            }
+        }
+    }
+
+    /// Registers a memory source (once).
+    #[cfg(feature = "_wgpu")] // the one backend that counts memory itself
+    pub(crate) fn add_memory_source(&self, f: MemorySource) {
+        if let Ok(mut m) = self.memory.write() {
+            if !m.contains(&f) {
+                m.push(f);
+            }
+        }
+    }
+
+    /// Every counter track the leaves draw, for the timeline.
+    pub(crate) fn counter_tracks(&self) -> Vec<CounterTrack> {
+        let sources: Vec<CounterSource> = self.counters.read().map(|c| c.clone()).unwrap_or_default();
+        sources.iter().flat_map(|f| f()).collect()
     }
 
     /// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.
@@ -115,6 +165,18 @@ impl Leaves {
 #[cfg(feature = "_gpu")]
 pub(crate) fn add_summary_section(f: SummarySection) {
     crate::collector::collector().leaves.add_summary_section(f);
+}
+
+/// Registers a counter track source for the timeline.
+#[cfg(feature = "_wgpu")] // the one backend that counts memory itself
+pub(crate) fn add_counter_track(f: CounterSource) {
+    crate::collector::collector().leaves.add_counter_track(f);
+}
+
+/// Registers a backend's own count of device memory, for `track_memory`.
+#[cfg(feature = "_wgpu")] // the one backend that counts memory itself
+pub(crate) fn add_memory_source(f: MemorySource) {
+    crate::collector::collector().leaves.add_memory_source(f);
 }
 
 /// What kind of instrument a metric is, and the number type it is exported as.

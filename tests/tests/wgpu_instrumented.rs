@@ -15,7 +15,7 @@ use gpuspan_tests::wgpu;
 use rusty_fork::rusty_fork_test;
 use std::sync::{mpsc, Arc};
 
-#[allow(dead_code)] // the capture's outputs only
+#[allow(dead_code)] // not every helper is used here
 mod labels_common;
 
 /// Timestamps written with `write_timestamp` around a pass, in the same encoder: an upper bound
@@ -185,7 +185,8 @@ rusty_fork_test! {
         frames.sort_by_key(|r| r.host.start_ns);
         for (r, around) in frames.iter().zip(&around) {
             assert_summed(r);
-            assert_eq!(names(r), ["shadow", "main pass", "busy"], "named by label, else by pipeline");
+            // The framework's passes, then the marks' read-back copy (the frame's too).
+            assert_eq!(names(r), ["shadow", "main pass", "busy", "copy_buffer_to_buffer"], "named by label, else by pipeline");
             for (a, mark) in r.activities.iter().zip(around) {
                 let d = a.interval.duration_ns() as f64;
                 assert!(d > 0.0, "{a:?}");
@@ -664,5 +665,362 @@ rusty_fork_test! {
         assert_eq!(calls.len(), 1);
         assert_summed(&calls[0]);
         assert_eq!(names(&calls[0]), ["bundled"]);
+    }
+}
+
+/// A future that is pending once (waking itself) before it is ready: a real suspension of the
+/// async function awaiting it, as a read-back or a channel would be.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+fn labelled_pass(gpu: &Gpu, label: &'static str) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass =
+            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
+        pass.set_pipeline(&gpu.pipeline);
+        pass.set_bind_group(0, &gpu.bind_group, &[]);
+        pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+/// An async step with passes on both sides of its `.await`s: a framework's async API (a
+/// read-back, a channel) between two dispatches.
+#[gpu_kernel(trace_all)]
+async fn async_step(gpu: &Gpu) {
+    labelled_pass(gpu, "before await");
+    YieldOnce(false).await;
+    labelled_pass(gpu, "after await");
+    YieldOnce(false).await;
+    labelled_pass(gpu, "after second await");
+}
+
+/// The same with no pass before its first `.await`.
+#[gpu_kernel(trace_all)]
+async fn async_late(gpu: &Gpu) {
+    YieldOnce(false).await;
+    labelled_pass(gpu, "late");
+    tokio::task::yield_now().await;
+    labelled_pass(gpu, "later");
+}
+
+rusty_fork_test! {
+    #[test]
+    fn an_async_call_sums_the_passes_it_begins_after_each_await() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 12, 16) else { return };
+        let capture = Capture::start();
+        pollster::block_on(async_step(&gpu));
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let calls = capture.of("async_step");
+        assert_eq!(calls.len(), 1);
+        assert_summed(&calls[0]);
+        assert_eq!(names(&calls[0]), ["before await", "after await", "after second await"], "none dropped");
+        assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+
+    #[test]
+    fn an_async_call_polled_on_tokio_worker_threads_sums_its_passes() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 12, 16) else { return };
+        let gpu = Arc::new(gpu);
+        let capture = Capture::start_all_threads();
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("tokio runtime");
+        let g = gpu.clone();
+        runtime.block_on(async move {
+            tokio::spawn(async move {
+                async_late(&g).await;
+                async_step(&g).await;
+            })
+            .await
+            .expect("task");
+        });
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let late = capture.of("async_late");
+        assert_eq!(late.len(), 1);
+        assert_summed(&late[0]);
+        assert_eq!(names(&late[0]), ["late", "later"]);
+        let step = capture.of("async_step");
+        assert_eq!(step.len(), 1);
+        assert_summed(&step[0]);
+        assert_eq!(names(&step[0]), ["before await", "after await", "after second await"]);
+        assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+}
+
+/// What the copy tests copy between: two buffers of [`COPY_BYTES`] and two 256×256 RGBA
+/// textures (256 KiB each).
+struct Copies {
+    src: wgpu::Buffer,
+    dst: wgpu::Buffer,
+    texture: wgpu::Texture,
+    texture2: wgpu::Texture,
+}
+
+const COPY_BYTES: u64 = 4 << 20;
+const SIDE: u32 = 256;
+const TEXTURE_BYTES: u64 = (SIDE * SIDE * 4) as u64;
+
+impl Copies {
+    fn new(device: &wgpu::Device) -> Copies {
+        let buffer = |label| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: COPY_BYTES,
+                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let texture = |label| {
+            device.create_texture(&wgpu::TextureDescriptor {
+                label: Some(label),
+                size: wgpu::Extent3d { width: SIDE, height: SIDE, depth_or_array_layers: 1 },
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D2,
+                format: wgpu::TextureFormat::Rgba8Unorm,
+                usage: wgpu::TextureUsages::COPY_SRC | wgpu::TextureUsages::COPY_DST,
+                view_formats: &[],
+            })
+        };
+        Copies { src: buffer("src"), dst: buffer("dst"), texture: texture("texture"), texture2: texture("texture2") }
+    }
+
+    fn rows<'b>(buffer: &'b wgpu::Buffer) -> wgpu::TexelCopyBufferInfo<'b> {
+        wgpu::TexelCopyBufferInfo {
+            buffer,
+            layout: wgpu::TexelCopyBufferLayout { offset: 0, bytes_per_row: Some(SIDE * 4), rows_per_image: None },
+        }
+    }
+}
+
+const EXTENT: wgpu::Extent3d = wgpu::Extent3d { width: SIDE, height: SIDE, depth_or_array_layers: 1 };
+
+/// Every copy command and a clear, each between `write_timestamp` marks of the test's own.
+fn record_copies(gpu: &Gpu, c: &Copies, marks: &Marks) {
+    let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("copies") });
+    let e = &mut encoder;
+    let steps: [&dyn Fn(&mut wgpu::CommandEncoder); 5] = [
+        &|e| e.copy_buffer_to_buffer(&c.src, 0, &c.dst, 0, Some(COPY_BYTES)),
+        &|e| e.clear_buffer(&c.dst, 0, None),
+        &|e| e.copy_buffer_to_texture(Copies::rows(&c.src), c.texture.as_image_copy(), EXTENT),
+        &|e| e.copy_texture_to_buffer(c.texture.as_image_copy(), Copies::rows(&c.dst), EXTENT),
+        &|e| e.copy_texture_to_texture(c.texture.as_image_copy(), c.texture2.as_image_copy(), EXTENT),
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        marks.before(e, i as u32);
+        step(e);
+        marks.after(e, i as u32);
+    }
+    marks.resolve(e);
+    gpu.queue.submit([encoder.finish()]);
+}
+
+const COPY_NAMES: [&str; 5] = [
+    "copy_buffer_to_buffer",
+    "clear_buffer",
+    "copy_buffer_to_texture",
+    "copy_texture_to_buffer",
+    "copy_texture_to_texture",
+];
+const COPY_SIZES: [u64; 5] = [COPY_BYTES, COPY_BYTES, TEXTURE_BYTES, TEXTURE_BYTES, TEXTURE_BYTES];
+
+/// A framework's upload step: copies and a clear in its own encoder, then a `write_buffer`.
+#[gpu_kernel(trace_all)]
+fn upload_step(gpu: &Gpu, c: &Copies, marks: &Marks) {
+    record_copies(gpu, c, marks);
+    gpu.queue.write_buffer(&c.src, 0, &[1u8; 4096]);
+}
+
+/// The same copy outside every call and span.
+fn loose_copy(gpu: &Gpu, c: &Copies) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(&c.src, 0, &c.dst, 0, Some(COPY_BYTES));
+    gpu.queue.submit([encoder.finish()]);
+}
+
+fn copy_bytes(a: &Activity) -> u64 {
+    match a.kind {
+        gpuspan::record::ActivityKind::Copy { bytes, .. } | gpuspan::record::ActivityKind::Set { bytes } => bytes,
+        _ => panic!("{} is not a copy: {a:?}", a.name),
+    }
+}
+
+rusty_fork_test! {
+    #[test]
+    fn copies_and_clears_are_timed_apart_with_their_bytes_and_an_exact_bandwidth() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        if !in_encoders(&gpu) {
+            eprintln!("skipped: copies are timed only with TIMESTAMP_QUERY_INSIDE_ENCODERS");
+            return;
+        }
+        let capture = Capture::start_all_threads();
+        let c = Copies::new(&gpu.device);
+        let marks = Marks::new(&gpu.device, 5);
+        upload_step(&gpu, &c, &marks);
+        let around = marks.read_ns(&gpu);
+        loose_copy(&gpu, &c);
+        gpu.wait();
+        assert!(gpuspan::flush(), "every copy resolved");
+        let steps = capture.of("upload_step");
+        assert_eq!(steps.len(), 1);
+        let r = &steps[0];
+        assert_summed(r);
+        // The sixth: the marks' own read-back copy (10 timestamps of 8 bytes), in the same call.
+        assert_eq!(names(r)[..5], COPY_NAMES, "each copy an activity, in order, named by its command");
+        assert_eq!(names(r)[5], "copy_buffer_to_buffer");
+        assert_eq!(copy_bytes(&r.activities[5]), 80);
+        let tick = f64::from(gpu.queue.get_timestamp_period());
+        for ((a, bytes), mark) in r.activities.iter().zip(COPY_SIZES).zip(&around) {
+            assert_eq!(copy_bytes(a), bytes, "{}'s bytes", a.name);
+            let d = a.interval.duration_ns() as f64;
+            assert!(d <= mark + 2.0 * tick, "{} took {d} ns, more than the marks around it ({mark})", a.name);
+            println!("COPY {}: {bytes} B in {d:.0} ns; marks around it {mark:.0} ns", a.name);
+        }
+        assert!(r.activities[0].interval.duration_ns() > 0, "a 4 MiB copy takes time: {:?}", r.activities[0]);
+        assert_eq!(r.bytes, None, "the call is a kernel site: its copies carry their bytes");
+        let loose = capture.of("unattributed: copy_buffer_to_buffer");
+        assert_eq!(loose.len(), 1, "a copy outside every scope is a transfer record of its own");
+        let l = &loose[0];
+        assert_eq!(l.site.desc.kind, gpuspan::SiteKind::Transfer);
+        assert_eq!(l.bytes, Some(COPY_BYTES));
+        let g = gpu_of(l);
+        assert_eq!(g.source, TimingSource::GpuTimestamp);
+        assert!(!g.bracketed && g.interval.duration_ns() > 0, "{g:?}");
+        let bw = l.bandwidth_bytes_per_s().expect("an exact copy has a bandwidth");
+        assert!((bw - COPY_BYTES as f64 * 1e9 / g.interval.duration_ns() as f64).abs() < 1.0, "from its own two timestamps");
+        let summary = gpuspan::summary().to_string();
+        assert!(
+            summary.contains("transfers without a GPU time (bytes only): write_buffer 1×"),
+            "write_buffer counted, bytes only:\n{summary}"
+        );
+    }
+
+    #[test]
+    fn copies_label_alike_in_summary_timeline_capture_and_report() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        if !in_encoders(&gpu) {
+            return;
+        }
+        let (guard, out) = labels_common::Outputs::start("instrumented-copies");
+        let c = Copies::new(&gpu.device);
+        let marks = Marks::new(&gpu.device, 5);
+        for _ in 0..2 {
+            upload_step(&gpu, &c, &marks);
+            loose_copy(&gpu, &c);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every copy resolved");
+        let summary = gpuspan::summary();
+        drop(guard);
+        let labels =
+            labels_common::agree(&summary, &out.capture, &out.timeline, &["upload_step", "unattributed: copy_buffer_to_buffer"]);
+        assert_eq!(labels[0], ("upload_step".into(), "wgpu (bare)".into(), false, false), "{labels:?}");
+        assert!(!labels[1].2, "exact, not a bound");
+        assert!(labels[1].3, "an unattributed copy has its exact bandwidth: {labels:?}");
+    }
+}
+
+/// A model's weights, loaded in an annotated call that tracks memory: a buffer and a texture
+/// with mips and layers.
+#[gpu_kernel(trace_all, track_memory)]
+fn load_weights(gpu: &Gpu) -> (wgpu::Buffer, wgpu::Texture) {
+    let weights = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("weights"),
+        size: 1 << 20,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let atlas = gpu.device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("atlas"),
+        size: wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 2 },
+        mip_level_count: 3,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::Rgba8Unorm,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING,
+        view_formats: &[],
+    });
+    (weights, atlas)
+}
+
+/// The atlas's logical size: (64² + 32² + 16²) texels × 4 bytes × 2 layers.
+const ATLAS_BYTES: u64 = (64 * 64 + 32 * 32 + 16 * 16) * 4 * 2;
+
+/// A decoding step under a span (no annotation): its scratch buffer lives only inside it.
+fn decode(gpu: &Gpu) {
+    let _span = tracing::info_span!("decode").entered();
+    let cache = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("kv cache"),
+        size: 4 << 20,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    drop(cache);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn buffers_and_textures_give_live_bytes_by_label_and_owner_and_a_peak_with_its_holder() {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(gpuspan::layer_with("[decode]")))
+            .expect("one subscriber per process (rusty-fork)");
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        let (guard, out) = labels_common::Outputs::start("instrumented-memory");
+        let (weights, atlas) = load_weights(&gpu);
+        decode(&gpu);
+        let held = (1 << 20) + ATLAS_BYTES;
+        gpu.wait();
+        assert!(gpuspan::flush());
+        let summary = gpuspan::summary().to_string();
+        drop(guard);
+        let line = summary.lines().find(|l| l.contains("instrumented: GPU memory")).unwrap_or_else(|| panic!("{summary}"));
+        // The Gpu helper's own buffer (`data`, 4 KiB) and the two loaded objects are live; the
+        // peak held the decode span's cache too.
+        assert!(line.contains("live 1.0 MiB in 3 buffers and textures"), "{line}");
+        assert!(line.contains("peak 5.0 MiB, held by `kv cache` 4.0 MiB, `weights` 1.0 MiB, `atlas` 42.0 KiB"), "{line}");
+        assert!(line.contains("(owners: `decode` 4.0 MiB, `load_weights` 1.0 MiB"), "{line}");
+        let by = summary.lines().find(|l| l.contains("live by label:")).unwrap_or_else(|| panic!("{summary}"));
+        assert!(by.contains("`weights` 1.0 MiB, `atlas` 42.0 KiB, `data` 4.0 KiB"), "{by}");
+        assert!(!by.contains("kv cache") && !by.contains("`decode`"), "dropped: {by}");
+        // The timeline's counter track: every change, up to the peak and back down.
+        let timeline: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out.timeline).expect("timeline")).expect("JSON");
+        let values: Vec<u64> = timeline["traceEvents"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"].as_str().is_some_and(|n| n.starts_with("GPU memory")))
+            .map(|e| e["args"]["bytes"].as_u64().expect("bytes"))
+            .collect();
+        let data = 4096u64; // the helper's buffer, made first
+        assert_eq!(values[values.len() - 4..], [data + (1 << 20), data + held, data + held + (4 << 20), data + held]);
+        drop((weights, atlas));
+    }
+
+    #[test]
+    fn track_memory_reads_the_instrumented_devices_count_without_nvml() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        let capture = Capture::start();
+        let kept = load_weights(&gpu);
+        assert!(gpuspan::flush());
+        let calls = capture.of("load_weights");
+        assert_eq!(calls.len(), 1);
+        let (before, after) = calls[0].memory.expect("track_memory marks");
+        let (b, a) = (before.device_used_bytes.expect("counted"), after.device_used_bytes.expect("counted"));
+        assert_eq!(a - b, (1 << 20) + ATLAS_BYTES, "the call's buffer and texture, logical sizes");
+        drop(kept);
     }
 }

@@ -53,9 +53,10 @@ impl Timeline {
     pub(crate) fn write_json(&self, out: impl Write) -> io::Result<()> {
         let threads = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
         let name = |index| threads.get(&index).cloned().unwrap_or_else(|| crate::thread::name(index));
+        let counters = crate::collector::collector().leaves.counter_tracks();
         match self.records.lock() {
-            Ok(records) => write_named_events(&records, name, out),
-            Err(_) => write_named_events(&[], name, out),
+            Ok(records) => write_timeline(&records, &counters, name, out),
+            Err(_) => write_timeline(&[], &counters, name, out),
         }
     }
 
@@ -242,9 +243,29 @@ pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()
 }
 
 /// Writes the records' timeline, each host thread's track labelled `name(index)`.
+#[cfg(test)]
 pub(crate) fn write_named_events(records: &[Record], name: impl Fn(u32) -> String, out: impl Write) -> io::Result<()> {
-    let base = records.iter().map(|r| r.host.start_ns.min(r.interval().start_ns)).min().unwrap_or(0);
+    write_timeline(records, &[], name, out)
+}
+
+/// [`write_named_events`], with counter tracks (a device's memory) on the GPU process.
+fn write_timeline(
+    records: &[Record],
+    counters: &[crate::hooks::CounterTrack],
+    name: impl Fn(u32) -> String,
+    out: impl Write,
+) -> io::Result<()> {
+    let first_sample = counters.iter().filter_map(|(_, s)| s.first().map(|x| x.0)).min();
+    let base =
+        records.iter().map(|r| r.host.start_ns.min(r.interval().start_ns)).chain(first_sample).min().unwrap_or(0);
     let mut events = Events::start(out)?;
+    for (track, samples) in counters {
+        for (t, value) in samples {
+            events.push(
+                &json!({"ph": "C", "name": track, "pid": GPU_PID, "ts": us(*t, base), "args": {"bytes": value}}),
+            )?;
+        }
+    }
     events.push(&json!({"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}}))?;
     events.push(&json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "GPU"}}))?;
     // Thread 0 (GPU work outside every call) is no thread's.

@@ -53,6 +53,8 @@ with_majors!(declare_majors);
 mod api;
 pub(crate) mod handles;
 #[cfg(feature = "enabled")]
+pub(crate) mod memory;
+#[cfg(feature = "enabled")]
 pub(crate) mod pass_sum;
 #[cfg(feature = "enabled")]
 pub(crate) mod scope;

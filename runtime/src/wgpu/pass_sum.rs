@@ -34,6 +34,12 @@ struct State {
     record: Option<Record>,
     /// The scope finished (with a record) or was forgotten (without).
     closed: bool,
+    /// The scope was forgotten: no record will hold its passes, which go back to the backend
+    /// (`pass_done`) to be records of their own, `unattributed`.
+    orphaned: bool,
+    /// The passes' own records (each with its one activity), kept until the scope's record is
+    /// made, so that an orphaned scope can hand them back.
+    pass_records: Vec<Record>,
     /// How its passes were found to be its (`Attributed::bit`): by thread, by time or both.
     attributed_bits: u8,
 }
@@ -54,23 +60,33 @@ impl PassSum {
         self
     }
 
-    /// A pass's timestamps came back (`None`: they never will, counted by the caller).
-    pub(crate) fn pass_done(&self, pass: Option<(Activity, u64)>) {
+    /// A pass's timestamps came back (`None`: they never will, counted by the caller); `pass`
+    /// is its resolved record, its one activity the pass. Given back when the scope was
+    /// forgotten: the caller makes it a record of its own (`unattributed`), so nothing is lost.
+    #[must_use = "a pass given back belongs to nobody: submit it as unattributed"]
+    pub(crate) fn pass_done(&self, pass: Option<Record>) -> Option<Record> {
         let ready = {
             let mut s = lock(&self.0);
             s.pending = s.pending.saturating_sub(1);
-            if let Some((activity, clock_error_ns)) = pass {
-                s.clock_error_ns = s.clock_error_ns.max(clock_error_ns);
-                if s.device.is_none() {
-                    s.device.clone_from(&activity.device);
+            if let Some(pass) = pass {
+                if s.orphaned {
+                    return Some(pass);
                 }
-                s.passes.push(activity);
+                if let (Some(gpu), Some(activity)) = (&pass.gpu, pass.activities.first()) {
+                    s.clock_error_ns = s.clock_error_ns.max(gpu.clock_error_ns);
+                    if s.device.is_none() {
+                        s.device.clone_from(&activity.device);
+                    }
+                    s.passes.push(activity.clone());
+                    s.pass_records.push(pass);
+                }
             }
             Self::take_ready(&mut s)
         };
         if let Some(r) = ready {
             pipeline::submit(r);
         }
+        None
     }
 
     /// The scope finished with `record`: it is delivered once its passes are in.
@@ -86,11 +102,16 @@ impl PassSum {
         }
     }
 
-    /// No record will come (the scope was forgotten): the passes are dropped as they arrive.
-    pub(crate) fn forget(self) {
+    /// No record will come (the scope was forgotten): the passes already in are given back, to
+    /// be records of their own (`unattributed`), and so are those that arrive later
+    /// (`pass_done`).
+    #[must_use = "the passes given back belong to nobody: submit them as unattributed"]
+    pub(crate) fn forget(self) -> Vec<Record> {
         let mut s = lock(&self.0);
         s.closed = true;
+        s.orphaned = true;
         s.passes.clear();
+        std::mem::take(&mut s.pass_records)
     }
 
     /// The record, with its GPU timing from its passes, once the scope closed and no pass is
@@ -104,6 +125,7 @@ impl PassSum {
         if s.attributed_bits & Attributed::Time.bit() != 0 {
             record.attributed = Attributed::of_bits(s.attributed_bits);
         }
+        s.pass_records.clear();
         let mut passes = std::mem::take(&mut s.passes);
         if passes.is_empty() {
             // Every pass's timestamps were lost (counted): the call keeps its host timing.
@@ -203,4 +225,35 @@ pub(crate) fn span_exited(span: u64) {
 /// A pass no scope owns, resolved: its own record, already named and timed by the backend.
 pub(crate) fn unattributed(record: Record) {
     pipeline::submit(record);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PassSum;
+    use crate::record::{Activity, ActivityKind, GpuTiming, Interval, KernelGeometry, Record, TimingSource};
+    use crate::site::{Backend, Site, SiteKind};
+
+    static PASS: Site = Site::new(crate::site::site_desc!("pass", SiteKind::Kernel, Backend::Wgpu));
+
+    fn pass(name: &'static str) -> Record {
+        let interval = Interval { start_ns: 10, end_ns: 20 };
+        let mut r = Record::new(&PASS, 0, 0, interval);
+        r.gpu = Some(GpuTiming::new(interval, TimingSource::GpuTimestamp));
+        r.activities.push(Activity::new(name, interval, ActivityKind::Kernel(KernelGeometry::default())));
+        r
+    }
+
+    #[test]
+    fn a_forgotten_scope_gives_back_every_pass_it_summed_or_will_receive() {
+        let sum = PassSum::default();
+        sum.pass_begun();
+        sum.pass_begun();
+        assert!(sum.pass_done(Some(pass("first"))).is_none(), "held while the scope is open");
+        let later = sum.clone();
+        let back = sum.forget();
+        assert_eq!(back.len(), 1, "the pass already in is given back");
+        assert_eq!(back[0].activities[0].name, "first");
+        let back = later.pass_done(Some(pass("second"))).expect("a pass arriving after is given back");
+        assert_eq!(back.activities[0].name, "second");
+    }
 }

@@ -95,6 +95,20 @@ macro_rules! scope_of_majors {
                 }
             }
 
+            /// An async scope runs again on this thread: when its passes time it, those it begins
+            /// now (on a device of any major) are summed with the ones before its `.await`.
+            pub(crate) fn resume(&self) {
+                let sum = match self {
+                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.summed(),)*
+                };
+                if let Some(sum) = sum {
+                    $(
+                        #[cfg(feature = $feature)]
+                        super::$module::backend::attach::resume_summed(sum.clone());
+                    )*
+                }
+            }
+
             /// A measurement no scope will collect.
             pub(crate) fn forget(self) {
                 match self {
@@ -273,6 +287,10 @@ impl crate::backends::BackendScope for WgpuScope {
 
     fn suspend(&mut self, _scope_id: u64) {
         WgpuScope::suspend(self);
+    }
+
+    fn resume(&mut self, _scope_id: u64) {
+        WgpuScope::resume(self);
     }
 
     fn finish(self, call: crate::scope::Call) {

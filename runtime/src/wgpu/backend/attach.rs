@@ -36,6 +36,9 @@ pub(super) struct Slot {
     /// On a pass-level device, where the passes the scope begins get their timestamp writes
     /// (`passes.rs`): its encoder parameter's scope, or its open guard's.
     passes: Option<super::passes::Target>,
+    /// An async scope timed by the sum of its passes, running again after an `.await`: the
+    /// passes begun now are added to those it summed before it suspended (`resume_summed`).
+    summed: Option<crate::wgpu::pass_sum::PassSum>,
 }
 
 thread_local! {
@@ -54,6 +57,7 @@ pub(crate) fn push(site: &'static Site, timed: bool) -> bool {
         guard_frame: None,
         guard_detached: None,
         passes: None,
+        summed: None,
     };
     OPEN.try_with(|o| o.borrow_mut().push(slot)).is_ok()
 }
@@ -103,6 +107,9 @@ pub(crate) fn claim_for_pass() -> Option<crate::wgpu::pass_sum::Owner> {
     OPEN.try_with(|o| {
         let mut open = o.borrow_mut();
         let slot = open.last_mut()?;
+        if let Some(sum) = &slot.summed {
+            return Some(Owner::Scope(sum.clone()));
+        }
         if slot.timed || slot.guarded {
             return Some(Owner::Timed);
         }
@@ -119,6 +126,22 @@ pub(crate) fn claim_for_pass() -> Option<crate::wgpu::pass_sum::Owner> {
     })
     .ok()
     .flatten()
+}
+
+/// The innermost scope, an async one timed by its passes, runs again on this thread (after an
+/// `.await`): the passes it begins now are summed with those before (`claim_for_pass`).
+pub(crate) fn resume_summed(sum: crate::wgpu::pass_sum::PassSum) {
+    let _ = OPEN.try_with(|o| {
+        if let Some(slot) = o.borrow_mut().last_mut() {
+            slot.summed = Some(sum);
+        }
+    });
+}
+
+/// The name of the innermost annotated call open on this thread, if one is: the owner of the
+/// memory an instrumented device allocates now (`wgpu/memory.rs`).
+pub(crate) fn innermost_call() -> Option<&'static str> {
+    OPEN.try_with(|o| o.borrow().last().map(|s| s.site.desc.name)).ok().flatten()
 }
 
 /// The slots of async scopes suspended with a guard open (held across an `.await`), by scope

@@ -65,6 +65,8 @@ struct Registry {
     aliases: std::sync::RwLock<Vec<(wgpu::Device, wgpu::Queue, std::sync::Arc<device::DeviceState>)>>,
     /// The sites of unattributed passes, by label (`instrument/pass.rs`).
     unattributed: std::sync::Mutex<Vec<(std::sync::Arc<str>, &'static Site)>>,
+    /// What every instrumented device shares, for the summary (`instrument`).
+    instrumented: std::sync::RwLock<Vec<std::sync::Arc<instrument::Shared>>>,
 }
 
 // process-wide because a wgpu device is registered once (`register`, or a call given its device
@@ -77,6 +79,7 @@ static REGISTRY: Registry = Registry {
     parked_count: std::sync::atomic::AtomicUsize::new(0),
     aliases: std::sync::RwLock::new(Vec::new()),
     unattributed: std::sync::Mutex::new(Vec::new()),
+    instrumented: std::sync::RwLock::new(Vec::new()),
 };
 
 fn remember_adapter(id: u32, info: crate::wgpu::AdapterFacts) {
@@ -329,6 +332,14 @@ impl WgpuScope {
         }
     }
 
+    /// The passes an async scope timed by them summed before it suspended: it runs again.
+    pub(crate) fn summed(&self) -> Option<&crate::wgpu::pass_sum::PassSum> {
+        match self {
+            WgpuScope::Summed(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// A measurement no scope will collect (an attached recorder outlived its scope): its
     /// frame stops waiting for a record.
     pub(crate) fn forget(self) {
@@ -338,7 +349,7 @@ impl WgpuScope {
             WgpuScope::Bracket(b) => drop(b),
             WgpuScope::SpanBrackets(bs) => drop(bs),
             WgpuScope::Passes(p) => p.forget(),
-            WgpuScope::Summed(s) => s.forget(),
+            WgpuScope::Summed(s) => s.forget().into_iter().for_each(instrument::unattributed_pass),
         }
     }
 

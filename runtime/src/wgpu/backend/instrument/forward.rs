@@ -11,6 +11,9 @@
 use super::pass::{OwnWrites, PassTimer, Recording};
 use super::{wgpu, Shared};
 use crate::diagnostics::note_once;
+use super::super::attach;
+use crate::record::{ActivityKind, MemoryKind};
+use crate::wgpu::memory::Allocation;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use wgpu::custom::*;
@@ -39,9 +42,15 @@ macro_rules! real_via_forward {
     )*};
 }
 real_via_forward!(
-    BindGroupLayout, BindGroup, TextureView, Sampler, Texture, Tlas, QuerySet, PipelineLayout,
-    ShaderModule, PipelineCache, RenderBundle, Blas
+    BindGroupLayout, BindGroup, TextureView, Sampler, Tlas, QuerySet, PipelineLayout, ShaderModule,
+    PipelineCache, RenderBundle, Blas
 );
+
+impl Real for wgpu::Texture {
+    fn real(&self) -> &Self {
+        self.as_custom::<Texture>().map_or(self, |t| &t.texture)
+    }
+}
 
 only_30! {
     impl Real for wgpu::ExternalTexture {
@@ -133,13 +142,53 @@ impl ShaderModuleInterface for Forward<wgpu::ShaderModule> {
     }
 }
 
-impl TextureInterface for Forward<wgpu::Texture> {
+/// A texture, counted in its device's memory while it lives (`wgpu/memory.rs`).
+#[derive(Debug)]
+pub(crate) struct Texture {
+    pub(crate) texture: wgpu::Texture,
+    memory: Option<Allocation>,
+}
+
+impl TextureInterface for Texture {
     fn create_view(&self, desc: &wgpu::TextureViewDescriptor<'_>) -> DispatchTextureView {
-        DispatchTextureView::custom(Forward(self.0.create_view(desc)))
+        DispatchTextureView::custom(Forward(self.texture.create_view(desc)))
     }
     fn destroy(&self) {
-        self.0.destroy();
+        if let Some(m) = &self.memory {
+            m.free();
+        }
+        self.texture.destroy();
     }
+}
+
+fn texture_of(d: &DispatchTexture) -> Option<&wgpu::Texture> {
+    let t = d.as_custom::<Texture>().map(|t| &t.texture);
+    if t.is_none() {
+        foreign("texture");
+    }
+    t
+}
+
+/// A texture's logical size: each mip level's texel blocks × the format's block size (its
+/// aspects' for depth-stencil formats), × layers and samples. `None` where wgpu gives no block
+/// size (planar video formats).
+fn texture_bytes(desc: &wgpu::TextureDescriptor<'_>) -> Option<u64> {
+    let format = desc.format;
+    let block = format.block_copy_size(None).map(u64::from).or_else(|| {
+        let depth = format.block_copy_size(Some(wgpu::TextureAspect::DepthOnly));
+        let stencil = format.block_copy_size(Some(wgpu::TextureAspect::StencilOnly));
+        // Depth24Plus has no copyable layout: 4 bytes, as every backend stores it.
+        let depth = depth.or(format.has_depth_aspect().then_some(4));
+        (depth.is_some() || stencil.is_some()).then(|| u64::from(depth.unwrap_or(0) + stencil.unwrap_or(0)))
+    })?;
+    let (bw, bh) = format.block_dimensions();
+    let mut bytes = 0u64;
+    for level in 0..desc.mip_level_count {
+        let e = desc.mip_level_size(level)?;
+        let blocks = u64::from(e.width.div_ceil(bw.max(1))) * u64::from(e.height.div_ceil(bh.max(1)));
+        bytes += blocks * u64::from(e.depth_or_array_layers) * block;
+    }
+    Some(bytes * u64::from(desc.sample_count.max(1)))
 }
 
 impl ExternalTextureInterface for Forward<wgpu::ExternalTexture> {
@@ -199,6 +248,8 @@ pub(crate) struct Buffer {
     pub(crate) buffer: wgpu::Buffer,
     /// Mapped for writing (at creation, or `MapMode::Write`).
     write: Mutex<bool>,
+    /// Counted in its device's memory while it lives (`wgpu/memory.rs`).
+    memory: Allocation,
 }
 
 impl BufferInterface for Buffer {
@@ -238,6 +289,7 @@ impl BufferInterface for Buffer {
     }
 
     fn destroy(&self) {
+        self.memory.free();
         self.buffer.destroy();
     }
 }
@@ -475,11 +527,20 @@ impl DeviceInterface for Device {
 
     fn create_buffer(&self, desc: &wgpu::BufferDescriptor<'_>) -> DispatchBuffer {
         let buffer = self.device.create_buffer(desc);
-        DispatchBuffer::custom(Buffer { buffer, write: Mutex::new(desc.mapped_at_creation) })
+        let memory = self.shared.memory.allocate(desc.label, desc.size, attach::innermost_call());
+        DispatchBuffer::custom(Buffer { buffer, write: Mutex::new(desc.mapped_at_creation), memory })
     }
 
     fn create_texture(&self, desc: &wgpu::TextureDescriptor<'_>) -> DispatchTexture {
-        DispatchTexture::custom(Forward(self.device.create_texture(desc)))
+        let texture = self.device.create_texture(desc);
+        let memory = match texture_bytes(desc) {
+            Some(bytes) => Some(self.shared.memory.allocate(desc.label, bytes, attach::innermost_call())),
+            None => {
+                self.shared.memory.unsized_texture();
+                None
+            }
+        };
+        DispatchTexture::custom(Texture { texture, memory })
     }
 
     fn create_external_texture(
@@ -652,6 +713,7 @@ impl Submissions {
 impl QueueInterface for Queue {
     fn write_buffer(&self, buffer: &DispatchBuffer, offset: wgpu::BufferAddress, data: &[u8]) {
         if let Some(b) = buffer_of(buffer) {
+            self.shared.untimed("write_buffer", data.len() as u64);
             self.queue.write_buffer(b, offset, data);
         }
     }
@@ -679,6 +741,7 @@ impl QueueInterface for Queue {
         staging_buffer: &DispatchQueueWriteBuffer,
     ) {
         let (Some(b), Some(s)) = (buffer_of(buffer), staging_buffer.as_custom::<Staging>()) else { return };
+        self.shared.untimed("write_buffer", s.0.len() as u64);
         self.queue.write_buffer(b, offset, &s.0);
     }
 
@@ -689,6 +752,7 @@ impl QueueInterface for Queue {
         data_layout: wgpu::TexelCopyBufferLayout,
         size: wgpu::Extent3d,
     ) {
+        self.shared.untimed("write_texture", texel_bytes(&texture, size));
         self.queue.write_texture(texture_copy(&texture), data, data_layout, size);
     }
 
@@ -744,6 +808,18 @@ fn texture_copy<'a>(t: &wgpu::TexelCopyTextureInfo<'a>) -> wgpu::TexelCopyTextur
     wgpu::TexelCopyTextureInfo { texture: t.texture.real(), mip_level: t.mip_level, origin: t.origin, aspect: t.aspect }
 }
 
+/// The bytes a copy of `size` texels moves in `texture` (its format's block size for the
+/// copied aspect, per block of texels): what the copy carries, not the driver's layout.
+fn texel_bytes(texture: &wgpu::TexelCopyTextureInfo<'_>, size: wgpu::Extent3d) -> u64 {
+    let format = texture.texture.format();
+    let block = format.block_copy_size(Some(texture.aspect)).or_else(|| format.block_copy_size(None)).unwrap_or(0);
+    let (bw, bh) = format.block_dimensions();
+    u64::from(size.width.div_ceil(bw.max(1)))
+        * u64::from(size.height.div_ceil(bh.max(1)))
+        * u64::from(size.depth_or_array_layers)
+        * u64::from(block)
+}
+
 fn buffer_copy<'a>(b: &wgpu::TexelCopyBufferInfo<'a>) -> wgpu::TexelCopyBufferInfo<'a> {
     wgpu::TexelCopyBufferInfo { buffer: b.buffer.real(), layout: b.layout }
 }
@@ -781,6 +857,37 @@ impl CommandEncoder {
     }
 }
 
+impl CommandEncoder {
+    /// A copy or clear (`command`, moving `kind`'s bytes): timed between two timestamps of its
+    /// own where the device has in-encoder timestamps (`PassTimer::begin_copy`), else recorded
+    /// as it is and its bytes counted without a time (`Shared::untimed`).
+    fn copy(&self, command: &'static str, kind: ActivityKind, record: impl FnOnce(&mut wgpu::CommandEncoder)) {
+        let bytes = match &kind {
+            ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => *bytes,
+            ActivityKind::Kernel(_) => 0,
+        };
+        self.with(|e| match PassTimer::begin_copy(&self.shared, command, kind) {
+            Some(timer) => timer.time_copy(e, record),
+            None => {
+                if self.shared.state.mode != super::super::Mode::InEncoders {
+                    self.shared.untimed(command, bytes);
+                }
+                record(e);
+            }
+        });
+    }
+}
+
+/// A copy inside the device's memory, of `bytes`.
+fn device_copy(bytes: u64) -> ActivityKind {
+    ActivityKind::Copy {
+        bytes,
+        direction: Some(crate::site::Direction::GpuToGpu),
+        src: MemoryKind::Device,
+        dst: MemoryKind::Device,
+    }
+}
+
 impl CommandEncoderInterface for CommandEncoder {
     fn copy_buffer_to_buffer(
         &self,
@@ -791,7 +898,11 @@ impl CommandEncoderInterface for CommandEncoder {
         copy_size: Option<wgpu::BufferAddress>,
     ) {
         let (Some(s), Some(d)) = (buffer_of(source), buffer_of(destination)) else { return };
-        self.with(|e| e.copy_buffer_to_buffer(s, source_offset, d, destination_offset, copy_size));
+        // `None`: from the offset to the end of the source.
+        let bytes = copy_size.unwrap_or_else(|| s.size().saturating_sub(source_offset));
+        self.copy("copy_buffer_to_buffer", device_copy(bytes), |e| {
+            e.copy_buffer_to_buffer(s, source_offset, d, destination_offset, copy_size)
+        });
     }
 
     fn copy_buffer_to_texture(
@@ -800,7 +911,10 @@ impl CommandEncoderInterface for CommandEncoder {
         destination: wgpu::TexelCopyTextureInfo<'_>,
         copy_size: wgpu::Extent3d,
     ) {
-        self.with(|e| e.copy_buffer_to_texture(buffer_copy(&source), texture_copy(&destination), copy_size));
+        let bytes = texel_bytes(&destination, copy_size);
+        self.copy("copy_buffer_to_texture", device_copy(bytes), |e| {
+            e.copy_buffer_to_texture(buffer_copy(&source), texture_copy(&destination), copy_size)
+        });
     }
 
     fn copy_texture_to_buffer(
@@ -809,7 +923,10 @@ impl CommandEncoderInterface for CommandEncoder {
         destination: wgpu::TexelCopyBufferInfo<'_>,
         copy_size: wgpu::Extent3d,
     ) {
-        self.with(|e| e.copy_texture_to_buffer(texture_copy(&source), buffer_copy(&destination), copy_size));
+        let bytes = texel_bytes(&source, copy_size);
+        self.copy("copy_texture_to_buffer", device_copy(bytes), |e| {
+            e.copy_texture_to_buffer(texture_copy(&source), buffer_copy(&destination), copy_size)
+        });
     }
 
     fn copy_texture_to_texture(
@@ -818,7 +935,10 @@ impl CommandEncoderInterface for CommandEncoder {
         destination: wgpu::TexelCopyTextureInfo<'_>,
         copy_size: wgpu::Extent3d,
     ) {
-        self.with(|e| e.copy_texture_to_texture(texture_copy(&source), texture_copy(&destination), copy_size));
+        let bytes = texel_bytes(&source, copy_size);
+        self.copy("copy_texture_to_texture", device_copy(bytes), |e| {
+            e.copy_texture_to_texture(texture_copy(&source), texture_copy(&destination), copy_size)
+        });
     }
 
     fn begin_compute_pass(&self, desc: &wgpu::ComputePassDescriptor<'_>) -> DispatchComputePass {
@@ -911,13 +1031,14 @@ impl CommandEncoderInterface for CommandEncoder {
     }
 
     fn clear_texture(&self, texture: &DispatchTexture, subresource_range: &wgpu::ImageSubresourceRange) {
-        let Some(t) = inner!(texture, Texture) else { return foreign("texture") };
+        let Some(t) = texture_of(texture) else { return };
         self.with(|e| e.clear_texture(t, subresource_range));
     }
 
     fn clear_buffer(&self, buffer: &DispatchBuffer, offset: wgpu::BufferAddress, size: Option<wgpu::BufferAddress>) {
         let Some(b) = buffer_of(buffer) else { return };
-        self.with(|e| e.clear_buffer(b, offset, size));
+        let bytes = size.unwrap_or_else(|| b.size().saturating_sub(offset));
+        self.copy("clear_buffer", ActivityKind::Set { bytes }, |e| e.clear_buffer(b, offset, size));
     }
 
     fn insert_debug_marker(&self, label: &str) {
@@ -983,7 +1104,7 @@ impl CommandEncoderInterface for CommandEncoder {
         let textures: Vec<_> = texture_transitions
             .filter_map(|t| {
                 Some(wgpu::wgt::TextureTransition {
-                    texture: inner!(t.texture, Texture)?,
+                    texture: texture_of(t.texture)?,
                     selector: t.selector.clone(),
                     state: t.state,
                 })

@@ -6,7 +6,7 @@
 mod forward;
 mod pass;
 
-pub(crate) use pass::resolved;
+pub(crate) use pass::{resolved, unattributed as unattributed_pass};
 
 use super::device::{self, DeviceState};
 use super::wgpu;
@@ -20,6 +20,10 @@ pub(crate) struct Shared {
     /// The real queue: the passes' timestamps are resolved on it.
     queue: wgpu::Queue,
     submissions: Mutex<forward::Submissions>,
+    /// Transfers seen without a GPU time of their own, by command: (count, bytes).
+    untimed: Mutex<Vec<(&'static str, u64, u64)>>,
+    /// The buffers and textures made through it (`wgpu/memory.rs`).
+    memory: Arc<crate::wgpu::memory::Memory>,
 }
 
 impl Shared {
@@ -30,6 +34,57 @@ impl Shared {
     fn submission(&self, index: u64) -> Option<wgpu::SubmissionIndex> {
         self.submissions.lock().unwrap_or_else(|e| e.into_inner()).get(index)
     }
+
+    /// A transfer gpuspan cannot time on this device (`queue.write_buffer`/`write_texture`,
+    /// whose staged copy wgpu records in its own encoder; a copy without in-encoder
+    /// timestamps): its bytes are counted, with no time, for the summary.
+    fn untimed(&self, command: &'static str, bytes: u64) {
+        let mut u = self.untimed.lock().unwrap_or_else(|e| e.into_inner());
+        match u.iter_mut().find(|(c, _, _)| *c == command) {
+            Some((_, n, b)) => {
+                *n += 1;
+                *b += bytes;
+            }
+            None => u.push((command, 1, bytes)),
+        }
+    }
+
+    /// The summary's line for this device's untimed transfers, if it had any.
+    fn untimed_line(&self) -> Option<String> {
+        let u = self.untimed.lock().unwrap_or_else(|e| e.into_inner());
+        if u.is_empty() {
+            return None;
+        }
+        let each: Vec<String> =
+            u.iter().map(|(c, n, b)| format!("{c} {n}× {}", crate::export::format::bytes(*b))).collect();
+        Some(format!(
+            "wgpu device {} ({}), instrumented: transfers without a GPU time (bytes only): {}",
+            self.state.label.id,
+            self.state.label.name,
+            each.join(", ")
+        ))
+    }
+}
+
+fn instrumented() -> Vec<Arc<Shared>> {
+    super::REGISTRY.instrumented.read().map(|d| d.clone()).unwrap_or_default()
+}
+
+/// The summary section of every instrumented device: its memory, its untimed transfers.
+fn summary_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
+    instrumented().iter().flat_map(|s| s.memory.summary_lines().into_iter().chain(s.untimed_line())).collect()
+}
+
+/// The timeline's memory counter track of every instrumented device.
+fn memory_tracks() -> Vec<crate::hooks::CounterTrack> {
+    instrumented().iter().map(|s| s.memory.track()).collect()
+}
+
+/// The live bytes of every instrumented device, for `track_memory` where no device monitor
+/// reads memory (`None`: no instrumented device).
+fn memory_live() -> Option<u64> {
+    let devices = instrumented();
+    (!devices.is_empty()).then(|| devices.iter().map(|s| s.memory.live()).sum())
 }
 
 /// Registers `device` and `queue` (as `register` does) and returns their instrumented
@@ -37,7 +92,19 @@ impl Shared {
 pub(crate) fn instrument(adapter: &wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue) -> (wgpu::Device, wgpu::Queue) {
     super::register(adapter, &device, &queue);
     let state = device::register(&device, Some(&queue), None);
-    let shared = Arc::new(Shared { state: state.clone(), queue: queue.clone(), submissions: Mutex::default() });
+    let shared = Arc::new(Shared {
+        state: state.clone(),
+        queue: queue.clone(),
+        submissions: Mutex::default(),
+        untimed: Mutex::default(),
+        memory: crate::wgpu::memory::Memory::new(state.label.clone()),
+    });
+    if let Ok(mut all) = super::REGISTRY.instrumented.write() {
+        all.push(shared.clone());
+    }
+    crate::hooks::add_summary_section(summary_lines);
+    crate::hooks::add_counter_track(memory_tracks);
+    crate::hooks::add_memory_source(memory_live);
     let instrumented_device = wgpu::Device::from_custom(forward::Device::new(device, shared.clone()));
     let instrumented_queue = wgpu::Queue::from_custom(forward::Queue { queue, shared });
     device::alias(&state, &instrumented_device, &instrumented_queue);

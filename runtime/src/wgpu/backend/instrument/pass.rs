@@ -3,6 +3,10 @@
 //! so `TIMESTAMP_QUERY` alone is enough), resolved with the batch once the pass's commands have
 //! executed. The pass is then an activity of the scope that owns it (`wgpu/pass_sum.rs`), or a
 //! record of its own, `unattributed`.
+//!
+//! A copy or clear the encoder records between passes is timed the same way where the device
+//! has in-encoder timestamps: the slot pair written with `write_timestamp` just before and after
+//! it, so its time (and the bandwidth from it) is its own. It is a copy activity with its bytes.
 
 use super::super::device::DeviceState;
 use super::super::pool::{self, Slots, Timed};
@@ -53,6 +57,10 @@ pub(crate) struct PassTimer {
     pipeline: Option<Arc<str>>,
     thread: u32,
     begun_ns: u64,
+    /// What it is: a pass (a kernel), or a copy or clear with its bytes.
+    kind: ActivityKind,
+    /// A copy's or clear's name: the encoder command (`copy_buffer_to_buffer`).
+    command: Option<&'static str>,
 }
 
 impl PassTimer {
@@ -109,7 +117,54 @@ impl PassTimer {
             pipeline: None,
             thread,
             begun_ns: crate::clock::now_ns(),
+            kind: ActivityKind::Kernel(KernelGeometry::default()),
+            command: None,
         })
+    }
+
+    /// A copy or clear (`command`, of `kind`: its bytes) is recorded in an encoder of the
+    /// instrumented device: timed by `write_timestamp`s around it, so only where the device has
+    /// in-encoder timestamps. `None`: not timed apart (no such timestamps, its scope is timed by
+    /// other means, or too many batches are waiting); the caller counts its bytes.
+    pub(crate) fn begin_copy(shared: &Shared, command: &'static str, kind: ActivityKind) -> Option<PassTimer> {
+        let device = shared.state.clone();
+        if device.mode != Mode::InEncoders {
+            return None;
+        }
+        let (owner, during) = match pass_sum::owner(attach::claim_for_pass) {
+            Owner::Timed => return None,
+            Owner::Scope(sum) => (Some(sum), None),
+            Owner::Nobody => (None, None),
+            Owner::Several(names) => (None, Some(names)),
+        };
+        let slots = pool::take(&device, &shared.queue)?;
+        if let Some(sum) = &owner {
+            sum.pass_begun();
+        }
+        let (thread, _) = crate::thread::next_scope();
+        Some(PassTimer {
+            device,
+            slots,
+            own: false,
+            owner,
+            during,
+            label: None,
+            encoder_label: None,
+            index: 0,
+            pipeline: None,
+            thread,
+            begun_ns: crate::clock::now_ns(),
+            kind,
+            command: Some(command),
+        })
+    }
+
+    /// Records `copy` between the copy's two timestamps, then ends it.
+    pub(crate) fn time_copy(self, encoder: &mut wgpu::CommandEncoder, copy: impl FnOnce(&mut wgpu::CommandEncoder)) {
+        self.slots.write_start(encoder);
+        copy(encoder);
+        self.slots.write_end(encoder);
+        self.end(|f| encoder.on_submitted_work_done(f));
     }
 
     /// gpuspan's writes for the pass: the query set, its start and end slots.
@@ -124,6 +179,9 @@ impl PassTimer {
     /// The pass's name: its label, else its first pipeline's, else its encoder's and its index
     /// in the encoder.
     fn name(&self) -> Cow<'static, str> {
+        if let Some(c) = self.command {
+            return Cow::Borrowed(c);
+        }
         if let Some(l) = self.label.as_ref().or(self.pipeline.as_ref()) {
             return Cow::Owned(l.to_string());
         }
@@ -140,19 +198,15 @@ impl PassTimer {
         let slots = self.slots.clone();
         let name = self.name();
         let host = Interval { start_ns: self.begun_ns, end_ns: crate::clock::now_ns() };
-        let site = match (&self.owner, &self.during) {
-            (Some(_), _) => &OWNED,
-            (None, Some(_)) => &DURING_SEVERAL,
-            (None, None) => unattributed_site(&name),
-        };
-        let mut record = Record::new(site, 0, self.thread, host);
+        let mut record = Record::new(&OWNED, 0, self.thread, host);
+        record.bytes = bytes_of(&self.kind);
         if self.owner.is_none() {
             name_unowned(&mut record, self.during.as_ref(), self.begun_ns);
         }
         record.activities.push(Activity {
             name,
             interval: host,
-            kind: ActivityKind::Kernel(KernelGeometry::default()),
+            kind: self.kind,
             stream: None,
             device: Some(self.device.label.clone()),
             src_device: None,
@@ -205,7 +259,7 @@ impl Drop for Pending {
         if self.record.take().is_some() {
             pool::finish(&self.device, &self.slots, Timed::Passes, None, false);
             if let Some(o) = self.owner.take() {
-                o.pass_done(None);
+                let _nothing_given_back = o.pass_done(None);
             }
         }
     }
@@ -238,7 +292,8 @@ impl Recording {
 }
 
 /// A pass no scope owns says which spans were entered when it began: the several unrelated
-/// selected ones (`during`), else the unselected one the census saw (`span_scopes::unselected_at`).
+/// selected ones (`during`: its record goes to `during several spans`), else the unselected one
+/// the census saw (`span_scopes::unselected_at`).
 fn name_unowned(record: &mut Record, during: Option<&Arc<str>>, begun_ns: u64) {
     use crate::record::{Attributed, Value, DURING_SPANS, OPEN_SPAN};
     match during {
@@ -259,45 +314,70 @@ fn name_unowned(record: &mut Record, during: Option<&Arc<str>>, begun_ns: u64) {
     }
 }
 
-/// The site of unattributed passes labelled `name`: one per label, so that the summary and the
-/// report list them by label (up to [`MAX_UNATTRIBUTED_SITES`]).
-fn unattributed_site(name: &str) -> &'static Site {
+/// A copy's or clear's bytes.
+fn bytes_of(kind: &ActivityKind) -> Option<u64> {
+    match kind {
+        ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => Some(*bytes),
+        ActivityKind::Kernel(_) => None,
+    }
+}
+
+/// The site of unattributed passes (or copies, a transfer site) named `name`: one per name, so
+/// that the summary and the report list them by name (up to [`MAX_UNATTRIBUTED_SITES`]).
+fn unattributed_site(name: &str, copy: bool) -> &'static Site {
     let Ok(mut sites) = super::super::REGISTRY.unattributed.lock() else { return &UNATTRIBUTED };
-    if let Some((_, s)) = sites.iter().find(|(n, _)| &**n == name) {
+    if let Some((_, s)) = sites.iter().find(|(n, s)| &**n == name && (s.desc.kind == SiteKind::Transfer) == copy) {
         return s;
     }
     if sites.len() >= MAX_UNATTRIBUTED_SITES {
         return &UNATTRIBUTED;
     }
     let leaked: &'static str = Box::leak(format!("unattributed: {name}").into_boxed_str());
-    let site: &'static Site = Box::leak(Box::new(Site::new(SiteDesc {
-        module_path: "gpuspan::wgpu::unattributed",
-        ..crate::site::site_desc!(leaked, SiteKind::Kernel, Backend::Wgpu)
-    })));
+    let desc = match copy {
+        // A copy inside one device's memory (its bandwidth is from its own two timestamps).
+        true => SiteDesc {
+            module_path: "gpuspan::wgpu::unattributed",
+            direction: Some(crate::site::Direction::GpuToGpu),
+            ..crate::site::site_desc!(leaked, SiteKind::Transfer, Backend::Wgpu)
+        },
+        false => SiteDesc {
+            module_path: "gpuspan::wgpu::unattributed",
+            ..crate::site::site_desc!(leaked, SiteKind::Kernel, Backend::Wgpu)
+        },
+    };
+    let site: &'static Site = Box::leak(Box::new(Site::new(desc)));
     crate::site::register_at_run_time(site);
     sites.push((Arc::from(name), site));
     site
 }
 
-/// Attributes a resolved pass: to its owner, as an activity, or as a record of its own.
+/// Attributes a resolved pass: to its owner, as an activity, or as a record of its own (no
+/// owner, or an owner forgotten before the pass came back).
 pub(crate) fn resolved(owner: Option<PassSum>, record: Record) {
-    match owner {
-        Some(sum) => match (record.gpu.as_ref(), record.activities.into_iter().next()) {
-            (Some(gpu), Some(mut activity)) => {
-                activity.interval = gpu.interval;
-                sum.pass_done(Some((activity, gpu.clock_error_ns)));
-            }
-            _ => sum.pass_done(None),
-        },
-        None => {
-            let mut record = record;
-            if let Some(gpu) = &record.gpu {
-                let interval = gpu.interval;
-                for a in &mut record.activities {
-                    a.interval = interval;
-                }
-            }
-            pass_sum::unattributed(record);
+    let mut record = record;
+    if let Some(gpu) = &record.gpu {
+        let interval = gpu.interval;
+        for a in &mut record.activities {
+            a.interval = interval;
         }
     }
+    let orphan = match owner {
+        Some(sum) if record.gpu.is_some() && !record.activities.is_empty() => sum.pass_done(Some(record)),
+        Some(sum) => sum.pass_done(None),
+        None => Some(record),
+    };
+    if let Some(record) = orphan {
+        unattributed(record);
+    }
+}
+
+/// A pass no scope holds (none owned it, or its owner was forgotten): a record of its own, on
+/// the `unattributed` site of its name.
+pub(crate) fn unattributed(mut record: Record) {
+    if record.attributed == Some(crate::record::Attributed::Ambiguous) {
+        record.site = &DURING_SEVERAL;
+    } else if let Some(a) = record.activities.first() {
+        record.site = unattributed_site(&a.name, bytes_of(&a.kind).is_some());
+    }
+    pass_sum::unattributed(record);
 }
