@@ -25,7 +25,7 @@ pub(crate) struct Collector {
     pub(crate) sampling: crate::sampling::Settings,
     pub(crate) leaves: crate::hooks::Leaves,
     /// What the `init()`s started, for their end.
-    pub(crate) running: crate::init::Running,
+    pub(crate) running: crate::running::Running,
     /// Site indices and the per-thread shards of their aggregates.
     pub(crate) registry: crate::aggregate::Registry,
     /// Sites registered at run time (selected application spans).
@@ -73,7 +73,7 @@ impl Collector {
             sinks: crate::pipeline::Sinks::new(),
             sampling: crate::sampling::Settings::new(),
             leaves: crate::hooks::Leaves::new(),
-            running: crate::init::Running::new(),
+            running: crate::running::Running::new(),
             registry: crate::aggregate::Registry::new(),
             sites: crate::site::AtRunTime::new(),
             selected: crate::span_scopes::Selected::new(),

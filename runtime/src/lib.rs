@@ -188,6 +188,8 @@ mod future;
 mod pipeline;
 #[cfg(feature = "enabled")]
 mod ring;
+#[cfg(feature = "enabled")]
+mod running;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(feature = "enabled")]
 mod backends;
@@ -266,6 +268,25 @@ mod parent {
     pub(crate) fn capture_span() -> Parent {
         Parent
     }
+}
+
+// The OTLP export a `Config` asks for, chosen here (as `parent`) so that `config.rs` names no
+// exporter: OpenTelemetry's configuration with the `otlp` feature, nothing without.
+#[cfg(feature = "otlp")]
+mod otlp_choice {
+    pub(crate) type OtlpChoice = Option<crate::otlp::OtlpConfig>;
+
+    /// The export the `OTEL_*` variables ask for.
+    pub(crate) fn from_env() -> OtlpChoice {
+        crate::otlp::OtlpConfig::env_requests_export().then(crate::otlp::OtlpConfig::from_env)
+    }
+}
+#[cfg(not(feature = "otlp"))]
+mod otlp_choice {
+    pub(crate) type OtlpChoice = ();
+
+    /// No export to ask for.
+    pub(crate) fn from_env() -> OtlpChoice {}
 }
 
 #[doc(hidden)]

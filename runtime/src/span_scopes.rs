@@ -31,16 +31,20 @@
 mod open_spans;
 #[cfg(feature = "enabled")]
 mod selected;
+#[cfg(feature = "enabled")]
+mod slot;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use open_spans::ByTime;
 #[cfg(feature = "enabled")]
 pub(crate) use selected::say_if_layer_missing;
+#[cfg(feature = "enabled")]
+pub(crate) use selected::select_from_init;
 #[cfg(all(feature = "enabled", feature = "_wgpu"))]
 pub(crate) use selected::work_by_time;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use selected::{by_time, init_selects};
 #[cfg(feature = "enabled")]
-pub(crate) use selected::{select_from_init, Selected};
+pub(crate) use slot::Selected;
 
 #[cfg(feature = "enabled")]
 use std::sync::Arc;
