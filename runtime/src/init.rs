@@ -80,7 +80,7 @@ mod imp {
     #[cfg(unix)]
     use crate::export::live::Live;
     use crate::export::timeline::Timeline;
-    use crate::pipeline::{self, Sink};
+    use crate::pipeline::Sink;
     use crate::running::{Run, Running};
     use std::path::PathBuf;
     use std::sync::Arc;
@@ -166,7 +166,7 @@ mod imp {
         };
         let timeline = path.map(|p| {
             let t = Arc::new(Timeline::to_file(c.timeline_capacity, p.clone()));
-            pipeline::add_sink(t.clone());
+            crate::collector::add_sink(t.clone());
             (t, p)
         });
         let capture_path = match c.capture {
@@ -182,7 +182,7 @@ mod imp {
         // A capture that cannot be created is said; measuring goes on without it.
         let capture = capture_path.and_then(|p| match CaptureFile::create(&p, sampling) {
             Ok(f) => {
-                pipeline::add_sink(f.clone());
+                crate::collector::add_sink(f.clone());
                 // Beside `p` where another process writes it.
                 let p = f.path().to_owned();
                 Some((f, p))
@@ -310,7 +310,7 @@ mod imp {
             // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
             #[cfg(feature = "nvml")]
             crate::monitor::stop();
-            pipeline::finish(&self.sinks, Instant::now() + END_WITHIN);
+            crate::collector::finish_sinks(&self.sinks, Instant::now() + END_WITHIN);
             #[cfg(feature = "cuda")]
             crate::cuda::at_shutdown();
             if self.summary {

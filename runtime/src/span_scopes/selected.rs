@@ -436,7 +436,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
 mod tests {
     use super::super::{layer, layer_with};
     use super::*;
-    use crate::pipeline::{self, Sink};
+    use crate::pipeline::Sink;
     use crate::record::Record;
     use tracing_subscriber::layer::SubscriberExt;
 
@@ -467,10 +467,10 @@ mod tests {
     ) -> Vec<Record> {
         let sink = Arc::new(Spans(Mutex::new(Vec::new()), names));
         let dyn_sink: Arc<dyn Sink> = sink.clone();
-        pipeline::add_sink(dyn_sink.clone());
+        crate::collector::add_sink(dyn_sink.clone());
         tracing::dispatcher::with_default(dispatch, || run(dispatch));
         crate::flush();
-        pipeline::remove_sink(&dyn_sink);
+        crate::collector::remove_sink(&dyn_sink);
         let out = lock(&sink.0).clone();
         out
     }
