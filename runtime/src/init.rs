@@ -69,8 +69,6 @@ pub fn shutdown() {
 }
 
 #[cfg(feature = "enabled")]
-pub(crate) use imp::shutdown_then;
-#[cfg(feature = "enabled")]
 pub use imp::Guard;
 
 #[cfg(feature = "enabled")]
@@ -213,10 +211,10 @@ mod imp {
         running().push(Box::new(Started { id, summary: c.summary, live, sinks }));
         // On by default (docs/decisions.md, 58): a run ended by Ctrl-C or SIGTERM keeps its files.
         if c.flush_on_signal != Some(false) {
-            crate::signal::flush_on_signal(c.flush_on_signal == Some(true));
+            crate::signal::flush_on_signal(c.flush_on_signal == Some(true), shutdown_then);
         }
         // `process::exit` runs no destructors: the exit hook ends the run instead.
-        crate::signal::on_exit();
+        crate::signal::on_exit(super::shutdown);
         guard
     }
 
@@ -272,12 +270,12 @@ mod imp {
 
     /// Finishes everything running (see [`super::shutdown`]).
     pub(super) fn shutdown() {
-        shutdown_then(|| {});
+        shutdown_then(&|| {});
     }
 
     /// Finishes everything running, then runs `then` before any other shutdown can proceed (the
     /// signal watcher re-raises the signal there, so the guard's drop cannot exit normally first).
-    pub(crate) fn shutdown_then(then: impl FnOnce()) {
+    fn shutdown_then(then: &dyn Fn()) {
         let _one = running().ending();
         let all = running().take_all();
         let ended = !all.is_empty();
