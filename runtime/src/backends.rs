@@ -76,7 +76,7 @@ impl BackendScope for HostTimed {
 
     #[inline(always)]
     fn finish(self, call: Call) {
-        crate::pipeline::submit(call.into_record());
+        crate::collector::submit(call.into_record());
     }
 }
 

@@ -6,7 +6,7 @@
 //! ends, so that tests written against it compile either way.
 
 #[cfg(feature = "enabled")]
-use crate::pipeline::{self, Sink};
+use crate::pipeline::Sink;
 use crate::record::Record;
 #[cfg(feature = "enabled")]
 use std::sync::{Arc, Mutex};
@@ -88,7 +88,7 @@ impl Capture {
     #[cfg(feature = "enabled")]
     fn with(threads: Option<Vec<u32>>) -> Capture {
         let sink = Arc::new(CaptureSink { records: Mutex::new(Vec::new()), threads });
-        pipeline::add_sink(sink.clone());
+        crate::collector::add_sink(sink.clone());
         Capture { sink }
     }
 
@@ -114,6 +114,6 @@ impl Capture {
 impl Drop for Capture {
     fn drop(&mut self) {
         let sink: Arc<dyn Sink> = self.sink.clone();
-        pipeline::remove_sink(&sink);
+        crate::collector::remove_sink(&sink);
     }
 }

@@ -18,6 +18,7 @@ use crate::record::Record;
 #[cfg(unix)]
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The runtime's state; see the module's documentation.
 pub(crate) struct Collector {
@@ -25,7 +26,7 @@ pub(crate) struct Collector {
     pub(crate) sampling: crate::sampling::Settings,
     pub(crate) leaves: crate::hooks::Leaves,
     /// What the `init()`s started, for their end.
-    pub(crate) running: crate::init::Running,
+    pub(crate) running: crate::running::Running,
     /// Site indices and the per-thread shards of their aggregates.
     pub(crate) registry: crate::aggregate::Registry,
     /// Sites registered at run time (selected application spans).
@@ -73,7 +74,7 @@ impl Collector {
             sinks: crate::pipeline::Sinks::new(),
             sampling: crate::sampling::Settings::new(),
             leaves: crate::hooks::Leaves::new(),
-            running: crate::init::Running::new(),
+            running: crate::running::Running::new(),
             registry: crate::aggregate::Registry::new(),
             sites: crate::site::AtRunTime::new(),
             selected: crate::span_scopes::Selected::new(),
@@ -113,7 +114,8 @@ impl Collector {
     }
 
     /// Takes a finished record: the causality check, the site's aggregates, then, when sampled
-    /// or wanted, what the leaves add and every sink that takes it.
+    /// or wanted, what the leaves add and every sink that takes it. The one submission: the
+    /// process's goes through [`submit`].
     pub(crate) fn submit(&self, mut record: Record) {
         self.checks.enforce(&mut record);
         record.site.stats.add(&record);
@@ -124,6 +126,16 @@ impl Collector {
         // Once, here, so that every sink shows the same values.
         record.extra = self.leaves.record_attributes(&record);
         self.sinks.accept(&record, sampled);
+    }
+
+    /// Ends `sinks` in their order: each is taken out and finished, and its line said.
+    pub(crate) fn finish_sinks(&self, sinks: &[Arc<dyn Sink>], deadline: Instant) {
+        for sink in sinks {
+            self.remove_sink(sink);
+            if let Some(line) = sink.finish(deadline) {
+                crate::diagnostics::say(format_args!("{line}"));
+            }
+        }
     }
 }
 
@@ -136,4 +148,35 @@ static COLLECTOR: Collector = Collector::new();
 #[inline(always)]
 pub(crate) fn collector() -> &'static Collector {
     &COLLECTOR
+}
+
+// The process's entry points. Not inlined (but `wants`, on the close path), so that code other
+// crates inline (a backend's `finish`) calls them instead of naming the collector (see above).
+
+/// Installs `sink` in the process's collector.
+pub(crate) fn add_sink(sink: Arc<dyn Sink>) {
+    collector().add_sink(sink);
+}
+
+/// Takes `sink` out of the process's collector.
+pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
+    collector().remove_sink(sink);
+}
+
+/// Ends `sinks` in their order: each is taken out of the process's collector and finished, and
+/// its line said.
+pub(crate) fn finish_sinks(sinks: &[Arc<dyn Sink>], deadline: Instant) {
+    collector().finish_sinks(sinks, deadline);
+}
+
+/// Whether a call of `site` lasting `duration_ns` would reach any sink: it is sampled, or a
+/// capture wants every record. When not, the caller may count the call without building a record.
+#[inline]
+pub(crate) fn wants(site: &crate::Site, duration_ns: u64) -> bool {
+    collector().wants(site, duration_ns)
+}
+
+/// Hands a finished record to the process's collector ([`Collector::submit`]).
+pub(crate) fn submit(record: Record) {
+    collector().submit(record);
 }

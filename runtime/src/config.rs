@@ -12,6 +12,17 @@ pub(crate) enum TraceFile {
     Off,
 }
 
+#[cfg(feature = "enabled")]
+impl From<crate::env::PathOrSwitch> for TraceFile {
+    fn from(v: crate::env::PathOrSwitch) -> Self {
+        match v {
+            crate::env::PathOrSwitch::Switch(true) => TraceFile::Default,
+            crate::env::PathOrSwitch::Switch(false) => TraceFile::Off,
+            crate::env::PathOrSwitch::Path(p) => TraceFile::Path(p),
+        }
+    }
+}
+
 /// What [`init`](crate::init()) sets up. [`Config::from_env`] reads the `GPUSPAN_*` variables; the methods
 /// override them in code. Switches take `on`/`off`, `1`/`0`, `true`/`false` or `yes`/`no` in
 /// any case; a value that cannot be used is said once and the default applies.
@@ -43,7 +54,7 @@ pub struct Config {
     pub(crate) spans: Option<String>,
     /// The OTLP export to start (feature `otlp`; `()` without it, never read then).
     #[allow(dead_code)]
-    pub(crate) otlp: crate::init::OtlpChoice,
+    pub(crate) otlp: crate::otlp_choice::OtlpChoice,
 }
 
 impl Default for Config {
@@ -69,7 +80,7 @@ impl Config {
     pub fn from_env() -> Self {
         // Without `enabled` nothing here would be used, so nothing is read.
         #[cfg_attr(not(feature = "enabled"), allow(unused_mut))]
-        let mut c = Config { otlp: crate::init::otlp_from_env(), ..Config::default() };
+        let mut c = Config { otlp: crate::otlp_choice::from_env(), ..Config::default() };
         #[cfg(feature = "enabled")]
         {
             use crate::env;
@@ -77,10 +88,10 @@ impl Config {
                 c.summary = on;
             }
             if let Some(t) = env::trace_file() {
-                c.trace_file = t;
+                c.trace_file = t.into();
             }
             if let Some(t) = env::capture() {
-                c.capture = t;
+                c.capture = t.into();
             }
             c.threshold_us = env::threshold_us();
             c.trace_all = env::trace_all();
@@ -183,11 +194,5 @@ impl Config {
     pub fn timeline_capacity(mut self, events: usize) -> Self {
         self.timeline_capacity = events;
         self
-    }
-
-    /// Starts gpuspan with this configuration. Keep the guard alive until the end of `main`.
-    #[must_use = "dropping the guard at once ends the measurement and prints the summary"]
-    pub fn init(self) -> crate::Guard {
-        crate::init::start(self)
     }
 }

@@ -111,33 +111,40 @@ pub(crate) fn summary() -> Option<bool> {
     switch("GPUSPAN_SUMMARY", true)
 }
 
-/// What `GPUSPAN_TRACE_FILE` or `GPUSPAN_CAPTURE` asks for: the settings' own type.
-pub(crate) use crate::config::TraceFile;
+/// What `GPUSPAN_TRACE_FILE` or `GPUSPAN_CAPTURE` says: a switch word or a path (the settings
+/// make it their `TraceFile`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PathOrSwitch {
+    /// `on` (the default place) or `off` (none).
+    Switch(bool),
+    Path(std::path::PathBuf),
+}
+
+fn path_or_switch(name: &str) -> Option<PathOrSwitch> {
+    let v = os(name)?;
+    Some(match v.to_str().and_then(parse_switch) {
+        Some(on) => PathOrSwitch::Switch(on),
+        None => PathOrSwitch::Path(v.into()),
+    })
+}
 
 /// `GPUSPAN_TRACE_FILE`: a path, or a switch word (`off`: no timeline, `on`: the default place).
-pub(crate) fn trace_file() -> Option<TraceFile> {
-    let v = os("GPUSPAN_TRACE_FILE")?;
-    Some(match v.to_str().and_then(parse_switch) {
-        Some(true) => TraceFile::Default,
-        Some(false) => TraceFile::Off,
-        None => TraceFile::Path(v.into()),
-    })
+pub(crate) fn trace_file() -> Option<PathOrSwitch> {
+    path_or_switch("GPUSPAN_TRACE_FILE")
 }
 
 /// `GPUSPAN_CAPTURE`: a path, or a switch word (`on`: the default place, `off`: no capture).
 /// The same three answers as `GPUSPAN_TRACE_FILE`.
-pub(crate) fn capture() -> Option<TraceFile> {
-    let v = os("GPUSPAN_CAPTURE")?;
-    Some(match v.to_str().and_then(parse_switch) {
-        Some(true) => TraceFile::Default,
-        Some(false) => TraceFile::Off,
-        None => TraceFile::Path(v.into()),
-    })
+pub(crate) fn capture() -> Option<PathOrSwitch> {
+    path_or_switch("GPUSPAN_CAPTURE")
 }
+
+/// The default threshold: calls shorter than this are only aggregated.
+pub(crate) const DEFAULT_THRESHOLD_US: u64 = 100;
 
 /// `GPUSPAN_THRESHOLD_US`: calls shorter than this many µs are aggregated only.
 pub(crate) fn threshold_us() -> Option<u64> {
-    number("GPUSPAN_THRESHOLD_US", "a whole number of microseconds", crate::sampling::DEFAULT_THRESHOLD_US, 0)
+    number("GPUSPAN_THRESHOLD_US", "a whole number of microseconds", DEFAULT_THRESHOLD_US, 0)
 }
 
 /// `GPUSPAN_TRACE_ALL`: export every call.

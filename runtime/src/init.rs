@@ -26,25 +26,13 @@ pub fn flush() -> bool {
     }
 }
 
-/// [`Config::init`].
-pub(crate) fn start(c: Config) -> Guard {
-    imp::init(c)
+impl Config {
+    /// Starts gpuspan with this configuration. Keep the guard alive until the end of `main`.
+    #[must_use = "dropping the guard at once ends the measurement and prints the summary"]
+    pub fn init(self) -> Guard {
+        imp::init(self)
+    }
 }
-
-/// The OTLP export a [`Config`] asks for, defined here so that `config.rs` names no feature
-/// (the rule of docs/architecture.md: only `lib.rs` and `init.rs` name `otlp` outside its module).
-#[cfg(feature = "otlp")]
-pub(crate) type OtlpChoice = Option<crate::otlp::OtlpConfig>;
-#[cfg(not(feature = "otlp"))]
-pub(crate) type OtlpChoice = ();
-
-/// The export the `OTEL_*` variables ask for.
-#[cfg(feature = "otlp")]
-pub(crate) fn otlp_from_env() -> OtlpChoice {
-    crate::otlp::OtlpConfig::env_requests_export().then(crate::otlp::OtlpConfig::from_env)
-}
-#[cfg(not(feature = "otlp"))]
-pub(crate) fn otlp_from_env() -> OtlpChoice {}
 
 #[cfg(feature = "otlp")]
 impl Config {
@@ -82,8 +70,6 @@ pub fn shutdown() {
 
 #[cfg(feature = "enabled")]
 pub use imp::Guard;
-#[cfg(feature = "enabled")]
-pub(crate) use imp::{shutdown_then, Running};
 
 #[cfg(feature = "enabled")]
 mod imp {
@@ -92,10 +78,10 @@ mod imp {
     #[cfg(unix)]
     use crate::export::live::Live;
     use crate::export::timeline::Timeline;
-    use crate::pipeline::{self, Sink};
+    use crate::pipeline::Sink;
+    use crate::running::{Run, Running};
     use std::path::PathBuf;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::{Arc, Mutex, MutexGuard};
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     /// How long the end waits for pending GPU work, and for the files to be written.
@@ -112,9 +98,9 @@ mod imp {
         otlp: Option<Arc<crate::otlp::Otlp>>,
     }
 
-    /// What one [`init`](super::init) started and its end must finish. Kept in the collector,
-    /// not in the guard, so that [`shutdown`](super::shutdown) (before `process::exit`) and the
-    /// signal watcher can reach it; the guard's drop finishes its own.
+    /// What one [`init`](super::init) started and its end must finish. Kept in the collector
+    /// (`running.rs`), not in the guard, so that [`shutdown`](super::shutdown) (before
+    /// `process::exit`) and the signal watcher can reach it; the guard's drop finishes its own.
     #[derive(Debug)]
     struct Started {
         id: u64,
@@ -125,30 +111,8 @@ mod imp {
         sinks: Vec<Arc<dyn Sink>>,
     }
 
-    /// What the `init()`s started and not yet ended; owned by the
-    /// [`Collector`](crate::collector::Collector).
-    #[derive(Debug)]
-    pub(crate) struct Running {
-        started: Mutex<Vec<Started>>,
-        next_id: AtomicU64,
-        /// Held for a whole shutdown: a second caller (the guard's drop while the signal watcher
-        /// is writing) waits until the files are complete instead of letting the process exit
-        /// under it.
-        ending: Mutex<()>,
-    }
-
-    impl Running {
-        pub(crate) const fn new() -> Self {
-            Running { started: Mutex::new(Vec::new()), next_id: AtomicU64::new(1), ending: Mutex::new(()) }
-        }
-    }
-
     fn running() -> &'static Running {
         &crate::collector::collector().running
-    }
-
-    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-        m.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn init(c: Config) -> Guard {
@@ -159,11 +123,11 @@ mod imp {
         if let Some(on) = c.trace_all {
             crate::sampling::set_trace_all(on);
         }
-        let id = running().next_id.fetch_add(1, Ordering::Relaxed);
+        let id = running().next_id();
         // GPUSPAN=off: nothing starts (no timeline, no export, no CUDA or NVML), and the end says
         // only that gpuspan was off.
         if !crate::switch::is_on() {
-            lock(&running().started).push(Started { id, summary: c.summary, live: None, sinks: Vec::new() });
+            running().push(Box::new(Started { id, summary: c.summary, live: None, sinks: Vec::new() }));
             return Guard {
                 id,
                 trace_file: None,
@@ -200,7 +164,7 @@ mod imp {
         };
         let timeline = path.map(|p| {
             let t = Arc::new(Timeline::to_file(c.timeline_capacity, p.clone()));
-            pipeline::add_sink(t.clone());
+            crate::collector::add_sink(t.clone());
             (t, p)
         });
         let capture_path = match c.capture {
@@ -210,16 +174,13 @@ mod imp {
         };
         // The sampling in force, for the capture's header: what was set here, else the environment.
         let sampling = capture_file::Sampling {
-            threshold_us: c
-                .threshold_us
-                .or_else(crate::env::threshold_us)
-                .unwrap_or(crate::sampling::DEFAULT_THRESHOLD_US),
+            threshold_us: c.threshold_us.or_else(crate::env::threshold_us).unwrap_or(crate::env::DEFAULT_THRESHOLD_US),
             trace_all: c.trace_all.or_else(crate::env::trace_all).unwrap_or(false),
         };
         // A capture that cannot be created is said; measuring goes on without it.
         let capture = capture_path.and_then(|p| match CaptureFile::create(&p, sampling) {
             Ok(f) => {
-                pipeline::add_sink(f.clone());
+                crate::collector::add_sink(f.clone());
                 // Beside `p` where another process writes it.
                 let p = f.path().to_owned();
                 Some((f, p))
@@ -247,13 +208,13 @@ mod imp {
         sinks.extend(timeline.map(|(t, _)| t as Arc<dyn Sink>));
         #[cfg(feature = "otlp")]
         sinks.extend(otlp.map(|o| o as Arc<dyn Sink>));
-        lock(&running().started).push(Started { id, summary: c.summary, live, sinks });
+        running().push(Box::new(Started { id, summary: c.summary, live, sinks }));
         // On by default (docs/decisions.md, 58): a run ended by Ctrl-C or SIGTERM keeps its files.
         if c.flush_on_signal != Some(false) {
-            crate::signal::flush_on_signal(c.flush_on_signal == Some(true));
+            crate::signal::flush_on_signal(c.flush_on_signal == Some(true), shutdown_then);
         }
         // `process::exit` runs no destructors: the exit hook ends the run instead.
-        crate::signal::on_exit();
+        crate::signal::on_exit(super::shutdown);
         guard
     }
 
@@ -309,14 +270,14 @@ mod imp {
 
     /// Finishes everything running (see [`super::shutdown`]).
     pub(super) fn shutdown() {
-        shutdown_then(|| {});
+        shutdown_then(&|| {});
     }
 
     /// Finishes everything running, then runs `then` before any other shutdown can proceed (the
     /// signal watcher re-raises the signal there, so the guard's drop cannot exit normally first).
-    pub(crate) fn shutdown_then(then: impl FnOnce()) {
-        let _one = lock(&running().ending);
-        let all = std::mem::take(&mut *lock(&running().started));
+    fn shutdown_then(then: &dyn Fn()) {
+        let _one = running().ending();
+        let all = running().take_all();
         let ended = !all.is_empty();
         for r in all {
             r.finish();
@@ -327,8 +288,12 @@ mod imp {
         then();
     }
 
-    impl Started {
-        fn finish(self) {
+    impl Run for Started {
+        fn id(&self) -> u64 {
+            self.id
+        }
+
+        fn finish(self: Box<Self>) {
             // First: `gpuspan top` sees the program end (its socket goes) rather than a feed
             // that stops changing while the rest is written.
             if let Some(live) = self.live {
@@ -343,7 +308,7 @@ mod imp {
             // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
             #[cfg(feature = "nvml")]
             crate::monitor::stop();
-            pipeline::finish(&self.sinks, Instant::now() + END_WITHIN);
+            crate::collector::finish_sinks(&self.sinks, Instant::now() + END_WITHIN);
             #[cfg(feature = "cuda")]
             crate::cuda::at_shutdown();
             if self.summary {
@@ -393,11 +358,8 @@ mod imp {
 
     impl Drop for Guard {
         fn drop(&mut self) {
-            let _one = lock(&running().ending);
-            let mine = {
-                let mut running = lock(&running().started);
-                running.iter().position(|r| r.id == self.id).map(|i| running.remove(i))
-            };
+            let _one = running().ending();
+            let mine = running().take(self.id);
             // Already finished by `shutdown()`: nothing left to do.
             if let Some(r) = mine {
                 r.finish();

@@ -188,6 +188,8 @@ mod future;
 mod pipeline;
 #[cfg(feature = "enabled")]
 mod ring;
+#[cfg(feature = "enabled")]
+mod running;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(feature = "enabled")]
 mod backends;
@@ -241,32 +243,12 @@ pub use {capture::Capture, record::Record};
 #[path = "export/otlp/mod.rs"]
 pub mod otlp;
 
-// The trace context a call's spans hang under, taken when its scope opens: OpenTelemetry's when
-// the OTLP export is compiled in, nothing (zero-sized) otherwise. Chosen here so that the scope
-// and the record name no exporter.
-#[cfg(all(feature = "otlp", feature = "enabled"))]
-mod parent {
-    pub(crate) use crate::otlp::{capture_parent as capture, capture_span_parent as capture_span, Parent};
-}
-#[cfg(all(feature = "enabled", not(feature = "otlp")))]
-mod parent {
-    /// No exporter takes a parent: nothing to carry.
-    #[derive(Debug, Clone, Copy, Default)]
-    pub(crate) struct Parent;
-
-    /// Nothing to capture.
-    #[inline(always)]
-    pub(crate) fn capture() -> Parent {
-        Parent
-    }
-
-    /// Nothing to capture (a selected span's parent).
-    #[cfg(feature = "enabled")]
-    #[inline(always)]
-    pub(crate) fn capture_span() -> Parent {
-        Parent
-    }
-}
+// The trace context a call's spans hang under, and the OTLP export a `Config` holds: chosen at
+// compile time (OpenTelemetry's with the `otlp` feature, nothing without), so that the scope, the
+// record and `config.rs` name no exporter.
+mod otlp_choice;
+#[cfg(feature = "enabled")]
+mod parent;
 
 #[doc(hidden)]
 #[cfg(feature = "enabled")]

@@ -1,7 +1,6 @@
-//! Where resolved records go: into the site's aggregates (always), then, when sampled, to every
-//! installed sink (the timeline, OpenTelemetry).
+//! Where sampled records go: the [`Sink`] trait and the installed sinks. The collector
+//! (`collector.rs`) owns them and hands each record over (`Collector::submit`).
 
-use crate::collector::collector;
 use crate::record::Record;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -73,35 +72,4 @@ impl Sinks {
             }
         }
     }
-}
-
-pub(crate) fn add_sink(sink: Arc<dyn Sink>) {
-    collector().add_sink(sink);
-}
-
-pub(crate) fn remove_sink(sink: &Arc<dyn Sink>) {
-    collector().remove_sink(sink);
-}
-
-/// Ends `sinks` in their order: each is taken out of the pipeline and finished, and its line
-/// said.
-pub(crate) fn finish(sinks: &[Arc<dyn Sink>], deadline: Instant) {
-    for sink in sinks {
-        remove_sink(sink);
-        if let Some(line) = sink.finish(deadline) {
-            crate::diagnostics::say(format_args!("{line}"));
-        }
-    }
-}
-
-/// Whether a call of `site` lasting `duration_ns` would reach any sink: it is sampled, or a
-/// capture wants every record. When not, the caller may count the call without building a record.
-#[inline]
-pub(crate) fn wants(site: &crate::Site, duration_ns: u64) -> bool {
-    collector().wants(site, duration_ns)
-}
-
-/// Takes a finished record.
-pub(crate) fn submit(record: Record) {
-    collector().submit(record);
 }

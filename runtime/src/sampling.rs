@@ -6,8 +6,7 @@ use crate::pipeline::Sinks;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, Once};
 
-/// The default threshold: calls shorter than this are only aggregated.
-pub(crate) const DEFAULT_THRESHOLD_US: u64 = 100;
+use crate::env::DEFAULT_THRESHOLD_US;
 
 /// The sampling settings and the floor they make; owned by the
 /// [`Collector`](crate::collector::Collector).

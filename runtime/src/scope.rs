@@ -15,7 +15,7 @@ use crate::backends::Stacks;
 pub(crate) use crate::call::Call;
 use crate::probe::Exit;
 use crate::site::Site;
-use crate::{clock, pipeline, sampling, thread};
+use crate::{clock, sampling, thread};
 pub(crate) use host_span::opening_idle;
 use host_span::HostSpan;
 use std::mem::ManuallyDrop;
@@ -553,7 +553,7 @@ impl Active {
         let span = std::mem::replace(&mut self.host.span, HostSpan::Off).close(self.host.error);
         if matches!(self.gpu, GpuScope::None) && self.memory_before.is_none() && !self.host.error {
             let duration_ns = clock::raw_delta_ns(self.host.start, end);
-            if !pipeline::wants(self.host.site, duration_ns) {
+            if !crate::collector::wants(self.host.site, duration_ns) {
                 crate::ring::push(self.host.site, end.saturating_sub(self.host.start), self.host.bytes);
                 return;
             }

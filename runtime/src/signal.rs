@@ -24,7 +24,7 @@ mod imp {
     use std::io::Read;
     use std::os::fd::IntoRawFd;
     use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
-    use std::sync::Once;
+    use std::sync::{Once, OnceLock};
 
     /// The signal handling's state, in the [`Collector`](crate::collector::Collector): read in
     /// signal context, so atomics only.
@@ -40,6 +40,8 @@ mod imp {
         exit_hook: Once,
         /// The process that registered the exit hook (a forked child inherits the hook).
         exit_pid: AtomicU32,
+        /// What the exit hook runs (`init.rs`'s `shutdown`), handed in by `init()`.
+        exit_end: OnceLock<fn()>,
     }
 
     impl Signals {
@@ -50,6 +52,7 @@ mod imp {
                 flushing: AtomicBool::new(false),
                 exit_hook: Once::new(),
                 exit_pid: AtomicU32::new(0),
+                exit_end: OnceLock::new(),
             }
         }
     }
@@ -58,11 +61,13 @@ mod imp {
         &crate::collector::collector().signals
     }
 
-    /// Installs the SIGINT/SIGTERM handlers (once) where those signals have their default action.
-    /// (`_asked`: whether the program asked for it, rather than the default; Unix has it either way.)
-    pub(crate) fn flush_on_signal(_asked: bool) {
+    /// Installs the SIGINT/SIGTERM handlers (once) where those signals have their default action;
+    /// the watcher ends the run with `end` (`init.rs`'s `shutdown_then`, handed in so that this
+    /// part of the collector names nothing above it). (`_asked`: whether the program asked for it,
+    /// rather than the default; Unix has it either way.)
+    pub(crate) fn flush_on_signal(_asked: bool, end: super::EndThen) {
         signals().installed.call_once(|| {
-            if let Err(e) = install() {
+            if let Err(e) = install(end) {
                 crate::diagnostics::note_once(format_args!(
                     "could not set up the flush on SIGINT/SIGTERM ({e}); a signal ends the program without the summary and timeline"
                 ));
@@ -70,7 +75,7 @@ mod imp {
         });
     }
 
-    fn install() -> std::io::Result<()> {
+    fn install(end: super::EndThen) -> std::io::Result<()> {
         let (mut read, write) = std::os::unix::net::UnixStream::pair()?;
         // The handler must never block: a full pipe (signals faster than the watcher reads) drops
         // the byte, and the watcher is already on its way.
@@ -87,7 +92,7 @@ mod imp {
             let mut byte = [0u8; 1];
             if read.read_exact(&mut byte).is_ok() {
                 let signal = libc::c_int::from(byte[0]);
-                crate::init::shutdown_then(|| {
+                end(&|| {
                     // Ends the process by `signal`, its default action restored.
                     let _ = signal_hook::low_level::emulate_default_handler(signal);
                 });
@@ -150,10 +155,12 @@ mod imp {
         errno::set_errno(saved);
     }
 
-    /// Registers the exit hook (once): `process::exit` with a live guard still writes the run.
-    pub(crate) fn on_exit() {
+    /// Registers the exit hook (once): `process::exit` with a live guard still writes the run,
+    /// by `end` (`init.rs`'s `shutdown`).
+    pub(crate) fn on_exit(end: fn()) {
         signals().exit_hook.call_once(|| {
             signals().exit_pid.store(std::process::id(), Ordering::SeqCst);
+            let _ = signals().exit_end.set(end);
             // SAFETY: registers a plain `extern "C" fn()` that never unwinds (see `at_exit`).
             if unsafe { libc::atexit(at_exit) } != 0 {
                 crate::diagnostics::note_once(
@@ -170,12 +177,18 @@ mod imp {
             return; // a forked child: the run, and its files, are the parent's
         }
         // A panic must not unwind into C.
-        let _ = std::panic::catch_unwind(crate::init::shutdown);
+        if let Some(&end) = signals().exit_end.get() {
+            let _ = std::panic::catch_unwind(end);
+        }
     }
 }
 
 #[cfg(unix)]
 pub(crate) use imp::{flush_on_signal, on_exit, Signals};
+
+/// How a signal's watcher ends the run, then runs the closure before any other end can proceed
+/// (`init.rs`'s `shutdown_then`).
+pub(crate) type EndThen = fn(&dyn Fn());
 
 /// No state without Unix signals.
 #[cfg(not(unix))]
@@ -191,7 +204,7 @@ impl Signals {
 
 /// Said only when the program asked for it: by default, signals end the program as before.
 #[cfg(not(unix))]
-pub(crate) fn flush_on_signal(asked: bool) {
+pub(crate) fn flush_on_signal(asked: bool, _end: EndThen) {
     if asked {
         crate::diagnostics::note_once(
             "the flush on SIGINT/SIGTERM is supported on Unix only; signals end the program as before",
@@ -201,4 +214,4 @@ pub(crate) fn flush_on_signal(asked: bool) {
 
 /// Without `atexit` here, `process::exit` needs an explicit [`crate::shutdown`] first (docs/guide.md).
 #[cfg(not(unix))]
-pub(crate) fn on_exit() {}
+pub(crate) fn on_exit(_end: fn()) {}

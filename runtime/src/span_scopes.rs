@@ -37,6 +37,8 @@
 mod open_spans;
 #[cfg(feature = "enabled")]
 mod selected;
+#[cfg(feature = "enabled")]
+mod slot;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use open_spans::ByTime;
 #[cfg(all(feature = "enabled", any(feature = "cuda", feature = "_wgpu")))]
@@ -46,7 +48,9 @@ pub(crate) use selected::{by_time, init_selects};
 #[cfg(feature = "enabled")]
 pub(crate) use selected::{say_if_layer_missing, say_unselected_spans};
 #[cfg(feature = "enabled")]
-pub(crate) use selected::{select_from_init, Selected};
+pub(crate) use selected::select_from_init;
+#[cfg(feature = "enabled")]
+pub(crate) use slot::Selected;
 #[cfg(all(feature = "enabled", feature = "_wgpu"))]
 pub(crate) use {open_spans::WorkByTime, selected::work_by_time};
 

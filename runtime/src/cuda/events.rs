@@ -18,7 +18,7 @@ use crate::diagnostics::{losses, note_once, Losses};
 use crate::placement::{Bounds, ClockMap, Facts};
 use crate::record::{GpuTiming, Interval, Record, TimingSource};
 use crate::resolver::{PendingWork, Progress};
-use crate::{clock, pipeline};
+use crate::{clock, collector};
 use cudarc::driver::result::{self, event, stream as cstream};
 use cudarc::driver::sys::{CUevent, CUevent_flags, CUstream};
 use cudarc::driver::{CudaContext, CudaStream};
@@ -275,7 +275,7 @@ pub(crate) fn finish(mut scope: EventScope, record: Record) {
         }
         Err(e) => {
             note_once(format_args!("recording a CUDA event failed ({e:?}): a call is timed on the host only"));
-            pipeline::submit(record);
+            collector::submit(record);
         }
     }
 }
@@ -352,7 +352,7 @@ fn resolve_ready() -> usize {
                 s.pool.push(w.end);
             }
         }
-        pipeline::submit(record);
+        collector::submit(record);
     }
     left
 }

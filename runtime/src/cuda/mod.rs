@@ -632,11 +632,11 @@ impl BackendScope for CudaScope {
                                 call.site.desc.name
                             ));
                         }
-                        crate::pipeline::submit(call.into_record());
+                        crate::collector::submit(call.into_record());
                     }
                 }
             }
-            CudaScope::Host => crate::pipeline::submit(call.into_record()),
+            CudaScope::Host => crate::collector::submit(call.into_record()),
         }
     }
 }

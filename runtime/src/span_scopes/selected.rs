@@ -4,17 +4,16 @@
 
 #[cfg(feature = "cuda")]
 use super::open_spans::ByTime;
-use super::open_spans::{Life, OpenSpans};
+use super::open_spans::Life;
 use super::{SpanScopes, SpanSelection};
 use crate::backends::{span_backend, span_gpu, SpanWork};
 use crate::record::Value;
 use crate::scope::Scope;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use tracing::callsite::Identifier;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record as Values};
 use tracing::subscriber::Interest;
@@ -22,41 +21,6 @@ use tracing::{Metadata, Subscriber};
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
-
-/// The selection `init` made and the sites of selected spans; owned by the
-/// [`Collector`](crate::collector::Collector).
-#[derive(Debug)]
-pub(crate) struct Selected {
-    /// The selection of [`layer`](super::layer): `None` until `init` or the first question sets it.
-    from_init: RwLock<Option<Option<Arc<EnvFilter>>>>,
-    /// One site per span callsite, made the first time a span of it is selected.
-    sites: Mutex<Option<HashMap<Identifier, &'static Site>>>,
-    /// When each selected span instance was entered, for attribution by time.
-    open_spans: OpenSpans,
-    /// A [`layer`](super::layer) was put in a subscriber (`tracing` cannot list a
-    /// subscriber's layers: the layer says so when it is added).
-    layer_added: AtomicBool,
-    /// The census of unselected spans (see [`unselected_at`]): on from the first GPU work that
-    /// no scope owned, and the lives of the spans it saw entered.
-    census_on: AtomicBool,
-    census: OpenSpans,
-    /// How many records of unowned work were launched while each unselected span was entered.
-    census_named: Mutex<BTreeMap<Arc<str>, u64>>,
-}
-
-impl Selected {
-    pub(crate) const fn new() -> Self {
-        Selected {
-            from_init: RwLock::new(None),
-            sites: Mutex::new(None),
-            open_spans: OpenSpans::new(),
-            layer_added: AtomicBool::new(false),
-            census_on: AtomicBool::new(false),
-            census: OpenSpans::census(),
-            census_named: Mutex::new(BTreeMap::new()),
-        }
-    }
-}
 
 /// Whose, by time, GPU work launched at host instant `host_ns` is, for a backend that found no
 /// scope on the launching thread (`open_spans.rs` has the rule). CUPTI's attribution asks it;
@@ -572,7 +536,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
 mod tests {
     use super::super::{layer, layer_with};
     use super::*;
-    use crate::pipeline::{self, Sink};
+    use crate::pipeline::Sink;
     use crate::record::Record;
     use tracing_subscriber::layer::SubscriberExt;
 
@@ -603,10 +567,10 @@ mod tests {
     ) -> Vec<Record> {
         let sink = Arc::new(Spans(Mutex::new(Vec::new()), names));
         let dyn_sink: Arc<dyn Sink> = sink.clone();
-        pipeline::add_sink(dyn_sink.clone());
+        crate::collector::add_sink(dyn_sink.clone());
         tracing::dispatcher::with_default(dispatch, || run(dispatch));
         crate::flush();
-        pipeline::remove_sink(&dyn_sink);
+        crate::collector::remove_sink(&dyn_sink);
         let out = lock(&sink.0).clone();
         out
     }

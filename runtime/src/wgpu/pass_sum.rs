@@ -14,7 +14,7 @@
 //!
 //! Major-independent: each major's backend delivers its resolved passes here.
 
-use crate::pipeline;
+use crate::collector;
 use crate::record::{Activity, Attributed, DeviceLabel, GpuTiming, Interval, Record, TimingSource};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -84,7 +84,7 @@ impl PassSum {
             Self::take_ready(&mut s)
         };
         if let Some(r) = ready {
-            pipeline::submit(r);
+            collector::submit(r);
         }
         None
     }
@@ -98,7 +98,7 @@ impl PassSum {
             Self::take_ready(&mut s)
         };
         if let Some(r) = ready {
-            pipeline::submit(r);
+            collector::submit(r);
         }
     }
 
@@ -224,7 +224,7 @@ pub(crate) fn span_exited(span: u64) {
 
 /// A pass no scope owns, resolved: its own record, already named and timed by the backend.
 pub(crate) fn unattributed(record: Record) {
-    pipeline::submit(record);
+    collector::submit(record);
 }
 
 #[cfg(test)]

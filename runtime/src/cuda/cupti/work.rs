@@ -6,8 +6,8 @@ use super::dump::Frame;
 use super::records::Raw;
 use super::thread_index::Window;
 use super::{buffers, clock, dump, records, state, window, Live, Msg};
+use crate::collector;
 use crate::diagnostics::note_once;
-use crate::pipeline;
 use crate::record::Record;
 use crate::resolver::{PendingWork, Progress};
 use crate::scope::Call;
@@ -147,7 +147,7 @@ fn process(flushed: Option<bool>) -> Processed {
         Err(_) => return Processed::default(),
     };
     for r in records {
-        pipeline::submit(r);
+        collector::submit(r);
     }
     done
 }

@@ -254,7 +254,7 @@ impl OpenWindow {
         }
         self.closed = true;
         let sink: Arc<dyn crate::pipeline::Sink> = self.sink.clone();
-        crate::pipeline::remove_sink(&sink);
+        crate::collector::remove_sink(&sink);
         crate::spans::unwant();
         self.sink.close(crate::clock::now_ns());
     }
@@ -495,7 +495,7 @@ impl Server {
             start_ns,
             window_s: seconds,
         };
-        crate::pipeline::add_sink(sink.clone());
+        crate::collector::add_sink(sink.clone());
         // The application spans each call was made in, for the report's cost per request.
         crate::spans::want();
         self.window = Some(OpenWindow {

@@ -332,22 +332,22 @@ mod tests {
     fn a_window_sees_its_calls_and_changes_no_count() {
         let before = WINDOW_SITE.stats.totals().calls;
         for _ in 0..10 {
-            crate::pipeline::submit(record(crate::clock::now_ns()));
+            crate::collector::submit(record(crate::clock::now_ns()));
         }
         let (sink, start_ns) = WindowSink::open().unwrap();
         let as_sink: Arc<dyn Sink> = sink.clone();
-        crate::pipeline::add_sink(as_sink.clone());
+        crate::collector::add_sink(as_sink.clone());
         assert!(crate::collector::collector().sinks.wants_every_call(), "trace-all while the window is open");
         // A call that began before the window: counted as always, not the window's.
-        crate::pipeline::submit(record(start_ns - 1));
+        crate::collector::submit(record(start_ns - 1));
         for _ in 0..20 {
-            crate::pipeline::submit(record(crate::clock::now_ns()));
+            crate::collector::submit(record(crate::clock::now_ns()));
         }
-        crate::pipeline::remove_sink(&as_sink);
+        crate::collector::remove_sink(&as_sink);
         let end_ns = crate::clock::now_ns();
         sink.close(end_ns);
         for _ in 0..5 {
-            crate::pipeline::submit(record(crate::clock::now_ns()));
+            crate::collector::submit(record(crate::clock::now_ns()));
         }
         assert_eq!(WINDOW_SITE.stats.totals().calls - before, 36, "every call counted, window or not");
 

@@ -46,7 +46,7 @@ use tracing_subscriber::registry::LookupSpan;
 // What only the instrumented build uses.
 #[cfg(feature = "enabled")]
 use {
-    crate::pipeline::{self, Sink},
+    crate::pipeline::Sink,
     opentelemetry::trace::TracerProvider as _,
     opentelemetry::Context,
     opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider},
@@ -319,7 +319,7 @@ impl Otlp {
             otlp.meter_provider = Some(provider);
         }
         for s in &otlp.sinks {
-            pipeline::add_sink(s.clone());
+            crate::collector::add_sink(s.clone());
         }
         Ok(otlp)
     }
@@ -458,7 +458,7 @@ impl Otlp {
             return (self.stats(), Duration::ZERO);
         }
         for s in &self.sinks {
-            pipeline::remove_sink(s);
+            crate::collector::remove_sink(s);
         }
         active().store(false, Relaxed);
         let bound = self.config.shutdown_timeout;
@@ -513,7 +513,7 @@ impl Otlp {
 
 /// The export's end at `gpuspan::shutdown()`. The pipeline never gives `Otlp` itself a record
 /// (its span and metric sinks, which [`OtlpConfig::start`] registered, take them): `init` hands
-/// it to [`pipeline::finish`] with the sinks it started, so that every output ends in one place
+/// it to [`collector::finish_sinks`](crate::collector::finish_sinks) with the sinks it started, so that every output ends in one place
 /// and one order.
 #[cfg(feature = "enabled")]
 impl Sink for Otlp {

@@ -18,7 +18,7 @@ use super::{wgpu, wgpu_profiler};
 use super::device::DeviceState;
 use super::resolver;
 use crate::diagnostics::{note_once, Losses, losses};
-use crate::pipeline;
+use crate::collector;
 use crate::record::{GpuTiming, Record};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -345,7 +345,7 @@ impl Frame {
                 }
                 _ => Losses::add(&losses().unresolved_scopes, 1),
             }
-            pipeline::submit(record);
+            collector::submit(record);
         }
         let profiler = self.profiler.lock().ok().and_then(|mut p| p.take());
         if let (Some(p), false) = (profiler, poisoned) {

@@ -20,7 +20,7 @@ use super::device::DeviceState;
 use super::pool::{self, Slots, Timed};
 use super::{wgpu, Recorder};
 use crate::diagnostics::{losses, Losses};
-use crate::pipeline;
+use crate::collector;
 use crate::record::Record;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -171,13 +171,13 @@ fn meet(device: &DeviceState, target: &Target, event: Event) {
         (0, _, _) | (_, true, _) => {
             record.site.timed_on_host(if own { OWN_WRITES } else { NO_PASS });
             pool::finish(device, &target.slots, Timed::Passes, None, true);
-            pipeline::submit(record);
+            collector::submit(record);
         }
         (_, false, false) => {
             // The encoder was dropped unsubmitted: its passes' timestamps never came.
             pool::finish(device, &target.slots, Timed::Passes, None, true);
             Losses::add(&losses().unresolved_scopes, 1);
-            pipeline::submit(record);
+            collector::submit(record);
         }
     }
 }

@@ -25,7 +25,7 @@ use super::{mapped_range, wgpu};
 use super::device::DeviceState;
 use super::resolver;
 use crate::diagnostics::{note_once, Losses, losses};
-use crate::pipeline;
+use crate::collector;
 use crate::record::{GpuTiming, Record, TimingSource};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -261,7 +261,7 @@ pub(super) fn finish(d: &DeviceState, slots: &Slots, timed: Timed, record: Optio
             Losses::add(&losses().unresolved_scopes, 1);
         }
         if let Some(r) = record {
-            pipeline::submit(r);
+            collector::submit(r);
         }
         return;
     };
@@ -397,7 +397,7 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
             }
             match timed {
                 Timed::InstrumentedPass(owner) => super::instrument::resolved(owner, record),
-                Timed::Bracket { .. } | Timed::Passes => pipeline::submit(record),
+                Timed::Bracket { .. } | Timed::Passes => collector::submit(record),
             }
         }
     }

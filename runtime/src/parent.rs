@@ -1,0 +1,27 @@
+//! The trace context a call's spans hang under, taken when its scope opens: OpenTelemetry's when
+//! the OTLP export is compiled in, nothing (zero-sized) otherwise. Chosen here, at compile time,
+//! so that the scope and the record name no exporter.
+
+#[cfg(feature = "otlp")]
+pub(crate) use crate::otlp::{capture_parent as capture, capture_span_parent as capture_span, Parent};
+#[cfg(not(feature = "otlp"))]
+pub(crate) use nothing::{capture, capture_span, Parent};
+
+#[cfg(not(feature = "otlp"))]
+mod nothing {
+    /// No exporter takes a parent: nothing to carry.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) struct Parent;
+
+    /// Nothing to capture.
+    #[inline(always)]
+    pub(crate) fn capture() -> Parent {
+        Parent
+    }
+
+    /// Nothing to capture (a selected span's parent).
+    #[inline(always)]
+    pub(crate) fn capture_span() -> Parent {
+        Parent
+    }
+}
