@@ -34,8 +34,7 @@ pub fn call_core() {
     {
         use tracing_subscriber::layer::SubscriberExt;
         use tracing_subscriber::util::SubscriberInitExt;
-        let layer: tracing_subscriber::filter::Filtered<gpuspan::SpanScopes, gpuspan::SpanSelection, _> =
-            gpuspan::layer();
+        let layer: gpuspan::SpanLayer<_> = gpuspan::layer();
         let _default =
             tracing_subscriber::registry().with(layer).with(gpuspan::layer_with("my_app=info")).set_default();
     }

@@ -225,7 +225,7 @@ pub mod cuda;
 #[cfg(feature = "nvml")]
 pub mod monitor;
 
-pub use span_scopes::{layer, layer_with, SpanScopes, SpanSelection};
+pub use span_scopes::{layer, layer_with, SpanLayer, SpanScopes, SpanSelection};
 pub use {
     causality::Trust,
     export::summary::{SiteSummary, Summary},

@@ -30,9 +30,13 @@
 //!   span's entries, so this census starts only at the first such work (decision 55).
 //!
 //! Cost: an unselected span is not this layer's (the per-layer filter said no for its
-//! callsite) until the census starts; from then on each span's entry and exit lock its life.
-//! A selected one takes its span's extensions and a mutex at each entry and exit.
+//! callsite), and where another layer keeps it alive, each of its enters and exits is one load
+//! here ([`SpanLayer`], `live.rs`), until the census starts: from then on each span's entry and
+//! exit lock its life. A selected one takes its span's extensions and a mutex at each entry and
+//! exit.
 
+#[cfg(feature = "enabled")]
+mod live;
 #[cfg(feature = "enabled")]
 mod open_spans;
 #[cfg(feature = "enabled")]
@@ -54,13 +58,16 @@ pub(crate) use slot::Selected;
 #[cfg(all(feature = "enabled", feature = "_wgpu"))]
 pub(crate) use {open_spans::WorkByTime, selected::work_by_time};
 
+use std::any::TypeId;
 #[cfg(feature = "enabled")]
 use std::sync::Arc;
-use tracing::Subscriber;
+use tracing::span::{Attributes, Id, Record as Values};
+use tracing::subscriber::Interest;
+use tracing::{Dispatch, Event, Metadata, Subscriber};
 #[cfg(feature = "enabled")]
 use tracing_subscriber::filter::EnvFilter;
-use tracing_subscriber::filter::Filtered;
-use tracing_subscriber::layer::Layer;
+use tracing_subscriber::filter::{Filtered, LevelFilter};
+use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 /// The layer that makes selected spans measurement scopes, with the selection
@@ -74,38 +81,169 @@ use tracing_subscriber::registry::LookupSpan;
 /// tracing_subscriber::registry().with(gpuspan::layer()).init();
 /// let _guard = gpuspan::Config::from_env().spans("my_app::infer=info,[request]").init();
 /// ```
-pub fn layer<S>() -> Filtered<SpanScopes, SpanSelection, S>
+pub fn layer<S>() -> SpanLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     #[cfg(feature = "enabled")]
-    let selection = SpanSelection { fixed: None };
+    let selection = SpanSelection { fixed: None, callsites: live::Callsites::new() };
     #[cfg(not(feature = "enabled"))]
     let selection = SpanSelection { _private: () };
-    SpanScopes { _private: () }.with_filter(selection)
+    SpanLayer::new(selection)
 }
 
 /// [`layer`] with its own selection, `directives` in `EnvFilter`'s syntax
 /// (`my_app::infer=info,candle=debug,[request]`), whatever `init` was given. Directives that do
 /// not parse are said once, and nothing is selected. Without the `enabled` feature it selects no
 /// span, whatever `directives` say.
-pub fn layer_with<S>(directives: &str) -> Filtered<SpanScopes, SpanSelection, S>
+pub fn layer_with<S>(directives: &str) -> SpanLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     #[cfg(feature = "enabled")]
-    let selection = SpanSelection { fixed: Some(selected::parse(Some(directives))) };
+    let selection = SpanSelection { fixed: Some(selected::parse(Some(directives))), callsites: live::Callsites::new() };
     #[cfg(not(feature = "enabled"))]
     let selection = {
         let _ = directives;
         SpanSelection { _private: () }
     };
-    SpanScopes { _private: () }.with_filter(selection)
+    SpanLayer::new(selection)
+}
+
+/// The layer [`layer`] and [`layer_with`] make: [`SpanScopes`] under the per-layer filter
+/// [`SpanSelection`], except that a span the filter did not enable is told in one load (the
+/// per-layer filter alone looks every span up in the registry at each enter and exit).
+pub struct SpanLayer<S> {
+    inner: Filtered<SpanScopes, SpanSelection, S>,
+}
+
+impl<S> std::fmt::Debug for SpanLayer<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpanLayer").field("inner", &self.inner).finish()
+    }
+}
+
+impl<S> SpanLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn new(selection: SpanSelection) -> Self {
+        #[cfg(feature = "enabled")]
+        let scopes = SpanScopes { live: live::LiveSpans::new() };
+        #[cfg(not(feature = "enabled"))]
+        let scopes = SpanScopes { _private: () };
+        SpanLayer { inner: scopes.with_filter(selection) }
+    }
+}
+
+impl<S> SpanLayer<S> {
+    /// Whether span `id` may be one the filter enabled (`false`: certainly not, and the
+    /// per-layer filter's lookup would find so).
+    #[inline]
+    fn may_hold(&self, id: &Id) -> bool {
+        #[cfg(feature = "enabled")]
+        return self.inner.inner().live.may_hold(id);
+        #[cfg(not(feature = "enabled"))]
+        {
+            let _ = id;
+            false
+        }
+    }
+}
+
+// Everything goes to the per-layer filter as it is; only the hooks that take a span id and
+// would look it up skip a span the filter did not enable.
+impl<S> Layer<S> for SpanLayer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + 'static,
+{
+    fn on_register_dispatch(&self, subscriber: &Dispatch) {
+        self.inner.on_register_dispatch(subscriber);
+    }
+
+    fn on_layer(&mut self, subscriber: &mut S) {
+        self.inner.on_layer(subscriber);
+    }
+
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        self.inner.register_callsite(metadata)
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
+        self.inner.enabled(metadata, ctx)
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        self.inner.on_new_span(attrs, id, ctx);
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.inner.max_level_hint()
+    }
+
+    fn on_record(&self, span: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
+        if self.may_hold(span) {
+            self.inner.on_record(span, values, ctx);
+        }
+    }
+
+    fn on_follows_from(&self, span: &Id, follows: &Id, ctx: Context<'_, S>) {
+        if self.may_hold(span) && self.may_hold(follows) {
+            self.inner.on_follows_from(span, follows, ctx);
+        }
+    }
+
+    fn event_enabled(&self, event: &Event<'_>, ctx: Context<'_, S>) -> bool {
+        self.inner.event_enabled(event, ctx)
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        self.inner.on_event(event, ctx);
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if self.may_hold(id) {
+            self.inner.on_enter(id, ctx);
+        }
+    }
+
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        if self.may_hold(id) {
+            self.inner.on_exit(id, ctx);
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if self.may_hold(&id) {
+            self.inner.on_close(id, ctx);
+        }
+    }
+
+    fn on_id_change(&self, old: &Id, new: &Id, ctx: Context<'_, S>) {
+        if self.may_hold(old) {
+            self.inner.on_id_change(old, new, ctx);
+        }
+    }
+
+    // The per-layer filter's downcasts pass through, as `Box<dyn Layer>` and `Vec<L>` pass them:
+    // the subscriber finds the filter (its id, the marker of a per-layer filter) through them.
+    unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
+        if id == TypeId::of::<Self>() {
+            return Some(self as *const Self as *const ());
+        }
+        // SAFETY: forwarded as is; the pointer the inner layer returns points into `self.inner`,
+        // which lives as long as `self`.
+        unsafe { self.inner.downcast_raw(id) }
+    }
 }
 
 /// The layer's part: see [`layer`]. Does nothing without the `enabled` feature.
 #[derive(Debug)]
 pub struct SpanScopes {
+    /// The spans the filter enabled, per bucket of ids ([`SpanLayer`]'s one load).
+    #[cfg(feature = "enabled")]
+    live: live::LiveSpans,
+    #[cfg(not(feature = "enabled"))]
     _private: (),
 }
 
@@ -116,6 +254,9 @@ pub struct SpanSelection {
     /// `None`: the one `init` was given (or `GPUSPAN_SPANS`), read each time it is asked.
     #[cfg(feature = "enabled")]
     fixed: Option<Option<Arc<EnvFilter>>>,
+    /// The callsites it did not switch off (the per-span question's one load).
+    #[cfg(feature = "enabled")]
+    callsites: live::Callsites,
     #[cfg(not(feature = "enabled"))]
     _private: (),
 }

@@ -222,6 +222,10 @@ fn spans(c: &mut Criterion) {
 #[inline(never)]
 fn calls(case: &str, n: u64) {
     let (what, config) = case.split_once('/').unwrap_or((case, "no_subscriber"));
+    if what.starts_with("span_") {
+        span_calls(what, config, n);
+        return;
+    }
     let f: fn(u64) -> u64 = match what {
         "plain" => plain,
         "gpuspan_off" => {
@@ -253,6 +257,53 @@ fn calls(case: &str, n: u64) {
             tracing::subscriber::with_default(tracing_subscriber::registry().with(fmt), run)
         }
         other => panic!("no configuration {other}"),
+    }
+}
+
+/// [`calls`] for an unselected span's cases, under the subscribers of [`spans`].
+fn span_calls(what: &str, config: &str, n: u64) {
+    let run = || {
+        let span = unselected();
+        black_box(span.in_scope(|| work(black_box(0))));
+        match what {
+            "span_enter_exit" => counted_span_enter_exit(&span, n),
+            "span_lifetime" => counted_span_lifetime(n),
+            other => panic!("no case {other} in calls mode"),
+        }
+    };
+    let selection = "peers_selected=info";
+    match config {
+        "registry" => tracing::subscriber::with_default(tracing_subscriber::registry(), run),
+        "registry_noop_layer" => tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), run),
+        // Any second layer's share of the stack: what gpuspan's layer is measured against.
+        "registry_noop_layer_noop_layer" => {
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer).with(NoopLayer), run)
+        }
+        "registry_noop_layer_gpuspan_layer" => tracing::subscriber::with_default(
+            tracing_subscriber::registry().with(NoopLayer).with(gpuspan::layer_with(selection)),
+            run,
+        ),
+        "registry_gpuspan_layer" => {
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(gpuspan::layer_with(selection)), run)
+        }
+        other => panic!("no configuration {other}"),
+    }
+}
+
+/// Entering and leaving an existing unselected span, counted.
+#[inline(never)]
+fn counted_span_enter_exit(span: &tracing::Span, n: u64) {
+    for i in 0..n {
+        let _e = span.enter();
+        black_box(work(black_box(i)));
+    }
+}
+
+/// Creating, entering, leaving and closing an unselected span, counted.
+#[inline(never)]
+fn counted_span_lifetime(n: u64) {
+    for i in 0..n {
+        black_box(unselected().in_scope(|| work(black_box(i))));
     }
 }
 

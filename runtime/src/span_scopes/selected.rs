@@ -187,7 +187,12 @@ fn is_own(meta: &Metadata<'_>) -> bool {
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
     fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
-        meta.is_span() && !is_own(meta) && (census_on() || self.selects(meta, cx))
+        // A callsite the selection switched off: one load (another layer keeps it on). The
+        // census marks every span callsite when it starts (`callsite_enabled`).
+        self.callsites.may_be_wanted(meta)
+            && meta.is_span()
+            && !is_own(meta)
+            && (census_on() || self.selects(meta, cx))
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
@@ -197,7 +202,11 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
         let interest = self.filter().map_or_else(Interest::never, |f| Filter::<S>::callsite_enabled(&*f, meta));
         // Asked again when the census starts (`rebuild_interest_cache`): it follows every span.
         if interest.is_never() && census_on() {
+            self.callsites.may_want(meta);
             return Interest::always();
+        }
+        if !interest.is_never() {
+            self.callsites.may_want(meta);
         }
         interest
     }
@@ -452,6 +461,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        // Counted whatever happens next: `SpanLayer` passes its hooks on while it lives.
+        self.live.opened(id);
         // GPUSPAN=off: a selected span is nothing.
         if !crate::switch::is_on() {
             return;
@@ -513,6 +524,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        self.live.closed(&id);
         let Some(span) = ctx.span(&id) else { return };
         if let Some(c) = span.extensions().get::<Census>() {
             c.life.close();
@@ -660,6 +672,38 @@ mod tests {
         let mut names: Vec<_> = records.iter().map(|r| r.site.desc.name).collect();
         names.sort();
         assert_eq!(names, ["by_name_inner", "by_name_req"]);
+    }
+
+    /// Beside a layer that keeps every span alive, unselected spans are skipped by the live-span
+    /// count (`live.rs`), and what the count must not skip still arrives: a selected span's
+    /// entries and close, the `[name]` directive's entries that select the spans inside it, and
+    /// a selected span made after many unselected ones came and went.
+    #[test]
+    fn beside_another_layer_the_selection_is_the_same_and_unselected_spans_are_not_held() {
+        struct Everything;
+        impl<S: Subscriber> Layer<S> for Everything {}
+        let dispatch = tracing::Dispatch::new(
+            tracing_subscriber::registry().with(Everything).with(layer_with("[beside_req],beside_app=info")),
+        );
+        let names = &["beside_req", "beside_inner", "beside_outside", "beside_app_span", "beside_unselected"];
+        let records = collect_in(&dispatch, names, |_| {
+            for _ in 0..100 {
+                tracing::info_span!(target: "beside_elsewhere", "beside_unselected").in_scope(|| {});
+            }
+            tracing::info_span!(target: "anywhere", "beside_req").in_scope(|| {
+                tracing::info_span!(target: "anywhere", "beside_inner").in_scope(|| {});
+            });
+            tracing::info_span!(target: "anywhere", "beside_outside").in_scope(|| {});
+            let app = tracing::info_span!(target: "beside_app", "beside_app_span");
+            app.in_scope(|| {});
+            app.in_scope(|| {});
+        });
+        let mut names: Vec<_> = records.iter().map(|r| r.site.desc.name).collect();
+        names.sort();
+        assert_eq!(names, ["beside_app_span", "beside_inner", "beside_req"]);
+        let layer = dispatch.downcast_ref::<super::super::SpanScopes>().expect("the layer's part is found");
+        // Every selected span closed: no bucket holds one, so no id takes the lookup.
+        assert!((1..=4096u64).all(|i| !layer.live.may_hold(&Id::from_u64(i))));
     }
 
     #[test]
