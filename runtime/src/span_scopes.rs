@@ -45,14 +45,14 @@ mod selected;
 mod slot;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use open_spans::ByTime;
+#[cfg(feature = "enabled")]
+pub(crate) use selected::select_from_init;
 #[cfg(all(feature = "enabled", any(feature = "cuda", feature = "_wgpu")))]
 pub(crate) use selected::unselected_at;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use selected::{by_time, init_selects};
 #[cfg(feature = "enabled")]
 pub(crate) use selected::{say_if_layer_missing, say_unselected_spans};
-#[cfg(feature = "enabled")]
-pub(crate) use selected::select_from_init;
 #[cfg(feature = "enabled")]
 pub(crate) use slot::Selected;
 #[cfg(all(feature = "enabled", feature = "_wgpu"))]

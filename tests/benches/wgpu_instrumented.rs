@@ -1,7 +1,9 @@
 //! What the instrumented device (`gpuspan::wgpu::instrument`) costs on the host, against the
 //! plain device it forwards to, measured in one run: per forwarded call (a dispatch inside a
-//! pass), and for a frame of 100 passes (each timed: its timestamp writes, its record). Runs on
-//! whatever adapter is found (lavapipe in CI).
+//! pass), and for a frame of 100 passes (each timed: its timestamp writes, its record). Then the
+//! frame's GPU time on each device, from `write_timestamp` marks around it (where the device has
+//! in-encoder timestamps): what each pass's two timestamp writes cost the GPU. Runs on whatever
+//! adapter is found (lavapipe in CI).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gpuspan_tests::gpu::Gpu;
@@ -41,6 +43,38 @@ fn frame(gpu: &Gpu) {
     let _ = gpu.device.poll(wgpu::PollType::Poll);
 }
 
+/// Frames measured for the GPU-time row.
+const GPU_FRAMES: usize = 50;
+
+/// The median GPU time (ns) of [`frame`]'s work on `gpu`, from marks written at the start and the
+/// end of its encoder; `None` without in-encoder timestamps.
+fn frame_gpu_ns(gpu: &Gpu) -> Option<f64> {
+    if !gpu.device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS) {
+        return None;
+    }
+    let mut ns: Vec<f64> = (0..GPU_FRAMES)
+        .map(|_| {
+            let marks = gpuspan_tests::gpu::RawTimer::new(&gpu.device);
+            let mut encoder =
+                gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("frame") });
+            encoder.write_timestamp(&marks.query_set, 0);
+            for _ in 0..PASSES {
+                let mut pass = encoder
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("node"), timestamp_writes: None });
+                pass.set_pipeline(&gpu.pipeline);
+                pass.set_bind_group(0, &gpu.bind_group, &[]);
+                pass.dispatch_workgroups(1, 1, 1);
+            }
+            encoder.write_timestamp(&marks.query_set, 1);
+            marks.resolve(&mut encoder);
+            gpu.queue.submit([encoder.finish()]);
+            marks.read_ns(gpu)
+        })
+        .collect();
+    ns.sort_by(f64::total_cmp);
+    Some(ns[ns.len() / 2])
+}
+
 fn instrumented(c: &mut Criterion) {
     let (Some(plain), Some(instrumented)) = (Gpu::new(64, 1), Gpu::instrumented_for_test(64, 1)) else {
         eprintln!("skipped: no wgpu adapter");
@@ -56,6 +90,17 @@ fn instrumented(c: &mut Criterion) {
     g.finish();
     plain.wait();
     instrumented.wait();
+    gpuspan::flush();
+    match (frame_gpu_ns(&plain), frame_gpu_ns(&instrumented)) {
+        (Some(p), Some(i)) => println!(
+            "GPU time of a frame of {PASSES} passes (median of {GPU_FRAMES}): plain {:.1} us, instrumented {:.1} us: \
+             {:+.1} ns per pass for its two timestamp writes",
+            p / 1e3,
+            i / 1e3,
+            (i - p) / f64::from(PASSES)
+        ),
+        _ => println!("GPU time of a frame: the device has no in-encoder timestamps"),
+    }
     gpuspan::flush();
 }
 

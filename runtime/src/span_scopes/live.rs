@@ -53,17 +53,20 @@ impl LiveSpans {
     }
 }
 
-/// Callsites the selection did not switch off, as bits of a hash of their metadata's address:
-/// set when `tracing` registers a callsite (or asks again after `init` changed the selection),
-/// never cleared, so a stale bit only sends a span to the full check. A clear bit answers the
-/// filter's per-span question (`enabled`, asked where another layer keeps the callsite on) in
-/// one load.
+/// What the selection said of each callsite, as a pair of bits per hash of its metadata's
+/// address: *known* (registered with this layer) and *may be wanted* (the selection did not
+/// switch it off). Set when `tracing` registers a callsite (or asks again after `init` changed
+/// the selection, or the census started), never cleared, so a stale bit only sends a span to the
+/// full check. A known pair that says "off" answers the filter's per-span question (`enabled`,
+/// asked where another layer keeps the callsite on) in one load; a callsite not known yet takes
+/// the full check: `tracing` answers `sometimes` to a thread whose callsite another thread is
+/// still registering, and that thread's span must not be lost.
 #[derive(Debug)]
 pub(crate) struct Callsites {
     bits: [AtomicU64; CALLSITE_WORDS],
 }
 
-/// 1 024 bits: a program's selected callsites are few.
+/// 16 words of 32 pairs: 512 pairs; a program's selected callsites are few.
 const CALLSITE_WORDS: usize = 16;
 
 impl Callsites {
@@ -71,23 +74,35 @@ impl Callsites {
         Callsites { bits: [const { AtomicU64::new(0) }; CALLSITE_WORDS] }
     }
 
-    fn bit(meta: &Metadata<'_>) -> (usize, u64) {
-        let h = (meta as *const Metadata<'_> as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
-        ((h >> 6) as usize, 1 << (h & 63))
+    /// The word and the pair's *known* bit; its *may be wanted* bit is the next one.
+    fn pair(meta: &Metadata<'_>) -> (usize, u64) {
+        let h = (meta as *const Metadata<'_> as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55;
+        ((h >> 5) as usize, 1 << (2 * (h & 31)))
     }
 
-    /// The selection may want spans of `meta`'s callsite.
-    pub(crate) fn may_want(&self, meta: &'static Metadata<'static>) {
-        let (word, bit) = Self::bit(meta);
-        self.bits[word].fetch_or(bit, Ordering::Relaxed);
+    /// The selection answered for `meta`'s callsite: `wanted` unless it switched it off.
+    pub(crate) fn mark(&self, meta: &'static Metadata<'static>, wanted: bool) {
+        let (word, known) = Self::pair(meta);
+        let bits = if wanted { known | known << 1 } else { known };
+        self.bits[word].fetch_or(bits, Ordering::Relaxed);
     }
 
-    /// `false`: the selection switched `meta`'s callsite off. Relaxed: `tracing` registers a
-    /// callsite before any span of it is made.
+    /// What the selection said of `meta`'s callsite: `None` while it is not known yet (another
+    /// thread may still be registering it), else whether it (or one sharing its pair) may be
+    /// wanted.
+    pub(crate) fn said(&self, meta: &Metadata<'_>) -> Option<bool> {
+        let (word, known) = Self::pair(meta);
+        let w = self.bits[word].load(Ordering::Relaxed);
+        (w & known != 0).then_some(w & (known << 1) != 0)
+    }
+
+    /// `false`: the selection switched `meta`'s callsite off (and no callsite sharing its pair
+    /// may be wanted).
     #[inline]
     pub(crate) fn may_be_wanted(&self, meta: &Metadata<'_>) -> bool {
-        let (word, bit) = Self::bit(meta);
-        self.bits[word].load(Ordering::Relaxed) & bit != 0
+        let (word, known) = Self::pair(meta);
+        let w = self.bits[word].load(Ordering::Relaxed);
+        w & (known << 1) != 0 || w & known == 0
     }
 }
 
@@ -96,19 +111,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_callsite_is_wanted_once_marked_and_others_only_by_collision() {
+    fn a_callsite_is_off_only_once_known_off_and_others_only_by_collision() {
         let sites = Callsites::new();
         // Two callsites' metadata, from spans a registry keeps.
-        let (wanted, other) = tracing::subscriber::with_default(tracing_subscriber::registry(), || {
+        let (wanted, off) = tracing::subscriber::with_default(tracing_subscriber::registry(), || {
             let wanted = tracing::info_span!(target: "live_test", "wanted");
-            let other = tracing::info_span!(target: "live_test", "other");
-            (wanted.metadata().expect("enabled"), other.metadata().expect("enabled"))
+            let off = tracing::info_span!(target: "live_test", "off");
+            (wanted.metadata().expect("enabled"), off.metadata().expect("enabled"))
         });
-        assert!(!sites.may_be_wanted(wanted) && !sites.may_be_wanted(other));
-        sites.may_want(wanted);
+        assert!(sites.may_be_wanted(wanted) && sites.may_be_wanted(off), "not known yet: the full check");
+        sites.mark(off, false);
+        sites.mark(wanted, true);
         assert!(sites.may_be_wanted(wanted));
-        let (w, b) = Callsites::bit(other);
-        assert_eq!(sites.may_be_wanted(other), Callsites::bit(wanted) == (w, b), "only a shared bit");
+        let shared = Callsites::pair(wanted) == Callsites::pair(off);
+        assert_eq!(sites.may_be_wanted(off), shared, "off in one load, unless it shares a wanted pair");
     }
 
     #[test]

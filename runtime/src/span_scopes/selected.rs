@@ -165,9 +165,13 @@ impl SpanSelection {
     }
 }
 
-/// The mark of a span the census follows but the selection does not take: the layer keeps its
-/// [`Census`] life instead of an [`Instance`].
-struct Unselected;
+/// The mark of a span the selection does not take though the filter let it through: the
+/// census follows it (the layer keeps its [`Census`] life instead of an [`Instance`]), or
+/// nothing does (its callsite was not registered yet when the filter was asked).
+enum Unselected {
+    Census,
+    Ignored,
+}
 
 /// An unselected span's life, for naming unowned work (`unselected_at`): in the census's log
 /// from its first entry.
@@ -189,25 +193,27 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
     fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
         // A callsite the selection switched off: one load (another layer keeps it on). The
         // census marks every span callsite when it starts (`callsite_enabled`).
+        // A callsite not known yet is let through: `tracing` asks this of a thread whose callsite
+        // another thread is still registering, before the selection has seen it; `on_new_span`
+        // registers it and decides.
         self.callsites.may_be_wanted(meta)
             && meta.is_span()
             && !is_own(meta)
-            && (census_on() || self.selects(meta, cx))
+            && (census_on() || self.callsites.said(meta).is_none() || self.selects(meta, cx))
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
         if !meta.is_span() || is_own(meta) {
+            self.callsites.mark(meta, false);
             return Interest::never();
         }
         let interest = self.filter().map_or_else(Interest::never, |f| Filter::<S>::callsite_enabled(&*f, meta));
         // Asked again when the census starts (`rebuild_interest_cache`): it follows every span.
         if interest.is_never() && census_on() {
-            self.callsites.may_want(meta);
+            self.callsites.mark(meta, true);
             return Interest::always();
         }
-        if !interest.is_never() {
-            self.callsites.may_want(meta);
-        }
+        self.callsites.mark(meta, !interest.is_never());
         interest
     }
 
@@ -222,9 +228,16 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
     // What an `EnvFilter` with field or span directives (`[request{id=1}]`) keeps track of; a
     // span the census follows but the selection does not take is marked so for the layer.
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, cx: Context<'_, S>) {
-        if census_on() && !self.selects(attrs.metadata(), &cx) {
+        let meta = attrs.metadata();
+        // Decided again where `enabled` let the span through without the selection's answer: a
+        // callsite not registered yet (registered now, as `tracing` would have), or the census.
+        let unknown = self.callsites.said(meta).is_none();
+        if unknown {
+            let _ = Filter::<S>::callsite_enabled(self, meta);
+        }
+        if (unknown || census_on()) && !self.selects(meta, &cx) {
             if let Some(span) = cx.span(id) {
-                span.extensions_mut().insert(Unselected);
+                span.extensions_mut().insert(if census_on() { Unselected::Census } else { Unselected::Ignored });
             }
             return;
         }
@@ -468,7 +481,12 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
             return;
         }
         let Some(span) = ctx.span(id) else { return };
-        if span.extensions_mut().remove::<Unselected>().is_some() {
+        // Taken out first: the extensions' lock is not held across the `if` below.
+        let mark = span.extensions_mut().remove::<Unselected>();
+        if let Some(mark) = mark {
+            if matches!(mark, Unselected::Ignored) {
+                return;
+            }
             let parent = span.scope().skip(1).find_map(|s| s.extensions().get::<Census>().map(|c| c.life.clone()));
             let life = Life::with_work(attrs.metadata().name(), parent, SpanWork::default());
             span.extensions_mut().insert(Census { life, logged: AtomicBool::new(false) });
