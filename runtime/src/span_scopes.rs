@@ -47,10 +47,12 @@ mod slot;
 pub(crate) use open_spans::ByTime;
 #[cfg(feature = "enabled")]
 pub(crate) use selected::select_from_init;
-#[cfg(all(feature = "enabled", any(feature = "cuda", feature = "_wgpu")))]
+#[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use selected::unselected_at;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use selected::{by_time, init_selects};
+#[cfg(all(feature = "enabled", feature = "_wgpu"))]
+pub(crate) use selected::{named_at, start_census};
 #[cfg(feature = "enabled")]
 pub(crate) use selected::{say_if_layer_missing, say_unselected_spans};
 #[cfg(feature = "enabled")]

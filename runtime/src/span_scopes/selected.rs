@@ -43,20 +43,37 @@ pub(crate) fn work_by_time(host_ns: u64) -> super::open_spans::WorkByTime {
 /// every span entry, so the census of unselected spans starts only at the first such work
 /// (`tracing` asks every callsite again, and the layer follows every span from then on): work
 /// before it, or with no span entered, is unnamed (`None`). Each name is counted for the summary.
-#[cfg_attr(not(any(feature = "cuda", feature = "_wgpu")), allow(dead_code))] // their unowned work
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // CUPTI's unowned work
 pub(crate) fn unselected_at(host_ns: u64) -> Option<Arc<str>> {
-    let selected = &crate::collector::collector().selected;
-    if !selected.census_on.swap(true, Ordering::Relaxed) {
-        if selected.layer_added.load(Ordering::Relaxed) {
-            tracing::callsite::rebuild_interest_cache();
-        } else {
-            crate::diagnostics::note_once(
-                "GPU work ran outside every annotated call and selected span: with `gpuspan::layer()` in the \
-                 subscriber its records would name the span entered at its launch, so that you can select it",
-            );
-        }
+    if !start_census() {
         return None;
     }
+    named_at(host_ns)
+}
+
+/// Unowned work is seen: starts the census of [`unselected_at`] if it is not on yet. True when
+/// it already was, so that work launched now can be named ([`named_at`], later).
+pub(crate) fn start_census() -> bool {
+    let selected = &crate::collector::collector().selected;
+    // A load first: after the first unowned work this is every pass's question.
+    if selected.census_on.load(Ordering::Relaxed) || selected.census_on.swap(true, Ordering::Relaxed) {
+        return true;
+    }
+    if selected.layer_added.load(Ordering::Relaxed) {
+        tracing::callsite::rebuild_interest_cache();
+    } else {
+        crate::diagnostics::note_once(
+            "GPU work ran outside every annotated call and selected span: with `gpuspan::layer()` in the \
+             subscriber its records would name the span entered at its launch, so that you can select it",
+        );
+    }
+    false
+}
+
+/// The unselected spans the census saw entered at `host_ns` (see [`unselected_at`]), counted
+/// for the summary; for work seen while the census was on ([`start_census`]).
+pub(crate) fn named_at(host_ns: u64) -> Option<Arc<str>> {
+    let selected = &crate::collector::collector().selected;
     let name = selected.census.names_at(host_ns)?;
     *lock(&selected.census_named).entry(name.clone()).or_insert(0) += 1;
     Some(name)

@@ -129,9 +129,16 @@ pub(super) enum Timed {
     /// The passes the call began, on a pass-level device: the first one's start, the last
     /// one's end (`passes.rs`).
     Passes,
-    /// One pass of an instrumented device, for the scope that owns it, if one does
-    /// (`instrument/pass.rs`).
-    InstrumentedPass(Option<crate::wgpu::pass_sum::PassSum>),
+}
+
+/// What waits in a batch for its timestamps.
+#[allow(clippy::large_enum_variant)] // moved once into its batch; a box would cost an allocation each
+enum Finished {
+    /// A scope's record, and what its two timestamps measured.
+    Scope(Timed, Record),
+    /// One pass (or copy) of an instrumented device: its record is made at delivery, on the
+    /// resolver thread, not on the thread that encoded it (`instrument/pass.rs`).
+    Pass(super::instrument::EndedPass),
 }
 
 struct Batch {
@@ -146,11 +153,10 @@ struct Batch {
     opened_at_ns: u64,
     /// Closed to new brackets.
     sealed: bool,
-    /// Finished brackets waiting for a round: their pair, whether they closed at the function's
-    /// exit, their record.
-    records: Vec<(u32, Timed, Record)>,
+    /// Finished brackets and passes waiting for a round, with their pair.
+    records: Vec<(u32, Finished)>,
     /// Those the round in flight reads back.
-    resolving: Vec<(u32, Timed, Record)>,
+    resolving: Vec<(u32, Finished)>,
     /// Set when a round's read-back was submitted; the map callback sets it done or failed.
     map: Option<Arc<AtomicU8>>,
     /// Pairs read from a pass's own timestamp writes (`take_foreign`): the pass's encoder
@@ -253,29 +259,70 @@ pub(super) fn take_foreign(d: &DeviceState, queue: &wgpu::Queue) -> Option<(Slot
 /// timestamps. None when the scope was dropped without one (counted as lost), or when an
 /// attached encoder timed the call instead (`superseded`: not a loss).
 pub(super) fn finish(d: &DeviceState, slots: &Slots, timed: Timed, record: Option<Record>, superseded: bool) {
-    let mut pool = d.brackets.lock().ok();
-    let Some(b) = pool.as_mut().and_then(|p| p.batches.iter_mut().find(|b| b.id == slots.batch)) else {
-        // Only after a panic with the lock held: the record goes on without GPU timing.
-        drop(pool);
-        if !superseded {
-            Losses::add(&losses().unresolved_scopes, 1);
+    finished(d, slots, record.map(|r| Finished::Scope(timed, r)), !superseded);
+}
+
+/// Passes of an instrumented device were executed (an encoder's, in one callback): each waits
+/// in its batch for the batch's timestamps, and its record is made when they are read.
+pub(super) fn finish_passes(d: &DeviceState, passes: impl Iterator<Item = (Slots, super::instrument::EndedPass)>) {
+    let mut wake = false;
+    let mut gone = Vec::new();
+    match d.brackets.lock() {
+        Ok(mut pool) => {
+            for (slots, pass) in passes {
+                let mut waiting = Some(Finished::Pass(pass));
+                match file(&mut pool, &slots, &mut waiting, false) {
+                    Some(sealed) => wake |= sealed,
+                    None => gone.extend(waiting),
+                }
+            }
         }
-        if let Some(r) = record {
-            collector::submit(r);
-        }
-        return;
-    };
+        Err(_) => gone.extend(passes.map(|(_, p)| Finished::Pass(p))),
+    }
+    given_up(gone, false);
+    if wake {
+        resolver::wake();
+    }
+}
+
+/// A slot pair's user is done: `waiting` for the batch's timestamps, or nothing; a scope that
+/// leaves nothing (or whose batch is gone) is counted as lost where `count_loss`.
+fn finished(d: &DeviceState, slots: &Slots, waiting: Option<Finished>, count_loss: bool) {
+    let mut waiting = waiting;
+    let filed = d.brackets.lock().ok().and_then(|mut pool| file(&mut pool, slots, &mut waiting, count_loss));
+    match filed {
+        // A closed batch is not polled for: a record finishing in one asks for a round.
+        Some(true) => resolver::wake(),
+        Some(false) => {}
+        None => given_up(waiting, count_loss),
+    }
+}
+
+/// Files what is `waiting` (taking it) in its batch, and says whether the batch is sealed (so
+/// that a round must be asked for); `None`, leaving it, where the batch is gone.
+fn file(pool: &mut Pool, slots: &Slots, waiting: &mut Option<Finished>, count_loss: bool) -> Option<bool> {
+    // The newest first: a pass ends in one of the last batches opened.
+    let b = pool.batches.iter_mut().rev().find(|b| b.id == slots.batch)?;
     b.open -= 1;
-    // A closed batch is not polled for: a record finishing in one asks for a round.
-    let ready = b.sealed;
-    match record {
-        Some(r) => b.records.push((slots.pair, timed, r)),
-        None if !superseded => Losses::add(&losses().unresolved_scopes, 1),
+    match waiting.take() {
+        Some(w) => b.records.push((slots.pair, w)),
+        None if count_loss => Losses::add(&losses().unresolved_scopes, 1),
         None => {}
     }
-    drop(pool);
-    if ready {
-        resolver::wake();
+    Some(b.sealed)
+}
+
+/// What could not wait for timestamps (only after a panic with the pool's lock held): it goes
+/// on without GPU timing.
+fn given_up(waiting: impl IntoIterator<Item = Finished>, count_loss: bool) {
+    if count_loss {
+        Losses::add(&losses().unresolved_scopes, 1);
+    }
+    for w in waiting {
+        match w {
+            Finished::Scope(_, r) => collector::submit(r),
+            Finished::Pass(p) => super::instrument::resolved(p, None),
+        }
     }
 }
 
@@ -370,7 +417,11 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
             (Some(_), None) => resolver::calibrate(d).then(|| d.clock()).flatten(),
             (_, clock) => clock,
         };
-        for (pair, timed, mut record) in records {
+        for (pair, waiting) in records {
+            let (timed, mut record, pass) = match waiting {
+                Finished::Scope(timed, record) => (Some(timed), record, None),
+                Finished::Pass(pass) => (None, pass.record(), Some(pass)),
+            };
             let stamps = ticks.as_ref().map(|t| (t[2 * pair as usize], t[2 * pair as usize + 1]));
             match (stamps, period, clock) {
                 // A zero is a slot the resolve found unwritten (wgpu clears those).
@@ -379,9 +430,10 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
                     let (gpu, rounding) = to_ns(start, end, period);
                     let placed = super::bounds::place_ns(d, gpu, rounding, &record, observed, clock);
                     let (source, bracketed, bracket_at_exit) = match &timed {
-                        Timed::Bracket { at_exit } => (placed.source, true, *at_exit),
-                        Timed::Passes => (TimingSource::GpuPasses, false, false),
-                        Timed::InstrumentedPass(_) => (TimingSource::GpuTimestamp, false, false),
+                        Some(Timed::Bracket { at_exit }) => (placed.source, true, *at_exit),
+                        Some(Timed::Passes) => (TimingSource::GpuPasses, false, false),
+                        // A pass's own two timestamps.
+                        None => (TimingSource::GpuTimestamp, false, false),
                     };
                     record.gpu = Some(GpuTiming {
                         // From the ticks' difference: exact where the instants are rounded.
@@ -395,9 +447,9 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
                 }
                 _ => Losses::add(&losses().unresolved_scopes, 1),
             }
-            match timed {
-                Timed::InstrumentedPass(owner) => super::instrument::resolved(owner, record),
-                Timed::Bracket { .. } | Timed::Passes => collector::submit(record),
+            match pass {
+                Some(pass) => super::instrument::resolved(pass, Some(record)),
+                None => collector::submit(record),
             }
         }
     }

@@ -8,13 +8,14 @@
 //! that is not one (a surface's texture view, an object of the device before it was
 //! instrumented) is passed through as it is: it is already the real device's.
 
-use super::pass::{OwnWrites, PassTimer, Recording};
+use super::pass::{EncoderPasses, OwnWrites, PassTimer, Recording};
 use super::{wgpu, Shared};
 use crate::diagnostics::note_once;
 use super::super::attach;
 use crate::record::{ActivityKind, MemoryKind};
 use crate::wgpu::memory::Allocation;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use wgpu::custom::*;
 
@@ -579,8 +580,9 @@ impl DeviceInterface for Device {
         DispatchCommandEncoder::custom(CommandEncoder {
             encoder: Mutex::new(Some(encoder)),
             label: label_of(desc.label),
-            passes: Mutex::new(0),
+            passes: AtomicU32::new(0),
             own_writes: Mutex::new(Vec::new()),
+            ended: Arc::default(),
             shared: self.shared.clone(),
         })
     }
@@ -839,9 +841,11 @@ pub(crate) struct CommandEncoder {
     encoder: Mutex<Option<wgpu::CommandEncoder>>,
     label: Option<Arc<str>>,
     /// Passes begun in it so far: names passes without a label of theirs or their pipeline's.
-    passes: Mutex<u32>,
+    passes: AtomicU32,
     /// Passes with their own timestamp writes, read when the encoder finishes.
     own_writes: Mutex<Vec<OwnWrites>>,
+    /// Its timed passes and copies that ended, waiting for it to finish.
+    ended: Arc<EncoderPasses>,
     shared: Arc<Shared>,
 }
 
@@ -851,9 +855,7 @@ impl CommandEncoder {
     }
 
     fn next_pass(&self) -> u32 {
-        let mut n = lock(&self.passes);
-        *n += 1;
-        *n
+        self.passes.fetch_add(1, Ordering::Relaxed) + 1
     }
 }
 
@@ -867,7 +869,7 @@ impl CommandEncoder {
             ActivityKind::Kernel(_) => 0,
         };
         self.with(|e| match PassTimer::begin_copy(&self.shared, command, kind) {
-            Some(timer) => timer.time_copy(e, record),
+            Some(timer) => timer.time_copy(e, &self.ended, record),
             None => {
                 if self.shared.state.mode != super::super::Mode::InEncoders {
                     self.shared.untimed(command, bytes);
@@ -947,7 +949,7 @@ impl CommandEncoderInterface for CommandEncoder {
         let timer = PassTimer::begin(
             &self.shared,
             desc.label,
-            self.label.as_deref(),
+            self.label.as_ref(),
             index,
             user_writes,
             &mut lock(&self.own_writes),
@@ -968,7 +970,7 @@ impl CommandEncoderInterface for CommandEncoder {
             },
         };
         let pass = self.with(|e| e.begin_compute_pass(&real).forget_lifetime());
-        DispatchComputePass::custom(ComputePass { pass, timing: Recording::new(timer) })
+        DispatchComputePass::custom(ComputePass { pass, timing: Recording::new(timer), ended: self.ended.clone() })
     }
 
     fn begin_render_pass(&self, desc: &wgpu::RenderPassDescriptor<'_>) -> DispatchRenderPass {
@@ -977,7 +979,7 @@ impl CommandEncoderInterface for CommandEncoder {
         let timer = PassTimer::begin(
             &self.shared,
             desc.label,
-            self.label.as_deref(),
+            self.label.as_ref(),
             index,
             user_writes,
             &mut lock(&self.own_writes),
@@ -1016,14 +1018,18 @@ impl CommandEncoderInterface for CommandEncoder {
             multiview_mask: desc.multiview_mask,
         };
         let pass = self.with(|e| e.begin_render_pass(&real).forget_lifetime());
-        DispatchRenderPass::custom(RenderPass { pass, timing: Recording::new(timer) })
+        DispatchRenderPass::custom(RenderPass { pass, timing: Recording::new(timer), ended: self.ended.clone() })
     }
 
     fn finish(&mut self) -> DispatchCommandBuffer {
         let reads = std::mem::take(&mut *lock(&self.own_writes));
+        let pending = self.ended.take_pending();
         let buffer = lock(&self.encoder).take().map(|mut e| {
             for r in &reads {
                 r.resolve(&mut e);
+            }
+            if let Some(p) = pending {
+                e.on_submitted_work_done(move || p.executed());
             }
             e.finish()
         });
@@ -1122,12 +1128,14 @@ pub(crate) struct ComputePass {
     /// `None` when its encoder was already finished (wgpu reports that misuse itself).
     pass: Option<wgpu::ComputePass<'static>>,
     timing: Recording,
+    /// Its encoder's ended passes, which it joins.
+    ended: Arc<EncoderPasses>,
 }
 
 impl Drop for ComputePass {
     fn drop(&mut self) {
         if let Some(pass) = &self.pass {
-            self.timing.end(|f| pass.on_submitted_work_done(f));
+            self.timing.end(&self.ended, |f| pass.on_submitted_work_done(f));
         }
     }
 }
@@ -1219,12 +1227,14 @@ impl ComputePassInterface for ComputePass {
 pub(crate) struct RenderPass {
     pass: Option<wgpu::RenderPass<'static>>,
     timing: Recording,
+    /// Its encoder's ended passes, which it joins.
+    ended: Arc<EncoderPasses>,
 }
 
 impl Drop for RenderPass {
     fn drop(&mut self) {
         if let Some(pass) = &self.pass {
-            self.timing.end(|f| pass.on_submitted_work_done(f));
+            self.timing.end(&self.ended, |f| pass.on_submitted_work_done(f));
         }
     }
 }

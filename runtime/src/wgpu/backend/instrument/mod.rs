@@ -6,7 +6,7 @@
 mod forward;
 mod pass;
 
-pub(crate) use pass::{resolved, unattributed as unattributed_pass};
+pub(crate) use pass::{resolved, unattributed as unattributed_pass, EndedPass};
 
 use super::device::{self, DeviceState};
 use super::wgpu;
@@ -24,6 +24,8 @@ pub(crate) struct Shared {
     untimed: Mutex<Vec<(&'static str, u64, u64)>>,
     /// The buffers and textures made through it (`wgpu/memory.rs`).
     memory: Arc<crate::wgpu::memory::Memory>,
+    /// Its passes' labels, shared among passes of the same label.
+    labels: pass::Labels,
 }
 
 impl Shared {
@@ -98,6 +100,7 @@ pub(crate) fn instrument(adapter: &wgpu::Adapter, device: wgpu::Device, queue: w
         submissions: Mutex::default(),
         untimed: Mutex::default(),
         memory: crate::wgpu::memory::Memory::new(state.label.clone()),
+        labels: pass::Labels::default(),
     });
     if let Ok(mut all) = super::REGISTRY.instrumented.write() {
         all.push(shared.clone());

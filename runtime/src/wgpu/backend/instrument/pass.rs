@@ -7,6 +7,11 @@
 //! A copy or clear the encoder records between passes is timed the same way where the device
 //! has in-encoder timestamps: the slot pair written with `write_timestamp` just before and after
 //! it, so its time (and the bandwidth from it) is its own. It is a copy activity with its bytes.
+//!
+//! The thread that encodes pays for little more than the timestamp writes (issue 41): a pass
+//! keeps the facts it was begun with, the encoder keeps its ended passes (`EncoderPasses`) and
+//! hands them over in one callback when its command buffer has executed, and each pass's record
+//! is made where its timestamps are read, on the resolver thread (`EndedPass::record`).
 
 use super::super::device::DeviceState;
 use super::super::pool::{self, Slots, Timed};
@@ -17,7 +22,8 @@ use crate::record::{Activity, ActivityKind, Interval, KernelGeometry, Record};
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use crate::wgpu::pass_sum::{self, Owner, PassSum};
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Passes with user labels beyond this many distinct ones share one `unattributed` site.
 const MAX_UNATTRIBUTED_SITES: usize = 256;
@@ -48,15 +54,26 @@ pub(crate) struct PassTimer {
     slots: Slots,
     /// The pass keeps its own timestamp writes: they are copied into `slots` (`OwnWrites`).
     own: bool,
+    pass: EndedPass,
+}
+
+/// What a pass (or copy) was begun with: its record is made from it once its timestamps are read.
+#[derive(Debug)]
+pub(crate) struct EndedPass {
+    device: crate::record::DeviceLabel,
     owner: Option<PassSum>,
     /// No owner: the unrelated selected spans entered when it began, where there were several.
     during: Option<Arc<str>>,
+    /// No owner, and the census of unselected spans was on when it began: its record names the
+    /// one entered then (`span_scopes::named_at`).
+    census: bool,
     label: Option<Arc<str>>,
     encoder_label: Option<Arc<str>>,
     index: u32,
     pipeline: Option<Arc<str>>,
     thread: u32,
     begun_ns: u64,
+    ended_ns: u64,
     /// What it is: a pass (a kernel), or a copy or clear with its bytes.
     kind: ActivityKind,
     /// A copy's or clear's name: the encoder command (`copy_buffer_to_buffer`).
@@ -70,7 +87,7 @@ impl PassTimer {
     pub(crate) fn begin(
         shared: &Shared,
         label: Option<&str>,
-        encoder_label: Option<&str>,
+        encoder_label: Option<&Arc<str>>,
         index: u32,
         user_writes: Option<(&wgpu::QuerySet, Option<u32>, Option<u32>)>,
         reads: &mut Vec<OwnWrites>,
@@ -105,21 +122,22 @@ impl PassTimer {
             sum.pass_begun();
         }
         let (thread, _) = crate::thread::next_scope();
-        Some(PassTimer {
-            device,
-            slots,
-            own,
+        let pass = EndedPass {
+            device: device.label.clone(),
+            census: owner.is_none() && during.is_none() && crate::span_scopes::start_census(),
             owner,
             during,
-            label: label.map(Arc::from),
-            encoder_label: encoder_label.map(Arc::from),
+            label: label.map(|l| shared.labels.get(l)),
+            encoder_label: encoder_label.cloned(),
             index,
             pipeline: None,
             thread,
             begun_ns: crate::clock::now_ns(),
+            ended_ns: 0,
             kind: ActivityKind::Kernel(KernelGeometry::default()),
             command: None,
-        })
+        };
+        Some(PassTimer { device, slots, own, pass })
     }
 
     /// A copy or clear (`command`, of `kind`: its bytes) is recorded in an encoder of the
@@ -142,10 +160,9 @@ impl PassTimer {
             sum.pass_begun();
         }
         let (thread, _) = crate::thread::next_scope();
-        Some(PassTimer {
-            device,
-            slots,
-            own: false,
+        let pass = EndedPass {
+            device: device.label.clone(),
+            census: owner.is_none() && during.is_none() && crate::span_scopes::start_census(),
             owner,
             during,
             label: None,
@@ -154,17 +171,27 @@ impl PassTimer {
             pipeline: None,
             thread,
             begun_ns: crate::clock::now_ns(),
+            ended_ns: 0,
             kind,
             command: Some(command),
-        })
+        };
+        Some(PassTimer { device, slots, own: false, pass })
     }
 
-    /// Records `copy` between the copy's two timestamps, then ends it.
-    pub(crate) fn time_copy(self, encoder: &mut wgpu::CommandEncoder, copy: impl FnOnce(&mut wgpu::CommandEncoder)) {
+    /// Records `copy` between the copy's two timestamps, then ends it (into `ended`, the
+    /// encoder's).
+    pub(crate) fn time_copy(
+        self,
+        encoder: &mut wgpu::CommandEncoder,
+        ended: &EncoderPasses,
+        copy: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) {
         self.slots.write_start(encoder);
         copy(encoder);
         self.slots.write_end(encoder);
-        self.end(|f| encoder.on_submitted_work_done(f));
+        if let Some(not_kept) = ended.keep(self) {
+            not_kept.end_alone(|f| encoder.on_submitted_work_done(f));
+        }
     }
 
     /// gpuspan's writes for the pass: the query set, its start and end slots.
@@ -176,6 +203,16 @@ impl PassTimer {
         Some((set.clone(), start, end))
     }
 
+    /// The pass ended after its encoder was finished (wgpu reports that misuse itself): it
+    /// waits for its commands on its own (`when_executed` runs its callback then, or drops it
+    /// unrun if they never are).
+    fn end_alone(self, when_executed: impl FnOnce(Box<dyn FnOnce() + Send>)) {
+        let pending = Pending(vec![self]);
+        when_executed(Box::new(move || pending.executed()));
+    }
+}
+
+impl EndedPass {
     /// The pass's name: its label, else its first pipeline's, else its encoder's and its index
     /// in the encoder.
     fn name(&self) -> Cow<'static, str> {
@@ -191,29 +228,77 @@ impl PassTimer {
         }
     }
 
-    /// The pass ended: its record (and activity) wait in the batch for its timestamps, once its
-    /// commands executed (`when_executed` runs its callback then, or drops it unrun if they
-    /// never are).
-    fn end(self, when_executed: impl FnOnce(Box<dyn FnOnce() + Send>)) {
-        let slots = self.slots.clone();
-        let name = self.name();
-        let host = Interval { start_ns: self.begun_ns, end_ns: crate::clock::now_ns() };
+    /// Its record, with its activity: the host interval from its begin to its end; the GPU
+    /// time is added from its timestamps (`pool::deliver`).
+    pub(crate) fn record(&self) -> Record {
+        let host = Interval { start_ns: self.begun_ns, end_ns: self.ended_ns };
         let mut record = Record::new(&OWNED, 0, self.thread, host);
         record.bytes = bytes_of(&self.kind);
         if self.owner.is_none() {
-            name_unowned(&mut record, self.during.as_ref(), self.begun_ns);
+            name_unowned(&mut record, self.during.as_ref(), self.census.then_some(self.begun_ns));
         }
         record.activities.push(Activity {
-            name,
+            name: self.name(),
             interval: host,
-            kind: self.kind,
+            kind: self.kind.clone(),
             stream: None,
-            device: Some(self.device.label.clone()),
+            device: Some(self.device.clone()),
             src_device: None,
             dst_device: None,
         });
-        let pending = Pending { device: self.device.clone(), slots, owner: self.owner.clone(), record: Some(record) };
-        when_executed(Box::new(move || pending.executed()));
+        record
+    }
+}
+
+/// The passes and copies an encoder recorded and ended, until it is finished: then they wait
+/// for its command buffer to execute, all in one callback (`take_pending`), not one each.
+#[derive(Debug, Default)]
+pub(crate) struct EncoderPasses(Mutex<(bool, Vec<PassTimer>)>);
+
+impl EncoderPasses {
+    fn lock(&self) -> MutexGuard<'_, (bool, Vec<PassTimer>)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `timer`'s pass ended: kept until the encoder finishes, or given back if it already did.
+    fn keep(&self, mut timer: PassTimer) -> Option<PassTimer> {
+        timer.pass.ended_ns = crate::clock::now_ns();
+        let mut kept = self.lock();
+        if kept.0 {
+            return Some(timer);
+        }
+        kept.1.push(timer);
+        None
+    }
+
+    /// The encoder finishes: what its passes wait for, to be run once its command buffer has
+    /// executed (or dropped unrun if it never is).
+    pub(crate) fn take_pending(&self) -> Option<Pending> {
+        let mut kept = self.lock();
+        kept.0 = true;
+        let passes = std::mem::take(&mut kept.1);
+        (!passes.is_empty()).then_some(Pending(passes))
+    }
+}
+
+/// Per-device labels of passes, shared, so that a frame's passes do not each copy theirs.
+#[derive(Debug, Default)]
+pub(crate) struct Labels(Mutex<HashSet<Arc<str>>>);
+
+/// Distinct labels kept; past this, each pass copies its own.
+const MAX_LABELS: usize = 4096;
+
+impl Labels {
+    fn get(&self, label: &str) -> Arc<str> {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = known.get(label) {
+            return l.clone();
+        }
+        let l: Arc<str> = Arc::from(label);
+        if known.len() < MAX_LABELS {
+            known.insert(l.clone());
+        }
+        l
     }
 }
 
@@ -235,30 +320,25 @@ impl OwnWrites {
     }
 }
 
-/// A pass whose commands are waiting to execute.
-struct Pending {
-    device: Arc<DeviceState>,
-    slots: Slots,
-    owner: Option<PassSum>,
-    record: Option<Record>,
-}
+/// Passes whose commands are waiting to execute.
+#[derive(Debug)]
+pub(crate) struct Pending(Vec<PassTimer>);
 
 impl Pending {
-    fn executed(mut self) {
-        if let Some(record) = self.record.take() {
-            let owner = self.owner.take();
-            pool::finish(&self.device, &self.slots, Timed::InstrumentedPass(owner), Some(record), false);
-        }
+    /// Their commands executed: each waits in its batch for its timestamps.
+    pub(crate) fn executed(mut self) {
+        let Some(device) = self.0.first().map(|t| t.device.clone()) else { return };
+        pool::finish_passes(&device, self.0.drain(..).map(|t| (t.slots, t.pass)));
     }
 }
 
 impl Drop for Pending {
     /// Never executed (the encoder was dropped, or its command buffer never submitted): the
-    /// slot pair leaves its batch, the owner stops waiting.
+    /// slot pairs leave their batches, the owners stop waiting.
     fn drop(&mut self) {
-        if self.record.take().is_some() {
-            pool::finish(&self.device, &self.slots, Timed::Passes, None, false);
-            if let Some(o) = self.owner.take() {
+        for t in self.0.drain(..) {
+            pool::finish(&t.device, &t.slots, Timed::Passes, None, false);
+            if let Some(o) = t.pass.owner {
                 let _nothing_given_back = o.pass_done(None);
             }
         }
@@ -277,24 +357,25 @@ impl Recording {
     /// A pipeline was set in the pass: the first one names a pass without a label.
     pub(crate) fn pipeline(&mut self, label: Option<&Arc<str>>) {
         if let Some(t) = &mut self.0 {
-            if t.pipeline.is_none() {
-                t.pipeline = label.cloned();
+            if t.pass.pipeline.is_none() {
+                t.pass.pipeline = label.cloned();
             }
         }
     }
 
-    /// The pass ends.
-    pub(crate) fn end(&mut self, when_executed: impl FnOnce(Box<dyn FnOnce() + Send>)) {
-        if let Some(t) = self.0.take() {
-            t.end(when_executed);
+    /// The pass ends: it waits with its encoder's other passes (`ended`), or on its own where
+    /// the encoder was already finished (`when_executed`).
+    pub(crate) fn end(&mut self, ended: &EncoderPasses, when_executed: impl FnOnce(Box<dyn FnOnce() + Send>)) {
+        if let Some(not_kept) = self.0.take().and_then(|t| ended.keep(t)) {
+            not_kept.end_alone(when_executed);
         }
     }
 }
 
 /// A pass no scope owns says which spans were entered when it began: the several unrelated
 /// selected ones (`during`: its record goes to `during several spans`), else the unselected one
-/// the census saw (`span_scopes::unselected_at`).
-fn name_unowned(record: &mut Record, during: Option<&Arc<str>>, begun_ns: u64) {
+/// the census saw entered at `named_at_ns` (its begin, where the census was on then).
+fn name_unowned(record: &mut Record, during: Option<&Arc<str>>, named_at_ns: Option<u64>) {
     use crate::record::{Attributed, Value, DURING_SPANS, OPEN_SPAN};
     match during {
         Some(names) => {
@@ -307,7 +388,7 @@ fn name_unowned(record: &mut Record, during: Option<&Arc<str>>, begun_ns: u64) {
             record.attributed = Some(Attributed::Ambiguous);
         }
         None => {
-            if let Some(name) = crate::span_scopes::unselected_at(begun_ns) {
+            if let Some(name) = named_at_ns.and_then(crate::span_scopes::named_at) {
                 record.fields.push((OPEN_SPAN, Value::Str(name.to_string().into())));
             }
         }
@@ -351,10 +432,12 @@ fn unattributed_site(name: &str, copy: bool) -> &'static Site {
     site
 }
 
-/// Attributes a resolved pass: to its owner, as an activity, or as a record of its own (no
-/// owner, or an owner forgotten before the pass came back).
-pub(crate) fn resolved(owner: Option<PassSum>, record: Record) {
-    let mut record = record;
+/// Attributes a resolved pass (`record`: with its timestamps; `None`: its batch was lost) to its
+/// owner, as an activity, or as a record of its own (no owner, or an owner forgotten before the
+/// pass came back).
+pub(crate) fn resolved(pass: EndedPass, record: Option<Record>) {
+    let mut record = record.unwrap_or_else(|| pass.record());
+    let owner = pass.owner;
     if let Some(gpu) = &record.gpu {
         let interval = gpu.interval;
         for a in &mut record.activities {
