@@ -22,8 +22,9 @@ pub(crate) type CounterSource = fn() -> Vec<CounterTrack>;
 pub(crate) type MemorySource = fn() -> Option<u64>;
 
 /// The memory accounts of the devices a backend counts itself (an instrumented wgpu device's
-/// buffers and textures), each with its device, for the capture file and the OTLP export.
-pub(crate) type AccountSource = fn() -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)>;
+/// buffers and textures), each with its device, for the capture file and the OTLP export; with
+/// the counter samples when asked (the capture draws them; a metric reads only the figures).
+pub(crate) type AccountSource = fn(bool) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)>;
 
 /// What a leaf that reads devices (the NVML monitor) adds to what the core makes.
 pub(crate) trait Devices: Send + Sync {
@@ -156,10 +157,14 @@ impl Leaves {
         }
     }
 
-    /// The memory accounts of every device a backend counts itself, now.
-    pub(crate) fn memory_accounts(&self) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)> {
+    /// The memory accounts of every device a backend counts itself, now, with their samples
+    /// if `samples`.
+    pub(crate) fn memory_accounts(
+        &self,
+        samples: bool,
+    ) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)> {
         let sources: Vec<AccountSource> = self.accounts.read().map(|a| a.clone()).unwrap_or_default();
-        sources.iter().flat_map(|f| f()).collect()
+        sources.iter().flat_map(|f| f(samples)).collect()
     }
 
     /// Every counter track the leaves draw, for the timeline.

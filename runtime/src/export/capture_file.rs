@@ -219,7 +219,7 @@ impl CaptureFile {
         self.write_readings();
         // Read with the summary, outside the lock (each device takes its own): the accounts as
         // the run ends.
-        let accounts = self.leaves.memory_accounts();
+        let accounts = self.leaves.memory_accounts(true);
         let mut s = lock(&self.state);
         // What the end states is what a reader finds: every record before it is in the file.
         if let Some(w) = &mut s.writer {
@@ -523,7 +523,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    fn accounts() -> Vec<(DeviceLabel, cap::MemoryAccount)> {
+    fn accounts(_samples: bool) -> Vec<(DeviceLabel, cap::MemoryAccount)> {
         let account = cap::MemoryAccount { peak_bytes: 12, live_bytes: 4, live_objects: 1, ..Default::default() };
         vec![(DeviceLabel::new(3, "lavapipe"), account)]
     }

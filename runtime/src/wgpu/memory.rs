@@ -157,8 +157,9 @@ impl Memory {
     }
 
     /// The account as every output states it, if anything was ever allocated through the device
-    /// (or a texture could not be sized). Its `device` is 0: the writer names its own key.
-    pub(crate) fn account(&self) -> Option<MemoryAccount> {
+    /// (or a texture could not be sized), with the counter samples if `samples` (else none,
+    /// `samples_dropped` still said). Its `device` is 0: the writer names its own key.
+    pub(crate) fn account(&self, samples: bool) -> Option<MemoryAccount> {
         let s = lock(&self.state);
         if s.peak == 0 && s.not_sized == 0 {
             return None;
@@ -174,14 +175,18 @@ impl Memory {
             live_by_label: held(&largest(&s.by_label, usize::MAX)),
             live_by_owner: held(&largest(&s.by_owner, usize::MAX)),
             not_sized: s.not_sized,
-            samples: s.samples.iter().map(|&(time_ns, bytes)| MemorySample { time_ns, bytes }).collect(),
+            samples: if samples {
+                s.samples.iter().map(|&(time_ns, bytes)| MemorySample { time_ns, bytes }).collect()
+            } else {
+                Vec::new()
+            },
             samples_dropped: s.samples_dropped,
         })
     }
 
     /// The summary's lines for this device, if anything was ever allocated through it.
     pub(crate) fn summary_lines(&self) -> Vec<String> {
-        let Some(a) = self.account() else { return Vec::new() };
+        let Some(a) = self.account(false) else { return Vec::new() };
         let mut lines = vec![format!(
             "wgpu device {} ({}), instrumented: GPU memory (logical sizes, not the driver's allocations): live {} in {} \
              buffers and textures; peak {}, held by {} (owners: {})",
@@ -267,7 +272,7 @@ mod tests {
         let (_, samples) = m.track();
         let values: Vec<u64> = samples.iter().map(|s| s.1).collect();
         assert_eq!(values, [4 << 20, 12 << 20, 4 << 20, 5 << 20, 4 << 20]);
-        let a = m.account().expect("allocated");
+        let a = m.account(true).expect("allocated");
         assert_eq!((a.peak_bytes, a.live_bytes, a.live_objects), (12 << 20, 4 << 20, 1));
         assert_eq!(a.peak_ns, samples[1].0, "the peak's time is its sample's");
         assert_eq!(

@@ -81,8 +81,8 @@ fn memory_tracks() -> Vec<crate::hooks::CounterTrack> {
 }
 
 /// The memory account of every instrumented device that allocated, for the capture and OTLP.
-fn memory_accounts() -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)> {
-    instrumented().iter().filter_map(|s| Some((s.memory.device().clone(), s.memory.account()?))).collect()
+fn memory_accounts(samples: bool) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)> {
+    instrumented().iter().filter_map(|s| Some((s.memory.device().clone(), s.memory.account(samples)?))).collect()
 }
 
 /// The live bytes of every instrumented device, for `track_memory` where no device monitor
