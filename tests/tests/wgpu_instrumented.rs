@@ -1051,6 +1051,26 @@ rusty_fork_test! {
             .map(|e| e["args"]["bytes"].as_u64().expect("bytes"))
             .collect();
         assert_eq!(cli_values, values, "gpuspan timeline draws the runtime's counter");
+        // `gpuspan export`: the same figures in its tables.
+        let db = out.dir.join("run.sqlite");
+        gpuspan_cli::export::export(&out.capture, gpuspan_cli::export::To::Sqlite, &db, false, false).expect("export");
+        let db = rusqlite::Connection::open(&db).expect("the export opens");
+        let exported: (u64, u64, u64) = db
+            .query_row("SELECT peak_bytes, end_bytes, end_objects FROM gpu_memory", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .expect("one gpu_memory row");
+        assert_eq!(exported, (m.peak_bytes, m.live_bytes, 3));
+        let peak_holders: Vec<(String, u64)> = db
+            .prepare("SELECT name, bytes FROM gpu_memory_holders WHERE at = 'peak' AND by = 'label' ORDER BY rowid")
+            .and_then(|mut q| q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+            .expect("holders");
+        assert_eq!(peak_holders, named(&m.peak_by_label));
+        let exported_samples: Vec<u64> = db
+            .prepare("SELECT bytes FROM gpu_memory_samples ORDER BY rowid")
+            .and_then(|mut q| q.query_map([], |r| r.get(0))?.collect())
+            .expect("samples");
+        assert_eq!(exported_samples, values);
         drop((weights, atlas));
     }
 
