@@ -16,7 +16,8 @@
 //! come before the first record made in them; [`DeviceSamples`] frames (a monitor's readings)
 //! as the writer gets them; a [`DeviceLink`] frame (the device's link peaks) after its device's
 //! frame, usually before the first record naming that device, but later where the monitor
-//! learnt of the device late. The writer appends frames as records arrive, so a process
+//! learnt of the device late; a [`MemoryAccount`] frame (an instrumented wgpu device's memory)
+//! per such device at a clean end, before the [`End`]. The writer appends frames as records arrive, so a process
 //! killed mid-run leaves a file whose complete frames are all readable: a missing `End` or a
 //! frame cut short reads as [`Truncation`], never as an error. A frame whose CRC does not match,
 //! a payload that does not decode, or a length beyond [`MAX_FRAME`] is corruption.
@@ -27,8 +28,9 @@
 //! shutdown, version 5 the `span` site kind: a variant added last, so older files decode
 //! unchanged; version 7 the `gpu_passes` timing source, added last the same way; version 8 the
 //! `Attribution` frame after a record: how its work was attributed and the spans entered at its
-//! launch, a variant added last) and refuses
-//! later ones with one clear error.
+//! launch, a variant added last; version 9 the `Memory` frame: an instrumented wgpu device's
+//! memory account, written at the end, a variant added last) and refuses later ones with one
+//! clear error.
 //!
 //! ```
 //! use gpuspan_capture::*;
@@ -60,7 +62,7 @@ pub use write::Writer;
 pub const MAGIC: [u8; 8] = *b"GPUSPCAP";
 
 /// The format version this crate writes and reads.
-pub const VERSION: u16 = 8;
+pub const VERSION: u16 = 9;
 
 /// The oldest format version this crate reads.
 pub const OLDEST_VERSION: u16 = 1;

@@ -2,8 +2,8 @@
 //! that is damaged or not a capture at all (an error, never a panic).
 
 use crate::{
-    Aggregate, Device, DeviceLink, DeviceSamples, End, Frame, Header, Record, Site, Span, Thread, MAGIC, MAX_FRAME,
-    OLDEST_VERSION, VERSION,
+    Aggregate, Device, DeviceLink, DeviceSamples, End, Frame, Header, MemoryAccount, Record, Site, Span, Thread, MAGIC,
+    MAX_FRAME, OLDEST_VERSION, VERSION,
 };
 use std::fmt;
 use std::io::{self, Read};
@@ -236,6 +236,8 @@ pub struct Capture {
     pub aggregates: Vec<Aggregate>,
     /// Sites still running at shutdown, none of whose calls had finished (version 5).
     pub running: Vec<u32>,
+    /// The memory accounts of instrumented wgpu devices, one per device (version 9).
+    pub memory: Vec<MemoryAccount>,
     /// `None` when the writer did not finish (then `truncation` says how far it got).
     pub end: Option<End>,
     pub truncation: Option<Truncation>,
@@ -255,6 +257,7 @@ impl Capture {
             links: Vec::new(),
             aggregates: Vec::new(),
             running: Vec::new(),
+            memory: Vec::new(),
             end: None,
             truncation: None,
         }
@@ -291,6 +294,11 @@ impl Capture {
             Frame::Samples(s) => self.samples.push(s),
             Frame::Link(l) => self.links.push(l),
             Frame::Running(r) => self.running.extend(r.sites),
+            // The last account written for a device is its account.
+            Frame::Memory(m) => match self.memory.iter_mut().find(|x| x.device == m.device) {
+                Some(old) => *old = m,
+                None => self.memory.push(m),
+            },
             Frame::Attribution(a) => {
                 if let Some(r) = self.records.last_mut() {
                     r.attributed = a.how;
@@ -351,6 +359,9 @@ impl Capture {
         if !self.running.is_empty() {
             w.write(&Frame::Running(crate::Running { sites: self.running.clone() }))?;
         }
+        for m in &self.memory {
+            w.write(&Frame::Memory(m.clone()))?;
+        }
         if let Some(e) = &self.end {
             w.write(&Frame::End(e.clone()))?;
         }
@@ -383,6 +394,7 @@ mod tests {
             },
         }];
         c.aggregates = vec![Aggregate { site: 0, calls: 5, ..Default::default() }];
+        c.memory = vec![memory_account()];
         c.end = Some(End { end_ns: 9, records: 5, losses: vec![], notes: vec!["n".into()] });
         for i in 0..5 {
             let mut r = Record::new(0, i, 1, Interval::new(i * 10, i * 10 + 5));
@@ -415,6 +427,25 @@ mod tests {
         let back = Capture::from_reader(&out[..]).unwrap();
         assert_eq!(back, c, "a capture reads back as written");
         out
+    }
+
+    /// An instrumented wgpu device's account (version 9): two objects, one dropped.
+    fn memory_account() -> MemoryAccount {
+        let held = |name: &str, bytes| Held { name: name.into(), bytes };
+        MemoryAccount {
+            device: 0,
+            peak_bytes: 12,
+            peak_ns: 5,
+            peak_by_label: vec![held("scratch", 8), held("weights", 4)],
+            peak_by_owner: vec![held("step", 8), held("load", 4)],
+            live_bytes: 4,
+            live_objects: 1,
+            live_by_label: vec![held("weights", 4)],
+            live_by_owner: vec![held("load", 4)],
+            not_sized: 1,
+            samples: vec![MemorySample { time_ns: 3, bytes: 4 }, MemorySample { time_ns: 5, bytes: 12 }],
+            samples_dropped: 2,
+        }
     }
 
     #[test]
@@ -469,11 +500,11 @@ mod tests {
     #[test]
     fn foreign_files_and_other_versions_are_refused_clearly() {
         assert!(matches!(Capture::from_reader(&b"{\"traceEvents\":[]}"[..]), Err(ReadError::NotACapture)));
-        let mut v9 = sample();
-        v9[8] = 9;
-        let e = Capture::from_reader(&v9[..]).unwrap_err();
-        assert!(matches!(e, ReadError::UnknownVersion { found: 9, known: VERSION }));
-        assert!(e.to_string().contains("version 9"), "{e}");
+        let mut v10 = sample();
+        v10[8] = 10;
+        let e = Capture::from_reader(&v10[..]).unwrap_err();
+        assert!(matches!(e, ReadError::UnknownVersion { found: 10, known: VERSION }));
+        assert!(e.to_string().contains("version 10"), "{e}");
         let mut trailing = sample();
         trailing.extend_from_slice(&sample()[10..]);
         assert!(matches!(Capture::from_reader(&trailing[..]), Err(ReadError::Corrupt { .. })));
@@ -570,6 +601,27 @@ mod tests {
         let mut v6 = sample();
         v6[8..10].copy_from_slice(&6u16.to_le_bytes());
         let old = Capture::from_reader(&v6[..]).unwrap();
+        assert_eq!(old.records.len(), 5);
+    }
+
+    /// Format 9 added the `Memory` frame as the enum's last variant: it reads back, the last
+    /// account of a device wins, and a version-8 file (no such frame) still reads.
+    #[test]
+    fn a_memory_account_reads_back_and_a_version_8_capture_still_reads() {
+        let mut c = Capture::from_reader(&sample()[..]).unwrap();
+        assert_eq!(c.memory, [memory_account()]);
+        let later = MemoryAccount { live_bytes: 0, live_objects: 0, ..memory_account() };
+        c.push(Frame::Memory(later.clone()));
+        c.push(Frame::Memory(MemoryAccount { device: 1, ..later.clone() }));
+        assert_eq!(c.memory.len(), 2, "one account per device");
+        assert_eq!(c.memory[0], later, "the last written wins");
+        assert_eq!(MemoryAccount::track_name(3), "GPU memory, logical bytes (wgpu device 3)");
+        c.memory.clear();
+        let mut v8 = Vec::new();
+        c.write_to(&mut v8).unwrap();
+        v8[8..10].copy_from_slice(&8u16.to_le_bytes());
+        let old = Capture::from_reader(&v8[..]).unwrap();
+        assert!(old.memory.is_empty() && old.end.is_some());
         assert_eq!(old.records.len(), 5);
     }
 

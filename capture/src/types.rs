@@ -27,6 +27,9 @@ pub enum Frame {
     /// spans were entered when work nobody owned was launched (version 8): written only for
     /// records where that was a question (CUPTI's activities, an instrumented device's passes).
     Attribution(Attribution),
+    /// An instrumented wgpu device's memory account (version 9), written at the end: the
+    /// last one written for a device is its account.
+    Memory(MemoryAccount),
 }
 
 /// How a record's GPU work was found to be its call's or span's (`gpuspan.attributed`).
@@ -553,4 +556,54 @@ pub struct LinkPeak {
     pub pcie_bytes_per_s: Option<f64>,
     /// Bytes per second the device's active NVLinks carry together in one direction.
     pub nvlink_bytes_per_s: Option<f64>,
+}
+
+/// The buffers and textures made through an instrumented wgpu device (`gpuspan::wgpu::instrument`),
+/// counted by their **logical** sizes (what the program asked for, not the driver's allocations),
+/// as the runtime's summary states them (version 9).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MemoryAccount {
+    /// A [`Device::key`].
+    pub device: u32,
+    /// The most bytes live at once, and when that was first reached (Unix-epoch ns; 0: never).
+    pub peak_bytes: u64,
+    pub peak_ns: u64,
+    /// What held the most at the peak, largest first (the runtime keeps the first few).
+    pub peak_by_label: Vec<Held>,
+    /// The same by owner: the innermost annotated call, else the innermost `tracing` span
+    /// entered on the creating thread, else `(no scope)`.
+    pub peak_by_owner: Vec<Held>,
+    /// Live when the account was written (the end of the run): bytes, objects, and by whom.
+    pub live_bytes: u64,
+    pub live_objects: u64,
+    pub live_by_label: Vec<Held>,
+    pub live_by_owner: Vec<Held>,
+    /// Textures of a format wgpu gives no size for (planar video formats): not counted.
+    pub not_sized: u64,
+    /// Live bytes after each change, in time order: the timeline's counter track.
+    pub samples: Vec<MemorySample>,
+    /// Changes after the runtime's bound on samples: counted in the figures above, not drawn.
+    pub samples_dropped: u64,
+}
+
+impl MemoryAccount {
+    /// The name of the counter track drawing [`MemoryAccount::samples`] of the device whose
+    /// backend number is `device_id` ([`Device::id`]): one name for every timeline.
+    pub fn track_name(device_id: u32) -> String {
+        format!("GPU memory, logical bytes (wgpu device {device_id})")
+    }
+}
+
+/// Bytes held by one label or owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// Live bytes after one change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemorySample {
+    pub time_ns: u64,
+    pub bytes: u64,
 }

@@ -799,8 +799,8 @@ fn a_truncated_capture_reads_with_one_warning_and_bad_files_get_one_error() {
     check("corrupt.gpuspan", &corrupt, "it is damaged at byte");
     check("foreign.json", br#"{"traceEvents": []}"#, "it is not a gpuspan capture");
     let mut future = full.clone();
-    future[8] = 9;
-    check("future.gpuspan", &future, "format version 9");
+    future[8] = 10;
+    check("future.gpuspan", &future, "format version 10");
     check("empty.gpuspan", b"", "it is empty");
     let (code, _, err) = gpuspan(&["report", "/nonexistent/capture.gpuspan"]);
     assert_eq!((code, err.lines().count()), (2, 1), "{err}");

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{gpuspan, kernel, save, scratch};
+use common::{gpuspan, kernel, memory_capture, save, scratch};
 use gpuspan_capture::*;
 use gpuspan_cli::report;
 use serde_json::Value;
@@ -608,4 +608,62 @@ fn a_parquet_directory_that_holds_files_needs_force() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("not a directory"), "{err}");
+}
+
+/// An instrumented wgpu device's memory (capture format 9, schema 3): the tables hold what
+/// `gpuspan report` states, figure for figure.
+#[test]
+fn a_wgpu_memory_account_reaches_its_tables_as_the_report_states_it() {
+    let c = memory_capture();
+    let path = save(&c, "memory.gpuspan");
+    let r = report::build(&c);
+    assert_eq!(r.memory.len(), 1);
+    let m = &r.memory[0];
+    assert_eq!(m.device, "GPU 2: llvmpipe");
+    let db = export(&path, "memory.sqlite");
+    assert_eq!(
+        sql(&db, "SELECT device_key, peak_bytes, peak_ns, end_bytes, end_objects, not_sized_textures, samples, samples_dropped FROM gpu_memory"),
+        vec![row![0, m.peak_bytes, m.peak_at_ns + c.header.start_ns, m.end_bytes, m.end_objects, m.not_sized, m.samples, m.samples_dropped]]
+    );
+    let holders = |at: &str, by: &str| -> Vec<Vec<Value>> {
+        sql(
+            &db,
+            &format!("SELECT name, bytes FROM gpu_memory_holders WHERE at = '{at}' AND by = '{by}' ORDER BY rowid"),
+        )
+    };
+    let pairs = |v: &[(String, u64)]| -> Vec<Vec<Value>> { v.iter().map(|(n, b)| row![n.as_str(), *b]).collect() };
+    assert_eq!(holders("peak", "label"), pairs(&m.peak_by_label));
+    assert_eq!(holders("peak", "owner"), pairs(&m.peak_by_owner));
+    assert_eq!(holders("end", "label"), pairs(&m.end_by_label));
+    assert_eq!(holders("end", "owner"), pairs(&m.end_by_owner));
+    let samples: Vec<Vec<Value>> = c.memory[0].samples.iter().map(|s| row![0, s.time_ns, s.bytes]).collect();
+    assert_eq!(sql(&db, "SELECT device_key, time_ns, bytes FROM gpu_memory_samples ORDER BY time_ns"), samples);
+
+    // The text report: the section with the same figures, and what they leave out.
+    let (code, out, err) = gpuspan(&["report".as_ref(), path.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let section = out.split("\nGPU memory (wgpu, logical sizes").nth(1).unwrap_or_else(|| panic!("{out}"));
+    let row = section.lines().find(|l| l.contains("GPU 2: llvmpipe")).unwrap_or_else(|| panic!("{out}"));
+    for cell in [
+        "5.0 MiB",
+        "500 ns",
+        "kv cache 4.0 MiB, weights 1.0 MiB",
+        "decode 4.0 MiB, load 1.0 MiB",
+        "weights 1.0 MiB",
+        "load 1.0 MiB",
+    ] {
+        assert!(row.contains(cell), "{cell} in {row}");
+    }
+    assert!(out.contains("1 textures of a planar format are not in the GPU memory figures"), "{out}");
+    assert!(out.contains("1 GPU memory changes after the first 3 are counted"), "{out}");
+    let (code, csv, _) = gpuspan(&[
+        "report".as_ref(),
+        path.as_os_str(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+        "--table".as_ref(),
+        "memory".as_ref(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(csv.contains("5242880,500,kv cache=4194304; weights=1048576"), "{csv}");
 }

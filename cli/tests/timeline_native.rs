@@ -319,3 +319,23 @@ fn a_merge_of_two_captures_is_two_processes_in_the_native_trace_too() {
     assert_same(&json, &native);
     assert_eq!(native["process_labels"].as_object().unwrap().len(), 2);
 }
+
+/// An instrumented wgpu device's memory (capture format 9) is one counter track, named as the
+/// runtime's own timeline names it, with every sample, in both formats alike.
+#[test]
+fn a_wgpu_memory_account_is_a_counter_track_in_both_formats() {
+    let c = common::memory_capture();
+    let path = common::save(&c, "memory-timeline.gpuspan");
+    let (json, native) = both("timeline", &[path], "memory-timeline");
+    assert_same(&json, &native);
+    let name = gpuspan_capture::MemoryAccount::track_name(2);
+    assert_eq!(name, "GPU memory, logical bytes (wgpu device 2)");
+    let values: Vec<u64> = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == name.as_str())
+        .map(|e| e["args"]["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(values, c.memory[0].samples.iter().map(|s| s.bytes).collect::<Vec<_>>());
+}

@@ -21,6 +21,11 @@ pub(crate) type CounterSource = fn() -> Vec<CounterTrack>;
 /// buffers and textures): what `track_memory` reads where no device monitor can.
 pub(crate) type MemorySource = fn() -> Option<u64>;
 
+/// The memory accounts of the devices a backend counts itself (an instrumented wgpu device's
+/// buffers and textures), each with its device, for the capture file and the OTLP export; with
+/// the counter samples when asked (the capture draws them; a metric reads only the figures).
+pub(crate) type AccountSource = fn(bool) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)>;
+
 /// What a leaf that reads devices (the NVML monitor) adds to what the core makes.
 pub(crate) trait Devices: Send + Sync {
     /// Attributes for a record (the device's state at the call's time): asked once per record
@@ -70,6 +75,8 @@ pub(crate) struct Leaves {
     counters: RwLock<Vec<CounterSource>>,
     /// Memory counted by the backends (the same).
     memory: RwLock<Vec<MemorySource>>,
+    /// The backends' memory accounts (the same).
+    accounts: RwLock<Vec<AccountSource>>,
 }
 
 impl std::fmt::Debug for Leaves {
@@ -86,6 +93,7 @@ impl Leaves {
             sections: RwLock::new(Vec::new()),
             counters: RwLock::new(Vec::new()),
             memory: RwLock::new(Vec::new()),
+            accounts: RwLock::new(Vec::new()),
         }
     }
 
@@ -139,6 +147,26 @@ impl Leaves {
         }
     }
 
+    /// Registers a memory account source (once).
+    #[cfg(any(test, feature = "_wgpu"))] // the one backend that counts memory itself
+    pub(crate) fn add_memory_accounts(&self, f: AccountSource) {
+        if let Ok(mut a) = self.accounts.write() {
+            if !a.contains(&f) {
+                a.push(f);
+            }
+        }
+    }
+
+    /// The memory accounts of every device a backend counts itself, now, with their samples
+    /// if `samples`.
+    pub(crate) fn memory_accounts(
+        &self,
+        samples: bool,
+    ) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)> {
+        let sources: Vec<AccountSource> = self.accounts.read().map(|a| a.clone()).unwrap_or_default();
+        sources.iter().flat_map(|f| f(samples)).collect()
+    }
+
     /// Every counter track the leaves draw, for the timeline.
     pub(crate) fn counter_tracks(&self) -> Vec<CounterTrack> {
         let sources: Vec<CounterSource> = self.counters.read().map(|c| c.clone()).unwrap_or_default();
@@ -177,6 +205,12 @@ pub(crate) fn add_counter_track(f: CounterSource) {
 #[cfg(feature = "_wgpu")] // the one backend that counts memory itself
 pub(crate) fn add_memory_source(f: MemorySource) {
     crate::collector::collector().leaves.add_memory_source(f);
+}
+
+/// Registers a backend's memory accounts, for the capture file and the OTLP export.
+#[cfg(feature = "_wgpu")] // the one backend that counts memory itself
+pub(crate) fn add_memory_accounts(f: AccountSource) {
+    crate::collector::collector().leaves.add_memory_accounts(f);
 }
 
 /// What kind of instrument a metric is, and the number type it is exported as.

@@ -10,7 +10,9 @@ mod otlp_common;
 
 use gpuspan::otlp::{OtlpConfig, Protocol};
 use gpuspan_tests::gpu::Gpu;
+use gpuspan_tests::wgpu;
 use otlp_common::{all_named, assert_no_orphans, by_name, test_id, Collector};
+use rusty_fork::rusty_fork_test;
 use std::time::Duration;
 use tracing_subscriber::prelude::*;
 
@@ -71,4 +73,76 @@ fn a_selected_spans_gpu_span_is_a_child_of_the_users_span() {
     assert_eq!(attr("gpu.timing.bracket_end"), "exit");
     assert_eq!(attr("frame"), 7, "the span's field");
     assert_eq!(spans.len(), 3, "{spans:#?}");
+}
+
+/// Loads weights under a span, keeping them: the owner of a live buffer.
+#[tracing_attributes::instrument(skip_all)]
+fn load(gpu: &Gpu) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("weights"),
+        size: 1 << 20,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    })
+}
+
+/// A scratch buffer made and dropped under a span: the peak, then gone.
+#[tracing_attributes::instrument(skip_all)]
+fn decode(gpu: &Gpu) {
+    drop(gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("kv cache"),
+        size: 4 << 20,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    }));
+}
+
+rusty_fork_test! {
+    /// An instrumented device's memory (decision 65) reaches the collector as metrics: live
+    /// bytes per device and per owner, and the peak, the figures the summary states.
+    #[test]
+    fn an_instrumented_devices_memory_reaches_the_collector_as_metrics() {
+        let Some(gpu) = Gpu::instrumented_for_test(1 << 10, 1) else { return };
+        let collector = Collector::shared_or_own();
+        let id = test_id("wgpu-memory-otlp");
+        let otlp = OtlpConfig::new()
+            .protocol(Protocol::Grpc)
+            .endpoint(collector.grpc_url())
+            .service_name("gpuspan-tests")
+            .resource_attribute("test.id", &id)
+            .metric_interval(Duration::from_millis(200))
+            .start()
+            .expect("OTLP export starts");
+        let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("spans_otlp=info"));
+        let weights = tracing::subscriber::with_default(subscriber, || {
+            let weights = load(&gpu);
+            decode(&gpu);
+            weights
+        });
+        let summary = gpuspan::summary().to_string();
+        let report = otlp.shutdown();
+        assert_eq!(report.metric_exports_failed, 0, "{report}");
+        let data = 4096; // the helper's own buffer
+        let (live, peak) = (data + (1 << 20), data + (5 << 20));
+        assert!(summary.contains("live 1.0 MiB in 2 buffers and textures; peak 5.0 MiB"), "{summary}");
+        let points = collector.wait_metrics(&id, Duration::from_secs(20), |m| {
+            m.iter().any(|p| p["name"] == "gpuspan.wgpu.memory.peak")
+        });
+        // The last point of each: what the device held when the export shut down.
+        let last = |name: &str, owner: Option<&str>| {
+            points
+                .iter()
+                .rev()
+                .find(|p| p["name"] == name && owner.is_none_or(|o| p["attributes"]["gpuspan.memory.owner"] == o))
+                .unwrap_or_else(|| panic!("{name} {owner:?} in {points:#?}"))
+                .clone()
+        };
+        let usage = last("gpuspan.wgpu.memory.usage", None);
+        assert_eq!(usage["unit"], "By");
+        assert_eq!(usage["value"], live);
+        assert!(usage["attributes"]["gpu.device.name"].is_string(), "{usage}");
+        assert_eq!(last("gpuspan.wgpu.memory.peak", None)["value"], peak);
+        assert_eq!(last("gpuspan.wgpu.memory.owner.usage", Some("load"))["value"], 1 << 20);
+        drop(weights);
+    }
 }

@@ -1007,6 +1007,70 @@ rusty_fork_test! {
             .collect();
         let data = 4096u64; // the helper's buffer, made first
         assert_eq!(values[values.len() - 4..], [data + (1 << 20), data + held, data + held + (4 << 20), data + held]);
+
+        // The capture holds the same account (format 9), and the CLI states it alike.
+        let capture = gpuspan_capture::Capture::open(&out.capture).expect("the capture reads");
+        assert_eq!(capture.memory.len(), 1, "one instrumented device allocated");
+        let m = &capture.memory[0];
+        assert_eq!((m.peak_bytes, m.live_bytes, m.live_objects), (data + held + (4 << 20), data + held, 3));
+        let named = |h: &[gpuspan_capture::Held]| h.iter().map(|h| (h.name.clone(), h.bytes)).collect::<Vec<_>>();
+        let pairs = |v: &[(&str, u64)]| v.iter().map(|(n, b)| (n.to_string(), *b)).collect::<Vec<_>>();
+        assert_eq!(named(&m.peak_by_label), pairs(&[("kv cache", 4 << 20), ("weights", 1 << 20), ("atlas", ATLAS_BYTES)]));
+        assert_eq!(named(&m.peak_by_owner)[..2], pairs(&[("decode", 4 << 20), ("load_weights", held)]));
+        assert_eq!(named(&m.live_by_label), pairs(&[("weights", 1 << 20), ("atlas", ATLAS_BYTES), ("data", data)]));
+        assert!(!m.live_by_owner.iter().any(|h| h.name == "decode"), "the span's cache was dropped");
+        assert_eq!((m.not_sized, m.samples_dropped), (0, 0));
+        let samples: Vec<u64> = m.samples.iter().map(|s| s.bytes).collect();
+        assert_eq!(samples, values, "the capture's samples are the runtime timeline's counter");
+        let peak_sample = m.samples.iter().find(|s| s.bytes == m.peak_bytes).expect("the peak is a sample");
+        assert_eq!(m.peak_ns, peak_sample.time_ns, "the peak's time is its change's");
+        let device = capture.device(m.device).expect("the account names a described device");
+        let track = gpuspan_capture::MemoryAccount::track_name(device.id);
+        assert!(timeline.to_string().contains(&track), "the runtime's track is named {track}");
+
+        // `gpuspan report`: the same figures as the summary's line, in the same units.
+        let report = gpuspan_cli::report::build(&capture);
+        let row = &report.memory[0];
+        assert_eq!((row.peak_bytes, row.end_bytes, row.end_objects), (m.peak_bytes, m.live_bytes, 3));
+        let text = report.to_text();
+        let section = text.split("\nGPU memory (wgpu, logical sizes").nth(1).unwrap_or_else(|| panic!("{text}"));
+        for figure in ["5.0 MiB", "kv cache 4.0 MiB, weights 1.0 MiB, atlas 42.0 KiB", "decode 4.0 MiB, load_weights 1.0 MiB"] {
+            assert!(line.replace('`', "").contains(figure), "summary: {figure} in {line}");
+            assert!(section.contains(figure), "report: {figure} in {section}");
+        }
+        // `gpuspan timeline`: the same track with the same values.
+        let mut cli_timeline = Vec::new();
+        gpuspan_cli::perfetto::write_as(gpuspan_cli::perfetto::Format::Json, &[("run", &capture)], &mut cli_timeline)
+            .expect("timeline");
+        let cli_timeline: serde_json::Value = serde_json::from_slice(&cli_timeline).expect("JSON");
+        let cli_values: Vec<u64> = cli_timeline["traceEvents"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == track.as_str())
+            .map(|e| e["args"]["bytes"].as_u64().expect("bytes"))
+            .collect();
+        assert_eq!(cli_values, values, "gpuspan timeline draws the runtime's counter");
+        // `gpuspan export`: the same figures in its tables.
+        let db = out.dir.join("run.sqlite");
+        gpuspan_cli::export::export(&out.capture, gpuspan_cli::export::To::Sqlite, &db, false, false).expect("export");
+        let db = rusqlite::Connection::open(&db).expect("the export opens");
+        let exported: (u64, u64, u64) = db
+            .query_row("SELECT peak_bytes, end_bytes, end_objects FROM gpu_memory", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .expect("one gpu_memory row");
+        assert_eq!(exported, (m.peak_bytes, m.live_bytes, 3));
+        let peak_holders: Vec<(String, u64)> = db
+            .prepare("SELECT name, bytes FROM gpu_memory_holders WHERE at = 'peak' AND by = 'label' ORDER BY rowid")
+            .and_then(|mut q| q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+            .expect("holders");
+        assert_eq!(peak_holders, named(&m.peak_by_label));
+        let exported_samples: Vec<u64> = db
+            .prepare("SELECT bytes FROM gpu_memory_samples ORDER BY rowid")
+            .and_then(|mut q| q.query_map([], |r| r.get(0))?.collect())
+            .expect("samples");
+        assert_eq!(exported_samples, values);
         drop((weights, atlas));
     }
 

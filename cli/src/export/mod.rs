@@ -17,7 +17,7 @@ use gpuspan_capture::{Activity, ActivityKind, Frame, Record, Truncation};
 use std::path::{Path, PathBuf};
 
 /// The version of the exported schema, in `meta` under `schema_version`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// A column's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,6 +180,31 @@ pub const TABLES: &[TableDef] = {
             keyed: true,
             columns: &[("call_id", Int), ("attributed", Text), ("spans_at_launch", Text)],
         },
+        // Schema 3: an instrumented wgpu device's memory account, logical sizes (capture format 9).
+        TableDef {
+            name: "gpu_memory",
+            keyed: true,
+            columns: &[
+                ("device_key", Int),
+                ("peak_bytes", Int),
+                ("peak_ns", Int),
+                ("end_bytes", Int),
+                ("end_objects", Int),
+                ("not_sized_textures", Int),
+                ("samples", Int),
+                ("samples_dropped", Int),
+            ],
+        },
+        TableDef {
+            name: "gpu_memory_holders",
+            keyed: false,
+            columns: &[("device_key", Int), ("at", Text), ("by", Text), ("name", Text), ("bytes", Int)],
+        },
+        TableDef {
+            name: "gpu_memory_samples",
+            keyed: false,
+            columns: &[("device_key", Int), ("time_ns", Int), ("bytes", Int)],
+        },
     ]
 };
 
@@ -199,11 +224,14 @@ pub enum Table {
     Losses,
     Notes,
     Attributions,
+    GpuMemory,
+    GpuMemoryHolders,
+    GpuMemorySamples,
 }
 
 impl Table {
     /// Every table, in [`TABLES`]'s order.
-    pub const ALL: [Table; 13] = [
+    pub const ALL: [Table; 16] = [
         Table::Meta,
         Table::Sites,
         Table::Threads,
@@ -217,6 +245,9 @@ impl Table {
         Table::Losses,
         Table::Notes,
         Table::Attributions,
+        Table::GpuMemory,
+        Table::GpuMemoryHolders,
+        Table::GpuMemorySamples,
     ];
 
     pub fn def(self) -> &'static TableDef {
@@ -527,6 +558,7 @@ impl Rows {
                 let ids: Vec<String> = r.sites.iter().map(u32::to_string).collect();
                 self.meta("still_running_site_ids", ids.join(",").as_str().into())?;
             }
+            Frame::Memory(m) => self.memory(&m)?,
             Frame::End(e) => {
                 for l in &e.losses {
                     self.sink.row(Table::Losses, &[l.what.as_str().into(), l.count.into()])?;
@@ -538,6 +570,40 @@ impl Rows {
             }
             // A frame of a later kind: the reader refuses later formats, so none reaches here.
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// An instrumented wgpu device's memory account: one row, its holders (at the peak and at
+    /// the end, by label and by owner) and its counter samples.
+    fn memory(&mut self, m: &gpuspan_capture::MemoryAccount) -> Result<(), Fail> {
+        self.sink.row(
+            Table::GpuMemory,
+            &[
+                m.device.into(),
+                m.peak_bytes.into(),
+                m.peak_ns.into(),
+                m.live_bytes.into(),
+                m.live_objects.into(),
+                m.not_sized.into(),
+                (m.samples.len() as u64).into(),
+                m.samples_dropped.into(),
+            ],
+        )?;
+        let holders = [
+            ("peak", "label", &m.peak_by_label),
+            ("peak", "owner", &m.peak_by_owner),
+            ("end", "label", &m.live_by_label),
+            ("end", "owner", &m.live_by_owner),
+        ];
+        for (at, by, held) in holders {
+            for h in held {
+                let row = [m.device.into(), at.into(), by.into(), h.name.as_str().into(), h.bytes.into()];
+                self.sink.row(Table::GpuMemoryHolders, &row)?;
+            }
+        }
+        for x in &m.samples {
+            self.sink.row(Table::GpuMemorySamples, &[m.device.into(), x.time_ns.into(), x.bytes.into()])?;
         }
         Ok(())
     }

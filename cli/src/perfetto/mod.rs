@@ -10,8 +10,9 @@
 //! calls' GPU intervals, one per (device, stream) with the kernels and copies; flow arrows from
 //! each call to its GPU work; counter tracks derived from the records (GPU work in flight and
 //! calls in flight per device, bytes moved by transfers) and, where a device monitor ran, its
-//! readings (utilization, memory, power, clocks, PCIe throughput, temperature) per device. Captures are aligned on their timestamps, which
-//! are Unix-epoch nanoseconds of each process's clock: on one machine they share one clock; on
+//! readings (utilization, memory, power, clocks, PCIe throughput, temperature) per device, and
+//! an instrumented wgpu device's memory (logical bytes after each change). Captures are
+//! aligned on their timestamps, which are Unix-epoch nanoseconds of each process's clock: on one machine they share one clock; on
 //! several, the alignment is as good as the machines' clock synchronisation (each process's
 //! GPU mapping error is in its process's arguments). Events that overlap on a track without
 //! nesting go on lanes of it, each a track of its own (`gpuspan_capture::lanes`).
@@ -113,7 +114,8 @@ pub fn emit(captures: &[(&str, &Capture)], sink: &mut impl Sink) -> io::Result<(
         .flat_map(|(_, c)| {
             let records =
                 c.records.iter().map(|r| r.host.start_ns.min(r.gpu.as_ref().map_or(u64::MAX, |g| g.interval.start_ns)));
-            records.chain(c.samples.iter().filter_map(|d| d.samples.first().map(|s| s.time_ns)))
+            let memory = c.memory.iter().filter_map(|m| m.samples.first().map(|s| s.time_ns));
+            records.chain(c.samples.iter().filter_map(|d| d.samples.first().map(|s| s.time_ns))).chain(memory)
         })
         .min()
         .unwrap_or(0);
@@ -356,5 +358,19 @@ fn counters(ev: &mut impl Sink, pid: u64, c: &Capture, index: &Index<'_>) -> io:
     for (t, total) in analysis::bytes_moved(c) {
         ev.counter(pid, "bytes moved", "bytes", t, total.into())?;
     }
-    readings(ev, pid, c, index)
+    readings(ev, pid, c, index)?;
+    memory(ev, pid, c)
+}
+
+/// An instrumented wgpu device's live bytes (logical sizes) after each change, named as the
+/// runtime's own timeline names it ([`gpuspan_capture::MemoryAccount::track_name`]).
+fn memory(ev: &mut impl Sink, pid: u64, c: &Capture) -> io::Result<()> {
+    for m in &c.memory {
+        let id = c.device(m.device).map_or(m.device, |d| d.id);
+        let name = gpuspan_capture::MemoryAccount::track_name(id);
+        for s in &m.samples {
+            ev.counter(pid, &name, "bytes", s.time_ns, s.bytes.into())?;
+        }
+    }
+    Ok(())
 }

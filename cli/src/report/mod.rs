@@ -14,6 +14,7 @@ mod devices;
 mod findings;
 mod kernels;
 mod launch;
+mod memory;
 mod readings;
 mod sites;
 mod spans;
@@ -23,6 +24,7 @@ mod units;
 pub use findings::Finding;
 pub use kernels::KernelRow;
 pub use launch::LaunchBound;
+pub use memory::MemoryRow;
 pub use readings::ReadingsRow;
 pub use sites::SiteRow;
 pub use transfers::TransferRow;
@@ -61,6 +63,8 @@ pub struct Report {
     pub spans: Vec<SpanRow>,
     /// The device monitor's readings, per device.
     pub readings: Vec<ReadingsRow>,
+    /// GPU memory of instrumented wgpu devices, logical sizes (capture format 9).
+    pub memory: Vec<MemoryRow>,
     pub launch_bound: Vec<LaunchBound>,
     pub findings: Vec<Finding>,
     /// Sites compiled in that no call reached.
@@ -282,6 +286,8 @@ impl Builder {
             std::mem::take(&mut self.span_time).finish(|id| index.site_name(id), &capture.aggregates);
         approximate |= approximate_spans;
         let readings = readings::rows(capture, &index);
+        let memory = memory::rows(capture, &index);
+        findings.extend(memory::findings(&memory));
         let mut limits = Vec::new();
         if requests.is_empty() {
             limits.push("GPU cost per request: no recorded call was made inside an application tracing span (a subscriber built on tracing-subscriber's registry is needed; captures of format 1 hold no spans)".into());
@@ -306,6 +312,7 @@ impl Builder {
             requests,
             spans,
             readings,
+            memory,
             launch_bound,
             findings,
             never_reached,
@@ -331,6 +338,7 @@ impl Report {
             CsvTable::Requests => self.requests_table(u),
             CsvTable::Spans => self.spans_table(u),
             CsvTable::Readings => self.readings_table(u),
+            CsvTable::Memory => self.memory_table(u),
             CsvTable::LaunchBound => self.launch_bound_table(u),
             CsvTable::Findings => self.findings_table(),
         }
@@ -400,6 +408,13 @@ impl Report {
         if !self.readings.is_empty() {
             section("Device readings (the device monitor's samples over the run)", self.readings_table(people), "");
         }
+        if !self.memory.is_empty() {
+            section(
+                "GPU memory (wgpu, logical sizes: what the program asked for, not the driver's allocations; buffers and textures made through an instrumented device)",
+                self.memory_table(people),
+                "",
+            );
+        }
         section(
             "Launch-bound kernel sites (median GPU time per call below the call's host time)",
             self.launch_bound_table(people),
@@ -453,6 +468,7 @@ pub enum CsvTable {
     Requests,
     Spans,
     Readings,
+    Memory,
     LaunchBound,
     Findings,
 }

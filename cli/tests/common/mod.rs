@@ -68,3 +68,37 @@ pub fn complete_events(json: &serde_json::Value) -> (Vec<Slice>, Option<(usize, 
     let overlap = gpuspan_capture::lanes::overlapping(&events);
     (events, overlap)
 }
+
+/// A capture of an instrumented wgpu device (format 9): a kernel call, and the device's memory
+/// account: a 1 MiB `weights` buffer made in `load`, a 4 MiB `kv cache` made and dropped in the
+/// `decode` span (the peak), one texture that could not be sized, one change not drawn.
+pub fn memory_capture() -> Capture {
+    use gpuspan_capture::*;
+    let mut c = Capture::new(Header::new("memory", 11));
+    c.header.start_ns = 1_000_000;
+    c.sites.push(Site { backend: Backend::Wgpu, ..Site::new(0, "load", SiteKind::Kernel) });
+    c.threads.push(Thread { index: 1, name: "main".into() });
+    c.devices.push(Device { key: 0, id: 2, name: "llvmpipe".into() });
+    let mut r = Record::new(0, 1, 1, Interval::new(1_000_100, 1_000_900));
+    r.gpu = Some(Gpu { device: Some(0), ..Gpu::new(Interval::new(1_000_200, 1_000_800), TimingSource::GpuTimestamp) });
+    c.records.push(r);
+    let held = |name: &str, bytes| Held { name: name.into(), bytes };
+    let sample = |time_ns, bytes| MemorySample { time_ns, bytes };
+    c.memory.push(MemoryAccount {
+        device: 0,
+        peak_bytes: 5 << 20,
+        peak_ns: 1_000_500,
+        peak_by_label: vec![held("kv cache", 4 << 20), held("weights", 1 << 20)],
+        peak_by_owner: vec![held("decode", 4 << 20), held("load", 1 << 20)],
+        live_bytes: 1 << 20,
+        live_objects: 1,
+        live_by_label: vec![held("weights", 1 << 20)],
+        live_by_owner: vec![held("load", 1 << 20)],
+        not_sized: 1,
+        samples: vec![sample(1_000_300, 1 << 20), sample(1_000_500, 5 << 20), sample(1_000_700, 1 << 20)],
+        samples_dropped: 1,
+    });
+    c.aggregates.push(Aggregate { site: 0, calls: 1, ..Default::default() });
+    c.end = Some(End { end_ns: 1_001_000, records: 1, losses: vec![], notes: vec![] });
+    c
+}

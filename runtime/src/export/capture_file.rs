@@ -217,6 +217,9 @@ impl CaptureFile {
             let _ = h.join();
         }
         self.write_readings();
+        // Read with the summary, outside the lock (each device takes its own): the accounts as
+        // the run ends.
+        let accounts = self.leaves.memory_accounts(true);
         let mut s = lock(&self.state);
         // What the end states is what a reader finds: every record before it is in the file.
         if let Some(w) = &mut s.writer {
@@ -228,7 +231,7 @@ impl CaptureFile {
         let lost = self.lost.load(Ordering::Relaxed) + s.dropped;
         if s.writer.is_some() {
             let records = s.records;
-            if let Err(e) = s.write_end(records, lost) {
+            if let Err(e) = s.write_end(records, lost, accounts) {
                 s.fail(e);
             }
         }
@@ -385,7 +388,12 @@ impl State {
         frames::attribution(r).map_or(Ok(()), |a| self.frame(&cap::Frame::Attribution(a)))
     }
 
-    fn write_end(&mut self, records: u64, lost: u64) -> io::Result<()> {
+    fn write_end(
+        &mut self,
+        records: u64,
+        lost: u64,
+        accounts: Vec<(DeviceLabel, cap::MemoryAccount)>,
+    ) -> io::Result<()> {
         let mut running = Vec::new();
         let sites: Vec<&'static Site> = self.sites.sites.iter().map(|(s, ())| *s).collect();
         for (id, site) in sites.into_iter().enumerate() {
@@ -400,6 +408,10 @@ impl State {
         }
         if !running.is_empty() {
             self.frame(&cap::Frame::Running(cap::Running { sites: running }))?;
+        }
+        for (label, account) in accounts {
+            let device = self.device(&label)?;
+            self.frame(&cap::Frame::Memory(cap::MemoryAccount { device, ..account }))?;
         }
         let mut losses: Vec<cap::Loss> = crate::diagnostics::losses()
             .snapshot()
@@ -508,6 +520,30 @@ mod tests {
         assert_eq!(a.stream, Some(7));
         assert!(matches!(a.kind, cap::ActivityKind::Copy { bytes: 4096, src: cap::MemoryKind::Pageable, .. }));
         assert_eq!(back.end.as_ref().unwrap().records, 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn accounts(_samples: bool) -> Vec<(DeviceLabel, cap::MemoryAccount)> {
+        let account = cap::MemoryAccount { peak_bytes: 12, live_bytes: 4, live_objects: 1, ..Default::default() };
+        vec![(DeviceLabel::new(3, "lavapipe"), account)]
+    }
+
+    #[test]
+    fn a_backend_s_memory_account_is_written_at_the_end_naming_its_device() {
+        let leaves: &'static Leaves = Box::leak(Box::new(Leaves::new()));
+        leaves.add_memory_accounts(accounts);
+        let dir = std::env::temp_dir().join(format!("gpuspan-capture-memory-test-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("c.gpuspan");
+        let c = CaptureFile::create_with(&path, Sampling { threshold_us: 0, trace_all: true }, leaves).unwrap();
+        assert!(c.close().error.is_none());
+        let back = cap::Capture::open(&path).unwrap();
+        assert!(back.end.is_some());
+        assert_eq!(back.memory.len(), 1);
+        let m = &back.memory[0];
+        assert_eq!((m.peak_bytes, m.live_bytes, m.live_objects), (12, 4, 1));
+        let device = back.device(m.device).expect("the account's device is described");
+        assert_eq!((device.id, device.name.as_str()), (3, "lavapipe"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -12,9 +12,14 @@
 //! The owner of an allocation is the innermost annotated call open on the creating thread, else
 //! the innermost `tracing` span entered there (a selected span is one), else `(no scope)`.
 //! Major-independent: each major's instrumented device counts into its device's [`Memory`].
+//!
+//! Every output takes its figures from [`Memory::account`] (the summary's lines are made from
+//! it too), so the summary, the capture's `Memory` frame (hence `gpuspan report`/`export`/
+//! `timeline`) and the OTLP export state the same numbers (decision 65).
 
 use crate::export::format;
 use crate::record::DeviceLabel;
+use gpuspan_capture::{Held, MemoryAccount, MemorySample};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,6 +45,8 @@ struct State {
     by_label: BTreeMap<Arc<str>, u64>,
     by_owner: BTreeMap<Arc<str>, u64>,
     peak: u64,
+    /// When the peak was first reached (host ns).
+    peak_ns: u64,
     /// What held the most at the peak: (label, bytes), largest first.
     peak_labels: Vec<(Arc<str>, u64)>,
     peak_owners: Vec<(Arc<str>, u64)>,
@@ -71,8 +78,12 @@ fn largest(map: &BTreeMap<Arc<str>, u64>, n: usize) -> Vec<(Arc<str>, u64)> {
     all
 }
 
-fn listed(entries: &[(Arc<str>, u64)]) -> String {
-    entries.iter().map(|(k, v)| format!("`{k}` {}", format::bytes(*v))).collect::<Vec<_>>().join(", ")
+fn held(entries: &[(Arc<str>, u64)]) -> Vec<Held> {
+    entries.iter().map(|(k, v)| Held { name: k.to_string(), bytes: *v }).collect()
+}
+
+fn listed(entries: &[Held]) -> String {
+    entries.iter().map(|h| format!("`{}` {}", h.name, format::bytes(h.bytes))).collect::<Vec<_>>().join(", ")
 }
 
 impl Memory {
@@ -115,13 +126,15 @@ impl Memory {
         }
         change(&mut s.by_label, label, bytes, grow);
         change(&mut s.by_owner, owner, bytes, grow);
+        let now = crate::clock::now_ns();
         if s.live > s.peak {
             s.peak = s.live;
+            s.peak_ns = now;
             s.peak_labels = largest(&s.by_label, PEAK_HOLDERS);
             s.peak_owners = largest(&s.by_owner, PEAK_HOLDERS);
         }
         if s.samples.len() < MAX_SAMPLES {
-            let sample = (crate::clock::now_ns(), s.live);
+            let sample = (now, s.live);
             s.samples.push(sample);
         } else {
             s.samples_dropped += 1;
@@ -133,46 +146,75 @@ impl Memory {
         lock(&self.state).live
     }
 
+    /// The device the account is of.
+    pub(crate) fn device(&self) -> &DeviceLabel {
+        &self.device
+    }
+
     /// The timeline's counter track: its name and (host ns, live bytes) samples.
     pub(crate) fn track(&self) -> (String, Vec<(u64, u64)>) {
-        let name = format!("GPU memory, logical bytes (wgpu device {})", self.device.id);
-        (name, lock(&self.state).samples.clone())
+        (MemoryAccount::track_name(self.device.id), lock(&self.state).samples.clone())
+    }
+
+    /// The account as every output states it, if anything was ever allocated through the device
+    /// (or a texture could not be sized), with the counter samples if `samples` (else none,
+    /// `samples_dropped` still said). Its `device` is 0: the writer names its own key.
+    pub(crate) fn account(&self, samples: bool) -> Option<MemoryAccount> {
+        let s = lock(&self.state);
+        if s.peak == 0 && s.not_sized == 0 {
+            return None;
+        }
+        Some(MemoryAccount {
+            device: 0,
+            peak_bytes: s.peak,
+            peak_ns: s.peak_ns,
+            peak_by_label: held(&s.peak_labels),
+            peak_by_owner: held(&s.peak_owners),
+            live_bytes: s.live,
+            live_objects: s.objects,
+            live_by_label: held(&largest(&s.by_label, usize::MAX)),
+            live_by_owner: held(&largest(&s.by_owner, usize::MAX)),
+            not_sized: s.not_sized,
+            samples: if samples {
+                s.samples.iter().map(|&(time_ns, bytes)| MemorySample { time_ns, bytes }).collect()
+            } else {
+                Vec::new()
+            },
+            samples_dropped: s.samples_dropped,
+        })
     }
 
     /// The summary's lines for this device, if anything was ever allocated through it.
     pub(crate) fn summary_lines(&self) -> Vec<String> {
-        let s = lock(&self.state);
-        if s.peak == 0 && s.not_sized == 0 {
-            return Vec::new();
-        }
+        let Some(a) = self.account(false) else { return Vec::new() };
         let mut lines = vec![format!(
             "wgpu device {} ({}), instrumented: GPU memory (logical sizes, not the driver's allocations): live {} in {} \
              buffers and textures; peak {}, held by {} (owners: {})",
             self.device.id,
             self.device.name,
-            format::bytes(s.live),
-            s.objects,
-            format::bytes(s.peak),
-            listed(&s.peak_labels),
-            listed(&s.peak_owners),
+            format::bytes(a.live_bytes),
+            a.live_objects,
+            format::bytes(a.peak_bytes),
+            listed(&a.peak_by_label),
+            listed(&a.peak_by_owner),
         )];
-        if s.live > 0 {
+        if a.live_bytes > 0 {
             lines.push(format!(
                 "  live by label: {}; by owner: {}",
-                listed(&largest(&s.by_label, usize::MAX)),
-                listed(&largest(&s.by_owner, usize::MAX))
+                listed(&a.live_by_label),
+                listed(&a.live_by_owner)
             ));
         }
-        if s.not_sized > 0 {
+        if a.not_sized > 0 {
             lines.push(format!(
                 "  {} textures of a planar format not counted (wgpu gives no size for them)",
-                s.not_sized
+                a.not_sized
             ));
         }
-        if s.samples_dropped > 0 {
+        if a.samples_dropped > 0 {
             lines.push(format!(
                 "  {} memory changes after the first {MAX_SAMPLES} not drawn on the timeline (counted above)",
-                s.samples_dropped
+                a.samples_dropped
             ));
         }
         lines
@@ -230,6 +272,14 @@ mod tests {
         let (_, samples) = m.track();
         let values: Vec<u64> = samples.iter().map(|s| s.1).collect();
         assert_eq!(values, [4 << 20, 12 << 20, 4 << 20, 5 << 20, 4 << 20]);
+        let a = m.account(true).expect("allocated");
+        assert_eq!((a.peak_bytes, a.live_bytes, a.live_objects), (12 << 20, 4 << 20, 1));
+        assert_eq!(a.peak_ns, samples[1].0, "the peak's time is its sample's");
+        assert_eq!(
+            a.peak_by_owner.iter().map(|h| (h.name.as_str(), h.bytes)).collect::<Vec<_>>(),
+            [("step", 8 << 20), ("load", 4 << 20)]
+        );
+        assert_eq!(a.samples.iter().map(|s| (s.time_ns, s.bytes)).collect::<Vec<_>>(), samples);
         drop(weights);
         assert_eq!(m.live(), 0);
     }

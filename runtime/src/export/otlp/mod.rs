@@ -23,6 +23,8 @@ mod config;
 #[cfg(feature = "enabled")]
 mod layer;
 #[cfg(feature = "enabled")]
+mod memory;
+#[cfg(feature = "enabled")]
 mod metrics;
 #[cfg(feature = "enabled")]
 mod queue;
@@ -311,11 +313,11 @@ impl Otlp {
             let provider = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
             use opentelemetry::metrics::MeterProvider as _;
             otlp.sinks.push(Arc::new(metrics::MetricsSink::new(&provider.meter("gpuspan"))));
-            // What the leaves offer as metrics (the monitor's hw.gpu.*), through the same provider.
-            metrics::observe_gauges(
-                &provider.meter("gpuspan"),
-                &crate::collector::collector().leaves.devices().map(|d| d.gauges()).unwrap_or_default(),
-            );
+            // What the leaves offer as metrics (the monitor's hw.gpu.*, an instrumented wgpu
+            // device's memory), through the same provider.
+            let mut gauges = crate::collector::collector().leaves.devices().map(|d| d.gauges()).unwrap_or_default();
+            gauges.extend(memory::gauges());
+            metrics::observe_gauges(&provider.meter("gpuspan"), &gauges);
             otlp.meter_provider = Some(provider);
         }
         for s in &otlp.sinks {

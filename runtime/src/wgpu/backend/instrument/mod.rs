@@ -82,6 +82,11 @@ fn memory_tracks() -> Vec<crate::hooks::CounterTrack> {
     instrumented().iter().map(|s| s.memory.track()).collect()
 }
 
+/// The memory account of every instrumented device that allocated, for the capture and OTLP.
+fn memory_accounts(samples: bool) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)> {
+    instrumented().iter().filter_map(|s| Some((s.memory.device().clone(), s.memory.account(samples)?))).collect()
+}
+
 /// The live bytes of every instrumented device, for `track_memory` where no device monitor
 /// reads memory (`None`: no instrumented device).
 fn memory_live() -> Option<u64> {
@@ -108,6 +113,7 @@ pub(crate) fn instrument(adapter: &wgpu::Adapter, device: wgpu::Device, queue: w
     crate::hooks::add_summary_section(summary_lines);
     crate::hooks::add_counter_track(memory_tracks);
     crate::hooks::add_memory_source(memory_live);
+    crate::hooks::add_memory_accounts(memory_accounts);
     let instrumented_device = wgpu::Device::from_custom(forward::Device::new(device, shared.clone()));
     let instrumented_queue = wgpu::Queue::from_custom(forward::Queue { queue, shared });
     device::alias(&state, &instrumented_device, &instrumented_queue);
