@@ -1,9 +1,12 @@
 //! What the instrumented device (`gpuspan::wgpu::instrument`) costs on the host, against the
 //! plain device it forwards to, measured in one run: per forwarded call (a dispatch inside a
-//! pass), and for a frame of 100 passes (each timed: its timestamp writes, its record). Then the
-//! frame's GPU time on each device, from `write_timestamp` marks around it (where the device has
-//! in-encoder timestamps): what each pass's two timestamp writes cost the GPU. Runs on whatever
-//! adapter is found (lavapipe in CI).
+//! pass), and for a frame of 100 passes (each timed: its timestamp writes, its record). The frame
+//! is also encoded on the plain device with raw timestamp writes of its own on every pass (one
+//! query set, resolved once per frame): what any pass-level timing must encode, so that the
+//! instrumented row less that one is gpuspan's own cost. Then the frame's GPU time on each
+//! device, from `write_timestamp` marks around it (where the device has in-encoder timestamps):
+//! what each pass's two timestamp writes cost the GPU. Runs on whatever adapter is found
+//! (lavapipe in CI).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gpuspan_tests::gpu::Gpu;
@@ -43,12 +46,57 @@ fn frame(gpu: &Gpu) {
     let _ = gpu.device.poll(wgpu::PollType::Poll);
 }
 
+/// The plain device's frame with raw timestamp writes on each pass, resolved at the frame's end
+/// (not read back).
+struct RawFrame {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+}
+
+impl RawFrame {
+    fn new(gpu: &Gpu) -> RawFrame {
+        let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("raw"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2 * PASSES,
+        });
+        let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("raw resolve"),
+            size: u64::from(2 * PASSES) * u64::from(wgpu::QUERY_SIZE),
+            usage: wgpu::BufferUsages::QUERY_RESOLVE,
+            mapped_at_creation: false,
+        });
+        RawFrame { set, resolve }
+    }
+
+    fn frame(&self, gpu: &Gpu) {
+        let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("frame") });
+        for i in 0..PASSES {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("node"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &self.set,
+                    beginning_of_pass_write_index: Some(2 * i),
+                    end_of_pass_write_index: Some(2 * i + 1),
+                }),
+            });
+            pass.set_pipeline(&gpu.pipeline);
+            pass.set_bind_group(0, &gpu.bind_group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        encoder.resolve_query_set(&self.set, 0..2 * PASSES, &self.resolve, 0);
+        gpu.queue.submit([encoder.finish()]);
+        let _ = gpu.device.poll(wgpu::PollType::Poll);
+    }
+}
+
 /// Frames measured for the GPU-time row.
 const GPU_FRAMES: usize = 50;
 
-/// The median GPU time (ns) of [`frame`]'s work on `gpu`, from marks written at the start and the
-/// end of its encoder; `None` without in-encoder timestamps.
-fn frame_gpu_ns(gpu: &Gpu) -> Option<f64> {
+/// The median GPU time (ns) of [`frame`]'s work on `gpu` (with raw timestamp writes on each pass
+/// where `raw` is given), from marks written at the start and the end of its encoder; `None`
+/// without in-encoder timestamps.
+fn frame_gpu_ns(gpu: &Gpu, raw: Option<&RawFrame>) -> Option<f64> {
     if !gpu.device.features().contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS) {
         return None;
     }
@@ -58,9 +106,14 @@ fn frame_gpu_ns(gpu: &Gpu) -> Option<f64> {
             let mut encoder =
                 gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("frame") });
             encoder.write_timestamp(&marks.query_set, 0);
-            for _ in 0..PASSES {
-                let mut pass = encoder
-                    .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("node"), timestamp_writes: None });
+            for i in 0..PASSES {
+                let timestamp_writes = raw.map(|r| wgpu::ComputePassTimestampWrites {
+                    query_set: &r.set,
+                    beginning_of_pass_write_index: Some(2 * i),
+                    end_of_pass_write_index: Some(2 * i + 1),
+                });
+                let mut pass =
+                    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("node"), timestamp_writes });
                 pass.set_pipeline(&gpu.pipeline);
                 pass.set_bind_group(0, &gpu.bind_group, &[]);
                 pass.dispatch_workgroups(1, 1, 1);
@@ -86,12 +139,21 @@ fn instrumented(c: &mut Criterion) {
     g.finish();
     let mut g = c.benchmark_group("wgpu_instrumented_frame_100_passes");
     g.bench_function("plain", |b| b.iter(|| frame(&plain)));
+    // The same device kind as the instrumented one (every timestamp feature), not instrumented.
+    let stamped = Gpu::for_test_with(|all| all, 64, 1).map(|gpu| {
+        let raw = RawFrame::new(&gpu);
+        (gpu, raw)
+    });
+    if let Some((gpu, raw)) = &stamped {
+        g.bench_function("plain_raw_timestamps", |b| b.iter(|| raw.frame(gpu)));
+        gpu.wait();
+    }
     g.bench_function("instrumented", |b| b.iter(|| frame(&instrumented)));
     g.finish();
     plain.wait();
     instrumented.wait();
     gpuspan::flush();
-    match (frame_gpu_ns(&plain), frame_gpu_ns(&instrumented)) {
+    match (frame_gpu_ns(&plain, None), frame_gpu_ns(&instrumented, None)) {
         (Some(p), Some(i)) => println!(
             "GPU time of a frame of {PASSES} passes (median of {GPU_FRAMES}): plain {:.1} us, instrumented {:.1} us: \
              {:+.1} ns per pass for its two timestamp writes",
@@ -100,6 +162,9 @@ fn instrumented(c: &mut Criterion) {
             (i - p) / f64::from(PASSES)
         ),
         _ => println!("GPU time of a frame: the device has no in-encoder timestamps"),
+    }
+    if let Some(r) = stamped.as_ref().and_then(|(gpu, raw)| frame_gpu_ns(gpu, Some(raw))) {
+        println!("GPU time of the same frame with raw timestamp writes on each pass: {:.1} us", r / 1e3);
     }
     gpuspan::flush();
 }
