@@ -23,6 +23,7 @@
 
 use super::{mapped_range, wgpu};
 use super::device::DeviceState;
+use super::instrument::PassTimer;
 use super::resolver;
 use crate::diagnostics::{note_once, Losses, losses};
 use crate::collector;
@@ -134,11 +135,12 @@ pub(super) enum Timed {
 /// What waits in a batch for its timestamps.
 #[allow(clippy::large_enum_variant)] // moved once into its batch; a box would cost an allocation each
 enum Finished {
-    /// A scope's record, and what its two timestamps measured.
-    Scope(Timed, Record),
-    /// One pass (or copy) of an instrumented device: its record is made at delivery, on the
+    /// A scope's record, its slot pair, and what its two timestamps measured.
+    Scope(u32, Timed, Record),
+    /// Passes (or copies) of an instrumented device in this batch, as their encoder's callback
+    /// handed them over (one entry for them all): each record is made at delivery, on the
     /// resolver thread, not on the thread that encoded it (`instrument/pass.rs`).
-    Pass(super::instrument::EndedPass),
+    Passes(Vec<PassTimer>),
 }
 
 struct Batch {
@@ -153,10 +155,10 @@ struct Batch {
     opened_at_ns: u64,
     /// Closed to new brackets.
     sealed: bool,
-    /// Finished brackets and passes waiting for a round, with their pair.
-    records: Vec<(u32, Finished)>,
+    /// Finished brackets and passes waiting for a round.
+    records: Vec<Finished>,
     /// Those the round in flight reads back.
-    resolving: Vec<(u32, Finished)>,
+    resolving: Vec<Finished>,
     /// Set when a round's read-back was submitted; the map callback sets it done or failed.
     map: Option<Arc<AtomicU8>>,
     /// Pairs read from a pass's own timestamp writes (`take_foreign`): the pass's encoder
@@ -259,26 +261,32 @@ pub(super) fn take_foreign(d: &DeviceState, queue: &wgpu::Queue) -> Option<(Slot
 /// timestamps. None when the scope was dropped without one (counted as lost), or when an
 /// attached encoder timed the call instead (`superseded`: not a loss).
 pub(super) fn finish(d: &DeviceState, slots: &Slots, timed: Timed, record: Option<Record>, superseded: bool) {
-    finished(d, slots, record.map(|r| Finished::Scope(timed, r)), !superseded);
+    finished(d, slots, record.map(|r| Finished::Scope(slots.pair, timed, r)), !superseded);
 }
 
-/// Passes of an instrumented device were executed (an encoder's, in one callback): each waits
-/// in its batch for the batch's timestamps, and its record is made when they are read.
-pub(super) fn finish_passes(d: &DeviceState, passes: impl Iterator<Item = (Slots, super::instrument::EndedPass)>) {
+/// Passes of an instrumented device were executed (an encoder's, in one callback, in the order
+/// they took their slots): they wait in their batch for its timestamps, as one entry per batch,
+/// and each record is made when they are read.
+pub(super) fn finish_passes(d: &DeviceState, passes: Vec<PassTimer>) {
     let mut wake = false;
     let mut gone = Vec::new();
-    match d.brackets.lock() {
-        Ok(mut pool) => {
-            for (slots, pass) in passes {
-                let mut waiting = Some(Finished::Pass(pass));
-                match file(&mut pool, &slots, &mut waiting, false) {
-                    Some(sealed) => wake |= sealed,
-                    None => gone.extend(waiting),
-                }
+    let mut pool = d.brackets.lock().ok();
+    let mut rest = passes;
+    while !rest.is_empty() {
+        let batch = rest[0].slots().batch;
+        let n = rest.iter().take_while(|t| t.slots().batch == batch).count();
+        let later = if n == rest.len() { Vec::new() } else { rest.split_off(n) };
+        match pool.as_mut().and_then(|p| p.batches.iter_mut().rev().find(|b| b.id == batch)) {
+            Some(b) => {
+                b.open -= n as u32;
+                wake |= b.sealed;
+                b.records.push(Finished::Passes(rest));
             }
+            None => gone.push(Finished::Passes(rest)),
         }
-        Err(_) => gone.extend(passes.map(|(_, p)| Finished::Pass(p))),
+        rest = later;
     }
+    drop(pool);
     given_up(gone, false);
     if wake {
         resolver::wake();
@@ -305,7 +313,7 @@ fn file(pool: &mut Pool, slots: &Slots, waiting: &mut Option<Finished>, count_lo
     let b = pool.batches.iter_mut().rev().find(|b| b.id == slots.batch)?;
     b.open -= 1;
     match waiting.take() {
-        Some(w) => b.records.push((slots.pair, w)),
+        Some(w) => b.records.push(w),
         None if count_loss => Losses::add(&losses().unresolved_scopes, 1),
         None => {}
     }
@@ -320,8 +328,12 @@ fn given_up(waiting: impl IntoIterator<Item = Finished>, count_loss: bool) {
     }
     for w in waiting {
         match w {
-            Finished::Scope(_, r) => collector::submit(r),
-            Finished::Pass(p) => super::instrument::resolved(p, None),
+            Finished::Scope(_, _, r) => collector::submit(r),
+            Finished::Passes(passes) => {
+                for t in passes {
+                    super::instrument::resolved(t.into_pass(), None);
+                }
+            }
         }
     }
 }
@@ -417,39 +429,46 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
             (Some(_), None) => resolver::calibrate(d).then(|| d.clock()).flatten(),
             (_, clock) => clock,
         };
-        for (pair, waiting) in records {
-            let (timed, mut record, pass) = match waiting {
-                Finished::Scope(timed, record) => (Some(timed), record, None),
-                Finished::Pass(pass) => (None, pass.record(), Some(pass)),
-            };
-            let stamps = ticks.as_ref().map(|t| (t[2 * pair as usize], t[2 * pair as usize + 1]));
-            match (stamps, period, clock) {
-                // A zero is a slot the resolve found unwritten (wgpu clears those).
-                (Some((start, end)), Some(period), Some(clock)) if start > 0 && end > 0 => {
-                    let end = end.max(start);
-                    let (gpu, rounding) = to_ns(start, end, period);
-                    let placed = super::bounds::place_ns(d, gpu, rounding, &record, observed, clock);
-                    let (source, bracketed, bracket_at_exit) = match &timed {
-                        Some(Timed::Bracket { at_exit }) => (placed.source, true, *at_exit),
-                        Some(Timed::Passes) => (TimingSource::GpuPasses, false, false),
-                        // A pass's own two timestamps.
-                        None => (TimingSource::GpuTimestamp, false, false),
-                    };
-                    record.gpu = Some(GpuTiming {
-                        // From the ticks' difference: exact where the instants are rounded.
-                        busy_ns: ((end - start) as f64 * period).round() as u64,
-                        source,
-                        bracketed,
-                        bracket_at_exit,
-                        device: Some(d.label.clone()),
-                        ..placed
-                    });
-                }
-                _ => Losses::add(&losses().unresolved_scopes, 1),
+        let stamps = |pair: u32| ticks.as_ref().map(|t| (t[2 * pair as usize], t[2 * pair as usize + 1]));
+        let time = |record: &mut Record, pair: u32, timed: Option<&Timed>| match (stamps(pair), period, clock) {
+            // A zero is a slot the resolve found unwritten (wgpu clears those).
+            (Some((start, end)), Some(period), Some(clock)) if start > 0 && end > 0 => {
+                let end = end.max(start);
+                let (gpu, rounding) = to_ns(start, end, period);
+                let placed = super::bounds::place_ns(d, gpu, rounding, record, observed, clock);
+                let (source, bracketed, bracket_at_exit) = match timed {
+                    Some(Timed::Bracket { at_exit }) => (placed.source, true, *at_exit),
+                    Some(Timed::Passes) => (TimingSource::GpuPasses, false, false),
+                    // A pass's own two timestamps.
+                    None => (TimingSource::GpuTimestamp, false, false),
+                };
+                record.gpu = Some(GpuTiming {
+                    // From the ticks' difference: exact where the instants are rounded.
+                    busy_ns: ((end - start) as f64 * period).round() as u64,
+                    source,
+                    bracketed,
+                    bracket_at_exit,
+                    device: Some(d.label.clone()),
+                    ..placed
+                });
             }
-            match pass {
-                Some(pass) => super::instrument::resolved(pass, Some(record)),
-                None => collector::submit(record),
+            _ => Losses::add(&losses().unresolved_scopes, 1),
+        };
+        for waiting in records {
+            match waiting {
+                Finished::Scope(pair, timed, mut record) => {
+                    time(&mut record, pair, Some(&timed));
+                    collector::submit(record);
+                }
+                Finished::Passes(passes) => {
+                    for t in passes {
+                        let pair = t.slots().pair;
+                        let pass = t.into_pass();
+                        let mut record = pass.record();
+                        time(&mut record, pair, None);
+                        super::instrument::resolved(pass, Some(record));
+                    }
+                }
             }
         }
     }

@@ -582,7 +582,7 @@ impl DeviceInterface for Device {
             label: label_of(desc.label),
             passes: AtomicU32::new(0),
             own_writes: Mutex::new(Vec::new()),
-            ended: Arc::default(),
+            ended: Arc::new(EncoderPasses::new(self.shared.state.clone())),
             shared: self.shared.clone(),
         })
     }

@@ -6,7 +6,7 @@
 mod forward;
 mod pass;
 
-pub(crate) use pass::{resolved, unattributed as unattributed_pass, EndedPass};
+pub(crate) use pass::{resolved, unattributed as unattributed_pass, PassTimer};
 
 use super::device::{self, DeviceState};
 use super::wgpu;

@@ -50,7 +50,6 @@ static OWNED: Site = Site::new(crate::site::site_desc!("wgpu pass", SiteKind::Ke
 /// One pass being recorded.
 #[derive(Debug)]
 pub(crate) struct PassTimer {
-    device: Arc<DeviceState>,
     slots: Slots,
     /// The pass keeps its own timestamp writes: they are copied into `slots` (`OwnWrites`).
     own: bool,
@@ -92,7 +91,7 @@ impl PassTimer {
         user_writes: Option<(&wgpu::QuerySet, Option<u32>, Option<u32>)>,
         reads: &mut Vec<OwnWrites>,
     ) -> Option<PassTimer> {
-        let device = shared.state.clone();
+        let device = &shared.state;
         if device.mode == Mode::Host {
             return None;
         }
@@ -103,10 +102,10 @@ impl PassTimer {
             Owner::Several(names) => (None, Some(names)),
         };
         let (slots, own) = match user_writes {
-            None => (pool::take(&device, &shared.queue)?, false),
+            None => (pool::take(device, &shared.queue)?, false),
             // The pass keeps its own writes, and is read from them.
             Some((set, Some(start), Some(end))) => {
-                let (slots, buffer) = pool::take_foreign(&device, &shared.queue)?;
+                let (slots, buffer) = pool::take_foreign(device, &shared.queue)?;
                 reads.push(OwnWrites { set: set.clone(), start, end, buffer });
                 (slots, true)
             }
@@ -137,7 +136,7 @@ impl PassTimer {
             kind: ActivityKind::Kernel(KernelGeometry::default()),
             command: None,
         };
-        Some(PassTimer { device, slots, own, pass })
+        Some(PassTimer { slots, own, pass })
     }
 
     /// A copy or clear (`command`, of `kind`: its bytes) is recorded in an encoder of the
@@ -145,7 +144,7 @@ impl PassTimer {
     /// in-encoder timestamps. `None`: not timed apart (no such timestamps, its scope is timed by
     /// other means, or too many batches are waiting); the caller counts its bytes.
     pub(crate) fn begin_copy(shared: &Shared, command: &'static str, kind: ActivityKind) -> Option<PassTimer> {
-        let device = shared.state.clone();
+        let device = &shared.state;
         if device.mode != Mode::InEncoders {
             return None;
         }
@@ -155,7 +154,7 @@ impl PassTimer {
             Owner::Nobody => (None, None),
             Owner::Several(names) => (None, Some(names)),
         };
-        let slots = pool::take(&device, &shared.queue)?;
+        let slots = pool::take(device, &shared.queue)?;
         if let Some(sum) = &owner {
             sum.pass_begun();
         }
@@ -175,7 +174,7 @@ impl PassTimer {
             kind,
             command: Some(command),
         };
-        Some(PassTimer { device, slots, own: false, pass })
+        Some(PassTimer { slots, own: false, pass })
     }
 
     /// Records `copy` between the copy's two timestamps, then ends it (into `ended`, the
@@ -190,8 +189,18 @@ impl PassTimer {
         copy(encoder);
         self.slots.write_end(encoder);
         if let Some(not_kept) = ended.keep(self) {
-            not_kept.end_alone(|f| encoder.on_submitted_work_done(f));
+            not_kept.end_alone(ended.device.clone(), |f| encoder.on_submitted_work_done(f));
         }
+    }
+
+    /// Its slot pair.
+    pub(crate) fn slots(&self) -> &Slots {
+        &self.slots
+    }
+
+    /// What its record is made of, once its timestamps are read.
+    pub(crate) fn into_pass(self) -> EndedPass {
+        self.pass
     }
 
     /// gpuspan's writes for the pass: the query set, its start and end slots.
@@ -206,8 +215,8 @@ impl PassTimer {
     /// The pass ended after its encoder was finished (wgpu reports that misuse itself): it
     /// waits for its commands on its own (`when_executed` runs its callback then, or drops it
     /// unrun if they never are).
-    fn end_alone(self, when_executed: impl FnOnce(Box<dyn FnOnce() + Send>)) {
-        let pending = Pending(vec![self]);
+    fn end_alone(self, device: Arc<DeviceState>, when_executed: impl FnOnce(Box<dyn FnOnce() + Send>)) {
+        let pending = Pending { device, passes: vec![self] };
         when_executed(Box::new(move || pending.executed()));
     }
 }
@@ -252,12 +261,20 @@ impl EndedPass {
 
 /// The passes and copies an encoder recorded and ended, until it is finished: then they wait
 /// for its command buffer to execute, all in one callback (`take_pending`), not one each.
-#[derive(Debug, Default)]
-pub(crate) struct EncoderPasses(Mutex<(bool, Vec<PassTimer>)>);
+#[derive(Debug)]
+pub(crate) struct EncoderPasses {
+    device: Arc<DeviceState>,
+    /// Whether the encoder finished, and its passes that ended before.
+    kept: Mutex<(bool, Vec<PassTimer>)>,
+}
 
 impl EncoderPasses {
+    pub(crate) fn new(device: Arc<DeviceState>) -> EncoderPasses {
+        EncoderPasses { device, kept: Mutex::default() }
+    }
+
     fn lock(&self) -> MutexGuard<'_, (bool, Vec<PassTimer>)> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `timer`'s pass ended: kept until the encoder finishes, or given back if it already did.
@@ -277,7 +294,7 @@ impl EncoderPasses {
         let mut kept = self.lock();
         kept.0 = true;
         let passes = std::mem::take(&mut kept.1);
-        (!passes.is_empty()).then_some(Pending(passes))
+        (!passes.is_empty()).then(|| Pending { device: self.device.clone(), passes })
     }
 }
 
@@ -320,15 +337,17 @@ impl OwnWrites {
     }
 }
 
-/// Passes whose commands are waiting to execute.
+/// Passes of one device whose commands are waiting to execute.
 #[derive(Debug)]
-pub(crate) struct Pending(Vec<PassTimer>);
+pub(crate) struct Pending {
+    device: Arc<DeviceState>,
+    passes: Vec<PassTimer>,
+}
 
 impl Pending {
     /// Their commands executed: each waits in its batch for its timestamps.
     pub(crate) fn executed(mut self) {
-        let Some(device) = self.0.first().map(|t| t.device.clone()) else { return };
-        pool::finish_passes(&device, self.0.drain(..).map(|t| (t.slots, t.pass)));
+        pool::finish_passes(&self.device, std::mem::take(&mut self.passes));
     }
 }
 
@@ -336,8 +355,8 @@ impl Drop for Pending {
     /// Never executed (the encoder was dropped, or its command buffer never submitted): the
     /// slot pairs leave their batches, the owners stop waiting.
     fn drop(&mut self) {
-        for t in self.0.drain(..) {
-            pool::finish(&t.device, &t.slots, Timed::Passes, None, false);
+        for t in self.passes.drain(..) {
+            pool::finish(&self.device, &t.slots, Timed::Passes, None, false);
             if let Some(o) = t.pass.owner {
                 let _nothing_given_back = o.pass_done(None);
             }
@@ -367,7 +386,7 @@ impl Recording {
     /// the encoder was already finished (`when_executed`).
     pub(crate) fn end(&mut self, ended: &EncoderPasses, when_executed: impl FnOnce(Box<dyn FnOnce() + Send>)) {
         if let Some(not_kept) = self.0.take().and_then(|t| ended.keep(t)) {
-            not_kept.end_alone(when_executed);
+            not_kept.end_alone(ended.device.clone(), when_executed);
         }
     }
 }
