@@ -9,7 +9,7 @@
 //! (lavapipe in CI).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use gpuspan_tests::gpu::Gpu;
+use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::wgpu;
 
 /// Dispatches in the pass of the per-call row.
@@ -90,6 +90,58 @@ impl RawFrame {
     }
 }
 
+/// One labelled one-dispatch pass, submitted; with raw timestamp writes of `raw`'s, resolved for
+/// reading, where given.
+fn one_pass(gpu: &Gpu, raw: Option<&RawTimer>) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let timestamp_writes = raw.map(|r| wgpu::ComputePassTimestampWrites {
+            query_set: &r.query_set,
+            beginning_of_pass_write_index: Some(0),
+            end_of_pass_write_index: Some(1),
+        });
+        let mut pass =
+            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("node"), timestamp_writes });
+        pass.set_pipeline(&gpu.pipeline);
+        pass.set_bind_group(0, &gpu.bind_group, &[]);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+    if let Some(r) = raw {
+        r.resolve(&mut encoder);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+/// Passes measured for the exactness row.
+const EXACT_PASSES: usize = 200;
+
+/// The median GPU time (ns) of one pass as gpuspan reports it on the instrumented device, and of
+/// the same pass from raw timestamp writes read back by hand on a plain one (every timestamp
+/// feature): whether gpuspan's pass time is the pass's (issue 38: ≥ 0.99 × raw).
+fn pass_exactness(instrumented: &Gpu, stamped: &Gpu) -> (f64, f64) {
+    let capture = gpuspan::Capture::start_all_threads();
+    for _ in 0..EXACT_PASSES {
+        one_pass(instrumented, None);
+        instrumented.wait();
+    }
+    gpuspan::flush();
+    let ours: Vec<f64> =
+        capture.of("unattributed: node").iter().filter_map(|r| r.gpu.as_ref()).map(|g| g.busy_ns as f64).collect();
+    let raw = RawTimer::new(&stamped.device);
+    let theirs: Vec<f64> = (0..EXACT_PASSES)
+        .map(|_| {
+            one_pass(stamped, Some(&raw));
+            raw.read_ns(stamped)
+        })
+        .collect();
+    (median(ours), median(theirs))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// Frames measured for the GPU-time row.
 const GPU_FRAMES: usize = 50;
 
@@ -165,6 +217,15 @@ fn instrumented(c: &mut Criterion) {
     }
     if let Some(r) = stamped.as_ref().and_then(|(gpu, raw)| frame_gpu_ns(gpu, Some(raw))) {
         println!("GPU time of the same frame with raw timestamp writes on each pass: {:.1} us", r / 1e3);
+    }
+    if let Some((gpu, _)) = &stamped {
+        let (ours, raw) = pass_exactness(&instrumented, gpu);
+        println!(
+            "one pass's GPU time (median of {EXACT_PASSES}): gpuspan {:.0} ns, raw timestamps {:.0} ns: {:.3} × raw",
+            ours,
+            raw,
+            ours / raw
+        );
     }
     gpuspan::flush();
 }
