@@ -1,6 +1,10 @@
 //! The timeline: sampled records written at shutdown as Chrome Trace Event JSON, which
-//! Perfetto (ui.perfetto.dev) and chrome://tracing open.
+//! Perfetto (ui.perfetto.dev) and chrome://tracing open, or, where configured
+//! ([`TraceFormat::Perfetto`]), as Perfetto's native protobuf trace ([`super::perfetto`]: the
+//! writer `gpuspan timeline --format perfetto` uses, with the same tracks, slices, flows and
+//! counters as this JSON).
 //!
+//! The JSON's layout:
 //! Layout: process "host" has one track per thread with the host span of each call; process
 //! "GPU" has one track per device (and per CUDA stream) with the GPU interval and the kernels
 //! and copies inside it; calls whose work ran on several devices have a track of their own, their
@@ -8,6 +12,8 @@
 //! Events that overlap on a track without nesting go on lanes of it, each a track of its own
 //! (`gpuspan_capture::lanes`: Perfetto drops them otherwise).
 
+use super::capture_file::Sampling;
+use crate::config::TraceFormat;
 use crate::diagnostics::{losses, Losses};
 use crate::pipeline::Sink;
 use crate::record::{Record, Value};
@@ -32,16 +38,26 @@ pub(crate) struct Timeline {
     capacity: usize,
     /// Where [`Sink::finish`] writes it.
     path: Option<PathBuf>,
+    /// In which format, and (for the native one's capture header) how the run sampled.
+    format: TraceFormat,
+    sampling: Sampling,
 }
 
 impl Timeline {
     pub(crate) fn new(capacity: usize) -> Self {
-        Timeline { records: Mutex::new(Vec::new()), threads: Mutex::new(HashMap::new()), capacity, path: None }
+        Timeline {
+            records: Mutex::new(Vec::new()),
+            threads: Mutex::new(HashMap::new()),
+            capacity,
+            path: None,
+            format: TraceFormat::Json,
+            sampling: Sampling { threshold_us: crate::env::DEFAULT_THRESHOLD_US, trace_all: false },
+        }
     }
 
-    /// A timeline written to `path` when it finishes.
-    pub(crate) fn to_file(capacity: usize, path: PathBuf) -> Self {
-        Timeline { path: Some(path), ..Timeline::new(capacity) }
+    /// A timeline written to `path` in `format` when it finishes.
+    pub(crate) fn to_file(capacity: usize, path: PathBuf, format: TraceFormat, sampling: Sampling) -> Self {
+        Timeline { path: Some(path), format, sampling, ..Timeline::new(capacity) }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -60,9 +76,23 @@ impl Timeline {
         }
     }
 
-    /// Writes the timeline to `path` whole or not at all (see [`super::file`]).
+    /// Writes the timeline as Perfetto's native protobuf trace to `out` (see [`super::perfetto`]).
+    pub(crate) fn write_perfetto(&self, out: impl Write) -> io::Result<()> {
+        let threads = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
+        let name = |index| threads.get(&index).cloned().unwrap_or_else(|| crate::thread::name(index));
+        let counters = crate::collector::collector().leaves.counter_tracks();
+        let label = self.path.as_ref().and_then(|p| p.file_name()).map_or("timeline".into(), |n| n.to_string_lossy());
+        let records = self.records.lock();
+        let records = records.as_deref().map_or(&[][..], Vec::as_slice);
+        super::perfetto::write(records, &counters, name, &label, self.sampling, out)
+    }
+
+    /// Writes the timeline in its format to `path` whole or not at all (see [`super::file`]).
     pub(crate) fn write_file(&self, path: &Path) -> io::Result<()> {
-        super::file::write_atomically(path, |w| self.write_json(w))
+        match self.format {
+            TraceFormat::Perfetto => super::file::write_atomically(path, |w| self.write_perfetto(w)),
+            _ => super::file::write_atomically(path, |w| self.write_json(w)),
+        }
     }
 }
 
@@ -99,7 +129,8 @@ impl Sink for Timeline {
     }
 }
 
-fn to_json(v: &Value) -> Json {
+/// A record attribute's value as JSON (both formats' arguments).
+pub(super) fn to_json(v: &Value) -> Json {
     match v {
         Value::Str(s) => Json::String(s.to_string()),
         Value::I64(i) => json!(i),
