@@ -243,3 +243,21 @@ impl Config {
         self
     }
 }
+
+#[cfg(all(test, feature = "enabled"))]
+mod tests {
+    use super::TraceFormat;
+    use std::path::Path;
+
+    /// Perfetto's extensions ask for its format, in any case; every other name (and a name
+    /// that only contains one) is JSON.
+    #[test]
+    fn a_path_ending_in_a_perfetto_extension_asks_for_the_native_format() {
+        for p in ["run.pftrace", "/tmp/a/run.PFTRACE", "x.perfetto-trace"] {
+            assert_eq!(TraceFormat::of_path(Path::new(p)), TraceFormat::Perfetto, "{p}");
+        }
+        for p in ["run.json", "run.trace.json", "pftrace", "run.pftrace.json", "dir.pftrace/run", ""] {
+            assert_eq!(TraceFormat::of_path(Path::new(p)), TraceFormat::Json, "{p}");
+        }
+    }
+}

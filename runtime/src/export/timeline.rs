@@ -558,4 +558,42 @@ mod tests {
         assert_eq!(gpu["ts"].as_f64(), Some(1.234));
         assert_eq!(gpu["dur"].as_f64(), Some(1.111));
     }
+
+    /// The runtime's timeline in both formats, for docs/benchmarks.md: `n` wgpu-shaped calls
+    /// (host call, GPU interval on one device, no activities), written into memory three rounds
+    /// each, alternating. `GPUSPAN_BENCH_CALLS` sets `n` (default 200 000); run it in release:
+    /// `cargo test --release -p gpuspan --features enabled --lib -- --ignored --nocapture timeline_formats`.
+    #[test]
+    #[ignore = "a measurement, run by hand in release"]
+    fn timeline_formats_size_and_write_time() {
+        use crate::record::DeviceLabel;
+        let n: u64 = std::env::var("GPUSPAN_BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+        let kernel = site("synthetic_kernel");
+        let timeline = Timeline::new(n as usize);
+        let base = 1_764_000_000_000_000_000u64;
+        for i in 0..n {
+            let start = base + i * 10_000;
+            let mut r = Record::new(kernel, i + 1, 1, Interval { start_ns: start, end_ns: start + 8_000 });
+            let mut g =
+                GpuTiming::new(Interval { start_ns: start + 2_000, end_ns: start + 7_000 }, TimingSource::GpuTimestamp);
+            g.device = Some(DeviceLabel::new(0, "llvmpipe".to_owned()));
+            r.gpu = Some(g);
+            timeline.accept(&r);
+        }
+        for round in 1..=3 {
+            let mut json = Vec::new();
+            let t = Instant::now();
+            timeline.write_json(&mut json).unwrap();
+            let json_s = t.elapsed().as_secs_f64();
+            let mut native = Vec::new();
+            let t = Instant::now();
+            timeline.write_perfetto(&mut native).unwrap();
+            let native_s = t.elapsed().as_secs_f64();
+            eprintln!(
+                "round {round}: {n} calls: JSON {:.1} MB in {json_s:.2} s, Perfetto {:.1} MB in {native_s:.2} s",
+                json.len() as f64 / 1e6,
+                native.len() as f64 / 1e6
+            );
+        }
+    }
 }
