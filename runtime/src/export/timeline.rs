@@ -81,10 +81,13 @@ impl Timeline {
         let threads = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
         let name = |index| threads.get(&index).cloned().unwrap_or_else(|| crate::thread::name(index));
         let counters = crate::collector::collector().leaves.counter_tracks();
+        // The readings the device monitor still holds (its history), where one ran.
+        let readings = crate::collector::collector().leaves.devices().map(|d| d.readings(0)).unwrap_or_default();
         let label = self.path.as_ref().and_then(|p| p.file_name()).map_or("timeline".into(), |n| n.to_string_lossy());
         let records = self.records.lock();
         let records = records.as_deref().map_or(&[][..], Vec::as_slice);
-        super::perfetto::write(records, &counters, name, &label, self.sampling, out)
+        let run = super::perfetto::Run { records, name, counters: &counters, readings };
+        super::perfetto::write(run, &label, self.sampling, out)
     }
 
     /// Writes the timeline in its format to `path` whole or not at all (see [`super::file`]).
