@@ -143,8 +143,8 @@ pub(crate) fn trace_format() -> Option<crate::TraceFormat> {
         "perfetto" => Some(crate::TraceFormat::Perfetto),
         _ => {
             note_once(format_args!(
-                "GPUSPAN_TRACE_FORMAT={v:?} is not json or perfetto; the timeline's format follows its file name \
-                 (perfetto for .pftrace, else json)"
+                "GPUSPAN_TRACE_FORMAT={v:?} is not json or perfetto; using the format of the timeline's \
+                 file name (the default: perfetto for .pftrace, else json)"
             ));
             None
         }
