@@ -76,6 +76,9 @@ pub struct Slice<'a> {
     pub end_ns: u64,
     /// Its arguments: an object of numbers, strings, booleans and arrays of them.
     pub args: Value,
+    /// More arguments, where `args` has none of the name ([`Source::args`]; empty for a
+    /// capture's own).
+    pub extra: &'a Map<String, Value>,
     pub flow: Flow,
 }
 
@@ -223,7 +226,6 @@ fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> 
         if r.error {
             args["error"] = json!(true);
         }
-        with_args(&mut args, extra);
         // Flow keys are unique across the merged processes: scope ids are unique per process.
         let flow = (pid, r.scope_id);
         let host = Slice {
@@ -234,6 +236,7 @@ fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> 
             start_ns: r.host.start_ns,
             end_ns: r.host.end_ns,
             args,
+            extra,
             flow: if r.gpu.is_some() { Flow::Start(flow) } else { Flow::None },
         };
         ev.slice(host)?;
@@ -248,7 +251,6 @@ fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> 
         if r.clock_corrected_ns > 0 {
             gargs["gpu.clock_corrected_ns"] = json!(r.clock_corrected_ns);
         }
-        with_args(&mut gargs, extra);
         let gpu_cat = format!("gpu.{cat}");
         ev.slice(Slice {
             pid,
@@ -258,6 +260,7 @@ fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> 
             start_ns: g.interval.start_ns,
             end_ns: g.interval.end_ns,
             args: gargs,
+            extra,
             flow: Flow::End(flow),
         })?;
         for (a, &tid) in r.activities.iter().zip(&tids[2..]) {
@@ -286,6 +289,7 @@ fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> 
                 start_ns: a.interval.start_ns,
                 end_ns: a.interval.end_ns,
                 args,
+                extra: &no_args,
                 flow: Flow::None,
             })?;
         }
@@ -315,15 +319,6 @@ fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> 
         }
     }
     Ok(())
-}
-
-/// Adds `extra`'s arguments to `args` where `args` has none of that name.
-fn with_args(args: &mut Value, extra: &Map<String, Value>) {
-    if let Value::Object(args) = args {
-        for (k, v) in extra {
-            args.entry(k.as_str()).or_insert_with(|| v.clone());
-        }
-    }
 }
 
 /// A GPU track: (device, stream, the selected span's site for its own track).

@@ -5,7 +5,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 trace = pb.Trace()
 trace.ParseFromString(open(sys.argv[1], 'rb').read())
 tracks, processes = {}, {}
-names, cats, anames = {}, {}, {}
+names, cats, anames, svalues = {}, {}, {}, {}
 slices, open_, counters, flows_out, flows_in = [], {}, [], {}, {}
 facts = {'packets': len(trace.packet), 'interned_names': 0, 'first_flags': None, 'sequences': set()}
 for p in trace.packet:
@@ -26,11 +26,13 @@ for p in trace.packet:
     for n in p.interned_data.event_names: names[n.iid] = n.name; facts['interned_names'] += 1
     for n in p.interned_data.event_categories: cats[n.iid] = n.name
     for n in p.interned_data.debug_annotation_names: anames[n.iid] = n.name
+    for n in p.interned_data.debug_annotation_string_values: svalues[n.iid] = n.str.decode('utf-8')
     e = p.track_event
     if e.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
         def value(a):
             k = a.WhichOneof('value')
             if k is None and len(a.array_values): return [value(x) for x in a.array_values]
+            if k == 'string_value_iid': return svalues[a.string_value_iid]
             return getattr(a, k) if k else None
         args = {anames[a.name_iid]: value(a) for a in e.debug_annotations}
         i = len(slices)
