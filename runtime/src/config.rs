@@ -30,8 +30,8 @@ pub enum TraceFormat {
     /// Chrome Trace Event JSON, which Perfetto, chrome://tracing and most trace viewers open.
     Json,
     /// Perfetto's native protobuf trace (`TracePacket`s with track descriptors, interned names,
-    /// flows and counters): what Perfetto and its trace processor read fastest, several times
-    /// smaller than the JSON (docs/benchmarks.md).
+    /// flows and counters): Perfetto's own format, about 0.4× the JSON's size
+    /// (docs/benchmarks.md).
     Perfetto,
 }
 

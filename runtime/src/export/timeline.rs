@@ -592,11 +592,11 @@ mod tests {
             let t = Instant::now();
             timeline.write_perfetto(&mut native).unwrap();
             let native_s = t.elapsed().as_secs_f64();
-            eprintln!(
+            crate::diagnostics::say(format_args!(
                 "round {round}: {n} calls: JSON {:.1} MB in {json_s:.2} s, Perfetto {:.1} MB in {native_s:.2} s",
                 json.len() as f64 / 1e6,
                 native.len() as f64 / 1e6
-            );
+            ));
         }
     }
 }
