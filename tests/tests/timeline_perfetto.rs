@@ -11,6 +11,7 @@
 use gpuspan::{gpu_kernel, gpu_transfer};
 use gpuspan_tests::gpu::Gpu;
 use gpuspan_tests::wgpu;
+use rusty_fork::rusty_fork_test;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,16 @@ fn outer(gpu: &Gpu, queue: &wgpu::Queue) {
 #[gpu_kernel(name = "pf_inner", trace_all)]
 fn inner(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
     gpu.record_pass(encoder, None);
+}
+
+/// A frame as a framework records it: the call names no encoder or queue, so the passes an
+/// instrumented device sees on its thread are its activities.
+#[gpu_kernel(name = "pf_frame", trace_all)]
+fn frame(gpu: &Gpu) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, None);
+    gpu.record_pass(&mut encoder, None);
+    gpu.queue.submit([encoder.finish()]);
 }
 
 #[gpu_transfer(direction = cpu_to_gpu, trace_all)]
@@ -88,11 +99,23 @@ fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     v
 }
 
+rusty_fork_test! {
+    #[test]
+    fn the_runtime_writes_a_native_perfetto_timeline_that_shows_what_the_json_one_does() {
+        a_native_timeline_like_the_json_one();
+    }
+
+    #[test]
+    fn an_instrumented_device_s_passes_and_memory_are_on_both_timelines_alike() {
+        passes_and_memory_alike();
+    }
+}
+
 /// One run, three outputs: the native timeline (its path's name asks for it), the JSON
 /// timeline and a capture, all of the same records (two `init`s run side by side; the first
-/// guard dropped ends both).
-#[test]
-fn the_runtime_writes_a_native_perfetto_timeline_that_shows_what_the_json_one_does() {
+/// guard dropped ends both). Each test runs in a process of its own (rusty-fork): `init` is the
+/// process's.
+fn a_native_timeline_like_the_json_one() {
     let Some(gpu) = Gpu::for_test(1 << 12, 1) else { return };
     let (native, json, capture) = (scratch("run.pftrace"), scratch("run.trace.json"), scratch("run.gpuspan"));
     let guard = gpuspan::Config::default().summary(false).trace_file(&native).capture(&capture).init();
@@ -197,6 +220,77 @@ fn the_runtime_writes_a_native_perfetto_timeline_that_shows_what_the_json_one_do
     });
     eprintln!("native timeline: {} bytes, slices by name {counts:?}", bytes.len());
     for p in [native, json, capture, from_cli] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// The JSON timeline's events of phase `ph`.
+fn json_events(path: &Path, ph: &str) -> Vec<Value> {
+    let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    doc["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == ph).cloned().collect()
+}
+
+/// On an instrumented device (`gpuspan::wgpu::instrument`), the passes gpuspan times are the
+/// calls' activities, and its buffers' live bytes a counter track: the native timeline has the
+/// same activity slices as the JSON one and the same memory counter, value for value.
+fn passes_and_memory_alike() {
+    let Some(gpu) = Gpu::instrumented_for_test(1 << 12, 1) else { return };
+    let (native, json) = (scratch("instrumented.pftrace"), scratch("instrumented.trace.json"));
+    let guard = gpuspan::Config::default().summary(false).trace_file(&native).init();
+    let json_guard = gpuspan::Config::default().summary(false).trace_file(&json).init();
+    for _ in 0..2 {
+        frame(&gpu);
+    }
+    let scratch_buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("pf scratch"),
+        size: 1 << 20,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    drop(scratch_buffer);
+    gpu.wait();
+    drop(guard);
+    drop(json_guard);
+
+    let decoded = decode(&native);
+    let all = slices(&decoded);
+    let activities = |names: Vec<String>| sorted(names);
+    let native_activities = activities(all.iter().filter(|s| s.2 == "gpu.activity").map(|s| s.1.clone()).collect());
+    let json_activities = activities(
+        json_events(&json, "X")
+            .iter()
+            .filter(|e| e["cat"] == "gpu.activity")
+            .map(|e| e["name"].as_str().unwrap().to_owned())
+            .collect(),
+    );
+    assert!(!json_activities.is_empty(), "the instrumented device timed the passes");
+    assert_eq!(native_activities, json_activities);
+    for a in all.iter().filter(|s| s.2 == "gpu.activity") {
+        assert!(a.0.starts_with("GPU"), "{a:?} on a device's track");
+    }
+
+    let memory = |name: &str| name.starts_with("GPU memory");
+    let json_memory: Vec<(String, u64)> = json_events(&json, "C")
+        .iter()
+        .filter(|e| e["name"].as_str().is_some_and(memory))
+        .map(|e| (e["name"].as_str().unwrap().to_owned(), e["args"]["bytes"].as_u64().unwrap()))
+        .collect();
+    let native_memory: Vec<(String, u64)> = decoded["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c[1].as_str().is_some_and(memory))
+        .map(|c| (c[1].as_str().unwrap().to_owned(), c[4].as_u64().unwrap()))
+        .collect();
+    assert!(json_memory.len() >= 2, "the scratch buffer's creation and drop: {json_memory:?}");
+    assert_eq!(native_memory, json_memory);
+    assert!(decoded["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c[1].as_str().is_some_and(memory))
+        .all(|c| c[2] == "bytes"));
+    for p in [native, json] {
         let _ = std::fs::remove_file(p);
     }
 }
