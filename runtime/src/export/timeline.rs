@@ -1,16 +1,15 @@
 //! The timeline: sampled records written at shutdown as Chrome Trace Event JSON, which
 //! Perfetto (ui.perfetto.dev) and chrome://tracing open, or, where configured
 //! ([`TraceFormat::Perfetto`]), as Perfetto's native protobuf trace ([`super::perfetto`]: the
-//! writer `gpuspan timeline --format perfetto` uses, with the same tracks, slices, flows and
-//! counters as this JSON).
+//! writer of `gpuspan timeline --format perfetto`, with this JSON's slices, flows and counters
+//! on its own layout: one process, the devices' tracks in it).
 //!
-//! The JSON's layout:
-//! Layout: process "host" has one track per thread with the host span of each call; process
-//! "GPU" has one track per device (and per CUDA stream) with the GPU interval and the kernels
-//! and copies inside it; calls whose work ran on several devices have a track of their own, their
-//! kernels and copies on each device's tracks. A flow arrow joins each host span to its GPU work.
-//! Events that overlap on a track without nesting go on lanes of it, each a track of its own
-//! (`gpuspan_capture::lanes`: Perfetto drops them otherwise).
+//! The JSON's layout: process "host" has one track per thread with the host span of each call;
+//! process "GPU" has one track per device (and per CUDA stream) with the GPU interval and the
+//! kernels and copies inside it; calls whose work ran on several devices have a track of their
+//! own, their kernels and copies on each device's tracks. A flow arrow joins each host span to
+//! its GPU work. Events that overlap on a track without nesting go on lanes of it, each a track
+//! of its own (`gpuspan_capture::lanes`: Perfetto drops them otherwise).
 
 use super::capture_file::Sampling;
 use crate::config::TraceFormat;
