@@ -155,8 +155,9 @@ impl Config {
 
     /// Write the timeline in `format` (default: Perfetto's native format for a path ending in
     /// `.pftrace` or `.perfetto-trace`, else Chrome JSON). The default path's extension follows
-    /// the format (`.trace.json`, `.pftrace`). Both formats show the same tracks, slices, flows
-    /// and counters (docs/guide.md, "The timeline").
+    /// the format (`.trace.json`, `.pftrace`). Both formats show the same slices, flows and
+    /// counters; the native one lays them out as `gpuspan timeline` does, one process with the
+    /// devices' tracks in it (docs/guide.md, "What happens to records").
     ///
     /// ```
     /// let config = gpuspan::Config::default().trace_file("run.trace").trace_format(gpuspan::TraceFormat::Perfetto);
