@@ -100,23 +100,34 @@ pub trait Sink {
 
 /// One process of a timeline: a capture, its label, and what a program's own timeline adds
 /// that a capture file does not carry.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Source<'a> {
     pub label: &'a str,
     pub capture: &'a Capture,
     /// Counter tracks drawn after the capture's own, each a name and its (Unix-epoch ns, bytes)
     /// samples: the runtime's instrumented wgpu devices' memory.
     pub counters: &'a [(String, Vec<(u64, u64)>)],
-    /// Arguments of record `i`'s slices (its call and its GPU interval) beside those the capture
-    /// gives, which win on a shared name: the runtime's attributes of each record (its fields,
-    /// the device's state). Empty: none.
-    pub args: &'a [Map<String, Value>],
+    /// The arguments of record `i`'s slices (its call and its GPU interval) beside those the
+    /// capture gives, which win on a shared name: the runtime's attributes of each record (its
+    /// fields, the device's state). Asked once per record as it is written, so that only one
+    /// record's are held at a time.
+    pub args: &'a dyn Fn(usize) -> Map<String, Value>,
 }
 
 impl<'a> Source<'a> {
     /// A capture as it is, labelled `label`.
     pub fn new(label: &'a str, capture: &'a Capture) -> Source<'a> {
-        Source { label, capture, counters: &[], args: &[] }
+        Source { label, capture, counters: &[], args: &|_| Map::new() }
+    }
+}
+
+impl std::fmt::Debug for Source<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("label", &self.label)
+            .field("records", &self.capture.records.len())
+            .field("counters", &self.counters.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -206,7 +217,7 @@ fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> 
     let spans = Spans::new(&c.spans);
     let no_args = Map::new();
     for (i, (r, slices)) in c.records.iter().zip(slices).enumerate() {
-        let extra = source.args.get(i).unwrap_or(&no_args);
+        let extra = &(source.args)(i);
         // Every event's lane is taken here, in order, whichever of them are written.
         let tids: Vec<u64> = slices.into_iter().map(|(tid, _, _)| lanes.next(tid).unwrap_or(tid)).collect();
         let host_tid = tids[0];

@@ -41,10 +41,10 @@ pub(super) fn write<F: Fn(u32) -> String>(
 ) -> io::Result<()> {
     let (records, counters) = (run.records, run.counters);
     let capture = capture(run, sampling)?;
-    let args: Vec<Map<String, Json>> = records
-        .iter()
-        .map(|r| r.attributes().into_iter().map(|(k, v)| (k.to_owned(), super::timeline::to_json(&v))).collect())
-        .collect();
+    let args = |i: usize| -> Map<String, Json> {
+        let Some(r) = records.get(i) else { return Map::new() };
+        r.attributes().into_iter().map(|(k, v)| (k.to_owned(), super::timeline::to_json(&v))).collect()
+    };
     let source = Source { label, capture: &capture, counters, args: &args };
     gpuspan_capture::perfetto::write_sources(Format::Perfetto, &[source], out)
 }

@@ -563,7 +563,7 @@ mod tests {
 
     /// The runtime's timeline in both formats, for docs/benchmarks.md: `n` wgpu-shaped calls
     /// (host call, GPU interval on one device, no activities), written into memory three rounds
-    /// each, alternating. `GPUSPAN_BENCH_CALLS` sets `n` (default 200 000); run it in release:
+    /// each, alternating (the native first: the peak memory it adds is read after its first). `GPUSPAN_BENCH_CALLS` sets `n` (default 200 000); run it in release:
     /// `cargo test --release -p gpuspan --features enabled --lib -- --ignored --nocapture timeline_formats`.
     #[test]
     #[ignore = "a measurement, run by hand in release"]
@@ -582,15 +582,31 @@ mod tests {
             r.gpu = Some(g);
             timeline.accept(&r);
         }
+        // Peak resident memory so far (Linux), to see what the first native write adds.
+        let peak_mib = || {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            let kib = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().split(' ').next()?.parse::<f64>().ok());
+            kib.map_or(f64::NAN, |k| k / 1024.0)
+        };
+        let before = peak_mib();
         for round in 1..=3 {
-            let mut json = Vec::new();
-            let t = Instant::now();
-            timeline.write_json(&mut json).unwrap();
-            let json_s = t.elapsed().as_secs_f64();
             let mut native = Vec::new();
             let t = Instant::now();
             timeline.write_perfetto(&mut native).unwrap();
             let native_s = t.elapsed().as_secs_f64();
+            if round == 1 {
+                crate::diagnostics::say(format_args!(
+                    "peak RSS with the records held {before:.0} MiB, after the native write {:.0} MiB (its output included)",
+                    peak_mib()
+                ));
+            }
+            let mut json = Vec::new();
+            let t = Instant::now();
+            timeline.write_json(&mut json).unwrap();
+            let json_s = t.elapsed().as_secs_f64();
             crate::diagnostics::say(format_args!(
                 "round {round}: {n} calls: JSON {:.1} MB in {json_s:.2} s, Perfetto {:.1} MB in {native_s:.2} s",
                 json.len() as f64 / 1e6,
