@@ -30,6 +30,8 @@ pub(super) struct Run<'a, F: Fn(u32) -> String> {
     pub name: F,
     pub counters: &'a [CounterTrack],
     pub readings: Vec<Readings>,
+    /// When the timeline started (Unix-epoch ns), for the capture's header.
+    pub started_ns: u64,
 }
 
 /// Writes the run as one process of a native Perfetto trace labelled `label`.
@@ -52,8 +54,9 @@ pub(super) fn write<F: Fn(u32) -> String>(
 /// The run as a capture: its header, the sites, threads and devices the records name, the
 /// records in the format's terms, and each device's readings.
 fn capture<F: Fn(u32) -> String>(run: Run<'_, F>, sampling: Sampling) -> io::Result<cap::Capture> {
-    let Run { records, name, readings, .. } = run;
-    let mut c = cap::Capture::new(frames::header(sampling.threshold_us, sampling.trace_all));
+    let Run { records, name, readings, started_ns, .. } = run;
+    let header = cap::Header { start_ns: started_ns, ..frames::header(sampling.threshold_us, sampling.trace_all) };
+    let mut c = cap::Capture::new(header);
     let mut sites = frames::SiteIds::<()>::new();
     let mut devices: HashMap<(u32, Arc<str>), u32> = HashMap::new();
     let mut threads = BTreeMap::new();
@@ -130,7 +133,7 @@ mod tests {
             Readings { device: gpu0.clone(), link: None, samples: vec![sample(120), sample(220)] },
             Readings { device: DeviceLabel::new(1, "GPU one"), link: None, samples: vec![] },
         ];
-        let run = Run { records: &records, name: |t| format!("worker {t}"), counters: &[], readings };
+        let run = Run { records: &records, name: |t| format!("worker {t}"), counters: &[], readings, started_ns: 42 };
         let sampling = Sampling { threshold_us: 0, trace_all: true };
         let c = capture(run, sampling).unwrap();
         let sites: Vec<(&str, u32)> = c.sites.iter().map(|s| (s.name.as_str(), s.id)).collect();
@@ -146,6 +149,6 @@ mod tests {
         assert_eq!(c.records.iter().map(|r| r.site).collect::<Vec<_>>(), [0, 1, 0, 0]);
         assert_eq!(c.samples.len(), 1);
         assert_eq!((c.samples[0].device, c.samples[0].samples.len()), (0, 2));
-        assert_eq!(c.header.threshold_us, 0);
+        assert_eq!((c.header.threshold_us, c.header.start_ns), (0, 42));
     }
 }

@@ -40,6 +40,8 @@ pub(crate) struct Timeline {
     /// In which format, and (for the native one's capture header) how the run sampled.
     format: TraceFormat,
     sampling: Sampling,
+    /// When it started (Unix-epoch ns): the native format's capture header says it.
+    started_ns: u64,
 }
 
 impl Timeline {
@@ -51,6 +53,7 @@ impl Timeline {
             path: None,
             format: TraceFormat::Json,
             sampling: Sampling { threshold_us: crate::env::DEFAULT_THRESHOLD_US, trace_all: false },
+            started_ns: crate::clock::now_ns(),
         }
     }
 
@@ -85,7 +88,7 @@ impl Timeline {
         let label = self.path.as_ref().and_then(|p| p.file_name()).map_or("timeline".into(), |n| n.to_string_lossy());
         let records = self.records.lock();
         let records = records.as_deref().map_or(&[][..], Vec::as_slice);
-        let run = super::perfetto::Run { records, name, counters: &counters, readings };
+        let run = super::perfetto::Run { records, name, counters: &counters, readings, started_ns: self.started_ns };
         super::perfetto::write(run, &label, self.sampling, out)
     }
 
