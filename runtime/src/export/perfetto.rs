@@ -71,11 +71,9 @@ fn capture<F: Fn(u32) -> String>(run: Run<'_, F>, sampling: Sampling) -> io::Res
                 Ok(())
             },
         )?;
-        // Thread 0 (GPU work outside every call) is no thread's: its track stays unnamed, as in
-        // the JSON.
-        if r.thread != 0 {
-            threads.entry(r.thread).or_insert_with(|| name(r.thread));
-        }
+        // Every thread named, thread 0 (GPU work outside every call) too, as the capture file
+        // names them: the command draws a capture of the run with the same track names.
+        threads.entry(r.thread).or_insert_with(|| name(r.thread));
         let record = frames::record(r, site, None, |d| Ok(device_key(&mut c.devices, &mut devices, d)))?;
         c.records.push(record);
     }
@@ -114,7 +112,7 @@ mod tests {
     }
 
     /// The model holds each site, thread and device once; a device the monitor read is the one
-    /// the records name (one key), its samples under it; thread 0 is left unnamed.
+    /// the records name (one key), its samples under it.
     #[test]
     fn the_run_becomes_a_capture_with_each_site_thread_and_device_once() {
         let (a, b) = (site("pf_a"), site("pf_b"));
@@ -139,7 +137,7 @@ mod tests {
         let sites: Vec<(&str, u32)> = c.sites.iter().map(|s| (s.name.as_str(), s.id)).collect();
         assert_eq!(sites, [("pf_a", 0), ("pf_b", 1)]);
         let threads: Vec<(u32, &str)> = c.threads.iter().map(|t| (t.index, t.name.as_str())).collect();
-        assert_eq!(threads, [(3, "worker 3"), (5, "worker 5")]);
+        assert_eq!(threads, [(0, "worker 0"), (3, "worker 3"), (5, "worker 5")]);
         assert_eq!(
             c.devices,
             [cap::Device { key: 0, id: 0, name: "GPU zero".into() }],
