@@ -47,8 +47,11 @@
 //! assert!(c.truncation.is_none());
 //! ```
 
+pub mod analysis;
 pub mod lanes;
 pub mod live;
+#[cfg(feature = "perfetto")]
+pub mod perfetto;
 mod read;
 mod types;
 mod v1;

@@ -10,6 +10,7 @@ pub fn call_core() {
     let guard = gpuspan::Config::from_env()
         .summary(false)
         .trace_file("/nonexistent/gpuspan-off-check.trace.json")
+        .trace_format(gpuspan::TraceFormat::Perfetto)
         .no_trace_file()
         .capture("/nonexistent/gpuspan-off-check.gpuspan")
         .no_capture()

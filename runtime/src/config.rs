@@ -23,6 +23,32 @@ impl From<crate::env::PathOrSwitch> for TraceFile {
     }
 }
 
+/// The timeline's file format ([`Config::trace_format`], `GPUSPAN_TRACE_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TraceFormat {
+    /// Chrome Trace Event JSON, which Perfetto, chrome://tracing and most trace viewers open.
+    Json,
+    /// Perfetto's native protobuf trace (`TracePacket`s with track descriptors, interned names,
+    /// flows and counters): Perfetto's own format, about 0.4× the JSON's size
+    /// (docs/benchmarks.md).
+    Perfetto,
+}
+
+impl TraceFormat {
+    /// The format a timeline path asks for: Perfetto's for a name ending in `.pftrace` or
+    /// `.perfetto-trace` (the extensions Perfetto's own tools write), JSON for any other.
+    #[cfg(feature = "enabled")]
+    pub(crate) fn of_path(path: &std::path::Path) -> TraceFormat {
+        let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+        if name.ends_with(".pftrace") || name.ends_with(".perfetto-trace") {
+            TraceFormat::Perfetto
+        } else {
+            TraceFormat::Json
+        }
+    }
+}
+
 /// What [`init`](crate::init()) sets up. [`Config::from_env`] reads the `GPUSPAN_*` variables; the methods
 /// override them in code. Switches take `on`/`off`, `1`/`0`, `true`/`false` or `yes`/`no` in
 /// any case; a value that cannot be used is said once and the default applies.
@@ -30,7 +56,8 @@ impl From<crate::env::PathOrSwitch> for TraceFile {
 /// | variable | effect |
 /// |---|---|
 /// | `GPUSPAN=off` | no measurement at all (each call costs one atomic load); at exit only the summary's one line saying so |
-/// | `GPUSPAN_TRACE_FILE=path` / `off` | where the timeline is written, or no timeline |
+/// | `GPUSPAN_TRACE_FILE=path` / `off` | where the timeline is written, or no timeline; a path ending in `.pftrace` or `.perfetto-trace` gets Perfetto's native format |
+/// | `GPUSPAN_TRACE_FORMAT=json` / `perfetto` | the timeline's format, whatever its path; see [`Config::trace_format`] |
 /// | `GPUSPAN_CAPTURE=path` / `on` | write a capture file for the `gpuspan` CLI there (`on`: next to the timeline, as `<program>-<pid>.gpuspan`); off by default |
 /// | `GPUSPAN_SUMMARY=off` | no summary table at shutdown |
 /// | `GPUSPAN_THRESHOLD_US=n` | calls shorter than `n` µs are aggregated only (default 100) |
@@ -43,6 +70,8 @@ impl From<crate::env::PathOrSwitch> for TraceFile {
 pub struct Config {
     pub(crate) summary: bool,
     pub(crate) trace_file: TraceFile,
+    /// `None`: by the path's name ([`TraceFormat::of_path`]), JSON for the default path.
+    pub(crate) trace_format: Option<TraceFormat>,
     pub(crate) capture: TraceFile,
     pub(crate) threshold_us: Option<u64>,
     pub(crate) trace_all: Option<bool>,
@@ -62,6 +91,7 @@ impl Default for Config {
         Config {
             summary: true,
             trace_file: TraceFile::Default,
+            trace_format: None,
             capture: TraceFile::Off,
             threshold_us: None,
             trace_all: None,
@@ -90,6 +120,9 @@ impl Config {
             if let Some(t) = env::trace_file() {
                 c.trace_file = t.into();
             }
+            if let Some(f) = env::trace_format() {
+                c.trace_format = Some(f);
+            }
             if let Some(t) = env::capture() {
                 c.capture = t.into();
             }
@@ -117,6 +150,21 @@ impl Config {
     /// the timeline is not written (said once).
     pub fn trace_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.trace_file = TraceFile::Path(path.into());
+        self
+    }
+
+    /// Write the timeline in `format` (default: Perfetto's native format for a path ending in
+    /// `.pftrace` or `.perfetto-trace`, else Chrome JSON). The default path's extension follows
+    /// the format (`.trace.json`, `.pftrace`). Both formats show the same slices, flows and
+    /// counters; the native one lays them out as `gpuspan timeline` does, one process with the
+    /// devices' tracks in it (docs/guide.md, "What happens to records").
+    ///
+    /// ```
+    /// let config = gpuspan::Config::default().trace_file("run.trace").trace_format(gpuspan::TraceFormat::Perfetto);
+    /// # drop(config);
+    /// ```
+    pub fn trace_format(mut self, format: TraceFormat) -> Self {
+        self.trace_format = Some(format);
         self
     }
 
@@ -194,5 +242,23 @@ impl Config {
     pub fn timeline_capacity(mut self, events: usize) -> Self {
         self.timeline_capacity = events;
         self
+    }
+}
+
+#[cfg(all(test, feature = "enabled"))]
+mod tests {
+    use super::TraceFormat;
+    use std::path::Path;
+
+    /// Perfetto's extensions ask for its format, in any case; every other name (and a name
+    /// that only contains one) is JSON.
+    #[test]
+    fn a_path_ending_in_a_perfetto_extension_asks_for_the_native_format() {
+        for p in ["run.pftrace", "/tmp/a/run.PFTRACE", "x.perfetto-trace"] {
+            assert_eq!(TraceFormat::of_path(Path::new(p)), TraceFormat::Perfetto, "{p}");
+        }
+        for p in ["run.json", "run.trace.json", "pftrace", "run.pftrace.json", "dir.pftrace/run", ""] {
+            assert_eq!(TraceFormat::of_path(Path::new(p)), TraceFormat::Json, "{p}");
+        }
     }
 }

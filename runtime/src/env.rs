@@ -10,6 +10,7 @@
 //! | `GPUSPAN` | the run-time switch | on |
 //! | `GPUSPAN_SUMMARY` | [`crate::Config::from_env`] | on |
 //! | `GPUSPAN_TRACE_FILE` | [`crate::Config::from_env`]: a path, or a switch (off: no timeline) | a private per-user directory |
+//! | `GPUSPAN_TRACE_FORMAT` | [`crate::Config::from_env`]: `json` or `perfetto` (Perfetto's native protobuf) | by the path's name, else json |
 //! | `GPUSPAN_CAPTURE` | [`crate::Config::from_env`]: a path, or a switch (on: the private directory); a path another process is writing gets `<stem>.<pid>.<ext>` beside it (docs/cli.md) | off |
 //! | `GPUSPAN_THRESHOLD_US` | [`crate::Config::from_env`], sampling | 100 |
 //! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
@@ -131,6 +132,23 @@ fn path_or_switch(name: &str) -> Option<PathOrSwitch> {
 /// `GPUSPAN_TRACE_FILE`: a path, or a switch word (`off`: no timeline, `on`: the default place).
 pub(crate) fn trace_file() -> Option<PathOrSwitch> {
     path_or_switch("GPUSPAN_TRACE_FILE")
+}
+
+/// `GPUSPAN_TRACE_FORMAT`: `json` or `perfetto`, in any case; `None` when unset or not one of
+/// them (said once: the path's name decides, as when unset).
+pub(crate) fn trace_format() -> Option<crate::TraceFormat> {
+    let v = text("GPUSPAN_TRACE_FORMAT")?;
+    match v.to_ascii_lowercase().as_str() {
+        "json" => Some(crate::TraceFormat::Json),
+        "perfetto" => Some(crate::TraceFormat::Perfetto),
+        _ => {
+            note_once(format_args!(
+                "GPUSPAN_TRACE_FORMAT={v:?} is not json or perfetto; using the format of the timeline's \
+                 file name (the default: perfetto for .pftrace, else json)"
+            ));
+            None
+        }
+    }
 }
 
 /// `GPUSPAN_CAPTURE`: a path, or a switch word (`on`: the default place, `off`: no capture).

@@ -74,6 +74,7 @@ pub use imp::Guard;
 #[cfg(feature = "enabled")]
 mod imp {
     use super::{Config, TraceFile};
+    use crate::config::TraceFormat;
     use crate::export::capture_file::{self, CaptureFile};
     #[cfg(unix)]
     use crate::export::live::Live;
@@ -157,13 +158,30 @@ mod imp {
             crate::monitor::register_hooks();
             crate::monitor::start_from_env();
         }
-        let path = match c.trace_file {
-            TraceFile::Off => None,
-            TraceFile::Path(p) => Some(p),
-            TraceFile::Default => default_path("trace.json", "timeline", "GPUSPAN_TRACE_FILE"),
+        // The sampling in force, for the capture's header: what was set here, else the environment.
+        let sampling = capture_file::Sampling {
+            threshold_us: c.threshold_us.or_else(crate::env::threshold_us).unwrap_or(crate::env::DEFAULT_THRESHOLD_US),
+            trace_all: c.trace_all.or_else(crate::env::trace_all).unwrap_or(false),
+        };
+        // The timeline's format: as asked, else by its path's name; the default path's extension
+        // follows it.
+        let (path, format) = match c.trace_file {
+            TraceFile::Off => (None, TraceFormat::Json),
+            TraceFile::Path(p) => {
+                let format = c.trace_format.unwrap_or_else(|| TraceFormat::of_path(&p));
+                (Some(p), format)
+            }
+            TraceFile::Default => {
+                let format = c.trace_format.unwrap_or(TraceFormat::Json);
+                let extension = match format {
+                    TraceFormat::Perfetto => "pftrace",
+                    _ => "trace.json",
+                };
+                (default_path(extension, "timeline", "GPUSPAN_TRACE_FILE"), format)
+            }
         };
         let timeline = path.map(|p| {
-            let t = Arc::new(Timeline::to_file(c.timeline_capacity, p.clone()));
+            let t = Arc::new(Timeline::to_file(c.timeline_capacity, p.clone(), format, sampling));
             crate::collector::add_sink(t.clone());
             (t, p)
         });
@@ -171,11 +189,6 @@ mod imp {
             TraceFile::Off => None,
             TraceFile::Path(p) => Some(p),
             TraceFile::Default => default_path("gpuspan", "capture", "GPUSPAN_CAPTURE"),
-        };
-        // The sampling in force, for the capture's header: what was set here, else the environment.
-        let sampling = capture_file::Sampling {
-            threshold_us: c.threshold_us.or_else(crate::env::threshold_us).unwrap_or(crate::env::DEFAULT_THRESHOLD_US),
-            trace_all: c.trace_all.or_else(crate::env::trace_all).unwrap_or(false),
         };
         // A capture that cannot be created is said; measuring goes on without it.
         let capture = capture_path.and_then(|p| match CaptureFile::create(&p, sampling) {

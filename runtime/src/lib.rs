@@ -137,7 +137,7 @@ pub use gpuspan_macros::transfer;
 mod config;
 mod init;
 pub use {
-    config::Config,
+    config::{Config, TraceFormat},
     init::{init, shutdown, Guard},
 };
 

@@ -389,6 +389,7 @@ fn invalid_environment_values_are_said_once_each_and_the_program_runs() {
         ("GPUSPAN_TRACE_ALL", "2"),
         ("GPUSPAN_THRESHOLD_US", "soon"),
         ("GPUSPAN_ON_SIGNAL", "sometimes"),
+        ("GPUSPAN_TRACE_FORMAT", "xml"),
     ];
     let mut cmd = child("calls", 5, &s);
     cmd.env("GPUSPAN_TRACE_FILE", &trace).envs(bad);
@@ -403,6 +404,22 @@ fn invalid_environment_values_are_said_once_each_and_the_program_runs() {
     // The defaults applied: on, with a summary, the sites' own sampling.
     assert_eq!(timeline(&trace).len(), 5);
     assert_eq!(said(&r.stderr, "gpuspan summary"), 1);
+}
+
+/// `GPUSPAN_TRACE_FORMAT=perfetto` (in any case) without a path: the default path takes
+/// Perfetto's extension and holds a native trace (a `Trace.packet` field first), not JSON.
+#[test]
+fn the_perfetto_format_asked_by_the_environment_names_the_default_file_after_it() {
+    let s = Scratch::new("format");
+    let mut cmd = child("calls", 5, &s);
+    cmd.env("GPUSPAN_TRACE_FORMAT", "Perfetto");
+    let r = run(cmd);
+    assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
+    let line = r.stderr.lines().find(|l| l.contains("timeline with 5 calls written to")).unwrap_or_default();
+    let path = line.split(" written to ").nth(1).and_then(|p| p.split(" (").next()).unwrap_or_default();
+    assert!(path.ends_with(".pftrace"), "{}", r.stderr);
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(bytes.first(), Some(&0x0a), "a native trace starts with a packet: {:?}", &bytes[..bytes.len().min(16)]);
 }
 
 #[test]

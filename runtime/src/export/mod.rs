@@ -13,6 +13,8 @@ pub(crate) mod format;
 // A Unix socket: elsewhere `Config::live` says once that there is no live feed.
 #[cfg(all(feature = "enabled", unix))]
 pub(crate) mod live;
+#[cfg(feature = "enabled")]
+mod perfetto;
 pub(crate) mod summary;
 #[cfg(feature = "enabled")]
 pub(crate) mod timeline;

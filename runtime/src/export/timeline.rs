@@ -1,13 +1,18 @@
 //! The timeline: sampled records written at shutdown as Chrome Trace Event JSON, which
-//! Perfetto (ui.perfetto.dev) and chrome://tracing open.
+//! Perfetto (ui.perfetto.dev) and chrome://tracing open, or, where configured
+//! ([`TraceFormat::Perfetto`]), as Perfetto's native protobuf trace ([`super::perfetto`]: the
+//! writer of `gpuspan timeline --format perfetto`, with this JSON's slices, flows and counters
+//! on its own layout: one process, the devices' tracks in it).
 //!
-//! Layout: process "host" has one track per thread with the host span of each call; process
-//! "GPU" has one track per device (and per CUDA stream) with the GPU interval and the kernels
-//! and copies inside it; calls whose work ran on several devices have a track of their own, their
-//! kernels and copies on each device's tracks. A flow arrow joins each host span to its GPU work.
-//! Events that overlap on a track without nesting go on lanes of it, each a track of its own
-//! (`gpuspan_capture::lanes`: Perfetto drops them otherwise).
+//! The JSON's layout: process "host" has one track per thread with the host span of each call;
+//! process "GPU" has one track per device (and per CUDA stream) with the GPU interval and the
+//! kernels and copies inside it; calls whose work ran on several devices have a track of their
+//! own, their kernels and copies on each device's tracks. A flow arrow joins each host span to
+//! its GPU work. Events that overlap on a track without nesting go on lanes of it, each a track
+//! of its own (`gpuspan_capture::lanes`: Perfetto drops them otherwise).
 
+use super::capture_file::Sampling;
+use crate::config::TraceFormat;
 use crate::diagnostics::{losses, Losses};
 use crate::pipeline::Sink;
 use crate::record::{Record, Value};
@@ -32,16 +37,29 @@ pub(crate) struct Timeline {
     capacity: usize,
     /// Where [`Sink::finish`] writes it.
     path: Option<PathBuf>,
+    /// In which format, and (for the native one's capture header) how the run sampled.
+    format: TraceFormat,
+    sampling: Sampling,
+    /// When it started (Unix-epoch ns): the native format's capture header says it.
+    started_ns: u64,
 }
 
 impl Timeline {
     pub(crate) fn new(capacity: usize) -> Self {
-        Timeline { records: Mutex::new(Vec::new()), threads: Mutex::new(HashMap::new()), capacity, path: None }
+        Timeline {
+            records: Mutex::new(Vec::new()),
+            threads: Mutex::new(HashMap::new()),
+            capacity,
+            path: None,
+            format: TraceFormat::Json,
+            sampling: Sampling { threshold_us: crate::env::DEFAULT_THRESHOLD_US, trace_all: false },
+            started_ns: crate::clock::now_ns(),
+        }
     }
 
-    /// A timeline written to `path` when it finishes.
-    pub(crate) fn to_file(capacity: usize, path: PathBuf) -> Self {
-        Timeline { path: Some(path), ..Timeline::new(capacity) }
+    /// A timeline written to `path` in `format` when it finishes.
+    pub(crate) fn to_file(capacity: usize, path: PathBuf, format: TraceFormat, sampling: Sampling) -> Self {
+        Timeline { path: Some(path), format, sampling, ..Timeline::new(capacity) }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -60,9 +78,26 @@ impl Timeline {
         }
     }
 
-    /// Writes the timeline to `path` whole or not at all (see [`super::file`]).
+    /// Writes the timeline as Perfetto's native protobuf trace to `out` (see [`super::perfetto`]).
+    pub(crate) fn write_perfetto(&self, out: impl Write) -> io::Result<()> {
+        let threads = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
+        let name = |index| threads.get(&index).cloned().unwrap_or_else(|| crate::thread::name(index));
+        let counters = crate::collector::collector().leaves.counter_tracks();
+        // The readings the device monitor still holds (its history), where one ran.
+        let readings = crate::collector::collector().leaves.devices().map(|d| d.readings(0)).unwrap_or_default();
+        let label = self.path.as_ref().and_then(|p| p.file_name()).map_or("timeline".into(), |n| n.to_string_lossy());
+        let records = self.records.lock();
+        let records = records.as_deref().map_or(&[][..], Vec::as_slice);
+        let run = super::perfetto::Run { records, name, counters: &counters, readings, started_ns: self.started_ns };
+        super::perfetto::write(run, &label, self.sampling, out)
+    }
+
+    /// Writes the timeline in its format to `path` whole or not at all (see [`super::file`]).
     pub(crate) fn write_file(&self, path: &Path) -> io::Result<()> {
-        super::file::write_atomically(path, |w| self.write_json(w))
+        match self.format {
+            TraceFormat::Perfetto => super::file::write_atomically(path, |w| self.write_perfetto(w)),
+            _ => super::file::write_atomically(path, |w| self.write_json(w)),
+        }
     }
 }
 
@@ -99,7 +134,8 @@ impl Sink for Timeline {
     }
 }
 
-fn to_json(v: &Value) -> Json {
+/// A record attribute's value as JSON (both formats' arguments).
+pub(super) fn to_json(v: &Value) -> Json {
     match v {
         Value::Str(s) => Json::String(s.to_string()),
         Value::I64(i) => json!(i),
@@ -526,5 +562,59 @@ mod tests {
         let gpu = json["traceEvents"].as_array().unwrap().iter().find(|e| e["cat"] == "gpu.kernel").unwrap();
         assert_eq!(gpu["ts"].as_f64(), Some(1.234));
         assert_eq!(gpu["dur"].as_f64(), Some(1.111));
+    }
+
+    /// The runtime's timeline in both formats, for docs/benchmarks.md: `n` wgpu-shaped calls
+    /// (host call, GPU interval on one device, no activities), written into memory three rounds
+    /// each, alternating (the native first: the peak memory it adds is read after its first). `GPUSPAN_BENCH_CALLS` sets `n` (default 200 000); run it in release:
+    /// `cargo test --release -p gpuspan --features enabled --lib -- --ignored --nocapture timeline_formats`.
+    #[test]
+    #[ignore = "a measurement, run by hand in release"]
+    fn timeline_formats_size_and_write_time() {
+        use crate::record::DeviceLabel;
+        let n: u64 = std::env::var("GPUSPAN_BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+        let kernel = site("synthetic_kernel");
+        let timeline = Timeline::new(n as usize);
+        let base = 1_764_000_000_000_000_000u64;
+        for i in 0..n {
+            let start = base + i * 10_000;
+            let mut r = Record::new(kernel, i + 1, 1, Interval { start_ns: start, end_ns: start + 8_000 });
+            let mut g =
+                GpuTiming::new(Interval { start_ns: start + 2_000, end_ns: start + 7_000 }, TimingSource::GpuTimestamp);
+            g.device = Some(DeviceLabel::new(0, "llvmpipe".to_owned()));
+            r.gpu = Some(g);
+            timeline.accept(&r);
+        }
+        // Peak resident memory so far (Linux), to see what the first native write adds.
+        let peak_mib = || {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            let kib = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().split(' ').next()?.parse::<f64>().ok());
+            kib.map_or(f64::NAN, |k| k / 1024.0)
+        };
+        let before = peak_mib();
+        for round in 1..=3 {
+            let mut native = Vec::new();
+            let t = Instant::now();
+            timeline.write_perfetto(&mut native).unwrap();
+            let native_s = t.elapsed().as_secs_f64();
+            if round == 1 {
+                crate::diagnostics::say(format_args!(
+                    "peak RSS with the records held {before:.0} MiB, after the native write {:.0} MiB (its output included)",
+                    peak_mib()
+                ));
+            }
+            let mut json = Vec::new();
+            let t = Instant::now();
+            timeline.write_json(&mut json).unwrap();
+            let json_s = t.elapsed().as_secs_f64();
+            crate::diagnostics::say(format_args!(
+                "round {round}: {n} calls: JSON {:.1} MB in {json_s:.2} s, Perfetto {:.1} MB in {native_s:.2} s",
+                json.len() as f64 / 1e6,
+                native.len() as f64 / 1e6
+            ));
+        }
     }
 }

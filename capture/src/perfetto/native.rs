@@ -1,8 +1,9 @@
 //! The timeline as Perfetto's native protobuf trace: a `Trace` of `TracePacket`s, one track
 //! descriptor per process, host thread, device call track, stream and lane, and per counter;
 //! each slice a begin and an end `TrackEvent` with its arguments as debug annotations; flows
-//! from a call to its GPU work by flow ids; event names, categories and argument names interned
-//! once per trace (one packet sequence). Timestamps are the captures' own nanoseconds, exact.
+//! from a call to its GPU work by flow ids; event names, categories, argument names and string
+//! argument values interned once per trace (one packet sequence): a file path or device name
+//! repeated on every slice is written once. Timestamps are the captures' own nanoseconds, exact.
 //!
 //! Track names are known only after a process's slices (lanes are placed as slices come), so
 //! the events are encoded into memory and written after the descriptors, at the end.
@@ -10,7 +11,7 @@
 use super::proto::{self, TracePacket};
 use super::{Flow, Sink, Slice, GPU_TID};
 use prost::Message;
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
 use std::io::{self, Write};
 
@@ -32,6 +33,7 @@ pub struct Native<W: Write> {
     names: Interner,
     categories: Interner,
     annotation_names: Interner,
+    string_values: Interner,
     /// Flows started and not yet ended, by key, and the next flow id.
     flows: HashMap<(u64, u64), u64>,
     next_flow: u64,
@@ -43,7 +45,7 @@ pub struct Native<W: Write> {
 #[derive(Debug, Default)]
 struct Interner {
     ids: HashMap<String, u64>,
-    fresh: Vec<proto::Interned>,
+    fresh: Vec<(u64, String)>,
 }
 
 impl Interner {
@@ -53,8 +55,19 @@ impl Interner {
         }
         let id = self.ids.len() as u64 + 1;
         self.ids.insert(s.to_owned(), id);
-        self.fresh.push(proto::Interned { iid: Some(id), name: Some(s.to_owned()) });
+        self.fresh.push((id, s.to_owned()));
         id
+    }
+
+    /// The strings new since the last call, as names (`EventName`, `EventCategory`,
+    /// `DebugAnnotationName`).
+    fn take_names(&mut self) -> Vec<proto::Interned> {
+        self.fresh.drain(..).map(|(id, s)| proto::Interned { iid: Some(id), name: Some(s) }).collect()
+    }
+
+    /// The strings new since the last call, as `InternedString`s.
+    fn take_strings(&mut self) -> Vec<proto::InternedString> {
+        self.fresh.drain(..).map(|(id, s)| proto::InternedString { iid: Some(id), str: Some(s.into_bytes()) }).collect()
     }
 }
 
@@ -77,6 +90,7 @@ impl<W: Write> Native<W> {
             names: Interner::default(),
             categories: Interner::default(),
             annotation_names: Interner::default(),
+            string_values: Interner::default(),
             flows: HashMap::new(),
             next_flow: 1,
             first_event: true,
@@ -125,14 +139,12 @@ impl<W: Write> Native<W> {
     /// An event packet on the sequence, with the strings interned since the last one.
     fn event(&mut self, timestamp: u64, event: proto::TrackEvent) {
         let fresh = proto::InternedData {
-            event_categories: std::mem::take(&mut self.categories.fresh),
-            event_names: std::mem::take(&mut self.names.fresh),
-            debug_annotation_names: std::mem::take(&mut self.annotation_names.fresh),
+            event_categories: self.categories.take_names(),
+            event_names: self.names.take_names(),
+            debug_annotation_names: self.annotation_names.take_names(),
+            debug_annotation_string_values: self.string_values.take_strings(),
         };
-        let interned = (!fresh.event_categories.is_empty()
-            || !fresh.event_names.is_empty()
-            || !fresh.debug_annotation_names.is_empty())
-        .then_some(fresh);
+        let interned = (fresh != proto::InternedData::default()).then_some(fresh);
         let flags = if std::mem::take(&mut self.first_event) {
             proto::SEQ_INCREMENTAL_STATE_CLEARED
         } else {
@@ -149,39 +161,43 @@ impl<W: Write> Native<W> {
         put(&mut self.events, &packet);
     }
 
-    /// A slice's arguments as debug annotations (null values left out).
-    fn annotations(&mut self, args: &Value) -> Vec<proto::DebugAnnotation> {
+    /// A slice's arguments as debug annotations (null values left out): `args`, then those of
+    /// `extra` that `args` does not name.
+    fn annotations(&mut self, args: &Value, extra: &Map<String, Value>) -> Vec<proto::DebugAnnotation> {
         let Value::Object(map) = args else { return Vec::new() };
+        let extra = extra.iter().filter(|(k, _)| !map.contains_key(k.as_str()));
         map.iter()
+            .chain(extra)
             .filter_map(|(k, v)| {
-                let mut a = annotation(v)?;
+                let mut a = self.annotation(v)?;
                 a.name_iid = Some(self.annotation_names.id(k));
                 Some(a)
             })
             .collect()
     }
-}
 
-/// A JSON value as a debug annotation's value: numbers as unsigned, signed or double as they
-/// are, arrays element by element; null and objects (never written) give none.
-fn annotation(v: &Value) -> Option<proto::DebugAnnotation> {
-    let mut a = proto::DebugAnnotation::default();
-    match v {
-        Value::Bool(b) => a.bool_value = Some(*b),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                a.uint_value = Some(u);
-            } else if let Some(i) = n.as_i64() {
-                a.int_value = Some(i);
-            } else {
-                a.double_value = n.as_f64();
+    /// A JSON value as a debug annotation's value: numbers as unsigned, signed or double as
+    /// they are, strings interned, arrays element by element; null and objects (never written)
+    /// give none.
+    fn annotation(&mut self, v: &Value) -> Option<proto::DebugAnnotation> {
+        let mut a = proto::DebugAnnotation::default();
+        match v {
+            Value::Bool(b) => a.bool_value = Some(*b),
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    a.uint_value = Some(u);
+                } else if let Some(i) = n.as_i64() {
+                    a.int_value = Some(i);
+                } else {
+                    a.double_value = n.as_f64();
+                }
             }
+            Value::String(s) => a.string_value_iid = Some(self.string_values.id(s)),
+            Value::Array(items) => a.array_values = items.iter().filter_map(|v| self.annotation(v)).collect(),
+            Value::Null | Value::Object(_) => return None,
         }
-        Value::String(s) => a.string_value = Some(s.clone()),
-        Value::Array(items) => a.array_values = items.iter().filter_map(annotation).collect(),
-        Value::Null | Value::Object(_) => return None,
+        Some(a)
     }
-    Some(a)
 }
 
 impl<W: Write> Sink for Native<W> {
@@ -221,7 +237,7 @@ impl<W: Write> Sink for Native<W> {
             track_uuid: Some(track),
             name_iid: Some(self.names.id(s.name)),
             category_iids: vec![self.categories.id(s.category)],
-            debug_annotations: self.annotations(&s.args),
+            debug_annotations: self.annotations(&s.args, s.extra),
             flow_ids,
             terminating_flow_ids,
             ..Default::default()

@@ -1,6 +1,9 @@
-//! `gpuspan timeline` and `gpuspan merge`: the timeline of one or several captures, as Chrome
-//! Trace Event JSON (which Perfetto, ui.perfetto.dev, and chrome://tracing open; [`json`]) or as
-//! Perfetto's native protobuf trace ([`native`]). The tracks, slices, flows and counters are
+//! The timeline of one or several captures (feature `perfetto`), as Chrome Trace Event JSON
+//! (which Perfetto, ui.perfetto.dev, and chrome://tracing open; [`json`]) or as Perfetto's native
+//! protobuf trace ([`native`]): what `gpuspan timeline` and `gpuspan merge` write, and the
+//! runtime's own timeline at exit when it is asked for the native format (the runtime hands it
+//! its records as a [`Capture`] built in memory, with [`Source::counters`] and
+//! [`Source::args`] for what a capture file does not carry). The tracks, slices, flows and counters are
 //! decided once, here, and handed to a [`Sink`] that writes them in its format, so both formats
 //! show the same timeline.
 //!
@@ -18,9 +21,9 @@
 //! nesting go on lanes of it, each a track of its own (`gpuspan_capture::lanes`).
 
 use crate::analysis::{self, Index, Spans};
-use gpuspan_capture::lanes::{lane_name, Placer};
-use gpuspan_capture::{ActivityKind, Capture, Record, SiteKind};
-use serde_json::{json, Number, Value};
+use crate::lanes::{lane_name, Placer};
+use crate::{ActivityKind, Capture, Record, SiteKind};
+use serde_json::{json, Map, Number, Value};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -43,7 +46,8 @@ pub mod native;
 mod proto;
 
 /// The output formats of a timeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Format {
     /// Chrome Trace Event JSON.
     Json,
@@ -73,6 +77,9 @@ pub struct Slice<'a> {
     pub end_ns: u64,
     /// Its arguments: an object of numbers, strings, booleans and arrays of them.
     pub args: Value,
+    /// More arguments, where `args` has none of the name ([`Source::args`]; empty for a
+    /// capture's own).
+    pub extra: &'a Map<String, Value>,
     pub flow: Flow,
 }
 
@@ -92,6 +99,39 @@ pub trait Sink {
     fn finish(&mut self, sources: Vec<Value>) -> io::Result<()>;
 }
 
+/// One process of a timeline: a capture, its label, and what a program's own timeline adds
+/// that a capture file does not carry.
+#[derive(Clone, Copy)]
+pub struct Source<'a> {
+    pub label: &'a str,
+    pub capture: &'a Capture,
+    /// Counter tracks drawn after the capture's own, each a name and its (Unix-epoch ns, bytes)
+    /// samples: the runtime's instrumented wgpu devices' memory.
+    pub counters: &'a [(String, Vec<(u64, u64)>)],
+    /// The arguments of record `i`'s slices (its call and its GPU interval) beside those the
+    /// capture gives, which win on a shared name: the runtime's attributes of each record (its
+    /// fields, the device's state). Asked once per record as it is written, so that only one
+    /// record's are held at a time.
+    pub args: &'a dyn Fn(usize) -> Map<String, Value>,
+}
+
+impl<'a> Source<'a> {
+    /// A capture as it is, labelled `label`.
+    pub fn new(label: &'a str, capture: &'a Capture) -> Source<'a> {
+        Source { label, capture, counters: &[], args: &|_| Map::new() }
+    }
+}
+
+impl std::fmt::Debug for Source<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("label", &self.label)
+            .field("records", &self.capture.records.len())
+            .field("counters", &self.counters.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Writes the captures as one Chrome JSON trace, capture `i` as process `i + 1`, labelled
 /// `labels[i]`.
 pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
@@ -101,36 +141,57 @@ pub fn write(captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
 /// Writes the captures as one trace in `format`, capture `i` as process `i + 1`, labelled
 /// `labels[i]`.
 pub fn write_as(format: Format, captures: &[(&str, &Capture)], out: impl Write) -> io::Result<()> {
+    let sources: Vec<Source<'_>> = captures.iter().map(|&(label, c)| Source::new(label, c)).collect();
+    write_sources(format, &sources, out)
+}
+
+/// Writes the sources as one trace in `format`, source `i` as process `i + 1`.
+pub fn write_sources(format: Format, sources: &[Source<'_>], out: impl Write) -> io::Result<()> {
     match format {
-        Format::Json => emit(captures, &mut json::Json::new(out)),
-        Format::Perfetto => emit(captures, &mut native::Native::new(out)),
+        Format::Json => emit_sources(sources, &mut json::Json::new(out)),
+        Format::Perfetto => emit_sources(sources, &mut native::Native::new(out)),
     }
 }
 
 /// Hands the captures' timeline to `sink`.
 pub fn emit(captures: &[(&str, &Capture)], sink: &mut impl Sink) -> io::Result<()> {
-    let base = captures
+    let sources: Vec<Source<'_>> = captures.iter().map(|&(label, c)| Source::new(label, c)).collect();
+    emit_sources(&sources, sink)
+}
+
+/// Hands the sources' timeline to `sink`.
+pub fn emit_sources(sources: &[Source<'_>], sink: &mut impl Sink) -> io::Result<()> {
+    let base = sources
         .iter()
-        .flat_map(|(_, c)| {
+        .flat_map(|s| {
+            let c = s.capture;
             let records =
                 c.records.iter().map(|r| r.host.start_ns.min(r.gpu.as_ref().map_or(u64::MAX, |g| g.interval.start_ns)));
             let memory = c.memory.iter().filter_map(|m| m.samples.first().map(|s| s.time_ns));
-            records.chain(c.samples.iter().filter_map(|d| d.samples.first().map(|s| s.time_ns))).chain(memory)
+            let counters = s.counters.iter().filter_map(|(_, samples)| samples.first().map(|x| x.0));
+            records
+                .chain(c.samples.iter().filter_map(|d| d.samples.first().map(|s| s.time_ns)))
+                .chain(memory)
+                .chain(counters)
         })
         .min()
         .unwrap_or(0);
     sink.start(base)?;
-    for (n, (label, c)) in captures.iter().enumerate() {
-        process(sink, n as u64 + 1, label, c)?;
+    for (n, source) in sources.iter().enumerate() {
+        process(sink, n as u64 + 1, source)?;
     }
-    let sources: Vec<Value> = captures
+    let sources: Vec<Value> = sources
         .iter()
-        .map(|(label, c)| json!({"label": label, "program": c.header.program, "pid": c.header.pid, "host": c.header.hostname}))
+        .map(|s| {
+            let (label, h) = (s.label, &s.capture.header);
+            json!({"label": label, "program": h.program, "pid": h.pid, "host": h.hostname})
+        })
         .collect();
     sink.finish(sources)
 }
 
-fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result<()> {
+fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> {
+    let (label, c) = (source.label, source.capture);
     let index = Index::new(c);
     let h = &c.header;
     let host = h.hostname.as_deref().map(|h| format!(" on {h}")).unwrap_or_default();
@@ -159,7 +220,9 @@ fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result
     let flat: Vec<(u64, u64, u64)> = slices.iter().flatten().copied().collect();
     let mut lanes = Placer::new(&flat, LANE_TID);
     let spans = Spans::new(&c.spans);
-    for (r, slices) in c.records.iter().zip(slices) {
+    let no_args = Map::new();
+    for (i, (r, slices)) in c.records.iter().zip(slices).enumerate() {
+        let extra = &(source.args)(i);
         // Every event's lane is taken here, in order, whichever of them are written.
         let tids: Vec<u64> = slices.into_iter().map(|(tid, _, _)| lanes.next(tid).unwrap_or(tid)).collect();
         let host_tid = tids[0];
@@ -189,6 +252,7 @@ fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result
             start_ns: r.host.start_ns,
             end_ns: r.host.end_ns,
             args,
+            extra,
             flow: if r.gpu.is_some() { Flow::Start(flow) } else { Flow::None },
         };
         ev.slice(host)?;
@@ -212,6 +276,7 @@ fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result
             start_ns: g.interval.start_ns,
             end_ns: g.interval.end_ns,
             args: gargs,
+            extra,
             flow: Flow::End(flow),
         })?;
         for (a, &tid) in r.activities.iter().zip(&tids[2..]) {
@@ -231,7 +296,6 @@ fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result
                     "gpu_transfer.direction": direction.map(|d| d.as_str()),
                     "gpu_transfer.src_kind": src.as_str(), "gpu_transfer.dst_kind": dst.as_str()}),
                 ActivityKind::Set { bytes } => json!({"gpu_transfer.bytes": bytes}),
-                _ => json!({}),
             };
             ev.slice(Slice {
                 pid,
@@ -241,6 +305,7 @@ fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result
                 start_ns: a.interval.start_ns,
                 end_ns: a.interval.end_ns,
                 args,
+                extra: &no_args,
                 flow: Flow::None,
             })?;
         }
@@ -263,7 +328,13 @@ fn process(ev: &mut impl Sink, pid: u64, label: &str, c: &Capture) -> io::Result
     for (tid, name) in names {
         ev.track_name(pid, tid, &name)?;
     }
-    counters(ev, pid, c, &index)
+    counters(ev, pid, c, &index)?;
+    for (name, samples) in source.counters {
+        for &(t, bytes) in samples {
+            ev.counter(pid, name, "bytes", t, bytes.into())?;
+        }
+    }
+    Ok(())
 }
 
 /// A GPU track: (device, stream, the selected span's site for its own track).

@@ -45,8 +45,14 @@ impl<W: Write> Sink for Json<W> {
     fn slice(&mut self, s: Slice<'_>) -> io::Result<()> {
         let ts = self.us(s.start_ns);
         let dur = s.end_ns.saturating_sub(s.start_ns) as f64 / 1000.0;
+        let mut args = s.args;
+        if let Value::Object(map) = &mut args {
+            for (k, v) in s.extra {
+                map.entry(k.as_str()).or_insert_with(|| v.clone());
+            }
+        }
         self.push(&json!({"ph": "X", "name": s.name, "cat": s.category, "pid": s.pid, "tid": s.tid,
-            "ts": ts, "dur": dur, "args": s.args}))?;
+            "ts": ts, "dur": dur, "args": args}))?;
         match s.flow {
             Flow::None => Ok(()),
             Flow::Start((pid, scope)) => self

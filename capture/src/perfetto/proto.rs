@@ -109,6 +109,9 @@ pub struct DebugAnnotation {
     pub string_value: Option<String>,
     #[prost(message, repeated, tag = "12")]
     pub array_values: Vec<DebugAnnotation>,
+    /// The string value, interned (`InternedData.debug_annotation_string_values`).
+    #[prost(uint64, optional, tag = "17")]
+    pub string_value_iid: Option<u64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -119,6 +122,8 @@ pub struct InternedData {
     pub event_names: Vec<Interned>,
     #[prost(message, repeated, tag = "3")]
     pub debug_annotation_names: Vec<Interned>,
+    #[prost(message, repeated, tag = "29")]
+    pub debug_annotation_string_values: Vec<InternedString>,
 }
 
 /// `EventCategory`, `EventName` and `DebugAnnotationName` alike: an id and its string.
@@ -128,4 +133,13 @@ pub struct Interned {
     pub iid: Option<u64>,
     #[prost(string, optional, tag = "2")]
     pub name: Option<String>,
+}
+
+/// `InternedString`: an id and its bytes (UTF-8 here).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InternedString {
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    pub str: Option<Vec<u8>>,
 }
