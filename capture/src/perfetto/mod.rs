@@ -434,11 +434,11 @@ fn counters(ev: &mut impl Sink, pid: u64, c: &Capture, index: &Index<'_>) -> io:
 }
 
 /// An instrumented wgpu device's live bytes (logical sizes) after each change, named as the
-/// runtime's own timeline names it ([`gpuspan_capture::MemoryAccount::track_name`]).
+/// runtime's own timeline names it ([`crate::MemoryAccount::track_name`]).
 fn memory(ev: &mut impl Sink, pid: u64, c: &Capture) -> io::Result<()> {
     for m in &c.memory {
         let id = c.device(m.device).map_or(m.device, |d| d.id);
-        let name = gpuspan_capture::MemoryAccount::track_name(id);
+        let name = crate::MemoryAccount::track_name(id);
         for s in &m.samples {
             ev.counter(pid, &name, "bytes", s.time_ns, s.bytes.into())?;
         }
