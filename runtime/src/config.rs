@@ -121,7 +121,10 @@ impl Config {
                 c.trace_file = t.into();
             }
             if let Some(f) = env::trace_format() {
-                c.trace_format = Some(f);
+                c.trace_format = Some(match f {
+                    env::TimelineFormat::Json => TraceFormat::Json,
+                    env::TimelineFormat::Perfetto => TraceFormat::Perfetto,
+                });
             }
             if let Some(t) = env::capture() {
                 c.capture = t.into();

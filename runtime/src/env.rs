@@ -134,13 +134,21 @@ pub(crate) fn trace_file() -> Option<PathOrSwitch> {
     path_or_switch("GPUSPAN_TRACE_FILE")
 }
 
+/// What `GPUSPAN_TRACE_FORMAT` names (the public `TraceFormat` is made from it in config.rs, which
+/// this file does not import).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimelineFormat {
+    Json,
+    Perfetto,
+}
+
 /// `GPUSPAN_TRACE_FORMAT`: `json` or `perfetto`, in any case; `None` when unset or not one of
 /// them (said once: the path's name decides, as when unset).
-pub(crate) fn trace_format() -> Option<crate::TraceFormat> {
+pub(crate) fn trace_format() -> Option<TimelineFormat> {
     let v = text("GPUSPAN_TRACE_FORMAT")?;
     match v.to_ascii_lowercase().as_str() {
-        "json" => Some(crate::TraceFormat::Json),
-        "perfetto" => Some(crate::TraceFormat::Perfetto),
+        "json" => Some(TimelineFormat::Json),
+        "perfetto" => Some(TimelineFormat::Perfetto),
         _ => {
             note_once(format_args!(
                 "GPUSPAN_TRACE_FORMAT={v:?} is not json or perfetto; using the format of the timeline's \
