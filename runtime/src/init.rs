@@ -158,11 +158,10 @@ mod imp {
             crate::monitor::register_hooks();
             crate::monitor::start_from_env();
         }
-        // The sampling in force, for the capture's header: what was set here, else the environment.
-        let sampling = capture_file::Sampling {
-            threshold_us: c.threshold_us.or_else(crate::env::threshold_us).unwrap_or(crate::env::DEFAULT_THRESHOLD_US),
-            trace_all: c.trace_all.or_else(crate::env::trace_all).unwrap_or(false),
-        };
+        // The sampling in force (set above, else the environment's as sampling read it), for the
+        // capture's header: the environment is read in one place.
+        let (threshold_us, trace_all) = crate::sampling::in_force();
+        let sampling = capture_file::Sampling { threshold_us, trace_all };
         // The timeline's format: as asked, else by its path's name; the default path's extension
         // follows it.
         let (path, format) = match c.trace_file {

@@ -123,6 +123,14 @@ pub(crate) fn threshold_ns(site: &crate::Site) -> u64 {
     collector().sampling.threshold_ns(site)
 }
 
+/// The global threshold (µs) and trace-all in force: what `init` set, else the environment's
+/// (read here once), else the defaults. What a capture's header states.
+pub(crate) fn in_force() -> (u64, bool) {
+    let c = collector();
+    c.sampling.load_env(&c.sinks);
+    (c.sampling.threshold_ns.load(Relaxed) / 1000, c.sampling.trace_all.load(Relaxed))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::collector::Collector;

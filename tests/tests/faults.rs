@@ -809,3 +809,20 @@ fn the_live_feed_backs_off_at_the_descriptor_limit() {
     let r = release(held);
     assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
 }
+
+/// The sampling a capture's header states is the one in force, read from the environment in one
+/// place (the sampling settings), not again for the header.
+#[test]
+fn a_captures_header_states_the_environments_sampling() {
+    let s = Scratch::new("header-sampling");
+    let path = s.path("run.gpuspan");
+    let mut cmd = child("calls", 3, &s);
+    cmd.env("GPUSPAN_CAPTURE", &path)
+        .env("GPUSPAN_TRACE_FILE", "off")
+        .env("GPUSPAN_THRESHOLD_US", "7")
+        .env("GPUSPAN_TRACE_ALL", "on");
+    let r = run(cmd);
+    assert!(r.status.success(), "{:?}\n{}", r.status, r.stderr);
+    let c = gpuspan_capture::Capture::open(&path).unwrap_or_else(|e| panic!("capture {}: {e}", path.display()));
+    assert_eq!((c.header.threshold_us, c.header.trace_all), (7, true), "{:?}", c.header);
+}
