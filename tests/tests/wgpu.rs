@@ -446,3 +446,32 @@ fn a_host_timed_read_back_shows_no_bandwidth() {
     let row = row.lines().find(|l| l.starts_with("host_timed_read_back ")).expect("row").to_owned();
     assert!(!row.contains("B/s"), "{row}");
 }
+
+/// Hands back a pass begun on its encoder (a library's "begin the pass for you" helper).
+#[gpu_kernel(name = "hands_back_a_pass", trace_all)]
+fn hands_back_a_pass<'e>(encoder: &'e mut wgpu::CommandEncoder, label: &str) -> wgpu::ComputePass<'e> {
+    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None })
+}
+
+/// The pass still borrows the encoder when the call returns, so the encoder cannot time the call
+/// (its query would be closed there): it compiles with measuring on, as off, and the call is
+/// timed on the host; the pass the caller then records works as without gpuspan.
+#[test]
+fn a_function_handing_back_a_pass_is_timed_on_the_host_and_its_pass_works() {
+    let Some(gpu) = Gpu::for_test(1 << 16, 64) else { return };
+    let capture = Capture::start();
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = hands_back_a_pass(&mut encoder, "handed back");
+        pass.set_pipeline(&gpu.pipeline);
+        pass.set_bind_group(0, &gpu.bind_group, &[]);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+    gpu.queue.submit([encoder.finish()]);
+    gpu.wait();
+    assert!(gpuspan::flush());
+    let records = capture.of("hands_back_a_pass");
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0].source(), TimingSource::Host, "{:?}", records[0]);
+    assert!(records[0].gpu.is_none(), "no GPU time claimed: {:?}", records[0]);
+}

@@ -36,7 +36,7 @@ pub fn plan(kind: Kind, args: Args, func: &ItemFn) -> syn::Result<Plan> {
     let params = params::classify_all(func);
     let bindings = params::bindings(func);
     params::check_skips(&given, &bindings, &mut errors);
-    let usable = params::Usable::new(&params, &given);
+    let usable = params::Usable::new(&params, &given, func);
     let resource = resource::choose(&given, &usable, func, &mut errors);
     let bytes = transfer::check(kind, &given, &usable, &resource, func, &mut errors);
     let fields = fields::check(&given, &bindings, &mut errors);

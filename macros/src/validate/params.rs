@@ -136,8 +136,18 @@ pub(super) struct Usable<'p, 'a> {
 }
 
 impl<'p, 'a> Usable<'p, 'a> {
-    pub fn new(params: &'p [Param<'a>], given: &Given<'_>) -> Self {
-        let params = params.iter().filter(|p| !given.untimed.contains(&p.name)).collect();
+    /// `func` hands back a pass (its return type names `ComputePass` or `RenderPass`): the pass
+    /// still borrows the encoder it was begun on when the call returns, where a query timed in
+    /// that encoder would be closed, so its encoder and pass parameters time nothing (as if
+    /// `untimed`): the call is timed otherwise (a queue, else the host), and the same program
+    /// compiles with measuring on and off (issue 42).
+    pub fn new(params: &'p [Param<'a>], given: &Given<'_>, func: &syn::ItemFn) -> Self {
+        let hands_back_a_pass = hands_back_a_pass(&func.sig.output);
+        let params = params
+            .iter()
+            .filter(|p| !given.untimed.contains(&p.name))
+            .filter(|p| !(hands_back_a_pass && matches!(p.class, ParamClass::Recorder | ParamClass::UnusableRecorder)))
+            .collect();
         Usable { params }
     }
 
@@ -226,5 +236,21 @@ fn single_type_arg(seg: &syn::PathSegment) -> Option<&Type> {
     match args.args.first() {
         Some(syn::GenericArgument::Type(t)) if args.args.len() == 1 => Some(t),
         _ => None,
+    }
+}
+
+/// Whether a function's return type names a wgpu pass (`ComputePass`, `RenderPass`), anywhere in
+/// it (`Result<wgpu::ComputePass<'_>, E>` too).
+fn hands_back_a_pass(output: &syn::ReturnType) -> bool {
+    fn names_a_pass(tokens: proc_macro2::TokenStream) -> bool {
+        tokens.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == "ComputePass" || i == "RenderPass",
+            proc_macro2::TokenTree::Group(g) => names_a_pass(g.stream()),
+            _ => false,
+        })
+    }
+    match output {
+        syn::ReturnType::Default => false,
+        syn::ReturnType::Type(_, ty) => names_a_pass(quote::ToTokens::to_token_stream(&**ty)),
     }
 }
