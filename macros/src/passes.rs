@@ -1,10 +1,12 @@
 //! The passes a wgpu-timed body begins: each `RECV.begin_compute_pass(ARG)` and
-//! `RECV.begin_render_pass(ARG)` gets its descriptor through `gpuspan::__private::wgpu_pass`,
-//! which, on a device without in-encoder timestamps (Metal, WebGPU), fills its
-//! `timestamp_writes` for the innermost scope timed by its passes (runtime
-//! `wgpu/backend/passes.rs`), and elsewhere passes a copy. The receiver and the call stay as
-//! written, so method resolution is the user's; only the argument changes, and its type is
-//! still inferred from the method (`&Default::default()` keeps working).
+//! `RECV.begin_render_pass(ARG)` becomes `RECV.__gpuspan_pass_receiver().begin_compute_pass(ARG)`,
+//! and the body imports `gpuspan::__private::passes::*` (unnamed traits). Method resolution then
+//! chooses by the receiver's type (`__private::PassReceiver`): on a wgpu encoder, or a guard
+//! that dereferences to one, the descriptor gets gpuspan's `timestamp_writes` for the innermost
+//! scope timed by its passes where the device has no in-encoder timestamps (Metal, WebGPU;
+//! runtime `wgpu/backend/passes.rs`); any other type's method of that name is called as written.
+//! The argument is untouched, so its type is still inferred from the method
+//! (`&Default::default()` keeps working).
 //!
 //! Not rewritten, as for submissions (`submit.rs`): closures and async blocks, nested items,
 //! macro invocations.
@@ -14,16 +16,24 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::Expr;
 
-/// Rewrites the pass descriptors in `block`; `p` is the path to the expansion support.
+/// Rewrites the pass receivers in `block`; `p` is the path to the expansion support.
 pub fn rewrite(p: &TokenStream, block: &mut syn::Block) {
-    PassRewriter { p }.visit_block_mut(block);
+    let mut rewriter = PassRewriter { rewritten: false };
+    rewriter.visit_block_mut(block);
+    if rewriter.rewritten {
+        let import: syn::Stmt = syn::parse_quote! {
+            #[allow(unused_imports, clippy::wildcard_imports)]
+            use #p::passes::*;
+        };
+        block.stmts.insert(0, import);
+    }
 }
 
-struct PassRewriter<'a> {
-    p: &'a TokenStream,
+struct PassRewriter {
+    rewritten: bool,
 }
 
-impl VisitMut for PassRewriter<'_> {
+impl VisitMut for PassRewriter {
     fn visit_expr_mut(&mut self, expr: &mut Expr) {
         match expr {
             Expr::Closure(_) | Expr::Async(_) => {}
@@ -33,12 +43,12 @@ impl VisitMut for PassRewriter<'_> {
                     && call.turbofish.is_none() =>
             {
                 syn::visit_mut::visit_expr_method_call_mut(self, call);
-                let p = self.p;
-                let arg = &call.args[0];
-                let timed: Expr = syn::parse_quote_spanned! {arg.span()=>
-                    &#p::wgpu_pass(&mut ::core::option::Option::None, #arg)
+                let receiver = &call.receiver;
+                let probed: Expr = syn::parse_quote_spanned! {receiver.span()=>
+                    #receiver.__gpuspan_pass_receiver()
                 };
-                call.args[0] = timed;
+                *call.receiver = probed;
+                self.rewritten = true;
             }
             _ => syn::visit_mut::visit_expr_mut(self, expr),
         }

@@ -157,10 +157,9 @@ impl PlainSubmit {
 #[cfg(feature = "_wgpu")]
 pub use crate::wgpu::scope::{BracketEnds, BracketHandle, SubmitQueue};
 
-/// The descriptor of a `begin_compute_pass`/`begin_render_pass` in an annotated wgpu body
-/// (`macros/src/passes.rs`): on a pass-level device, with gpuspan's `timestamp_writes` for the
-/// innermost scope (`wgpu/backend/passes.rs`; the query set kept in `holder`, a temporary of
-/// the call's statement); else a copy.
+/// The descriptor of a pass begun in an annotated wgpu body: on a pass-level device, with
+/// gpuspan's `timestamp_writes` for the innermost scope (`wgpu/backend/passes.rs`; the query set
+/// kept in `holder`, which must live until the pass is begun); else a copy.
 #[cfg(feature = "_wgpu")]
 #[inline]
 pub fn wgpu_pass<'a, D: crate::wgpu::PassDescriptor<'a>>(
@@ -170,11 +169,58 @@ pub fn wgpu_pass<'a, D: crate::wgpu::PassDescriptor<'a>>(
     desc.timed(holder)
 }
 
-/// Without the `wgpu` feature a pass's descriptor is used as written.
-#[cfg(not(feature = "_wgpu"))]
-#[inline(always)]
-pub fn wgpu_pass<D: Clone>(_holder: &mut Option<Box<dyn std::any::Any>>, desc: &D) -> D {
-    desc.clone()
+/// The receiver of a `.begin_compute_pass(..)`/`.begin_render_pass(..)` in an annotated wgpu
+/// body (`macros/src/passes.rs`): the call is rewritten to
+/// `RECV.__gpuspan_pass_receiver().begin_compute_pass(ARG)`. Method resolution then picks, in
+/// this order: a wgpu `CommandEncoder` (this type's own method, `wgpu/major.rs`), the receiver's
+/// own method of that name (any type: it is reached through `Deref`), a guard that dereferences
+/// to an encoder (`attach`'s, a `Box`, a lock's; the `PassThroughGuard` traits of [`passes`]),
+/// and last the encoder's own method. So a pass begun on an encoder gets gpuspan's timestamp
+/// writes, the descriptor's type is still inferred from the method (`&Default::default()`
+/// works), and a method of that name on any other type is called as written. It is the
+/// receiver itself, seen through another type (not a temporary holding a borrow of it), so
+/// what the method returns may borrow the receiver as long as the original call's result could.
+#[derive(Debug)]
+#[repr(transparent)]
+pub struct PassReceiver<T: ?Sized>(T);
+
+/// Makes a [`PassReceiver`] of any receiver, by method-call autoref (so `encoder`,
+/// `&mut encoder`, `self.encoder` and a guard all become `&mut PassReceiver<T>`).
+pub trait BeginPass {
+    /// See [`PassReceiver`].
+    fn __gpuspan_pass_receiver(&mut self) -> &mut PassReceiver<Self>;
+}
+
+impl<T: ?Sized> BeginPass for T {
+    #[inline(always)]
+    fn __gpuspan_pass_receiver(&mut self) -> &mut PassReceiver<T> {
+        // SAFETY: `PassReceiver<T>` is `repr(transparent)` over `T`: the same layout and pointer
+        // metadata, and the borrow's lifetime is kept.
+        unsafe { &mut *(self as *mut T as *mut PassReceiver<T>) }
+    }
+}
+
+impl<T: ?Sized> std::ops::Deref for PassReceiver<T> {
+    type Target = T;
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: ?Sized> std::ops::DerefMut for PassReceiver<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+/// What a body whose passes are timed imports (`use __private::passes::*;`): the traits that
+/// make [`PassReceiver`] work, unnamed so that they add no name to the user's scope.
+pub mod passes {
+    pub use super::BeginPass as _;
+    #[cfg(feature = "_wgpu")]
+    pub use crate::wgpu::pass_traits::*;
 }
 
 /// Without the `wgpu` feature no receiver is a queue gpuspan brackets.

@@ -336,3 +336,76 @@ rusty_fork_test! {
         assert_eq!(gpu_timing(&records[0]).source, TimingSource::GpuPasses, "{:?}", records[0]);
     }
 }
+
+/// A framework's encoder wrapper with a `begin_compute_pass` of its own, which forwards.
+struct Tracked {
+    encoder: wgpu::CommandEncoder,
+    passes: usize,
+}
+
+impl Tracked {
+    fn begin_compute_pass(&mut self, desc: &wgpu::ComputePassDescriptor<'_>) -> wgpu::ComputePass<'_> {
+        self.passes += 1;
+        self.encoder.begin_compute_pass(desc)
+    }
+}
+
+/// A pass begun through `attach`'s guard on an encoder behind a `Box`.
+#[gpu_kernel(name = "guarded_passes", trace_all)]
+fn guarded_passes(gpu: &Gpu, device: &wgpu::Device, queue: &wgpu::Queue) {
+    let mut boxed = Box::new(device.create_command_encoder(&Default::default()));
+    {
+        let mut timed = gpuspan::wgpu::attach(&mut *boxed);
+        let mut pass = timed.begin_compute_pass(&Default::default());
+        dispatch(gpu, &mut pass);
+    }
+    queue.submit([boxed.finish()]);
+}
+
+/// The wrapper's own method is the one called, as written: its pass gets no writes of gpuspan's.
+#[gpu_kernel(name = "wrapper_pass", trace_all, encoder = tracked.encoder)]
+fn wrapper_pass(gpu: &Gpu, device: &wgpu::Device, tracked: &mut Tracked) {
+    let _ = device;
+    let mut pass = tracked.begin_compute_pass(&Default::default());
+    dispatch(gpu, &mut pass);
+}
+
+/// An encoder behind a `Box`, named as the call's encoder.
+#[gpu_kernel(name = "boxed_encoder", trace_all, encoder = **boxed)]
+fn boxed_encoder(gpu: &Gpu, device: &wgpu::Device, boxed: &mut Box<wgpu::CommandEncoder>) {
+    let _ = device;
+    let mut pass = boxed.begin_compute_pass(&Default::default());
+    dispatch(gpu, &mut pass);
+}
+
+rusty_fork_test! {
+    /// The receiver decides (`__private::PassReceiver`): passes begun through a guard or a `Box`
+    /// are timed as passes begun on the encoder; a method of a wrapper's own is called as written
+    /// (so the call began no pass of gpuspan's and is timed on the host, saying why).
+    #[test]
+    fn passes_begun_through_guards_are_timed_and_a_wrappers_own_method_is_called_as_written() {
+        let Some(gpu) = pass_level() else { return };
+        let lost_before = lost();
+        let capture = Capture::start();
+        guarded_passes(gpu, &gpu.device, &gpu.queue);
+        let mut tracked = Tracked { encoder: gpu.device.create_command_encoder(&Default::default()), passes: 0 };
+        wrapper_pass(gpu, &gpu.device, &mut tracked);
+        assert_eq!(tracked.passes, 1, "the wrapper's own method ran");
+        let mut boxed = Box::new(gpu.device.create_command_encoder(&Default::default()));
+        boxed_encoder(gpu, &gpu.device, &mut boxed);
+        gpu.queue.submit([tracked.encoder.finish(), boxed.finish()]);
+        gpu.wait();
+        assert!(gpuspan::flush());
+        for name in ["guarded_passes", "boxed_encoder"] {
+            let records = capture.of(name);
+            assert_eq!(records.len(), 1, "{name}");
+            assert_eq!(records[0].source(), TimingSource::GpuPasses, "{name}: {:?}", records[0]);
+        }
+        let records = capture.of("wrapper_pass");
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].source(), TimingSource::Host, "{:?}", records[0]);
+        let reason = host_reason("wrapper_pass");
+        assert!(reason.contains("began no pass"), "{reason}");
+        assert_eq!(lost(), lost_before, "{:?}", gpuspan::summary().losses);
+    }
+}

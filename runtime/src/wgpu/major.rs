@@ -168,6 +168,67 @@ impl<'a> api::PassDescriptor<'a> for wgpu::RenderPassDescriptor<'a> {
     }
 }
 
+/// A pass begun on this major's encoder in an annotated body (`__private::PassReceiver`): with
+/// gpuspan's timestamp writes where the device is timed by its passes.
+#[cfg(feature = "enabled")]
+impl crate::__private::PassReceiver<wgpu::CommandEncoder> {
+    /// `wgpu::CommandEncoder::begin_compute_pass`, its descriptor through
+    /// [`crate::__private::wgpu_pass`].
+    #[inline]
+    pub fn begin_compute_pass(&mut self, desc: &wgpu::ComputePassDescriptor<'_>) -> wgpu::ComputePass<'_> {
+        begin_compute_pass(self, desc)
+    }
+
+    /// `wgpu::CommandEncoder::begin_render_pass`, its descriptor through
+    /// [`crate::__private::wgpu_pass`].
+    #[inline]
+    pub fn begin_render_pass(&mut self, desc: &wgpu::RenderPassDescriptor<'_>) -> wgpu::RenderPass<'_> {
+        begin_render_pass(self, desc)
+    }
+}
+
+/// A pass begun in an annotated body on a guard that dereferences to this major's encoder
+/// (`attach`'s, a `Box`, a lock's), unless the guard has its own method of that name, which
+/// method resolution finds first (`__private::PassReceiver`).
+#[cfg(feature = "enabled")]
+pub trait PassThroughGuard {
+    /// `wgpu::CommandEncoder::begin_compute_pass` on the encoder behind the guard.
+    fn begin_compute_pass(&mut self, desc: &wgpu::ComputePassDescriptor<'_>) -> wgpu::ComputePass<'_>;
+    /// `wgpu::CommandEncoder::begin_render_pass` on the encoder behind the guard.
+    fn begin_render_pass(&mut self, desc: &wgpu::RenderPassDescriptor<'_>) -> wgpu::RenderPass<'_>;
+}
+
+#[cfg(feature = "enabled")]
+impl<G: std::ops::DerefMut<Target = wgpu::CommandEncoder> + ?Sized> PassThroughGuard for G {
+    #[inline]
+    fn begin_compute_pass(&mut self, desc: &wgpu::ComputePassDescriptor<'_>) -> wgpu::ComputePass<'_> {
+        begin_compute_pass(self, desc)
+    }
+
+    #[inline]
+    fn begin_render_pass(&mut self, desc: &wgpu::RenderPassDescriptor<'_>) -> wgpu::RenderPass<'_> {
+        begin_render_pass(self, desc)
+    }
+}
+
+#[cfg(feature = "enabled")]
+fn begin_compute_pass<'e>(
+    encoder: &'e mut wgpu::CommandEncoder,
+    desc: &wgpu::ComputePassDescriptor<'_>,
+) -> wgpu::ComputePass<'e> {
+    let mut holder = None;
+    encoder.begin_compute_pass(&crate::__private::wgpu_pass(&mut holder, desc))
+}
+
+#[cfg(feature = "enabled")]
+fn begin_render_pass<'e>(
+    encoder: &'e mut wgpu::CommandEncoder,
+    desc: &wgpu::RenderPassDescriptor<'_>,
+) -> wgpu::RenderPass<'e> {
+    let mut holder = None;
+    encoder.begin_render_pass(&crate::__private::wgpu_pass(&mut holder, desc))
+}
+
 #[cfg(feature = "enabled")]
 impl api::Info for wgpu::AdapterInfo {
     fn facts(&self) -> crate::wgpu::AdapterFacts {

@@ -47,6 +47,21 @@ macro_rules! declare_majors {
 }
 with_majors!(declare_majors);
 
+macro_rules! reexport_pass_traits {
+    ($($feature:tt => $variant:ident($module:ident)),* $(,)?) => {
+        $(
+            #[cfg(feature = $feature)]
+            pub use super::$module::PassThroughGuard as _;
+        )*
+    };
+}
+/// Each major's trait that times a pass begun through a guard (`__private::PassReceiver`),
+/// unnamed: `__private::passes` brings them into a timed body's scope.
+#[cfg(feature = "enabled")]
+pub(crate) mod pass_traits {
+    with_majors!(reexport_pass_traits);
+}
+
 // The traits' methods take gpuspan's own scope types: the traits are unnameable outside (sealed),
 // so those types reach no user.
 #[allow(private_interfaces)]
@@ -59,7 +74,7 @@ pub(crate) mod pass_sum;
 #[cfg(feature = "enabled")]
 pub(crate) mod scope;
 
-// The bound of `__private::wgpu_pass`; unnameable outside (sealed).
+// The bound of `__private::wgpu_pass` (a pass begun on an encoder in an annotated body); unnameable outside (sealed).
 #[cfg(feature = "enabled")]
 pub(crate) use api::PassDescriptor;
 pub use handles::{AsHandle, AsRecorder};

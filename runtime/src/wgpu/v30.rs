@@ -22,6 +22,8 @@ macro_rules! only_29 {
 #[allow(private_interfaces, clippy::duplicate_mod)]
 #[path = "major.rs"]
 mod major;
+#[cfg(feature = "enabled")]
+pub use major::PassThroughGuard;
 
 /// This major as gpuspan names it (the resolver's pending work).
 #[cfg(feature = "enabled")]
