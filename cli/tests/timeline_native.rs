@@ -6,39 +6,16 @@
 
 mod common;
 
+#[path = "common/perfetto.rs"]
+mod perfetto;
+
 use common::{gpuspan, scratch};
+use perfetto::decode;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
-
-/// The Python with Perfetto's package (scripts/sql-clients' venv, or GPUSPAN_TEST_PYTHON).
-fn python() -> String {
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sql-clients/venv/bin/python");
-    let p = std::env::var("GPUSPAN_TEST_PYTHON").unwrap_or_else(|_| venv.to_owned());
-    let ok = Command::new(&p)
-        .args(["-c", "from perfetto.protos.perfetto.trace import perfetto_trace_pb2"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "no Python with Perfetto's package at {p}: run scripts/sql-clients install (or set GPUSPAN_TEST_PYTHON)"
-    );
-    p
-}
-
-/// Decodes a native trace with Perfetto's schema into JSON: its slices (process, track,
-/// name, category, start, end, arguments), flows (indexes of the slices they join), counters
-/// (process, track, unit, time, value) and the sequence's facts.
-const DECODE: &str = include_str!("common/perfetto_decode.py");
-
-fn decode(trace: &Path) -> Value {
-    let out = Command::new(python()).args(["-c", DECODE]).arg(trace).output().expect("python runs");
-    assert!(out.status.success(), "decoding {}: {}", trace.display(), String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("the decoder printed JSON")
-}
 
 /// Both timelines of the same captures: (JSON document, decoded native trace).
 fn both(command: &str, captures: &[PathBuf], name: &str) -> (Value, Value) {

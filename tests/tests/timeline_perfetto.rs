@@ -8,14 +8,17 @@
 //! the same tracks, to the nanosecond).
 #![cfg(feature = "wgpu-suite")]
 
+#[path = "../../cli/tests/common/perfetto.rs"]
+mod perfetto;
+
 use gpuspan::{gpu_kernel, gpu_transfer};
 use gpuspan_tests::gpu::Gpu;
 use gpuspan_tests::wgpu;
+use perfetto::decode;
 use rusty_fork::rusty_fork_test;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 #[gpu_kernel(name = "pf_outer", trace_all)]
 fn outer(gpu: &Gpu, queue: &wgpu::Queue) {
@@ -43,31 +46,6 @@ fn frame(gpu: &Gpu) {
 #[gpu_transfer(direction = cpu_to_gpu, trace_all)]
 fn pf_upload(queue: &wgpu::Queue, buffer: &wgpu::Buffer, data: &[f32]) {
     queue.write_buffer(buffer, 0, bytemuck::cast_slice(data));
-}
-
-/// The Python with Perfetto's package (scripts/sql-clients' venv, or GPUSPAN_TEST_PYTHON).
-fn python() -> String {
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sql-clients/venv/bin/python");
-    let p = std::env::var("GPUSPAN_TEST_PYTHON").unwrap_or_else(|_| venv.to_owned());
-    let ok = Command::new(&p)
-        .args(["-c", "from perfetto.protos.perfetto.trace import perfetto_trace_pb2"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "no Python with Perfetto's package at {p}: run scripts/sql-clients install (or set GPUSPAN_TEST_PYTHON)"
-    );
-    p
-}
-
-/// The CLI's decoder: slices `[process, track, name, [categories], start, end, args]`, flows as
-/// pairs of slice indexes, counters `[process, track, unit, time, value]`, the sequence's facts.
-const DECODE: &str = include_str!("../../cli/tests/common/perfetto_decode.py");
-
-fn decode(trace: &Path) -> Value {
-    let out = Command::new(python()).args(["-c", DECODE]).arg(trace).output().expect("python runs");
-    assert!(out.status.success(), "decoding {}: {}", trace.display(), String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("the decoder printed JSON")
 }
 
 fn scratch(name: &str) -> PathBuf {
