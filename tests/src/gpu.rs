@@ -102,6 +102,18 @@ impl Gpu {
         Self::found(gpu)
     }
 
+    /// [`Gpu::instrumented_for_test`], and the real device and queue behind it, as a windowed
+    /// program keeps them to configure its surface (wgpu's surface needs the core device).
+    pub fn instrumented_keeping_real(elements: u32, iterations: u32) -> Option<(Gpu, wgpu::Device, wgpu::Queue)> {
+        let gpu = new_device(|all| all).map(|(a, d, q)| {
+            let real = (d.clone(), q.clone());
+            let (d, q) = gpuspan::wgpu::instrument(&a, d, q);
+            (Self::on(a, d, q, elements, iterations), real)
+        });
+        let (gpu, real) = gpu.unzip();
+        Self::found(gpu).zip(real).map(|(gpu, (d, q))| (gpu, d, q))
+    }
+
     fn on(adapter: wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue, elements: u32, iterations: u32) -> Gpu {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("busy"),

@@ -668,6 +668,110 @@ rusty_fork_test! {
     }
 }
 
+/// A windowed program's frame: its surface is configured with the real device (wgpu's surface
+/// calls the core device), so the frame's texture is the real device's, and the frame's passes,
+/// encoded on the instrumented device, draw into a view of it. Headless here: a texture the real
+/// device makes as a surface's is made (`RENDER_ATTACHMENT | COPY_SRC`) stands for
+/// `get_current_texture()`.
+#[gpu_kernel(trace_all)]
+fn surface_frame(gpu: &Gpu, frame: &wgpu::TextureView, pipeline: &wgpu::RenderPipeline) {
+    let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("frame") });
+    {
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("to the surface"),
+            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                view: frame,
+                depth_slice: None,
+                resolve_target: None,
+                ops: wgpu::Operations { load: wgpu::LoadOp::Clear(wgpu::Color::BLACK), store: wgpu::StoreOp::Store },
+            })],
+            ..Default::default()
+        });
+        pass.set_pipeline(pipeline);
+        pass.draw(0..3, 0..1);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_frame_drawn_into_the_real_devices_texture_as_a_surfaces_is_timed_and_drawn() {
+        let Some((gpu, real, real_queue)) = Gpu::instrumented_keeping_real(1 << 10, 1) else { return };
+        let capture = Capture::start();
+        let format = wgpu::TextureFormat::Rgba8Unorm;
+        let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("triangle"),
+            source: wgpu::ShaderSource::Wgsl(TRIANGLE.into()),
+        });
+        let pipeline = gpu.device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+            label: Some("triangle"),
+            layout: None,
+            vertex: wgpu::VertexState {
+                module: &module,
+                entry_point: Some("vs"),
+                compilation_options: Default::default(),
+                buffers: &[],
+            },
+            primitive: Default::default(),
+            depth_stencil: None,
+            multisample: Default::default(),
+            fragment: Some(wgpu::FragmentState {
+                module: &module,
+                entry_point: Some("fs"),
+                compilation_options: Default::default(),
+                targets: &[Some(format.into())],
+            }),
+            multiview_mask: None,
+            cache: None,
+        });
+        let size = wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 };
+        let surface_texture = real.create_texture(&wgpu::TextureDescriptor {
+            label: Some("surface texture"),
+            size,
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format,
+            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+            view_formats: &[],
+        });
+        let view = surface_texture.create_view(&Default::default());
+        for _ in 0..3 {
+            surface_frame(&gpu, &view, &pipeline);
+        }
+        // What the frame drew, read on the real device (as the compositor would see it).
+        let read = real.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("pixels"),
+            size: 256 * 64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = real.create_command_encoder(&Default::default());
+        encoder.copy_texture_to_buffer(
+            surface_texture.as_image_copy(),
+            wgpu::TexelCopyBufferInfo {
+                buffer: &read,
+                layout: wgpu::TexelCopyBufferLayout { offset: 0, bytes_per_row: Some(256), rows_per_image: None },
+            },
+            size,
+        );
+        real_queue.submit([encoder.finish()]);
+        let slice = read.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |r| r.expect("map pixels"));
+        real.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+        let pixel = gpuspan_tests::mapped(&slice)[32 * 256 + 32 * 4..32 * 256 + 32 * 4 + 4].to_vec();
+        assert_eq!(pixel, [255, 0, 0, 255], "the frame's triangle was drawn into the surface's texture");
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let frames = capture.of("surface_frame");
+        assert_eq!(frames.len(), 3);
+        for r in &frames {
+            assert_summed(r);
+            assert_eq!(names(r), ["to the surface"]);
+        }
+    }
+}
+
 /// A future that is pending once (waking itself) before it is ready: a real suspension of the
 /// async function awaiting it, as a read-back or a channel would be.
 struct YieldOnce(bool);
