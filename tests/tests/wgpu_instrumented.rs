@@ -1192,3 +1192,38 @@ rusty_fork_test! {
         drop(kept);
     }
 }
+
+#[gpu_kernel(trace_all)]
+fn on_a_device_about_to_be_lost(gpu: &Gpu, queue: &wgpu::Queue) {
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.record_pass(&mut encoder, None);
+    queue.submit([encoder.finish()]);
+}
+
+rusty_fork_test! {
+    /// gpuspan's own commands on a device that is lost under them fail: that is said once, and
+    /// never reaches the program's uncaptured-error handler (wgpu's default panics) from
+    /// gpuspan's resolver thread. The program's own failing calls still reach it, from its thread.
+    #[test]
+    fn a_device_lost_under_gpuspans_own_commands_is_said_and_its_errors_stay_gpuspans() {
+        let Some(gpu) = Gpu::for_test_with(|all| all, 1 << 10, 1) else { return };
+        let errors = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = errors.clone();
+        gpu.device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let thread = std::thread::current().name().unwrap_or("unnamed").to_owned();
+            seen.lock().unwrap().push(format!("{thread}: {e}"));
+        }));
+        let test_thread = std::thread::current().name().unwrap_or("unnamed").to_owned();
+        on_a_device_about_to_be_lost(&gpu, &gpu.queue);
+        gpu.device.destroy();
+        // The program goes on calling: its calls fail (on its thread), and gpuspan's brackets
+        // around them give the resolver rounds to submit on the lost device.
+        for _ in 0..5 {
+            on_a_device_about_to_be_lost(&gpu, &gpu.queue);
+            let _ = gpuspan::flush();
+        }
+        let errors = errors.lock().unwrap().clone();
+        let foreign: Vec<&String> = errors.iter().filter(|e| !e.starts_with(&format!("{test_thread}:"))).collect();
+        assert!(foreign.is_empty(), "errors of gpuspan's own commands reached the program's handler: {foreign:?}");
+    }
+}

@@ -45,23 +45,26 @@ impl PendingWork for Frames {
     fn poll(&self, now: Instant) -> Progress {
         let mut pending = 0;
         for d in device::all() {
-            pending += step(&d, false);
-            let contradicted = d.clock_contradicted.load(std::sync::atomic::Ordering::Relaxed);
-            let due = contradicted
-                || d.clock().is_none_or(|c| {
-                    crate::clock::now_ns().saturating_sub(c.taken_at_ns) > RECALIBRATE_EVERY.as_nanos() as u64
-                });
-            if due && d.in_flight_count() > 0 {
-                d.clock_contradicted.store(false, std::sync::atomic::Ordering::Relaxed);
-                calibrate(&d);
-            }
+            pending += guarded(&d, || {
+                let pending = step(&d, false);
+                let contradicted = d.clock_contradicted.load(std::sync::atomic::Ordering::Relaxed);
+                let due = contradicted
+                    || d.clock().is_none_or(|c| {
+                        crate::clock::now_ns().saturating_sub(c.taken_at_ns) > RECALIBRATE_EVERY.as_nanos() as u64
+                    });
+                if due && d.in_flight_count() > 0 {
+                    d.clock_contradicted.store(false, std::sync::atomic::Ordering::Relaxed);
+                    calibrate(&d);
+                }
+                pending
+            });
         }
         Progress { pending, next_wake: (pending > 0).then(|| now + POLL_IN_FLIGHT) }
     }
 
     fn flush(&self, deadline: Instant) -> bool {
         loop {
-            let pending: usize = device::all().iter().map(|d| step(d, true)).sum();
+            let pending: usize = device::all().iter().map(|d| guarded(d, || step(d, true))).sum();
             if pending == 0 {
                 return true;
             }
@@ -70,6 +73,28 @@ impl PendingWork for Frames {
             }
         }
     }
+}
+
+/// Runs gpuspan's own work on `d`'s device inside error scopes of this thread (wgpu's are
+/// per thread), so that a failure of one of its commands (a lost device, memory) is said once
+/// here instead of reaching the program's uncaptured-error handler, whose default panics, on
+/// gpuspan's thread. The program's own scopes, on its threads, are untouched.
+fn guarded<T>(d: &DeviceState, work: impl FnOnce() -> T) -> T {
+    let scopes = [wgpu::ErrorFilter::Validation, wgpu::ErrorFilter::OutOfMemory, wgpu::ErrorFilter::Internal]
+        .map(|filter| d.device.push_error_scope(filter));
+    let out = work();
+    for scope in scopes.into_iter().rev() {
+        // Native wgpu answers at once; a scope still pending is let go.
+        let mut popped = std::pin::pin!(scope.pop());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(Some(e)) = std::future::Future::poll(popped.as_mut(), &mut cx) {
+            note_once(format_args!(
+                "the wgpu commands gpuspan issues itself on {} failed ({e}); what they would have timed is counted as lost",
+                d.label.name
+            ));
+        }
+    }
+    out
 }
 
 /// Polls the device when something is pending and advances every frame and bracket batch (a
