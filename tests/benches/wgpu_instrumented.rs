@@ -140,6 +140,82 @@ fn pass_exactness(gpu: &Gpu) -> (f64, f64) {
     (median(ours), median(theirs))
 }
 
+/// Raw pass timestamps in a query set as large as one of gpuspan's batches (256 queries), each
+/// pass writing the next pair, read back by hand.
+struct RawInBigSet {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    read: wgpu::Buffer,
+}
+
+impl RawInBigSet {
+    const QUERIES: u32 = 256;
+
+    fn new(device: &wgpu::Device) -> RawInBigSet {
+        RawInBigSet {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("raw, large set"),
+                ty: wgpu::QueryType::Timestamp,
+                count: Self::QUERIES,
+            }),
+            resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("raw resolve"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            read: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("raw read"),
+                size: 16,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        }
+    }
+
+    /// One pass like [`one_pass`]'s, writing pair `i`, and its duration (ns).
+    fn pass_ns(&self, gpu: &Gpu, i: u32) -> f64 {
+        let pair = 2 * (i % (Self::QUERIES / 2));
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("raw pass, large set"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &self.set,
+                    beginning_of_pass_write_index: Some(pair),
+                    end_of_pass_write_index: Some(pair + 1),
+                }),
+            });
+            pass.set_pipeline(&gpu.pipeline);
+            pass.set_bind_group(0, &gpu.bind_group, &[]);
+            pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
+        }
+        encoder.resolve_query_set(&self.set, pair..pair + 2, &self.resolve, 0);
+        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.read, 0, 16);
+        gpu.queue.submit([encoder.finish()]);
+        let slice = self.read.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |r| r.expect("map"));
+        gpu.wait();
+        let t: Vec<u64> = bytemuck::cast_slice(&gpuspan_tests::mapped(&slice)).to_vec();
+        self.read.unmap();
+        (t[1] - t[0]) as f64 * f64::from(gpu.queue.get_timestamp_period())
+    }
+}
+
+/// On a plain device, the same pass with raw writes into a two-query set and into a large set,
+/// alternating (medians, ns): whether the query set alone moves a pass's two timestamps.
+fn raw_sets(gpu: &Gpu) -> (f64, f64) {
+    let small = RawTimer::new(&gpu.device);
+    let big = RawInBigSet::new(&gpu.device);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..EXACT_PASSES as u32 {
+        one_pass(gpu, "raw pass", Some(&small));
+        a.push(small.read_ns(gpu));
+        b.push(big.pass_ns(gpu, i));
+    }
+    (median(a), median(b))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
@@ -228,6 +304,15 @@ fn instrumented(c: &mut Criterion) {
         ours / raw
     );
     drop(instrumented);
+    if let Some((gpu, _)) = &stamped {
+        let (small, big) = raw_sets(gpu);
+        println!(
+            "the same pass with raw writes on a plain device (medians of {EXACT_PASSES}, alternating): a two-query set \
+             {small:.0} ns, a {}-query set {big:.0} ns: {:.3} ×",
+            RawInBigSet::QUERIES,
+            big / small
+        );
+    }
     // The same comparison on a pass a thousand times longer: a fixed difference between the two
     // ways of writing a pass's timestamps shrinks with the pass, a lost share of it does not.
     let on_cpu = plain.adapter.get_info().device_type == wgpu::DeviceType::Cpu;
