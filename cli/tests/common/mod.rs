@@ -6,9 +6,14 @@ use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The prefix of a test process's scratch folder, followed by its process id.
+const SCRATCH: &str = "gpuspan-cli-test-";
+
 /// A path in this test process's scratch folder.
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpuspan-cli-test-{}", std::process::id()));
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(sweep_ended);
+    let dir = std::env::temp_dir().join(format!("{SCRATCH}{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
@@ -101,4 +106,23 @@ pub fn memory_capture() -> Capture {
     c.aggregates.push(Aggregate { site: 0, calls: 1, ..Default::default() });
     c.end = Some(End { end_ns: 1_001_000, records: 1, losses: vec![], notes: vec![] });
     c
+}
+
+/// Removes the scratch folders of test processes that have ended: a test binary has no teardown,
+/// so each run leaves its folder (some hundred MB), and repeated runs filled the disk. Only where
+/// `/proc` says which processes live.
+fn sweep_ended() {
+    if !std::path::Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH)).and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }

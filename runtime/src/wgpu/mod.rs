@@ -47,6 +47,7 @@ macro_rules! declare_majors {
 }
 with_majors!(declare_majors);
 
+#[cfg(feature = "enabled")]
 macro_rules! reexport_pass_traits {
     ($($feature:tt => $variant:ident($module:ident)),* $(,)?) => {
         $(
