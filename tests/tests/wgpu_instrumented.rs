@@ -1088,3 +1088,49 @@ rusty_fork_test! {
         drop(kept);
     }
 }
+
+/// Stands for a framework handed only an instance (bevy's `RenderCreation::Manual` with an
+/// instance, a windowed app's setup): it encodes and submits its own labelled pass.
+fn framework_simulate(gpu: &Gpu) {
+    let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("framework") });
+    {
+        let mut pass = encoder
+            .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("simulate"), timestamp_writes: None });
+        pass.set_pipeline(&gpu.pipeline);
+        pass.set_bind_group(0, &gpu.bind_group, &[]);
+        pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+#[gpu_kernel(trace_all)]
+fn simulate_step(gpu: &Gpu) {
+    framework_simulate(gpu);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_device_from_an_instrumented_instance_times_every_pass_of_a_framework() {
+        let Some(gpu) = Gpu::from_instrumented_instance_for_test(1 << 14, 64) else { return };
+        // `instrument` given an adapter and device of the instrumented instance returns the
+        // device as it is: instrumenting twice would time each pass twice.
+        let (device, queue) = gpuspan::wgpu::instrument(&gpu.adapter, gpu.device.clone(), gpu.queue.clone());
+        assert!(device == gpu.device && queue == gpu.queue, "already instrumented: returned as it is");
+        let capture = Capture::start();
+        for _ in 0..3 {
+            simulate_step(&gpu);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let steps = capture.of("simulate_step");
+        assert_eq!(steps.len(), 3);
+        for r in &steps {
+            assert_summed(r);
+            assert_eq!(names(r), ["simulate"], "one pass, timed once, named by its label");
+            let g = gpu_of(r);
+            assert!(g.busy_ns > 0, "{g:?}");
+            assert!(g.interval.start_ns + g.clock_error_ns >= r.host.start_ns, "after the call began: {r:?}");
+        }
+        assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+}
