@@ -1133,6 +1133,24 @@ rusty_fork_test! {
         }
         assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
     }
+
+    #[test]
+    fn adapters_enumerated_by_an_instrumented_instance_give_instrumented_devices() {
+        let desc = gpuspan_tests::gpu::instance_descriptor();
+        let backends = desc.backends;
+        let instance = gpuspan::wgpu::instrument_instance(wgpu::Instance::new(desc));
+        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+        let Some(adapter) = adapters.first() else {
+            assert!(!gpuspan_tests::in_ci(), "no adapter enumerated, and CI=true");
+            return eprintln!("skipped: no wgpu adapter on this machine");
+        };
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&Default::default())).expect("a device of the enumerated adapter");
+        let (same_device, same_queue) = gpuspan::wgpu::instrument(adapter, device.clone(), queue.clone());
+        assert!(same_device == device && same_queue == queue, "already instrumented by the adapter");
+        // Forwarded to the real instance: its devices are the real ones behind the instrumented.
+        instance.poll_all(true);
+    }
 }
 
 /// A window on a virtual X display (Xvfb), for a real surface without a screen. Xvfb and the
@@ -1299,6 +1317,15 @@ rusty_fork_test! {
             assert_summed(r);
             assert_eq!(names(r), ["main pass"], "the frame's pass into the surface texture, timed: {r:?}");
         }
+        // A device of another instance cannot configure it: the call is skipped and said once,
+        // nothing panics.
+        let other = Gpu::new(64, 1).expect("a device of the tests' plain instance");
+        app.surface.configure(&other.device, &config);
+        let notes = gpuspan::summary().notes;
+        assert!(
+            notes.iter().any(|n| n.contains("device not made through the instance") && n.contains("left unconfigured")),
+            "{notes:?}"
+        );
         drop(app);
         drop(window);
     }
