@@ -155,7 +155,13 @@ impl SurfaceInterface for Surface {
 
     only_30! {
         fn display_hdr_info(&self, adapter: &DispatchAdapter) -> wgpu::DisplayHdrInfo {
-            real_adapter(adapter).map(|a| self.0.display_hdr_info(a)).unwrap_or_default()
+            match real_adapter(adapter) {
+                Some(a) => self.0.display_hdr_info(a),
+                None => {
+                    foreign("adapter", "the surface reports no HDR information");
+                    wgpu::DisplayHdrInfo::default()
+                }
+            }
         }
     }
 
