@@ -1284,7 +1284,12 @@ rusty_fork_test! {
         let instance = gpuspan::wgpu::instrument_instance(wgpu::Instance::new(gpuspan_tests::gpu::instance_descriptor()));
         // SAFETY: the window and its connection outlive the surface (dropped at the test's end,
         // after `app`).
-        let surface = unsafe { instance.create_surface_unsafe(window.target()) }.expect("a surface of the X window");
+        let surface = match (unsafe { instance.create_surface_unsafe(window.target()) }, gpuspan_tests::in_ci()) {
+            (Ok(s), _) => s,
+            (Err(e), true) => panic!("no surface of the X window ({e}), and CI=true"),
+            // A driver without X presentation (NVIDIA's Vulkan on Xvfb).
+            (Err(e), false) => return eprintln!("skipped: no surface of the X window ({e})"),
+        };
         let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
             compatible_surface: Some(&surface),
             ..Default::default()
