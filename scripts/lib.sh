@@ -79,6 +79,10 @@ ensure_tmux() {
     ensure_package tmux tmux "the live dashboard's tests run gpuspan top inside it"
 }
 
+ensure_xvfb() {
+    ensure_package Xvfb xvfb "wgpu_instrumented.rs presents to a window surface on a virtual X display"
+}
+
 ensure_valgrind() {
     ensure_package valgrind valgrind "scripts/count-check counts the hot path's instructions"
     ensure_package bc bc "the count scripts' arithmetic"

@@ -184,6 +184,8 @@ macro_rules! wgpu_calls {
             gpuspan::wgpu::register(adapter, device, queue);
             let (same_device, same_queue) = gpuspan::wgpu::instrument(adapter, device.clone(), queue.clone());
             assert!(&same_device == device && &same_queue == queue, "off: instrument returns its arguments");
+            // Off, `instrument_instance` returns its argument (no instance here to call it on).
+            let _: fn(wgpu::Instance) -> wgpu::Instance = gpuspan::wgpu::instrument_instance::<wgpu::Instance>;
             fn takes_recorder<R: gpuspan::wgpu::AsRecorder>(_: R) {}
             fn takes_queue<Q: gpuspan::wgpu::AsHandle<wgpu::Queue>>(_: Q) {}
             let _ = (takes_recorder::<&mut wgpu::CommandEncoder>, takes_queue::<&wgpu::Queue>);

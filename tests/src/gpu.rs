@@ -37,11 +37,7 @@ fn adapter() -> Option<&'static wgpu::Adapter> {
     static ADAPTER: std::sync::OnceLock<Option<wgpu::Adapter>> = std::sync::OnceLock::new();
     ADAPTER
         .get_or_init(|| {
-            let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-            if std::env::var_os("WGPU_BACKEND").is_none() {
-                desc.backends = wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12;
-            }
-            let instance = wgpu::Instance::new(desc);
+            let instance = wgpu::Instance::new(instance_descriptor());
             pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
                 ..Default::default()
@@ -49,6 +45,15 @@ fn adapter() -> Option<&'static wgpu::Adapter> {
             .ok()
         })
         .as_ref()
+}
+
+/// The tests' instance: no display, and GL left out (see [`adapter`]) unless `WGPU_BACKEND` says.
+pub fn instance_descriptor() -> wgpu::InstanceDescriptor {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    if std::env::var_os("WGPU_BACKEND").is_none() {
+        desc.backends = wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12;
+    }
+    desc
 }
 
 /// A device of the adapter with `features(the adapter's timestamp features)`, registered.
@@ -112,6 +117,28 @@ impl Gpu {
         });
         let (gpu, real) = gpu.unzip();
         Self::found(gpu).zip(real).map(|(gpu, (d, q))| (gpu, d, q))
+    }
+
+    /// Like [`Gpu::for_test`], made the way a framework handed only an instance makes its
+    /// device (bevy): the instance is `gpuspan::wgpu::instrument_instance`'s, and its adapter's
+    /// `request_device` gives the (instrumented) device and queue; gpuspan is not called again.
+    pub fn from_instrumented_instance_for_test(elements: u32, iterations: u32) -> Option<Gpu> {
+        let instance = gpuspan::wgpu::instrument_instance(wgpu::Instance::new(instance_descriptor()));
+        let gpu = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .ok()
+        .and_then(|adapter| {
+            let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+                label: Some("gpuspan test device"),
+                required_features: gpuspan::wgpu::timestamp_features(&adapter),
+                ..Default::default()
+            }))
+            .ok()?;
+            Some(Self::on(adapter, device, queue, elements, iterations))
+        });
+        Self::found(gpu)
     }
 
     fn on(adapter: wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue, elements: u32, iterations: u32) -> Gpu {

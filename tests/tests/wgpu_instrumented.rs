@@ -1227,3 +1227,250 @@ rusty_fork_test! {
         assert!(foreign.is_empty(), "errors of gpuspan's own commands reached the program's handler: {foreign:?}");
     }
 }
+
+/// Stands for a framework handed only an instance (bevy's `RenderCreation::Manual` with an
+/// instance, a windowed app's setup): it encodes and submits its own labelled pass.
+fn framework_simulate(gpu: &Gpu) {
+    let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("framework") });
+    {
+        let mut pass = encoder
+            .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("simulate"), timestamp_writes: None });
+        pass.set_pipeline(&gpu.pipeline);
+        pass.set_bind_group(0, &gpu.bind_group, &[]);
+        pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
+    }
+    gpu.queue.submit([encoder.finish()]);
+}
+
+#[gpu_kernel(trace_all)]
+fn simulate_step(gpu: &Gpu) {
+    framework_simulate(gpu);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_device_from_an_instrumented_instance_times_every_pass_of_a_framework() {
+        let Some(gpu) = Gpu::from_instrumented_instance_for_test(1 << 14, 64) else { return };
+        // `instrument` given an adapter and device of the instrumented instance returns the
+        // device as it is: instrumenting twice would time each pass twice.
+        let (device, queue) = gpuspan::wgpu::instrument(&gpu.adapter, gpu.device.clone(), gpu.queue.clone());
+        assert!(device == gpu.device && queue == gpu.queue, "already instrumented: returned as it is");
+        let capture = Capture::start();
+        for _ in 0..3 {
+            simulate_step(&gpu);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let steps = capture.of("simulate_step");
+        assert_eq!(steps.len(), 3);
+        for r in &steps {
+            assert_summed(r);
+            assert_eq!(names(r), ["simulate"], "one pass, timed once, named by its label");
+            let g = gpu_of(r);
+            assert!(g.busy_ns > 0, "{g:?}");
+            assert!(g.interval.start_ns + g.clock_error_ns >= r.host.start_ns, "after the call began: {r:?}");
+        }
+        assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+
+    #[test]
+    fn adapters_enumerated_by_an_instrumented_instance_give_instrumented_devices() {
+        let desc = gpuspan_tests::gpu::instance_descriptor();
+        let backends = desc.backends;
+        let instance = gpuspan::wgpu::instrument_instance(wgpu::Instance::new(desc));
+        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+        let Some(adapter) = adapters.first() else {
+            assert!(!gpuspan_tests::in_ci(), "no adapter enumerated, and CI=true");
+            return eprintln!("skipped: no wgpu adapter on this machine");
+        };
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&Default::default())).expect("a device of the enumerated adapter");
+        let (same_device, same_queue) = gpuspan::wgpu::instrument(adapter, device.clone(), queue.clone());
+        assert!(same_device == device && same_queue == queue, "already instrumented by the adapter");
+        // Forwarded to the real instance: its devices are the real ones behind the instrumented.
+        instance.poll_all(true);
+    }
+}
+
+/// A window on a virtual X display (Xvfb), for a real surface without a screen. Xvfb and the
+/// window go when it is dropped.
+struct XWindow {
+    xvfb: std::process::Child,
+    connection: x11rb::xcb_ffi::XCBConnection,
+    screen: usize,
+    window: u32,
+}
+
+impl XWindow {
+    const SIZE: (u16, u16) = (64, 48);
+
+    /// `None` (skipped, said once) where Xvfb is missing; a failure in CI (scripts/test
+    /// installs it).
+    fn open() -> Option<XWindow> {
+        use std::io::BufRead;
+        use x11rb::connection::Connection;
+        use x11rb::protocol::xproto::{ConnectionExt, CreateWindowAux, WindowClass};
+        // `-displayfd`: Xvfb picks a free display and writes its number once it accepts clients.
+        let spawned = std::process::Command::new("Xvfb")
+            .args(["-displayfd", "1", "-screen", "0", "320x240x24", "-nolisten", "tcp"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        let mut xvfb = match (spawned, gpuspan_tests::in_ci()) {
+            (Ok(child), _) => child,
+            (Err(e), true) => panic!("Xvfb cannot start ({e}), and CI=true: install xvfb (scripts/test does)"),
+            (Err(e), false) => {
+                eprintln!("skipped: Xvfb cannot start ({e}); set CI=true to make this a failure");
+                return None;
+            }
+        };
+        let mut display = String::new();
+        std::io::BufReader::new(xvfb.stdout.take().expect("piped")).read_line(&mut display).expect("Xvfb's display");
+        let display = std::ffi::CString::new(format!(":{}", display.trim())).expect("a display name");
+        let (connection, screen) =
+            x11rb::xcb_ffi::XCBConnection::connect(Some(display.as_c_str())).expect("connect to Xvfb");
+        let root = &connection.setup().roots[screen];
+        let window = connection.generate_id().expect("a window id");
+        let (width, height) = Self::SIZE;
+        connection
+            .create_window(
+                x11rb::COPY_DEPTH_FROM_PARENT,
+                window,
+                root.root,
+                0,
+                0,
+                width,
+                height,
+                0,
+                WindowClass::INPUT_OUTPUT,
+                root.root_visual,
+                &CreateWindowAux::new(),
+            )
+            .expect("create a window");
+        connection.map_window(window).expect("map the window");
+        connection.flush().expect("flush");
+        Some(XWindow { xvfb, connection, screen, window })
+    }
+
+    /// The window as wgpu takes it: its XCB connection and window id.
+    fn target(&self) -> wgpu::SurfaceTargetUnsafe {
+        use wgpu::rwh::{RawDisplayHandle, RawWindowHandle, XcbDisplayHandle, XcbWindowHandle};
+        let connection = std::ptr::NonNull::new(self.connection.get_raw_xcb_connection());
+        wgpu::SurfaceTargetUnsafe::RawHandle {
+            raw_display_handle: Some(RawDisplayHandle::Xcb(XcbDisplayHandle::new(connection, self.screen as i32))),
+            raw_window_handle: RawWindowHandle::Xcb(XcbWindowHandle::new(
+                std::num::NonZeroU32::new(self.window).expect("X ids are not 0"),
+            )),
+        }
+    }
+}
+
+impl Drop for XWindow {
+    fn drop(&mut self) {
+        let _ = self.xvfb.kill();
+        let _ = self.xvfb.wait();
+    }
+}
+
+/// A windowed framework's frame: it takes the surface's texture, renders into it with its own
+/// labelled pass, submits and presents. It never calls gpuspan.
+struct Windowed {
+    surface: wgpu::Surface<'static>,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+impl Windowed {
+    fn frame(&self) {
+        let frame = match self.surface.get_current_texture() {
+            wgpu::CurrentSurfaceTexture::Success(f) | wgpu::CurrentSurfaceTexture::Suboptimal(f) => f,
+            other => panic!("no surface texture: {other:?}"),
+        };
+        let view = frame.texture.create_view(&Default::default());
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let _pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+                label: Some("main pass"),
+                color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                    view: &view,
+                    depth_slice: None,
+                    resolve_target: None,
+                    ops: wgpu::Operations {
+                        load: wgpu::LoadOp::Clear(wgpu::Color::GREEN),
+                        store: wgpu::StoreOp::Store,
+                    },
+                })],
+                ..Default::default()
+            });
+        }
+        self.queue.submit([encoder.finish()]);
+        #[cfg(feature = "wgpu-30")]
+        self.queue.present(frame);
+        #[cfg(not(feature = "wgpu-30"))]
+        frame.present();
+    }
+}
+
+#[gpu_kernel(trace_all)]
+fn render_frame(app: &Windowed) {
+    app.frame();
+}
+
+rusty_fork_test! {
+    #[test]
+    fn a_window_surface_of_an_instrumented_instance_configures_and_presents_with_its_device() {
+        let Some(window) = XWindow::open() else { return };
+        let instance = gpuspan::wgpu::instrument_instance(wgpu::Instance::new(gpuspan_tests::gpu::instance_descriptor()));
+        // SAFETY: the window and its connection outlive the surface (dropped at the test's end,
+        // after `app`).
+        let surface = match (unsafe { instance.create_surface_unsafe(window.target()) }, gpuspan_tests::in_ci()) {
+            (Ok(s), _) => s,
+            (Err(e), true) => panic!("no surface of the X window ({e}), and CI=true"),
+            // A driver without X presentation (NVIDIA's Vulkan on Xvfb).
+            (Err(e), false) => return eprintln!("skipped: no surface of the X window ({e})"),
+        };
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            compatible_surface: Some(&surface),
+            ..Default::default()
+        }));
+        let adapter = match (adapter, gpuspan_tests::in_ci()) {
+            (Ok(a), _) => a,
+            (Err(e), true) => panic!("no adapter presents to the X window ({e}), and CI=true"),
+            (Err(e), false) => return eprintln!("skipped: no adapter presents to the X window ({e})"),
+        };
+        assert!(adapter.is_surface_supported(&surface));
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            required_features: gpuspan::wgpu::timestamp_features(&adapter),
+            ..Default::default()
+        }))
+        .expect("a device");
+        let (width, height) = XWindow::SIZE;
+        let config = surface.get_default_config(&adapter, width.into(), height.into()).expect("the surface is supported");
+        // With the instrumented device: wgpu's own surface panics here.
+        surface.configure(&device, &config);
+        let app = Windowed { surface, device, queue };
+        let capture = Capture::start();
+        for _ in 0..3 {
+            render_frame(&app);
+        }
+        app.device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+        assert!(gpuspan::flush(), "every pass resolved");
+        let frames = capture.of("render_frame");
+        assert_eq!(frames.len(), 3);
+        for r in &frames {
+            assert_summed(r);
+            assert_eq!(names(r), ["main pass"], "the frame's pass into the surface texture, timed: {r:?}");
+        }
+        // A device of another instance cannot configure it: the call is skipped and said once,
+        // nothing panics.
+        let other = Gpu::new(64, 1).expect("a device of the tests' plain instance");
+        app.surface.configure(&other.device, &config);
+        let notes = gpuspan::summary().notes;
+        assert!(
+            notes.iter().any(|n| n.contains("device not made through the instance") && n.contains("left unconfigured")),
+            "{notes:?}"
+        );
+        drop(app);
+        drop(window);
+    }
+}

@@ -30,6 +30,16 @@ pub trait Adapter {
     fn instrument(&self, device: Self::Device, queue: Self::Queue) -> (Self::Device, Self::Queue);
 }
 
+/// A `wgpu::Instance` of a supported major.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `wgpu::Instance` of a wgpu major gpuspan supports",
+    note = "the majors are gpuspan's features `wgpu-29` and `wgpu-30`"
+)]
+pub trait Instance {
+    /// `gpuspan::wgpu::instrument_instance`.
+    fn instrument_instance(self) -> Self;
+}
+
 /// A `wgpu::Device` of a supported major.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a `wgpu::Device`",

@@ -37,6 +37,15 @@ impl api::Adapter for wgpu::Adapter {
     }
 }
 
+impl api::Instance for wgpu::Instance {
+    fn instrument_instance(self) -> wgpu::Instance {
+        #[cfg(feature = "enabled")]
+        return backend::instrument::instrument_instance(self);
+        #[cfg(not(feature = "enabled"))]
+        return self;
+    }
+}
+
 impl api::Device for wgpu::Device {
     type Queue = wgpu::Queue;
     type Buffer = wgpu::Buffer;

@@ -115,10 +115,37 @@ pub fn register<A: api::Adapter>(adapter: &A, device: &A::Device, queue: &A::Que
 /// ```
 ///
 /// Objects made through the returned device work only with it (as objects of two devices do
-/// in wgpu); surfaces are configured with the device they were made for, not this one. Without
-/// the `enabled` feature it returns its arguments unchanged.
+/// in wgpu). A window surface is configured with it only if the surface was made through
+/// [`instrument_instance`]'s instance. A device already instrumented (from an adapter of that
+/// instance) is returned as it is. Without the `enabled` feature it returns its arguments
+/// unchanged.
 pub fn instrument<A: api::Adapter>(adapter: &A, device: A::Device, queue: A::Queue) -> (A::Device, A::Queue) {
     adapter.instrument(device, queue)
+}
+
+/// The instance to hand to a framework that makes its own adapters, devices and window
+/// surfaces (bevy's `RenderCreation::Manual`): it forwards every call to `instance`, its
+/// adapters' `request_device` returns devices and queues as [`instrument`] does (every pass
+/// timed), and its surfaces can be configured with, and present through, those devices.
+///
+/// ```no_run
+/// # use wgpu30 as wgpu;
+/// # async fn setup() {
+/// let instance = gpuspan::wgpu::instrument_instance(wgpu::Instance::default());
+/// let adapter = instance.request_adapter(&Default::default()).await.unwrap();
+/// let (device, queue) = adapter
+///     .request_device(&wgpu::DeviceDescriptor {
+///         required_features: gpuspan::wgpu::timestamp_features(&adapter),
+///         ..Default::default()
+///     })
+///     .await
+///     .unwrap(); // already instrumented
+/// # }
+/// ```
+///
+/// Without the `enabled` feature it returns its argument unchanged.
+pub fn instrument_instance<I: api::Instance>(instance: I) -> I {
+    instance.instrument_instance()
 }
 
 /// Times the commands recorded into `recorder` as the GPU work of the innermost annotated

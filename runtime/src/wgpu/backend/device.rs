@@ -75,29 +75,18 @@ pub(crate) fn all() -> Vec<Arc<DeviceState>> {
     devices().read().map(|d| d.clone()).unwrap_or_default()
 }
 
+/// The registered device `device` is, or that an instrumented device forwards to.
 pub(crate) fn find(device: &wgpu::Device) -> Option<Arc<DeviceState>> {
-    if let Some(d) = find_as(device, Identity::of_device(device)) {
-        return Some(d);
-    }
-    super::REGISTRY.aliases.read().ok()?.iter().find(|(d, _, _)| d == device).map(|(_, _, s)| s.clone())
+    super::instrument::state_of_device(device).or_else(|| find_as(device, Identity::of_device(device)))
 }
 
+/// The registered device whose queue `queue` is, or that an instrumented queue forwards to.
 pub(crate) fn find_by_queue(queue: &wgpu::Queue) -> Option<Arc<DeviceState>> {
+    if let Some(instrumented) = super::instrument::state_of_queue(queue) {
+        return Some(instrumented);
+    }
     let id = Identity::of_queue(queue);
-    let registered =
-        devices().read().ok()?.iter().find(|d| d.queue.get().is_some_and(|q| q == queue && id.same(d.queue_identity()))).cloned();
-    if registered.is_some() {
-        return registered;
-    }
-    super::REGISTRY.aliases.read().ok()?.iter().find(|(_, q, _)| q == queue).map(|(_, _, s)| s.clone())
-}
-
-/// An instrumented device and queue forward to `state`'s (`instrument`): a call given them
-/// finds that state.
-pub(crate) fn alias(state: &Arc<DeviceState>, device: &wgpu::Device, queue: &wgpu::Queue) {
-    if let Ok(mut a) = super::REGISTRY.aliases.write() {
-        a.push((device.clone(), queue.clone(), state.clone()));
-    }
+    devices().read().ok()?.iter().find(|d| d.queue.get().is_some_and(|q| q == queue && id.same(d.queue_identity()))).cloned()
 }
 
 /// The registered device `device` (of identity `id`) is, instrumented handles aside.

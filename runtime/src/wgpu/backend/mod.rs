@@ -60,9 +60,6 @@ struct Registry {
     parked: std::sync::Mutex<Vec<(u64, attach::Slot)>>,
     /// How many slots are parked: resuming scopes look in `parked` only when some are.
     parked_count: std::sync::atomic::AtomicUsize,
-    /// The instrumented devices and queues (`instrument`), with the registered device each
-    /// forwards to.
-    aliases: std::sync::RwLock<Vec<(wgpu::Device, wgpu::Queue, std::sync::Arc<device::DeviceState>)>>,
     /// The sites of unattributed passes, by label (`instrument/pass.rs`).
     unattributed: std::sync::Mutex<Vec<(std::sync::Arc<str>, &'static Site)>>,
     /// What every instrumented device shares, for the summary (`instrument`).
@@ -77,7 +74,6 @@ static REGISTRY: Registry = Registry {
     devices: std::sync::RwLock::new(Vec::new()),
     parked: std::sync::Mutex::new(Vec::new()),
     parked_count: std::sync::atomic::AtomicUsize::new(0),
-    aliases: std::sync::RwLock::new(Vec::new()),
     unattributed: std::sync::Mutex::new(Vec::new()),
     instrumented: std::sync::RwLock::new(Vec::new()),
 };

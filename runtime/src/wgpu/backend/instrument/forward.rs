@@ -150,6 +150,13 @@ pub(crate) struct Texture {
     memory: Option<Allocation>,
 }
 
+impl Texture {
+    /// A surface's texture (`instance.rs`): the surface owns its memory, so it is not counted.
+    pub(crate) fn of_surface(texture: wgpu::Texture) -> Texture {
+        Texture { texture, memory: None }
+    }
+}
+
 impl TextureInterface for Texture {
     fn create_view(&self, desc: &wgpu::TextureViewDescriptor<'_>) -> DispatchTextureView {
         DispatchTextureView::custom(Forward(self.texture.create_view(desc)))
@@ -795,13 +802,18 @@ impl QueueInterface for Queue {
     }
 
     only_30! {
-        fn present(&self, _detail: &DispatchSurfaceOutputDetail) {
-            // A surface's texture is the real device's: presenting goes through the surface, which
-            // the instrumented queue never holds.
-            note_once(format_args!(
-                "Queue::present on the instrumented queue: present surface textures with the queue of the device the \
-                 surface was configured with"
-            ));
+        fn present(&self, detail: &DispatchSurfaceOutputDetail) {
+            // A surface texture of the instrumented instance (`instance.rs`) is presented on the
+            // real queue; any other surface's texture is its real device's, which this queue
+            // cannot present.
+            match detail.as_custom::<super::instance::Frame>() {
+                Some(frame) => frame.present(&self.queue),
+                None => note_once(format_args!(
+                    "Queue::present on the instrumented queue of a surface texture not made through \
+                     gpuspan::wgpu::instrument_instance: present it with the queue of the device the surface was \
+                     configured with, or make the surface through the instrumented instance"
+                )),
+            }
         }
     }
 }

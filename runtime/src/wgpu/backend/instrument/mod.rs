@@ -4,7 +4,10 @@
 //! render graph, vello, burn's device thread) are then timed pass by pass without a change.
 
 mod forward;
+mod instance;
 mod pass;
+
+pub(crate) use instance::instrument_instance;
 
 pub(crate) use pass::{resolved, unattributed as unattributed_pass, PassTimer};
 
@@ -95,8 +98,19 @@ fn memory_live() -> Option<u64> {
 }
 
 /// Registers `device` and `queue` (as `register` does) and returns their instrumented
-/// counterparts, registered too: a call given either finds the same device.
+/// counterparts, registered too: a call given either finds the same device. A device already
+/// instrumented (one from an adapter of `instrument_instance`'s instance) is returned as it is.
 pub(crate) fn instrument(adapter: &wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue) -> (wgpu::Device, wgpu::Queue) {
+    if device.as_custom::<forward::Device>().is_some() {
+        return (device, queue);
+    }
+    let (device, queue) = instrument_parts(adapter, device, queue);
+    (wgpu::Device::from_custom(device), wgpu::Queue::from_custom(queue))
+}
+
+/// `instrument`'s device and queue before wgpu wraps them in its handles (an instrumented
+/// adapter hands them to wgpu itself, `instance.rs`).
+fn instrument_parts(adapter: &wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue) -> (forward::Device, forward::Queue) {
     super::register(adapter, &device, &queue);
     let state = device::register(&device, Some(&queue), None);
     let shared = Arc::new(Shared {
@@ -114,8 +128,15 @@ pub(crate) fn instrument(adapter: &wgpu::Adapter, device: wgpu::Device, queue: w
     crate::hooks::add_counter_track(memory_tracks);
     crate::hooks::add_memory_source(memory_live);
     crate::hooks::add_memory_accounts(memory_accounts);
-    let instrumented_device = wgpu::Device::from_custom(forward::Device::new(device, shared.clone()));
-    let instrumented_queue = wgpu::Queue::from_custom(forward::Queue { queue, shared });
-    device::alias(&state, &instrumented_device, &instrumented_queue);
-    (instrumented_device, instrumented_queue)
+    (forward::Device::new(device, shared.clone()), forward::Queue { queue, shared })
+}
+
+/// The registered device an instrumented device forwards to (`None`: not an instrumented one).
+pub(crate) fn state_of_device(device: &wgpu::Device) -> Option<Arc<DeviceState>> {
+    device.as_custom::<forward::Device>().map(|d| d.shared.state.clone())
+}
+
+/// The registered device an instrumented queue forwards to (`None`: not an instrumented one).
+pub(crate) fn state_of_queue(queue: &wgpu::Queue) -> Option<Arc<DeviceState>> {
+    queue.as_custom::<forward::Queue>().map(|q| q.shared.state.clone())
 }
