@@ -559,6 +559,77 @@ fn fs() -> @location(0) vec4<f32> {
 }
 "#;
 
+/// The format the triangle tests draw in.
+const TARGET_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
+const TARGET_SIZE: wgpu::Extent3d = wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 };
+
+/// A pipeline drawing [`TRIANGLE`] into a [`TARGET_FORMAT`] target.
+fn triangle_pipeline(device: &wgpu::Device) -> wgpu::RenderPipeline {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("triangle"),
+        source: wgpu::ShaderSource::Wgsl(TRIANGLE.into()),
+    });
+    device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some("triangle"),
+        layout: None,
+        vertex: wgpu::VertexState {
+            module: &module,
+            entry_point: Some("vs"),
+            compilation_options: Default::default(),
+            buffers: &[],
+        },
+        primitive: Default::default(),
+        depth_stencil: None,
+        multisample: Default::default(),
+        fragment: Some(wgpu::FragmentState {
+            module: &module,
+            entry_point: Some("fs"),
+            compilation_options: Default::default(),
+            targets: &[Some(TARGET_FORMAT.into())],
+        }),
+        multiview_mask: None,
+        cache: None,
+    })
+}
+
+/// A [`TARGET_SIZE`] texture to draw into and read back.
+fn target_texture(device: &wgpu::Device, label: &str) -> wgpu::Texture {
+    device.create_texture(&wgpu::TextureDescriptor {
+        label: Some(label),
+        size: TARGET_SIZE,
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: TARGET_FORMAT,
+        usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+        view_formats: &[],
+    })
+}
+
+/// The centre pixel of `texture`, read back through `device` and `queue`.
+fn centre_pixel(device: &wgpu::Device, queue: &wgpu::Queue, texture: &wgpu::Texture) -> Vec<u8> {
+    let read = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("pixels"),
+        size: 256 * 64,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    encoder.copy_texture_to_buffer(
+        texture.as_image_copy(),
+        wgpu::TexelCopyBufferInfo {
+            buffer: &read,
+            layout: wgpu::TexelCopyBufferLayout { offset: 0, bytes_per_row: Some(256), rows_per_image: None },
+        },
+        TARGET_SIZE,
+    );
+    queue.submit([encoder.finish()]);
+    let slice = read.slice(..);
+    slice.map_async(wgpu::MapMode::Read, |r| r.expect("map pixels"));
+    device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+    gpuspan_tests::mapped(&slice)[32 * 256 + 32 * 4..32 * 256 + 32 * 4 + 4].to_vec()
+}
+
 /// A render pass that executes a render bundle recorded through the instrumented device.
 #[gpu_kernel(trace_all)]
 fn bundled(gpu: &Gpu, view: &wgpu::TextureView, bundle: &wgpu::RenderBundle) {
@@ -589,32 +660,8 @@ rusty_fork_test! {
         let capture = Capture::start();
         let device = &gpu.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("triangle"),
-            source: wgpu::ShaderSource::Wgsl(TRIANGLE.into()),
-        });
-        let format = wgpu::TextureFormat::Rgba8Unorm;
-        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-            label: Some("triangle"),
-            layout: None,
-            vertex: wgpu::VertexState {
-                module: &module,
-                entry_point: Some("vs"),
-                compilation_options: Default::default(),
-                buffers: &[],
-            },
-            primitive: Default::default(),
-            depth_stencil: None,
-            multisample: Default::default(),
-            fragment: Some(wgpu::FragmentState {
-                module: &module,
-                entry_point: Some("fs"),
-                compilation_options: Default::default(),
-                targets: &[Some(format.into())],
-            }),
-            multiview_mask: None,
-            cache: None,
-        });
+        let format = TARGET_FORMAT;
+        let pipeline = triangle_pipeline(device);
         let mut bundle_encoder = device.create_render_bundle_encoder(&wgpu::RenderBundleEncoderDescriptor {
             label: Some("triangle bundle"),
             color_formats: &[Some(format)],
@@ -625,39 +672,11 @@ rusty_fork_test! {
         bundle_encoder.set_pipeline(&pipeline);
         bundle_encoder.draw(0..3, 0..1);
         let bundle = bundle_encoder.finish(&wgpu::RenderBundleDescriptor { label: Some("triangle bundle") });
-        let texture = device.create_texture(&wgpu::TextureDescriptor {
-            label: Some("target"),
-            size: wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format,
-            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
-            view_formats: &[],
-        });
+        let texture = target_texture(device, "target");
         let view = texture.create_view(&Default::default());
         bundled(&gpu, &view, &bundle);
         // The bundle drew: the centre pixel is the triangle's red.
-        let read = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("pixels"),
-            size: 256 * 64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = device.create_command_encoder(&Default::default());
-        encoder.copy_texture_to_buffer(
-            texture.as_image_copy(),
-            wgpu::TexelCopyBufferInfo {
-                buffer: &read,
-                layout: wgpu::TexelCopyBufferLayout { offset: 0, bytes_per_row: Some(256), rows_per_image: None },
-            },
-            wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 },
-        );
-        gpu.queue.submit([encoder.finish()]);
-        let slice = read.slice(..);
-        slice.map_async(wgpu::MapMode::Read, |r| r.expect("map pixels"));
-        gpu.wait();
-        let pixel = gpuspan_tests::mapped(&slice)[32 * 256 + 32 * 4..32 * 256 + 32 * 4 + 4].to_vec();
+        let pixel = centre_pixel(device, &gpu.queue, &texture);
         assert_eq!(pixel, [255, 0, 0, 255], "the bundle's triangle was drawn");
         assert!(pollster::block_on(scope.pop()).is_none(), "no validation error on the instrumented device");
         assert!(gpuspan::flush(), "every pass resolved");
@@ -698,68 +717,14 @@ rusty_fork_test! {
     fn a_frame_drawn_into_the_real_devices_texture_as_a_surfaces_is_timed_and_drawn() {
         let Some((gpu, real, real_queue)) = Gpu::instrumented_keeping_real(1 << 10, 1) else { return };
         let capture = Capture::start();
-        let format = wgpu::TextureFormat::Rgba8Unorm;
-        let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("triangle"),
-            source: wgpu::ShaderSource::Wgsl(TRIANGLE.into()),
-        });
-        let pipeline = gpu.device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-            label: Some("triangle"),
-            layout: None,
-            vertex: wgpu::VertexState {
-                module: &module,
-                entry_point: Some("vs"),
-                compilation_options: Default::default(),
-                buffers: &[],
-            },
-            primitive: Default::default(),
-            depth_stencil: None,
-            multisample: Default::default(),
-            fragment: Some(wgpu::FragmentState {
-                module: &module,
-                entry_point: Some("fs"),
-                compilation_options: Default::default(),
-                targets: &[Some(format.into())],
-            }),
-            multiview_mask: None,
-            cache: None,
-        });
-        let size = wgpu::Extent3d { width: 64, height: 64, depth_or_array_layers: 1 };
-        let surface_texture = real.create_texture(&wgpu::TextureDescriptor {
-            label: Some("surface texture"),
-            size,
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format,
-            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
-            view_formats: &[],
-        });
+        let pipeline = triangle_pipeline(&gpu.device);
+        let surface_texture = target_texture(&real, "surface texture");
         let view = surface_texture.create_view(&Default::default());
         for _ in 0..3 {
             surface_frame(&gpu, &view, &pipeline);
         }
         // What the frame drew, read on the real device (as the compositor would see it).
-        let read = real.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("pixels"),
-            size: 256 * 64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = real.create_command_encoder(&Default::default());
-        encoder.copy_texture_to_buffer(
-            surface_texture.as_image_copy(),
-            wgpu::TexelCopyBufferInfo {
-                buffer: &read,
-                layout: wgpu::TexelCopyBufferLayout { offset: 0, bytes_per_row: Some(256), rows_per_image: None },
-            },
-            size,
-        );
-        real_queue.submit([encoder.finish()]);
-        let slice = read.slice(..);
-        slice.map_async(wgpu::MapMode::Read, |r| r.expect("map pixels"));
-        real.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
-        let pixel = gpuspan_tests::mapped(&slice)[32 * 256 + 32 * 4..32 * 256 + 32 * 4 + 4].to_vec();
+        let pixel = centre_pixel(&real, &real_queue, &surface_texture);
         assert_eq!(pixel, [255, 0, 0, 255], "the frame's triangle was drawn into the surface's texture");
         gpu.wait();
         assert!(gpuspan::flush(), "every pass resolved");
