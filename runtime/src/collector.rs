@@ -34,24 +34,24 @@ pub(crate) struct Collector {
     /// The span selection `init` made, and the sites of selected spans.
     pub(crate) selected: crate::span_scopes::Selected,
     /// Thread indices and names.
-    pub(crate) names: crate::thread::Names,
+    pub(crate) names: crate::thread::state::Names,
     /// Every live thread's ring of counted calls.
     pub(crate) rings: crate::ring::Rings,
     /// Who wants application span chains.
-    pub(crate) spans: crate::spans::Chains,
+    pub(crate) spans: crate::spans::state::Chains,
     /// The causality check's counts.
     pub(crate) checks: crate::causality::Checks,
     /// Measurements lost, by cause.
-    pub(crate) losses: crate::diagnostics::Losses,
+    pub(crate) losses: crate::diagnostics::state::Losses,
     /// The one-time notes said so far.
-    pub(crate) notes: crate::diagnostics::Notes,
+    pub(crate) notes: crate::diagnostics::state::Notes,
     /// Whether the live feed runs (one at a time).
     #[cfg(unix)]
     pub(crate) live_feed: AtomicBool,
     /// The thread that resolves the backends' pending GPU work.
-    pub(crate) resolver: crate::resolver::Resolver,
+    pub(crate) resolver: crate::resolver::state::Resolver,
     /// The SIGINT/SIGTERM handlers and the exit hook (`signal.rs`), read in signal context.
-    pub(crate) signals: crate::signal::Signals,
+    pub(crate) signals: crate::signal::state::Signals,
     /// Numbers the output files' temporary names: they differ within the process (its pid is in
     /// the name) because there is one counter.
     pub(crate) temporary_names: std::sync::atomic::AtomicU32,
@@ -78,16 +78,16 @@ impl Collector {
             registry: crate::aggregate::Registry::new(),
             sites: crate::site::AtRunTime::new(),
             selected: crate::span_scopes::Selected::new(),
-            names: crate::thread::Names::new(),
+            names: crate::thread::state::Names::new(),
             rings: crate::ring::Rings::new(),
-            spans: crate::spans::Chains::new(),
+            spans: crate::spans::state::Chains::new(),
             checks: crate::causality::Checks::new(),
-            losses: crate::diagnostics::Losses::new(),
-            notes: crate::diagnostics::Notes::new(),
+            losses: crate::diagnostics::state::Losses::new(),
+            notes: crate::diagnostics::state::Notes::new(),
             #[cfg(unix)]
             live_feed: AtomicBool::new(false),
-            resolver: crate::resolver::Resolver::new(),
-            signals: crate::signal::Signals::new(),
+            resolver: crate::resolver::state::Resolver::new(),
+            signals: crate::signal::state::Signals::new(),
             temporary_names: std::sync::atomic::AtomicU32::new(0),
         }
     }
