@@ -18,26 +18,13 @@ use std::sync::Arc;
 
 pub(crate) mod state;
 use state::Chains;
+pub(crate) use state::{Chain, SpanNode};
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
 #[inline(always)]
 fn chains() -> &'static Chains {
     &crate::collector::collector().spans
 }
-
-/// One application span instance and the ones enclosing it.
-#[derive(Debug)]
-pub(crate) struct SpanNode {
-    /// Unique in the process.
-    pub id: u64,
-    pub name: &'static str,
-    pub parent: Option<Arc<SpanNode>>,
-    /// Already described in the capture file (there is one per process).
-    pub written: AtomicBool,
-}
-
-/// The innermost application span of a call, if any.
-pub(crate) type Chain = Option<Arc<SpanNode>>;
 
 /// From now on, scopes take their span chain (until as many [`unwant`]s).
 pub(crate) fn want() {

@@ -167,7 +167,7 @@ pub fn summary() -> Summary {
             still_running,
             off: !crate::switch::is_on(),
             losses: crate::diagnostics::losses().snapshot(),
-            trust: crate::causality::report(),
+            trust: crate::collector::collector().checks.report(),
             notes: crate::diagnostics::notes(),
         }
     }
