@@ -24,7 +24,7 @@ use std::time::Instant;
 pub(crate) struct Collector {
     pub(crate) sinks: crate::pipeline::Sinks,
     pub(crate) sampling: crate::sampling::Settings,
-    pub(crate) leaves: crate::hooks::Leaves,
+    pub(crate) leaves: crate::hooks::state::Leaves,
     /// What the `init()`s started, for their end.
     pub(crate) running: crate::running::Running,
     /// Site indices and the per-thread shards of their aggregates.
@@ -73,7 +73,7 @@ impl Collector {
         Collector {
             sinks: crate::pipeline::Sinks::new(),
             sampling: crate::sampling::Settings::new(),
-            leaves: crate::hooks::Leaves::new(),
+            leaves: crate::hooks::state::Leaves::new(),
             running: crate::running::Running::new(),
             registry: crate::aggregate::Registry::new(),
             sites: crate::site::AtRunTime::new(),

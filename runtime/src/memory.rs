@@ -19,7 +19,7 @@ pub struct MemoryMark {
 /// monitor: a library call per GPU). Handed the leaves, as a layer is handed its context, so that
 /// this file names no collector.
 #[cfg(feature = "enabled")]
-pub(crate) fn mark(leaves: &crate::hooks::Leaves) -> MemoryMark {
+pub(crate) fn mark(leaves: &crate::hooks::state::Leaves) -> MemoryMark {
     MemoryMark { process_rss_bytes: rss_bytes(), device_used_bytes: leaves.device_memory_used() }
 }
 
@@ -39,9 +39,9 @@ mod tests {
         if !cfg!(target_os = "linux") {
             return;
         }
-        let before = super::mark(&crate::hooks::Leaves::new()).process_rss_bytes.expect("VmRSS on Linux");
+        let before = super::mark(&crate::hooks::state::Leaves::new()).process_rss_bytes.expect("VmRSS on Linux");
         let v = vec![1u8; 64 << 20];
-        let after = super::mark(&crate::hooks::Leaves::new()).process_rss_bytes.expect("VmRSS on Linux");
+        let after = super::mark(&crate::hooks::state::Leaves::new()).process_rss_bytes.expect("VmRSS on Linux");
         std::hint::black_box(&v);
         assert!(after >= before + (32 << 20), "{before} -> {after}");
     }
