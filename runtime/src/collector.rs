@@ -28,7 +28,7 @@ pub(crate) struct Collector {
     /// What the `init()`s started, for their end.
     pub(crate) running: crate::running::Running,
     /// Site indices and the per-thread shards of their aggregates.
-    pub(crate) registry: crate::aggregate::Registry,
+    pub(crate) registry: crate::aggregate::state::Registry,
     /// Sites registered at run time (selected application spans).
     pub(crate) sites: crate::site::AtRunTime,
     /// The span selection `init` made, and the sites of selected spans.
@@ -36,7 +36,7 @@ pub(crate) struct Collector {
     /// Thread indices and names.
     pub(crate) names: crate::thread::state::Names,
     /// Every live thread's ring of counted calls.
-    pub(crate) rings: crate::ring::Rings,
+    pub(crate) rings: crate::ring::state::Rings,
     /// Who wants application span chains.
     pub(crate) spans: crate::spans::state::Chains,
     /// The causality check's counts.
@@ -75,11 +75,11 @@ impl Collector {
             sampling: crate::sampling::Settings::new(),
             leaves: crate::hooks::state::Leaves::new(),
             running: crate::running::Running::new(),
-            registry: crate::aggregate::Registry::new(),
+            registry: crate::aggregate::state::Registry::new(),
             sites: crate::site::AtRunTime::new(),
             selected: crate::span_scopes::Selected::new(),
             names: crate::thread::state::Names::new(),
-            rings: crate::ring::Rings::new(),
+            rings: crate::ring::state::Rings::new(),
             spans: crate::spans::state::Chains::new(),
             checks: crate::causality::Checks::new(),
             losses: crate::diagnostics::state::Losses::new(),

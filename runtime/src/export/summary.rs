@@ -41,7 +41,7 @@ pub fn summary() -> Summary {
         let mut reached = Vec::new();
         let mut never_reached = Vec::new();
         let mut still_running = Vec::new();
-        for site in crate::site::all_sites() {
+        for site in crate::sites::all_sites() {
             let s = SiteSummary::of(site);
             if s.calls == 0 {
                 if site.was_entered() {
