@@ -606,5 +606,5 @@ const _: fn() = || {
 /// this crate names the collector (`collector.rs` says why).
 #[inline(never)]
 fn memory_mark() -> crate::memory::MemoryMark {
-    crate::memory::mark(&crate::collector::collector().leaves)
+    crate::memory::mark(crate::collector::collector().leaves.device_memory_used())
 }
