@@ -9,7 +9,7 @@ use std::fmt;
 #[cfg(feature = "enabled")]
 pub(crate) mod state;
 #[cfg(feature = "enabled")]
-pub(crate) use state::Losses;
+pub(crate) use state::{say, Losses};
 
 /// The process's losses: those of its [`Collector`](crate::collector::Collector). Not inlined:
 /// generic code that counts a loss (the OTLP export's) would otherwise name the collector in
@@ -51,12 +51,4 @@ fn note_text_once(message: String) {
 #[cfg(feature = "enabled")]
 pub(crate) fn notes() -> Vec<String> {
     crate::collector::collector().notes.0.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
-}
-
-/// Writes one line to stderr, ignoring errors: a closed or full stderr must not panic the
-/// program (the standard print macros do). Every line gpuspan prints goes through here.
-#[cfg(feature = "enabled")]
-pub(crate) fn say(line: fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

@@ -1,6 +1,6 @@
-//! What the collector holds of the diagnostics: the losses' counters and the notes said. Apart
-//! from `diagnostics.rs`, which reaches the process's collector, so that the collector names a
-//! part that imports nothing above it.
+//! What the collector holds of the diagnostics (the losses' counters and the notes said), and the
+//! one writer of gpuspan's lines to stderr. Apart from `diagnostics.rs`, which reaches the
+//! process's collector, so that the collector names a part that imports nothing above it.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,4 +68,11 @@ impl Notes {
     pub(crate) const fn new() -> Self {
         Notes(Mutex::new(BTreeSet::new()))
     }
+}
+
+/// Writes one line to stderr, ignoring errors: a closed or full stderr must not panic the
+/// program (the standard print macros do). Every line gpuspan prints goes through here.
+pub(crate) fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
