@@ -8,124 +8,12 @@
 
 use crate::record::{Attributed, Record, TimingSource};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
-/// Sub-buckets per power of two: quantiles are within 1/16 (6.25 %) of the true value.
-const SUB_BITS: u32 = 4;
-const SUB: usize = 1 << SUB_BITS;
-pub(crate) const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
-
-/// The histogram bucket a duration falls into (for counts kept elsewhere: a capture window's).
-pub(crate) fn bucket_of(v: u64) -> usize {
-    Histogram::index(v)
-}
-
-/// A log-linear histogram of nanosecond durations with atomic buckets.
-#[derive(Debug)]
-pub(crate) struct Histogram {
-    buckets: [AtomicU32; BUCKETS],
-}
-
-impl Histogram {
-    pub(crate) const fn new() -> Self {
-        Histogram { buckets: [const { AtomicU32::new(0) }; BUCKETS] }
-    }
-
-    /// Below `SUB`, the value itself; above, `SUB` buckets per power of two. With `shift` the
-    /// bits below the top `SUB_BITS + 1` (0 below `SUB`), `v >> shift` is `SUB + sub-bucket`, so
-    /// the index is `shift * SUB + (v >> shift)`: no branch, as the ring's counting wants.
-    #[inline(always)]
-    fn index(v: u64) -> usize {
-        let exp = 63 - (v | 1).leading_zeros();
-        let shift = exp.saturating_sub(SUB_BITS);
-        shift as usize * SUB + (v >> shift) as usize
-    }
-
-    /// The smallest value that falls into bucket `i`, and the bucket's width.
-    fn bounds(i: usize) -> (u64, u64) {
-        if i < SUB {
-            return (i as u64, 1);
-        }
-        let exp = (i / SUB) as u32 + SUB_BITS - 1;
-        let sub = (i % SUB) as u64;
-        let width = 1u64 << (exp - SUB_BITS);
-        ((1u64 << exp) + sub * width, width)
-    }
-
-    #[cfg(test)]
-    pub(crate) fn record(&self, v: u64) {
-        self.buckets[Self::index(v)].fetch_add(1, Relaxed);
-    }
-
-    /// The `q`-quantile (0..=1), as the midpoint of the bucket holding it; `None` when empty.
-    #[cfg(test)]
-    pub(crate) fn quantile(&self, q: f64) -> Option<u64> {
-        let counts: Vec<u64> = self.buckets.iter().map(|b| u64::from(b.load(Relaxed))).collect();
-        quantile_of(&counts, q)
-    }
-}
-
-/// The `q`-quantile of histogram bucket counts, as the midpoint of the bucket holding it.
-pub(crate) fn quantile_of(counts: &[u64], q: f64) -> Option<u64> {
-    let total: u64 = counts.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-    let mut seen = 0;
-    for (i, c) in counts.iter().enumerate() {
-        seen += c;
-        if seen >= rank {
-            let (lo, width) = Histogram::bounds(i);
-            return Some(lo + width / 2);
-        }
-    }
-    None
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// The aggregates of one site, as its `static` holds them: only a dense index, assigned on the
-/// first call. The counts live in per-thread shards, so that a call updates memory no other
-/// thread writes (plain loads and stores, no locked instructions, no shared cache lines); a
-/// summary adds the shards up.
-#[derive(Debug)]
-pub(crate) struct SiteStats {
-    index: AtomicU32,
-}
-
-/// One thread's counts for one site. Written only by its thread; read by anyone.
-#[derive(Debug)]
-struct Shard {
-    site: usize,
-    calls: AtomicU64,
-    errors: AtomicU64,
-    /// Sum of the measured durations (GPU time where a GPU source exists, else host time).
-    total_ns: AtomicU64,
-    min_ns: AtomicU64,
-    max_ns: AtomicU64,
-    /// Sum of the host-side durations of the calls (encoding, launching, waiting).
-    host_total_ns: AtomicU64,
-    bytes: AtomicU64,
-    /// Bit set of the `TimingSource`s the durations came from.
-    sources: AtomicU8,
-    /// Bit set of how the records' GPU work was attributed (`Attributed::bit`).
-    attributed: AtomicU8,
-    /// Some durations were brackets around submissions (upper bounds), not exact queries.
-    bracketed: AtomicBool,
-    /// Some of those brackets closed at the function's exit (no submission of the call seen):
-    /// they also hold the host work after the last submission.
-    bracket_at_exit: AtomicBool,
-    /// Largest growth of device memory / RSS over one call (`track_memory` sites; i64::MIN: none).
-    device_delta_max: AtomicI64,
-    rss_delta_max: AtomicI64,
-    histogram: Histogram,
-}
+pub(crate) mod state;
+pub(crate) use state::{bucket_of, quantile_of, SiteStats, BUCKETS};
+use state::{Histogram, Shard, Shards};
 
 /// Adds to a counter only its own thread writes: a load and a store, no atomic read-modify-write.
 #[inline(always)]
@@ -134,26 +22,6 @@ fn bump(counter: &AtomicU64, by: u64) {
 }
 
 impl Shard {
-    fn new(site: usize) -> Self {
-        Shard {
-            site,
-            calls: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            total_ns: AtomicU64::new(0),
-            min_ns: AtomicU64::new(u64::MAX),
-            max_ns: AtomicU64::new(0),
-            host_total_ns: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            sources: AtomicU8::new(0),
-            attributed: AtomicU8::new(0),
-            bracketed: AtomicBool::new(false),
-            bracket_at_exit: AtomicBool::new(false),
-            device_delta_max: AtomicI64::new(i64::MIN),
-            rss_delta_max: AtomicI64::new(i64::MIN),
-            histogram: Histogram::new(),
-        }
-    }
-
     #[inline]
     fn add(&self, record: &Record) {
         self.add_parts(
@@ -277,30 +145,6 @@ impl Shard {
     }
 }
 
-/// Site indices and the shards of every site; owned by the
-/// [`Collector`](crate::collector::Collector).
-#[derive(Debug)]
-pub(crate) struct Registry {
-    next_site: AtomicU32,
-    shards: Mutex<Shards>,
-}
-
-impl Registry {
-    pub(crate) const fn new() -> Self {
-        Registry { next_site: AtomicU32::new(1), shards: Mutex::new(Shards { live: Vec::new(), retired: Vec::new() }) }
-    }
-}
-
-/// Where summaries find the counts: the shards of live threads, and per site one shard holding
-/// what threads that ended had counted. A thread's shards are folded into the latter and freed
-/// when it exits, so memory stays flat however many threads come and go.
-#[derive(Debug)]
-struct Shards {
-    live: Vec<Arc<Shard>>,
-    /// By site index.
-    retired: Vec<Option<Box<Shard>>>,
-}
-
 fn registry() -> std::sync::MutexGuard<'static, Shards> {
     // The registry holds plain counts: a panic elsewhere while it was locked leaves them usable.
     crate::collector::collector().registry.shards.lock().unwrap_or_else(|e| e.into_inner())
@@ -377,10 +221,6 @@ impl Totals {
 }
 
 impl SiteStats {
-    pub(crate) const fn new() -> Self {
-        SiteStats { index: AtomicU32::new(0) }
-    }
-
     #[inline]
     fn index(&self) -> usize {
         match self.index.load(Relaxed) {
@@ -532,14 +372,9 @@ impl SiteStats {
     }
 }
 
-impl Default for SiteStats {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::state::SUB;
     use super::*;
     use proptest::prelude::*;
 

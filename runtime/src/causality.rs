@@ -97,12 +97,6 @@ impl Trust {
     }
 }
 
-/// The trust report: one entry per GPU timing source that produced records.
-#[cfg(feature = "enabled")]
-pub(crate) fn report() -> Vec<Trust> {
-    crate::collector::collector().checks.report()
-}
-
 #[cfg(feature = "enabled")]
 impl Checks {
     /// The trust report: one entry per GPU timing source that produced records.

@@ -24,34 +24,34 @@ use std::time::Instant;
 pub(crate) struct Collector {
     pub(crate) sinks: crate::pipeline::Sinks,
     pub(crate) sampling: crate::sampling::Settings,
-    pub(crate) leaves: crate::hooks::Leaves,
+    pub(crate) leaves: crate::hooks::state::Leaves,
     /// What the `init()`s started, for their end.
     pub(crate) running: crate::running::Running,
     /// Site indices and the per-thread shards of their aggregates.
-    pub(crate) registry: crate::aggregate::Registry,
+    pub(crate) registry: crate::aggregate::state::Registry,
     /// Sites registered at run time (selected application spans).
     pub(crate) sites: crate::site::AtRunTime,
     /// The span selection `init` made, and the sites of selected spans.
     pub(crate) selected: crate::span_scopes::Selected,
     /// Thread indices and names.
-    pub(crate) names: crate::thread::Names,
+    pub(crate) names: crate::thread::state::Names,
     /// Every live thread's ring of counted calls.
-    pub(crate) rings: crate::ring::Rings,
+    pub(crate) rings: crate::ring::state::Rings,
     /// Who wants application span chains.
-    pub(crate) spans: crate::spans::Chains,
+    pub(crate) spans: crate::spans::state::Chains,
     /// The causality check's counts.
     pub(crate) checks: crate::causality::Checks,
     /// Measurements lost, by cause.
-    pub(crate) losses: crate::diagnostics::Losses,
+    pub(crate) losses: crate::diagnostics::state::Losses,
     /// The one-time notes said so far.
-    pub(crate) notes: crate::diagnostics::Notes,
+    pub(crate) notes: crate::diagnostics::state::Notes,
     /// Whether the live feed runs (one at a time).
     #[cfg(unix)]
     pub(crate) live_feed: AtomicBool,
     /// The thread that resolves the backends' pending GPU work.
-    pub(crate) resolver: crate::resolver::Resolver,
+    pub(crate) resolver: crate::resolver::state::Resolver,
     /// The SIGINT/SIGTERM handlers and the exit hook (`signal.rs`), read in signal context.
-    pub(crate) signals: crate::signal::Signals,
+    pub(crate) signals: crate::signal::state::Signals,
     /// Numbers the output files' temporary names: they differ within the process (its pid is in
     /// the name) because there is one counter.
     pub(crate) temporary_names: std::sync::atomic::AtomicU32,
@@ -73,21 +73,21 @@ impl Collector {
         Collector {
             sinks: crate::pipeline::Sinks::new(),
             sampling: crate::sampling::Settings::new(),
-            leaves: crate::hooks::Leaves::new(),
+            leaves: crate::hooks::state::Leaves::new(),
             running: crate::running::Running::new(),
-            registry: crate::aggregate::Registry::new(),
+            registry: crate::aggregate::state::Registry::new(),
             sites: crate::site::AtRunTime::new(),
             selected: crate::span_scopes::Selected::new(),
-            names: crate::thread::Names::new(),
-            rings: crate::ring::Rings::new(),
-            spans: crate::spans::Chains::new(),
+            names: crate::thread::state::Names::new(),
+            rings: crate::ring::state::Rings::new(),
+            spans: crate::spans::state::Chains::new(),
             checks: crate::causality::Checks::new(),
-            losses: crate::diagnostics::Losses::new(),
-            notes: crate::diagnostics::Notes::new(),
+            losses: crate::diagnostics::state::Losses::new(),
+            notes: crate::diagnostics::state::Notes::new(),
             #[cfg(unix)]
             live_feed: AtomicBool::new(false),
-            resolver: crate::resolver::Resolver::new(),
-            signals: crate::signal::Signals::new(),
+            resolver: crate::resolver::state::Resolver::new(),
+            signals: crate::signal::state::Signals::new(),
             temporary_names: std::sync::atomic::AtomicU32::new(0),
         }
     }
@@ -133,7 +133,7 @@ impl Collector {
         for sink in sinks {
             self.remove_sink(sink);
             if let Some(line) = sink.finish(deadline) {
-                crate::diagnostics::say(format_args!("{line}"));
+                crate::diagnostics::state::say(format_args!("{line}"));
             }
         }
     }
@@ -179,4 +179,66 @@ pub(crate) fn wants(site: &crate::Site, duration_ns: u64) -> bool {
 /// Hands a finished record to the process's collector ([`Collector::submit`]).
 pub(crate) fn submit(record: Record) {
     collector().submit(record);
+}
+
+#[cfg(test)]
+mod tests {
+    //! Structural checks of the layering (docs/architecture.md, "Who knows whom"), on the
+    //! sources (read at run time).
+
+    use std::path::{Path, PathBuf};
+
+    fn src() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    }
+
+    /// A file's code: comments dropped, and nothing from its test module (the first unindented
+    /// `#[cfg(test)]`) on.
+    fn code(path: &Path) -> String {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        text.lines()
+            .take_while(|l| !l.starts_with("#[cfg(test)]"))
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The file of module path `a::b` (`a/b.rs` or `a/b/mod.rs`), if there is one.
+    fn file_of(module: &str) -> Option<PathBuf> {
+        let rel = module.replace("::", "/");
+        [src().join(format!("{rel}.rs")), src().join(rel).join("mod.rs")].into_iter().find(|p| p.exists())
+    }
+
+    /// Every file the collector names (its parts' types, what it calls) does not reach the
+    /// process's collector: the hub names only what is below it, so the parts read bottom-up
+    /// (decision 66). The one exception left is named with its reason.
+    #[test]
+    fn what_the_collector_names_does_not_reach_the_collector() {
+        // `sampling::Settings` reads the environment on first use, through env.rs and the
+        // notes: it goes with the second reader of GPUSPAN_THRESHOLD_US (issue 40).
+        let known = ["sampling"];
+        let collector = code(&src().join("collector.rs"));
+        let mut parts: Vec<String> = Vec::new();
+        for piece in collector.split("crate::").skip(1) {
+            let path: String = piece.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+            let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+            // The longest module prefix that is a file: where the part's type is defined or
+            // re-exported.
+            let Some(module) =
+                (1..=segments.len()).rev().map(|n| segments[..n].join("::")).find(|m| file_of(m).is_some())
+            else {
+                continue;
+            };
+            if module != "collector" && !parts.contains(&module) {
+                parts.push(module);
+            }
+        }
+        assert!(parts.len() >= 15, "the collector's parts were not found: {parts:?}");
+        let reaching: Vec<&String> = parts
+            .iter()
+            .filter(|m| !known.contains(&m.as_str()))
+            .filter(|m| code(&file_of(m).unwrap()).contains("crate::collector"))
+            .collect();
+        assert!(reaching.is_empty(), "parts whose file reaches the collector (a circle through the hub): {reaching:?}");
+    }
 }

@@ -153,6 +153,8 @@ mod export;
 #[cfg(feature = "enabled")]
 mod hooks;
 mod site;
+#[cfg(feature = "enabled")]
+mod sites;
 
 // The record model is what a test sees of a call (`Capture`), so it is public with the
 // `testing` feature; a program sees sites, summaries, spans and the timeline.

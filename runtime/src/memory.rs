@@ -15,10 +15,12 @@ pub struct MemoryMark {
     pub device_used_bytes: Option<u64>,
 }
 
-/// Reads both now.
+/// Reads the RSS now, beside `device_used_bytes`, which the caller read from the reader a leaf
+/// registered (the device monitor: a library call per GPU): handed in, as a layer is handed
+/// its context, so that this file names neither the collector nor the leaves.
 #[cfg(feature = "enabled")]
-pub(crate) fn mark() -> MemoryMark {
-    MemoryMark { process_rss_bytes: rss_bytes(), device_used_bytes: device_used_bytes() }
+pub(crate) fn mark(device_used_bytes: Option<u64>) -> MemoryMark {
+    MemoryMark { process_rss_bytes: rss_bytes(), device_used_bytes }
 }
 
 /// `VmRSS` from /proc/self/status (kB there), so no page size has to be assumed.
@@ -30,12 +32,6 @@ fn rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// From the reader a leaf registered (the device monitor: a library call per GPU).
-#[cfg(feature = "enabled")]
-fn device_used_bytes() -> Option<u64> {
-    crate::collector::collector().leaves.device_memory_used()
-}
-
 #[cfg(all(test, feature = "enabled"))]
 mod tests {
     #[test]
@@ -43,9 +39,9 @@ mod tests {
         if !cfg!(target_os = "linux") {
             return;
         }
-        let before = super::mark().process_rss_bytes.expect("VmRSS on Linux");
+        let before = super::mark(None).process_rss_bytes.expect("VmRSS on Linux");
         let v = vec![1u8; 64 << 20];
-        let after = super::mark().process_rss_bytes.expect("VmRSS on Linux");
+        let after = super::mark(None).process_rss_bytes.expect("VmRSS on Linux");
         std::hint::black_box(&v);
         assert!(after >= before + (32 << 20), "{before} -> {after}");
     }

@@ -11,57 +11,12 @@
 //! only the owner writes).
 
 use crate::site::Site;
-use std::cell::{Cell, UnsafeCell};
-use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::cell::Cell;
+use std::sync::atomic::{Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Calls per ring: 24 bytes each, 12 KiB per thread that makes host-timed calls.
-const CAPACITY: usize = 512;
-
-/// One counted call.
-#[derive(Clone, Copy)]
-struct Entry {
-    site: &'static Site,
-    /// The call's duration in raw clock ticks.
-    ticks: u64,
-    /// 0 for "no size": the aggregates add sizes, where the two are the same.
-    bytes: u64,
-}
-
-struct Ring {
-    /// Entries written; only the owner thread stores it.
-    head: AtomicUsize,
-    /// Entries counted; stored only under `drain`.
-    tail: AtomicUsize,
-    /// `tail + CAPACITY` as the owner last read `tail`: it writes below this without reading
-    /// `tail` again. Only the owner uses it.
-    limit: AtomicUsize,
-    drain: Mutex<()>,
-    entries: [UnsafeCell<MaybeUninit<Entry>>; CAPACITY],
-}
-
-// SAFETY: an entry slot is written only by the owner between `tail + CAPACITY` and `head`
-// (slots no consumer reads), and read only by a consumer holding `drain` between `tail` and
-// `head` (slots the owner published with a release store of `head`).
-unsafe impl Sync for Ring {}
-unsafe impl Send for Ring {}
-
-/// Every live thread's ring, for [`drain_all`]; owned by the
-/// [`Collector`](crate::collector::Collector).
-pub(crate) struct Rings(Mutex<Vec<Arc<Ring>>>);
-
-impl std::fmt::Debug for Rings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rings").field("threads", &lock(&self.0).len()).finish()
-    }
-}
-
-impl Rings {
-    pub(crate) const fn new() -> Self {
-        Rings(Mutex::new(Vec::new()))
-    }
-}
+pub(crate) mod state;
+use state::{Entry, Ring, CAPACITY};
 
 fn rings() -> MutexGuard<'static, Vec<Arc<Ring>>> {
     lock(&crate::collector::collector().rings.0)
@@ -73,16 +28,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Ring {
-    fn new() -> Self {
-        Ring {
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
-            limit: AtomicUsize::new(CAPACITY),
-            drain: Mutex::new(()),
-            entries: [const { UnsafeCell::new(MaybeUninit::uninit()) }; CAPACITY],
-        }
-    }
-
     /// Counts every entry written so far, each run of one site's calls at once: into the
     /// calling thread's shards (`own`: the owner) or into the totals of other threads (a reader).
     /// The caller holds `drain`.

@@ -133,7 +133,7 @@ impl Scope {
         // A backend needs the id now (it tags GPU work with it); a host scope takes one only if
         // it ends up as a record.
         let (thread, scope_id) = if backend { thread::next_scope() } else { (0, 0) };
-        let memory_before = site.desc.track_memory.then(|| Box::new(crate::memory::mark()));
+        let memory_before = site.desc.track_memory.then(|| Box::new(memory_mark()));
         let parent = crate::parent::capture();
         let span = HostSpan::enter(span);
         let (gpu, start) = start_gpu(scope_id);
@@ -570,7 +570,7 @@ impl Active {
     /// Describes the finished call and hands it to its backend (or the pipeline).
     #[inline(never)]
     fn hand_over(mut self, host_end: u64) {
-        let memory = self.memory_before.map(|before| Box::new((*before, crate::memory::mark())));
+        let memory = self.memory_before.map(|before| Box::new((*before, memory_mark())));
         if self.scope_id == 0 {
             (self.thread, self.scope_id) = thread::next_scope();
         }
@@ -600,3 +600,11 @@ const _: fn() = || {
     fn is_send<T: Send>() {}
     is_send::<Scope>();
 };
+
+/// The process's memory marks for a `track_memory` call: its leaves' device reading and the RSS.
+/// Not inlined into the scope's opening (which other crates inline), so that no code outside
+/// this crate names the collector (`collector.rs` says why).
+#[inline(never)]
+fn memory_mark() -> crate::memory::MemoryMark {
+    crate::memory::mark(crate::collector::collector().leaves.device_memory_used())
+}

@@ -18,44 +18,15 @@
 //! hook runs [`crate::shutdown`] instead (a no-op when the guard already ended the run). It does
 //! nothing in a forked child that exits (the run is the parent's).
 
+pub(crate) mod state;
+
 #[cfg(unix)]
 mod imp {
+    use super::state::Signals;
     use signal_hook::consts::{SIGINT, SIGTERM};
     use std::io::Read;
     use std::os::fd::IntoRawFd;
-    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
-    use std::sync::{Once, OnceLock};
-
-    /// The signal handling's state, in the [`Collector`](crate::collector::Collector): read in
-    /// signal context, so atomics only.
-    #[derive(Debug)]
-    pub(crate) struct Signals {
-        /// SIGINT/SIGTERM handlers installed once.
-        installed: Once,
-        /// The pipe's write end the handler wakes the watcher through (-1: none yet).
-        wake: AtomicI32,
-        /// Set by the first signal: the flush runs, a second signal ends the process at once.
-        flushing: AtomicBool,
-        /// The exit hook registered once.
-        exit_hook: Once,
-        /// The process that registered the exit hook (a forked child inherits the hook).
-        exit_pid: AtomicU32,
-        /// What the exit hook runs (`init.rs`'s `shutdown`), handed in by `init()`.
-        exit_end: OnceLock<fn()>,
-    }
-
-    impl Signals {
-        pub(crate) const fn new() -> Self {
-            Signals {
-                installed: Once::new(),
-                wake: AtomicI32::new(-1),
-                flushing: AtomicBool::new(false),
-                exit_hook: Once::new(),
-                exit_pid: AtomicU32::new(0),
-                exit_end: OnceLock::new(),
-            }
-        }
-    }
+    use std::sync::atomic::Ordering;
 
     fn signals() -> &'static Signals {
         &crate::collector::collector().signals
@@ -184,23 +155,11 @@ mod imp {
 }
 
 #[cfg(unix)]
-pub(crate) use imp::{flush_on_signal, on_exit, Signals};
+pub(crate) use imp::{flush_on_signal, on_exit};
 
 /// How a signal's watcher ends the run, then runs the closure before any other end can proceed
 /// (`init.rs`'s `shutdown_then`).
 pub(crate) type EndThen = fn(&dyn Fn());
-
-/// No state without Unix signals.
-#[cfg(not(unix))]
-#[derive(Debug)]
-pub(crate) struct Signals;
-
-#[cfg(not(unix))]
-impl Signals {
-    pub(crate) const fn new() -> Self {
-        Signals
-    }
-}
 
 /// Said only when the program asked for it: by default, signals end the program as before.
 #[cfg(not(unix))]

@@ -2,7 +2,7 @@
 //! can list every site, including those never reached.
 
 #[cfg(feature = "enabled")]
-use crate::aggregate::SiteStats;
+use crate::aggregate::state::SiteStats;
 #[cfg(feature = "enabled")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -239,41 +239,11 @@ inventory::collect!(SiteRef);
 /// Owned by the [`Collector`](crate::collector::Collector).
 #[cfg(feature = "enabled")]
 #[derive(Debug)]
-pub(crate) struct AtRunTime(std::sync::Mutex<Vec<&'static Site>>);
+pub(crate) struct AtRunTime(pub(crate) std::sync::Mutex<Vec<&'static Site>>);
 
 #[cfg(feature = "enabled")]
 impl AtRunTime {
     pub(crate) const fn new() -> Self {
         AtRunTime(std::sync::Mutex::new(Vec::new()))
     }
-}
-
-#[cfg(feature = "enabled")]
-fn at_run_time() -> std::sync::MutexGuard<'static, Vec<&'static Site>> {
-    crate::collector::collector().sites.0.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Adds a site made at run time to [`all_sites`].
-#[cfg(feature = "enabled")]
-pub(crate) fn register_at_run_time(site: &'static Site) {
-    at_run_time().push(site);
-}
-
-/// The sites registered at run time after the first `from` of them (the live feed adds them to
-/// the sites it follows).
-#[cfg(feature = "enabled")]
-#[cfg(unix)] // read by the live feed
-pub(crate) fn at_run_time_since(from: usize) -> Vec<&'static Site> {
-    at_run_time().get(from..).map(<[_]>::to_vec).unwrap_or_default()
-}
-
-/// Every site compiled into the program, and those registered at run time, in a stable order
-/// (file, line).
-#[cfg(feature = "enabled")]
-pub(crate) fn all_sites() -> Vec<&'static Site> {
-    let mut sites: Vec<&'static Site> = inventory::iter::<SiteRef>.into_iter().map(|r| r.0).collect();
-    sites.extend(at_run_time().iter().copied());
-    sites.sort_by_key(|s| (s.desc.file, s.desc.line, s.desc.name));
-    sites.dedup_by(|a, b| std::ptr::eq(*a, *b));
-    sites
 }

@@ -13,45 +13,18 @@
 //! chain is built once per span and two requests with one name stay apart (`tracing`'s ids are
 //! reused once a span closes). Without a registry under the subscriber there is no chain.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
+
+pub(crate) mod state;
+use state::Chains;
+pub(crate) use state::{Chain, SpanNode};
 use tracing_subscriber::registry::{LookupSpan, Registry};
-
-/// Who wants chains, and the ids of span instances; owned by the
-/// [`Collector`](crate::collector::Collector).
-#[derive(Debug)]
-pub(crate) struct Chains {
-    /// How many captures want chains (the capture file for the whole run, a live capture window
-    /// while it is open).
-    wanted: AtomicUsize,
-    next_id: AtomicU64,
-}
-
-impl Chains {
-    pub(crate) const fn new() -> Self {
-        Chains { wanted: AtomicUsize::new(0), next_id: AtomicU64::new(1) }
-    }
-}
 
 #[inline(always)]
 fn chains() -> &'static Chains {
     &crate::collector::collector().spans
 }
-
-/// One application span instance and the ones enclosing it.
-#[derive(Debug)]
-pub(crate) struct SpanNode {
-    /// Unique in the process.
-    pub id: u64,
-    pub name: &'static str,
-    pub parent: Option<Arc<SpanNode>>,
-    /// Already described in the capture file (there is one per process).
-    pub written: AtomicBool,
-}
-
-/// The innermost application span of a call, if any.
-pub(crate) type Chain = Option<Arc<SpanNode>>;
 
 /// From now on, scopes take their span chain (until as many [`unwant`]s).
 pub(crate) fn want() {

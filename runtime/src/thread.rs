@@ -9,33 +9,14 @@
 //! them (which copy the names they need); older ones are freed.
 
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
 
-/// Thread indices and names; owned by the [`Collector`](crate::collector::Collector).
-#[derive(Debug)]
-pub(crate) struct Names {
-    next_index: AtomicU32,
-    registry: Mutex<Option<Registry>>,
-}
-
-impl Names {
-    pub(crate) const fn new() -> Self {
-        Names { next_index: AtomicU32::new(1), registry: Mutex::new(None) }
-    }
-}
+pub(crate) mod state;
+use state::Registry;
 
 /// Names of ended threads still kept, the latest to end.
 const KEEP_EXITED: usize = 1024;
-
-#[derive(Debug, Default)]
-struct Registry {
-    /// Named threads running, or among the last [`KEEP_EXITED`] to end.
-    names: HashMap<u32, Arc<str>>,
-    /// The named threads that ended, in the order they did, the oldest first.
-    exited: VecDeque<u32>,
-}
 
 fn registry() -> MutexGuard<'static, Option<Registry>> {
     crate::collector::collector().names.registry.lock().unwrap_or_else(|e| e.into_inner())

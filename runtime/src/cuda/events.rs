@@ -358,7 +358,7 @@ fn resolve_ready() -> usize {
 }
 
 /// The trust report's lines: per context, how well its events' offset is known.
-fn clock_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
+fn clock_lines(_: &[crate::export::summary::row::SiteSummary]) -> Vec<String> {
     let Ok(all) = state().contexts.lock() else { return Vec::new() };
     all.iter()
         .filter(|s| s.clock.bounds.placed > 0)

@@ -228,7 +228,7 @@ pub(crate) fn start_at_init() {
     if CUDA.timing.get().is_some() {
         return;
     }
-    let cuda_site = crate::site::all_sites().iter().any(|s| s.desc.backend == Backend::Cuda && !is_own(s));
+    let cuda_site = crate::sites::all_sites().iter().any(|s| s.desc.backend == Backend::Cuda && !is_own(s));
     if (cuda_site || driver_loaded()) && probe().is_ok() {
         start();
     }
@@ -289,7 +289,7 @@ pub(crate) fn at_shutdown() {
     if CUDA.timing.get().is_some() {
         return;
     }
-    let bare_reached = crate::site::all_sites()
+    let bare_reached = crate::sites::all_sites()
         .iter()
         .any(|s| s.desc.backend == Backend::Host && !is_own(s) && s.stats.totals().calls > 0);
     if bare_reached && driver_loaded() && context_active() {

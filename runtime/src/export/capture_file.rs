@@ -130,7 +130,7 @@ impl CaptureFile {
             readings_until: header.start_ns,
         };
         // Every site compiled in, reached or not: the report lists those never reached.
-        for site in crate::site::all_sites() {
+        for site in crate::sites::all_sites() {
             state.site_id(site)?;
         }
         if let Some(w) = &mut state.writer {

@@ -369,7 +369,7 @@ pub struct Record {
     /// The innermost application `tracing` span the call was made in, with its enclosing ones;
     /// taken only while a capture file wants it (`crate::spans`).
     #[cfg(feature = "enabled")]
-    pub(crate) spans: crate::spans::Chain,
+    pub(crate) spans: crate::spans::state::Chain,
     /// A selected application span's recorded fields (`span_scopes.rs`), as attributes.
     pub(crate) fields: Fields,
     /// How its GPU work was found to be its own, where that was a question (CUPTI's activities);

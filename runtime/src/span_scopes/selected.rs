@@ -333,7 +333,7 @@ fn site_of(meta: &'static Metadata<'static>) -> &'static Site {
         if desc.backend == Backend::Host {
             site.timed_on_host("gpuspan was built without a GPU backend feature");
         }
-        crate::site::register_at_run_time(site);
+        crate::sites::register_at_run_time(site);
         site
     })
 }

@@ -88,7 +88,7 @@ pub(super) fn mapping(again: bool) -> ClockMap {
 }
 
 /// The trust report's per-device lines for CUPTI.
-fn lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
+fn lines(_: &[crate::export::summary::row::SiteSummary]) -> Vec<String> {
     super::state().live.get().and_then(|l| l.lock().ok()).map(|l| l.resolver.clock_lines()).unwrap_or_default()
 }
 

@@ -271,7 +271,7 @@ impl Server {
             // SAFETY: geteuid has no preconditions and cannot fail.
             uid: unsafe { libc::geteuid() },
             started_ns: crate::clock::now_ns(),
-            windows: Windows::new(crate::site::all_sites()),
+            windows: Windows::new(crate::sites::all_sites()),
             clients: Vec::new(),
             feed: msg::Feed::default(),
             cached: None,

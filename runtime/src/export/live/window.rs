@@ -154,7 +154,7 @@ impl WindowSink {
             dropped: 0,
             losses_at_open: crate::diagnostics::losses().snapshot(),
         };
-        for site in crate::site::all_sites() {
+        for site in crate::sites::all_sites() {
             e.site_id(site)?;
         }
         Ok((Arc::new(WindowSink { state: Mutex::new(e) }), start_ns))

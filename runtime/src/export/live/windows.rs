@@ -49,7 +49,7 @@ impl Windows {
     /// Follows the sites registered at run time since the last look (a selected span's site
     /// appears when its first span does).
     pub(super) fn add_run_time_sites(&mut self) {
-        let new = crate::site::at_run_time_since(self.run_time_seen);
+        let new = crate::sites::at_run_time_since(self.run_time_seen);
         self.run_time_seen += new.len();
         for site in new {
             if !self.tracks.iter().any(|t| std::ptr::eq(t.site, site)) {
@@ -195,7 +195,7 @@ mod tests {
         let mut w = Windows::new(vec![&WINDOWED]);
         let span: &'static Site =
             Box::leak(Box::new(Site::for_span(crate::site::site_desc!("live_span", SiteKind::Kernel, Backend::Host))));
-        crate::site::register_at_run_time(span);
+        crate::sites::register_at_run_time(span);
         w.add_run_time_sites();
         w.add_run_time_sites();
         assert_eq!(w.tracks.iter().filter(|t| std::ptr::eq(t.site, span)).count(), 1);

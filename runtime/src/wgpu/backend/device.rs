@@ -212,7 +212,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
 }
 
 /// The summary's lines about each device's clock offset (the trust report's per-device part).
-fn clock_lines(_: &[crate::export::summary::SiteSummary]) -> Vec<String> {
+fn clock_lines(_: &[crate::export::summary::row::SiteSummary]) -> Vec<String> {
     all()
         .iter()
         .filter_map(|d| d.bounds.lock().ok().filter(|b| b.placed > 0).map(|b| b.line(d.label.id, &d.label.name)))

@@ -446,7 +446,7 @@ fn unattributed_site(name: &str, copy: bool) -> &'static Site {
         },
     };
     let site: &'static Site = Box::leak(Box::new(Site::new(desc)));
-    crate::site::register_at_run_time(site);
+    crate::sites::register_at_run_time(site);
     sites.push((Arc::from(name), site));
     site
 }
