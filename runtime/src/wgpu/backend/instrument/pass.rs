@@ -13,7 +13,8 @@
 //! hands them over in one callback when its command buffer has executed, and each pass's record
 //! is made where its timestamps are read, on the resolver thread (`EndedPass::record`). The
 //! encoder takes its passes' slot pairs a chunk at a time (`pool::Chunk`: one lock of the
-//! device's pool per chunk, not per pass; decision 67).
+//! device's pool per chunk, not per pass) and keeps its last pass's label, so that a frame's
+//! repeated labels cost no lookup (decision 67).
 
 use super::super::device::DeviceState;
 use super::super::pool::{self, Chunk, Slots, Timed};
@@ -273,7 +274,7 @@ impl EndedPass {
 /// The passes and copies an encoder recorded and ended, until it is finished: then they wait
 /// for its command buffer to execute, all in one callback (`take_pending`), not one each. It
 /// also holds what the encoder's passes take per pass without the device's locks: slot pairs
-/// (a chunk).
+/// (a chunk) and the last label.
 #[derive(Debug)]
 pub(crate) struct EncoderPasses {
     device: Arc<DeviceState>,
@@ -299,11 +300,13 @@ struct Kept {
     chunk: Option<Chunk>,
     /// Pairs the next chunk takes.
     next_chunk: u32,
+    /// Its last pass's label, as the device's labels hold it.
+    last_label: Option<Arc<str>>,
 }
 
 impl EncoderPasses {
     pub(crate) fn new(device: Arc<DeviceState>) -> EncoderPasses {
-        let kept = Kept { finished: false, passes: Vec::new(), chunk: None, next_chunk: FIRST_CHUNK };
+        let kept = Kept { finished: false, passes: Vec::new(), chunk: None, next_chunk: FIRST_CHUNK, last_label: None };
         EncoderPasses { device, kept: Mutex::new(kept) }
     }
 
@@ -313,7 +316,7 @@ impl EncoderPasses {
 
     /// A slot pair for a pass or copy beginning in the encoder, from its chunk (a new chunk
     /// when it is used up; `None` as `pool::take`), and the pass's `label` as the device's
-    /// labels hold it.
+    /// labels hold it (the last one again without a lookup).
     fn take(&self, shared: &Shared, label: Option<&str>) -> Option<(Slots, Option<Arc<str>>)> {
         let mut kept = self.lock();
         let slots = match kept.chunk.as_mut().and_then(Chunk::next) {
@@ -328,8 +331,14 @@ impl EncoderPasses {
                 slots
             }
         };
-        drop(kept);
-        let label = label.map(|l| shared.labels.get(l));
+        let label = label.map(|l| match &kept.last_label {
+            Some(last) if **last == *l => last.clone(),
+            _ => {
+                let shared_label = shared.labels.get(l);
+                kept.last_label = Some(shared_label.clone());
+                shared_label
+            }
+        });
         Some((slots, label))
     }
 
