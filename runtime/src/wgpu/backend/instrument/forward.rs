@@ -1011,7 +1011,7 @@ impl CommandEncoderInterface for CommandEncoder {
 
     fn finish(&mut self) -> DispatchCommandBuffer {
         let reads = std::mem::take(&mut *lock(&self.own_writes));
-        let pending = self.ended.take_pending();
+        let pending = self.ended.take_pending(&self.shared);
         let buffer = lock(&self.encoder).take().map(|mut e| {
             for r in &reads {
                 r.resolve(&mut e);

@@ -26,6 +26,7 @@ use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use crate::wgpu::pass_sum::{self, Owner, PassSum};
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Passes with user labels beyond this many distinct ones share one `unattributed` site.
@@ -285,6 +286,8 @@ pub(crate) struct EncoderPasses {
 /// [`MAX_CHUNK`]: an encoder of one pass takes one pair (one lock, as before chunks), a frame of
 /// a hundred passes seven chunks.
 const FIRST_CHUNK: u32 = 1;
+/// Passes an encoder makes room for at its first, at most (the last finished encoder's count).
+const MAX_RESERVED: u32 = 1024;
 /// Pairs in the largest chunk: at most this many less one are left unused in a batch by an
 /// encoder that finishes (given back, or holes where another encoder took pairs after them).
 const MAX_CHUNK: u32 = 32;
@@ -322,6 +325,12 @@ impl EncoderPasses {
         let slots = match kept.chunk.as_mut().and_then(Chunk::next) {
             Some(slots) => slots,
             None => {
+                if kept.chunk.is_none() {
+                    // The encoder's first pass: room for as many as the last encoder finished
+                    // had, so that a frame's passes are not moved as its list grows.
+                    let hint = shared.passes_per_encoder.load(Ordering::Relaxed).min(MAX_RESERVED);
+                    kept.passes.reserve(hint as usize);
+                }
                 // The encoder's lock, then the pool's: nothing takes them the other way round.
                 let mut chunk = pool::take_chunk(&shared.state, &shared.queue, kept.next_chunk)?;
                 kept.next_chunk = (kept.next_chunk * 2).min(MAX_CHUNK);
@@ -355,12 +364,15 @@ impl EncoderPasses {
 
     /// The encoder finishes: what its passes wait for, to be run once its command buffer has
     /// executed (or dropped unrun if it never is). Its unused slot pairs go back to the pool.
-    pub(crate) fn take_pending(&self) -> Option<Pending> {
+    pub(crate) fn take_pending(&self, shared: &Shared) -> Option<Pending> {
         let (passes, chunk) = {
             let mut kept = self.lock();
             kept.finished = true;
             (std::mem::take(&mut kept.passes), kept.chunk.take())
         };
+        if !passes.is_empty() {
+            shared.passes_per_encoder.store(passes.len() as u32, Ordering::Relaxed);
+        }
         if let Some(chunk) = chunk {
             pool::give_back(&self.device, chunk);
         }
