@@ -58,7 +58,7 @@ pub(crate) use selected::{say_if_layer_missing, say_unselected_spans};
 #[cfg(feature = "enabled")]
 pub(crate) use slot::Selected;
 #[cfg(all(feature = "enabled", feature = "_wgpu"))]
-pub(crate) use {open_spans::WorkByTime, selected::work_by_time};
+pub(crate) use {open_spans::WorkByTime, selected::work_by_time_now};
 
 use std::any::TypeId;
 #[cfg(feature = "enabled")]

@@ -7,8 +7,13 @@
 //! device, from `write_timestamp` marks around it (where the device has in-encoder timestamps):
 //! what each pass's two timestamp writes cost the GPU. Runs on whatever adapter is found
 //! (lavapipe in CI).
+//!
+//! `--frames CASE N` (`plain`, `raw_timestamps`, `instrumented`) encodes and submits N frames of
+//! CASE instead, waiting for the GPU between frames outside the frame: what `scripts/count-passes`
+//! counts with callgrind (`--toggle-collect` on [`counted_frame`]), so that the encoding thread's
+//! instructions per pass compare on a busy machine, where wall time does not.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::wgpu;
 
@@ -330,5 +335,53 @@ fn instrumented(c: &mut Criterion) {
     gpuspan::flush();
 }
 
+/// The frame callgrind counts (`--toggle-collect='wgpu_instrumented::counted_frame'`): the
+/// encoding thread's work for one frame of `case`, its submission and a non-blocking poll.
+#[inline(never)]
+fn counted_frame(case: &dyn Fn()) {
+    case();
+}
+
+/// `--frames CASE N`: N frames of CASE, each counted alone, the GPU waited for between them
+/// (uncounted), so that every batch gpuspan fills is delivered and recycled as in a steady
+/// program, and none overflows on a slow (callgrind's) GPU. Two frames first, uncounted: the
+/// pipelines, the first batches, the thread-locals.
+fn frames(case: &str, n: u32) {
+    let Some(gpu) = (match case {
+        "plain" => Gpu::new(64, 1),
+        "raw_timestamps" => Gpu::for_test_with(|all| all, 64, 1),
+        "instrumented" => Gpu::instrumented_for_test(64, 1),
+        other => panic!("no case {other}: plain, raw_timestamps or instrumented"),
+    }) else {
+        eprintln!("skipped: no wgpu adapter");
+        std::process::exit(2);
+    };
+    let raw = RawFrame::new(&gpu);
+    let one: Box<dyn Fn()> = match case {
+        "raw_timestamps" => Box::new(|| raw.frame(&gpu)),
+        _ => Box::new(|| frame(&gpu)),
+    };
+    for _ in 0..2 {
+        one();
+        gpu.wait();
+    }
+    gpuspan::flush();
+    for _ in 0..n {
+        counted_frame(&*one);
+        gpu.wait();
+    }
+    gpuspan::flush();
+}
+
 criterion_group!(benches, instrumented);
-criterion_main!(benches);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--frames") {
+        let n = args.get(i + 2).and_then(|n| n.parse().ok()).expect("--frames CASE N");
+        frames(&args[i + 1], n);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -1439,3 +1439,106 @@ rusty_fork_test! {
         drop(window);
     }
 }
+
+/// Passes in each encoder of [`two_encoders_at_once`]: two encoders take 300 slot pairs between
+/// them, more than two of the device's batches (128 pairs each), a chunk at a time.
+const INTERLEAVED_PASSES: u32 = 150;
+
+/// A pass labelled `label` in `encoder`, of one workgroup.
+fn small_pass(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, label: &'static str) {
+    let mut pass =
+        encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
+    pass.set_pipeline(&gpu.pipeline);
+    pass.set_bind_group(0, &gpu.bind_group, &[]);
+    pass.dispatch_workgroups(1, 1, 1);
+}
+
+/// Two encoders recorded at once, a pass in each in turn, so that their slot chunks interleave in
+/// the device's batches; labels repeat in runs of three (a frame's repeated labels) and change.
+#[gpu_kernel(trace_all)]
+fn two_encoders_at_once(gpu: &Gpu) {
+    let mut a = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("a") });
+    let mut b = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("b") });
+    for i in 0..INTERLEAVED_PASSES {
+        let run = (i / 3) % 2 == 0;
+        small_pass(gpu, &mut a, if run { "a shadow" } else { "a light" });
+        small_pass(gpu, &mut b, if run { "b shadow" } else { "b light" });
+    }
+    gpu.queue.submit([a.finish(), b.finish()]);
+}
+
+/// An encoder with passes dropped without being finished (a framework giving up a frame), then
+/// one pass submitted: the call is timed by that pass.
+#[gpu_kernel(trace_all)]
+fn abandoned_frame(gpu: &Gpu) {
+    let mut dropped = gpu.device.create_command_encoder(&Default::default());
+    for _ in 0..3 {
+        small_pass(gpu, &mut dropped, "never submitted");
+    }
+    drop(dropped);
+    let mut kept = gpu.device.create_command_encoder(&Default::default());
+    small_pass(gpu, &mut kept, "submitted");
+    gpu.queue.submit([kept.finish()]);
+}
+
+rusty_fork_test! {
+    #[test]
+    fn passes_of_two_encoders_recorded_at_once_each_resolve_across_chunks_and_batches() {
+        let Some(gpu) = Gpu::instrumented_for_test(64, 1) else { return };
+        let capture = Capture::start();
+        // Three frames: the device's batches are filled, resolved and used again.
+        for _ in 0..3 {
+            two_encoders_at_once(&gpu);
+            gpu.wait();
+        }
+        assert!(gpuspan::flush(), "every pass resolved");
+        let calls = capture.of("two_encoders_at_once");
+        assert_eq!(calls.len(), 3);
+        let n = INTERLEAVED_PASSES as usize;
+        let runs_of_shadow = (0..INTERLEAVED_PASSES).filter(|i| (i / 3) % 2 == 0).count();
+        for call in &calls {
+            assert_summed(call);
+            assert_eq!(call.activities.len(), 2 * n, "every pass of both encoders: {:?}", names(call));
+            assert!(call.activities.iter().all(|a| a.interval.duration_ns() > 0), "each pass its own time");
+            let count = |label: &str| names(call).iter().filter(|n| **n == label).count();
+            assert_eq!(count("a shadow"), runs_of_shadow);
+            assert_eq!(count("a light"), n - runs_of_shadow);
+            assert_eq!(count("b shadow"), runs_of_shadow);
+            assert_eq!(count("b light"), n - runs_of_shadow);
+        }
+        assert!(capture.records().iter().all(|r| !r.site.desc.name.starts_with("unattributed")), "all attributed");
+    }
+
+    #[test]
+    fn an_encoder_dropped_unfinished_gives_its_passes_back() {
+        let Some(gpu) = Gpu::instrumented_for_test(64, 1) else { return };
+        let capture = Capture::start();
+        abandoned_frame(&gpu);
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let calls = capture.of("abandoned_frame");
+        assert_eq!(calls.len(), 1, "the call does not wait for passes that never execute");
+        assert_summed(&calls[0]);
+        assert_eq!(names(&calls[0]), ["submitted"]);
+    }
+
+    #[test]
+    fn encoders_of_two_passes_one_after_another_each_resolve() {
+        let Some(gpu) = Gpu::instrumented_for_test(64, 1) else { return };
+        // Unattributed passes are records of their own, made on the resolver thread.
+        let capture = Capture::start_all_threads();
+        // Each takes a chunk of one pair, then one of two, and gives one back when it finishes:
+        // 300 passes through three batches and more.
+        for _ in 0..150 {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            small_pass(&gpu, &mut encoder, "pair");
+            small_pass(&gpu, &mut encoder, "pair");
+            gpu.queue.submit([encoder.finish()]);
+        }
+        gpu.wait();
+        assert!(gpuspan::flush(), "every pass resolved");
+        let passes = capture.of("unattributed: pair");
+        assert_eq!(passes.len(), 300);
+        assert!(passes.iter().all(|r| gpu_of(r).busy_ns > 0), "each pass its own time");
+    }
+}

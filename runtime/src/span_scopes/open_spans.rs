@@ -9,15 +9,18 @@
 //! and to nobody's in particular ("during several spans") when several unrelated ones were.
 //!
 //! Cost: a selected span's entry and exit lock its own (uncontended) stretch list and read the
-//! clock when the count of threads it is entered on goes from 0 to 1 or back; the process-wide
-//! list is locked once per span instance (at its first entry), and by the lookups, which run on
-//! the backends' resolver threads.
+//! clock when the count of threads it is entered on goes from 0 to 1 or back (and count the
+//! spans entered anywhere then, [`OpenSpans::enter`]); the process-wide list is locked once per
+//! span instance (at its first entry), and by the lookups, which run on the backends' resolver
+//! threads, except the lookup for work launched now ([`OpenSpans::work_now`]), which runs per
+//! pass on the thread that encodes: one atomic load while no selected span is entered.
 
 // The lookup's consumers are the backends that attribute work by time: CUPTI and wgpu's
 // instrumented passes; without them the log is kept and only its tests read it.
 #![cfg_attr(not(any(feature = "cuda", feature = "_wgpu")), allow(dead_code))]
 
 use crate::backends::SpanWork;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How long a closed span stays in the log for late lookups: CUPTI delivers a launch's records
@@ -142,16 +145,29 @@ pub(crate) struct OpenSpans {
     /// The log is pruned when it reaches this length (twice what the last pruning left), so
     /// that an instance's first entry costs O(1) amortized.
     prune_at: Mutex<usize>,
+    /// Instances entered on at least one thread now ([`OpenSpans::enter`]): none, and no work
+    /// launched now is anyone's by time, without a lock.
+    entered: AtomicUsize,
 }
 
 impl OpenSpans {
     pub(crate) const fn new() -> Self {
-        OpenSpans { lives: Mutex::new(Vec::new()), retain_ns: RETAIN_NS, prune_at: Mutex::new(64) }
+        OpenSpans {
+            lives: Mutex::new(Vec::new()),
+            retain_ns: RETAIN_NS,
+            prune_at: Mutex::new(64),
+            entered: AtomicUsize::new(0),
+        }
     }
 
     /// The log of the census of unselected spans: kept for a shorter time.
     pub(crate) const fn census() -> Self {
-        OpenSpans { lives: Mutex::new(Vec::new()), retain_ns: CENSUS_RETAIN_NS, prune_at: Mutex::new(64) }
+        OpenSpans {
+            lives: Mutex::new(Vec::new()),
+            retain_ns: CENSUS_RETAIN_NS,
+            prune_at: Mutex::new(64),
+            entered: AtomicUsize::new(0),
+        }
     }
 
     /// A span instance's scope opened (its first entry) with id `scope_id`: it is in the log
@@ -166,6 +182,35 @@ impl OpenSpans {
             *prune_at = (2 * lives.len()).max(64);
         }
         lives.push(life.clone());
+    }
+
+    /// `life`, one of this log's, is entered on one more thread at `now`: counted among the
+    /// instances entered now before its stretch opens, so that a lookup that finds none entered
+    /// ([`OpenSpans::work_now`]) is right for the instant it looked.
+    pub(crate) fn enter(&self, life: &Life, now: impl FnOnce() -> u64) {
+        life.enter(|| {
+            self.entered.fetch_add(1, Ordering::SeqCst);
+            now()
+        });
+    }
+
+    /// `life` is exited on one thread: no longer counted once its stretch closed.
+    pub(crate) fn exit(&self, life: &Life, now: impl FnOnce() -> u64) {
+        life.exit(|| {
+            let t = now();
+            self.entered.fetch_sub(1, Ordering::SeqCst);
+            t
+        });
+    }
+
+    /// [`OpenSpans::work_at`] for work launched now (an instrumented device's pass beginning):
+    /// one atomic load, without the log's lock, while no selected span is entered anywhere.
+    #[cfg_attr(not(feature = "_wgpu"), allow(dead_code))] // wgpu's lookup
+    pub(crate) fn work_now(&self) -> WorkByTime {
+        if self.entered.load(Ordering::SeqCst) == 0 {
+            return WorkByTime::Nobody;
+        }
+        self.work_at(crate::clock::now_ns())
     }
 
     /// The rule, at host-clock instant `t` (ns): the spans entered then, less every one that is
@@ -276,6 +321,26 @@ mod tests {
         assert_eq!(log.at(30), ByTime::One(2), "the exit ends the stretch");
         assert_eq!(log.at(45), ByTime::One(1));
         assert_eq!(log.at(50), ByTime::Nobody);
+    }
+
+    #[test]
+    fn work_launched_now_is_nobodys_without_a_lookup_only_while_no_span_is_entered() {
+        let log = OpenSpans::new();
+        let step = Life::new("train_step", None);
+        opened(&log, &step, 1, 0);
+        let now = crate::clock::now_ns;
+        assert!(matches!(log.work_now(), WorkByTime::Nobody), "opened, never entered");
+        log.enter(&step, now);
+        assert!(matches!(log.work_now(), WorkByTime::One(_)), "entered on one thread");
+        log.enter(&step, || unreachable!("entered already: the count of spans entered stays"));
+        log.exit(&step, || unreachable!("still entered on another thread"));
+        assert!(matches!(log.work_now(), WorkByTime::One(_)), "still entered on one thread");
+        log.exit(&step, now);
+        assert!(matches!(log.work_now(), WorkByTime::Nobody), "exited everywhere");
+        log.exit(&step, || unreachable!("an exit without an entry changes nothing"));
+        assert!(matches!(log.work_now(), WorkByTime::Nobody));
+        log.enter(&step, now);
+        assert!(matches!(log.work_now(), WorkByTime::One(_)), "the count went back to one, not below");
     }
 
     #[test]

@@ -30,11 +30,12 @@ pub(crate) fn by_time(host_ns: u64) -> ByTime {
     crate::collector::collector().selected.open_spans.at(host_ns)
 }
 
-/// The same rule for work a backend gathers per span (wgpu's instrumented passes): the work of
-/// the one selected span entered at `host_ns`, or the names of several (not guessed between).
+/// The same rule for work a backend gathers per span, launched now (wgpu's instrumented passes,
+/// as each begins): the work of the one selected span entered now, or the names of several (not
+/// guessed between); one atomic load while none is entered.
 #[cfg(feature = "_wgpu")]
-pub(crate) fn work_by_time(host_ns: u64) -> super::open_spans::WorkByTime {
-    crate::collector::collector().selected.open_spans.work_at(host_ns)
+pub(crate) fn work_by_time_now() -> super::open_spans::WorkByTime {
+    crate::collector::collector().selected.open_spans.work_now()
 }
 
 /// The unselected spans entered at host instant `host_ns`, to name GPU work that no scope owned
@@ -421,7 +422,7 @@ impl Instance {
             log.opened(&self.life, scope.scope_id(), crate::clock::now_ns());
             *slot = Slot::Open(Box::new(scope));
         }
-        self.life.enter(crate::clock::now_ns);
+        crate::collector::collector().selected.open_spans.enter(&self.life, crate::clock::now_ns);
         crate::backends::span_work_enter(span.into_u64(), &self.work);
         if let Slot::Open(scope) = &mut *slot {
             if scope.gpu_mut().is_some_and(|g| g.tags_span_entries()) {
@@ -433,7 +434,7 @@ impl Instance {
     }
 
     fn exit(&self, span: &Id) {
-        self.life.exit(crate::clock::now_ns);
+        crate::collector::collector().selected.open_spans.exit(&self.life, crate::clock::now_ns);
         crate::backends::span_work_exit(span.into_u64());
         if crate::backends::SPAN_ENTRIES {
             entries::exit(span.into_u64());

@@ -180,7 +180,7 @@ pub(crate) fn owner(claim_call: impl FnOnce() -> Option<Owner>) -> Owner {
         return Owner::Scope(sum.attributed(Attributed::Thread));
     }
     use crate::span_scopes::WorkByTime;
-    match crate::span_scopes::work_by_time(crate::clock::now_ns()) {
+    match crate::span_scopes::work_by_time_now() {
         WorkByTime::One(work) => Owner::Scope(work.passes().sum().attributed(Attributed::Time)),
         WorkByTime::Several(names) => Owner::Several(names),
         WorkByTime::Nobody => Owner::Nobody,

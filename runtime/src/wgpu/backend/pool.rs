@@ -191,6 +191,38 @@ impl Pool {
 /// Two slots for a bracket on `queue`; `None` (counted, said once) when the device has too many
 /// batches waiting.
 pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
+    take_chunk(d, queue, 1)?.next()
+}
+
+/// Slot pairs taken at once, for the passes of one encoder (`instrument/pass.rs`): one lock of
+/// the pool per chunk instead of one per pass. Pairs not used are given back when the encoder is
+/// done with it ([`give_back`]); until then they count as open in their batch, so that the batch
+/// is not recycled while a pass may still write into it.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    batch: u64,
+    /// The next pair to hand out, and the end of the chunk's pairs.
+    next: u32,
+    end: u32,
+    query_set: wgpu::QuerySet,
+    at_passes: bool,
+}
+
+impl Chunk {
+    /// The next unused slot pair.
+    pub(crate) fn next(&mut self) -> Option<Slots> {
+        if self.next == self.end {
+            return None;
+        }
+        let pair = self.next;
+        self.next += 1;
+        Some(Slots { batch: self.batch, pair, query_set: self.query_set.clone(), at_passes: self.at_passes })
+    }
+}
+
+/// Up to `pairs` slot pairs of the batch taking new brackets (fewer where it fills: the chunk
+/// ends at the batch's end); `None` as [`take`].
+pub(super) fn take_chunk(d: &DeviceState, queue: &wgpu::Queue, pairs: u32) -> Option<Chunk> {
     let mut pool = d.brackets.lock().ok()?;
     let opened = pool.batches.last().is_none_or(|b| b.sealed);
     if opened {
@@ -221,18 +253,40 @@ pub(super) fn take(d: &DeviceState, queue: &wgpu::Queue) -> Option<Slots> {
         });
     }
     let b = pool.batches.last_mut()?;
-    let pair = b.taken;
-    b.taken += 1;
-    b.open += 1;
+    let first = b.taken;
+    let n = pairs.clamp(1, PAIRS - first);
+    b.taken += n;
+    b.open += n;
     b.sealed = b.taken == PAIRS;
     let at_passes = d.mode == super::Mode::Passes;
-    let slots = Slots { batch: b.id, pair, query_set: b.buffers.query_set.clone(), at_passes };
+    let chunk = Chunk { batch: b.id, next: first, end: first + n, query_set: b.buffers.query_set.clone(), at_passes };
     drop(pool);
     if opened {
         // The resolver comes back while the batch fills, to seal it when it is old enough.
         resolver::wake();
     }
-    Some(slots)
+    Some(chunk)
+}
+
+/// The encoder is done with `chunk`: its unused pairs leave their batch (handed out again where
+/// no later chunk was taken after them, else left as holes the resolve reads and nobody uses).
+pub(super) fn give_back(d: &DeviceState, chunk: Chunk) {
+    let unused = chunk.end - chunk.next;
+    if unused == 0 {
+        return;
+    }
+    let Ok(mut pool) = d.brackets.lock() else { return };
+    let Some(b) = pool.batches.iter_mut().rev().find(|b| b.id == chunk.batch) else { return };
+    b.open -= unused;
+    if b.taken == chunk.end && b.map.is_none() {
+        b.taken = chunk.next;
+    }
+    let sealed = b.sealed;
+    drop(pool);
+    if sealed {
+        // It may have nothing left to deliver: the resolver recycles it.
+        resolver::wake();
+    }
 }
 
 /// Where a pass's own timestamps (resolved by its encoder) are read from: a buffer with the

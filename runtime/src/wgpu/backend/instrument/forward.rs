@@ -880,7 +880,7 @@ impl CommandEncoder {
             ActivityKind::Copy { bytes, .. } | ActivityKind::Set { bytes } => *bytes,
             ActivityKind::Kernel(_) => 0,
         };
-        self.with(|e| match PassTimer::begin_copy(&self.shared, command, kind) {
+        self.with(|e| match PassTimer::begin_copy(&self.shared, &self.ended, command, kind) {
             Some(timer) => timer.time_copy(e, &self.ended, record),
             None => {
                 if self.shared.state.mode != super::super::Mode::InEncoders {
@@ -958,14 +958,8 @@ impl CommandEncoderInterface for CommandEncoder {
     fn begin_compute_pass(&self, desc: &wgpu::ComputePassDescriptor<'_>) -> DispatchComputePass {
         let index = self.next_pass();
         let user_writes = desc.timestamp_writes.as_ref().map(|w| (w.query_set.real(), w.beginning_of_pass_write_index, w.end_of_pass_write_index));
-        let timer = PassTimer::begin(
-            &self.shared,
-            desc.label,
-            self.label.as_ref(),
-            index,
-            user_writes,
-            &mut lock(&self.own_writes),
-        );
+        let timer =
+            PassTimer::begin(&self.shared, &self.ended, desc.label, self.label.as_ref(), index, user_writes, &self.own_writes);
         let writes = timer.as_ref().and_then(PassTimer::writes);
         let real = wgpu::ComputePassDescriptor {
             label: desc.label,
@@ -988,14 +982,8 @@ impl CommandEncoderInterface for CommandEncoder {
     fn begin_render_pass(&self, desc: &wgpu::RenderPassDescriptor<'_>) -> DispatchRenderPass {
         let index = self.next_pass();
         let user_writes = desc.timestamp_writes.as_ref().map(|w| (w.query_set.real(), w.beginning_of_pass_write_index, w.end_of_pass_write_index));
-        let timer = PassTimer::begin(
-            &self.shared,
-            desc.label,
-            self.label.as_ref(),
-            index,
-            user_writes,
-            &mut lock(&self.own_writes),
-        );
+        let timer =
+            PassTimer::begin(&self.shared, &self.ended, desc.label, self.label.as_ref(), index, user_writes, &self.own_writes);
         let writes = timer.as_ref().and_then(PassTimer::writes);
         let colors: Vec<Option<wgpu::RenderPassColorAttachment<'_>>> = desc
             .color_attachments
@@ -1035,7 +1023,7 @@ impl CommandEncoderInterface for CommandEncoder {
 
     fn finish(&mut self) -> DispatchCommandBuffer {
         let reads = std::mem::take(&mut *lock(&self.own_writes));
-        let pending = self.ended.take_pending();
+        let pending = self.ended.take_pending(&self.shared);
         let buffer = lock(&self.encoder).take().map(|mut e| {
             for r in &reads {
                 r.resolve(&mut e);

@@ -13,6 +13,7 @@ pub(crate) use pass::{resolved, unattributed as unattributed_pass, PassTimer};
 
 use super::device::{self, DeviceState};
 use super::wgpu;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
 /// What every object of one instrumented device shares.
@@ -29,6 +30,8 @@ pub(crate) struct Shared {
     memory: Arc<crate::wgpu::memory::Memory>,
     /// Its passes' labels, shared among passes of the same label.
     labels: pass::Labels,
+    /// Passes the last encoder finished had: what the next one makes room for (`pass.rs`).
+    passes_per_encoder: AtomicU32,
 }
 
 impl Shared {
@@ -120,6 +123,7 @@ fn instrument_parts(adapter: &wgpu::Adapter, device: wgpu::Device, queue: wgpu::
         untimed: Mutex::default(),
         memory: crate::wgpu::memory::Memory::new(state.label.clone()),
         labels: pass::Labels::default(),
+        passes_per_encoder: AtomicU32::new(0),
     });
     if let Ok(mut all) = super::REGISTRY.instrumented.write() {
         all.push(shared.clone());

@@ -11,10 +11,13 @@
 //! The thread that encodes pays for little more than the timestamp writes (issue 41): a pass
 //! keeps the facts it was begun with, the encoder keeps its ended passes (`EncoderPasses`) and
 //! hands them over in one callback when its command buffer has executed, and each pass's record
-//! is made where its timestamps are read, on the resolver thread (`EndedPass::record`).
+//! is made where its timestamps are read, on the resolver thread (`EndedPass::record`). The
+//! encoder takes its passes' slot pairs a chunk at a time (`pool::Chunk`: one lock of the
+//! device's pool per chunk, not per pass) and keeps its last pass's label, so that a frame's
+//! repeated labels cost no lookup (decision 67).
 
 use super::super::device::DeviceState;
-use super::super::pool::{self, Slots, Timed};
+use super::super::pool::{self, Chunk, Slots, Timed};
 use super::super::{attach, Mode};
 use super::{wgpu, Shared};
 use crate::diagnostics::note_once;
@@ -23,6 +26,7 @@ use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use crate::wgpu::pass_sum::{self, Owner, PassSum};
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Passes with user labels beyond this many distinct ones share one `unattributed` site.
@@ -85,11 +89,12 @@ impl PassTimer {
     /// batches are waiting).
     pub(crate) fn begin(
         shared: &Shared,
+        encoder: &EncoderPasses,
         label: Option<&str>,
         encoder_label: Option<&Arc<str>>,
         index: u32,
         user_writes: Option<(&wgpu::QuerySet, Option<u32>, Option<u32>)>,
-        reads: &mut Vec<OwnWrites>,
+        reads: &Mutex<Vec<OwnWrites>>,
     ) -> Option<PassTimer> {
         let device = &shared.state;
         if device.mode == Mode::Host {
@@ -101,13 +106,16 @@ impl PassTimer {
             Owner::Nobody => (None, None),
             Owner::Several(names) => (None, Some(names)),
         };
-        let (slots, own) = match user_writes {
-            None => (pool::take(device, &shared.queue)?, false),
+        let (slots, own, label) = match user_writes {
+            None => {
+                let (slots, label) = encoder.take(shared, label)?;
+                (slots, false, label)
+            }
             // The pass keeps its own writes, and is read from them.
             Some((set, Some(start), Some(end))) => {
                 let (slots, buffer) = pool::take_foreign(device, &shared.queue)?;
-                reads.push(OwnWrites { set: set.clone(), start, end, buffer });
-                (slots, true)
+                lock(reads).push(OwnWrites { set: set.clone(), start, end, buffer });
+                (slots, true, label.map(|l| shared.labels.get(l)))
             }
             Some(_) => {
                 note_once(format_args!(
@@ -126,7 +134,7 @@ impl PassTimer {
             census: owner.is_none() && during.is_none() && crate::span_scopes::start_census(),
             owner,
             during,
-            label: label.map(|l| shared.labels.get(l)),
+            label,
             encoder_label: encoder_label.cloned(),
             index,
             pipeline: None,
@@ -143,7 +151,12 @@ impl PassTimer {
     /// instrumented device: timed by `write_timestamp`s around it, so only where the device has
     /// in-encoder timestamps. `None`: not timed apart (no such timestamps, its scope is timed by
     /// other means, or too many batches are waiting); the caller counts its bytes.
-    pub(crate) fn begin_copy(shared: &Shared, command: &'static str, kind: ActivityKind) -> Option<PassTimer> {
+    pub(crate) fn begin_copy(
+        shared: &Shared,
+        encoder: &EncoderPasses,
+        command: &'static str,
+        kind: ActivityKind,
+    ) -> Option<PassTimer> {
         let device = &shared.state;
         if device.mode != Mode::InEncoders {
             return None;
@@ -154,7 +167,7 @@ impl PassTimer {
             Owner::Nobody => (None, None),
             Owner::Several(names) => (None, Some(names)),
         };
-        let slots = pool::take(device, &shared.queue)?;
+        let (slots, _) = encoder.take(shared, None)?;
         if let Some(sum) = &owner {
             sum.pass_begun();
         }
@@ -260,42 +273,129 @@ impl EndedPass {
 }
 
 /// The passes and copies an encoder recorded and ended, until it is finished: then they wait
-/// for its command buffer to execute, all in one callback (`take_pending`), not one each.
+/// for its command buffer to execute, all in one callback (`take_pending`), not one each. It
+/// also holds what the encoder's passes take per pass without the device's locks: slot pairs
+/// (a chunk) and the last label.
 #[derive(Debug)]
 pub(crate) struct EncoderPasses {
     device: Arc<DeviceState>,
-    /// Whether the encoder finished, and its passes that ended before.
-    kept: Mutex<(bool, Vec<PassTimer>)>,
+    kept: Mutex<Kept>,
+}
+
+/// Slot pairs in an encoder's first chunk; each later chunk takes twice the last, up to
+/// [`MAX_CHUNK`]: an encoder of one pass takes one pair (one lock, as before chunks), a frame of
+/// a hundred passes seven chunks.
+const FIRST_CHUNK: u32 = 1;
+/// Passes an encoder makes room for at its first, at most (the last finished encoder's count).
+const MAX_RESERVED: u32 = 1024;
+/// Pairs in the largest chunk: at most this many less one are left unused in a batch by an
+/// encoder that finishes (given back, or holes where another encoder took pairs after them).
+const MAX_CHUNK: u32 = 32;
+
+/// An encoder's own state, behind its (uncontended) lock.
+#[derive(Debug)]
+struct Kept {
+    /// The encoder finished: passes ending later wait on their own.
+    finished: bool,
+    /// Its passes that ended before it finished.
+    passes: Vec<PassTimer>,
+    /// Slot pairs taken for its next passes.
+    chunk: Option<Chunk>,
+    /// Pairs the next chunk takes.
+    next_chunk: u32,
+    /// Its last pass's label, as the device's labels hold it.
+    last_label: Option<Arc<str>>,
 }
 
 impl EncoderPasses {
     pub(crate) fn new(device: Arc<DeviceState>) -> EncoderPasses {
-        EncoderPasses { device, kept: Mutex::default() }
+        let kept = Kept { finished: false, passes: Vec::new(), chunk: None, next_chunk: FIRST_CHUNK, last_label: None };
+        EncoderPasses { device, kept: Mutex::new(kept) }
     }
 
-    fn lock(&self) -> MutexGuard<'_, (bool, Vec<PassTimer>)> {
-        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Kept> {
+        lock(&self.kept)
+    }
+
+    /// A slot pair for a pass or copy beginning in the encoder, from its chunk (a new chunk
+    /// when it is used up; `None` as `pool::take`), and the pass's `label` as the device's
+    /// labels hold it (the last one again without a lookup).
+    fn take(&self, shared: &Shared, label: Option<&str>) -> Option<(Slots, Option<Arc<str>>)> {
+        let mut kept = self.lock();
+        let slots = match kept.chunk.as_mut().and_then(Chunk::next) {
+            Some(slots) => slots,
+            None => {
+                if kept.chunk.is_none() {
+                    // The encoder's first pass: room for as many as the last encoder finished
+                    // had, so that a frame's passes are not moved as its list grows.
+                    let hint = shared.passes_per_encoder.load(Ordering::Relaxed).min(MAX_RESERVED);
+                    kept.passes.reserve(hint as usize);
+                }
+                // The encoder's lock, then the pool's: nothing takes them the other way round.
+                let mut chunk = pool::take_chunk(&shared.state, &shared.queue, kept.next_chunk)?;
+                kept.next_chunk = (kept.next_chunk * 2).min(MAX_CHUNK);
+                let slots = chunk.next()?;
+                // The chunk it replaces is used up: nothing to give back.
+                kept.chunk = Some(chunk);
+                slots
+            }
+        };
+        let label = label.map(|l| match &kept.last_label {
+            Some(last) if **last == *l => last.clone(),
+            _ => {
+                let shared_label = shared.labels.get(l);
+                kept.last_label = Some(shared_label.clone());
+                shared_label
+            }
+        });
+        Some((slots, label))
     }
 
     /// `timer`'s pass ended: kept until the encoder finishes, or given back if it already did.
     fn keep(&self, mut timer: PassTimer) -> Option<PassTimer> {
         timer.pass.ended_ns = crate::clock::now_ns();
         let mut kept = self.lock();
-        if kept.0 {
+        if kept.finished {
             return Some(timer);
         }
-        kept.1.push(timer);
+        kept.passes.push(timer);
         None
     }
 
     /// The encoder finishes: what its passes wait for, to be run once its command buffer has
-    /// executed (or dropped unrun if it never is).
-    pub(crate) fn take_pending(&self) -> Option<Pending> {
-        let mut kept = self.lock();
-        kept.0 = true;
-        let passes = std::mem::take(&mut kept.1);
+    /// executed (or dropped unrun if it never is). Its unused slot pairs go back to the pool.
+    pub(crate) fn take_pending(&self, shared: &Shared) -> Option<Pending> {
+        let (passes, chunk) = {
+            let mut kept = self.lock();
+            kept.finished = true;
+            (std::mem::take(&mut kept.passes), kept.chunk.take())
+        };
+        if !passes.is_empty() {
+            shared.passes_per_encoder.store(passes.len() as u32, Ordering::Relaxed);
+        }
+        if let Some(chunk) = chunk {
+            pool::give_back(&self.device, chunk);
+        }
         (!passes.is_empty()).then(|| Pending { device: self.device.clone(), passes })
     }
+}
+
+impl Drop for EncoderPasses {
+    /// The encoder was dropped without finishing: its passes never execute (their slot pairs
+    /// leave their batches, their owners stop waiting, as for a command buffer never submitted),
+    /// and its unused slot pairs go back.
+    fn drop(&mut self) {
+        let kept = self.kept.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(chunk) = kept.chunk.take() {
+            pool::give_back(&self.device, chunk);
+        }
+        let passes = std::mem::take(&mut kept.passes);
+        drop(Pending { device: self.device.clone(), passes });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Per-device labels of passes, shared, so that a frame's passes do not each copy theirs.
@@ -307,7 +407,7 @@ const MAX_LABELS: usize = 4096;
 
 impl Labels {
     fn get(&self, label: &str) -> Arc<str> {
-        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut known = lock(&self.0);
         if let Some(l) = known.get(label) {
             return l.clone();
         }
