@@ -42,6 +42,9 @@ pub(crate) const TIMER_FEATURES: wgpu::Features = GpuProfiler::ALL_WGPU_TIMER_FE
 
 /// `gpuspan::wgpu::register`: names the device after the adapter in traces.
 pub(crate) fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) {
+    // An instrumented device records passes that no annotated call (nor the run-time switch)
+    // announces: the run's settings are resolved now if nothing did before (a no-op after `init`).
+    crate::settings::from_env_once();
     let info = adapter.get_info();
     let name = format!("{} ({:?})", info.name, info.backend);
     let state = device::register(device, Some(queue), Some(&name));
