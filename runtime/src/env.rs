@@ -5,26 +5,32 @@
 //! naming the variable, the value and the default used instead, and the program runs on with
 //! that default; a number below its sane minimum is raised to it, with a message.
 //!
+//! Each reader has one caller (the `read by` column; `tests::each_gpuspan_variable_is_read_in_one_place`
+//! checks it from the sources). The run's settings are read by `Config` only: by
+//! [`crate::Config::from_env`] for `init()`, and through [`crate::Config`]'s `settings_from_env`
+//! (the threshold, trace-all and the span selection), which `settings.rs` calls once in a
+//! program that uses gpuspan before or without `init()` (decision 70).
+//!
 //! | variable | read by | default |
 //! |---|---|---|
-//! | `GPUSPAN` | the run-time switch | on |
+//! | `GPUSPAN` | the run-time switch (`switch.rs`), at its first reading | on |
 //! | `GPUSPAN_SUMMARY` | [`crate::Config::from_env`] | on |
 //! | `GPUSPAN_TRACE_FILE` | [`crate::Config::from_env`]: a path, or a switch (off: no timeline) | a private per-user directory |
 //! | `GPUSPAN_TRACE_FORMAT` | [`crate::Config::from_env`]: `json` or `perfetto` (Perfetto's native protobuf) | by the path's name, else json |
 //! | `GPUSPAN_CAPTURE` | [`crate::Config::from_env`]: a path, or a switch (on: the private directory); a path another process is writing gets `<stem>.<pid>.<ext>` beside it (docs/cli.md) | off |
-//! | `GPUSPAN_THRESHOLD_US` | [`crate::Config::from_env`], sampling | 100 |
-//! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
+//! | `GPUSPAN_THRESHOLD_US` | `Config::settings_from_env` | 100 |
+//! | `GPUSPAN_TRACE_ALL` | `Config::settings_from_env` | off |
 //! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | flush |
 //! | `GPUSPAN_LIVE` | [`crate::Config::from_env`]: the live feed for `gpuspan top` | off |
-//! | `GPUSPAN_SPANS` | [`crate::Config::from_env`]: the spans `gpuspan::layer()` makes scopes, in `EnvFilter`'s directive syntax | none |
-//! | `GPUSPAN_CUPTI` | CUDA timing | on |
-//! | `GPUSPAN_CUPTI_DUMP` | CUDA timing: a path | none |
-//! | `GPUSPAN_MONITOR` | the NVML monitor | on |
-//! | `GPUSPAN_MONITOR_INTERVAL_MS` | the NVML monitor | 100 (at least 10) |
-//! | `GPUSPAN_MONITOR_HISTORY` | the NVML monitor | 3000 (at least 1) |
-//! | `GPUSPAN_MONITOR_CPU_PERCENT` | the NVML monitor | 0.1 |
-//! | `GPUSPAN_NVML_LIBRARY` | the device monitor: NVML's path | the driver's library |
-//! | `GPUSPAN_ROCM_SMI_LIBRARY` | the device monitor: ROCm SMI's path | `librocm_smi64.so` on the loader's path, then `/opt/rocm/lib` |
+//! | `GPUSPAN_SPANS` | `Config::settings_from_env`: the spans `gpuspan::layer()` makes scopes, in `EnvFilter`'s directive syntax | none |
+//! | `GPUSPAN_CUPTI` | CUDA timing (`cuda/mod.rs`) | on |
+//! | `GPUSPAN_CUPTI_DUMP` | CUDA timing (`cuda/cupti/mod.rs`): a path | none |
+//! | `GPUSPAN_MONITOR` | the NVML monitor (`monitor/mod.rs`) | on |
+//! | `GPUSPAN_MONITOR_INTERVAL_MS` | the NVML monitor (`monitor/mod.rs`) | 100 (at least 10) |
+//! | `GPUSPAN_MONITOR_HISTORY` | the NVML monitor (`monitor/mod.rs`) | 3000 (at least 1) |
+//! | `GPUSPAN_MONITOR_CPU_PERCENT` | the NVML monitor (`monitor/mod.rs`) | 0.1 |
+//! | `GPUSPAN_NVML_LIBRARY` | the device monitor (`monitor/library.rs`): NVML's path | the driver's library |
+//! | `GPUSPAN_ROCM_SMI_LIBRARY` | the device monitor (`monitor/library.rs`): ROCm SMI's path | `librocm_smi64.so` on the loader's path, then `/opt/rocm/lib` |
 //!
 //! The readers only a backend or the device monitor uses are built with it (`cuda`; `_devices`,
 //! which `nvml` turns on), so that dead code is checked in every feature set.
