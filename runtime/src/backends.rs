@@ -517,7 +517,7 @@ mod tests {
     }
 
     /// The span layer opens and tags its scopes through the seam, not through a backend's
-    /// module (its one `cfg` left is `init_selects`, for `init.rs`'s CUDA start).
+    /// module (and `init.rs` starts span backends through the seam too, `span_selected`).
     #[test]
     fn the_span_layer_reaches_backends_through_the_seam() {
         let names = ["crate::cuda", "crate::wgpu", "GpuScope::"];

@@ -49,6 +49,18 @@ impl TraceFormat {
     }
 }
 
+/// The settings one collector holds for the whole run, as `init` was given them or (without
+/// `init`) the environment says: resolved once (`settings.rs`, decision 70). `None`: the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// Calls shorter than this many µs are aggregated only.
+    pub(crate) threshold_us: Option<u64>,
+    /// Export every call.
+    pub(crate) trace_all: Option<bool>,
+    /// The spans `layer()` selects, in `EnvFilter`'s directive syntax.
+    pub(crate) spans: Option<String>,
+}
+
 /// What [`init`](crate::init()) sets up. [`Config::from_env`] reads the `GPUSPAN_*` variables; the methods
 /// override them in code. Switches take `on`/`off`, `1`/`0`, `true`/`false` or `yes`/`no` in
 /// any case; a value that cannot be used is said once and the default applies.
@@ -73,14 +85,12 @@ pub struct Config {
     /// `None`: by the path's name ([`TraceFormat::of_path`]), JSON for the default path.
     pub(crate) trace_format: Option<TraceFormat>,
     pub(crate) capture: TraceFile,
-    pub(crate) threshold_us: Option<u64>,
-    pub(crate) trace_all: Option<bool>,
+    /// What the collector holds for the whole run (the rest is what `init` starts).
+    pub(crate) settings: Settings,
     /// `None`: the default (on where the platform has it).
     pub(crate) flush_on_signal: Option<bool>,
     pub(crate) live: bool,
     pub(crate) timeline_capacity: usize,
-    /// The spans `layer()` selects, in `EnvFilter`'s directive syntax.
-    pub(crate) spans: Option<String>,
     /// The OTLP export to start (feature `otlp`; `()` without it, never read then).
     #[allow(dead_code)]
     pub(crate) otlp: crate::otlp_choice::OtlpChoice,
@@ -93,12 +103,10 @@ impl Default for Config {
             trace_file: TraceFile::Default,
             trace_format: None,
             capture: TraceFile::Off,
-            threshold_us: None,
-            trace_all: None,
+            settings: Settings::default(),
             flush_on_signal: None,
             live: false,
             timeline_capacity: 200_000,
-            spans: None,
             otlp: Default::default(),
         }
     }
@@ -129,17 +137,23 @@ impl Config {
             if let Some(t) = env::capture() {
                 c.capture = t.into();
             }
-            c.threshold_us = env::threshold_us();
-            c.trace_all = env::trace_all();
+            c.settings = Config::settings_from_env();
             if let Some(on) = env::on_signal() {
                 c.flush_on_signal = Some(on);
             }
             if let Some(on) = env::live() {
                 c.live = on;
             }
-            c.spans = env::spans();
         }
         c
+    }
+
+    /// The part of [`Config::from_env`] the collector holds for the whole run: also what a
+    /// program that never calls `init` runs with (`settings.rs` reads it once, at the first use).
+    #[cfg(feature = "enabled")]
+    pub(crate) fn settings_from_env() -> Settings {
+        use crate::env;
+        Settings { threshold_us: env::threshold_us(), trace_all: env::trace_all(), spans: env::spans() }
     }
 
     /// Print the summary table at shutdown (default on).
@@ -195,13 +209,13 @@ impl Config {
 
     /// Calls shorter than this are aggregated but not exported (default 100 µs).
     pub fn threshold_us(mut self, us: u64) -> Self {
-        self.threshold_us = Some(us);
+        self.settings.threshold_us = Some(us);
         self
     }
 
     /// Export every call whatever its duration.
     pub fn trace_all(mut self, on: bool) -> Self {
-        self.trace_all = Some(on);
+        self.settings.trace_all = Some(on);
         self
     }
 
@@ -237,7 +251,7 @@ impl Config {
     /// (`my_app::infer=info,candle=debug,[request]`); gpuspan's own spans are never selected.
     /// Overrides `GPUSPAN_SPANS`. docs/spans.md says how to read the result.
     pub fn spans(mut self, directives: impl Into<String>) -> Self {
-        self.spans = Some(directives.into());
+        self.settings.spans = Some(directives.into());
         self
     }
 

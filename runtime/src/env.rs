@@ -5,31 +5,38 @@
 //! naming the variable, the value and the default used instead, and the program runs on with
 //! that default; a number below its sane minimum is raised to it, with a message.
 //!
+//! Each reader has one caller (the `read by` column; `tests::each_gpuspan_variable_is_read_in_one_place`
+//! checks it from the sources). The run's settings are read by `Config` only: by
+//! [`crate::Config::from_env`] for `init()`, and through [`crate::Config`]'s `settings_from_env`
+//! (the threshold, trace-all and the span selection), which `settings.rs` calls once in a
+//! program that uses gpuspan before or without `init()` (decision 70).
+//!
 //! | variable | read by | default |
 //! |---|---|---|
-//! | `GPUSPAN` | the run-time switch | on |
+//! | `GPUSPAN` | the run-time switch (`switch.rs`), at its first reading | on |
 //! | `GPUSPAN_SUMMARY` | [`crate::Config::from_env`] | on |
 //! | `GPUSPAN_TRACE_FILE` | [`crate::Config::from_env`]: a path, or a switch (off: no timeline) | a private per-user directory |
 //! | `GPUSPAN_TRACE_FORMAT` | [`crate::Config::from_env`]: `json` or `perfetto` (Perfetto's native protobuf) | by the path's name, else json |
 //! | `GPUSPAN_CAPTURE` | [`crate::Config::from_env`]: a path, or a switch (on: the private directory); a path another process is writing gets `<stem>.<pid>.<ext>` beside it (docs/cli.md) | off |
-//! | `GPUSPAN_THRESHOLD_US` | [`crate::Config::from_env`], sampling | 100 |
-//! | `GPUSPAN_TRACE_ALL` | [`crate::Config::from_env`], sampling | off |
+//! | `GPUSPAN_THRESHOLD_US` | `Config::settings_from_env` | 100 |
+//! | `GPUSPAN_TRACE_ALL` | `Config::settings_from_env` | off |
 //! | `GPUSPAN_ON_SIGNAL` | [`crate::Config::from_env`]: `flush` (or on) / off | flush |
 //! | `GPUSPAN_LIVE` | [`crate::Config::from_env`]: the live feed for `gpuspan top` | off |
-//! | `GPUSPAN_SPANS` | [`crate::Config::from_env`]: the spans `gpuspan::layer()` makes scopes, in `EnvFilter`'s directive syntax | none |
-//! | `GPUSPAN_CUPTI` | CUDA timing | on |
-//! | `GPUSPAN_CUPTI_DUMP` | CUDA timing: a path | none |
-//! | `GPUSPAN_MONITOR` | the NVML monitor | on |
-//! | `GPUSPAN_MONITOR_INTERVAL_MS` | the NVML monitor | 100 (at least 10) |
-//! | `GPUSPAN_MONITOR_HISTORY` | the NVML monitor | 3000 (at least 1) |
-//! | `GPUSPAN_MONITOR_CPU_PERCENT` | the NVML monitor | 0.1 |
-//! | `GPUSPAN_NVML_LIBRARY` | the device monitor: NVML's path | the driver's library |
-//! | `GPUSPAN_ROCM_SMI_LIBRARY` | the device monitor: ROCm SMI's path | `librocm_smi64.so` on the loader's path, then `/opt/rocm/lib` |
+//! | `GPUSPAN_SPANS` | `Config::settings_from_env`: the spans `gpuspan::layer()` makes scopes, in `EnvFilter`'s directive syntax | none |
+//! | `GPUSPAN_CUPTI` | CUDA timing (`cuda/mod.rs`) | on |
+//! | `GPUSPAN_CUPTI_DUMP` | CUDA timing (`cuda/cupti/mod.rs`): a path | none |
+//! | `GPUSPAN_MONITOR` | the NVML monitor (`monitor/mod.rs`) | on |
+//! | `GPUSPAN_MONITOR_INTERVAL_MS` | the NVML monitor (`monitor/mod.rs`) | 100 (at least 10) |
+//! | `GPUSPAN_MONITOR_HISTORY` | the NVML monitor (`monitor/mod.rs`) | 3000 (at least 1) |
+//! | `GPUSPAN_MONITOR_CPU_PERCENT` | the NVML monitor (`monitor/mod.rs`) | 0.1 |
+//! | `GPUSPAN_NVML_LIBRARY` | the device monitor (`monitor/library.rs`): NVML's path | the driver's library |
+//! | `GPUSPAN_ROCM_SMI_LIBRARY` | the device monitor (`monitor/library.rs`): ROCm SMI's path | `librocm_smi64.so` on the loader's path, then `/opt/rocm/lib` |
 //!
 //! The readers only a backend or the device monitor uses are built with it (`cuda`; `_devices`,
 //! which `nvml` turns on), so that dead code is checked in every feature set.
 
 use crate::diagnostics::note_once;
+use crate::sampling::state::DEFAULT_THRESHOLD_US;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -165,9 +172,6 @@ pub(crate) fn capture() -> Option<PathOrSwitch> {
     path_or_switch("GPUSPAN_CAPTURE")
 }
 
-/// The default threshold: calls shorter than this are only aggregated.
-pub(crate) const DEFAULT_THRESHOLD_US: u64 = 100;
-
 /// `GPUSPAN_THRESHOLD_US`: calls shorter than this many µs are aggregated only.
 pub(crate) fn threshold_us() -> Option<u64> {
     number("GPUSPAN_THRESHOLD_US", "a whole number of microseconds", DEFAULT_THRESHOLD_US, 0)
@@ -273,6 +277,111 @@ pub(crate) fn runtime_dir() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::parse_switch;
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    /// The code of every file under runtime/src, by path relative to it: comments dropped and
+    /// nothing from a file's test module (the first unindented `#[cfg(test)]`) on.
+    fn sources() -> BTreeMap<String, String> {
+        fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, String>) {
+            for entry in std::fs::read_dir(dir).expect("runtime/src is readable") {
+                let path = entry.expect("a directory entry").path();
+                if path.is_dir() {
+                    walk(&path, root, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).expect("a source file");
+                    let code: Vec<&str> = text
+                        .lines()
+                        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+                        .map(|l| l.split("//").next().unwrap_or(""))
+                        .collect();
+                    let rel = path.strip_prefix(root).expect("under src").to_string_lossy().replace('\\', "/");
+                    out.insert(rel, code.join("\n"));
+                }
+            }
+        }
+        let root: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut out = BTreeMap::new();
+        walk(&root, &root, &mut out);
+        out
+    }
+
+    /// Each reader of this file (a function that names a `GPUSPAN_*` variable) and the
+    /// variables it names.
+    fn readers(env: &str) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for piece in env.split("fn ").skip(1) {
+            let name: String = piece.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let vars: Vec<String> = piece
+                .split("\"GPUSPAN")
+                .skip(1)
+                .map(|v| {
+                    format!(
+                        "GPUSPAN{}",
+                        v.chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect::<String>()
+                    )
+                })
+                .collect();
+            if !vars.is_empty() {
+                out.push((name, vars));
+            }
+        }
+        out
+    }
+
+    /// Each `GPUSPAN_*` variable is read in one place (decision 70): no file but this one reads
+    /// the environment for one, each is named by one reader here, each reader is called from
+    /// one file, and the readers of the settings `Config` holds are called from config.rs only
+    /// (so that `init()`, or the first use without it, resolves them once: settings.rs).
+    #[test]
+    fn each_gpuspan_variable_is_read_in_one_place() {
+        let sources = sources();
+        let env = &sources["env.rs"];
+        for (file, code) in &sources {
+            if file == "env.rs" {
+                continue;
+            }
+            for line in code.lines() {
+                let reads =
+                    ["env::var(", "env::var_os(", "env::vars(", "env::vars_os("].iter().any(|r| line.contains(r));
+                assert!(!(reads && line.contains("GPUSPAN")), "{file} reads a GPUSPAN_* variable itself: {line}");
+            }
+        }
+        let readers = readers(env);
+        assert!(readers.len() >= 18, "the readers were not found: {readers:?}");
+        let mut named: BTreeMap<&str, &str> = BTreeMap::new();
+        for (reader, vars) in &readers {
+            for var in vars {
+                if let Some(other) = named.insert(var, reader) {
+                    assert_eq!(other, reader, "{var} is named by two readers, {other} and {reader}");
+                }
+            }
+            let callers: Vec<&String> = sources
+                .iter()
+                .filter(|(file, code)| *file != "env.rs" && code.contains(&format!("env::{reader}(")))
+                .map(|(file, _)| file)
+                .collect();
+            assert_eq!(callers.len(), 1, "the reader of {vars:?} ({reader}) is called from {callers:?}, not one file");
+        }
+        for reader in [
+            "summary",
+            "trace_file",
+            "trace_format",
+            "capture",
+            "threshold_us",
+            "trace_all",
+            "on_signal",
+            "live",
+            "spans",
+        ] {
+            let callers: Vec<&String> = sources
+                .iter()
+                .filter(|(file, code)| *file != "env.rs" && code.contains(&format!("env::{reader}(")))
+                .map(|(file, _)| file)
+                .collect();
+            assert_eq!(callers, ["config.rs"], "the setting read by env::{reader} is read outside `Config`");
+        }
+    }
 
     #[test]
     fn one_vocabulary_for_switches_in_any_case() {

@@ -117,13 +117,8 @@ mod imp {
     }
 
     pub(super) fn init(c: Config) -> Guard {
-        crate::sampling::load_env();
-        if let Some(us) = c.threshold_us {
-            crate::sampling::set_threshold_us(us);
-        }
-        if let Some(on) = c.trace_all {
-            crate::sampling::set_trace_all(on);
-        }
+        // The run's settings, resolved once for the collector (decision 70).
+        crate::settings::given(&c.settings);
         let id = running().next_id();
         // GPUSPAN=off: nothing starts (no timeline, no export, no CUDA or NVML), and the end says
         // only that gpuspan was off.
@@ -145,10 +140,9 @@ mod imp {
         crate::cuda::start_at_init();
         // The spans `gpuspan::layer()` selects; with one, CUDA timing runs before the program's
         // first launch, which no annotated call announces.
-        crate::span_scopes::select_from_init(c.spans.as_deref());
-        #[cfg(feature = "cuda")]
+        crate::span_scopes::select_from_init(c.settings.spans.as_deref());
         if crate::span_scopes::init_selects() {
-            crate::cuda::start_for_spans();
+            crate::backends::span_selected();
         }
         // The device monitor is a leaf: it adds to records, the summary, `track_memory` marks
         // and the metrics through the core's hooks, plugged in here before anything it adds to
@@ -158,8 +152,7 @@ mod imp {
             crate::monitor::register_hooks();
             crate::monitor::start_from_env();
         }
-        // The sampling in force (set above, else the environment's as sampling read it), for the
-        // capture's header: the environment is read in one place.
+        // The sampling in force (resolved above), for the capture's header.
         let (threshold_us, trace_all) = crate::sampling::in_force();
         let sampling = capture_file::Sampling { threshold_us, trace_all };
         // The timeline's format: as asked, else by its path's name; the default path's extension

@@ -210,6 +210,8 @@ mod sampling;
 #[cfg(feature = "enabled")]
 mod scope;
 #[cfg(feature = "enabled")]
+mod settings;
+#[cfg(feature = "enabled")]
 mod signal;
 mod span_scopes;
 #[cfg(feature = "enabled")]

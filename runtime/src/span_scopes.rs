@@ -45,12 +45,12 @@ mod selected;
 mod slot;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use open_spans::ByTime;
-#[cfg(feature = "enabled")]
-pub(crate) use selected::select_from_init;
+#[cfg(all(feature = "enabled", feature = "cuda"))]
+pub(crate) use selected::by_time;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use selected::unselected_at;
-#[cfg(all(feature = "enabled", feature = "cuda"))]
-pub(crate) use selected::{by_time, init_selects};
+#[cfg(feature = "enabled")]
+pub(crate) use selected::{init_selects, select_from_init, select_unless_given};
 #[cfg(all(feature = "enabled", feature = "_wgpu"))]
 pub(crate) use selected::{named_at, start_census};
 #[cfg(feature = "enabled")]

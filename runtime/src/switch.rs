@@ -42,6 +42,8 @@ pub fn might_be_on() -> bool {
 #[cfg(feature = "enabled")]
 #[cold]
 fn read_env() -> bool {
+    // The first use: the run's settings are resolved with the switch (a no-op after `init`).
+    crate::settings::from_env_once();
     let on = crate::env::enabled();
     // A race with `set_enabled` keeps the explicit setting: the environment only fills UNKNOWN.
     let _ = STATE.compare_exchange(UNKNOWN, if on { ON } else { OFF }, Ordering::Relaxed, Ordering::Relaxed);
@@ -51,6 +53,9 @@ fn read_env() -> bool {
 /// Turns instrumentation on or off for the whole process, overriding `GPUSPAN`. Does nothing
 /// without the `enabled` feature: there is nothing to turn on.
 pub fn set_enabled(on: bool) {
+    // The switch will not read the environment: the settings are resolved here instead.
+    #[cfg(feature = "enabled")]
+    crate::settings::from_env_once();
     #[cfg(feature = "enabled")]
     STATE.store(if on { ON } else { OFF }, Ordering::Relaxed);
     #[cfg(not(feature = "enabled"))]

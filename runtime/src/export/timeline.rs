@@ -52,7 +52,7 @@ impl Timeline {
             capacity,
             path: None,
             format: TraceFormat::Json,
-            sampling: Sampling { threshold_us: crate::env::DEFAULT_THRESHOLD_US, trace_all: false },
+            sampling: Sampling { threshold_us: crate::sampling::DEFAULT_THRESHOLD_US, trace_all: false },
             started_ns: crate::clock::now_ns(),
         }
     }

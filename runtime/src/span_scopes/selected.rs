@@ -155,8 +155,8 @@ fn layer_missing(layer_added: bool, selects: bool) -> bool {
     selects && !layer_added
 }
 
-/// Whether `init`'s selection selects anything (CUDA timing is then started at `init`).
-#[cfg(any(feature = "cuda", test))]
+/// Whether `init`'s selection selects anything (a backend that must time spans from the start is
+/// then started at `init`).
 pub(crate) fn init_selects() -> bool {
     matches!(&*from_init_lock().read().unwrap_or_else(|e| e.into_inner()), Some(Some(_)))
 }
@@ -165,8 +165,18 @@ fn from_init() -> Option<Arc<EnvFilter>> {
     if let Some(f) = &*from_init_lock().read().unwrap_or_else(|e| e.into_inner()) {
         return f.clone();
     }
+    // Neither `init` nor an earlier use resolved the settings: the environment's, once.
+    crate::settings::from_env_once();
+    from_init_lock().read().unwrap_or_else(|e| e.into_inner()).clone().flatten()
+}
+
+/// The environment's selection, for a program that did not call `init` (`settings.rs`): kept
+/// unless `init` gave one first.
+pub(crate) fn select_unless_given(directives: Option<&str>) {
     let mut w = from_init_lock().write().unwrap_or_else(|e| e.into_inner());
-    w.get_or_insert_with(|| parse(crate::env::spans().as_deref())).clone()
+    if w.is_none() {
+        *w = Some(parse(directives));
+    }
 }
 
 impl SpanSelection {

@@ -64,7 +64,7 @@ pub(crate) fn push(site: &'static Site, timed: bool) -> bool {
 
 /// The scope just opened names its device: attachments in it use that device.
 pub(crate) fn set_device(device: &wgpu::Device) {
-    let state = device::register(device, None, None);
+    let state = super::known_device(device, None, None);
     let _ = OPEN.try_with(|o| {
         if let Some(slot) = o.borrow_mut().last_mut() {
             slot.device = Some(state);

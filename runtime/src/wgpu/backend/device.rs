@@ -64,6 +64,37 @@ impl DeviceState {
     pub(super) fn in_flight_count(&self) -> usize {
         self.in_flight.lock().map_or(0, |f| f.len()) + self.brackets.lock().map_or(0, |p| p.len())
     }
+
+    /// Takes a fresh clock mapping for the device. Returns whether one is available.
+    pub(super) fn calibrate(&self) -> bool {
+        let Some(queue) = self.queue.get() else { return false };
+        match super::calibration::calibrate(&self.device, queue, 5, &self.own_submits) {
+            Ok(map) => {
+                if let Ok(mut c) = self.clock.lock() {
+                    *c = Some(map);
+                }
+                true
+            }
+            Err(e) => {
+                // Said as it is: a failed recalibration keeps the mapping the device had, and a
+                // first one that fails may succeed at the next try (issue 39: "timed on the host"
+                // was said while every record was GPU-timed).
+                let mapped = self.clock().is_some();
+                if mapped {
+                    crate::diagnostics::note_once(format_args!(
+                        "GPU clock recalibration failed on {} ({e}); its scopes keep the previous mapping, whose stated error grows with its age",
+                        self.label.name
+                    ));
+                } else {
+                    crate::diagnostics::note_once(format_args!(
+                        "GPU clock calibration failed on {} ({e}); until a calibration succeeds its scopes are timed on the host",
+                        self.label.name
+                    ));
+                }
+                mapped
+            }
+        }
+    }
 }
 
 fn devices() -> &'static RwLock<Vec<Arc<DeviceState>>> {
@@ -75,16 +106,9 @@ pub(crate) fn all() -> Vec<Arc<DeviceState>> {
     devices().read().map(|d| d.clone()).unwrap_or_default()
 }
 
-/// The registered device `device` is, or that an instrumented device forwards to.
-pub(crate) fn find(device: &wgpu::Device) -> Option<Arc<DeviceState>> {
-    super::instrument::state_of_device(device).or_else(|| find_as(device, Identity::of_device(device)))
-}
-
-/// The registered device whose queue `queue` is, or that an instrumented queue forwards to.
+/// The registered device whose queue `queue` is (an instrumented queue is looked up by
+/// `super::find_by_queue`).
 pub(crate) fn find_by_queue(queue: &wgpu::Queue) -> Option<Arc<DeviceState>> {
-    if let Some(instrumented) = super::instrument::state_of_queue(queue) {
-        return Some(instrumented);
-    }
     let id = Identity::of_queue(queue);
     devices().read().ok()?.iter().find(|d| d.queue.get().is_some_and(|q| q == queue && id.same(d.queue_identity()))).cloned()
 }
@@ -165,10 +189,11 @@ pub(crate) fn only() -> Option<Arc<DeviceState>> {
     (d.len() == 1).then(|| d[0].clone())
 }
 
-/// Registers a device (once), remembering its queue when one is given.
+/// Registers a device (once), remembering its queue when one is given. Not an instrumented
+/// device's handle, nor the resolver's part: `super::known_device` does both.
 pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name: Option<&str>) -> Arc<DeviceState> {
     let identity = Identity::of_device(device);
-    let state = match find(device) {
+    let state = match find_as(device, identity) {
         Some(s) => s,
         None => {
             let Ok(mut devices) = devices().write() else {
@@ -207,7 +232,6 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
             let _ = state.queue_identity.set(Identity::of_queue(q));
         }
     }
-    super::resolver::register();
     state
 }
 

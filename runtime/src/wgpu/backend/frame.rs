@@ -16,7 +16,6 @@
 
 use super::{wgpu, wgpu_profiler};
 use super::device::DeviceState;
-use super::resolver;
 use crate::diagnostics::{note_once, Losses, losses};
 use crate::collector;
 use crate::record::{GpuTiming, Record};
@@ -79,7 +78,7 @@ impl ExecutedSignal {
     fn fire(mut self) {
         self.fired = true;
         self.frame.executed.store(true, Ordering::Release);
-        resolver::wake();
+        crate::resolver::wake();
     }
 }
 
@@ -87,7 +86,7 @@ impl Drop for ExecutedSignal {
     fn drop(&mut self) {
         if !self.fired {
             self.frame.abandoned.store(true, Ordering::Release);
-            resolver::wake();
+            crate::resolver::wake();
         }
     }
 }
@@ -263,13 +262,13 @@ impl Frame {
             r.push(record);
         }
         self.open_scopes.fetch_sub(1, Ordering::AcqRel);
-        resolver::wake();
+        crate::resolver::wake();
     }
 
     /// A scope begun in this frame will never hand over its record.
     pub(super) fn forget_scope(&self) {
         self.open_scopes.fetch_sub(1, Ordering::AcqRel);
-        resolver::wake();
+        crate::resolver::wake();
     }
 
     /// Moves the frame one step on, if it can. Returns `true` once delivered.
@@ -302,7 +301,7 @@ impl Frame {
         let poisoned = *state == State::Poisoned;
         // Without a clock mapping the GPU intervals cannot be placed on the host's timeline:
         // those records keep their host timing and count as unresolved.
-        let unplaceable = !poisoned && self.device.clock().is_none() && !resolver::calibrate(&self.device);
+        let unplaceable = !poisoned && self.device.clock().is_none() && !self.device.calibrate();
         self.deliver(poisoned || unplaceable);
         true
     }

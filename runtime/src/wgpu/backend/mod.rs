@@ -40,11 +40,29 @@ use wgpu_profiler::{GpuProfiler, GpuProfilerQuery};
 /// The timestamp features gpuspan can use (`gpuspan::wgpu::timestamp_features`).
 pub(crate) const TIMER_FEATURES: wgpu::Features = GpuProfiler::ALL_WGPU_TIMER_FEATURES;
 
+/// The registered device `device` is (registered now, with `queue` and `name` where given), or
+/// the one an instrumented device forwards to; the resolver then drives its frames and batches.
+/// Here, above `device.rs`, so that the registry imports neither the instrumented device nor
+/// the resolver (they import it).
+fn known_device(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name: Option<&str>) -> Arc<DeviceState> {
+    let state = instrument::state_of_device(device).unwrap_or_else(|| device::register(device, queue, name));
+    resolver::register();
+    state
+}
+
+/// The registered device whose queue `queue` is, or that an instrumented queue forwards to.
+fn find_by_queue(queue: &wgpu::Queue) -> Option<Arc<DeviceState>> {
+    instrument::state_of_queue(queue).or_else(|| device::find_by_queue(queue))
+}
+
 /// `gpuspan::wgpu::register`: names the device after the adapter in traces.
 pub(crate) fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) {
+    // An instrumented device records passes that no annotated call (nor the run-time switch)
+    // announces: the run's settings are resolved now if nothing did before (a no-op after `init`).
+    crate::settings::from_env_once();
     let info = adapter.get_info();
     let name = format!("{} ({:?})", info.name, info.backend);
-    let state = device::register(device, Some(queue), Some(&name));
+    let state = known_device(device, Some(queue), Some(&name));
     // Lets the device monitor match this device's records to its GPU by PCI bus id.
     remember_adapter(state.label.id, crate::wgpu::api::Info::facts(&info));
     check_features(&state);
@@ -179,7 +197,7 @@ impl WgpuScope {
         device: Option<&wgpu::Device>,
     ) -> Result<WgpuScope, &'static str> {
         let state = match device {
-            Some(d) => device::register(d, None, None),
+            Some(d) => known_device(d, None, None),
             None => match device::only() {
                 Some(d) => d,
                 None => {
@@ -234,8 +252,8 @@ impl WgpuScope {
         device: Option<&wgpu::Device>,
     ) -> Result<WgpuScope, &'static str> {
         let state = match device {
-            Some(d) => device::register(d, Some(queue), None),
-            None => match device::find_by_queue(queue) {
+            Some(d) => known_device(d, Some(queue), None),
+            None => match find_by_queue(queue) {
                 Some(d) => d,
                 None => {
                     note_once(format_args!(
@@ -258,7 +276,7 @@ impl WgpuScope {
     /// A function that only takes a device: the submissions on the queue registered with it
     /// are bracketed.
     pub(crate) fn begin_on_device(site: &'static Site, device: &wgpu::Device) -> Result<WgpuScope, &'static str> {
-        let state = device::register(device, None, None);
+        let state = known_device(device, None, None);
         let Some(queue) = state.queue.get().cloned() else {
             note_once(format_args!(
                 "`{}` takes only a wgpu device and gpuspan does not know its queue: call \

@@ -23,8 +23,7 @@
 
 use super::{mapped_range, wgpu};
 use super::device::DeviceState;
-use super::instrument::PassTimer;
-use super::resolver;
+use super::instrument::ended::{self, EndedPass};
 use crate::diagnostics::{note_once, Losses, losses};
 use crate::collector;
 use crate::record::{GpuTiming, Record, TimingSource};
@@ -140,7 +139,15 @@ enum Finished {
     /// Passes (or copies) of an instrumented device in this batch, as their encoder's callback
     /// handed them over (one entry for them all): each record is made at delivery, on the
     /// resolver thread, not on the thread that encoded it (`instrument/pass.rs`).
-    Passes(Vec<PassTimer>),
+    Passes(Vec<TimedPass>),
+}
+
+/// A pass (or copy) of an instrumented device timed with a slot pair of a batch
+/// (`instrument/pass.rs`): what waits in the batch until its timestamps are read.
+#[derive(Debug)]
+pub(crate) struct TimedPass {
+    pub(crate) slots: Slots,
+    pub(crate) pass: EndedPass,
 }
 
 struct Batch {
@@ -263,7 +270,7 @@ pub(super) fn take_chunk(d: &DeviceState, queue: &wgpu::Queue, pairs: u32) -> Op
     drop(pool);
     if opened {
         // The resolver comes back while the batch fills, to seal it when it is old enough.
-        resolver::wake();
+        crate::resolver::wake();
     }
     Some(chunk)
 }
@@ -285,7 +292,7 @@ pub(super) fn give_back(d: &DeviceState, chunk: Chunk) {
     drop(pool);
     if sealed {
         // It may have nothing left to deliver: the resolver recycles it.
-        resolver::wake();
+        crate::resolver::wake();
     }
 }
 
@@ -321,14 +328,14 @@ pub(super) fn finish(d: &DeviceState, slots: &Slots, timed: Timed, record: Optio
 /// Passes of an instrumented device were executed (an encoder's, in one callback, in the order
 /// they took their slots): they wait in their batch for its timestamps, as one entry per batch,
 /// and each record is made when they are read.
-pub(super) fn finish_passes(d: &DeviceState, passes: Vec<PassTimer>) {
+pub(super) fn finish_passes(d: &DeviceState, passes: Vec<TimedPass>) {
     let mut wake = false;
     let mut gone = Vec::new();
     let mut pool = d.brackets.lock().ok();
     let mut rest = passes;
     while !rest.is_empty() {
-        let batch = rest[0].slots().batch;
-        let n = rest.iter().take_while(|t| t.slots().batch == batch).count();
+        let batch = rest[0].slots.batch;
+        let n = rest.iter().take_while(|t| t.slots.batch == batch).count();
         let later = if n == rest.len() { Vec::new() } else { rest.split_off(n) };
         match pool.as_mut().and_then(|p| p.batches.iter_mut().rev().find(|b| b.id == batch)) {
             Some(b) => {
@@ -343,7 +350,7 @@ pub(super) fn finish_passes(d: &DeviceState, passes: Vec<PassTimer>) {
     drop(pool);
     given_up(gone, false);
     if wake {
-        resolver::wake();
+        crate::resolver::wake();
     }
 }
 
@@ -354,7 +361,7 @@ fn finished(d: &DeviceState, slots: &Slots, waiting: Option<Finished>, count_los
     let filed = d.brackets.lock().ok().and_then(|mut pool| file(&mut pool, slots, &mut waiting, count_loss));
     match filed {
         // A closed batch is not polled for: a record finishing in one asks for a round.
-        Some(true) => resolver::wake(),
+        Some(true) => crate::resolver::wake(),
         Some(false) => {}
         None => given_up(waiting, count_loss),
     }
@@ -385,7 +392,7 @@ fn given_up(waiting: impl IntoIterator<Item = Finished>, count_loss: bool) {
             Finished::Scope(_, _, r) => collector::submit(r),
             Finished::Passes(passes) => {
                 for t in passes {
-                    super::instrument::resolved(t.into_pass(), None);
+                    ended::resolved(t.pass, None);
                 }
             }
         }
@@ -437,7 +444,7 @@ pub(super) fn request(d: &DeviceState, flush: bool) -> usize {
         let set = flag.clone();
         encoder.map_buffer_on_submit(&b.buffers.read, wgpu::MapMode::Read, ..b.bytes(), move |r| {
             set.store(if r.is_ok() { MAP_DONE } else { MAP_FAILED }, Ordering::Release);
-            resolver::wake();
+            crate::resolver::wake();
         });
         b.map = Some(flag);
         submits.push((b.queue.clone(), encoder.finish()));
@@ -480,7 +487,7 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
     for (ticks, records) in rounds {
         let observed = crate::clock::now_ns();
         let clock = match (&ticks, d.clock()) {
-            (Some(_), None) => resolver::calibrate(d).then(|| d.clock()).flatten(),
+            (Some(_), None) => d.calibrate().then(|| d.clock()).flatten(),
             (_, clock) => clock,
         };
         let stamps = |pair: u32| ticks.as_ref().map(|t| (t[2 * pair as usize], t[2 * pair as usize + 1]));
@@ -516,11 +523,9 @@ pub(super) fn deliver(d: &Arc<DeviceState>) {
                 }
                 Finished::Passes(passes) => {
                     for t in passes {
-                        let pair = t.slots().pair;
-                        let pass = t.into_pass();
-                        let mut record = pass.record();
-                        time(&mut record, pair, None);
-                        super::instrument::resolved(pass, Some(record));
+                        let mut record = t.pass.record();
+                        time(&mut record, t.slots.pair, None);
+                        ended::resolved(t.pass, Some(record));
                     }
                 }
             }

@@ -6,7 +6,6 @@
 //! clock mapping periodically.
 
 use super::wgpu;
-use super::calibration;
 use super::device::{self, DeviceState};
 use super::pool;
 use crate::diagnostics::note_once;
@@ -31,11 +30,6 @@ pub(crate) fn register() {
     crate::resolver::register(&Frames);
 }
 
-/// Asks the resolver to look at the frames now.
-pub(crate) fn wake() {
-    crate::resolver::wake();
-}
-
 impl PendingWork for Frames {
     fn name(&self) -> &'static str {
         // One per major: the resolver keeps one pending work of each name.
@@ -54,7 +48,7 @@ impl PendingWork for Frames {
                     });
                 if due && d.in_flight_count() > 0 {
                     d.clock_contradicted.store(false, std::sync::atomic::Ordering::Relaxed);
-                    calibrate(&d);
+                    d.calibrate();
                 }
                 pending
             });
@@ -114,35 +108,4 @@ fn step(d: &Arc<DeviceState>, wait: bool) -> usize {
     pool::deliver(d);
     let frames = frames.iter().filter(|f| !f.advance() && f.is_pending()).count();
     frames + pool::request(d, wait)
-}
-
-/// Takes a fresh clock mapping for the device. Returns whether one is available.
-pub(crate) fn calibrate(d: &DeviceState) -> bool {
-    let Some(queue) = d.queue.get() else { return false };
-    match calibration::calibrate(&d.device, queue, 5, &d.own_submits) {
-        Ok(map) => {
-            if let Ok(mut c) = d.clock.lock() {
-                *c = Some(map);
-            }
-            true
-        }
-        Err(e) => {
-            // Said as it is: a failed recalibration keeps the mapping the device had, and a
-            // first one that fails may succeed at the next try (issue 39: "timed on the host"
-            // was said while every record was GPU-timed).
-            let mapped = d.clock().is_some();
-            if mapped {
-                note_once(format_args!(
-                    "GPU clock recalibration failed on {} ({e}); its scopes keep the previous mapping, whose stated error grows with its age",
-                    d.label.name
-                ));
-            } else {
-                note_once(format_args!(
-                    "GPU clock calibration failed on {} ({e}); until a calibration succeeds its scopes are timed on the host",
-                    d.label.name
-                ));
-            }
-            mapped
-        }
-    }
 }

@@ -3,13 +3,14 @@
 //! every pass any code begins on them (`pass.rs`). Frameworks that own their encoders (bevy's
 //! render graph, vello, burn's device thread) are then timed pass by pass without a change.
 
+pub(crate) mod ended;
 mod forward;
 mod instance;
 mod pass;
 
 pub(crate) use instance::instrument_instance;
 
-pub(crate) use pass::{resolved, unattributed as unattributed_pass, PassTimer};
+pub(crate) use ended::unattributed as unattributed_pass;
 
 use super::device::{self, DeviceState};
 use super::wgpu;
