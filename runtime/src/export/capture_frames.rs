@@ -2,7 +2,7 @@
 //! capture's header: what the capture file's sink writes, kept apart from how it writes.
 
 use crate::record::{ActivityKind, DeviceLabel, Record};
-use crate::site::{Backend, Direction, Site, SiteKind};
+use crate::site::{Site, SiteKind};
 use gpuspan_capture as cap;
 use std::io;
 
@@ -19,47 +19,12 @@ pub(super) fn header(threshold_us: u64, trace_all: bool) -> cap::Header {
     }
 }
 
-pub(super) fn interval(i: crate::record::Interval) -> cap::Interval {
-    cap::Interval { start_ns: i.start_ns, end_ns: i.end_ns }
-}
-
-pub(super) fn source(s: crate::record::TimingSource) -> cap::TimingSource {
-    use crate::record::TimingSource as T;
-    match s {
-        T::GpuTimestamp => cap::TimingSource::GpuTimestamp,
-        T::Cupti => cap::TimingSource::Cupti,
-        T::CudaEvent => cap::TimingSource::CudaEvent,
-        T::Host => cap::TimingSource::Host,
-        T::GpuPasses => cap::TimingSource::GpuPasses,
-    }
-}
-
 /// Whether a queue bracket measured the record, and where it ended (format 4).
 pub(super) fn bracket(g: &crate::record::GpuTiming) -> cap::Bracket {
     match (g.bracketed, g.bracket_at_exit) {
         (false, _) => cap::Bracket::None,
         (true, false) => cap::Bracket::LastSubmit,
         (true, true) => cap::Bracket::Exit,
-    }
-}
-
-fn direction(d: Direction) -> cap::Direction {
-    match d {
-        Direction::CpuToGpu => cap::Direction::CpuToGpu,
-        Direction::GpuToCpu => cap::Direction::GpuToCpu,
-        Direction::GpuToGpu => cap::Direction::GpuToGpu,
-    }
-}
-
-fn memory_kind(k: crate::record::MemoryKind) -> cap::MemoryKind {
-    use crate::record::MemoryKind as M;
-    match k {
-        M::Pageable => cap::MemoryKind::Pageable,
-        M::Pinned => cap::MemoryKind::Pinned,
-        M::Device => cap::MemoryKind::Device,
-        M::Managed => cap::MemoryKind::Managed,
-        M::Array => cap::MemoryKind::Array,
-        M::Unknown => cap::MemoryKind::Unknown,
     }
 }
 
@@ -72,12 +37,9 @@ pub(super) fn activity(k: &ActivityKind) -> cap::ActivityKind {
             static_shared_bytes: g.static_shared_bytes,
             dynamic_shared_bytes: g.dynamic_shared_bytes,
         },
-        ActivityKind::Copy { bytes, direction: d, src, dst } => cap::ActivityKind::Copy {
-            bytes: *bytes,
-            direction: d.map(direction),
-            src: memory_kind(*src),
-            dst: memory_kind(*dst),
-        },
+        ActivityKind::Copy { bytes, direction: d, src, dst } => {
+            cap::ActivityKind::Copy { bytes: *bytes, direction: *d, src: *src, dst: *dst }
+        }
         ActivityKind::Set { bytes } => cap::ActivityKind::Set { bytes: *bytes },
     }
 }
@@ -127,17 +89,9 @@ pub(super) fn site_frame(id: u32, site: &Site) -> cap::Site {
         line: d.line,
         // A selected span's site is a kernel site in the runtime (it aggregates as one), and
         // says what it is in the capture (format 6).
-        kind: match d.kind {
-            _ if site.is_span() => cap::SiteKind::Span,
-            SiteKind::Kernel => cap::SiteKind::Kernel,
-            SiteKind::Transfer => cap::SiteKind::Transfer,
-        },
-        backend: match d.backend {
-            Backend::Wgpu => cap::Backend::Wgpu,
-            Backend::Cuda => cap::Backend::Cuda,
-            Backend::Host => cap::Backend::Host,
-        },
-        direction: d.direction.map(direction),
+        kind: if site.is_span() { SiteKind::Span } else { d.kind },
+        backend: d.backend,
+        direction: d.direction,
         threshold_us: d.threshold_us,
         trace_all: d.trace_all,
     }
@@ -171,7 +125,7 @@ pub(super) fn aggregate(id: u32, site: &Site) -> Option<cap::Aggregate> {
         max_ns: t.max_ns,
         host_total_ns: t.host_total_ns,
         bytes: t.bytes,
-        sources: t.sources.iter().map(|s| source(*s)).collect(),
+        sources: t.sources.clone(),
         bracketed: t.bracketed,
     })
 }
@@ -187,9 +141,9 @@ pub(super) fn record(
     let gpu = match &r.gpu {
         None => None,
         Some(g) => Some(cap::Gpu {
-            interval: interval(g.interval),
+            interval: g.interval,
             busy_ns: g.busy_ns,
-            source: source(g.source),
+            source: g.source,
             clock_error_ns: g.clock_error_ns,
             bracket: bracket(g),
             device: g.device.as_ref().map(&mut device).transpose()?,
@@ -199,7 +153,7 @@ pub(super) fn record(
     for a in &r.activities {
         activities.push(cap::Activity {
             name: a.name.to_string(),
-            interval: interval(a.interval),
+            interval: a.interval,
             kind: activity(&a.kind),
             stream: a.stream,
             device: a.device.as_ref().map(&mut device).transpose()?,
@@ -212,7 +166,7 @@ pub(super) fn record(
         site,
         scope_id: r.scope_id,
         thread: r.thread,
-        host: interval(r.host),
+        host: r.host,
         error: r.error,
         bytes: r.bytes,
         gpu,
@@ -220,7 +174,7 @@ pub(super) fn record(
         activities,
         memory,
         span,
-        attributed: r.attributed.map(attributed),
+        attributed: r.attributed,
         spans_at_launch: spans_at_launch(r),
     })
 }
@@ -228,7 +182,7 @@ pub(super) fn record(
 /// The frame after a record that says how its GPU work was attributed, where that was a question.
 pub(super) fn attribution(r: &Record) -> Option<cap::Attribution> {
     let spans = spans_at_launch(r);
-    (r.attributed.is_some() || spans.is_some()).then(|| cap::Attribution { how: r.attributed.map(attributed), spans })
+    (r.attributed.is_some() || spans.is_some()).then_some(cap::Attribution { how: r.attributed, spans })
 }
 
 /// The spans entered when work nobody owned was launched, as its attributes name them.
@@ -239,14 +193,4 @@ fn spans_at_launch(r: &Record) -> Option<String> {
         }
         _ => None,
     })
-}
-
-fn attributed(how: crate::record::Attributed) -> cap::Attributed {
-    use crate::record::Attributed as A;
-    match how {
-        A::Thread => cap::Attributed::Thread,
-        A::Time => cap::Attributed::Time,
-        A::ThreadAndTime => cap::Attributed::ThreadAndTime,
-        A::Ambiguous => cap::Attributed::Ambiguous,
-    }
 }

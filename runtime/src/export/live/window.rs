@@ -12,7 +12,7 @@
 //! the capture's end frame (its losses) and in the snapshot's `capture_window`.
 
 use crate::aggregate::{bucket_of, quantile_of, BUCKETS};
-use crate::export::capture_frames::{self as frames, source};
+use crate::export::capture_frames as frames;
 use crate::pipeline::Sink;
 use crate::record::{DeviceLabel, Record};
 use crate::site::Site;
@@ -73,7 +73,7 @@ impl SiteCalls {
         self.max_ns = self.max_ns.max(d);
         self.host_total_ns = self.host_total_ns.saturating_add(r.host.duration_ns());
         self.bytes = self.bytes.saturating_add(r.bytes.unwrap_or(0));
-        let s = source(r.source());
+        let s = r.source();
         if !self.sources.contains(&s) {
             self.sources.push(s);
         }
