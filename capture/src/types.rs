@@ -2,7 +2,7 @@
 //! (gpuspan's monotonic clock anchored on the wall clock at start), so captures of several
 //! processes on one machine, or of machines with synchronised clocks, share one time axis.
 
-use crate::{Attributed, Backend, Direction, Interval, MemoryKind, SiteKind, TimingSource};
+use crate::{ActivityKind, Attributed, Backend, Direction, Interval, SiteKind, TimingSource};
 use serde::{Deserialize, Serialize};
 
 /// One unit of a capture file.
@@ -200,28 +200,6 @@ impl Bracket {
             Bracket::Exit => Some("exit"),
         }
     }
-}
-
-/// What a piece of GPU work was.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum ActivityKind {
-    Kernel {
-        grid: [u32; 3],
-        block: [u32; 3],
-        registers_per_thread: u32,
-        static_shared_bytes: u32,
-        dynamic_shared_bytes: u32,
-    },
-    Copy {
-        bytes: u64,
-        direction: Option<Direction>,
-        src: MemoryKind,
-        dst: MemoryKind,
-    },
-    Set {
-        bytes: u64,
-    },
 }
 
 /// One kernel, copy or memset inside a call (CUDA through CUPTI).

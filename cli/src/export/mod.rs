@@ -13,7 +13,7 @@ pub mod parquet;
 pub mod sqlite;
 
 use crate::load::{self, FrameReader, LoadError};
-use gpuspan_capture::{Activity, ActivityKind, Frame, Record, Truncation};
+use gpuspan_capture::{Activity, ActivityKind, Frame, KernelGeometry, Record, Truncation};
 use std::path::{Path, PathBuf};
 
 /// The version of the exported schema, in `meta` under `schema_version`.
@@ -655,7 +655,13 @@ impl Rows {
         let text = |v: Option<&'static str>| Cell::Text(v);
         // kind; grid, block, registers, static and dynamic shared; bytes, direction, src, dst
         let (kind, geometry, moved): (&str, [Cell<'_>; 9], [Cell<'_>; 4]) = match &a.kind {
-            ActivityKind::Kernel { grid, block, registers_per_thread, static_shared_bytes, dynamic_shared_bytes } => (
+            ActivityKind::Kernel(KernelGeometry {
+                grid,
+                block,
+                registers_per_thread,
+                static_shared_bytes,
+                dynamic_shared_bytes,
+            }) => (
                 "kernel",
                 [
                     grid[0].into(),
@@ -681,8 +687,6 @@ impl Rows {
                 ],
             ),
             ActivityKind::Set { bytes } => ("memset", [none; 9], [(*bytes).into(), text(None), text(None), text(None)]),
-            // A later kind (none in the formats this reads): its row without kind-specific cells.
-            _ => ("other", [none; 9], [none, text(None), text(None), text(None)]),
         };
         let head = [
             self.summary.activities.into(),

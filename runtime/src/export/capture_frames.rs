@@ -1,7 +1,7 @@
 //! The runtime's sites, aggregates and records' parts in the capture format's types, and the
 //! capture's header: what the capture file's sink writes, kept apart from how it writes.
 
-use crate::record::{ActivityKind, DeviceLabel, Record};
+use crate::record::{DeviceLabel, Record};
 use crate::site::{Site, SiteKind};
 use gpuspan_capture as cap;
 use std::io;
@@ -25,22 +25,6 @@ pub(super) fn bracket(g: &crate::record::GpuTiming) -> cap::Bracket {
         (false, _) => cap::Bracket::None,
         (true, false) => cap::Bracket::LastSubmit,
         (true, true) => cap::Bracket::Exit,
-    }
-}
-
-pub(super) fn activity(k: &ActivityKind) -> cap::ActivityKind {
-    match k {
-        ActivityKind::Kernel(g) => cap::ActivityKind::Kernel {
-            grid: g.grid,
-            block: g.block,
-            registers_per_thread: g.registers_per_thread,
-            static_shared_bytes: g.static_shared_bytes,
-            dynamic_shared_bytes: g.dynamic_shared_bytes,
-        },
-        ActivityKind::Copy { bytes, direction: d, src, dst } => {
-            cap::ActivityKind::Copy { bytes: *bytes, direction: *d, src: *src, dst: *dst }
-        }
-        ActivityKind::Set { bytes } => cap::ActivityKind::Set { bytes: *bytes },
     }
 }
 
@@ -154,7 +138,7 @@ pub(super) fn record(
         activities.push(cap::Activity {
             name: a.name.to_string(),
             interval: a.interval,
-            kind: activity(&a.kind),
+            kind: a.kind.clone(),
             stream: a.stream,
             device: a.device.as_ref().map(&mut device).transpose()?,
         });

@@ -12,7 +12,7 @@ mod attributes;
 pub use attributes::Value;
 
 #[cfg(any(feature = "enabled", feature = "testing"))]
-use crate::site::{Direction, Site};
+use crate::site::Site;
 #[cfg(any(feature = "enabled", feature = "testing"))]
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -26,9 +26,9 @@ pub(crate) const DURING_SPANS: &str = "gpuspan.during_spans";
 #[cfg(feature = "enabled")]
 pub(crate) const OPEN_SPAN: &str = "gpuspan.open_span";
 
-pub use gpuspan_capture::{Attributed, TimingSource};
 #[cfg(any(feature = "enabled", feature = "testing"))]
-pub use gpuspan_capture::{Interval, MemoryKind};
+pub use gpuspan_capture::{ActivityKind, Interval, KernelGeometry, MemoryKind};
+pub use gpuspan_capture::{Attributed, TimingSource};
 
 /// A set of [`TimingSource`]s or of [`Attributed`]s as bits (a site's records, in its
 /// aggregate): one bit each, `ThreadAndTime` both of its parts.
@@ -130,49 +130,6 @@ impl GpuTiming {
             device: None,
         }
     }
-}
-
-/// Launch geometry and resources of one kernel. Build it from `KernelGeometry::default()`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
-pub struct KernelGeometry {
-    /// Blocks in the grid, x y z (`gpu.cuda.grid_dim`).
-    pub grid: [u32; 3],
-    /// Threads in a block, x y z (`gpu.cuda.block_dim`).
-    pub block: [u32; 3],
-    /// `gpu.cuda.registers_per_thread`.
-    pub registers_per_thread: u32,
-    /// Shared memory declared in the kernel, per block.
-    pub static_shared_bytes: u32,
-    /// Shared memory given at launch, per block.
-    pub dynamic_shared_bytes: u32,
-}
-
-/// What one piece of GPU work inside a call was.
-#[derive(Debug, Clone)]
-#[allow(dead_code)] // made by the backends that see activities, which may all be compiled out
-#[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
-pub enum ActivityKind {
-    /// A kernel launch.
-    Kernel(KernelGeometry),
-    /// A copy.
-    Copy {
-        /// Bytes copied.
-        bytes: u64,
-        /// Between host and device, or within devices, when the backend says.
-        direction: Option<Direction>,
-        /// The source's memory.
-        src: MemoryKind,
-        /// The destination's memory.
-        dst: MemoryKind,
-    },
-    /// A memset.
-    Set {
-        /// Bytes set.
-        bytes: u64,
-    },
 }
 
 /// One piece of GPU work (a kernel, a copy) attributed to a call.
