@@ -13,7 +13,7 @@ pub mod parquet;
 pub mod sqlite;
 
 use crate::load::{self, FrameReader, LoadError};
-use gpuspan_capture::{Activity, ActivityKind, Frame, KernelGeometry, Record, Truncation};
+use gpuspan_capture::{Activity, ActivityKind, Frame, Record, Truncation};
 use std::path::{Path, PathBuf};
 
 /// The version of the exported schema, in `meta` under `schema_version`.
@@ -655,24 +655,18 @@ impl Rows {
         let text = |v: Option<&'static str>| Cell::Text(v);
         // kind; grid, block, registers, static and dynamic shared; bytes, direction, src, dst
         let (kind, geometry, moved): (&str, [Cell<'_>; 9], [Cell<'_>; 4]) = match &a.kind {
-            ActivityKind::Kernel(KernelGeometry {
-                grid,
-                block,
-                registers_per_thread,
-                static_shared_bytes,
-                dynamic_shared_bytes,
-            }) => (
+            ActivityKind::Kernel(g) => (
                 "kernel",
                 [
-                    grid[0].into(),
-                    grid[1].into(),
-                    grid[2].into(),
-                    block[0].into(),
-                    block[1].into(),
-                    block[2].into(),
-                    (*registers_per_thread).into(),
-                    (*static_shared_bytes).into(),
-                    (*dynamic_shared_bytes).into(),
+                    g.grid[0].into(),
+                    g.grid[1].into(),
+                    g.grid[2].into(),
+                    g.block[0].into(),
+                    g.block[1].into(),
+                    g.block[2].into(),
+                    g.registers_per_thread.into(),
+                    g.static_shared_bytes.into(),
+                    g.dynamic_shared_bytes.into(),
                 ],
                 [none, text(None), text(None), text(None)],
             ),

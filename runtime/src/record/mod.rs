@@ -27,8 +27,11 @@ pub(crate) const DURING_SPANS: &str = "gpuspan.during_spans";
 pub(crate) const OPEN_SPAN: &str = "gpuspan.open_span";
 
 #[cfg(any(feature = "enabled", feature = "testing"))]
-pub use gpuspan_capture::{ActivityKind, Interval, KernelGeometry, MemoryKind};
+pub use gpuspan_capture::{ActivityKind, Interval};
 pub use gpuspan_capture::{Attributed, TimingSource};
+#[cfg(any(feature = "enabled", feature = "testing"))]
+#[allow(unused_imports)] // named by the backends that see kernels and copies, which may all be compiled out
+pub use gpuspan_capture::{KernelGeometry, MemoryKind};
 
 /// A set of [`TimingSource`]s or of [`Attributed`]s as bits (a site's records, in its
 /// aggregate): one bit each, `ThreadAndTime` both of its parts.
