@@ -58,12 +58,17 @@ impl<W: io::Write, T: Default> Encoder<W, T> {
         Ok(e)
     }
 
-    pub(super) fn writer(&self) -> &cap::Writer<W> {
-        &self.writer
+    /// Where the bytes go.
+    pub(super) fn out(&self) -> &W {
+        self.writer.get_ref()
     }
 
-    pub(super) fn writer_mut(&mut self) -> &mut cap::Writer<W> {
-        &mut self.writer
+    pub(super) fn out_mut(&mut self) -> &mut W {
+        self.writer.get_mut()
+    }
+
+    pub(super) fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
     }
 
     /// The sites described, each with its id (its index) and what the caller keeps for it.

@@ -66,7 +66,7 @@ pub(crate) struct CaptureFile {
 #[derive(Debug)]
 struct State {
     /// `None` once a write failed or the file was closed.
-    writer: Option<Encoder<BufWriter<Bounded>, ()>>,
+    encoder: Option<Encoder<BufWriter<Bounded>, ()>>,
     /// The first write error; nothing is written after it.
     error: Option<io::Error>,
     /// Records whose frames are wholly in the file.
@@ -109,10 +109,10 @@ impl CaptureFile {
         let out = BufWriter::with_capacity(64 * 1024, Bounded::new(file));
         // The header and every site compiled in, reached or not: the report lists those never
         // reached.
-        let mut writer = Encoder::new(out, &header, SpanMarks::OnTheSpan)?;
-        writer.writer_mut().flush()?;
+        let mut encoder = Encoder::new(out, &header, SpanMarks::OnTheSpan)?;
+        encoder.flush()?;
         let state = State {
-            writer: Some(writer),
+            encoder: Some(encoder),
             error: None,
             records: 0,
             buffered: VecDeque::new(),
@@ -177,8 +177,8 @@ impl CaptureFile {
         let mut s = lock(&self.state);
         if s.dirty {
             s.dirty = false;
-            if let Some(w) = &mut s.writer {
-                if let Err(e) = w.writer_mut().flush() {
+            if let Some(w) = &mut s.encoder {
+                if let Err(e) = w.flush() {
                     s.fail(e);
                 }
             }
@@ -206,20 +206,20 @@ impl CaptureFile {
         let accounts = self.leaves.memory_accounts(true);
         let mut s = lock(&self.state);
         // What the end states is what a reader finds: every record before it is in the file.
-        if let Some(w) = &mut s.writer {
-            if let Err(e) = w.writer_mut().flush() {
+        if let Some(w) = &mut s.encoder {
+            if let Err(e) = w.flush() {
                 s.fail(e);
             }
         }
         s.settle();
         let lost = self.lost.load(Ordering::Relaxed) + s.dropped;
-        if s.writer.is_some() {
+        if s.encoder.is_some() {
             let records = s.records;
             if let Err(e) = s.write_end(records, lost, accounts) {
                 s.fail(e);
             }
         }
-        s.writer = None;
+        s.encoder = None;
         Written { records: s.records, lost: self.lost.load(Ordering::Relaxed) + s.dropped, error: s.error.take() }
     }
 }
@@ -227,7 +227,7 @@ impl CaptureFile {
 impl Sink for CaptureFile {
     fn accept(&self, record: &Record) {
         let mut s = lock(&self.state);
-        if s.writer.is_none() || s.stopping {
+        if s.encoder.is_none() || s.stopping {
             self.lost.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -265,22 +265,19 @@ impl State {
         self.settle();
         self.dropped += self.buffered.len() as u64;
         self.buffered.clear();
-        self.writer = None;
+        self.encoder = None;
         self.error.get_or_insert(e);
     }
 
     /// Bytes written so far, those in the buffer included.
     fn position(&self) -> u64 {
-        self.writer
-            .as_ref()
-            .map(Encoder::writer)
-            .map_or(0, |w| w.get_ref().get_ref().written() + w.get_ref().buffer().len() as u64)
+        self.encoder.as_ref().map(Encoder::out).map_or(0, |w| w.get_ref().written() + w.buffer().len() as u64)
     }
 
     /// Counts as written the buffered records now wholly in the file.
     fn settle(&mut self) {
-        let Some(w) = &self.writer else { return };
-        let in_file = w.writer().get_ref().get_ref().written();
+        let Some(w) = &self.encoder else { return };
+        let in_file = w.out().get_ref().written();
         while self.buffered.front().is_some_and(|end| *end <= in_file) {
             self.buffered.pop_front();
             self.records += 1;
@@ -291,7 +288,7 @@ impl State {
     /// its device frame) and its samples.
     fn readings(&mut self, r: Readings) -> io::Result<()> {
         let before = self.position();
-        let Some(w) = &mut self.writer else { return Ok(()) };
+        let Some(w) = &mut self.encoder else { return Ok(()) };
         if let Some(last) = w.readings(r)? {
             self.readings_until = self.readings_until.max(last);
         }
@@ -301,7 +298,7 @@ impl State {
     }
 
     fn write_record(&mut self, r: &Record) -> io::Result<()> {
-        match &mut self.writer {
+        match &mut self.encoder {
             Some(w) => w.write_record(r).map(drop),
             None => Ok(()),
         }
@@ -313,7 +310,7 @@ impl State {
         lost: u64,
         accounts: Vec<(DeviceLabel, cap::MemoryAccount)>,
     ) -> io::Result<()> {
-        let Some(mut w) = self.writer.take() else { return Ok(()) };
+        let Some(mut w) = self.encoder.take() else { return Ok(()) };
         let (mut aggregates, mut running) = (Vec::new(), Vec::new());
         for (id, (site, ())) in w.sites().iter().enumerate() {
             let id = u32::try_from(id).unwrap_or(u32::MAX);

@@ -111,7 +111,7 @@ impl SiteCalls {
 #[derive(Debug)]
 struct Window {
     /// Frames not yet taken by the feed's thread (taken from the front: nothing else moves).
-    writer: Encoder<VecDeque<u8>, SiteCalls>,
+    encoder: Encoder<VecDeque<u8>, SiteCalls>,
     /// Calls that started before this are not the window's.
     start_ns: u64,
     /// Accepting records (until the window closes).
@@ -139,9 +139,9 @@ impl WindowSink {
         let start_ns = header.start_ns;
         let out = VecDeque::with_capacity(64 * 1024);
         // The marks on the spans are the capture file's: the window keeps its own.
-        let writer = Encoder::new(out, &header, SpanMarks::Own(HashSet::new()))?;
+        let encoder = Encoder::new(out, &header, SpanMarks::Own(HashSet::new()))?;
         let e = Window {
-            writer,
+            encoder,
             start_ns,
             open: true,
             error: None,
@@ -156,14 +156,14 @@ impl WindowSink {
     /// Moves at most `room` queued bytes to `out`.
     pub(super) fn take(&self, room: usize, out: &mut Vec<u8>) {
         let mut e = lock(&self.state);
-        let queued = e.writer.writer_mut().get_mut();
+        let queued = e.encoder.out_mut();
         let n = room.min(queued.len());
         out.extend(queued.drain(..n));
     }
 
     /// Bytes queued and not taken.
     pub(super) fn queued(&self) -> usize {
-        lock(&self.state).writer.writer().get_ref().len()
+        lock(&self.state).encoder.out().len()
     }
 
     /// (records encoded, records dropped) so far.
@@ -194,7 +194,7 @@ impl Sink for WindowSink {
         if !e.open || record.host.start_ns < e.start_ns || e.error.is_some() {
             return;
         }
-        if e.writer.writer().get_ref().len() >= e.limit {
+        if e.encoder.out().len() >= e.limit {
             e.dropped += 1;
             e.count(record);
             return;
@@ -216,26 +216,26 @@ impl Sink for WindowSink {
 impl Window {
     /// Counts a call in its site's aggregate.
     fn count(&mut self, r: &Record) {
-        if let Ok(id) = self.writer.site_id(r.site) {
+        if let Ok(id) = self.encoder.site_id(r.site) {
             self.count_at(id, r);
         }
     }
 
     fn count_at(&mut self, site: u32, r: &Record) {
-        if let Some((_, calls)) = self.writer.sites_mut().get_mut(site as usize) {
+        if let Some((_, calls)) = self.encoder.sites_mut().get_mut(site as usize) {
             calls.add(r);
         }
     }
 
     fn write_record(&mut self, r: &Record) -> io::Result<()> {
-        let site = self.writer.write_record(r)?;
+        let site = self.encoder.write_record(r)?;
         self.count_at(site, r);
         Ok(())
     }
 
     fn write_end(&mut self, end_ns: u64) -> io::Result<()> {
         let aggregates: Vec<cap::Aggregate> = self
-            .writer
+            .encoder
             .sites()
             .iter()
             .enumerate()
@@ -256,7 +256,7 @@ impl Window {
             losses.push(cap::Loss { what: DROPPED.into(), count: self.dropped });
         }
         let end = cap::End { end_ns, records: self.records, losses, notes: crate::diagnostics::notes() };
-        self.writer.write_end(aggregates, Vec::new(), Vec::new(), end)
+        self.encoder.write_end(aggregates, Vec::new(), Vec::new(), end)
     }
 }
 
