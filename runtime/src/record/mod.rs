@@ -3,7 +3,10 @@
 //!
 //! Public with the feature `testing`, for `Capture`: a program sees records as spans, timeline
 //! events and aggregates. The data types are `#[non_exhaustive]` (a backend may learn more);
-//! tests build them with their constructors and set the public fields.
+//! tests build them with their constructors and set the public fields. The enums and
+//! `Interval` are the capture format's vocabulary, declared once in `gpuspan-capture` and
+//! re-exported here (decision 69); what only the runtime holds (site references, device labels,
+//! attributes, read-back phases) is declared here.
 
 #[cfg(any(feature = "enabled", feature = "testing"))]
 mod attributes;
