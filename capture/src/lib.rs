@@ -47,18 +47,33 @@
 //! assert!(c.truncation.is_none());
 //! ```
 
+//! Without the default feature `file`, only the record's vocabulary ([`TimingSource`],
+//! [`SiteKind`], [`Interval`]...) is compiled, with no dependency: what the runtime's
+//! uninstrumented build names.
+
+#[cfg(feature = "file")]
 pub mod analysis;
 pub mod lanes;
+#[cfg(feature = "file")]
 pub mod live;
 #[cfg(feature = "perfetto")]
 pub mod perfetto;
+#[cfg(feature = "file")]
 mod read;
+#[cfg(feature = "file")]
 mod types;
+#[cfg(feature = "file")]
 mod v1;
+mod vocab;
+#[cfg(feature = "file")]
 mod write;
 
+#[cfg(feature = "file")]
 pub use read::{Capture, ReadError, Reader, Truncation};
+#[cfg(feature = "file")]
 pub use types::*;
+pub use vocab::*;
+#[cfg(feature = "file")]
 pub use write::Writer;
 
 /// The first eight bytes of every capture.

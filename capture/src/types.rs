@@ -2,6 +2,7 @@
 //! (gpuspan's monotonic clock anchored on the wall clock at start), so captures of several
 //! processes on one machine, or of machines with synchronised clocks, share one time axis.
 
+use crate::{ActivityKind, Attributed, Backend, Direction, Interval, SiteKind, TimingSource};
 use serde::{Deserialize, Serialize};
 
 /// One unit of a capture file.
@@ -30,33 +31,6 @@ pub enum Frame {
     /// An instrumented wgpu device's memory account (version 9), written at the end: the
     /// last one written for a device is its account.
     Memory(MemoryAccount),
-}
-
-/// How a record's GPU work was found to be its call's or span's (`gpuspan.attributed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Attributed {
-    /// Launched on a thread inside the call or span.
-    Thread,
-    /// Launched on a thread with no scope while the span, and no unrelated one, was entered
-    /// elsewhere.
-    Time,
-    /// Some of each.
-    ThreadAndTime,
-    /// Launched on a thread with no scope while several unrelated spans were entered: the
-    /// `during several spans` site.
-    Ambiguous,
-}
-
-impl Attributed {
-    /// The value of `gpuspan.attributed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Thread => "thread",
-            Self::Time => "time",
-            Self::ThreadAndTime => "thread+time",
-            Self::Ambiguous => "ambiguous",
-        }
-    }
 }
 
 /// The frame after a record that says how it was attributed.
@@ -112,66 +86,6 @@ impl Header {
     }
 }
 
-/// What an annotated function does, or that the site is a selected `tracing` span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum SiteKind {
-    Kernel,
-    Transfer,
-    /// A `tracing` span selected as a measurement scope (`gpuspan.kind = span`, format 6). Its
-    /// records' [`Record::span`] is the span instance itself, so that the spans and calls made
-    /// inside it (their chains pass through it) are its children: self vs inclusive GPU time.
-    Span,
-}
-
-impl SiteKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SiteKind::Kernel => "kernel",
-            SiteKind::Transfer => "transfer",
-            SiteKind::Span => "span",
-        }
-    }
-}
-
-/// The backend a site was compiled for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum Backend {
-    Wgpu,
-    Cuda,
-    Host,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Wgpu => "wgpu",
-            Backend::Cuda => "cuda",
-            Backend::Host => "host",
-        }
-    }
-}
-
-/// Direction of a transfer or copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum Direction {
-    CpuToGpu,
-    GpuToCpu,
-    GpuToGpu,
-}
-
-impl Direction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::CpuToGpu => "cpu_to_gpu",
-            Direction::GpuToCpu => "gpu_to_cpu",
-            Direction::GpuToGpu => "gpu_to_gpu",
-        }
-    }
-}
-
 /// One annotated function. `id` is what records name it by, local to the capture.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Site {
@@ -221,49 +135,6 @@ pub struct Device {
     pub key: u32,
     pub id: u32,
     pub name: String,
-}
-
-/// A closed interval, Unix-epoch nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Interval {
-    pub start_ns: u64,
-    pub end_ns: u64,
-}
-
-impl Interval {
-    pub fn new(start_ns: u64, end_ns: u64) -> Interval {
-        Interval { start_ns, end_ns }
-    }
-
-    pub fn duration_ns(&self) -> u64 {
-        self.end_ns.saturating_sub(self.start_ns)
-    }
-}
-
-/// Where a duration came from (`gpu.timing.source`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum TimingSource {
-    GpuTimestamp,
-    Cupti,
-    CudaEvent,
-    Host,
-    /// wgpu on a device without in-encoder timestamps: the call's passes' own timestamp writes,
-    /// from the first one's start to the last one's end (format 7; added last, so older files
-    /// decode unchanged).
-    GpuPasses,
-}
-
-impl TimingSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::GpuTimestamp => "gpu_timestamp",
-            Self::Cupti => "cupti",
-            Self::CudaEvent => "cuda_event",
-            Self::Host => "host",
-            Self::GpuPasses => "gpu_passes",
-        }
-    }
 }
 
 /// GPU-side timing of a call.
@@ -329,53 +200,6 @@ impl Bracket {
             Bracket::Exit => Some("exit"),
         }
     }
-}
-
-/// Memory kind on either side of a copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum MemoryKind {
-    Pageable,
-    Pinned,
-    Device,
-    Managed,
-    Array,
-    Unknown,
-}
-
-impl MemoryKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pageable => "pageable",
-            Self::Pinned => "pinned",
-            Self::Device => "device",
-            Self::Managed => "managed",
-            Self::Array => "array",
-            Self::Unknown => "unknown",
-        }
-    }
-}
-
-/// What a piece of GPU work was.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum ActivityKind {
-    Kernel {
-        grid: [u32; 3],
-        block: [u32; 3],
-        registers_per_thread: u32,
-        static_shared_bytes: u32,
-        dynamic_shared_bytes: u32,
-    },
-    Copy {
-        bytes: u64,
-        direction: Option<Direction>,
-        src: MemoryKind,
-        dst: MemoryKind,
-    },
-    Set {
-        bytes: u64,
-    },
 }
 
 /// One kernel, copy or memset inside a call (CUDA through CUPTI).

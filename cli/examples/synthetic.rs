@@ -74,13 +74,13 @@ fn write(path: &str, n: u64, cuda: bool) -> std::io::Result<()> {
                     r.activities.push(Activity {
                         name: KERNELS[((i + k) % 6) as usize].into(),
                         interval: at(k),
-                        kind: ActivityKind::Kernel {
+                        kind: ActivityKind::Kernel(KernelGeometry {
                             grid: [128, 1, 1],
                             block: [256, 1, 1],
                             registers_per_thread: 32,
                             static_shared_bytes: 0,
                             dynamic_shared_bytes: 4096,
-                        },
+                        }),
                         stream: Some(7),
                         device: Some(0),
                     });

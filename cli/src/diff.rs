@@ -79,7 +79,7 @@ impl Rows {
     pub fn record(&mut self, r: &Record) {
         self.sites.entry(r.site).or_insert_with(|| Reservoir::new(&r.site.to_string())).push(r.duration_ns() as f64);
         for a in &r.activities {
-            if matches!(a.kind, ActivityKind::Kernel { .. }) {
+            if matches!(a.kind, ActivityKind::Kernel(_)) {
                 let ns = a.interval.duration_ns() as f64;
                 match self.kernels.get_mut(&a.name) {
                     Some(k) => k.push(ns),

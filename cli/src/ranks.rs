@@ -94,10 +94,7 @@ pub fn compare(captures: &[(&str, usize, &Capture)], named: &[String]) -> Ranks 
     for (_, _, c) in &captures {
         let index = Index::new(c);
         for r in &c.records {
-            if r.activities
-                .iter()
-                .any(|a| matches!(a.kind, ActivityKind::Kernel { .. }) && is_collective_kernel(&a.name))
-            {
+            if r.activities.iter().any(|a| matches!(a.kind, ActivityKind::Kernel(_)) && is_collective_kernel(&a.name)) {
                 collectives.insert(index.site_name(r.site));
             }
         }

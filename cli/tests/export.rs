@@ -331,13 +331,13 @@ fn every_field_of_a_record_reaches_its_column() {
     r.activities.push(Activity {
         name: "k".into(),
         interval: Interval::new(2_500, 3_500),
-        kind: ActivityKind::Kernel {
+        kind: ActivityKind::Kernel(KernelGeometry {
             grid: [4, 5, 6],
             block: [128, 2, 1],
             registers_per_thread: 32,
             static_shared_bytes: 1024,
             dynamic_shared_bytes: 2048,
-        },
+        }),
         stream: Some(13),
         device: Some(1),
     });

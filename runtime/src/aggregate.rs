@@ -6,7 +6,7 @@
 //! was never reached costs four bytes. When a thread ends, its shards are folded into per-site
 //! totals of ended threads and freed (about 4 KiB each, the histogram).
 
-use crate::record::{Attributed, Record, TimingSource};
+use crate::record::{attributed_of_bits, Attributed, Bits, Record, TimingSource};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -367,7 +367,7 @@ impl SiteStats {
             t.min_ns = 0;
         }
         t.sources = TimingSource::ALL.into_iter().filter(|s| source_bits & s.bit() != 0).collect();
-        t.attributed = Attributed::of_bits(attributed_bits);
+        t.attributed = attributed_of_bits(attributed_bits);
         t
     }
 }

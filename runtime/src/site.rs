@@ -7,71 +7,7 @@ use crate::aggregate::state::SiteStats;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-/// What an annotated function does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SiteKind {
-    /// `#[gpu_kernel]`: encodes or launches GPU work.
-    Kernel,
-    /// `#[gpu_transfer]`: moves data between host and device.
-    Transfer,
-}
-
-impl SiteKind {
-    /// `kernel` or `transfer`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SiteKind::Kernel => "kernel",
-            SiteKind::Transfer => "transfer",
-        }
-    }
-}
-
-/// Which backend times a site, as decided by the macro from the function's signature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// wgpu timestamp queries.
-    Wgpu,
-    /// CUDA: CUPTI records or CUDA events.
-    Cuda,
-    /// No GPU resource in the signature: the host clock, labelled as such.
-    Host,
-}
-
-impl Backend {
-    /// `wgpu`, `cuda` or `host` (`gpu.backend`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Wgpu => "wgpu",
-            Backend::Cuda => "cuda",
-            Backend::Host => "host",
-        }
-    }
-}
-
-/// Direction of a transfer (`gpu_transfer.direction`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Direction {
-    /// Host to device (upload).
-    CpuToGpu,
-    /// Device to host (download).
-    GpuToCpu,
-    /// Device to device.
-    GpuToGpu,
-}
-
-impl Direction {
-    /// `cpu_to_gpu`, `gpu_to_cpu` or `gpu_to_gpu` (`gpu_transfer.direction`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::CpuToGpu => "cpu_to_gpu",
-            Direction::GpuToCpu => "gpu_to_cpu",
-            Direction::GpuToGpu => "gpu_to_gpu",
-        }
-    }
-}
+pub use gpuspan_capture::{Backend, Direction, SiteKind};
 
 /// The description of a site the runtime writes itself (its own helpers, CUPTI's unattributed
 /// work, unit tests): `name` as name and function, where the macro is invoked, no direction,

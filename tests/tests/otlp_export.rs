@@ -72,11 +72,13 @@ fn gpu_record(base: u64) -> Record {
     gpu.busy_ns = 190_000;
     gpu.device = dev.clone();
     r.gpu = Some(gpu);
-    let mut geometry = KernelGeometry::default();
-    geometry.grid = [64, 32, 1];
-    geometry.block = [256, 1, 1];
-    geometry.registers_per_thread = 96;
-    geometry.static_shared_bytes = 16384;
+    let geometry = KernelGeometry {
+        grid: [64, 32, 1],
+        block: [256, 1, 1],
+        registers_per_thread: 96,
+        static_shared_bytes: 16384,
+        ..KernelGeometry::default()
+    };
     let mut kernel = Activity::new(
         "sgemm_128x64",
         Interval { start_ns: base + 35_000, end_ns: base + 175_000 },

@@ -22,7 +22,7 @@
 
 use crate::analysis::{self, Index, Spans};
 use crate::lanes::{lane_name, Placer};
-use crate::{ActivityKind, Capture, Record, SiteKind};
+use crate::{ActivityKind, Capture, KernelGeometry, Record, SiteKind};
 use serde_json::{json, Map, Number, Value};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -281,13 +281,13 @@ fn process(ev: &mut impl Sink, pid: u64, source: &Source<'_>) -> io::Result<()> 
         })?;
         for (a, &tid) in r.activities.iter().zip(&tids[2..]) {
             let args = match &a.kind {
-                ActivityKind::Kernel {
+                ActivityKind::Kernel(KernelGeometry {
                     grid,
                     block,
                     registers_per_thread,
                     static_shared_bytes,
                     dynamic_shared_bytes,
-                } => {
+                }) => {
                     json!({"gpu.cuda.grid_dim": grid, "gpu.cuda.block_dim": block,
                         "gpu.cuda.registers_per_thread": registers_per_thread,
                         "gpu.cuda.shared_mem_bytes": static_shared_bytes + dynamic_shared_bytes})

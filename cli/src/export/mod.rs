@@ -655,18 +655,18 @@ impl Rows {
         let text = |v: Option<&'static str>| Cell::Text(v);
         // kind; grid, block, registers, static and dynamic shared; bytes, direction, src, dst
         let (kind, geometry, moved): (&str, [Cell<'_>; 9], [Cell<'_>; 4]) = match &a.kind {
-            ActivityKind::Kernel { grid, block, registers_per_thread, static_shared_bytes, dynamic_shared_bytes } => (
+            ActivityKind::Kernel(g) => (
                 "kernel",
                 [
-                    grid[0].into(),
-                    grid[1].into(),
-                    grid[2].into(),
-                    block[0].into(),
-                    block[1].into(),
-                    block[2].into(),
-                    (*registers_per_thread).into(),
-                    (*static_shared_bytes).into(),
-                    (*dynamic_shared_bytes).into(),
+                    g.grid[0].into(),
+                    g.grid[1].into(),
+                    g.grid[2].into(),
+                    g.block[0].into(),
+                    g.block[1].into(),
+                    g.block[2].into(),
+                    g.registers_per_thread.into(),
+                    g.static_shared_bytes.into(),
+                    g.dynamic_shared_bytes.into(),
                 ],
                 [none, text(None), text(None), text(None)],
             ),
@@ -681,8 +681,6 @@ impl Rows {
                 ],
             ),
             ActivityKind::Set { bytes } => ("memset", [none; 9], [(*bytes).into(), text(None), text(None), text(None)]),
-            // A later kind (none in the formats this reads): its row without kind-specific cells.
-            _ => ("other", [none; 9], [none, text(None), text(None), text(None)]),
         };
         let head = [
             self.summary.activities.into(),

@@ -5,7 +5,7 @@ use super::{Report, Units};
 use crate::analysis::Index;
 use crate::stats::Samples;
 use crate::table::Table;
-use gpuspan_capture::{Activity, ActivityKind};
+use gpuspan_capture::{Activity, ActivityKind, KernelGeometry};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,7 +39,7 @@ pub(super) struct Kernels {
 impl Kernels {
     /// A reported activity: counted when it is a kernel.
     pub(super) fn activity(&mut self, a: &Activity) {
-        if let ActivityKind::Kernel { grid, block, .. } = &a.kind {
+        if let ActivityKind::Kernel(KernelGeometry { grid, block, .. }) = &a.kind {
             let e = match self.kernels.get_mut(&a.name) {
                 Some(e) => e,
                 None => self.kernels.entry(a.name.clone()).or_default(),

@@ -66,7 +66,7 @@ impl Transfers {
     pub(super) fn activity(&mut self, r: &Record, a: &Activity, links: &mut link::Builder) -> bool {
         let ns = a.interval.duration_ns();
         match &a.kind {
-            ActivityKind::Kernel { .. } => false,
+            ActivityKind::Kernel(_) => false,
             ActivityKind::Copy { bytes, direction, src, dst } => {
                 let key = (
                     a.name.clone(),
@@ -101,7 +101,6 @@ impl Transfers {
                 );
                 true
             }
-            _ => false,
         }
     }
 

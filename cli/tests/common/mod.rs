@@ -41,13 +41,13 @@ pub fn kernel(name: &str, interval: gpuspan_capture::Interval, device: u32) -> g
     gpuspan_capture::Activity {
         name: name.into(),
         interval,
-        kind: gpuspan_capture::ActivityKind::Kernel {
+        kind: gpuspan_capture::ActivityKind::Kernel(gpuspan_capture::KernelGeometry {
             grid: [1, 1, 1],
             block: [32, 1, 1],
             registers_per_thread: 8,
             static_shared_bytes: 0,
             dynamic_shared_bytes: 0,
-        },
+        }),
         stream: Some(7),
         device: Some(device),
     }

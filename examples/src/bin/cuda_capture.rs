@@ -211,7 +211,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     format!("{} {bytes} B {}->{}", a.name, src.as_str(), dst.as_str())
                 }
                 ActivityKind::Set { bytes } => format!("memset {bytes} B"),
-                _ => a.name.to_string(),
             })
             .collect();
         println!(

@@ -23,14 +23,13 @@
 //! with each device's link peaks: written once per device, right after its device frame when
 //! known by then (the first pull is at the start), else as soon as a pull brings them.
 
-use super::capture_frames as frames;
+use super::capture_encoder::{self as frames, Encoder, SpanMarks};
 use super::file::Bounded;
 use crate::hooks::{Leaves, Readings};
 use crate::pipeline::Sink;
 use crate::record::{DeviceLabel, Record};
-use crate::site::Site;
 use gpuspan_capture as cap;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +37,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub(crate) use super::capture_frames::program_name;
+pub(crate) use super::capture_encoder::program_name;
 
 /// How long a written record may sit in the buffer before it reaches the file.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -66,7 +65,8 @@ pub(crate) struct CaptureFile {
 
 #[derive(Debug)]
 struct State {
-    writer: Option<cap::Writer<BufWriter<Bounded>>>,
+    /// `None` once a write failed or the file was closed.
+    encoder: Option<Encoder<BufWriter<Bounded>, ()>>,
     /// The first write error; nothing is written after it.
     error: Option<io::Error>,
     /// Records whose frames are wholly in the file.
@@ -78,13 +78,6 @@ struct State {
     dropped: u64,
     stopping: bool,
     dirty: bool,
-    sites: frames::SiteIds<()>,
-    threads: HashSet<u32>,
-    devices: HashMap<(u32, Arc<str>), u32>,
-    /// The link peaks the device readings said, by device.
-    links: HashMap<(u32, Arc<str>), cap::LinkPeak>,
-    /// The devices (keys) whose link frame is written.
-    linked: HashSet<u32>,
     /// The device readings written reach up to here (Unix-epoch ns).
     readings_until: u64,
 }
@@ -113,30 +106,21 @@ impl CaptureFile {
     fn create_with(path: &Path, sampling: Sampling, leaves: &'static Leaves) -> io::Result<Arc<CaptureFile>> {
         let (file, path) = super::file::create_exclusive(path)?;
         let header = frames::header(sampling.threshold_us, sampling.trace_all);
-        let writer = cap::Writer::new(BufWriter::with_capacity(64 * 1024, Bounded::new(file)), &header)?;
-        let mut state = State {
-            writer: Some(writer),
+        let out = BufWriter::with_capacity(64 * 1024, Bounded::new(file));
+        // The header and every site compiled in, reached or not: the report lists those never
+        // reached.
+        let mut encoder = Encoder::new(out, &header, SpanMarks::OnTheSpan)?;
+        encoder.flush()?;
+        let state = State {
+            encoder: Some(encoder),
             error: None,
             records: 0,
             buffered: VecDeque::new(),
             dropped: 0,
             stopping: false,
-            dirty: true,
-            sites: frames::SiteIds::new(),
-            threads: HashSet::new(),
-            devices: HashMap::new(),
-            links: HashMap::new(),
-            linked: HashSet::new(),
+            dirty: false,
             readings_until: header.start_ns,
         };
-        // Every site compiled in, reached or not: the report lists those never reached.
-        for site in crate::sites::all_sites() {
-            state.site_id(site)?;
-        }
-        if let Some(w) = &mut state.writer {
-            w.flush()?;
-        }
-        state.dirty = false;
         crate::spans::want();
         let capture = Arc::new(CaptureFile {
             path,
@@ -193,7 +177,7 @@ impl CaptureFile {
         let mut s = lock(&self.state);
         if s.dirty {
             s.dirty = false;
-            if let Some(w) = &mut s.writer {
+            if let Some(w) = &mut s.encoder {
                 if let Err(e) = w.flush() {
                     s.fail(e);
                 }
@@ -222,20 +206,20 @@ impl CaptureFile {
         let accounts = self.leaves.memory_accounts(true);
         let mut s = lock(&self.state);
         // What the end states is what a reader finds: every record before it is in the file.
-        if let Some(w) = &mut s.writer {
+        if let Some(w) = &mut s.encoder {
             if let Err(e) = w.flush() {
                 s.fail(e);
             }
         }
         s.settle();
         let lost = self.lost.load(Ordering::Relaxed) + s.dropped;
-        if s.writer.is_some() {
+        if s.encoder.is_some() {
             let records = s.records;
             if let Err(e) = s.write_end(records, lost, accounts) {
                 s.fail(e);
             }
         }
-        s.writer = None;
+        s.encoder = None;
         Written { records: s.records, lost: self.lost.load(Ordering::Relaxed) + s.dropped, error: s.error.take() }
     }
 }
@@ -243,7 +227,7 @@ impl CaptureFile {
 impl Sink for CaptureFile {
     fn accept(&self, record: &Record) {
         let mut s = lock(&self.state);
-        if s.writer.is_none() || s.stopping {
+        if s.encoder.is_none() || s.stopping {
             self.lost.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -281,111 +265,43 @@ impl State {
         self.settle();
         self.dropped += self.buffered.len() as u64;
         self.buffered.clear();
-        self.writer = None;
+        self.encoder = None;
         self.error.get_or_insert(e);
     }
 
     /// Bytes written so far, those in the buffer included.
     fn position(&self) -> u64 {
-        self.writer.as_ref().map_or(0, |w| w.get_ref().get_ref().written() + w.get_ref().buffer().len() as u64)
+        self.encoder.as_ref().map(Encoder::out).map_or(0, |w| w.get_ref().written() + w.buffer().len() as u64)
     }
 
     /// Counts as written the buffered records now wholly in the file.
     fn settle(&mut self) {
-        let Some(w) = &self.writer else { return };
-        let in_file = w.get_ref().get_ref().written();
+        let Some(w) = &self.encoder else { return };
+        let in_file = w.out().get_ref().written();
         while self.buffered.front().is_some_and(|end| *end <= in_file) {
             self.buffered.pop_front();
             self.records += 1;
         }
     }
 
-    fn frame(&mut self, frame: &cap::Frame) -> io::Result<()> {
-        match &mut self.writer {
-            Some(w) => w.write(frame),
-            None => Ok(()),
-        }
-    }
-
-    /// The site's id, writing its frame the first time it is seen.
-    fn site_id(&mut self, site: &'static Site) -> io::Result<u32> {
-        let writer = &mut self.writer;
-        self.sites.id(site, || (), |f| writer.as_mut().map_or(Ok(()), |w| w.write(f)))
-    }
-
-    fn thread(&mut self, index: u32) -> io::Result<()> {
-        if self.threads.contains(&index) {
-            return Ok(());
-        }
-        let name = crate::thread::name(index);
-        self.frame(&cap::Frame::Thread(cap::Thread { index, name }))?;
-        self.threads.insert(index);
-        Ok(())
-    }
-
-    fn device(&mut self, d: &DeviceLabel) -> io::Result<u32> {
-        let label = (d.id, d.name.clone());
-        if let Some(k) = self.devices.get(&label) {
-            return Ok(*k);
-        }
-        let key = u32::try_from(self.devices.len()).unwrap_or(u32::MAX);
-        self.frame(&cap::Frame::Device(cap::Device { key, id: d.id, name: d.name.to_string() }))?;
-        self.link(key, &label)?;
-        self.devices.insert(label, key);
-        Ok(key)
-    }
-
-    /// Writes the device's link frame, once, if its peaks are known.
-    fn link(&mut self, key: u32, label: &(u32, Arc<str>)) -> io::Result<()> {
-        let Some(peak) = self.links.get(label).copied() else { return Ok(()) };
-        if self.linked.insert(key) {
-            self.frame(&cap::Frame::Link(cap::DeviceLink { device: key, peak }))?;
-            self.dirty = true;
-        }
-        Ok(())
-    }
-
     /// One device's pulled readings: its link (for a device already written, now; else with
     /// its device frame) and its samples.
     fn readings(&mut self, r: Readings) -> io::Result<()> {
-        let label = (r.device.id, r.device.name.clone());
-        if let Some(peak) = r.link {
-            self.links.insert(label.clone(), peak);
+        let before = self.position();
+        let Some(w) = &mut self.encoder else { return Ok(()) };
+        if let Some(last) = w.readings(r)? {
+            self.readings_until = self.readings_until.max(last);
         }
-        if let Some(&key) = self.devices.get(&label) {
-            self.link(key, &label)?;
-        }
-        let Some(last) = r.samples.last().map(|x| x.time_ns) else { return Ok(()) };
-        let device = self.device(&r.device)?;
-        self.frame(&cap::Frame::Samples(cap::DeviceSamples { device, samples: r.samples }))?;
-        self.dirty = true;
-        self.readings_until = self.readings_until.max(last);
+        // Something to flush: samples, or a link frame alone.
+        self.dirty |= self.position() != before;
         Ok(())
     }
 
-    /// Describes the spans of a chain not yet written, outermost first; the innermost's id.
-    fn spans(&mut self, chain: &crate::spans::Chain) -> io::Result<Option<u64>> {
-        let mut new = Vec::new();
-        let mut at = chain.as_deref();
-        while let Some(n) = at.filter(|n| !n.written.load(Ordering::Relaxed)) {
-            new.push(n);
-            at = n.parent.as_deref();
-        }
-        for n in new.into_iter().rev() {
-            let parent = n.parent.as_ref().map(|p| p.id);
-            self.frame(&cap::Frame::Span(cap::Span { id: n.id, parent, name: n.name.to_owned() }))?;
-            n.written.store(true, Ordering::Relaxed);
-        }
-        Ok(chain.as_ref().map(|n| n.id))
-    }
-
     fn write_record(&mut self, r: &Record) -> io::Result<()> {
-        let site = self.site_id(r.site)?;
-        self.thread(r.thread)?;
-        let span = self.spans(&r.spans)?;
-        let record = frames::record(r, site, span, |d| self.device(d))?;
-        self.frame(&cap::Frame::Record(record))?;
-        frames::attribution(r).map_or(Ok(()), |a| self.frame(&cap::Frame::Attribution(a)))
+        match &mut self.encoder {
+            Some(w) => w.write_record(r).map(drop),
+            None => Ok(()),
+        }
     }
 
     fn write_end(
@@ -394,24 +310,15 @@ impl State {
         lost: u64,
         accounts: Vec<(DeviceLabel, cap::MemoryAccount)>,
     ) -> io::Result<()> {
-        let mut running = Vec::new();
-        let sites: Vec<&'static Site> = self.sites.sites.iter().map(|(s, ())| *s).collect();
-        for (id, site) in sites.into_iter().enumerate() {
+        let Some(mut w) = self.encoder.take() else { return Ok(()) };
+        let (mut aggregates, mut running) = (Vec::new(), Vec::new());
+        for (id, (site, ())) in w.sites().iter().enumerate() {
             let id = u32::try_from(id).unwrap_or(u32::MAX);
-            if let Some(aggregate) = frames::aggregate(id, site) {
-                self.frame(&cap::Frame::Aggregate(aggregate))?;
-            }
+            aggregates.extend(frames::aggregate(id, site));
             // As the summary's "still running at shutdown": entered, nothing finished.
             if site.was_entered() && site.stats.totals().calls == 0 {
                 running.push(id);
             }
-        }
-        if !running.is_empty() {
-            self.frame(&cap::Frame::Running(cap::Running { sites: running }))?;
-        }
-        for (label, account) in accounts {
-            let device = self.device(&label)?;
-            self.frame(&cap::Frame::Memory(cap::MemoryAccount { device, ..account }))?;
         }
         let mut losses: Vec<cap::Loss> = crate::diagnostics::losses()
             .snapshot()
@@ -422,11 +329,8 @@ impl State {
             losses.push(cap::Loss { what: "records not written to the capture".into(), count: lost });
         }
         let end = cap::End { end_ns: crate::clock::now_ns(), records, losses, notes: crate::diagnostics::notes() };
-        self.frame(&cap::Frame::End(end))?;
-        match self.writer.take() {
-            Some(w) => w.into_inner().into_inner().map(drop).map_err(io::IntoInnerError::into_error),
-            None => Ok(()),
-        }
+        w.write_end(aggregates, running, accounts, end)?;
+        w.into_inner().into_inner().map(drop).map_err(io::IntoInnerError::into_error)
     }
 }
 
@@ -434,7 +338,7 @@ impl State {
 mod tests {
     use super::*;
     use crate::record::{Activity, ActivityKind, GpuTiming, Interval, MemoryKind, TimingSource};
-    use crate::site::{Backend, Direction, SiteDesc, SiteKind};
+    use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind};
     use std::sync::atomic::AtomicBool;
 
     fn site(name: &'static str) -> &'static Site {

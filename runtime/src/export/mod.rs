@@ -4,9 +4,9 @@
 //! its feature.)
 
 #[cfg(feature = "enabled")]
-pub(crate) mod capture_file;
+mod capture_encoder;
 #[cfg(feature = "enabled")]
-mod capture_frames;
+pub(crate) mod capture_file;
 #[cfg(feature = "enabled")]
 pub(crate) mod file;
 pub(crate) mod format;

@@ -12,8 +12,8 @@
 //! the timeline (only the capture file asks for them), so the native timeline, like the JSON
 //! one, names none.
 
+use super::capture_encoder as frames;
 use super::capture_file::Sampling;
-use super::capture_frames as frames;
 use crate::hooks::{CounterTrack, Readings};
 use crate::record::Record;
 use gpuspan_capture as cap;

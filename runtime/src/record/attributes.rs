@@ -51,10 +51,6 @@ impl Record {
         // A selected span's fields; the spans a `during several spans` record was made during.
         a.extend(self.fields.iter().cloned());
         match desc.kind {
-            SiteKind::Kernel => {
-                a.push(("gpu.kernel", Str(desc.name.into())));
-                a.push(("gpu.duration_us", us(self.duration_ns())));
-            }
             SiteKind::Transfer => {
                 a.push(("gpu_transfer.name", Str(desc.name.into())));
                 a.push(("gpu_transfer.duration_us", us(self.duration_ns())));
@@ -74,6 +70,11 @@ impl Record {
                         a.push(("gpu_transfer.copy_out_bandwidth_bytes_per_s", F64(b as f64 * 1e9 / d as f64)));
                     }
                 }
+            }
+            // A kernel, or a selected span (a kernel site in the runtime).
+            _ => {
+                a.push(("gpu.kernel", Str(desc.name.into())));
+                a.push(("gpu.duration_us", us(self.duration_ns())));
             }
         }
         if let Some(g) = &self.gpu {

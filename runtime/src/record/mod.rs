@@ -3,7 +3,10 @@
 //!
 //! Public with the feature `testing`, for `Capture`: a program sees records as spans, timeline
 //! events and aggregates. The data types are `#[non_exhaustive]` (a backend may learn more);
-//! tests build them with their constructors and set the public fields.
+//! tests build them with their constructors and set the public fields. The enums and
+//! `Interval` are the capture format's vocabulary, declared once in `gpuspan-capture` and
+//! re-exported here (decision 69); what only the runtime holds (site references, device labels,
+//! attributes, read-back phases) is declared here.
 
 #[cfg(any(feature = "enabled", feature = "testing"))]
 mod attributes;
@@ -12,7 +15,7 @@ mod attributes;
 pub use attributes::Value;
 
 #[cfg(any(feature = "enabled", feature = "testing"))]
-use crate::site::{Direction, Site};
+use crate::site::Site;
 #[cfg(any(feature = "enabled", feature = "testing"))]
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -26,35 +29,31 @@ pub(crate) const DURING_SPANS: &str = "gpuspan.during_spans";
 #[cfg(feature = "enabled")]
 pub(crate) const OPEN_SPAN: &str = "gpuspan.open_span";
 
-/// How a record's GPU work was found to be its scope's (`gpuspan.attributed`, decision 55).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Attributed {
-    /// Launched on a thread inside the scope (its window, or its id pushed there).
-    Thread,
-    /// Launched on a thread with no scope of its own while the scope's span, and no unrelated
-    /// one, was entered elsewhere (`span_scopes/open_spans.rs`).
-    Time,
-    /// Some of each.
-    ThreadAndTime,
-    /// Launched on a thread with no scope while several unrelated selected spans were entered:
-    /// not guessed between (the `during several spans` site).
-    Ambiguous,
+#[cfg(any(feature = "enabled", feature = "testing"))]
+pub use gpuspan_capture::{ActivityKind, Interval};
+pub use gpuspan_capture::{Attributed, TimingSource};
+#[cfg(any(feature = "enabled", feature = "testing"))]
+#[allow(unused_imports)] // named by the backends that see kernels and copies, which may all be compiled out
+pub use gpuspan_capture::{KernelGeometry, MemoryKind};
+
+/// A set of [`TimingSource`]s or of [`Attributed`]s as bits (a site's records, in its
+/// aggregate): one bit each, `ThreadAndTime` both of its parts.
+#[cfg(feature = "enabled")]
+pub(crate) trait Bits: Sized {
+    /// Its bit in a set.
+    fn bit(self) -> u8;
 }
 
-impl Attributed {
-    /// The value of `gpuspan.attributed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Thread => "thread",
-            Self::Time => "time",
-            Self::ThreadAndTime => "thread+time",
-            Self::Ambiguous => "ambiguous",
-        }
+#[cfg(feature = "enabled")]
+impl Bits for TimingSource {
+    fn bit(self) -> u8 {
+        1 << (self as u8)
     }
+}
 
-    /// Its bit in a set of them (a site's records): `ThreadAndTime` is both of its parts.
-    #[cfg(feature = "enabled")]
-    pub(crate) fn bit(self) -> u8 {
+#[cfg(feature = "enabled")]
+impl Bits for Attributed {
+    fn bit(self) -> u8 {
         match self {
             Self::Thread => 1,
             Self::Time => 2,
@@ -62,76 +61,18 @@ impl Attributed {
             Self::Ambiguous => 4,
         }
     }
-
-    /// What a site's set of them says: ambiguous, or which of thread and time.
-    #[cfg(feature = "enabled")]
-    pub(crate) fn of_bits(bits: u8) -> Option<Attributed> {
-        Some(match bits {
-            0 => return None,
-            b if b & 4 != 0 => Self::Ambiguous,
-            1 => Self::Thread,
-            2 => Self::Time,
-            _ => Self::ThreadAndTime,
-        })
-    }
 }
 
-/// Where a duration came from (`gpu.timing.source`). Every exported duration says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TimingSource {
-    /// GPU timestamp queries (wgpu).
-    GpuTimestamp,
-    /// CUPTI activity records.
-    Cupti,
-    /// CUDA events recorded on the scope's stream.
-    CudaEvent,
-    /// The host clock around the call: no GPU source was available.
-    Host,
-    /// The timestamp writes of the passes the call began (wgpu, on a device without in-encoder
-    /// timestamps: Metal, WebGPU): from the first pass's start to the last one's end. Copies
-    /// and other commands outside the passes are not in it.
-    GpuPasses,
-}
-
-impl TimingSource {
-    /// Every source, in the order of the summary's columns.
-    pub const ALL: [TimingSource; 5] = [Self::GpuTimestamp, Self::GpuPasses, Self::Cupti, Self::CudaEvent, Self::Host];
-
-    /// The value of `gpu.timing.source`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::GpuTimestamp => "gpu_timestamp",
-            Self::Cupti => "cupti",
-            Self::CudaEvent => "cuda_event",
-            Self::Host => "host",
-            Self::GpuPasses => "gpu_passes",
-        }
-    }
-
-    #[cfg(feature = "enabled")]
-    pub(crate) fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-}
-
-/// A closed interval on the host clock, in Unix-epoch nanoseconds. A complete value (as a
-/// `Range` is), so not `#[non_exhaustive]`: write it as a literal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg(any(feature = "enabled", feature = "testing"))]
-pub struct Interval {
-    /// The first nanosecond.
-    pub start_ns: u64,
-    /// The last nanosecond.
-    pub end_ns: u64,
-}
-
-#[cfg(any(feature = "enabled", feature = "testing"))]
-impl Interval {
-    /// `end_ns - start_ns` (0 for an interval that ends before it starts).
-    pub fn duration_ns(&self) -> u64 {
-        self.end_ns.saturating_sub(self.start_ns)
-    }
+/// What a site's set of [`Attributed`] bits says: ambiguous, or which of thread and time.
+#[cfg(feature = "enabled")]
+pub(crate) fn attributed_of_bits(bits: u8) -> Option<Attributed> {
+    Some(match bits {
+        0 => return None,
+        b if b & 4 != 0 => Attributed::Ambiguous,
+        1 => Attributed::Thread,
+        2 => Attributed::Time,
+        _ => Attributed::ThreadAndTime,
+    })
 }
 
 /// The device a measurement ran on.
@@ -195,84 +136,6 @@ impl GpuTiming {
             device: None,
         }
     }
-}
-
-/// Kind of memory on either side of a copy (`gpu_transfer.src_kind` / `dst_kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // made by the backends that see copies, which may all be compiled out
-#[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
-pub enum MemoryKind {
-    /// Ordinary host memory: the driver stages it through a pinned buffer.
-    Pageable,
-    /// Page-locked host memory: copied by DMA directly.
-    Pinned,
-    /// Device memory.
-    Device,
-    /// Unified memory, migrated on demand.
-    Managed,
-    /// A CUDA array (texture layout).
-    Array,
-    /// The backend did not say.
-    Unknown,
-}
-
-#[cfg(any(feature = "enabled", feature = "testing"))]
-impl MemoryKind {
-    /// The value of `gpu_transfer.src_kind` / `dst_kind`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pageable => "pageable",
-            Self::Pinned => "pinned",
-            Self::Device => "device",
-            Self::Managed => "managed",
-            Self::Array => "array",
-            Self::Unknown => "unknown",
-        }
-    }
-}
-
-/// Launch geometry and resources of one kernel. Build it from `KernelGeometry::default()`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
-pub struct KernelGeometry {
-    /// Blocks in the grid, x y z (`gpu.cuda.grid_dim`).
-    pub grid: [u32; 3],
-    /// Threads in a block, x y z (`gpu.cuda.block_dim`).
-    pub block: [u32; 3],
-    /// `gpu.cuda.registers_per_thread`.
-    pub registers_per_thread: u32,
-    /// Shared memory declared in the kernel, per block.
-    pub static_shared_bytes: u32,
-    /// Shared memory given at launch, per block.
-    pub dynamic_shared_bytes: u32,
-}
-
-/// What one piece of GPU work inside a call was.
-#[derive(Debug, Clone)]
-#[allow(dead_code)] // made by the backends that see activities, which may all be compiled out
-#[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
-pub enum ActivityKind {
-    /// A kernel launch.
-    Kernel(KernelGeometry),
-    /// A copy.
-    Copy {
-        /// Bytes copied.
-        bytes: u64,
-        /// Between host and device, or within devices, when the backend says.
-        direction: Option<Direction>,
-        /// The source's memory.
-        src: MemoryKind,
-        /// The destination's memory.
-        dst: MemoryKind,
-    },
-    /// A memset.
-    Set {
-        /// Bytes set.
-        bytes: u64,
-    },
 }
 
 /// One piece of GPU work (a kernel, a copy) attributed to a call.
@@ -428,13 +291,11 @@ impl Record {
     /// The backend that timed this call: the site's, except that a bare site's call whose CUDA
     /// work CUPTI attributed to it (or that `gpuspan::cuda::attach` gave a stream) is CUDA's.
     pub fn backend(&self) -> crate::site::Backend {
-        use crate::site::Backend;
-        match self.source() {
-            TimingSource::Cupti | TimingSource::CudaEvent => Backend::Cuda,
-            TimingSource::GpuTimestamp | TimingSource::GpuPasses => Backend::Wgpu,
+        match self.source().backend() {
+            Some(gpu) => gpu,
             // A selected span is no backend's by declaration: its backend is the one that timed it.
-            TimingSource::Host if self.site.is_span() => Backend::Host,
-            TimingSource::Host => self.site.desc.backend,
+            None if self.site.is_span() => crate::site::Backend::Host,
+            None => self.site.desc.backend,
         }
     }
 

@@ -15,7 +15,9 @@
 //! Major-independent: each major's backend delivers its resolved passes here.
 
 use crate::collector;
-use crate::record::{Activity, Attributed, DeviceLabel, GpuTiming, Interval, Record, TimingSource};
+use crate::record::{
+    attributed_of_bits, Activity, Attributed, Bits, DeviceLabel, GpuTiming, Interval, Record, TimingSource,
+};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -40,7 +42,7 @@ struct State {
     /// The passes' own records (each with its one activity), kept until the scope's record is
     /// made, so that an orphaned scope can hand them back.
     pass_records: Vec<Record>,
-    /// How its passes were found to be its (`Attributed::bit`): by thread, by time or both.
+    /// How its passes were found to be its (`Bits::bit`): by thread, by time or both.
     attributed_bits: u8,
 }
 
@@ -123,7 +125,7 @@ impl PassSum {
         let mut record = s.record.take()?;
         // Said where time had a part (by thread alone is the rule, as for CUPTI's records).
         if s.attributed_bits & Attributed::Time.bit() != 0 {
-            record.attributed = Attributed::of_bits(s.attributed_bits);
+            record.attributed = attributed_of_bits(s.attributed_bits);
         }
         s.pass_records.clear();
         let mut passes = std::mem::take(&mut s.passes);

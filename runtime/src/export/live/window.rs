@@ -12,12 +12,11 @@
 //! the capture's end frame (its losses) and in the snapshot's `capture_window`.
 
 use crate::aggregate::{bucket_of, quantile_of, BUCKETS};
-use crate::export::capture_frames::{self as frames, source};
+use crate::export::capture_encoder::{self as frames, Encoder, SpanMarks};
 use crate::pipeline::Sink;
-use crate::record::{DeviceLabel, Record};
-use crate::site::Site;
+use crate::record::Record;
 use gpuspan_capture as cap;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -30,7 +29,7 @@ const DROPPED: &str = "records dropped by the capture window (its client did not
 /// The sink of one window.
 #[derive(Debug)]
 pub(super) struct WindowSink {
-    state: Mutex<Encoder>,
+    state: Mutex<Window>,
 }
 
 /// Every call of one site made in the window (the window's aggregate frame).
@@ -48,8 +47,8 @@ struct SiteCalls {
     buckets: Vec<u64>,
 }
 
-impl SiteCalls {
-    fn new() -> SiteCalls {
+impl Default for SiteCalls {
+    fn default() -> SiteCalls {
         SiteCalls {
             calls: 0,
             errors: 0,
@@ -63,7 +62,9 @@ impl SiteCalls {
             buckets: Vec::new(),
         }
     }
+}
 
+impl SiteCalls {
     fn add(&mut self, r: &Record) {
         let d = r.duration_ns();
         self.calls += 1;
@@ -73,7 +74,7 @@ impl SiteCalls {
         self.max_ns = self.max_ns.max(d);
         self.host_total_ns = self.host_total_ns.saturating_add(r.host.duration_ns());
         self.bytes = self.bytes.saturating_add(r.bytes.unwrap_or(0));
-        let s = source(r.source());
+        let s = r.source();
         if !self.sources.contains(&s) {
             self.sources.push(s);
         }
@@ -106,20 +107,17 @@ impl SiteCalls {
     }
 }
 
+/// The window's capture and counts.
 #[derive(Debug)]
-struct Encoder {
+struct Window {
     /// Frames not yet taken by the feed's thread (taken from the front: nothing else moves).
-    writer: cap::Writer<VecDeque<u8>>,
+    encoder: Encoder<VecDeque<u8>, SiteCalls>,
     /// Calls that started before this are not the window's.
     start_ns: u64,
     /// Accepting records (until the window closes).
     open: bool,
     /// The first encoding error (none is expected: the frames go into memory).
     error: Option<String>,
-    sites: frames::SiteIds<SiteCalls>,
-    threads: HashSet<u32>,
-    devices: HashMap<(u32, Arc<str>), u32>,
-    spans: HashSet<u64>,
     /// The queue's bound ([`MAX_QUEUE`]; a test's is smaller).
     limit: usize,
     /// Records encoded, and dropped for want of room.
@@ -129,7 +127,7 @@ struct Encoder {
     losses_at_open: Vec<(&'static str, u64)>,
 }
 
-fn lock(m: &Mutex<Encoder>) -> MutexGuard<'_, Encoder> {
+fn lock(m: &Mutex<Window>) -> MutexGuard<'_, Window> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -139,38 +137,33 @@ impl WindowSink {
     pub(super) fn open() -> io::Result<(Arc<WindowSink>, u64)> {
         let header = frames::header(0, true);
         let start_ns = header.start_ns;
-        let writer = cap::Writer::new(VecDeque::with_capacity(64 * 1024), &header)?;
-        let mut e = Encoder {
-            writer,
+        let out = VecDeque::with_capacity(64 * 1024);
+        // The marks on the spans are the capture file's: the window keeps its own.
+        let encoder = Encoder::new(out, &header, SpanMarks::Own(HashSet::new()))?;
+        let e = Window {
+            encoder,
             start_ns,
             open: true,
             error: None,
-            sites: frames::SiteIds::new(),
-            threads: HashSet::new(),
-            devices: HashMap::new(),
-            spans: HashSet::new(),
             limit: MAX_QUEUE,
             records: 0,
             dropped: 0,
             losses_at_open: crate::diagnostics::losses().snapshot(),
         };
-        for site in crate::sites::all_sites() {
-            e.site_id(site)?;
-        }
         Ok((Arc::new(WindowSink { state: Mutex::new(e) }), start_ns))
     }
 
     /// Moves at most `room` queued bytes to `out`.
     pub(super) fn take(&self, room: usize, out: &mut Vec<u8>) {
         let mut e = lock(&self.state);
-        let queued = e.writer.get_mut();
+        let queued = e.encoder.out_mut();
         let n = room.min(queued.len());
         out.extend(queued.drain(..n));
     }
 
     /// Bytes queued and not taken.
     pub(super) fn queued(&self) -> usize {
-        lock(&self.state).writer.get_ref().len()
+        lock(&self.state).encoder.out().len()
     }
 
     /// (records encoded, records dropped) so far.
@@ -201,7 +194,7 @@ impl Sink for WindowSink {
         if !e.open || record.host.start_ns < e.start_ns || e.error.is_some() {
             return;
         }
-        if e.writer.get_ref().len() >= e.limit {
+        if e.encoder.out().len() >= e.limit {
             e.dropped += 1;
             e.count(record);
             return;
@@ -220,81 +213,35 @@ impl Sink for WindowSink {
     }
 }
 
-impl Encoder {
-    fn frame(&mut self, frame: &cap::Frame) -> io::Result<()> {
-        self.writer.write(frame)
-    }
-
-    fn site_id(&mut self, site: &'static Site) -> io::Result<u32> {
-        let writer = &mut self.writer;
-        self.sites.id(site, SiteCalls::new, |f| writer.write(f))
-    }
-
+impl Window {
     /// Counts a call in its site's aggregate.
     fn count(&mut self, r: &Record) {
-        if let Ok(id) = self.site_id(r.site) {
-            if let Some((_, calls)) = self.sites.sites.get_mut(id as usize) {
-                calls.add(r);
-            }
+        if let Ok(id) = self.encoder.site_id(r.site) {
+            self.count_at(id, r);
         }
     }
 
-    fn device(&mut self, d: &DeviceLabel) -> io::Result<u32> {
-        let label = (d.id, d.name.clone());
-        if let Some(k) = self.devices.get(&label) {
-            return Ok(*k);
+    fn count_at(&mut self, site: u32, r: &Record) {
+        if let Some((_, calls)) = self.encoder.sites_mut().get_mut(site as usize) {
+            calls.add(r);
         }
-        let key = u32::try_from(self.devices.len()).unwrap_or(u32::MAX);
-        self.frame(&cap::Frame::Device(cap::Device { key, id: d.id, name: d.name.to_string() }))?;
-        self.devices.insert(label, key);
-        Ok(key)
-    }
-
-    /// The spans of a record's chain not yet written in this window, outermost first (their
-    /// `written` mark belongs to the capture file, so the window keeps its own).
-    fn spans(&mut self, chain: &crate::spans::Chain) -> io::Result<Option<u64>> {
-        let mut new = Vec::new();
-        let mut at = chain.as_deref();
-        while let Some(n) = at.filter(|n| !self.spans.contains(&n.id)) {
-            new.push(n);
-            at = n.parent.as_deref();
-        }
-        for n in new.into_iter().rev() {
-            let parent = n.parent.as_ref().map(|p| p.id);
-            self.frame(&cap::Frame::Span(cap::Span { id: n.id, parent, name: n.name.to_owned() }))?;
-            self.spans.insert(n.id);
-        }
-        Ok(chain.as_ref().map(|n| n.id))
     }
 
     fn write_record(&mut self, r: &Record) -> io::Result<()> {
-        let site = self.site_id(r.site)?;
-        if self.threads.insert(r.thread) {
-            let name = crate::thread::name(r.thread);
-            self.frame(&cap::Frame::Thread(cap::Thread { index: r.thread, name }))?;
-        }
-        let span = self.spans(&r.spans)?;
-        let record = frames::record(r, site, span, |d| self.device(d))?;
-        self.frame(&cap::Frame::Record(record))?;
-        if let Some(a) = frames::attribution(r) {
-            self.frame(&cap::Frame::Attribution(a))?;
-        }
-        self.count(r);
+        let site = self.encoder.write_record(r)?;
+        self.count_at(site, r);
         Ok(())
     }
 
     fn write_end(&mut self, end_ns: u64) -> io::Result<()> {
         let aggregates: Vec<cap::Aggregate> = self
-            .sites
-            .sites
+            .encoder
+            .sites()
             .iter()
             .enumerate()
             .filter(|(_, (_, c))| c.calls > 0)
             .map(|(id, (_, c))| c.frame(u32::try_from(id).unwrap_or(u32::MAX)))
             .collect();
-        for a in aggregates {
-            self.frame(&cap::Frame::Aggregate(a))?;
-        }
         // The window's losses: what the runtime lost meanwhile, and what the client did not take.
         let mut losses: Vec<cap::Loss> = crate::diagnostics::losses()
             .snapshot()
@@ -309,7 +256,7 @@ impl Encoder {
             losses.push(cap::Loss { what: DROPPED.into(), count: self.dropped });
         }
         let end = cap::End { end_ns, records: self.records, losses, notes: crate::diagnostics::notes() };
-        self.frame(&cap::Frame::End(end))
+        self.encoder.write_end(aggregates, Vec::new(), Vec::new(), end)
     }
 }
 
@@ -317,7 +264,7 @@ impl Encoder {
 mod tests {
     use super::*;
     use crate::record::Interval;
-    use crate::site::{Backend, SiteKind};
+    use crate::site::{Backend, Site, SiteKind};
 
     static WINDOW_SITE: Site = Site::new(crate::site::site_desc!("window_site", SiteKind::Kernel, Backend::Host));
 

@@ -87,8 +87,9 @@ impl SiteSummary {
         }
     }
 
+    /// The site's aggregates now: the summary's row, and the capture's aggregate frame.
     #[cfg(feature = "enabled")]
-    pub(super) fn of(site: &'static Site) -> Self {
+    pub(in crate::export) fn of(site: &'static Site) -> Self {
         let t = site.stats.totals();
         SiteSummary {
             site,
