@@ -88,7 +88,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     #[cfg(feature = "enabled")]
-    let selection = SpanSelection { fixed: None, callsites: live::Callsites::new() };
+    let selection = SpanSelection { fixed: None, fixed_follows_spans: true, callsites: live::Callsites::new() };
     #[cfg(not(feature = "enabled"))]
     let selection = SpanSelection { _private: () };
     SpanLayer::new(selection)
@@ -103,7 +103,11 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     #[cfg(feature = "enabled")]
-    let selection = SpanSelection { fixed: Some(selected::parse(Some(directives))), callsites: live::Callsites::new() };
+    let selection = SpanSelection {
+        fixed: Some(selected::parse(Some(directives))),
+        fixed_follows_spans: selected::follows_spans(directives),
+        callsites: live::Callsites::new(),
+    };
     #[cfg(not(feature = "enabled"))]
     let selection = {
         let _ = directives;
@@ -270,6 +274,10 @@ pub struct SpanSelection {
     /// `None`: the one `init` was given (or `GPUSPAN_SPANS`), read each time it is asked.
     #[cfg(feature = "enabled")]
     fixed: Option<Option<Arc<EnvFilter>>>,
+    /// The fixed selection has span directives (`[name]`, fields): its filter follows the spans
+    /// entered. True for `init`'s, which may change.
+    #[cfg(feature = "enabled")]
+    fixed_follows_spans: bool,
     /// The callsites it did not switch off (the per-span question's one load).
     #[cfg(feature = "enabled")]
     callsites: live::Callsites,

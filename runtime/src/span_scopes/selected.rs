@@ -124,6 +124,13 @@ pub(super) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
     }
 }
 
+/// Whether a selection in `EnvFilter`'s syntax has span or field directives (`[request]`,
+/// `[{id=1}]`: always in brackets): only then does its filter follow the spans entered (its
+/// `on_enter` and `on_exit` find nothing to do otherwise, at a lock and a map lookup each).
+pub(super) fn follows_spans(directives: &str) -> bool {
+    directives.contains('[')
+}
+
 /// `init` was given this selection (`Config::spans`, or `GPUSPAN_SPANS`): [`layer`] uses it from
 /// now on, and every callsite is asked again. A selection with no layer in the process's
 /// subscriber (already set) is said now; one set later is checked by [`say_if_layer_missing`].
@@ -200,6 +207,12 @@ impl SpanSelection {
                 }
             }
         }
+    }
+
+    /// Whether the selection's filter may follow the spans entered (`follows_spans`).
+    #[inline]
+    fn follows_spans(&self) -> bool {
+        self.fixed.is_none() || self.fixed_follows_spans
     }
 
     /// Whether the selection takes the span (gpuspan's own and events aside).
@@ -513,18 +526,12 @@ fn exit_found(id: &Id, ext: &Extensions<'_>) {
     }
 }
 
-/// Whether the layer holds the span: it made an [`Instance`] or [`Census`] of it, which it does
-/// only for a span its filter enabled.
-fn holds(ext: &Extensions<'_>) -> bool {
-    ext.get::<Instance>().is_some() || ext.get::<Census>().is_some()
-}
-
 impl SpanScopes {
     /// A span [`SpanLayer`](super::SpanLayer) may hold is entered: one registry lookup, where the
     /// per-layer filter (`Filtered`) would make two (its own check that the filter enabled the
-    /// span, then the layer's): the span's extensions say whether the layer holds it. The
-    /// filter's own hook runs first, as `Filtered` runs it (the selection's `[name]` directives
-    /// follow the spans entered).
+    /// span, then the layer's): the layer made an [`Instance`] or [`Census`] of the span only if
+    /// its filter enabled it. The filter's own hook runs first, as `Filtered` runs it, where it
+    /// has anything to do (the selection's `[name]` directives follow the spans entered).
     #[inline]
     pub(super) fn entered<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
     where
@@ -532,7 +539,12 @@ impl SpanScopes {
     {
         let Some(span) = ctx.span(id) else { return };
         let ext = span.extensions();
-        if holds(&ext) {
+        if let Some(i) = ext.get::<Instance>() {
+            if selection.follows_spans() {
+                Filter::<S>::on_enter(selection, id, ctx.clone());
+            }
+            i.enter(id);
+        } else if ext.get::<Census>().is_some() {
             Filter::<S>::on_enter(selection, id, ctx.clone());
             enter_found(id, &ext);
         }
@@ -546,7 +558,12 @@ impl SpanScopes {
     {
         let Some(span) = ctx.span(id) else { return };
         let ext = span.extensions();
-        if holds(&ext) {
+        if let Some(i) = ext.get::<Instance>() {
+            if selection.follows_spans() {
+                Filter::<S>::on_exit(selection, id, ctx.clone());
+            }
+            i.exit(id);
+        } else if ext.get::<Census>().is_some() {
             Filter::<S>::on_exit(selection, id, ctx.clone());
             exit_found(id, &ext);
         }
