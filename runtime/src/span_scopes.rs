@@ -17,12 +17,14 @@
 //!   submitted at the first entry and its end when the span closes (`gpu.timing.bracket_end =
 //!   exit`): a bound that holds every submission on that queue in between, whoever made it,
 //!   also when the span is entered per poll of a future. Bandwidth is never derived from it.
-//! - **CUDA under CUPTI**: the scope's id is pushed as external correlation id around each
-//!   entry, on whichever thread enters (a worker's `in_scope`, a device thread that enters the
-//!   caller's span, each poll of an instrumented future), several at once included; the
-//!   innermost entered scope of a thread owns its launches, as for annotated calls. Without
-//!   CUPTI a span is timed on the host. With the layer active, CUDA timing starts at the first
-//!   selected span, before the program's first launch.
+//! - **CUDA under CUPTI**: each entry of the span, on whichever thread enters (a worker's
+//!   `in_scope`, a device thread that enters the caller's span, each poll of an instrumented
+//!   future), several at once included, is a window of that thread's time, as an annotated
+//!   synchronous scope's (decision 71): the innermost window of a thread owns its launches, as
+//!   for annotated calls. Inside an async annotated scope's poll (an external id pushed on the
+//!   thread) the span's id is pushed instead. Without CUPTI a span is timed on the host. With
+//!   the layer active, CUDA timing starts at the first selected span, before the program's
+//!   first launch.
 //!
 //! - **Unowned work is named**: GPU work that no annotated call or selected span owned (by thread
 //!   or by time) names the unselected span entered at its launch (`gpuspan.open_span`), and the
@@ -32,8 +34,8 @@
 //! Cost: an unselected span is not this layer's (the per-layer filter said no for its
 //! callsite), and where another layer keeps it alive, each of its enters and exits is one load
 //! here ([`SpanLayer`], `live.rs`), until the census starts: from then on each span's entry and
-//! exit lock its life. A selected one takes its span's extensions and a mutex at each entry and
-//! exit.
+//! exit lock its life. A selected one costs one registry lookup per entry and exit (not the per-layer
+//! filter's two), its by-time life's lock, and its backend's tag (a CUPTI window).
 
 #[cfg(feature = "enabled")]
 mod live;
