@@ -531,8 +531,10 @@ impl SpanScopes {
     /// per-layer filter (`Filtered`) would make two (its own check that the filter enabled the
     /// span, then the layer's): the layer made an [`Instance`] or [`Census`] of the span only if
     /// its filter enabled it. The filter's own hook runs first, as `Filtered` runs it, where it
-    /// has anything to do (the selection's `[name]` directives follow the spans entered).
-    #[inline]
+    /// has anything to do (the selection's `[name]` directives follow the spans entered). Not
+    /// inlined: `Layered` folds `SpanLayer`'s check in, and the check alone keeps an unselected
+    /// span's hook small (decision 63).
+    #[inline(never)]
     pub(super) fn entered<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
@@ -551,7 +553,7 @@ impl SpanScopes {
     }
 
     /// Its exit, as [`SpanScopes::entered`].
-    #[inline]
+    #[inline(never)]
     pub(super) fn exited<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
