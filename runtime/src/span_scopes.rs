@@ -45,6 +45,8 @@ mod open_spans;
 mod selected;
 #[cfg(feature = "enabled")]
 mod slot;
+#[cfg(feature = "enabled")]
+mod stretches;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use open_spans::ByTime;
 #[cfg(feature = "enabled")]
