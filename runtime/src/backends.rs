@@ -55,8 +55,8 @@ pub(crate) trait BackendScope: Sized {
     #[inline(always)]
     fn forget(self) {}
 
-    /// A selected span's scope tags its thread's GPU work with its id around each entry of the
-    /// span, on whichever thread enters it ([`span_enter`], [`span_exit`]).
+    /// A selected span's scope tags its thread's GPU work around each entry of the span, on
+    /// whichever thread enters it ([`span_enter`], [`span_exit`]).
     #[inline(always)]
     fn tags_span_entries(&self) -> bool {
         false
@@ -332,22 +332,38 @@ pub(crate) fn span_work_close(work: &SpanWork, scope: &mut crate::scope::Scope) 
     }
 }
 
+/// How a backend tagged one entry of a selected span on a thread ([`span_enter`]), for
+/// [`span_exit`] to end it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpanEntry {
+    /// Nothing tagged (nothing to end).
+    Untagged,
+    /// A window of the thread's time opened at this reading of the backend's clock (CUPTI).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    Window(u64),
+    /// The scope's id pushed (CUPTI's external correlation id), to pop.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    Pushed,
+}
+
 /// A selected span whose scope [tags entries](BackendScope::tags_span_entries) is entered on
-/// this thread: its backend tags the thread's GPU work with `scope_id` until [`span_exit`].
-/// False if nothing was pushed (nothing to pop).
+/// this thread: its backend gives it the thread's GPU work until [`span_exit`] (CUPTI: a
+/// window of the thread's time, else its id pushed).
 #[allow(unused_variables)] // without a backend that tags entries
-pub(crate) fn span_enter(scope_id: u64) -> bool {
+#[inline]
+pub(crate) fn span_enter(scope_id: u64) -> SpanEntry {
     #[cfg(feature = "cuda")]
     return crate::cuda::span_enter(scope_id);
     #[cfg(not(feature = "cuda"))]
-    false
+    SpanEntry::Untagged
 }
 
 /// The entry [`span_enter`] made on this thread ends.
 #[allow(unused_variables)] // without a backend that tags entries
-pub(crate) fn span_exit(scope_id: u64) {
+#[inline]
+pub(crate) fn span_exit(site: &'static Site, scope_id: u64, entry: SpanEntry) {
     #[cfg(feature = "cuda")]
-    crate::cuda::span_exit(scope_id);
+    crate::cuda::span_exit(site, scope_id, entry);
 }
 
 /// The per-thread stacks an open scope sits on while it runs on a thread: an NVTX range (for

@@ -17,12 +17,14 @@
 //!   submitted at the first entry and its end when the span closes (`gpu.timing.bracket_end =
 //!   exit`): a bound that holds every submission on that queue in between, whoever made it,
 //!   also when the span is entered per poll of a future. Bandwidth is never derived from it.
-//! - **CUDA under CUPTI**: the scope's id is pushed as external correlation id around each
-//!   entry, on whichever thread enters (a worker's `in_scope`, a device thread that enters the
-//!   caller's span, each poll of an instrumented future), several at once included; the
-//!   innermost entered scope of a thread owns its launches, as for annotated calls. Without
-//!   CUPTI a span is timed on the host. With the layer active, CUDA timing starts at the first
-//!   selected span, before the program's first launch.
+//! - **CUDA under CUPTI**: each entry of the span, on whichever thread enters (a worker's
+//!   `in_scope`, a device thread that enters the caller's span, each poll of an instrumented
+//!   future), several at once included, is a window of that thread's time, as an annotated
+//!   synchronous scope's (decision 71): the innermost window of a thread owns its launches, as
+//!   for annotated calls. Inside an async annotated scope's poll (an external id pushed on the
+//!   thread) the span's id is pushed instead. Without CUPTI a span is timed on the host. With
+//!   the layer active, CUDA timing starts at the first selected span, before the program's
+//!   first launch.
 //!
 //! - **Unowned work is named**: GPU work that no annotated call or selected span owned (by thread
 //!   or by time) names the unselected span entered at its launch (`gpuspan.open_span`), and the
@@ -32,8 +34,8 @@
 //! Cost: an unselected span is not this layer's (the per-layer filter said no for its
 //! callsite), and where another layer keeps it alive, each of its enters and exits is one load
 //! here ([`SpanLayer`], `live.rs`), until the census starts: from then on each span's entry and
-//! exit lock its life. A selected one takes its span's extensions and a mutex at each entry and
-//! exit.
+//! exit lock its life. A selected one costs one registry lookup per entry and exit (not the per-layer
+//! filter's two), its by-time life's lock, and its backend's tag (a CUPTI window).
 
 #[cfg(feature = "enabled")]
 mod live;
@@ -43,6 +45,8 @@ mod open_spans;
 mod selected;
 #[cfg(feature = "enabled")]
 mod slot;
+#[cfg(feature = "enabled")]
+mod stretches;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
 pub(crate) use open_spans::ByTime;
 #[cfg(all(feature = "enabled", feature = "cuda"))]
@@ -88,7 +92,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     #[cfg(feature = "enabled")]
-    let selection = SpanSelection { fixed: None, callsites: live::Callsites::new() };
+    let selection = SpanSelection { fixed: None, fixed_follows_spans: true, callsites: live::Callsites::new() };
     #[cfg(not(feature = "enabled"))]
     let selection = SpanSelection { _private: () };
     SpanLayer::new(selection)
@@ -103,7 +107,11 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     #[cfg(feature = "enabled")]
-    let selection = SpanSelection { fixed: Some(selected::parse(Some(directives))), callsites: live::Callsites::new() };
+    let selection = SpanSelection {
+        fixed: Some(selected::parse(Some(directives))),
+        fixed_follows_spans: selected::follows_spans(directives),
+        callsites: live::Callsites::new(),
+    };
     #[cfg(not(feature = "enabled"))]
     let selection = {
         let _ = directives;
@@ -206,9 +214,14 @@ where
         self.inner.on_event(event, ctx);
     }
 
+    // A span it may hold: past the per-layer filter, one lookup instead of its two
+    // (`SpanScopes::entered`).
     #[inline]
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if self.may_hold(id) {
+            #[cfg(feature = "enabled")]
+            self.inner.inner().entered(id, ctx, self.inner.filter());
+            #[cfg(not(feature = "enabled"))]
             self.inner.on_enter(id, ctx);
         }
     }
@@ -216,6 +229,9 @@ where
     #[inline]
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         if self.may_hold(id) {
+            #[cfg(feature = "enabled")]
+            self.inner.inner().exited(id, ctx, self.inner.filter());
+            #[cfg(not(feature = "enabled"))]
             self.inner.on_exit(id, ctx);
         }
     }
@@ -262,6 +278,10 @@ pub struct SpanSelection {
     /// `None`: the one `init` was given (or `GPUSPAN_SPANS`), read each time it is asked.
     #[cfg(feature = "enabled")]
     fixed: Option<Option<Arc<EnvFilter>>>,
+    /// The fixed selection has span directives (`[name]`, fields): its filter follows the spans
+    /// entered. True for `init`'s, which may change.
+    #[cfg(feature = "enabled")]
+    fixed_follows_spans: bool,
     /// The callsites it did not switch off (the per-span question's one load).
     #[cfg(feature = "enabled")]
     callsites: live::Callsites,

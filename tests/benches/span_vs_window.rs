@@ -7,7 +7,7 @@
 //! - `plain`: the function unannotated (the baseline);
 //! - `cuda_window_scope`: a bare `#[gpu_kernel]`, which under CUPTI marks its thread's window;
 //! - `selected_span_lifetime`: a span the layer selects, made, entered, left and closed around
-//!   the plain function (CUPTI correlation pushed and popped at entry and exit);
+//!   the plain function (each entry a window of the thread, as the window scope's: decision 71);
 //! - `selected_span_reenter`: entering and leaving one selected span already made;
 //! - `others_span_reenter`: the same for a span another (no-op) layer wants and gpuspan's layer
 //!   does not select: what `tracing` itself costs there (the registry, the per-layer filters), so

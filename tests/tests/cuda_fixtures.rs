@@ -101,6 +101,7 @@ fn replay_dump(dump: &[u8], devices: usize) -> (Resolved, Vec<(usize, String)>, 
             Frame::Window { scope_id, window } => {
                 windows.insert(*scope_id, *window);
             }
+            Frame::SpanWindow { scope_id, fence, window } => resolver.span_window(*scope_id, *fence, *window),
             Frame::Threads(snapshot) => resolver.observe(snapshot),
             Frame::Note { text, .. } => notes.push((i, text.clone())),
             Frame::Requested { seq } => resolver.requested(*seq),

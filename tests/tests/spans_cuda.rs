@@ -242,3 +242,58 @@ fn kernels_a_device_thread_launches_inside_the_callers_span_are_that_spans_and_n
         .sum();
     assert_eq!(unattributed, 0, "kernels launched under a selected span are never unattributed");
 }
+
+/// Calls nested with selected spans (decision 71: a span's entry is a window of its thread).
+mod nesting {
+    use super::shapes::Gpu;
+
+    #[gpuspan::gpu_kernel]
+    pub fn annotated_in_span(gpu: &Gpu) {
+        gpu.launch(2);
+    }
+
+    /// An async annotated call: from its first suspension it pushes its id around each poll, so
+    /// a span entered inside a poll pushes its own on top.
+    #[gpuspan::gpu_kernel]
+    pub async fn async_call(gpu: Gpu) {
+        tokio::task::yield_now().await;
+        gpu.launch(1);
+        tracing::info_span!(target: "spans_cuda::shapes", "span_in_poll").in_scope(|| gpu.launch(2));
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn an_annotated_call_inside_a_span_entry_and_a_span_inside_an_async_poll_own_their_kernels() {
+    if let Err(e) = gpuspan::cuda::probe() {
+        panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
+    }
+    setup();
+    let capture = Capture::start_all_threads();
+    let gpu = shapes::Gpu::new();
+    // The annotated call's window is inside the entry's: the innermost owns its launches.
+    let span = tracing::info_span!(target: "spans_cuda::shapes", "around_annotated");
+    span.in_scope(|| {
+        gpu.launch(1);
+        nesting::annotated_in_span(&gpu);
+        gpu.launch(1);
+    });
+    drop(span);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("tokio");
+    rt.block_on(async { tokio::spawn(nesting::async_call(gpu.clone())).await.expect("task") });
+    drop(rt);
+    assert_eq!(gpuspan::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
+    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+    let one = |name: &str| {
+        let recs = capture.of(name);
+        assert_eq!(recs.len(), 1, "{name}: one record: {recs:?}");
+        assert_eq!(recs[0].source(), TimingSource::Cupti, "{name}: {:?}", recs[0]);
+        kernels(&recs[0])
+    };
+    assert_eq!(one("around_annotated"), 2, "the span's entry owns the launches outside the annotated call");
+    assert_eq!(one("annotated_in_span"), 2, "the annotated call inside the entry owns its own");
+    assert_eq!(one("span_in_poll"), 2, "a span entered inside an async call's poll owns its launches");
+    assert_eq!(one("async_call"), 1, "the async call keeps the launch outside the span");
+    let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
+    assert_eq!(unattributed, 0);
+}

@@ -13,7 +13,7 @@
 //! `cuda_overhead <bare|cupti-kernel|gpuspan> [launches]` prints ns per launch (median of the
 //! batches) and the distribution of single launches; in the gpuspan process also the median (and
 //! quartiles) of the Annotated/Unscoped ratio over 201 tightly alternating pairs of short batches.
-//! `cuda_overhead count-window <host|window> [calls]` runs the window path without CUDA for callgrind
+//! `cuda_overhead count-window <host|window|span|others> [calls]` runs the window path without CUDA for callgrind
 //! (`scripts/count-window`).
 //! `cuda_overhead parts [calls]` times the pieces of a CUDA scope without a launch, and compares
 //! CUPTI's clock with the host's clocks (what a scope could read instead). `PIN_CPU=n` pins the launching thread.
@@ -217,16 +217,32 @@ fn empty_cuda_scope(_stream: &Arc<CudaStream>) {}
 #[gpuspan::gpu_kernel(name = "empty host scope")]
 fn empty_host_scope() {}
 
-/// `count-window <host|window> [calls]`, for `scripts/count-window` on a machine without CUDA:
-/// `calls` empty bare scopes, host-timed or marking CUPTI windows (simulated: no CUPTI here), in
-/// batches of 256 in a function of their own for callgrind to count, the queues drained between
-/// batches as the resolver would.
+/// `count-window <host|window|span|others> [calls]`, for `scripts/count-window` on a machine
+/// without CUDA: `calls` empty bare scopes, host-timed (`host`) or marking CUPTI windows
+/// (`window`; simulated: no CUPTI here), or entries of one span already made (`span`: one the
+/// span layer selects, each entry a window of its scope; `others`: one only a no-op layer wants,
+/// what `tracing` itself costs there, as `span_vs_window`'s `others_span_reenter`), in batches of
+/// 256 in a function of their own for callgrind to count, the queues drained between batches as
+/// the resolver would.
 fn count_window(case: &str, n: usize) -> Result<(), Box<dyn std::error::Error>> {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::{Layer, SubscriberExt};
+    /// A layer that wants spans of one target and does nothing with them.
+    struct Noop;
+    impl<S: tracing::Subscriber> Layer<S> for Noop {}
     #[inline(never)]
-    fn counted(n: usize) {
-        for _ in 0..n {
-            empty_host_scope();
+    fn counted(n: usize, span: Option<&tracing::Span>) {
+        match span {
+            Some(span) => (0..n).for_each(|_| span.in_scope(|| ())),
+            None => (0..n).for_each(|_| empty_host_scope()),
         }
+    }
+    let spans = matches!(case, "span" | "others");
+    if spans {
+        let subscriber = tracing_subscriber::registry()
+            .with(gpuspan::layer_with("count_window::selected=info"))
+            .with(Noop.with_filter(Targets::new().with_target("count_window::others", LevelFilter::INFO)));
+        tracing::subscriber::set_global_default(subscriber)?;
     }
     let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
     if gpuspan::cuda::timing().is_some() {
@@ -235,16 +251,30 @@ fn count_window(case: &str, n: usize) -> Result<(), Box<dyn std::error::Error>> 
     let mut ended = 0;
     match case {
         "host" => {}
-        "window" => ended = gpuspan::cuda::simulate_cupti_windows().ok_or("CUDA timing started")?,
-        other => return Err(format!("count-window host|window, not {other:?}").into()),
+        "window" | "span" | "others" => ended = gpuspan::cuda::simulate_cupti_windows().ok_or("CUDA timing started")?,
+        other => return Err(format!("count-window host|window|span|others, not {other:?}").into()),
+    }
+    let span = match case {
+        "span" => Some(tracing::info_span!(target: "count_window::selected", "selected")),
+        "others" => Some(tracing::info_span!(target: "count_window::others", "others")),
+        _ => None,
+    };
+    // The span's first entry opens its scope: outside the count.
+    if let Some(span) = &span {
+        span.in_scope(|| ());
     }
     for _ in 0..n / 256 {
-        counted(256);
-        if case == "window" {
+        counted(256, span.as_ref());
+        if case != "host" {
             ended += gpuspan::cuda::simulate_cupti_windows().unwrap_or(0);
         }
     }
+    drop(span);
+    ended += gpuspan::cuda::simulate_cupti_windows().unwrap_or(0);
     println!("count-window: {} scopes ({case}), {ended} windows queued and drained", n / 256 * 256);
+    if case == "span" && ended < n / 256 * 256 {
+        return Err(format!("a selected span's entries queued {ended} windows, not one per entry").into());
+    }
     drop(guard);
     Ok(())
 }

@@ -24,4 +24,7 @@ pub struct Counts {
     pub during_several_activities: u64,
     /// Calls found a selected span's by time after its record was handed on: unattributed.
     pub late_by_time: u64,
+    /// Windows of a selected span's entries that came after its record was handed on: their
+    /// calls go by time (decision 71).
+    pub late_span_windows: u64,
 }

@@ -664,26 +664,41 @@ impl Scope {
     }
 }
 
-/// The CUDA part of a selected application span's scope (`span_scopes.rs`): under CUPTI its id
-/// is pushed as external correlation id around each entry, on whichever thread enters it
-/// ([`span_enter`], [`span_exit`]), as an async scope's is around each poll; without CUPTI
-/// `None` (CUDA events need a stream, which a span does not name: it is timed on the host).
+/// The CUDA part of a selected application span's scope (`span_scopes.rs`): under CUPTI each
+/// entry of the span on a thread is a window of that thread's time, as an annotated synchronous
+/// scope's (decision 71), or, where a window cannot decide (an external id pushed on the
+/// thread: inside an async scope's poll), its id pushed as external correlation id for the
+/// entry ([`span_enter`], [`span_exit`]); without CUPTI `None` (CUDA events need a stream, which
+/// a span does not name: it is timed on the host).
 #[cfg(feature = "enabled")]
 pub(crate) fn span_scope() -> Option<CudaScope> {
     (CUDA.watch.load(Ordering::Relaxed) == WATCH_CUPTI).then_some(CudaScope::Cupti { pushed: false })
 }
 
-/// A selected span is entered on this thread: CUPTI tags this thread's CUDA calls with its
-/// scope's id until [`span_exit`]. False if the id could not be pushed.
+/// A selected span is entered on this thread: a window of its time, else its scope's id pushed.
+/// An entry lasts on one thread (`tracing`'s guards are not `Send`; an instrumented future's
+/// poll enters and exits around it), so a window holds whichever entry, an async poll's too.
 #[cfg(feature = "enabled")]
-pub(crate) fn span_enter(scope_id: u64) -> bool {
-    cupti::push(scope_id)
+#[inline]
+pub(crate) fn span_enter(scope_id: u64) -> crate::backends::SpanEntry {
+    use crate::backends::SpanEntry;
+    match cupti::span_window_open() {
+        Some(start) => SpanEntry::Window(start),
+        None if cupti::push(scope_id) => SpanEntry::Pushed,
+        None => SpanEntry::Untagged,
+    }
 }
 
 /// The entry [`span_enter`] made on this thread ends.
 #[cfg(feature = "enabled")]
-pub(crate) fn span_exit(scope_id: u64) {
-    cupti::pop(scope_id);
+#[inline]
+pub(crate) fn span_exit(site: &'static Site, scope_id: u64, entry: crate::backends::SpanEntry) {
+    use crate::backends::SpanEntry;
+    match entry {
+        SpanEntry::Window(start) => cupti::span_window_close(site, scope_id, start),
+        SpanEntry::Pushed => cupti::pop(scope_id),
+        SpanEntry::Untagged => {}
+    }
 }
 
 /// The span layer selects a span: CUDA timing must run before the framework's first launch,

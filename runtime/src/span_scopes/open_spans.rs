@@ -8,8 +8,9 @@
 //! launch ([`OpenSpans::at`]) when that is one span (one chain of nested spans: its innermost),
 //! and to nobody's in particular ("during several spans") when several unrelated ones were.
 //!
-//! Cost: a selected span's entry and exit lock its own (uncontended) stretch list and read the
-//! clock when the count of threads it is entered on goes from 0 to 1 or back (and count the
+//! Cost: a selected span's entry and exit are one atomic operation each on its own stretch log
+//! (`stretches.rs`: no lock), and read the clock when the count of threads it is entered on goes
+//! from 0 to 1 or back (and count the
 //! spans entered anywhere then, [`OpenSpans::enter`]); the process-wide list is locked once per
 //! span instance (at its first entry), and by the lookups, which run on the backends' resolver
 //! threads, except the lookup for work launched now ([`OpenSpans::work_now`]), which runs per
@@ -19,8 +20,9 @@
 // instrumented passes; without them the log is kept and only its tests read it.
 #![cfg_attr(not(any(feature = "cuda", feature = "_wgpu")), allow(dead_code))]
 
+use super::stretches::Stretches;
 use crate::backends::SpanWork;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How long a closed span stays in the log for late lookups: CUPTI delivers a launch's records
@@ -64,18 +66,12 @@ pub(crate) struct Life {
     /// to be the span's by time joins it.
     #[cfg_attr(not(feature = "_wgpu"), allow(dead_code))] // only wgpu gathers work per span
     work: SpanWork,
-    state: Mutex<LifeState>,
-}
-
-#[derive(Debug, Default)]
-struct LifeState {
     /// Its scope's id (0 until its first entry opened it).
-    scope_id: u64,
-    /// Threads it is entered on now.
-    entered: u32,
-    /// Host clock (ns): `(first entry, last exit)` of each stretch, `u64::MAX` while open.
-    stretches: Vec<(u64, u64)>,
-    closed: bool,
+    scope_id: AtomicU64,
+    /// Host clock (ns) stretches, kept without a lock: each entry and exit is one atomic
+    /// operation (`stretches.rs`, decision 71).
+    stretches: Stretches,
+    closed: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -90,48 +86,46 @@ impl Life {
 
     /// A span instance's life; `work` is the instance's own (the span layer's `Instance`).
     pub(crate) fn with_work(name: &'static str, parent: Option<Arc<Life>>, work: SpanWork) -> Arc<Life> {
-        Arc::new(Life { name, parent, work, state: Mutex::new(LifeState::default()) })
+        Arc::new(Life {
+            name,
+            parent,
+            work,
+            scope_id: AtomicU64::new(0),
+            stretches: Stretches::new(),
+            closed: AtomicBool::new(false),
+        })
     }
 
     /// Entered on one more thread at `now` (host clock, ns; read only when needed).
+    #[inline]
     pub(crate) fn enter(&self, now: impl FnOnce() -> u64) {
-        let mut s = lock(&self.state);
-        s.entered += 1;
-        if s.entered == 1 {
-            s.stretches.push((now(), u64::MAX));
-        }
+        self.stretches.enter(now);
     }
 
     /// Exited on one thread.
+    #[inline]
     pub(crate) fn exit(&self, now: impl FnOnce() -> u64) {
-        let mut s = lock(&self.state);
-        s.entered = s.entered.saturating_sub(1);
-        if s.entered == 0 {
-            if let Some(last) = s.stretches.last_mut().filter(|l| l.1 == u64::MAX) {
-                last.1 = now();
-            }
-        }
+        self.stretches.exit(now);
     }
 
     /// The span closed: no stretch will open again.
     pub(crate) fn close(&self) {
-        lock(&self.state).closed = true;
+        self.closed.store(true, Ordering::Release);
     }
 
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // only ByTime names a scope
     fn scope_id(&self) -> u64 {
-        lock(&self.state).scope_id
+        self.scope_id.load(Ordering::Acquire)
     }
 
     /// Entered at instant `t`.
     fn entered_at(&self, t: u64) -> bool {
-        lock(&self.state).stretches.iter().any(|&(s, e)| s <= t && t < e)
+        self.stretches.entered_at(t)
     }
 
     /// Closed and out of every stretch before instant `before`.
     fn gone_before(&self, before: u64) -> bool {
-        let s = lock(&self.state);
-        s.closed && s.stretches.last().is_none_or(|l| l.1 < before)
+        self.closed.load(Ordering::Acquire) && self.stretches.last_end().is_none_or(|end| end < before)
     }
 }
 
@@ -173,7 +167,7 @@ impl OpenSpans {
     /// A span instance's scope opened (its first entry) with id `scope_id`: it is in the log
     /// from now on. Those gone for longer than its retention ([`RETAIN_NS`]) leave it.
     pub(crate) fn opened(&self, life: &Arc<Life>, scope_id: u64, now_ns: u64) {
-        lock(&life.state).scope_id = scope_id;
+        life.scope_id.store(scope_id, Ordering::Release);
         let mut lives = lock(&self.lives);
         let mut prune_at = lock(&self.prune_at);
         if lives.len() >= *prune_at {

@@ -13,14 +13,14 @@ use crate::site::{Backend, Site, SiteDesc, SiteKind};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record as Values};
 use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::layer::{Context, Filter, Layer};
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::registry::{Extensions, LookupSpan};
 
 /// Whose, by time, GPU work launched at host instant `host_ns` is, for a backend that found no
 /// scope on the launching thread (`open_spans.rs` has the rule). CUPTI's attribution asks it;
@@ -124,6 +124,13 @@ pub(super) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
     }
 }
 
+/// Whether a selection in `EnvFilter`'s syntax has span or field directives (`[request]`,
+/// `[{id=1}]`: always in brackets): only then does its filter follow the spans entered (its
+/// `on_enter` and `on_exit` find nothing to do otherwise, at a lock and a map lookup each).
+pub(super) fn follows_spans(directives: &str) -> bool {
+    directives.contains('[')
+}
+
 /// `init` was given this selection (`Config::spans`, or `GPUSPAN_SPANS`): [`layer`] uses it from
 /// now on, and every callsite is asked again. A selection with no layer in the process's
 /// subscriber (already set) is said now; one set later is checked by [`say_if_layer_missing`].
@@ -185,6 +192,37 @@ impl SpanSelection {
             Some(f) => f.clone(),
             None => from_init(),
         }
+    }
+
+    /// `f` on the selection's filter, if there is one, borrowed where [`SpanSelection::filter`]
+    /// clones it.
+    fn with_filter(&self, f: impl FnOnce(&EnvFilter)) {
+        match &self.fixed {
+            Some(fixed) => {
+                if let Some(filter) = fixed {
+                    f(filter);
+                }
+            }
+            None => {
+                let set = from_init_lock().read().unwrap_or_else(|e| e.into_inner());
+                match &*set {
+                    Some(Some(filter)) => f(filter),
+                    Some(None) => {}
+                    None => {
+                        drop(set);
+                        if let Some(filter) = from_init() {
+                            f(&filter);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the selection's filter may follow the spans entered (`follows_spans`).
+    #[inline]
+    fn follows_spans(&self) -> bool {
+        self.fixed.is_none() || self.fixed_follows_spans
     }
 
     /// Whether the selection takes the span (gpuspan's own and events aside).
@@ -280,16 +318,14 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
         }
     }
 
+    // A span's entry and exit (`SpanScopes::entered`): the selection's filter without a clone of
+    // its `Arc` (two atomic operations) where the layer's is fixed.
     fn on_enter(&self, id: &Id, cx: Context<'_, S>) {
-        if let Some(f) = self.filter() {
-            Filter::<S>::on_enter(&*f, id, cx);
-        }
+        self.with_filter(|f| Filter::<S>::on_enter(f, id, cx));
     }
 
     fn on_exit(&self, id: &Id, cx: Context<'_, S>) {
-        if let Some(f) = self.filter() {
-            Filter::<S>::on_exit(&*f, id, cx);
-        }
+        self.with_filter(|f| Filter::<S>::on_exit(f, id, cx));
     }
 
     fn on_close(&self, id: Id, cx: Context<'_, S>) {
@@ -304,19 +340,21 @@ struct Instance {
     site: &'static Site,
     /// When it was entered, for attribution by time.
     life: Arc<Life>,
-    /// Opened at the first entry, taken when the span closes.
-    scope: Mutex<Slot>,
+    /// Its scope, opened at the first entry: each later entry reads it without a lock.
+    opened: OnceLock<Opened>,
     /// The span's recorded fields, as attributes of its record.
     fields: Mutex<Vec<(&'static str, Value)>>,
     /// The work backends give it by the threads that entered it (`backends.rs`, `SpanWork`).
     work: SpanWork,
 }
 
-enum Slot {
-    Unopened,
-    /// Boxed: the slot of a span that is not open yet (or any more) stays small.
-    Open(Box<Scope>),
-    Closed,
+/// A selected span's scope once its first entry opened it.
+struct Opened {
+    scope_id: u64,
+    /// Its backend tags each entry (`backends::span_enter`).
+    tags: bool,
+    /// Taken when the span closes (locked there only). Boxed: the slot stays small.
+    scope: Mutex<Option<Box<Scope>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -349,116 +387,198 @@ fn site_of(meta: &'static Metadata<'static>) -> &'static Site {
     })
 }
 
-/// Per thread, the selected spans entered on it whose scope tags entries (pushed a CUPTI
-/// correlation id): (span id, scope id, pushed), innermost last. Kept only where a backend tags
-/// entries (`backends::SPAN_ENTRIES`).
+/// Per thread, the selected spans entered on it whose scope tags entries (a CUPTI window, or its
+/// id pushed: `backends::span_enter`): (span id, scope id, site, the entry's tag), innermost
+/// last. Kept only where a backend tags entries (`backends::SPAN_ENTRIES`).
 mod entries {
+    use crate::backends::SpanEntry;
+    use crate::site::Site;
     use std::cell::RefCell;
 
     thread_local! {
-        static ENTERED: RefCell<Vec<(u64, u64, bool)>> = const { RefCell::new(Vec::new()) };
+        static ENTERED: RefCell<Vec<(u64, u64, &'static Site, SpanEntry)>> = const { RefCell::new(Vec::new()) };
     }
 
-    pub(super) fn enter(span: u64, scope_id: u64) {
-        enter_with(span, scope_id, crate::backends::span_enter);
+    pub(super) fn enter(span: u64, site: &'static Site, scope_id: u64) {
+        enter_with(span, site, scope_id, crate::backends::span_enter);
     }
 
     pub(super) fn exit(span: u64) {
         exit_with(span, crate::backends::span_exit);
     }
 
-    /// [`enter`] with the backend's push given (tests count them without CUPTI).
-    pub(super) fn enter_with(span: u64, scope_id: u64, push: impl FnOnce(u64) -> bool) {
-        let pushed = push(scope_id);
-        let _ = ENTERED.try_with(|e| e.borrow_mut().push((span, scope_id, pushed)));
+    /// [`enter`] with the backend's tagging given (tests count them without CUPTI).
+    pub(super) fn enter_with(span: u64, site: &'static Site, scope_id: u64, tag: impl FnOnce(u64) -> SpanEntry) {
+        let entry = tag(scope_id);
+        let _ = ENTERED.try_with(|e| e.borrow_mut().push((span, scope_id, site, entry)));
     }
 
-    /// [`exit`] with the backend's pop given: pops what this thread's entry of `span` pushed.
-    pub(super) fn exit_with(span: u64, pop: impl FnOnce(u64)) {
+    /// [`exit`] with the backend's end given: ends what this thread's entry of `span` began.
+    pub(super) fn exit_with(span: u64, end: impl FnOnce(&'static Site, u64, SpanEntry)) {
         let entry = ENTERED
             .try_with(|e| {
                 let mut e = e.borrow_mut();
-                let i = e.iter().rposition(|(s, _, _)| *s == span)?;
+                let i = e.iter().rposition(|(s, ..)| *s == span)?;
                 Some(e.remove(i))
             })
             .ok()
             .flatten();
-        if let Some((_, scope_id, true)) = entry {
-            pop(scope_id);
+        if let Some((_, scope_id, site, entry)) = entry {
+            if entry != SpanEntry::Untagged {
+                end(site, scope_id, entry);
+            }
         }
     }
 
     #[cfg(test)]
     mod tests {
         use super::*;
+        use crate::site::{Backend, SiteKind};
         use std::cell::RefCell as Log;
 
+        static SITE: Site = Site::new(crate::site::site_desc!("entries", SiteKind::Kernel, Backend::Cuda));
+
         #[test]
-        fn each_threads_entries_pop_what_they_pushed_innermost_first() {
+        fn each_threads_entries_end_what_they_began_innermost_first() {
             let log = Log::new(Vec::new());
-            let push = |id: u64| {
-                log.borrow_mut().push(format!("push {id}"));
-                id != 99 // the push of scope 99 fails: nothing to pop
+            let tag = |id: u64| {
+                log.borrow_mut().push(format!("enter {id}"));
+                match id {
+                    99 => SpanEntry::Untagged, // the push of scope 99 fails: nothing to end
+                    20 => SpanEntry::Pushed,   // inside an async poll: pushed
+                    _ => SpanEntry::Window(id * 100),
+                }
             };
-            enter_with(1, 10, push);
-            enter_with(2, 20, push);
-            enter_with(3, 99, push);
+            enter_with(1, &SITE, 10, tag);
+            enter_with(2, &SITE, 20, tag);
+            enter_with(3, &SITE, 99, tag);
             // The same span entered on another thread meanwhile: its own entry there.
             std::thread::spawn(|| {
-                let popped = Log::new(Vec::new());
-                enter_with(1, 10, |_| true);
-                exit_with(1, |id| popped.borrow_mut().push(id));
-                assert_eq!(*popped.borrow(), [10]);
+                let ended = Log::new(Vec::new());
+                enter_with(1, &SITE, 10, |_| SpanEntry::Window(7));
+                exit_with(1, |_, id, e| ended.borrow_mut().push((id, e)));
+                assert_eq!(*ended.borrow(), [(10, SpanEntry::Window(7))]);
             })
             .join()
             .unwrap();
-            let pop = |id: u64| log.borrow_mut().push(format!("pop {id}"));
-            exit_with(3, pop);
-            exit_with(2, pop);
-            exit_with(7, pop); // never entered here: nothing
-            exit_with(1, pop);
-            assert_eq!(*log.borrow(), ["push 10", "push 20", "push 99", "pop 20", "pop 10"]);
+            let end = |_: &'static Site, id: u64, e: SpanEntry| log.borrow_mut().push(format!("end {id} {e:?}"));
+            exit_with(3, end);
+            exit_with(2, end);
+            exit_with(7, end); // never entered here: nothing
+            exit_with(1, end);
+            assert_eq!(*log.borrow(), ["enter 10", "enter 20", "enter 99", "end 20 Pushed", "end 10 Window(1000)"]);
             assert!(ENTERED.with(|e| e.borrow().is_empty()));
         }
     }
 }
 
 impl Instance {
+    /// One entry, on this thread: no lock but the span's life's (attribution by time); under
+    /// CUPTI a window of this thread's time (decision 71).
     fn enter(&self, span: &Id) {
-        let mut slot = lock(&self.scope);
-        if matches!(*slot, Slot::Unopened) {
-            let scope = Scope::span_scope(self.site, |_| span_gpu(self.site));
+        let opened = self.opened.get_or_init(|| {
+            let mut scope = Scope::span_scope(self.site, |_| span_gpu(self.site));
             let log = &crate::collector::collector().selected.open_spans;
             log.opened(&self.life, scope.scope_id(), crate::clock::now_ns());
-            *slot = Slot::Open(Box::new(scope));
-        }
+            let tags = scope.gpu_mut().is_some_and(|g| g.tags_span_entries());
+            Opened { scope_id: scope.scope_id(), tags, scope: Mutex::new(Some(Box::new(scope))) }
+        });
         crate::collector::collector().selected.open_spans.enter(&self.life, crate::clock::now_ns);
         crate::backends::span_work_enter(span.into_u64(), &self.work);
-        if let Slot::Open(scope) = &mut *slot {
-            if scope.gpu_mut().is_some_and(|g| g.tags_span_entries()) {
-                let id = scope.scope_id();
-                drop(slot);
-                entries::enter(span.into_u64(), id);
-            }
+        if opened.tags {
+            entries::enter(span.into_u64(), self.site, opened.scope_id);
         }
     }
 
     fn exit(&self, span: &Id) {
-        crate::collector::collector().selected.open_spans.exit(&self.life, crate::clock::now_ns);
-        crate::backends::span_work_exit(span.into_u64());
         if crate::backends::SPAN_ENTRIES {
             entries::exit(span.into_u64());
         }
+        crate::backends::span_work_exit(span.into_u64());
+        crate::collector::collector().selected.open_spans.exit(&self.life, crate::clock::now_ns);
+    }
+
+    /// Whether its first entry opened its scope and it has not closed.
+    fn is_open(&self) -> bool {
+        self.opened.get().is_some_and(|o| lock(&o.scope).is_some())
     }
 
     /// The span closes: its scope, with its fields, to be dropped by the caller outside every
     /// lock (the record goes to its backend then).
     fn close(&self) -> Option<Scope> {
         self.life.close();
-        let Slot::Open(mut scope) = std::mem::replace(&mut *lock(&self.scope), Slot::Closed) else { return None };
+        let mut scope = self.opened.get().and_then(|o| lock(&o.scope).take())?;
         scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
         crate::backends::span_work_close(&self.work, &mut scope);
         Some(*scope)
+    }
+}
+
+/// A selected span (or one the census follows) is entered on this thread: what its extensions
+/// hold does it.
+fn enter_found(id: &Id, ext: &Extensions<'_>) {
+    if let Some(i) = ext.get::<Instance>() {
+        i.enter(id);
+    } else if let Some(c) = ext.get::<Census>() {
+        if !c.logged.swap(true, Ordering::Relaxed) {
+            crate::collector::collector().selected.census.opened(&c.life, 0, crate::clock::now_ns());
+        }
+        c.life.enter(crate::clock::now_ns);
+    }
+}
+
+/// Its entry on this thread ends.
+fn exit_found(id: &Id, ext: &Extensions<'_>) {
+    if let Some(i) = ext.get::<Instance>() {
+        i.exit(id);
+    } else if let Some(c) = ext.get::<Census>() {
+        c.life.exit(crate::clock::now_ns);
+    }
+}
+
+impl SpanScopes {
+    /// A span [`SpanLayer`](super::SpanLayer) may hold is entered: one registry lookup, where the
+    /// per-layer filter (`Filtered`) would make two (its own check that the filter enabled the
+    /// span, then the layer's): the layer made an [`Instance`] or [`Census`] of the span only if
+    /// its filter enabled it. The filter's own hook runs first, as `Filtered` runs it, where it
+    /// has anything to do (the selection's `[name]` directives follow the spans entered). Not
+    /// inlined: `Layered` folds `SpanLayer`'s check in, and the check alone keeps an unselected
+    /// span's hook small (decision 63).
+    #[inline(never)]
+    pub(super) fn entered<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        if let Some(i) = ext.get::<Instance>() {
+            if selection.follows_spans() {
+                Filter::<S>::on_enter(selection, id, ctx.clone());
+            }
+            i.enter(id);
+        } else if ext.get::<Census>().is_some() {
+            Filter::<S>::on_enter(selection, id, ctx.clone());
+            enter_found(id, &ext);
+        }
+    }
+
+    /// Its exit, as [`SpanScopes::entered`].
+    #[inline(never)]
+    pub(super) fn exited<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        if let Some(i) = ext.get::<Instance>() {
+            if selection.follows_spans() {
+                Filter::<S>::on_exit(selection, id, ctx.clone());
+            }
+            i.exit(id);
+        } else if ext.get::<Census>().is_some() {
+            Filter::<S>::on_exit(selection, id, ctx.clone());
+            exit_found(id, &ext);
+        }
     }
 }
 
@@ -532,7 +652,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
         span.extensions_mut().insert(Instance {
             site,
             life,
-            scope: Mutex::new(Slot::Unopened),
+            opened: OnceLock::new(),
             fields: Mutex::new(fields),
             work,
         });
@@ -547,25 +667,14 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        let ext = span.extensions();
-        if let Some(i) = ext.get::<Instance>() {
-            i.enter(id);
-        } else if let Some(c) = ext.get::<Census>() {
-            if !c.logged.swap(true, Ordering::Relaxed) {
-                crate::collector::collector().selected.census.opened(&c.life, 0, crate::clock::now_ns());
-            }
-            c.life.enter(crate::clock::now_ns);
+        if let Some(span) = ctx.span(id) {
+            enter_found(id, &span.extensions());
         }
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        let ext = span.extensions();
-        if let Some(i) = ext.get::<Instance>() {
-            i.exit(id);
-        } else if let Some(c) = ext.get::<Census>() {
-            c.life.exit(crate::clock::now_ns);
+        if let Some(span) = ctx.span(id) {
+            exit_found(id, &span.extensions());
         }
     }
 
@@ -576,7 +685,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
             c.life.close();
             return;
         }
-        let opened = span.extensions().get::<Instance>().is_some_and(|i| matches!(*lock(&i.scope), Slot::Open(_)));
+        let opened = span.extensions().get::<Instance>().is_some_and(Instance::is_open);
         if !opened {
             return;
         }

@@ -72,6 +72,9 @@ struct Ended {
     fence_passed_ns: Option<u64>,
     /// A synchronous scope's window (its calls are found by thread and time).
     window: Option<Window>,
+    /// [`Resolver::observe`]s before it ended: a selected span's scope waits for one more
+    /// (`Resolver::span_window`).
+    observed_at: u64,
 }
 
 #[derive(Debug, Default)]
@@ -129,6 +132,11 @@ pub struct Resolver {
     orphans: Vec<(u64, u32, Piece)>,
     /// Windows of ended synchronous scopes, and the calls that wait for one.
     threads: ThreadIndex,
+    /// Windows of selected spans' entries, by `(fence, scope id, thread, start, end)`: in
+    /// `threads` until their fence passes (every call in them is placed then).
+    span_windows: BTreeSet<(u64, u64, u32, u64, u64)>,
+    /// Snapshots taken in so far ([`Resolver::observe`]).
+    observed: u64,
     /// Activities of calls that wait for their window, by correlation id.
     held: HashMap<u32, Vec<Piece>>,
     /// Scopes ended and not resolved, by `(fence, id)`: a poll looks only at those whose fence
@@ -158,6 +166,8 @@ impl Resolver {
             resolved_spans: HashSet::new(),
             orphans: Vec::new(),
             threads: ThreadIndex::default(),
+            span_windows: BTreeSet::new(),
+            observed: 0,
             held: HashMap::new(),
             ended: BTreeSet::new(),
             delivered: Delivered::default(),
@@ -273,7 +283,22 @@ impl Resolver {
             self.ended.remove(&(before.fence, id));
         }
         self.ended.insert((fence, id));
-        p.ended = Some(Ended { record, fence, fence_passed_ns: None, window });
+        p.ended = Some(Ended { record, fence, fence_passed_ns: None, window, observed_at: self.observed });
+    }
+
+    /// One entry of a selected span on one thread ended (decision 71): the calls of that thread
+    /// inside `w` are the span's (`scope_id`), as a synchronous scope's are its own, until its
+    /// `fence` passes. The span's scope ends later, at its close, maybe on another thread, whose
+    /// queue the resolver may drain before this one's: it resolves only after a snapshot taken
+    /// after its end was seen, by which every entry that ended before it was drained. A window
+    /// of a span already handed on (a thread torn down late) adds nothing: its calls go by time.
+    pub fn span_window(&mut self, scope_id: u64, fence: u64, w: Window) {
+        if self.resolved_spans.contains(&scope_id) {
+            self.counts.late_span_windows += 1;
+            return;
+        }
+        self.threads.add(scope_id, w);
+        self.span_windows.insert((fence, scope_id, w.thread, w.start, w.end));
     }
 
     /// CUPTI asked for buffer `seq`.
@@ -284,6 +309,7 @@ impl Resolver {
     /// Which threads had a window open before the messages just taken were sent.
     pub fn observe(&mut self, threads: &Snapshot) {
         self.threads.observe(threads);
+        self.observed += 1;
     }
 
     /// Calls held for their window (including those a still open scope may own).
@@ -518,12 +544,26 @@ impl Resolver {
             self.outside.clear(); // calls whose activities never came (kinds gpuspan does not record)
         }
 
+        // Span windows whose fence passed: every call in them was placed above.
+        while let Some(&(fence, scope, thread, start, end)) = self.span_windows.first() {
+            if fence > prefix {
+                break;
+            }
+            self.span_windows.pop_first();
+            self.threads.remove(scope, &Window { thread, start, end });
+        }
+
         // Scopes whose fence has passed.
         let due: Vec<u64> = self.ended.range(..=(prefix, u64::MAX)).map(|(_, id)| *id).collect();
         let mut ready = Vec::new();
         for id in due {
             let Some(p) = self.scopes.get_mut(&id) else { continue };
             let Some(e) = p.ended.as_mut() else { continue };
+            // Its end was seen in the drain before snapshot `observed_at + 1`; the drain before
+            // the next one has every entry's window that ended before it, on any thread.
+            if e.record.site.is_span() && self.observed < e.observed_at + 2 {
+                continue;
+            }
             let passed = *e.fence_passed_ns.get_or_insert(now_ns);
             let complete = p.expected.iter().all(|(c, ..)| p.activities.iter().any(|(ac, _)| ac == c));
             if complete {

@@ -64,6 +64,16 @@ pub enum Frame {
         /// Its thread and CUPTI clock readings.
         window: Window,
     },
+    /// A window of a selected span's entry on one thread (decision 71): no record of its own,
+    /// the span's calls on that thread inside it; the span's [`Frame::Ended`] comes at its close.
+    SpanWindow {
+        /// The span's scope id.
+        scope_id: u64,
+        /// Buffers requested when the entry ended: its calls are in them.
+        fence: u64,
+        /// Its thread and CUPTI clock readings.
+        window: Window,
+    },
     /// Which threads had a window open, taken before the resolver drained its channel and
     /// written after what that drain took (as the resolver applies it).
     Threads(Snapshot),
@@ -138,6 +148,14 @@ impl Frame {
             Frame::Window { scope_id, window } => {
                 out.push(b'W');
                 put_u64(out, *scope_id);
+                put_u64(out, window.thread.into());
+                put_u64(out, window.start);
+                put_u64(out, window.end);
+            }
+            Frame::SpanWindow { scope_id, fence, window } => {
+                out.push(b'S');
+                put_u64(out, *scope_id);
+                put_u64(out, *fence);
                 put_u64(out, window.thread.into());
                 put_u64(out, window.start);
                 put_u64(out, window.end);
@@ -242,6 +260,11 @@ pub fn read(b: &[u8]) -> Result<Vec<Frame>, DumpError> {
                 scope_id: r.u64()?,
                 window: Window { thread: r.u64()? as u32, start: r.u64()?, end: r.u64()? },
             },
+            b'S' => Frame::SpanWindow {
+                scope_id: r.u64()?,
+                fence: r.u64()?,
+                window: Window { thread: r.u64()? as u32, start: r.u64()?, end: r.u64()? },
+            },
             b'C' => Frame::Clock { offset_ns: r.u64()? as i64, error_ns: r.u64()?, taken_ns: r.u64()? },
             b'O' => {
                 let now = r.u64()?;
@@ -291,6 +314,7 @@ mod tests {
             Frame::Flushed { host_ns: 10, forced: true },
             Frame::Note { host_ns: 11, text: "hello".into() },
             Frame::Window { scope_id: 8, window: Window { thread: 42, start: 100, end: 200 } },
+            Frame::SpanWindow { scope_id: 9, fence: 2, window: Window { thread: 42, start: 210, end: 220 } },
             Frame::Threads(Snapshot { now: 300, open: vec![(42, 250), (43, 260)] }),
             Frame::Clock { offset_ns: -700, error_ns: 25, taken_ns: 400 },
         ];

@@ -236,6 +236,20 @@ pub(crate) fn enter(id: u64) -> (CudaScope, u64) {
     }
 }
 
+/// A selected span is entered on this thread: a window of the thread's time, as a synchronous
+/// scope's (decision 71); `None` where a window cannot decide (windows off, or an external id
+/// pushed on this thread: the span's id is pushed instead).
+#[inline]
+pub(crate) fn span_window_open() -> Option<u64> {
+    window::open()
+}
+
+/// The entry [`span_window_open`] began ends: its window is the span's on this thread.
+#[inline]
+pub(crate) fn span_window_close(site: &'static crate::site::Site, scope_id: u64, start: u64) {
+    window::close_span(site, scope_id, start);
+}
+
 /// An async scope suspends: the window it opened (before its body ran) closes unused.
 pub(crate) fn abandon_window() {
     window::abandon();

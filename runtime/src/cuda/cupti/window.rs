@@ -233,6 +233,35 @@ pub(super) fn close(call: impl FnOnce(u64) -> Call) {
     }
 }
 
+/// A selected span's entry on this thread ends (its window opened at [`open`]): the window goes
+/// to the resolver through this thread's queue as one of the span's (decision 71), in the order
+/// of the thread's other windows, as a call of the span's site and scope on its own clock (the
+/// resolver tells it from the span's own end, which is on the host clock, by that: `work.rs`).
+/// A thread being torn down (no queue any more) loses it: the calls in it are then decided as
+/// outside every window (by time, the span's).
+#[inline]
+pub(super) fn close_span(site: &'static crate::site::Site, scope_id: u64, start: u64) {
+    let end = now();
+    let _ = LOCAL.try_with(|l| {
+        l.hand_over(|| Call {
+            site,
+            scope_id,
+            thread: 0,
+            error: false,
+            on_own_clock: true,
+            host_start: start,
+            host_end: end,
+            bytes: None,
+            memory: None,
+            parent: Default::default(),
+            spans: None,
+            fields: None,
+            only_if_gpu: false,
+        });
+        leave(l);
+    });
+}
+
 /// A scope without a window (it pushed its id) ended: through this thread's queue as well.
 #[inline]
 pub(super) fn ended(call: Call) {

@@ -19,6 +19,13 @@ use std::time::{Duration, Instant};
 impl Live {
     /// A scope ended: its record is built here, off the caller's thread.
     fn ended(&mut self, call: Call, fence: u64, window: Option<Window>) {
+        // A selected span's entry on one thread: a window of its scope, no record (its own end
+        // is on the host clock, so has no window: `window::close_span`).
+        if let (true, Some(w)) = (call.site.is_span(), window) {
+            self.write(Frame::SpanWindow { scope_id: call.scope_id, fence, window: w });
+            self.resolver.span_window(call.scope_id, fence, w);
+            return;
+        }
         let record = if call.on_own_clock {
             let (start_ns, end_ns) = (clock::window_to_host(call.host_start), clock::window_to_host(call.host_end));
             call.into_record_at(crate::record::Interval { start_ns, end_ns })

@@ -196,10 +196,17 @@ fn launches_outside_every_scope_go_by_time_to_the_one_span_entered_then_and_are_
     assert!(first.iter().all(|x| x.scope_id != 40), "the span waits for its two kernels: {first:?}");
     r.buffer(2, 7_000, &[kernel(1, 1_200), kernel(2, 1_600), kernel(3, 3_200), kernel(4, 5_100)], &mut |_| None);
     let mut out = first;
+    // A span's scope resolves after the second snapshot following its end: by then every
+    // window of its entries is in, whichever thread's queue held it.
+    r.observe(&Snapshot { now: 9_000, open: vec![] });
+    out.extend(r.poll(7_500));
+    assert!(out.iter().all(|x| x.scope_id != 40), "one snapshot after its end: it waits");
+    r.observe(&Snapshot { now: 9_000, open: vec![] });
     out.extend(r.poll(8_000));
     out.extend(r.force());
     let span: Vec<_> = out.iter().filter(|x| x.scope_id == 40).collect();
     assert_eq!(span.len(), 1, "{out:?}");
+    assert_eq!(r.counts().deadline_scopes, 0, "resolved by the poll, not the deadline");
     assert_eq!(span[0].activities.len(), 2, "both launches made while it alone was entered");
     assert_eq!(span[0].attributed, Some(Attributed::Time));
     let several: Vec<_> = out.iter().filter(|x| x.site.desc.name == "during several spans").collect();
@@ -219,4 +226,87 @@ fn launches_outside_every_scope_go_by_time_to_the_one_span_entered_then_and_are_
     );
     let c = r.counts();
     assert_eq!((c.calls_by_time, c.during_several_activities, c.unattributed_activities), (2, 1, 1));
+}
+
+/// A selected span's entries are windows of their threads (decision 71): a launch inside one is
+/// the span's, by thread; an annotated scope's window inside an entry owns its own launches; a
+/// launch on the same thread between two entries is not the span's. The span's end, drained
+/// before another thread's entry (the threads' queues are drained one after another), waits for
+/// the next snapshot's drain, which has it. A window that comes after the span was handed on
+/// adds nothing (counted).
+#[test]
+fn a_selected_spans_entries_are_windows_of_their_threads_and_its_end_waits_for_them() {
+    use super::super::records::{ApiDomain, RawKernel};
+    use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
+    static SPAN: std::sync::LazyLock<&'static Site> = std::sync::LazyLock::new(|| {
+        Box::leak(Box::new(Site::for_span(crate::site::site_desc!("request", SiteKind::Kernel, Backend::Cuda))))
+    });
+    static INNER: Site = Site::new(crate::site::site_desc!("inner", SiteKind::Kernel, Backend::Cuda));
+    let mut r = Resolver::new(device_labels(vec!["GPU A".into()]));
+    r.set_by_time(|_| ByTime::Nobody);
+    r.set_unselected_at(|_| None);
+    let launch = |correlation_id: u32, thread_id: u32, start: u64| {
+        Raw::Api(RawApi {
+            domain: ApiDomain::Driver,
+            cbid: D::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel as u32,
+            start,
+            end: start + 5,
+            thread_id,
+            correlation_id,
+            return_value: 0,
+        })
+    };
+    let kernel = |correlation_id: u32| {
+        Raw::Kernel(RawKernel {
+            start: 1_000 + u64::from(correlation_id) * 100,
+            end: 1_050 + u64::from(correlation_id) * 100,
+            device: 0,
+            context: 1,
+            stream: 7,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            registers_per_thread: 8,
+            static_shared: 0,
+            dynamic_shared: 0,
+            correlation_id,
+            name_ptr: 0,
+        })
+    };
+    // Thread 1's queue: the span's entry [100, 200], an annotated scope (41) inside its second
+    // entry [300, 400], that entry; then the span's end, from thread 3 where it closed. Thread 2's
+    // entry [150, 260] is still open at the snapshot taken before this drain.
+    r.span_window(40, 1, Window { thread: 1, start: 100, end: 200 });
+    r.ended_in(
+        Record::new(&INNER, 41, 1, Interval { start_ns: 320, end_ns: 350 }),
+        1,
+        Some(Window { thread: 1, start: 320, end: 350 }),
+    );
+    r.span_window(40, 1, Window { thread: 1, start: 300, end: 400 });
+    r.ended(Record::new(*SPAN, 40, 3, Interval { start_ns: 90, end_ns: 500 }), 1);
+    r.observe(&Snapshot { now: 1_000, open: vec![(2, 150)] });
+    let calls = [launch(1, 1, 120), launch(2, 1, 250), launch(3, 1, 330), launch(4, 1, 380), launch(5, 2, 200)];
+    r.buffer(1, 2_000, &calls, &mut |_| None);
+    r.buffer(2, 3_000, &(1..=5).map(kernel).collect::<Vec<_>>(), &mut |_| None);
+    let mut out = r.poll(3_000);
+    assert!(out.iter().all(|x| x.scope_id != 40), "its end waits for the next drain: {out:?}");
+    let inner: Vec<_> = out.iter().filter(|x| x.scope_id == 41).collect();
+    assert_eq!(inner.len(), 1, "{out:?}");
+    assert_eq!(inner[0].activities.len(), 1, "the annotated scope inside an entry owns its launch");
+    let between: Vec<_> = out.iter().filter(|x| x.site.desc.name == "unattributed").collect();
+    assert_eq!(between.len(), 1, "the launch between two entries is not the span's: {out:?}");
+    // The next drain: thread 2's entry, then the snapshot.
+    r.span_window(40, 1, Window { thread: 2, start: 150, end: 260 });
+    r.observe(&Snapshot { now: 1_100, open: vec![] });
+    out = r.poll(4_000);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].scope_id, 40);
+    assert_eq!(out[0].activities.len(), 3, "both threads' entries' launches: {out:?}");
+    assert_eq!(out[0].attributed, Some(Attributed::Thread));
+    assert_eq!(r.threads.owner(1, 120), Owner::Outside, "its windows left once their fence passed");
+    // A window of the span after it was handed on (a thread's queue drained late): nothing.
+    r.span_window(40, 2, Window { thread: 4, start: 450, end: 460 });
+    assert_eq!(r.threads.owner(4, 455), Owner::Outside);
+    let c = r.counts();
+    assert_eq!((c.late_span_windows, c.window_scopes, c.deadline_scopes, c.stale_scopes), (1, 1, 0, 0));
+    assert_eq!(r.pending(), 0);
 }
