@@ -95,9 +95,9 @@ impl RawFrame {
     }
 }
 
-/// One one-dispatch pass labelled `label`, submitted; with raw timestamp writes of `raw`'s,
-/// resolved for reading, where given.
-fn one_pass(gpu: &Gpu, label: &str, raw: Option<&RawTimer>) {
+/// A new encoder holding one one-dispatch pass labelled `label`, with raw timestamp writes of
+/// `raw`'s where given (not resolved).
+fn encode_pass(gpu: &Gpu, label: &str, raw: Option<&RawTimer>) -> wgpu::CommandEncoder {
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
     {
         let timestamp_writes = raw.map(|r| wgpu::ComputePassTimestampWrites {
@@ -111,6 +111,13 @@ fn one_pass(gpu: &Gpu, label: &str, raw: Option<&RawTimer>) {
         pass.set_bind_group(0, &gpu.bind_group, &[]);
         pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
     }
+    encoder
+}
+
+/// One one-dispatch pass labelled `label`, submitted; with raw timestamp writes of `raw`'s,
+/// resolved for reading, where given.
+fn one_pass(gpu: &Gpu, label: &str, raw: Option<&RawTimer>) {
+    let mut encoder = encode_pass(gpu, label, raw);
     if let Some(r) = raw {
         r.resolve(&mut encoder);
     }
@@ -196,16 +203,7 @@ fn exactness_variants(gpu: &Gpu) {
         for _ in 0..EXACT_PASSES {
             let timed = || {
                 if copy_after {
-                    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-                    {
-                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: Some("timed pass"),
-                            timestamp_writes: None,
-                        });
-                        pass.set_pipeline(&gpu.pipeline);
-                        pass.set_bind_group(0, &gpu.bind_group, &[]);
-                        pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
-                    }
+                    let mut encoder = encode_pass(gpu, "timed pass", None);
                     raw.resolve(&mut encoder);
                     gpu.queue.submit([encoder.finish()]);
                 } else {
@@ -277,41 +275,12 @@ fn raw_tails(gpu: &Gpu) -> (f64, f64, f64, f64) {
         one_pass_unresolved(gpu, &raw);
         resolve_alone();
         separate.push(raw.read_ns(gpu));
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("raw pass"),
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &raw.query_set,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
-                }),
-            });
-            pass.set_pipeline(&gpu.pipeline);
-            pass.set_bind_group(0, &gpu.bind_group, &[]);
-            pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
-        }
+        let mut encoder = encode_pass(gpu, "raw pass", Some(&raw));
         encoder.copy_buffer_to_buffer(&from, 0, &to, 0, 256);
         gpu.queue.submit([encoder.finish()]);
         resolve_alone();
         copy.push(raw.read_ns(gpu));
-        let pass = {
-            let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("raw pass"),
-                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                        query_set: &raw.query_set,
-                        beginning_of_pass_write_index: Some(0),
-                        end_of_pass_write_index: Some(1),
-                    }),
-                });
-                pass.set_pipeline(&gpu.pipeline);
-                pass.set_bind_group(0, &gpu.bind_group, &[]);
-                pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
-            }
-            encoder.finish()
-        };
+        let pass = encode_pass(gpu, "raw pass", Some(&raw)).finish();
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         raw.resolve(&mut encoder);
         gpu.queue.submit([pass, encoder.finish()]);
@@ -322,21 +291,7 @@ fn raw_tails(gpu: &Gpu) -> (f64, f64, f64, f64) {
 
 /// [`one_pass`] with `raw`'s writes, labelled "raw pass", not resolved.
 fn one_pass_unresolved(gpu: &Gpu, raw: &RawTimer) {
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("raw pass"),
-            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                query_set: &raw.query_set,
-                beginning_of_pass_write_index: Some(0),
-                end_of_pass_write_index: Some(1),
-            }),
-        });
-        pass.set_pipeline(&gpu.pipeline);
-        pass.set_bind_group(0, &gpu.bind_group, &[]);
-        pass.dispatch_workgroups(gpu.elements.div_ceil(64), 1, 1);
-    }
-    gpu.queue.submit([encoder.finish()]);
+    gpu.queue.submit([encode_pass(gpu, "raw pass", Some(raw)).finish()]);
 }
 
 /// Raw pass timestamps in a query set as large as one of gpuspan's batches (256 queries), each
