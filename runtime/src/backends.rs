@@ -4,9 +4,10 @@
 //! only what is here and names no backend. Adding a backend: docs/architecture.md, "Adding a
 //! backend".
 
-use crate::scope::{Call, Scope};
+use crate::call::Call;
 use crate::site::Site;
-use tracing::Span;
+
+mod open;
 
 /// What the scope asks of a backend's part of it. Implemented by each backend's scope type
 /// (`cuda::CudaScope`, `wgpu::scope::WgpuScope`); every method but [`BackendScope::finish`]
@@ -224,20 +225,6 @@ pub(crate) fn watches_bare() -> bool {
     false
 }
 
-/// Opens a bare scope as the backend that [`watches_bare`] does.
-#[cfg(feature = "cuda")]
-#[inline(always)]
-pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
-    Scope::cuda_watched(site, span, bytes)
-}
-
-/// Without a backend that watches bare scopes, never called ([`watches_bare`] is false).
-#[cfg(not(feature = "cuda"))]
-#[inline(always)]
-pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
-    Scope::open(site, span, bytes, |_| GpuScope::None)
-}
-
 /// Whether any backend compiled in tags span entries ([`BackendScope::tags_span_entries`]):
 /// without one, the span layer keeps no per-thread entries.
 pub(crate) const SPAN_ENTRIES: bool = cfg!(feature = "cuda");
@@ -317,13 +304,13 @@ pub(crate) fn span_work_exit(span: u64) {
     crate::wgpu::pass_sum::span_exited(span);
 }
 
-/// The span closes: the work begun for it replaces its scope's GPU part (a bracket), so that
-/// the span is timed by the sum of its passes.
+/// The span closes: the work begun for it replaces its scope's GPU part (`gpu`, a bracket), so
+/// that the span is timed by the sum of its passes.
 #[allow(unused_variables)] // without wgpu
-pub(crate) fn span_work_close(work: &SpanWork, scope: &mut crate::scope::Scope) {
+pub(crate) fn span_work_close(work: &SpanWork, gpu: Option<&mut GpuScope>) {
     #[cfg(feature = "_wgpu")]
     if let Some(summed) = work.passes.take().and_then(crate::wgpu::scope::WgpuScope::summed) {
-        match scope.gpu_mut() {
+        match gpu {
             Some(gpu) => {
                 gpu.take_attached(GpuScope::Wgpu(summed));
             }

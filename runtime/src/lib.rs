@@ -216,6 +216,8 @@ mod signal;
 mod span_scopes;
 #[cfg(feature = "enabled")]
 mod spans;
+#[cfg(feature = "enabled")]
+mod submit_probe;
 mod switch;
 #[cfg(feature = "enabled")]
 mod thread;

@@ -90,7 +90,7 @@ impl Scope {
         // Once a backend watches bare sites, their GPU work is attributed to them (one load
         // otherwise).
         if crate::backends::watches_bare() {
-            return crate::backends::open_bare(site, span, bytes);
+            return Self::open_bare(site, span, bytes);
         }
         if site.desc.track_memory {
             return Self::host_tracking_memory(site, span, bytes);

@@ -62,14 +62,14 @@ use std::sync::Arc;
 #[cfg(feature = "enabled")]
 use {
     crate::backends::BackendScope,
+    crate::backends::GpuScope,
+    crate::call::Call,
     crate::clock,
     crate::diagnostics::note_once,
-    crate::scope::{Call, GpuScope, Scope},
     crate::site::{Backend, Site},
     std::cell::RefCell,
     std::sync::atomic::{AtomicU8, Ordering},
     std::sync::OnceLock,
-    tracing::Span,
 };
 
 pub use resources::AsStream;
@@ -641,27 +641,21 @@ impl BackendScope for CudaScope {
     }
 }
 
+/// The GPU part and the start of a CUDA site's scope (`Scope::cuda`); `stream` is the site's
+/// stream, if it names one.
 #[cfg(feature = "enabled")]
-impl Scope {
-    /// Opens the scope of a CUDA site; `stream` is the site's stream, if it names one.
-    #[inline]
-    pub fn cuda(site: &'static Site, span: Span, bytes: Option<u64>, stream: Option<&CudaStream>) -> Scope {
-        Scope::open_timed(site, span, bytes, |id| {
-            let (cuda, start) = CudaScope::start(id, stream);
-            (GpuScope::Cuda(cuda), start)
-        })
-    }
+#[inline]
+pub(crate) fn scope_start(scope_id: u64, stream: Option<&CudaStream>) -> (GpuScope, u64) {
+    let (cuda, start) = CudaScope::start(scope_id, stream);
+    (GpuScope::Cuda(cuda), start)
+}
 
-    /// The scope of a bare site (no GPU resource in its signature) once CUDA is timed: under
-    /// CUPTI the CUDA work it launches is attributed to it; a call that launched none stays
-    /// host-timed.
-    #[inline(never)]
-    pub(crate) fn cuda_watched(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
-        Scope::open_timed(site, span, bytes, |id| {
-            let (cuda, start) = CudaScope::bare(id);
-            (GpuScope::Cuda(cuda), start)
-        })
-    }
+/// The same for a bare site once CUDA is timed (`Scope::cuda_watched`).
+#[cfg(feature = "enabled")]
+#[inline]
+pub(crate) fn scope_bare(scope_id: u64) -> (GpuScope, u64) {
+    let (cuda, start) = CudaScope::bare(scope_id);
+    (GpuScope::Cuda(cuda), start)
 }
 
 /// The CUDA part of a selected application span's scope (`span_scopes.rs`): under CUPTI each

@@ -399,21 +399,25 @@ mod entries {
         static ENTERED: RefCell<Vec<(u64, u64, &'static Site, SpanEntry)>> = const { RefCell::new(Vec::new()) };
     }
 
+    #[inline(always)]
     pub(super) fn enter(span: u64, site: &'static Site, scope_id: u64) {
         enter_with(span, site, scope_id, crate::backends::span_enter);
     }
 
+    #[inline(always)]
     pub(super) fn exit(span: u64) {
         exit_with(span, crate::backends::span_exit);
     }
 
     /// [`enter`] with the backend's tagging given (tests count them without CUPTI).
+    #[inline(always)]
     pub(super) fn enter_with(span: u64, site: &'static Site, scope_id: u64, tag: impl FnOnce(u64) -> SpanEntry) {
         let entry = tag(scope_id);
         let _ = ENTERED.try_with(|e| e.borrow_mut().push((span, scope_id, site, entry)));
     }
 
     /// [`exit`] with the backend's end given: ends what this thread's entry of `span` began.
+    #[inline(always)]
     pub(super) fn exit_with(span: u64, end: impl FnOnce(&'static Site, u64, SpanEntry)) {
         let entry = ENTERED
             .try_with(|e| {
@@ -509,7 +513,7 @@ impl Instance {
         self.life.close();
         let mut scope = self.opened.get().and_then(|o| lock(&o.scope).take())?;
         scope.set_fields(std::mem::take(&mut *lock(&self.fields)));
-        crate::backends::span_work_close(&self.work, &mut scope);
+        crate::backends::span_work_close(&self.work, scope.gpu_mut());
         Some(*scope)
     }
 }

@@ -71,6 +71,8 @@ pub(crate) mod handles;
 #[cfg(feature = "enabled")]
 pub(crate) mod memory;
 #[cfg(feature = "enabled")]
+mod open;
+#[cfg(feature = "enabled")]
 pub(crate) mod pass_sum;
 #[cfg(feature = "enabled")]
 pub(crate) mod scope;

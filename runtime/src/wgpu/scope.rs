@@ -4,14 +4,12 @@
 
 use super::api;
 use super::handles::AsHandle;
-use crate::__private::SubmitProbe;
-use crate::probe::Exit;
+use crate::backends::GpuScope;
 use crate::record::Record;
-use crate::scope::{GpuScope, Scope};
 use crate::site::Site;
+use crate::submit_probe::SubmitProbe;
 use std::iter::Chain;
 use std::option::IntoIter;
-use tracing::Span;
 
 macro_rules! scope_of_majors {
     ($($feature:tt => $variant:ident($module:ident)),* $(,)?) => {
@@ -138,19 +136,19 @@ macro_rules! scope_of_majors {
                 }
             }
 
-            fn bracket_handle(&mut self) -> Option<HandleOf> {
+            pub(super) fn bracket_handle(&mut self) -> Option<HandleOf> {
                 match self {
                     $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.bracket_handle().map(HandleOf::$variant),)*
                 }
             }
 
-            fn offer_bracket_device(&self) {
+            pub(super) fn offer_bracket_device(&self) {
                 match self {
                     $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.offer_bracket_device(),)*
                 }
             }
 
-            fn offer_pass_target(&self) {
+            pub(super) fn offer_pass_target(&self) {
                 match self {
                     $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.offer_pass_target(),)*
                 }
@@ -293,7 +291,7 @@ impl crate::backends::BackendScope for WgpuScope {
         WgpuScope::resume(self);
     }
 
-    fn finish(self, call: crate::scope::Call) {
+    fn finish(self, call: crate::call::Call) {
         WgpuScope::finish(self, call.into_record());
     }
 
@@ -306,125 +304,16 @@ impl crate::backends::BackendScope for WgpuScope {
     }
 }
 
-/// The scope's GPU part, or host timing with the reason kept for the summary.
-fn started(site: &'static Site, begun: Result<WgpuScope, &'static str>) -> GpuScope {
-    match begun {
-        Ok(w) => GpuScope::Wgpu(w),
-        Err(why) => {
-            site.timed_on_host(why);
-            GpuScope::None
-        }
-    }
-}
-
-impl Scope {
-    /// A scope timed by queries in a command encoder or pass.
-    #[inline]
-    pub fn wgpu_recorder<R: api::Recorder, D: AsHandle<R::Device> + ?Sized>(
-        site: &'static Site,
-        span: Span,
-        bytes: Option<u64>,
-        recorder: &mut R,
-        device: Option<&D>,
-    ) -> Scope {
-        let device = device.map(AsHandle::as_handle);
-        let mut scope =
-            Scope::open(site, span, bytes, |scope_id| started(site, recorder.begin_scope(site, scope_id, device)));
-        // On a pass-level device the passes the body begins in the encoder time the call.
-        if let Some(GpuScope::Wgpu(w)) = scope.gpu_mut() {
-            w.offer_pass_target();
-        }
-        scope
-    }
-
-    /// A scope whose submissions on `queue` are bracketed by timestamp writes.
-    #[inline]
-    pub fn wgpu_queue<Q: api::Queue, D: AsHandle<Q::Device> + ?Sized>(
-        site: &'static Site,
-        span: Span,
-        bytes: Option<u64>,
-        queue: &Q,
-        device: Option<&D>,
-    ) -> Scope {
-        let device = device.map(AsHandle::as_handle);
-        let mut scope = Scope::open(site, span, bytes, |_| started(site, queue.begin_scope(site, device)));
-        scope.offer_bracket_device();
-        scope
-    }
-
-    /// An `attach` in a bracketed call replaces the bracket: it records on the bracket's device.
-    fn offer_bracket_device(&mut self) {
-        if let Some(GpuScope::Wgpu(w)) = self.gpu_mut() {
-            w.offer_bracket_device();
-        }
-    }
-
-    /// A host-timed scope whose function records into a recorder it creates and hands over with
-    /// `gpuspan::wgpu::attach`: the attachment uses `device`.
-    #[inline]
-    pub fn wgpu_attachable<D: api::Device>(site: &'static Site, span: Span, bytes: Option<u64>, device: &D) -> Scope {
-        let scope = Scope::open(site, span, bytes, |_| GpuScope::None);
-        if scope.is_active() {
-            device.offer_to_attach();
-        }
-        scope
-    }
-
-    /// A scope whose submissions on the device's registered queue are bracketed.
-    #[inline]
-    pub fn wgpu_device<D: api::Device>(site: &'static Site, span: Span, bytes: Option<u64>, device: &D) -> Scope {
-        let mut scope = Scope::open(site, span, bytes, |_| started(site, device.begin_scope(site)));
-        scope.offer_bracket_device();
-        scope
-    }
-
-    /// The function leaves: closes the query in the recorder it was opened in.
-    #[inline]
-    pub fn exit_recorder<R: api::Recorder>(&mut self, exit: Exit, recorder: &mut R) {
-        self.exit(exit);
-        if let Some(GpuScope::Wgpu(w)) = self.gpu_mut() {
-            recorder.end_scope(w);
-        }
-    }
-
-    /// A `?` in the function: when it leaves (`Err`, `None`), the query is closed.
-    #[inline]
-    pub fn try_exit_recorder<R: api::Recorder>(&mut self, exit: Exit, recorder: &mut R) {
-        if matches!(exit, Exit::Error | Exit::Early) {
-            self.exit_recorder(exit, recorder);
-        }
-    }
-
-    /// The handle an async body's rewritten submissions use.
-    #[inline]
-    pub fn bracket_handle(&mut self) -> BracketHandle {
-        match self.gpu_mut() {
-            Some(GpuScope::Wgpu(w)) => BracketHandle(w.bracket_handle()),
-            _ => BracketHandle(None),
-        }
-    }
-}
-
 /// An async body's way to its bracket: the scope is in the future wrapping the body, out of the
 /// body's reach, so the body holds this instead (empty when the scope is no bracket).
 #[derive(Debug)]
-pub struct BracketHandle(Option<HandleOf>);
+pub struct BracketHandle(pub(super) Option<HandleOf>);
 
 /// Where a rewritten submission asks for the bracket's end: the scope (sync bodies) or its
 /// handle (async bodies).
 pub trait BracketEnds<Q: api::Queue> {
     /// The end-timestamp buffer to append to a submission on `queue`, if it is the bracket's.
     fn end_for(&mut self, queue: &Q) -> Option<Q::CommandBuffer>;
-}
-
-impl<Q: api::Queue> BracketEnds<Q> for Scope {
-    #[inline]
-    fn end_for(&mut self, queue: &Q) -> Option<Q::CommandBuffer> {
-        match self.gpu_mut() {
-            Some(GpuScope::Wgpu(w)) => queue.end_for(w),
-            _ => None,
-        }
-    }
 }
 
 impl<Q: api::Queue> BracketEnds<Q> for BracketHandle {

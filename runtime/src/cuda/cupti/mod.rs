@@ -42,11 +42,11 @@ mod window;
 mod work;
 
 use super::{CudaError, CudaScope};
+use crate::call::Call;
 #[cfg(feature = "testing")]
 use crate::cuda::counts::Counts;
 use crate::diagnostics::{losses, note_once, Losses};
 use crate::record::DeviceLabel;
-use crate::scope::Call;
 use attribution::Resolver;
 use cudarc::cupti::sys::{self as sys, CUptiResult, CUpti_ActivityKind as K, CUpti_ExternalCorrelationKind};
 use std::collections::HashSet;
