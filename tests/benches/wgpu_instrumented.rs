@@ -153,9 +153,10 @@ fn pass_exactness(gpu: &Gpu) -> (f64, f64) {
 }
 
 /// The median GPU time (ns) of one pass as gpuspan times it on the instrumented device `gpu`,
-/// and of the same pass with raw timestamp writes on `reference`, a plain device of the same
-/// adapter, the two alternating; each pass alone in its submission, the raw one resolved in the
-/// next (as gpuspan resolves its own writes): the same command stream, so the issue's
+/// and of the same pass with raw timestamp writes on `reference` (a plain device of the same
+/// adapter, or the real device behind `gpu`), the two alternating; each pass alone in its
+/// submission, the raw one resolved in the next (as gpuspan resolves its own writes): the same
+/// command stream, so the issue's
 /// like-for-like row (≥ 0.99 × raw). Anything after a pass in its submission delays its end
 /// timestamp on NVIDIA's Vulkan driver ([`raw_tails`]), so a raw pass resolved in its own
 /// encoder is not the same stream.
@@ -184,6 +185,24 @@ fn pass_exactness_alone(gpu: &Gpu, reference: &Gpu, settled: bool) -> (f64, f64)
         .map(|g| g.busy_ns as f64)
         .collect();
     (median(ours), median(theirs))
+}
+
+/// The control for [`pass_exactness_alone`] on one device: the same raw pass with two query
+/// sets, alternating, each alone in its submission and resolved in the next: how far two medians
+/// of the same pass read apart with nothing of gpuspan's in either.
+fn raw_against_raw(gpu: &Gpu) -> (f64, f64) {
+    let (first, second) = (RawTimer::new(&gpu.device), RawTimer::new(&gpu.device));
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..EXACT_PASSES {
+        for (raw, times) in [(&first, &mut a), (&second, &mut b)] {
+            one_pass_unresolved(gpu, raw);
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            raw.resolve(&mut encoder);
+            gpu.queue.submit([encoder.finish()]);
+            times.push(raw.read_ns(gpu));
+        }
+    }
+    (median(a), median(b))
 }
 
 /// Where a fixed difference between gpuspan's pass time and the raw one comes from (issue 38:
@@ -514,6 +533,26 @@ fn instrumented(c: &mut Criterion) {
             ours / raw,
             ours - raw
         );
+    }
+    // The like-for-like rows on one device: the raw pass on the real handles behind the
+    // instrumented device, so that the two devices' speeds cannot differ.
+    for (what, elements, iterations) in [("one-workgroup pass", 64, 1), ("long pass", elements, iterations)] {
+        if let Some((instrumented, real)) = Gpu::instrumented_and_real(elements, iterations) {
+            let (ours, raw) = pass_exactness_alone(&instrumented, &real, false);
+            println!(
+                "{what}, each alone in its submission, the raw one on the real device behind the instrumented one \
+                 (medians of {EXACT_PASSES}, alternating): gpuspan's writes {ours:.0} ns, raw writes {raw:.0} ns: \
+                 {:.4} × raw, {:+.0} ns",
+                ours / raw,
+                ours - raw
+            );
+            let (a, b) = raw_against_raw(&real);
+            println!(
+                "{what}, the control: raw writes against raw writes on the real device (medians of {EXACT_PASSES}, \
+                 alternating): {a:.0} ns and {b:.0} ns: {:.4} ×",
+                a / b
+            );
+        }
     }
     gpuspan::flush();
 }

@@ -119,6 +119,30 @@ impl Gpu {
         Self::found(gpu).zip(real).map(|(gpu, (d, q))| (gpu, d, q))
     }
 
+    /// One new device twice: through `gpuspan::wgpu::instrument`, and as the real handles
+    /// behind it, each with its own kernel (the instrumented device takes only pipelines it
+    /// made), both on one buffer, made on the real device (the instrumented one forwards buffers
+    /// it did not make unchanged). A raw pass on the second runs on the very device and memory
+    /// gpuspan times the first on: comparing the two compares the timestamps, not two devices
+    /// (on NVIDIA a one-workgroup pass reads in one of two speeds ~400 ns apart, kept per
+    /// object: docs/benchmarks.md).
+    pub fn instrumented_and_real(elements: u32, iterations: u32) -> Option<(Gpu, Gpu)> {
+        let gpu = new_device(|all| all).map(|(a, d, q)| {
+            let real = Self::on(a.clone(), d.clone(), q.clone(), elements, iterations);
+            let (d, q) = gpuspan::wgpu::instrument(&a, d, q);
+            let mut instrumented = Self::on(a, d, q, elements, iterations);
+            instrumented.bind_group = instrumented.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("data"),
+                layout: &instrumented.pipeline.get_bind_group_layout(0),
+                entries: &[wgpu::BindGroupEntry { binding: 0, resource: real.buffer.as_entire_binding() }],
+            });
+            instrumented.buffer = real.buffer.clone();
+            (instrumented, real)
+        });
+        let (gpu, real) = gpu.unzip();
+        Self::found(gpu).zip(real)
+    }
+
     /// Like [`Gpu::for_test`], made the way a framework handed only an instance makes its
     /// device (bevy): the instance is `gpuspan::wgpu::instrument_instance`'s, and its adapter's
     /// `request_device` gives the (instrumented) device and queue; gpuspan is not called again.
