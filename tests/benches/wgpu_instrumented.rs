@@ -143,13 +143,7 @@ fn pass_exactness(gpu: &Gpu) -> (f64, f64) {
         theirs.push(raw.read_ns(gpu));
     }
     gpuspan::flush();
-    let ours: Vec<f64> = capture
-        .of("unattributed: timed pass")
-        .iter()
-        .filter_map(|r| r.gpu.as_ref())
-        .map(|g| g.busy_ns as f64)
-        .collect();
-    (median(ours), median(theirs))
+    (median_busy_ns(&capture, "unattributed: timed pass"), median(theirs))
 }
 
 /// The median GPU time (ns) of one pass as gpuspan times it on the instrumented device `gpu`,
@@ -178,13 +172,7 @@ fn pass_exactness_alone(gpu: &Gpu, reference: &Gpu, settled: bool) -> (f64, f64)
         theirs.push(raw.read_ns(reference));
     }
     gpuspan::flush();
-    let ours: Vec<f64> = capture
-        .of("unattributed: timed pass")
-        .iter()
-        .filter_map(|r| r.gpu.as_ref())
-        .map(|g| g.busy_ns as f64)
-        .collect();
-    (median(ours), median(theirs))
+    (median_busy_ns(&capture, "unattributed: timed pass"), median(theirs))
 }
 
 /// The control for [`pass_exactness_alone`] on one device: the same raw pass with two query
@@ -247,10 +235,11 @@ fn exactness_variants(gpu: &Gpu) {
             }
         }
         gpuspan::flush();
-        let of = |site: &str| -> Vec<f64> {
-            capture.of(site).iter().filter_map(|r| r.gpu.as_ref()).map(|g| g.busy_ns as f64).collect()
-        };
-        (median(of("unattributed: timed pass")), median(of("unattributed: raw pass")), median(theirs))
+        (
+            median_busy_ns(&capture, "unattributed: timed pass"),
+            median_busy_ns(&capture, "unattributed: raw pass"),
+            median(theirs),
+        )
     };
     let line = |what: &str, ours: f64, raw: f64| {
         println!("  {what}: {ours:.0} ns against raw {raw:.0} ns: {:.3} ×, {:+.0} ns", ours / raw, ours - raw);
@@ -387,6 +376,11 @@ fn raw_sets(gpu: &Gpu) -> (f64, f64) {
         b.push(big.pass_ns(gpu, i));
     }
     (median(a), median(b))
+}
+
+/// The median GPU busy time (ns) of the records of `site` in `capture`.
+fn median_busy_ns(capture: &gpuspan::Capture, site: &str) -> f64 {
+    median(capture.of(site).iter().filter_map(|r| r.gpu.as_ref()).map(|g| g.busy_ns as f64).collect())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
