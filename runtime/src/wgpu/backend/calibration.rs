@@ -88,6 +88,15 @@ pub(crate) fn calibrate(
         if polled.is_err() {
             return Err(CalibrationError::Timeout(timeout));
         }
+        // Another thread's poll (the program's, or gpuspan's resolver) may have triaged this
+        // submission first: then the map callback runs on that thread, just after our wait
+        // returned, and is waited for here (seen once in 24 processes on an H200).
+        let deadline = std::time::Instant::now() + timeout;
+        let done = || mapped.load(Ordering::Acquire) || failed.lock().map_or(true, |f| f.is_some());
+        while !done() && std::time::Instant::now() < deadline {
+            let _ = device.poll(wgpu::PollType::Poll);
+            std::thread::yield_now();
+        }
         if let Some(e) = failed.lock().ok().and_then(|mut f| f.take()) {
             return Err(CalibrationError::Map(e));
         }
