@@ -63,7 +63,7 @@ pub fn call_core() {
     let _: Option<gpuspan::DeviceLabel> = None;
 }
 
-/// Calls the test API (feature `testing`): records can be built and read, nothing is captured.
+/// Calls the test API (`gpuspan-testing`): records can be built and read, nothing is captured.
 pub fn call_testing() {
     let capture = gpuspan_testing::Capture::start();
     assert!(capture.records().is_empty() && capture.of("k").is_empty());
