@@ -52,7 +52,7 @@ pub fn call_core() {
     assert!(rows.iter().all(|r| r.bandwidth_bytes_per_s().is_none() || r.calls > 0));
 
     // The data types stay, so code that reads records compiles.
-    let _: fn(&gpuspan::Record) -> gpuspan::TimingSource = gpuspan::Record::source;
+    let _: fn(&gpuspan_testing::Record) -> gpuspan::TimingSource = gpuspan_testing::Record::source;
     let kinds =
         [gpuspan::SiteKind::Kernel.as_str(), gpuspan::Backend::Host.as_str(), gpuspan::Direction::CpuToGpu.as_str()];
     assert_eq!(kinds, ["kernel", "host", "cpu_to_gpu"]);
@@ -63,11 +63,11 @@ pub fn call_core() {
     let _: Option<gpuspan::DeviceLabel> = None;
 }
 
-/// Calls the test API (feature `testing`): records can be built and read, nothing is captured.
+/// Calls the test API (`gpuspan-testing`): records can be built and read, nothing is captured.
 pub fn call_testing() {
-    let capture = gpuspan::Capture::start();
+    let capture = gpuspan_testing::Capture::start();
     assert!(capture.records().is_empty() && capture.of("k").is_empty());
-    assert!(gpuspan::Capture::start_all_threads().records().is_empty());
+    assert!(gpuspan_testing::Capture::start_all_threads().records().is_empty());
     static SITE: gpuspan::Site = gpuspan::Site::new(gpuspan::SiteDesc {
         name: "k",
         function: "k",
@@ -81,16 +81,16 @@ pub fn call_testing() {
         trace_all: false,
         track_memory: false,
     });
-    use gpuspan::record::{Activity, ActivityKind, GpuTiming, Interval, KernelGeometry, Value};
-    let a = gpuspan::clock::now_ns();
+    use gpuspan_testing::record::{Activity, ActivityKind, GpuTiming, Interval, KernelGeometry, Value};
+    let a = gpuspan_testing::clock::now_ns();
     let interval = Interval { start_ns: a, end_ns: a + 10 };
-    let mut record = gpuspan::Record::new(&SITE, 1, 0, interval);
+    let mut record = gpuspan_testing::Record::new(&SITE, 1, 0, interval);
     record.gpu = Some(GpuTiming::new(interval, gpuspan::TimingSource::Cupti));
     record.activities.push(Activity::new("k", interval, ActivityKind::Kernel(KernelGeometry::default())));
-    let _: Option<gpuspan::memory::MemoryMark> = record.memory.map(|m| m.0);
+    let _: Option<gpuspan_testing::memory::MemoryMark> = record.memory.map(|m| m.0);
     assert_eq!(record.duration_ns(), 10);
     assert!(record.attributes().contains(&("gpu.timing.source", Value::Str("cupti".into()))));
-    assert!(gpuspan::clock::now_ns() >= a);
+    assert!(gpuspan_testing::clock::now_ns() >= a);
 }
 
 /// Calls the CUDA API (no device needed: nothing is loaded).
@@ -98,12 +98,12 @@ pub fn call_testing() {
 pub fn call_cuda() {
     assert!(gpuspan::cuda::probe().is_ok_and(|d| d.is_empty()));
     assert_eq!(gpuspan::cuda::start(), gpuspan::cuda::Timing::Host);
-    assert_eq!(gpuspan::cuda::timing(), None);
-    assert_eq!(gpuspan::cuda::cupti_counts(), None::<gpuspan::cuda::replay::Counts>);
-    assert_eq!(gpuspan::cuda::cupti_clock_offset(), None);
-    assert_eq!(gpuspan::cuda::cupti_queue_grown(), 0);
-    assert!(!gpuspan::cuda::cupti_windows_read_realtime());
-    gpuspan::cuda::dump_note("off");
+    assert_eq!(gpuspan_testing::cuda::timing(), None);
+    assert_eq!(gpuspan_testing::cuda::cupti_counts(), None::<gpuspan_testing::cuda::replay::Counts>);
+    assert_eq!(gpuspan_testing::cuda::cupti_clock_offset(), None);
+    assert_eq!(gpuspan_testing::cuda::cupti_queue_grown(), 0);
+    assert!(!gpuspan_testing::cuda::cupti_windows_read_realtime());
+    gpuspan_testing::cuda::dump_note("off");
     let _ = gpuspan::cuda::attach;
     let _: Option<gpuspan::cuda::CudaError> = None;
     fn takes_stream<S: gpuspan::cuda::AsStream>(_: S) {}
@@ -130,6 +130,7 @@ pub fn call_monitor() {
 /// Calls the OTLP API: the configuration is real, the pipeline exports nothing.
 #[cfg(feature = "backends")]
 pub fn call_otlp() {
+    use gpuspan_testing::OtlpExport;
     static SITE: gpuspan::Site = gpuspan::Site::new(gpuspan::SiteDesc {
         name: "k",
         function: "k",
@@ -168,7 +169,7 @@ pub fn call_otlp() {
     assert!(otlp.tracer().is_none() && otlp.layer::<tracing_subscriber::Registry>().is_none());
     assert!(otlp.flush(Duration::ZERO) && otlp.stats().spans_lost() == 0);
     assert!(otlp.destination().contains("grpc") && otlp.config().traces_url() == otlp.config().traces_url());
-    otlp.export(&gpuspan::Record::new(&SITE, 1, 0, Default::default()));
+    otlp.export(&gpuspan_testing::Record::new(&SITE, 1, 0, Default::default()));
     let report: gpuspan::otlp::ExportStats = otlp.shutdown();
     assert!(!report.shutdown_timed_out && report == gpuspan::otlp::ExportStats::default());
     let _: Option<gpuspan::otlp::OtlpError> = None;

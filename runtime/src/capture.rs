@@ -1,6 +1,6 @@
-//! Capturing records in tests: every finished call, sampled or not, as it reaches the pipeline,
-//! of the calls made on the threads a capture watches (docs/decisions.md, decision 22), so that
-//! tests running in parallel each see their own calls.
+//! Capturing records in tests (`gpuspan-testing`'s `Capture`): every finished call, sampled or
+//! not, as it reaches the pipeline, of the calls made on the threads a capture watches
+//! (docs/decisions.md, decision 22), so that tests running in parallel each see their own calls.
 //!
 //! Without the `enabled` feature no call produces a record: a capture starts, holds nothing and
 //! ends, so that tests written against it compile either way.
@@ -37,19 +37,8 @@ impl Sink for CaptureSink {
     }
 }
 
-/// Collects every record finished while it is alive, for assertions in tests: the calls made
-/// on the thread that started it (for an async call: a thread it ran on), so tests running in
-/// parallel do not see one another's calls. A test whose calls run on threads of their own
-/// (spawned threads, a multi-thread runtime) uses [`Capture::start_all_threads`]. Without the
-/// `enabled` feature it captures nothing.
-///
-/// ```
-/// # #[cfg(feature = "enabled")] {
-/// let capture = gpuspan::Capture::start();
-/// // ... call annotated functions, then `gpuspan::flush()` for GPU backends ...
-/// assert!(capture.records().is_empty());
-/// # }
-/// ```
+/// Collects every record finished while it is alive: the calls made on the threads it watches
+/// (decision 22). `gpuspan-testing`'s `Capture` is this, documented there.
 #[derive(Debug)]
 pub struct Capture {
     #[cfg(feature = "enabled")]

@@ -6,7 +6,7 @@
 //! TSC through `quanta` where it is invariant, a few ns) and convert them only when the record is
 //! built (`raw_to_ns`), which keeps two clock reads off the cost of a scope.
 //!
-//! Without the `enabled` feature only [`now_ns`] is here (feature `testing`), reading the
+//! Without the `enabled` feature only [`now_ns`] is here (for `gpuspan-testing`), reading the
 //! system clock directly: the same scale, with no TSC calibration to pay for (nothing is
 //! measured).
 

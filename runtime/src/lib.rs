@@ -44,9 +44,9 @@
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 //! - `nvml`: device discovery and metrics through NVML (NVIDIA) and ROCm SMI (AMD), loaded at run time.
 //!
-//! For tests, `testing` adds `Capture` (every finished call as a record, to assert on), the
-//! record model (`gpuspan::record`), the clock records are on, and gpuspan's own diagnostics; it
-//! turns nothing on. Enable it in `[dev-dependencies]`.
+//! For tests, the crate `gpuspan-testing` gives `Capture` (every finished call as a record, to
+//! assert on), the record model, the clock records are on, CUPTI replay and gpuspan's own
+//! diagnostics; it turns nothing on. Add it to `[dev-dependencies]` (docs/decisions.md, 72).
 //!
 //! At run time `GPUSPAN=off` turns every scope into one relaxed atomic load.
 //!
@@ -156,28 +156,14 @@ mod site;
 #[cfg(feature = "enabled")]
 mod sites;
 
-// The record model is what a test sees of a call (`Capture`), so it is public with the
-// `testing` feature; a program sees sites, summaries, spans and the timeline.
-#[cfg(feature = "testing")]
-pub mod memory;
-#[cfg(all(feature = "enabled", not(feature = "testing")))]
-#[allow(unreachable_pub)]
+// The record model is what a test sees of a call (`Capture`): lent to `gpuspan-testing` through
+// `__testing`; a program sees sites, summaries, spans and the timeline.
 mod memory;
-#[cfg(feature = "testing")]
-pub mod record;
-#[cfg(not(feature = "testing"))]
-#[allow(unreachable_pub)]
 mod record;
 
 // The behaviour. Each public item is defined once; without `enabled` its body is the no-op
 // (docs/architecture.md, "The off build").
-#[cfg(feature = "testing")]
 mod capture;
-#[cfg(feature = "testing")]
-pub mod clock;
-// `now_ns` is `pub` for the `testing` feature.
-#[cfg(all(feature = "enabled", not(feature = "testing")))]
-#[allow(unreachable_pub)]
 mod clock;
 // Without `enabled` only the OTLP configuration has anything to say (and drops it).
 #[cfg(any(feature = "enabled", feature = "otlp"))]
@@ -241,9 +227,6 @@ pub use {
 
 pub use {export::summary::summary, init::flush, switch::set_enabled};
 
-#[cfg(feature = "testing")]
-pub use {capture::Capture, record::Record};
-
 // OpenTelemetry export over OTLP (its own docs are the module's).
 #[cfg(feature = "otlp")]
 #[path = "export/otlp/mod.rs"]
@@ -260,6 +243,12 @@ mod parent;
 #[cfg(feature = "enabled")]
 #[path = "private.rs"]
 pub mod __private;
+
+// What the crate `gpuspan-testing` reaches (its public, documented API is there), in every
+// feature set: without `enabled` its items do nothing.
+#[doc(hidden)]
+#[path = "testing.rs"]
+pub mod __testing;
 
 #[doc(hidden)]
 #[cfg(not(feature = "enabled"))]

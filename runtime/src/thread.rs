@@ -86,8 +86,7 @@ pub(crate) fn next_scope() -> (u32, u64) {
     })
 }
 
-/// The calling thread's index (what its records carry in `thread`).
-#[cfg(feature = "testing")] // for `Capture`
+/// The calling thread's index (what its records carry in `thread`), for `Capture`.
 pub(crate) fn index() -> u32 {
     SLOT.with(|s| s.index)
 }

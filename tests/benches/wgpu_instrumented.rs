@@ -133,7 +133,7 @@ const EXACT_PASSES: usize = 200;
 /// (issue 38: ≥ 0.99 × raw). (A pass with its own writes is read from them; only the raw
 /// read-back is used for it here.)
 fn pass_exactness(gpu: &Gpu) -> (f64, f64) {
-    let capture = gpuspan::Capture::start_all_threads();
+    let capture = gpuspan_testing::Capture::start_all_threads();
     let raw = RawTimer::new(&gpu.device);
     let mut theirs = Vec::new();
     for _ in 0..EXACT_PASSES {
@@ -155,7 +155,7 @@ fn pass_exactness(gpu: &Gpu) -> (f64, f64) {
 /// timestamp on NVIDIA's Vulkan driver ([`raw_tails`]), so a raw pass resolved in its own
 /// encoder is not the same stream.
 fn pass_exactness_alone(gpu: &Gpu, reference: &Gpu, settled: bool) -> (f64, f64) {
-    let capture = gpuspan::Capture::start_all_threads();
+    let capture = gpuspan_testing::Capture::start_all_threads();
     let raw = RawTimer::new(&reference.device);
     let mut theirs = Vec::new();
     for _ in 0..EXACT_PASSES {
@@ -205,7 +205,7 @@ fn raw_against_raw(gpu: &Gpu) -> (f64, f64) {
 fn exactness_variants(gpu: &Gpu) {
     let raw = RawTimer::new(&gpu.device);
     let series = |first_raw: bool, separate_resolve: bool, copy_after: bool| {
-        let capture = gpuspan::Capture::start_all_threads();
+        let capture = gpuspan_testing::Capture::start_all_threads();
         let mut theirs = Vec::new();
         for _ in 0..EXACT_PASSES {
             let timed = || {

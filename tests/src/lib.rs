@@ -25,6 +25,6 @@ pub fn in_ci() -> bool {
 }
 
 /// A record's GPU timing; fails the test, naming the site, where there is none.
-pub fn gpu_timing(r: &gpuspan::Record) -> &gpuspan::record::GpuTiming {
+pub fn gpu_timing(r: &gpuspan_testing::Record) -> &gpuspan_testing::record::GpuTiming {
     r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
 }

@@ -3,10 +3,10 @@
 //! parser and resolver the live path uses.
 #![cfg(feature = "cuda")]
 
-use gpuspan::cuda::replay::Resolver;
-use gpuspan::cuda::replay::{self as parse, dump::Frame, Raw};
-use gpuspan::record::{ActivityKind, Interval, MemoryKind, Record};
 use gpuspan::{Backend, Direction, Site, SiteDesc, SiteKind};
+use gpuspan_testing::cuda::replay::Resolver;
+use gpuspan_testing::cuda::replay::{self as parse, dump::Frame, Raw};
+use gpuspan_testing::record::{ActivityKind, Interval, MemoryKind, Record};
 use std::collections::{BTreeMap, HashMap};
 
 const CAPTURE: &[u8] = include_bytes!("../fixtures/cuda/capture.dump");
@@ -67,7 +67,7 @@ fn replay() -> (Resolved, Vec<(usize, String)>) {
 }
 
 /// Replays a dump of a process that saw `devices` GPUs: every call must resolve, in time.
-fn replay_dump(dump: &[u8], devices: usize) -> (Resolved, Vec<(usize, String)>, gpuspan::cuda::replay::Counts) {
+fn replay_dump(dump: &[u8], devices: usize) -> (Resolved, Vec<(usize, String)>, gpuspan_testing::cuda::replay::Counts) {
     let frames = frames_of(dump);
     let names: HashMap<u64, String> = frames
         .iter()
@@ -77,7 +77,7 @@ fn replay_dump(dump: &[u8], devices: usize) -> (Resolved, Vec<(usize, String)>, 
         })
         .collect();
     let labels = (0..devices).map(|i| format!("captured GPU {i}")).collect();
-    let mut resolver = Resolver::new(gpuspan::cuda::replay::device_labels(labels));
+    let mut resolver = Resolver::new(gpuspan_testing::cuda::replay::device_labels(labels));
     let mut out = Vec::new();
     let mut notes = Vec::new();
     let mut now = 0;
@@ -94,7 +94,7 @@ fn replay_dump(dump: &[u8], devices: usize) -> (Resolved, Vec<(usize, String)>, 
                 // The dump has no scope starts: a synchronous scope began at its window's start
                 // (CUPTI's clock, the replay's host clock), a pushed one is given none (0).
                 let window = windows.remove(scope_id);
-                let start_ns = window.map_or(0, |w: gpuspan::cuda::replay::Window| w.start);
+                let start_ns = window.map_or(0, |w: gpuspan_testing::cuda::replay::Window| w.start);
                 let record = Record::new(site(name), *scope_id, 1, Interval { start_ns, end_ns: *host_ns });
                 resolver.ended_in(record, *fence, window);
             }
@@ -154,7 +154,7 @@ fn every_captured_record_parses_with_valid_fields() {
                     "api"
                 }
                 Raw::External(e) => {
-                    assert_eq!(e.external_kind, gpuspan::cuda::replay::EXTERNAL_KIND);
+                    assert_eq!(e.external_kind, gpuspan_testing::cuda::replay::EXTERNAL_KIND);
                     "external"
                 }
                 Raw::Sync(_) => "sync",
@@ -268,8 +268,8 @@ fn replayed_records_lie_within_their_facts() {
 #[test]
 fn windows_attribute_by_thread_and_time() {
     use cudarc::cupti::sys::CUpti_driver_api_trace_cbid_enum as D;
-    use gpuspan::cuda::replay::EXTERNAL_KIND;
-    use gpuspan::cuda::replay::{device_labels, ApiDomain, RawApi, RawExternal, RawKernel, Snapshot, Window};
+    use gpuspan_testing::cuda::replay::EXTERNAL_KIND;
+    use gpuspan_testing::cuda::replay::{device_labels, ApiDomain, RawApi, RawExternal, RawKernel, Snapshot, Window};
     static SYNC: Site = Site::new(SiteDesc {
         name: "sync",
         function: "sync",
@@ -393,7 +393,11 @@ fn two_gpus_a_staged_peer_copy_is_one_transfer_between_its_devices_with_no_bandw
                 _ => None,
             })
             .collect();
-        assert_eq!(pairs, [(gpuspan::record::STAGED_PEER_COPY.to_owned(), 64 << 20, Some(0), Some(1))], "{r:?}");
+        assert_eq!(
+            pairs,
+            [(gpuspan_testing::record::STAGED_PEER_COPY.to_owned(), 64 << 20, Some(0), Some(1))],
+            "{r:?}"
+        );
         assert!(r.activities[0].is_staged_peer_copy());
         assert_eq!(r.bandwidth_bytes_per_s(), None, "the halves do not time the transfer: {r:?}");
         let attrs = r.attributes();
@@ -465,7 +469,7 @@ fn program_order(frames: &[Frame]) -> BTreeMap<u32, Vec<Order>> {
             _ => Vec::new(),
         })
         .collect();
-    let apis: HashMap<u32, &gpuspan::cuda::replay::RawApi> = raw
+    let apis: HashMap<u32, &gpuspan_testing::cuda::replay::RawApi> = raw
         .iter()
         .filter_map(|r| match r {
             Raw::Api(a) => Some((a.correlation_id, a)),

@@ -10,8 +10,9 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use gpuspan::cuda::Timing;
-use gpuspan::record::{ActivityKind, Interval, MemoryKind};
-use gpuspan::{gpu_kernel, gpu_transfer, Backend, Capture, Direction, Record, TimingSource};
+use gpuspan::{gpu_kernel, gpu_transfer, Backend, Direction, TimingSource};
+use gpuspan_testing::record::{ActivityKind, Interval, MemoryKind};
+use gpuspan_testing::{Capture, Record};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -172,7 +173,7 @@ fn spin_kernel_matches_raw_cupti_and_events_agree() {
         assert!(r.clock_corrected_ns <= gpu.clock_error_ns, "placed beyond its stated bound: {r:?}");
         leads.push(gpu.interval.start_ns as i64 - r.host.start_ns as i64);
     }
-    let (offset, error) = gpuspan::cuda::cupti_clock_offset().expect("CUPTI clock");
+    let (offset, error) = gpuspan_testing::cuda::cupti_clock_offset().expect("CUPTI clock");
     let min_lead = leads.iter().min().copied().unwrap_or(0);
     println!(
         "CUPTI clock - gpuspan clock: {offset} ns (+/- {error} ns); kernel start - scope start after mapping: min \
@@ -229,7 +230,7 @@ fn events_child() {
 /// CUPTI used directly, as a reference: kernel records only, one buffer per flush.
 mod raw {
     use cudarc::cupti::sys::{self, CUptiResult, CUpti_Activity, CUpti_ActivityKind};
-    use gpuspan::cuda::replay::{self as parse, Raw};
+    use gpuspan_testing::cuda::replay::{self as parse, Raw};
     use std::sync::Mutex;
 
     static DURATIONS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
@@ -435,7 +436,11 @@ fn a_copy_between_two_contexts_is_timed_as_a_peer_copy() {
             "ends of the copy: {src_dev:?} -> {dst_dev:?}"
         );
     }
-    assert_eq!(gpuspan::cuda::cupti_counts().map(|c| c.stale_scopes), Some(0), "no scope waited for a record in vain");
+    assert_eq!(
+        gpuspan_testing::cuda::cupti_counts().map(|c| c.stale_scopes),
+        Some(0),
+        "no scope waited for a record in vain"
+    );
 }
 #[gpu_kernel]
 fn sgemm(stream: &Arc<CudaStream>, blas: &CudaBlas, a: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: i32) {
@@ -520,7 +525,7 @@ fn nested_scopes_attribute_to_the_innermost_and_outside_work_is_unattributed() {
     assert_eq!(grids("outer"), vec![[1, 1, 1], [3, 1, 1]]);
     assert_eq!(grids("inner"), vec![[2, 1, 1]]);
     assert!(grids("unattributed").contains(&[7, 7, 1]), "work outside scopes is recorded as unattributed");
-    let counts = gpuspan::cuda::cupti_counts().expect("CUPTI counts");
+    let counts = gpuspan_testing::cuda::cupti_counts().expect("CUPTI counts");
     assert!(counts.window_scopes >= 2, "synchronous scopes are attributed by their windows: {counts:?}");
     assert_inside(capture.of("inner")[0].host, capture.of("outer")[0].host);
 }
@@ -616,7 +621,7 @@ fn sixteen_threads_of_a_thousand_scopes_each_keep_their_kernels() {
         records.len(),
         launched.as_secs_f64() * 1e3,
         resolved.as_secs_f64() * 1e3,
-        gpuspan::cuda::cupti_counts()
+        gpuspan_testing::cuda::cupti_counts()
     );
 }
 

@@ -16,7 +16,7 @@ fn a_program_without_cuda_sites_hears_nothing_about_cuda() {
     let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
     assert_eq!(bare(21), 42);
     drop(guard);
-    assert_eq!(gpuspan::cuda::timing(), None, "CUDA timing started in a program without CUDA");
+    assert_eq!(gpuspan_testing::cuda::timing(), None, "CUDA timing started in a program without CUDA");
     let summary = gpuspan::summary();
     let notes = &summary.notes;
     assert!(!notes.iter().any(|n| n.contains("CUDA") || n.contains("CUPTI")), "{notes:?}");

@@ -5,7 +5,8 @@
 
 use cudarc::driver::CudaStream;
 use gpuspan::cuda::{CudaError, Timing};
-use gpuspan::{gpu_kernel, Capture, TimingSource};
+use gpuspan::{gpu_kernel, TimingSource};
+use gpuspan_testing::Capture;
 use std::sync::Arc;
 
 #[gpu_kernel(backend = cuda)]
@@ -74,8 +75,8 @@ fn init_says_nothing_about_cuda_until_a_cuda_site_is_called() {
         eprintln!("MARK init done");
         match gpuspan::cuda::probe() {
             // With a device (and a CUDA site compiled in) init starts CUDA timing, silently.
-            Ok(_) => assert!(gpuspan::cuda::timing().is_some()),
-            Err(_) => assert_eq!(gpuspan::cuda::timing(), None, "no driver: nothing started at init"),
+            Ok(_) => assert!(gpuspan_testing::cuda::timing().is_some()),
+            Err(_) => assert_eq!(gpuspan_testing::cuda::timing(), None, "no driver: nothing started at init"),
         }
         no_stream(1);
         eprintln!("MARK called");

@@ -12,8 +12,9 @@
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
 use gpuspan::cuda::Timing;
-use gpuspan::record::ActivityKind;
-use gpuspan::{gpu_kernel, Capture, Direction, Record, TimingSource};
+use gpuspan::{gpu_kernel, Direction, TimingSource};
+use gpuspan_testing::record::ActivityKind;
+use gpuspan_testing::{Capture, Record};
 use std::sync::{Arc, OnceLock};
 
 mod labels_common;
@@ -135,10 +136,10 @@ fn connected_components(gpu: &OnceLock<Gpu>, u: &[i32], v: &[i32], call: &mut Ca
             unsafe { stream.launch_builder(&jump).arg(&mut parent).arg(&n).arg(&mut changed).launch(grid(VERTICES)) }
                 .expect("pointer_jump");
         });
-        let before = gpuspan::clock::now_ns();
+        let before = gpuspan_testing::clock::now_ns();
         // Into pageable memory: returns once the copy has completed.
         let flag = stream.clone_dtoh(&changed).expect("read flag");
-        let after = gpuspan::clock::now_ns();
+        let after = gpuspan_testing::clock::now_ns();
         call.reads.push((before, after));
         if flag[0] == 0 || rounds == 64 {
             return rounds;
@@ -371,28 +372,28 @@ fn gpu_union_find(ctx: &Arc<CudaContext>, u: &[i32], v: &[i32], rounds: &mut Vec
     });
     let mut flag = [0i32; 1];
     loop {
-        let before_up = gpuspan::clock::now_ns();
+        let before_up = gpuspan_testing::clock::now_ns();
         stream.memcpy_htod(&[0i32], &mut changed).expect("flag up");
         gpuspan::kernel!("flagged_pointer_jump", stream = stream, {
             // SAFETY: as above.
             unsafe { stream.launch_builder(&jump).arg(&mut parent).arg(&n).arg(&mut changed).launch(grid(VERTICES)) }
                 .expect("pointer_jump");
         });
-        let before_down = gpuspan::clock::now_ns();
+        let before_down = gpuspan_testing::clock::now_ns();
         stream.memcpy_dtoh(&changed, &mut flag).expect("flag down");
         stream.synchronize().expect("synchronize");
-        rounds.push(Round { before_up, before_down, synchronized: gpuspan::clock::now_ns() });
+        rounds.push(Round { before_up, before_down, synchronized: gpuspan_testing::clock::now_ns() });
         if flag[0] == 0 || rounds.len() == 64 {
             break;
         }
     }
     let mut parents = vec![0i32; VERTICES];
-    let start = gpuspan::clock::now_ns();
+    let start = gpuspan_testing::clock::now_ns();
     gpuspan::transfer!("parents_dtoh", direction = gpu_to_cpu, bytes = VERTICES * 4, {
         stream.memcpy_dtoh(&parent, &mut parents).expect("parents");
     });
     stream.synchronize().expect("synchronize");
-    (start, gpuspan::clock::now_ns())
+    (start, gpuspan_testing::clock::now_ns())
 }
 
 /// One process of issue 39's program: every piece of GPU work, within its stated error, starts
@@ -421,7 +422,11 @@ fn issue_39_child() {
     assert_eq!((outer.len(), last_copies.len()), (ISSUE_39_CALLS, ISSUE_39_CALLS), "one record per call");
     let mut faults = Vec::new();
     let (mut checked, mut widest_first, mut widest_later) = (0, 0u64, 0u64);
-    let mut check = |r: &Record, a: &gpuspan::record::Activity, issued: u64, synchronized: u64, widest: &mut u64| {
+    let mut check = |r: &Record,
+                     a: &gpuspan_testing::record::Activity,
+                     issued: u64,
+                     synchronized: u64,
+                     widest: &mut u64| {
         let err = r.gpu.as_ref().map_or(0, |g| g.clock_error_ns);
         *widest = (*widest).max(err);
         let what =

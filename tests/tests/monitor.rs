@@ -4,8 +4,9 @@
 //! `GPUSPAN_ROCM_SMI_LIBRARY` pointing nowhere), so the test means the same everywhere.
 #![cfg(feature = "nvml")]
 
+use gpuspan::gpu_transfer;
 use gpuspan::monitor::{self, MonitorConfig, MonitorError};
-use gpuspan::{gpu_transfer, Capture};
+use gpuspan_testing::Capture;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,7 @@ fn child_without_nvml() {
     assert!(matches!(e, MonitorError::LibraryMissing { .. }), "{e:?}");
     assert!(e.to_string().contains(NOWHERE) && e.to_string().contains(NO_ROCM), "both are named: {e}");
     // Asking again, or starting again, says nothing new.
-    assert_eq!(monitor::discover(), Err(e.clone()));
+    assert_eq!(gpuspan_testing::monitor::discover(), Err(e.clone()));
     let _ = MonitorConfig::from_env().start();
     let _ = monitor::ready(Duration::from_secs(10));
     assert!(monitor::ready(Duration::ZERO).is_err(), "no devices without NVML");
@@ -51,7 +52,7 @@ fn child_without_nvml() {
     // The sampler ends on its own when NVML is missing: stopping it finds it finished (within
     // `stop`'s own bound; no wall-clock assertion, which a busy machine could break).
     assert!(monitor::stop(), "the sampler had ended already");
-    let stats = monitor::sampler_stats().expect("a sampler was started");
+    let stats = gpuspan_testing::monitor::sampler_stats().expect("a sampler was started");
     assert_eq!((stats.rounds, stats.devices, stats.running), (0, 0, false));
     drop(guard); // prints the summary, whose notes hold the message
 }
@@ -94,6 +95,6 @@ fn a_second_sampler_is_refused_while_one_runs() {
         Err(e) => panic!("unexpected {e}"),
     }
     assert!(monitor::stop());
-    let stats = monitor::sampler_stats().expect("started");
+    let stats = gpuspan_testing::monitor::sampler_stats().expect("started");
     assert!(!stats.running);
 }

@@ -79,13 +79,13 @@ fn check(failures: &mut Vec<String>, ok: bool, what: String) {
 
 /// Phase A: every figure of discovery and of a sample against nvidia-smi read between them.
 fn agrees_with_nvidia_smi(failures: &mut Vec<String>) {
-    let before = monitor::discover().expect("discovery");
-    let smi_time = gpuspan::clock::now_ns();
+    let before = gpuspan_testing::monitor::discover().expect("discovery");
+    let smi_time = gpuspan_testing::clock::now_ns();
     let smi = match nvidia_smi() {
         Ok(s) => s,
         Err(e) => return failures.push(e),
     };
-    let after = monitor::discover().expect("discovery");
+    let after = gpuspan_testing::monitor::discover().expect("discovery");
     // The sample taken next after nvidia-smi ran.
     std::thread::sleep(Duration::from_millis(250));
     check(failures, smi.len() == after.len(), format!("GPU count: gpuspan {} / nvidia-smi {}", after.len(), smi.len()));
@@ -127,7 +127,7 @@ fn agrees_with_nvidia_smi(failures: &mut Vec<String>) {
 /// Phase C: what each kind of reading costs the sampler (measured by the sampler itself, at its
 /// own pace, so NVML's caches are as cold or warm as they are in use) and how often it is made.
 fn query_costs() {
-    let Some(s) = monitor::sampler_stats() else { return };
+    let Some(s) = gpuspan_testing::monitor::sampler_stats() else { return };
     println!(
         "readings (sampler thread CPU per reading, the cold first one included; rounds every {:?} on average):",
         s.mean_spacing
@@ -146,12 +146,12 @@ fn query_costs() {
 
 /// Long enough for a PCIe reading to be made: two of the sampler's mean spacings, and a margin.
 fn pcie_wait() -> Duration {
-    let spacing = monitor::sampler_stats().map_or(Duration::from_secs(1), |s| s.mean_spacing);
+    let spacing = gpuspan_testing::monitor::sampler_stats().map_or(Duration::from_secs(1), |s| s.mean_spacing);
     2 * spacing + Duration::from_millis(300)
 }
 
 fn print_stats(what: &str) -> Option<f64> {
-    let s = monitor::sampler_stats()?;
+    let s = gpuspan_testing::monitor::sampler_stats()?;
     let fraction = s.core_fraction();
     println!(
         "{what}: {} rounds over {:.2} s (one every {:?}, grid {} ms) on {} device(s); sampler CPU {:?} = {} of \
@@ -174,7 +174,7 @@ fn print_stats(what: &str) -> Option<f64> {
 
 #[test]
 fn nvml_agrees_with_nvidia_smi_and_the_sampler_is_cheap() {
-    if let Err(e) = monitor::discover() {
+    if let Err(e) = gpuspan_testing::monitor::discover() {
         assert!(!require_gpu(), "GPUSPAN_REQUIRE_GPU is set but: {e}");
         return eprintln!("skipped: {e}");
     }
@@ -231,8 +231,9 @@ mod cuda {
         CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg,
     };
     use gpuspan::monitor;
-    use gpuspan::record::Value;
-    use gpuspan::{gpu_kernel, gpu_transfer, Capture};
+    use gpuspan::{gpu_kernel, gpu_transfer};
+    use gpuspan_testing::record::Value;
+    use gpuspan_testing::Capture;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
@@ -295,11 +296,15 @@ mod cuda {
         stream.synchronize().expect("sync");
         // PCIe bytes counted so far, once a PCIe reading has been made after the setup above.
         std::thread::sleep(super::pcie_wait());
-        let io = || monitor::device_summaries().first().map_or((0.0, 0.0), |d| (d.pcie_tx_bytes, d.pcie_rx_bytes));
+        let io = || {
+            gpuspan_testing::monitor::device_summaries()
+                .first()
+                .map_or((0.0, 0.0), |d| (d.pcie_tx_bytes, d.pcie_rx_bytes))
+        };
         let io_before = io();
         let capture = Capture::start();
         let t = Instant::now();
-        let start_ns = gpuspan::clock::now_ns();
+        let start_ns = gpuspan_testing::clock::now_ns();
         let (mut ups, mut downs) = (0u64, 0u64);
         while t.elapsed() < Duration::from_secs(4) {
             for _ in 0..8 {
@@ -315,14 +320,14 @@ mod cuda {
             }
             stream.synchronize().expect("sync");
         }
-        let end_ns = gpuspan::clock::now_ns();
+        let end_ns = gpuspan_testing::clock::now_ns();
         gpuspan::flush();
         std::thread::sleep(super::pcie_wait());
         let io_after = io();
         // The PCIe counters against the bytes the program moved: direction and amount.
         let (sent, received) = (io_after.0 - io_before.0, io_after.1 - io_before.1);
         let (down_bytes, up_bytes) = ((downs * BYTES as u64) as f64, (ups * BYTES as u64) as f64);
-        let source = monitor::sampler_stats().map_or("?", |s| s.pcie_source);
+        let source = gpuspan_testing::monitor::sampler_stats().map_or("?", |s| s.pcie_source);
         println!(
             "  PCIe bytes while the work ran ({source}): received by the GPU {:.3} GB for {:.3} GB uploaded ({:+.2} %), \
              sent {:.3} GB for {:.3} GB downloaded ({:+.2} %)",

@@ -7,8 +7,9 @@
 //! everywhere. The libraries are loaded once per process: each case runs in a child process.
 #![cfg(feature = "nvml")]
 
+use gpuspan::gpu_kernel;
 use gpuspan::monitor::{self, MonitorError, Sample};
-use gpuspan::{gpu_kernel, Capture};
+use gpuspan_testing::Capture;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -97,7 +98,7 @@ fn child_with_fake_rocm_smi() {
     assert_eq!(navi.pci_bus_id, "00000000:03:00.0", "the partition bits are not part of the address");
     assert_eq!(navi.uuid, navi.pci_bus_id, "no unique id: the PCI address stands in");
     assert_eq!(navi.memory_total_bytes, 24 * GIB);
-    assert_eq!(monitor::discover().expect("again"), gpus, "discovery says the same each time");
+    assert_eq!(gpuspan_testing::monitor::discover().expect("again"), gpus, "discovery says the same each time");
 
     let s = samples_of(0, 3).pop().expect("sampled");
     assert_eq!(s.gpu_utilization_pct, Some(37));
@@ -117,12 +118,12 @@ fn child_with_fake_rocm_smi() {
     assert_eq!(s.sm_clock_mhz, None, "no current level (-1): no clock");
     assert_eq!(s.memory_clock_mhz, Some(456));
 
-    let summaries = monitor::device_summaries();
+    let summaries = gpuspan_testing::monitor::device_summaries();
     assert_eq!(summaries.len(), 2);
     let busy = summaries[0].gpu_utilization_pct.expect("reported");
     assert_eq!((busy.peak, busy.mean), (37.0, 37.0));
     assert_eq!(summaries[1].gpu_utilization_pct, None);
-    let stats = monitor::sampler_stats().expect("started");
+    let stats = gpuspan_testing::monitor::sampler_stats().expect("started");
     assert_eq!((stats.devices, stats.pcie_source), (2, "none"));
     let names: Vec<&str> = stats.queries.iter().map(|q| q.name).collect();
     assert!(names.contains(&"utilization") && names.contains(&"sm_clock"), "{names:?}");

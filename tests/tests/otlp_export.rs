@@ -5,8 +5,11 @@
 mod otlp_common;
 
 use gpuspan::otlp::{OtlpConfig, Protocol};
-use gpuspan::record::{Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, KernelGeometry, MemoryKind, Record};
 use gpuspan::{gpu_kernel, gpu_transfer, Backend, Direction, Site, SiteDesc, SiteKind, TimingSource};
+use gpuspan_testing::record::{
+    Activity, ActivityKind, DeviceLabel, GpuTiming, Interval, KernelGeometry, MemoryKind, Record,
+};
+use gpuspan_testing::OtlpExport;
 use otlp_common::{all_named, assert_no_orphans, by_name, test_id, Collector};
 use rusty_fork::rusty_fork_test;
 use serde_json::Value as Json;
@@ -126,7 +129,7 @@ fn roundtrip(protocol: Protocol) {
             std::hint::black_box(tiny(i));
         }
     });
-    let base = gpuspan::clock::now_ns();
+    let base = gpuspan_testing::clock::now_ns();
     otlp.export(&gpu_record(base));
     assert!(otlp.flush(Duration::from_secs(10)), "flush finished");
     let report = otlp.shutdown();
@@ -188,7 +191,7 @@ fn roundtrip(protocol: Protocol) {
     let gpu = by_name(&spans, "imported.gemm [gpu]");
     let t0 = host["start_ns"].as_u64().unwrap();
     let rel = |s: &Json| (s["start_ns"].as_u64().unwrap() - t0, s["end_ns"].as_u64().unwrap() - t0);
-    let wall_base = base as i128 + (wall_now_ns() as i128 - gpuspan::clock::now_ns() as i128);
+    let wall_base = base as i128 + (wall_now_ns() as i128 - gpuspan_testing::clock::now_ns() as i128);
     assert!(
         (t0 as i128 - wall_base).abs() < 50_000_000,
         "host span start {t0} is the record's start on the wall clock"

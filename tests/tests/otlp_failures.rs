@@ -6,8 +6,9 @@
 mod otlp_common;
 
 use gpuspan::otlp::{Otlp, OtlpConfig, Protocol};
-use gpuspan::record::{Activity, ActivityKind, GpuTiming, Interval, KernelGeometry, Record};
 use gpuspan::{gpu_kernel, Backend, Site, SiteDesc, SiteKind, TimingSource};
+use gpuspan_testing::record::{Activity, ActivityKind, GpuTiming, Interval, KernelGeometry, Record};
+use gpuspan_testing::OtlpExport;
 use otlp_common::{assert_no_orphans, free_port, test_id, Collector, Proc, TempDir};
 use rusty_fork::rusty_fork_test;
 use std::io::{BufRead, BufReader};
@@ -224,7 +225,7 @@ rusty_fork_test! {
             .schedule_delay(Duration::from_secs(30))
             .start()
             .unwrap();
-        let t0 = gpuspan::clock::now_ns();
+        let t0 = gpuspan_testing::clock::now_ns();
         for round in 0..20 {
             for i in 0..100 {
                 otlp.export(&gpu_record(t0 + (round * 100 + i) * 200_000));

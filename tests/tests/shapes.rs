@@ -1,6 +1,7 @@
 //! Every function shape the attributes must support, each checked for what it records.
 
-use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record};
+use gpuspan::{gpu_kernel, gpu_transfer};
+use gpuspan_testing::{Capture, Record};
 
 /// The calls of `name` that `f` makes on this thread (a capture sees only its own thread's
 /// calls, so these tests run in parallel).

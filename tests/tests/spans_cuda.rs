@@ -9,8 +9,9 @@
 #![cfg(feature = "cuda")]
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use gpuspan::record::{ActivityKind, Value};
-use gpuspan::{Capture, TimingSource};
+use gpuspan::TimingSource;
+use gpuspan_testing::record::{ActivityKind, Value};
+use gpuspan_testing::Capture;
 use std::sync::{mpsc, Arc, OnceLock};
 
 const SRC: &str = r#"
@@ -86,7 +87,7 @@ fn setup() {
     });
 }
 
-fn kernels(r: &gpuspan::Record) -> usize {
+fn kernels(r: &gpuspan_testing::Record) -> usize {
     r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel(_))).count()
 }
 
@@ -186,7 +187,7 @@ fn nested_two_thread_rayon_and_tokio_spans_own_exactly_their_kernels() {
         }
     });
     drop(rt);
-    assert_eq!(gpuspan::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
+    assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
     assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
 
     let one = |name: &str| {
@@ -219,7 +220,7 @@ fn kernels_a_device_thread_launches_inside_the_callers_span_are_that_spans_and_n
     }
     drop(tx);
     handle.join().expect("device thread");
-    let timing = gpuspan::cuda::timing();
+    let timing = gpuspan_testing::cuda::timing();
     let notes = gpuspan::summary().notes;
     assert_eq!(timing, Some(gpuspan::cuda::Timing::Cupti), "the layer started CUPTI: {notes:?}");
     assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
@@ -282,7 +283,7 @@ fn an_annotated_call_inside_a_span_entry_and_a_span_inside_an_async_poll_own_the
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("tokio");
     rt.block_on(async { tokio::spawn(nesting::async_call(gpu.clone())).await.expect("task") });
     drop(rt);
-    assert_eq!(gpuspan::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
+    assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
     assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
     let one = |name: &str| {
         let recs = capture.of(name);

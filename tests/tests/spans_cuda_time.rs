@@ -12,8 +12,9 @@
 #![cfg(feature = "cuda")]
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use gpuspan::record::{ActivityKind, Value};
-use gpuspan::{Attributed, Capture, Record, TimingSource};
+use gpuspan::{Attributed, TimingSource};
+use gpuspan_testing::record::{ActivityKind, Value};
+use gpuspan_testing::{Capture, Record};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 
 const SRC: &str = r#"
@@ -147,7 +148,7 @@ fn a_device_thread_that_never_enters_the_callers_span_has_its_lazy_launches_attr
     });
     drop(device);
     handle.join().expect("device thread");
-    assert_eq!(gpuspan::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti), "{:?}", gpuspan::summary().notes);
+    assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti), "{:?}", gpuspan::summary().notes);
     assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
 
     let forward = capture.of("forward_pass");

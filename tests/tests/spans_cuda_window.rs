@@ -1,5 +1,5 @@
 //! A selected span's entries under CUPTI are windows of their threads' time (decision 71), run
-//! where there is no GPU: the window path is simulated (`gpuspan::cuda::simulate_cupti_windows`:
+//! where there is no GPU: the window path is simulated (`gpuspan_testing::cuda::simulate_cupti_windows`:
 //! windows on `CLOCK_REALTIME`, queued as under CUPTI, nothing resolved), so what is checked is
 //! what each entry hands the resolver: one window per entry, on whichever thread enters, and no
 //! CUPTI correlation id pushed (there is no libcupti here to push one). Attribution of real
@@ -21,7 +21,7 @@ fn each_entry_of_a_selected_span_queues_one_window_and_pushes_nothing() {
         eprintln!("a CUDA device is present: CUPTI would start, the simulation cannot run here (spans_cuda.rs runs)");
         return;
     }
-    let drain = || gpuspan::cuda::simulate_cupti_windows().expect("CUDA timing never starts without a device");
+    let drain = || gpuspan_testing::cuda::simulate_cupti_windows().expect("CUDA timing never starts without a device");
     drain();
     let span = tracing::info_span!(target: "spans_cuda_window", "request");
     for _ in 0..5 {

@@ -5,7 +5,7 @@
 //! sets the Vulkan loader's environment and the global subscriber.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::Capture;
+use gpuspan_testing::Capture;
 use gpuspan_tests::wgpu;
 use std::path::PathBuf;
 

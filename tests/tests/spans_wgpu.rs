@@ -7,8 +7,9 @@
 //! caller's span and futures instrumented with a span and polled on tokio workers are covered.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::record::Value;
-use gpuspan::{Capture, Record, TimingSource};
+use gpuspan::TimingSource;
+use gpuspan_testing::record::Value;
+use gpuspan_testing::{Capture, Record};
 use gpuspan_tests::gpu::Gpu;
 use rusty_fork::rusty_fork_test;
 use std::sync::{Arc, OnceLock};

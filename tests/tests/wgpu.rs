@@ -2,7 +2,8 @@
 //! queue bracketing, transfers, nesting, sampling, async and threads.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record, TimingSource};
+use gpuspan::{gpu_kernel, gpu_transfer, TimingSource};
+use gpuspan_testing::{Capture, Record};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::wgpu;
 
@@ -21,7 +22,7 @@ fn busy_on_queue(gpu: &Gpu, queue: &wgpu::Queue, reference: Option<&RawTimer>) {
     queue.submit([encoder.finish()]);
 }
 
-fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
+fn gpu_timing(r: &Record) -> &gpuspan_testing::record::GpuTiming {
     let g = r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name));
     assert_within_bound(r);
     g
@@ -82,12 +83,12 @@ fn encoder_scope_agrees_with_raw_pass_timestamps() {
         let capture = Capture::start();
         let reference = RawTimer::new(&gpu.device);
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        let host_before = gpuspan::clock::now_ns();
+        let host_before = gpuspan_testing::clock::now_ns();
         busy_in_encoder(&gpu, &mut encoder, Some(&reference));
         reference.resolve(&mut encoder);
         gpu.queue.submit([encoder.finish()]);
         let raw = reference.read_ns(&gpu);
-        let host_after = gpuspan::clock::now_ns();
+        let host_after = gpuspan_testing::clock::now_ns();
         assert!(gpuspan::flush(), "flush left GPU work pending");
         let records = capture.of("busy_in_encoder");
         assert_eq!(records.len(), 1);
@@ -119,7 +120,7 @@ fn queue_bracket_bounds_a_prepared_submission_and_follows_it() {
     reference.resolve(&mut encoder);
     submit_prepared(&gpu.queue, encoder.finish());
     let raw = reference.read_ns(&gpu);
-    let done = gpuspan::clock::now_ns();
+    let done = gpuspan_testing::clock::now_ns();
     assert!(gpuspan::flush());
     let r = &capture.of("submit_prepared")[0];
     let g = gpu_timing(r);
@@ -151,7 +152,7 @@ fn queue_bracket_covers_the_work_within_the_host_observed_window() {
     let reference = RawTimer::new(&gpu.device);
     busy_on_queue(&gpu, &gpu.queue, Some(&reference));
     let raw = reference.read_ns(&gpu);
-    let done = gpuspan::clock::now_ns();
+    let done = gpuspan_testing::clock::now_ns();
     assert!(gpuspan::flush());
     let r = &capture.of("busy_on_queue")[0];
     let g = gpu_timing(r);

@@ -3,12 +3,13 @@
 //! `.await` is timed. On a real driver (lavapipe in CI). Each test in its own process (rusty-fork): the loss counters are the process's.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
+use gpuspan::{gpu_kernel, TimingSource};
+use gpuspan_testing::{Capture, Record};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::wgpu;
 use rusty_fork::rusty_fork_test;
 
-fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
+fn gpu_timing(r: &Record) -> &gpuspan_testing::record::GpuTiming {
     r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
 }
 
@@ -23,7 +24,7 @@ fn lost() -> u64 {
 #[gpu_kernel(name = "attached_with_queue", trace_all)]
 fn attached_with_queue(gpu: &Gpu, device: &wgpu::Device, queue: &wgpu::Queue, reference: &RawTimer) -> u64 {
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let attached_at = gpuspan::clock::now_ns();
+    let attached_at = gpuspan_testing::clock::now_ns();
     let mut encoder = device.create_command_encoder(&Default::default());
     {
         let mut timed = gpuspan::wgpu::attach(&mut encoder);

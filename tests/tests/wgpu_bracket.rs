@@ -4,7 +4,8 @@
 //! end at their last submission too, on whichever thread the future runs.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record};
+use gpuspan::{gpu_kernel, gpu_transfer};
+use gpuspan_testing::{Capture, Record};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::wgpu;
 use rusty_fork::rusty_fork_test;
@@ -18,7 +19,7 @@ fn bracket_end(r: &Record) -> String {
     v.unwrap_or_else(|| panic!("no gpu.timing.bracket_end on {}", r.site.desc.name))
 }
 
-fn gpu_timing(r: &Record) -> &gpuspan::record::GpuTiming {
+fn gpu_timing(r: &Record) -> &gpuspan_testing::record::GpuTiming {
     r.gpu.as_ref().unwrap_or_else(|| panic!("no GPU timing for {}: {r:?}", r.site.desc.name))
 }
 
@@ -60,7 +61,7 @@ impl Compute {
         let mapped_at = self.mapped_at.clone();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             r.expect("map");
-            mapped_at.store(gpuspan::clock::now_ns(), Ordering::SeqCst);
+            mapped_at.store(gpuspan_testing::clock::now_ns(), Ordering::SeqCst);
         });
         self.gpu.wait();
         let out = gpuspan_tests::mapped(&slice).to_vec();
@@ -93,7 +94,7 @@ impl Compute {
         let mapped_at = self.mapped_at.clone();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             r.expect("map");
-            mapped_at.store(gpuspan::clock::now_ns(), Ordering::SeqCst);
+            mapped_at.store(gpuspan_testing::clock::now_ns(), Ordering::SeqCst);
         });
         while self.mapped_at.load(Ordering::SeqCst) == 0 {
             let _ = self.gpu.device.poll(wgpu::PollType::Poll);
@@ -131,7 +132,7 @@ impl Compute {
     async fn submission_done(&self) {
         let done = Arc::new(AtomicU64::new(0));
         let at = done.clone();
-        self.gpu.queue.on_submitted_work_done(move || at.store(gpuspan::clock::now_ns(), Ordering::SeqCst));
+        self.gpu.queue.on_submitted_work_done(move || at.store(gpuspan_testing::clock::now_ns(), Ordering::SeqCst));
         while done.load(Ordering::SeqCst) == 0 {
             let _ = self.gpu.device.poll(wgpu::PollType::Poll);
             tokio::time::sleep(Duration::from_millis(1)).await;

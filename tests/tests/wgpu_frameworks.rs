@@ -12,7 +12,8 @@
 //!   over: the device thread's submissions fall inside it.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::{gpu_kernel, Capture, TimingSource};
+use gpuspan::{gpu_kernel, TimingSource};
+use gpuspan_testing::Capture;
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::{gpu_timing, wgpu};
 use rusty_fork::rusty_fork_test;

@@ -6,7 +6,8 @@
 //! these two devices, numbered in the order they were registered.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record, TimingSource};
+use gpuspan::{gpu_kernel, gpu_transfer, TimingSource};
+use gpuspan_testing::{Capture, Record};
 use gpuspan_tests::wgpu;
 use rusty_fork::rusty_fork_test;
 

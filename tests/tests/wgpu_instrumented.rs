@@ -8,8 +8,9 @@
 //! test writes around it in the same encoder.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::record::{Activity, GpuTiming};
-use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
+use gpuspan::{gpu_kernel, TimingSource};
+use gpuspan_testing::record::{Activity, GpuTiming};
+use gpuspan_testing::{Capture, Record};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::wgpu;
 use rusty_fork::rusty_fork_test;
@@ -377,7 +378,7 @@ fn unselected_step(device: &mpsc::Sender<(cubecl_like::Job, mpsc::Sender<()>)>) 
     wait.recv().unwrap();
 }
 
-fn attr(r: &Record, key: &str) -> Option<gpuspan::record::Value> {
+fn attr(r: &Record, key: &str) -> Option<gpuspan_testing::record::Value> {
     r.attributes().into_iter().find(|(k, _)| *k == key).map(|(_, v)| v)
 }
 
@@ -420,7 +421,7 @@ rusty_fork_test! {
         assert_eq!(several.len(), 1, "{several:?}");
         let r = &several[0];
         assert_eq!(r.attributed, Some(gpuspan::Attributed::Ambiguous));
-        assert_eq!(attr(r, "gpuspan.during_spans"), Some(gpuspan::record::Value::Str("forward_pass ×2".into())));
+        assert_eq!(attr(r, "gpuspan.during_spans"), Some(gpuspan_testing::record::Value::Str("forward_pass ×2".into())));
         let g = gpu_of(r);
         assert!(g.source == TimingSource::GpuTimestamp && !g.bracketed && g.busy_ns > 0, "{g:?}");
         assert_eq!(names(r), ["matmul"]);
@@ -456,7 +457,7 @@ rusty_fork_test! {
         assert_eq!(passes.len(), 3, "{passes:?}");
         let named: Vec<_> = passes.iter().map(|r| attr(r, "gpuspan.open_span")).collect();
         // The first unowned pass starts the census: spans made after it are followed.
-        let step = Some(gpuspan::record::Value::Str("unselected_step".into()));
+        let step = Some(gpuspan_testing::record::Value::Str("unselected_step".into()));
         assert_eq!(named.iter().filter(|n| n.is_none()).count(), 1, "the census starts at the first: {named:?}");
         assert_eq!(named.iter().filter(|n| **n == step).count(), 2, "{named:?}");
         assert!(capture.of("unselected_step").is_empty(), "naming selects nothing");
@@ -922,7 +923,8 @@ fn loose_copy(gpu: &Gpu, c: &Copies) {
 
 fn copy_bytes(a: &Activity) -> u64 {
     match a.kind {
-        gpuspan::record::ActivityKind::Copy { bytes, .. } | gpuspan::record::ActivityKind::Set { bytes } => bytes,
+        gpuspan_testing::record::ActivityKind::Copy { bytes, .. }
+        | gpuspan_testing::record::ActivityKind::Set { bytes } => bytes,
         _ => panic!("{} is not a copy: {a:?}", a.name),
     }
 }

@@ -4,7 +4,8 @@
 //! major times its call. On lavapipe in CI (scripts/test).
 #![cfg(all(feature = "wgpu-29", feature = "wgpu-30"))]
 
-use gpuspan::{gpu_kernel, gpu_transfer, Capture, Record, TimingSource};
+use gpuspan::{gpu_kernel, gpu_transfer, TimingSource};
+use gpuspan_testing::{Capture, Record};
 use gpuspan_tests::gpu::Gpu;
 
 /// A wgpu 29 device on the first adapter (lavapipe in CI), registered with gpuspan.

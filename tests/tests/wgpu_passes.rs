@@ -5,7 +5,8 @@
 //! those devices. Serial: the loss counters are global.
 #![cfg(feature = "wgpu-suite")]
 
-use gpuspan::{gpu_kernel, Capture, Record, TimingSource};
+use gpuspan::{gpu_kernel, TimingSource};
+use gpuspan_testing::{Capture, Record};
 use gpuspan_tests::gpu::{Gpu, RawTimer};
 use gpuspan_tests::{gpu_timing, wgpu};
 use rusty_fork::rusty_fork_test;

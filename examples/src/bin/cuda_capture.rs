@@ -10,8 +10,9 @@
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
-use gpuspan::record::ActivityKind;
-use gpuspan::{gpu_kernel, gpu_transfer, Capture};
+use gpuspan::{gpu_kernel, gpu_transfer};
+use gpuspan_testing::record::ActivityKind;
+use gpuspan_testing::Capture;
 use std::sync::Arc;
 
 const SRC: &str = r#"
@@ -157,7 +158,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let f_tag = module.load_function("tag")?;
     let f_scale = module.load_function("_Z5scalePffj")?;
     let blas = CudaBlas::new(s1.clone())?;
-    let note = |t: &str| gpuspan::cuda::dump_note(t);
+    let note = |t: &str| gpuspan_testing::cuda::dump_note(t);
 
     note("spin 1M cycles in scope `spin`");
     spin(&s1, &f_spin, 1 << 20)?;
@@ -223,6 +224,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             acts.join("; ")
         );
     }
-    println!("flush complete: {flushed}; counts: {:?}", gpuspan::cuda::cupti_counts());
+    println!("flush complete: {flushed}; counts: {:?}", gpuspan_testing::cuda::cupti_counts());
     Ok(())
 }

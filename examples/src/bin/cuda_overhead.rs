@@ -75,7 +75,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!(
                 "timing: {:?}; windows read {}",
                 gpuspan::cuda::start(),
-                if gpuspan::cuda::cupti_windows_read_realtime() { "CLOCK_REALTIME" } else { "cuptiGetTimestamp" }
+                if gpuspan_testing::cuda::cupti_windows_read_realtime() {
+                    "CLOCK_REALTIME"
+                } else {
+                    "cuptiGetTimestamp"
+                }
             );
             (Some(g), &[Variant::Unscoped, Variant::PushPop, Variant::HostScope, Variant::Annotated])
         }
@@ -202,7 +206,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if done { "resolved everything" } else { "left records pending" },
             t.elapsed().as_secs_f64() * 1e3,
             s.losses,
-            gpuspan::cuda::cupti_queue_grown()
+            gpuspan_testing::cuda::cupti_queue_grown()
         );
     }
     drop(guard);
@@ -245,13 +249,15 @@ fn count_window(case: &str, n: usize) -> Result<(), Box<dyn std::error::Error>> 
         tracing::subscriber::set_global_default(subscriber)?;
     }
     let guard = gpuspan::Config::from_env().summary(false).no_trace_file().init();
-    if gpuspan::cuda::timing().is_some() {
+    if gpuspan_testing::cuda::timing().is_some() {
         return Err("count-window needs a machine where CUDA timing never starts (no driver or device)".into());
     }
     let mut ended = 0;
     match case {
         "host" => {}
-        "window" | "span" | "others" => ended = gpuspan::cuda::simulate_cupti_windows().ok_or("CUDA timing started")?,
+        "window" | "span" | "others" => {
+            ended = gpuspan_testing::cuda::simulate_cupti_windows().ok_or("CUDA timing started")?
+        }
         other => return Err(format!("count-window host|window|span|others, not {other:?}").into()),
     }
     let span = match case {
@@ -266,11 +272,11 @@ fn count_window(case: &str, n: usize) -> Result<(), Box<dyn std::error::Error>> 
     for _ in 0..n / 256 {
         counted(256, span.as_ref());
         if case != "host" {
-            ended += gpuspan::cuda::simulate_cupti_windows().unwrap_or(0);
+            ended += gpuspan_testing::cuda::simulate_cupti_windows().unwrap_or(0);
         }
     }
     drop(span);
-    ended += gpuspan::cuda::simulate_cupti_windows().unwrap_or(0);
+    ended += gpuspan_testing::cuda::simulate_cupti_windows().unwrap_or(0);
     println!("count-window: {} scopes ({case}), {ended} windows queued and drained", n / 256 * 256);
     if case == "span" && ended < n / 256 * 256 {
         return Err(format!("a selected span's entries queued {ended} windows, not one per entry").into());
@@ -286,7 +292,7 @@ fn parts(n: usize) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "timing: {:?}; windows read {}",
         gpuspan::cuda::start(),
-        if gpuspan::cuda::cupti_windows_read_realtime() { "CLOCK_REALTIME" } else { "cuptiGetTimestamp" }
+        if gpuspan_testing::cuda::cupti_windows_read_realtime() { "CLOCK_REALTIME" } else { "cuptiGetTimestamp" }
     );
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
@@ -497,10 +503,10 @@ mod raw_cupti {
     }
 
     /// Kernel-launch API records seen so far (only `api_records` turns API records on).
-    static RECORDS: std::sync::Mutex<Vec<gpuspan::cuda::replay::RawApi>> = std::sync::Mutex::new(Vec::new());
+    static RECORDS: std::sync::Mutex<Vec<gpuspan_testing::cuda::replay::RawApi>> = std::sync::Mutex::new(Vec::new());
 
     unsafe extern "C" fn completed(_: cudarc::driver::sys::CUcontext, _: u32, buffer: *mut u8, _: usize, valid: usize) {
-        use gpuspan::cuda::replay::{self as parse, Raw};
+        use gpuspan_testing::cuda::replay::{self as parse, Raw};
         let mut offsets = Vec::new();
         let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
         // SAFETY: CUPTI hands back a buffer `requested` leaked; it is read, then freed.
@@ -552,7 +558,7 @@ mod raw_cupti {
     }
 
     /// Every kernel-launch API record so far, in correlation order.
-    pub fn launch_records() -> Result<Vec<gpuspan::cuda::replay::RawApi>, String> {
+    pub fn launch_records() -> Result<Vec<gpuspan_testing::cuda::replay::RawApi>, String> {
         // SAFETY: a forced flush has no preconditions.
         unsafe { sys::cuptiActivityFlushAll(1) };
         let mut all = RECORDS.lock().map_err(|e| e.to_string())?.clone();

@@ -72,7 +72,7 @@ fn main() {
 fn describe_adapters() {
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     for adapter in pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all())) {
-        let d = monitor::describe_adapter(&adapter.get_info());
+        let d = gpuspan_testing::monitor::describe_adapter(&adapter.get_info());
         let device = match (&d.device_library, &d.device) {
             (Ok(library), Some(g)) => format!("{library} GPU {} {}", g.index, g.uuid),
             (Ok(library), None) => format!("no {library} device matches"),

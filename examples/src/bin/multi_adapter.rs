@@ -10,8 +10,8 @@
 //! gives one. Without an adapter it says so in one line and exits 0; it exits 1 when a check
 //! fails. The timeline (`GPUSPAN_TRACE_FILE`) has one track per device.
 
-use gpuspan::record::Record;
 use gpuspan::{gpu_kernel, gpu_transfer, TimingSource};
+use gpuspan_testing::record::Record;
 use std::process::ExitCode;
 
 /// Values per buffer: 1 MiB of f32.
@@ -139,7 +139,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let _guard = gpuspan::init();
-    let capture = gpuspan::Capture::start_all_threads();
+    let capture = gpuspan_testing::Capture::start_all_threads();
     let mut gpus = Vec::new();
     for adapter in &adapters {
         let info = adapter.get_info();

@@ -26,8 +26,8 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg,
 };
 use gpuspan::cuda::Timing;
-use gpuspan::record::{ActivityKind, Record};
 use gpuspan::{gpu_kernel, gpu_transfer, TimingSource};
+use gpuspan_testing::record::{ActivityKind, Record};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -256,7 +256,7 @@ fn run(job: Job, visible: usize) -> Result<Checks, Box<dyn std::error::Error>> {
     let guard = gpuspan::init();
     let _span = job.span(&guard);
     let timing = gpuspan::cuda::start();
-    let capture = gpuspan::Capture::start_all_threads();
+    let capture = gpuspan_testing::Capture::start_all_threads();
     let mut checks = Checks::default();
 
     // Ranked: the first visible GPU is this rank's (the launcher lists it first), the next one
@@ -562,9 +562,9 @@ fn report(
     nccl: &Nccl,
     checks: &mut Checks,
 ) {
-    let cuda_timed = gpuspan::cuda::timing().is_some_and(|t| t != Timing::Host);
+    let cuda_timed = gpuspan_testing::cuda::timing().is_some_and(|t| t != Timing::Host);
     // Under CUPTI every piece of GPU work is seen, so more can be checked.
-    let cupti = gpuspan::cuda::timing() == Some(Timing::Cupti);
+    let cupti = gpuspan_testing::cuda::timing() == Some(Timing::Cupti);
     let device = |r: &Record| r.gpu.as_ref().and_then(|g| g.device.as_ref()).map(|d| d.id as usize);
 
     // Every compute call on the device it ran on, in call order.

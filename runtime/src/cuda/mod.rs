@@ -21,39 +21,15 @@
 // Without the `enabled` feature the public functions below are their no-op bodies (each says
 // what it does then) and only the plain data compiles: the timing source and its errors, the
 // stream traits, and the attribution's counts.
-#[cfg(any(feature = "enabled", feature = "testing"))]
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod counts;
 #[cfg(feature = "enabled")]
 pub(crate) mod cupti;
 #[cfg(feature = "enabled")]
 pub(crate) mod events;
 pub(crate) mod resources;
+// What `gpuspan-testing` lends out (through `crate::__testing`).
+pub(crate) mod testing_api;
 mod timing;
-
-/// Replaying captured CUPTI buffers (`GPUSPAN_CUPTI_DUMP`) through the decoder and the
-/// attribution, as gpuspan's fixture tests do. Feature `testing`; not a stable API.
-#[cfg(feature = "testing")]
-pub mod replay {
-    pub use super::counts::Counts;
-    // Without `enabled` only the counts' type, for `cupti_counts`: the decoder and the
-    // attribution are the instrumented build's.
-    #[cfg(feature = "enabled")]
-    pub use super::cupti::attribution::{Resolver, EXTERNAL_KIND};
-    #[cfg(feature = "enabled")]
-    pub use super::cupti::callbacks::{work_of, Work};
-    #[cfg(feature = "enabled")]
-    pub use super::cupti::finish::device_labels;
-    #[cfg(feature = "enabled")]
-    pub use super::cupti::thread_index::{Snapshot, Window};
-    /// The capture file's format.
-    #[cfg(feature = "enabled")]
-    pub mod dump {
-        pub use crate::cuda::cupti::dump::*;
-    }
-    #[cfg(feature = "enabled")]
-    pub use super::cupti::records::*;
-}
 
 use crate::record::DeviceLabel;
 use cudarc::driver::CudaStream;
@@ -204,21 +180,6 @@ fn choose() -> Timing {
     }
 }
 
-/// The timing source, if it was chosen already (`None` before the first CUDA call). Feature
-/// `testing`: tests use it to see that nothing started CUDA behind their back. Always `None`
-/// without the `enabled` feature.
-#[cfg(feature = "testing")]
-pub fn timing() -> Option<Timing> {
-    #[cfg(feature = "enabled")]
-    {
-        CUDA.timing.get().copied()
-    }
-    #[cfg(not(feature = "enabled"))]
-    {
-        None
-    }
-}
-
 /// `gpuspan::init()`: starts CUDA timing early (so that work launched before the first annotated
 /// call is seen, and CUPTI's start-up is not charged to that call) only in a program that uses
 /// CUDA: one with a CUDA site, or one that has loaded libcuda already, and a device present.
@@ -338,90 +299,6 @@ pub fn attach(stream: &Arc<CudaStream>) {
             }
         });
     }
-}
-
-/// What CUPTI attribution has done so far (`None` unless CUPTI times this process, so always
-/// without the `enabled` feature). Feature `testing`.
-#[cfg(feature = "testing")]
-pub fn cupti_counts() -> Option<replay::Counts> {
-    #[cfg(feature = "enabled")]
-    {
-        cupti::counts()
-    }
-    #[cfg(not(feature = "enabled"))]
-    {
-        None
-    }
-}
-
-/// How often a thread's CUDA scopes got more than a segment (256 scopes) ahead of the resolver:
-/// segments its queue allocated past the first (none is ever lost; decision 42); 0 without the
-/// `enabled` feature. Feature `testing`.
-#[cfg(feature = "testing")]
-pub fn cupti_queue_grown() -> u64 {
-    #[cfg(feature = "enabled")]
-    {
-        cupti::queue_grown()
-    }
-    #[cfg(not(feature = "enabled"))]
-    {
-        0
-    }
-}
-
-/// Whether CUDA scopes read `CLOCK_REALTIME` for their windows, having found it to be CUPTI's
-/// clock (decision 43), rather than `cuptiGetTimestamp`; `false` without the `enabled` feature.
-/// Feature `testing`.
-#[cfg(feature = "testing")]
-pub fn cupti_windows_read_realtime() -> bool {
-    #[cfg(feature = "enabled")]
-    {
-        cupti::reads_realtime()
-    }
-    #[cfg(not(feature = "enabled"))]
-    {
-        false
-    }
-}
-
-/// Makes bare scopes mark CUPTI windows without CUPTI or a device, so that the instructions of
-/// that path can be counted on a machine without a GPU (`scripts/count-window`): each scope reads
-/// `CLOCK_REALTIME` at both ends and queues its end as under CUPTI. Each call also drops what the
-/// queues hold (nothing resolves it), returning how many; `None`, doing nothing, once CUDA timing
-/// was chosen. Not for programs; feature `testing`.
-#[cfg(all(feature = "testing", feature = "enabled"))]
-pub fn simulate_cupti_windows() -> Option<usize> {
-    if CUDA.timing.get().is_some() {
-        return None;
-    }
-    CUDA.watch.store(WATCH_CUPTI, Ordering::Relaxed);
-    Some(cupti::simulate_windows())
-}
-
-/// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
-/// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this process, so
-/// always without the `enabled` feature). Feature `testing`.
-#[cfg(feature = "testing")]
-pub fn cupti_clock_offset() -> Option<(i64, u64)> {
-    #[cfg(feature = "enabled")]
-    {
-        (*CUDA.timing.get()? == Timing::Cupti).then(cupti::clock::offset)
-    }
-    #[cfg(not(feature = "enabled"))]
-    {
-        None
-    }
-}
-
-/// Adds a line to the CUPTI dump being written (`GPUSPAN_CUPTI_DUMP=<path>`), to mark what a
-/// capturing program was doing. Does nothing otherwise (always without the `enabled` feature).
-/// Feature `testing`.
-#[cfg(feature = "testing")]
-pub fn dump_note(text: impl Into<String>) {
-    #[cfg(feature = "enabled")]
-    cupti::note(text.into());
-    #[cfg(not(feature = "enabled"))]
-    let _ = text;
 }
 
 /// Scopes open on this thread that CUDA events time (or could, once [`attach`] hands them a

@@ -50,7 +50,7 @@ pub(super) enum MatchedBy {
 }
 
 impl MatchedBy {
-    #[cfg(all(feature = "_wgpu", feature = "testing"))]
+    #[cfg(feature = "_wgpu")]
     pub(super) fn as_str(self) -> &'static str {
         match self {
             MatchedBy::Uuid => "uuid",
@@ -213,7 +213,7 @@ mod cuda {
 
 #[cfg(feature = "_wgpu")]
 use self::wgpu_adapters::wgpu_identity;
-#[cfg(all(feature = "_wgpu", feature = "testing"))]
+#[cfg(feature = "_wgpu")]
 pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
 
 #[cfg(feature = "_wgpu")]
@@ -221,12 +221,10 @@ mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
     use super::{Identity, PciAddress};
-    #[cfg(feature = "testing")]
     use {super::find, super::Vendor, crate::monitor::GpuInfo};
 
     /// A wgpu adapter, the device library its vendor's GPUs are read through, and the monitored
-    /// device it is when one matches: a diagnostic of the matching (feature `testing`).
-    #[cfg(feature = "testing")]
+    /// device it is when one matches: a diagnostic of the matching (lent to `gpuspan-testing`).
     #[derive(Debug, Clone, PartialEq)]
     #[non_exhaustive]
     pub struct AdapterDescription {
@@ -270,7 +268,6 @@ mod wgpu_adapters {
     }
 
     /// PCI vendor ids of GPU makers, and Vulkan's ids for vendors without one.
-    #[cfg(feature = "testing")]
     fn vendor_name(id: u32) -> Option<&'static str> {
         Some(match id {
             0x10de => "NVIDIA",
@@ -288,7 +285,6 @@ mod wgpu_adapters {
     }
 
     /// Describes `info` and finds its monitored device (the device libraries are loaded on first use).
-    #[cfg(feature = "testing")]
     /// `info` is any supported wgpu major's `AdapterInfo`.
     pub fn describe_adapter(info: &impl crate::wgpu::Info) -> AdapterDescription {
         let info = &info.facts();

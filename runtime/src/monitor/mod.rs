@@ -16,9 +16,9 @@
 //!   that history: no device library call on the program's path.
 //!
 //! The monitor is a leaf: `init` registers what it adds to records, to the summary and to the
-//! metrics, and it reads the device memory of `track_memory` sites. With the feature `testing`
-//! it also lends out its own diagnostics (`discover`, `sampler_stats`, `device_summaries`,
-//! `describe_adapter`).
+//! metrics, and it reads the device memory of `track_memory` sites. It also lends its own
+//! diagnostics to `gpuspan-testing` (`testing_api`: `discover`, `sampler_stats`,
+//! `device_summaries`, `describe_adapter`).
 //!
 //! ```no_run
 //! let _guard = gpuspan::init();
@@ -42,10 +42,11 @@ mod discovery;
 mod library;
 #[cfg(feature = "enabled")]
 mod live;
+// What `gpuspan-testing` lends out (through `crate::__testing`).
+pub(crate) mod testing_api;
 mod types;
-// Items of these are `pub` where the feature `testing` lends them out below.
+// Items of some are `pub`: `testing_api` lends them out.
 #[cfg(feature = "enabled")]
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod matching;
 #[cfg(all(feature = "enabled", feature = "_metrics"))]
 mod metrics;
@@ -56,12 +57,10 @@ mod ring;
 #[cfg(feature = "enabled")]
 mod rocm;
 #[cfg(feature = "enabled")]
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod sampler;
 #[cfg(feature = "enabled")]
 mod snapshot;
 #[cfg(feature = "enabled")]
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 mod summary;
 #[cfg(feature = "enabled")]
 mod vendor;
@@ -74,14 +73,6 @@ use {
     std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock},
     std::time::Instant,
     types::{DEFAULT_CPU_PERCENT, DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL, STOP_TIMEOUT},
-};
-
-#[cfg(all(feature = "testing", feature = "_wgpu", feature = "enabled"))]
-pub use matching::{describe_adapter, AdapterDescription};
-#[cfg(all(feature = "testing", feature = "enabled"))]
-pub use {
-    sampler::{QueryStats, SamplerStats},
-    summary::{device_summaries, DeviceSummary, Peak},
 };
 
 #[cfg(feature = "enabled")]
@@ -291,21 +282,6 @@ pub fn ready(timeout: Duration) -> Result<Vec<GpuInfo>, MonitorError> {
     }
 }
 
-/// Describes every GPU now, on the calling thread (NVML is loaded on the first call: tens of
-/// milliseconds). Does not need the sampler. Feature `testing`: programs ask [`ready`]. No devices
-/// without the `enabled` feature.
-#[cfg(feature = "testing")]
-pub fn discover() -> Result<Vec<GpuInfo>, MonitorError> {
-    #[cfg(feature = "enabled")]
-    {
-        discover_now()
-    }
-    #[cfg(not(feature = "enabled"))]
-    {
-        Ok(Vec::new())
-    }
-}
-
 #[cfg(feature = "enabled")]
 fn discover_now() -> Result<Vec<GpuInfo>, MonitorError> {
     Ok(vendor::discover()?.into_iter().map(|found| found.info).collect())
@@ -337,18 +313,6 @@ pub fn latest(index: u32) -> Option<Sample> {
         let _ = index;
         None
     }
-}
-
-/// What the sampler did and what it cost; `None` when none was started. Feature `testing`
-/// (the summary shows it).
-#[cfg(all(feature = "testing", feature = "enabled"))]
-pub fn sampler_stats() -> Option<SamplerStats> {
-    stats()
-}
-
-#[cfg(all(feature = "testing", feature = "enabled"))]
-fn stats() -> Option<sampler::SamplerStats> {
-    current().map(|s| stats_of(&s))
 }
 
 #[cfg(feature = "enabled")]

@@ -120,7 +120,6 @@ pub struct DeviceSummary {
 
 /// Every sampled device's peaks and means so far (empty without a sampler or without a device
 /// library).
-#[cfg(feature = "testing")]
 pub fn device_summaries() -> Vec<DeviceSummary> {
     summaries_of(super::current())
 }

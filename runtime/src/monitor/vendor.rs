@@ -154,7 +154,7 @@ impl Vendor {
     }
 
     /// The device library that reads this maker's GPUs, or why there is none.
-    #[cfg_attr(not(all(feature = "_wgpu", feature = "testing")), allow(dead_code))]
+    #[cfg_attr(not(feature = "_wgpu"), allow(dead_code))]
     pub(super) fn library(self) -> Result<&'static str, String> {
         match self {
             Vendor::Nvidia => Ok("NVML"),

@@ -1,22 +1,18 @@
 //! What a resolved measurement is: one record per call of an annotated function, with the
 //! GPU's own timing when a GPU source exists, and the activities (kernels, copies) inside it.
 //!
-//! Public with the feature `testing`, for `Capture`: a program sees records as spans, timeline
-//! events and aggregates. The data types are `#[non_exhaustive]` (a backend may learn more);
+//! Lent to `gpuspan-testing` (through `__testing`), for `Capture`: a program sees records as
+//! spans, timeline events and aggregates. The data types are `#[non_exhaustive]` (a backend may learn more);
 //! tests build them with their constructors and set the public fields. The enums and
 //! `Interval` are the capture format's vocabulary, declared once in `gpuspan-capture` and
 //! re-exported here (decision 69); what only the runtime holds (site references, device labels,
 //! attributes, read-back phases) is declared here.
 
-#[cfg(any(feature = "enabled", feature = "testing"))]
 mod attributes;
 
-#[cfg(any(feature = "enabled", feature = "testing"))]
 pub use attributes::Value;
 
-#[cfg(any(feature = "enabled", feature = "testing"))]
 use crate::site::Site;
-#[cfg(any(feature = "enabled", feature = "testing"))]
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -29,10 +25,8 @@ pub(crate) const DURING_SPANS: &str = "gpuspan.during_spans";
 #[cfg(feature = "enabled")]
 pub(crate) const OPEN_SPAN: &str = "gpuspan.open_span";
 
-#[cfg(any(feature = "enabled", feature = "testing"))]
 pub use gpuspan_capture::{ActivityKind, Interval};
 pub use gpuspan_capture::{Attributed, TimingSource};
-#[cfg(any(feature = "enabled", feature = "testing"))]
 #[allow(unused_imports)] // named by the backends that see kernels and copies, which may all be compiled out
 pub use gpuspan_capture::{KernelGeometry, MemoryKind};
 
@@ -95,7 +89,6 @@ impl DeviceLabel {
 /// GPU-side timing of a call.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct GpuTiming {
     /// From the first GPU work's start to the last one's end, mapped onto the host clock.
     pub interval: Interval,
@@ -120,11 +113,9 @@ pub struct GpuTiming {
     pub device: Option<DeviceLabel>,
 }
 
-#[cfg(any(feature = "enabled", feature = "testing"))]
 impl GpuTiming {
     /// Timing over `interval` by `source`, busy for all of it, with no clock error, no bracket
     /// and no device: set the fields that differ.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))] // for tests that build records
     pub fn new(interval: Interval, source: TimingSource) -> Self {
         GpuTiming {
             interval,
@@ -141,7 +132,6 @@ impl GpuTiming {
 /// One piece of GPU work (a kernel, a copy) attributed to a call.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct Activity {
     /// The kernel's (demangled) name, or the copy's kind (`memcpy HtoD`).
     pub name: Cow<'static, str>,
@@ -163,10 +153,8 @@ pub struct Activity {
 /// The name of a copy between two GPUs that CUPTI reported as two halves (a "DtoH" on the
 /// source, an "HtoD" on the destination, device memory at every end): the driver staged it
 /// through host memory, and the halves' times are not the transfer's (docs/multi-gpu.md).
-#[cfg(any(feature = "enabled", feature = "testing"))]
 pub const STAGED_PEER_COPY: &str = "memcpy PtoP (staged through host)";
 
-#[cfg(any(feature = "enabled", feature = "testing"))]
 impl Activity {
     /// A copy between GPUs made of CUPTI's two halves ([`STAGED_PEER_COPY`]): no bandwidth is
     /// derived from its time.
@@ -175,7 +163,6 @@ impl Activity {
     }
 
     /// `name` over `interval`, on no particular stream or device.
-    #[cfg(any(test, feature = "testing"))] // for tests that build records
     pub fn new(name: impl Into<Cow<'static, str>>, interval: Interval, kind: ActivityKind) -> Self {
         Activity { name: name.into(), interval, kind, stream: None, device: None, src_device: None, dst_device: None }
     }
@@ -185,7 +172,6 @@ impl Activity {
 /// record's GPU timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct ReadBackPhases {
     /// Waiting for the mapping: for the copy and everything queued before it.
     pub wait: Interval,
@@ -196,7 +182,6 @@ pub struct ReadBackPhases {
 /// One call of an annotated function, resolved.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-#[cfg(any(feature = "enabled", feature = "testing"))]
 pub struct Record {
     /// The annotated function.
     pub site: &'static Site,
@@ -246,10 +231,8 @@ pub struct Record {
 }
 
 /// Attributes named by the program (a selected span's fields).
-#[cfg(any(feature = "enabled", feature = "testing"))]
 pub(crate) type Fields = Vec<(&'static str, Value)>;
 
-#[cfg(any(feature = "enabled", feature = "testing"))]
 impl Record {
     /// A record of a call with host timing only, no error, no bytes: backends and tests fill in
     /// the rest.

@@ -32,7 +32,7 @@ fn tokio() -> tokio::runtime::Runtime {
 #[test]
 fn the_library_runs_on_tokio_with_errors_from_macros() {
     #[cfg(feature = "profile")]
-    let capture = gpuspan::Capture::start_all_threads();
+    let capture = gpuspan_testing::Capture::start_all_threads();
     let Some(compute) = compute() else { return };
     upload(compute.queue(), compute.buffer(), &[2.0; 1 << 12]);
     let failed = compute.step(0);

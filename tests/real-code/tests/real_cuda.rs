@@ -11,7 +11,7 @@ use std::sync::Arc;
 #[ignore = "needs a GPU"]
 fn streams_made_in_the_body_bare_attributes_async_and_async_trait() {
     #[cfg(feature = "profile")]
-    let capture = gpuspan::Capture::start_all_threads();
+    let capture = gpuspan_testing::Capture::start_all_threads();
     let saxpy = Arc::new(Saxpy::new().expect("this test needs a CUDA device (scripts/gpu run)"));
     let n = 1 << 16;
     let y = saxpy.run(2.0, &vec![1.0; n], &vec![0.5; n], 4).expect("run");
@@ -33,10 +33,11 @@ fn streams_made_in_the_body_bare_attributes_async_and_async_trait() {
 
     #[cfg(feature = "profile")]
     {
-        use gpuspan::record::ActivityKind;
         use gpuspan::TimingSource;
-        let kernels =
-            |r: &gpuspan::Record| r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel(_))).count();
+        use gpuspan_testing::record::ActivityKind;
+        let kernels = |r: &gpuspan_testing::Record| {
+            r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel(_))).count()
+        };
         let runs = capture.of("run");
         let ok = runs.iter().find(|r| !r.error).expect("the successful run was recorded");
         assert_eq!(ok.source(), TimingSource::Cupti, "{ok:?}");
@@ -50,7 +51,7 @@ fn streams_made_in_the_body_bare_attributes_async_and_async_trait() {
         let infer = capture.of("infer");
         assert_eq!(kernels(&infer[0]), 1, "the #[async_trait] body's launch is attributed: {infer:?}");
         assert!(infer[0].host.duration_ns() >= 20_000_000, "the boxed future is timed: {infer:?}");
-        let counts = gpuspan::cuda::cupti_counts().expect("CUPTI counts");
+        let counts = gpuspan_testing::cuda::cupti_counts().expect("CUPTI counts");
         println!("cupti counts: {counts:?}");
     }
 }

@@ -6,8 +6,10 @@
 //! `otlp_throughput http://127.0.0.1:4318 http 100000`.
 
 use gpuspan::otlp::{OtlpConfig, Protocol};
-use gpuspan::record::{GpuTiming, Interval, TimingSource};
-use gpuspan::{Backend, Record, Site, SiteDesc, SiteKind};
+use gpuspan::{Backend, Site, SiteDesc, SiteKind};
+use gpuspan_testing::record::{GpuTiming, Interval, TimingSource};
+use gpuspan_testing::OtlpExport;
+use gpuspan_testing::Record;
 use std::time::{Duration, Instant};
 
 static SITE: Site = Site::new(SiteDesc {
@@ -39,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .max_queue_size((2 * records) as usize)
         .max_export_batch_size(4096)
         .start()?;
-    let base = gpuspan::clock::now_ns();
+    let base = gpuspan_testing::clock::now_ns();
     let t = Instant::now();
     for i in 0..records {
         let start = base + i * 1_000;

@@ -208,7 +208,6 @@ impl Resolver {
 
     /// Replays: the live run's calibration from a dump's `Clock` frame (`host = cupti +
     /// offset_ns`, good to `error_ns`, taken at host instant `taken_ns`).
-    #[cfg(feature = "testing")]
     pub fn calibrated(&mut self, offset_ns: i64, error_ns: u64, taken_ns: u64) {
         let clock = crate::placement::ClockMap { offset_ns: offset_ns.into(), error_ns, taken_at_ns: taken_ns };
         self.placer.add_calibration(clock);
@@ -255,7 +254,6 @@ impl Resolver {
     }
 
     /// What it has done so far.
-    #[cfg(any(test, feature = "testing"))]
     pub fn counts(&self) -> Counts {
         self.counts
     }
@@ -267,7 +265,6 @@ impl Resolver {
     }
 
     /// Replays and tests: a scope that pushed its id ended (the live side calls `ended_in`); `fence` = number of buffers CUPTI had requested by then.
-    #[cfg(any(test, feature = "testing"))]
     pub fn ended(&mut self, record: Record, fence: u64) {
         self.ended_in(record, fence, None);
     }
@@ -313,7 +310,6 @@ impl Resolver {
     }
 
     /// Calls held for their window (including those a still open scope may own).
-    #[cfg(feature = "testing")]
     pub fn held_calls(&self) -> usize {
         self.threads.held()
     }

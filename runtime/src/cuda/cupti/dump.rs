@@ -4,7 +4,7 @@
 //! pointers, and the scope and buffer events needed to replay attribution.
 //!
 //! The live side writes one when `GPUSPAN_CUPTI_DUMP=<path>` is set; reading is replay's
-//! business (tests, feature `testing`).
+//! business (tests, through `gpuspan-testing`).
 
 use super::thread_index::{Snapshot, Window};
 use super::Live;
@@ -180,7 +180,6 @@ impl Frame {
 }
 
 /// A dump that cannot be read. Reading is replay's business (tests), writing the live one's.
-#[cfg(any(test, feature = "testing"))]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DumpError {
@@ -200,13 +199,11 @@ pub enum DumpError {
     },
 }
 
-#[cfg(any(test, feature = "testing"))]
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
 }
 
-#[cfg(any(test, feature = "testing"))]
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], DumpError> {
         let end = self.at.checked_add(n).filter(|e| *e <= self.b.len()).ok_or(DumpError::Truncated(self.at))?;
@@ -227,7 +224,6 @@ impl Reader<'_> {
 }
 
 /// Reads every frame of a dump.
-#[cfg(any(test, feature = "testing"))]
 pub fn read(b: &[u8]) -> Result<Vec<Frame>, DumpError> {
     if !b.starts_with(MAGIC) {
         return Err(DumpError::Magic);

@@ -18,32 +18,25 @@
 //! the lock is released.
 
 // Decoding, the callback tables, attribution and the dump format are lent to tests by
-// `cuda::replay` (feature `testing`): their items are `pub`.
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+// `cuda::testing_api::replay` (`gpuspan-testing`): their items are `pub`.
 pub(super) mod attribution;
 mod buffers;
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub(super) mod callbacks;
 pub(super) mod clock;
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub(super) mod dump;
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub(super) mod finish;
 mod library;
 mod queue;
 // The raw records' fields mirror CUPTI's structs and keep their names: CUPTI's headers
 // document them.
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 #[allow(missing_docs)]
 pub(super) mod records;
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub(super) mod thread_index;
 mod window;
 mod work;
 
 use super::{CudaError, CudaScope};
 use crate::call::Call;
-#[cfg(feature = "testing")]
 use crate::cuda::counts::Counts;
 use crate::diagnostics::{losses, note_once, Losses};
 use crate::record::DeviceLabel;
@@ -308,7 +301,6 @@ fn send_ended(call: Call, window: Option<Window>) {
 }
 
 /// Writes a line into the CUPTI dump, if one is being written (what a capture was doing).
-#[cfg_attr(not(feature = "testing"), allow(dead_code))] // the dump's notes come from `cuda::dump_note`
 pub(crate) fn note(text: String) {
     if let Some(tx) = state().tx.get() {
         let _ = tx.send(Msg::Note(text));
@@ -316,27 +308,23 @@ pub(crate) fn note(text: String) {
 }
 
 /// What the resolver has done so far.
-#[cfg(feature = "testing")]
 pub(crate) fn counts() -> Option<Counts> {
     Some(state().live.get()?.lock().ok()?.resolver.counts())
 }
 
 /// Windows read `CLOCK_REALTIME` instead of `cuptiGetTimestamp` (decision 43).
-#[cfg(feature = "testing")]
 pub(crate) fn reads_realtime() -> bool {
     window::reads_realtime()
 }
 
 /// Windows without CUPTI, for counting their path (`window::simulate`); returns the ended
 /// scopes the threads' queues held, dropped unresolved.
-#[cfg(feature = "testing")]
 pub(crate) fn simulate_windows() -> usize {
     window::simulate();
     window::drain(|_, _, _| ())
 }
 
 /// Segments the threads' queues of ended scopes allocated past their first (decision 42).
-#[cfg(feature = "testing")]
 pub(crate) fn queue_grown() -> u64 {
     window::grown()
 }

@@ -219,7 +219,6 @@ impl<T> Queues<T> {
 
     /// Segments allocated past each queue's first, over all threads: how often a thread's
     /// scopes got more than a segment ahead of the resolver.
-    #[cfg(any(test, feature = "testing"))]
     pub(super) fn grown(&self) -> u64 {
         let live: u64 = lock(&self.queues).iter().map(|q| q.grown.load(Relaxed)).sum();
         live + self.grown_before.load(Relaxed)

@@ -210,7 +210,6 @@ impl ThreadIndex {
     }
 
     /// Every held call, whatever holds it.
-    #[cfg(any(test, feature = "testing"))]
     pub(super) fn held(&self) -> usize {
         self.ids.len()
     }

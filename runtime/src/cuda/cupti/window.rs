@@ -160,14 +160,12 @@ pub(super) fn choose_clock() {
 
 /// Without CUPTI: scopes open and close windows on `CLOCK_REALTIME` as they would under it, so
 /// that the path can be counted on a machine without a GPU (`scripts/count-window`).
-#[cfg(feature = "testing")]
 pub(super) fn simulate() {
     state().realtime.store(true, Ordering::Relaxed);
     state().enabled.store(true, Ordering::Relaxed);
 }
 
 /// Windows read `CLOCK_REALTIME` (false before CUPTI started).
-#[cfg(feature = "testing")]
 pub(super) fn reads_realtime() -> bool {
     state().realtime.load(Ordering::Relaxed)
 }
@@ -287,7 +285,6 @@ pub(super) fn drain(mut f: impl FnMut(Call, u64, Option<Window>)) -> usize {
 }
 
 /// Segments the threads' queues allocated past their first (decision 42).
-#[cfg(feature = "testing")]
 pub(super) fn grown() -> u64 {
     state().ended.grown()
 }

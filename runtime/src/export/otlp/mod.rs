@@ -76,7 +76,7 @@ pub struct Otlp {
     meter_provider: Option<SdkMeterProvider>,
     #[cfg(feature = "enabled")]
     queue: Option<Arc<Queue>>,
-    #[cfg(all(feature = "enabled", feature = "testing"))]
+    #[cfg(feature = "enabled")]
     spans_sink: Option<Arc<spans::SpansSink>>,
     #[cfg(feature = "enabled")]
     sinks: Vec<Arc<dyn Sink>>,
@@ -170,7 +170,6 @@ impl Otlp {
             tracer_provider: None,
             meter_provider: None,
             queue: None,
-            #[cfg(feature = "testing")]
             spans_sink: None,
             sinks: Vec::new(),
             metric_exported: Arc::default(),
@@ -197,10 +196,7 @@ impl Otlp {
             let sink =
                 Arc::new(spans::SpansSink::new(provider.tracer("gpuspan"), queue.clone(), process_parent(&mut report)));
             otlp.queue = Some(queue);
-            #[cfg(feature = "testing")]
-            {
-                otlp.spans_sink = Some(sink.clone());
-            }
+            otlp.spans_sink = Some(sink.clone());
             otlp.sinks.push(sink);
             otlp.tracer_provider = Some(provider);
         }
@@ -264,12 +260,10 @@ impl Otlp {
         }
     }
 
-    /// Exports one record now, as spans, whatever the sampling says. The annotated functions
-    /// need not call this (their sampled records are exported already); it is for
-    /// measurements made elsewhere, such as GPU profiles imported from another tool. Feature
-    /// `testing`, as records are. Does nothing without the `enabled` feature.
-    #[cfg(feature = "testing")]
-    pub fn export(&self, record: &crate::Record) {
+    /// Exports one built record now, as spans, whatever the sampling says: for
+    /// `gpuspan-testing` (`crate::__testing::otlp_export`), as records are. Does nothing without
+    /// the `enabled` feature.
+    pub(crate) fn export_record(&self, record: &crate::record::Record) {
         #[cfg(feature = "enabled")]
         if let Some(s) = &self.spans_sink {
             // What the leaves add, as a submitted record has it.

@@ -30,9 +30,7 @@ pub(crate) use budget::cost_clock;
 pub(crate) use reader::{NvmlReader, Schedule};
 pub(crate) use sample::{throttle_reason_names, THROTTLE_REASONS};
 pub(crate) use stats::Counters;
-#[cfg(feature = "testing")]
-pub use stats::QueryStats;
-pub use stats::SamplerStats;
+pub use stats::{QueryStats, SamplerStats};
 
 use super::{vendor, DeviceSlot, Shared};
 use crate::diagnostics::note_once;

@@ -1,5 +1,5 @@
 //! What the sampler did and what it cost: the counters its thread keeps and the snapshot the
-//! summary (and the `testing` diagnostics) read.
+//! summary (and the diagnostics lent to `gpuspan-testing`) read.
 
 use super::budget::thread_cpu_ns;
 use crate::monitor::vendor::DeviceReader;
@@ -51,7 +51,7 @@ impl SamplerStats {
     }
 }
 
-/// The sampler's running counts, read by the summary and the `testing` diagnostics.
+/// The sampler's running counts, read by the summary and the diagnostics lent to `gpuspan-testing`.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(super) rounds: AtomicU64,
