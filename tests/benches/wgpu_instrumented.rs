@@ -379,7 +379,7 @@ fn raw_sets(gpu: &Gpu) -> (f64, f64) {
 }
 
 /// The median GPU busy time (ns) of the records of `site` in `capture`.
-fn median_busy_ns(capture: &gpuspan::Capture, site: &str) -> f64 {
+fn median_busy_ns(capture: &gpuspan_testing::Capture, site: &str) -> f64 {
     median(capture.of(site).iter().filter_map(|r| r.gpu.as_ref()).map(|g| g.busy_ns as f64).collect())
 }
 
