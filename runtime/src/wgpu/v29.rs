@@ -23,7 +23,7 @@ macro_rules! only_30 {
 #[path = "major.rs"]
 mod major;
 #[cfg(feature = "enabled")]
-pub use major::PassThroughGuard;
+pub use major::imp::PassThroughGuard;
 
 /// This major as gpuspan names it (the resolver's pending work).
 #[cfg(feature = "enabled")]
