@@ -6,8 +6,9 @@
 use std::fmt::Debug;
 use std::ops::{DerefMut, RangeBounds};
 
+/// What the instrumented build asks of the majors' types besides.
 #[cfg(feature = "enabled")]
-use {super::scope::WgpuScope, crate::site::Site};
+pub(super) mod imp;
 
 /// A `wgpu::Adapter` of a supported major.
 #[diagnostic::on_unimplemented(
@@ -60,13 +61,6 @@ pub trait Device {
         range: impl RangeBounds<u64>,
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<T, Self::MapError>;
-    /// A function that only takes a device: the submissions on its registered queue are
-    /// bracketed.
-    #[cfg(feature = "enabled")]
-    fn begin_scope(&self, site: &'static Site) -> Result<WgpuScope, &'static str>;
-    /// A host-timed scope just opened whose body may `attach` a recorder of this device.
-    #[cfg(feature = "enabled")]
-    fn offer_to_attach(&self);
 }
 
 /// A `wgpu::Queue` of a supported major (the generated code's; with `enabled` off too, for the
@@ -80,15 +74,6 @@ pub trait Queue {
     type Device;
     /// The major's `CommandBuffer`.
     type CommandBuffer;
-    /// A function that takes the queue: its submissions on it are bracketed.
-    #[cfg(feature = "enabled")]
-    fn begin_scope(&self, site: &'static Site, device: Option<&Self::Device>) -> Result<WgpuScope, &'static str>;
-    /// The bracket's end to append to a submission on this queue, when `scope` brackets it.
-    #[cfg(feature = "enabled")]
-    fn end_for(&self, scope: &mut WgpuScope) -> Option<Self::CommandBuffer>;
-    /// The same, for an async body's handle on its bracket.
-    #[cfg(feature = "enabled")]
-    fn end_for_handle(&self, handle: &super::scope::HandleOf) -> Option<Self::CommandBuffer>;
 }
 
 /// A command encoder, compute pass or render pass of a supported major: the bound of
@@ -102,43 +87,6 @@ pub trait Recorder {
     type Device;
     /// `gpuspan::wgpu::attach`.
     fn attach(&mut self) -> impl DerefMut<Target = Self> + Debug + '_;
-    /// A query for a scope opens in this recorder.
-    #[cfg(feature = "enabled")]
-    fn begin_scope(
-        &mut self,
-        site: &'static Site,
-        scope_id: u64,
-        device: Option<&Self::Device>,
-    ) -> Result<WgpuScope, &'static str>;
-    /// The function leaves: the query `scope` opened in this recorder closes.
-    #[cfg(feature = "enabled")]
-    fn end_scope(&mut self, scope: &mut WgpuScope);
-}
-
-/// A `wgpu::ComputePassDescriptor` or `wgpu::RenderPassDescriptor` of a supported major: a
-/// `begin_compute_pass`/`begin_render_pass` in an annotated body passes its descriptor through
-/// `__private::wgpu_pass` (`backend/passes.rs`).
-#[cfg(feature = "enabled")]
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a wgpu pass descriptor",
-    note = "in a function annotated with a wgpu resource, gpuspan fills the `timestamp_writes` of the passes begun with \
-            `.begin_compute_pass(..)`/`.begin_render_pass(..)`; a method of that name on another type \
-            needs another name, or a call outside the annotated body"
-)]
-pub trait PassDescriptor<'a>: Clone {
-    /// This descriptor, with gpuspan's `timestamp_writes` where the innermost scope on this
-    /// thread is timed by its passes (the query set is kept in `holder`, a temporary of the
-    /// call's statement; of one type for every major, so that a wrong argument is one error);
-    /// else a copy.
-    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self;
-}
-
-/// A `wgpu::AdapterInfo` of a supported major.
-#[cfg(feature = "enabled")]
-#[allow(unreachable_pub)] // the bound of the monitor's `describe_adapter` (features `nvml`, `testing`)
-pub trait Info {
-    /// What the device monitor matches NVML devices by.
-    fn facts(&self) -> super::AdapterFacts;
 }
 
 // An `Arc` of an adapter or device is one too, as a `&Arc<Adapter>` argument was when these
@@ -171,13 +119,5 @@ impl<D: Device> Device for std::sync::Arc<D> {
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<T, D::MapError> {
         (**self).read_buffer(queue, buffer, range, read)
-    }
-    #[cfg(feature = "enabled")]
-    fn begin_scope(&self, site: &'static Site) -> Result<WgpuScope, &'static str> {
-        (**self).begin_scope(site)
-    }
-    #[cfg(feature = "enabled")]
-    fn offer_to_attach(&self) {
-        (**self).offer_to_attach();
     }
 }

@@ -71,15 +71,12 @@ pub(crate) mod handles;
 /// devices, the sums of their passes, the scope's constructors for wgpu sites.
 #[cfg(feature = "enabled")]
 mod imp;
-#[cfg(feature = "enabled")]
-#[allow(unused_imports)] // used by the device monitor, when it is compiled in
-pub(crate) use api::Info;
 pub use handles::{AsHandle, AsRecorder};
 #[cfg(feature = "enabled")]
 pub(crate) use {
-    // The bound of `__private::wgpu_pass` (a pass begun on an encoder in an annotated body);
-    // unnameable outside (sealed).
-    api::PassDescriptor,
+    // The bound of `__private::wgpu_pass` (a pass begun on an encoder in an annotated body),
+    // and what the device monitor knows of an adapter; unnameable outside (sealed).
+    api::imp::{Info, PassDescriptor},
     imp::{memory, pass_sum, pass_traits, scope, AdapterFacts},
 };
 
