@@ -6,7 +6,10 @@
 use std::fmt::Debug;
 use std::ops::{DerefMut, RangeBounds};
 
-/// What the instrumented build asks of the majors' types besides.
+#[cfg(feature = "enabled")]
+use {super::scope::WgpuScope, crate::site::Site};
+
+/// The traits only the instrumented build has: pass descriptors, adapter facts.
 #[cfg(feature = "enabled")]
 pub(super) mod imp;
 
@@ -41,6 +44,11 @@ pub trait Instance {
     fn instrument_instance(self) -> Self;
 }
 
+// The methods the generated code's scopes call (`begin_scope`, ...) are the traits' own, each
+// `enabled` only, not a second trait in `imp.rs`: a value of the wrong type (`queue = device`)
+// then fails one bound, one error, where a second trait would add its own error
+// (ui-tests `fail-wgpu/queue_wrong_type`).
+
 /// A `wgpu::Device` of a supported major.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a `wgpu::Device`",
@@ -61,6 +69,13 @@ pub trait Device {
         range: impl RangeBounds<u64>,
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<T, Self::MapError>;
+    /// A function that only takes a device: the submissions on its registered queue are
+    /// bracketed.
+    #[cfg(feature = "enabled")]
+    fn begin_scope(&self, site: &'static Site) -> Result<WgpuScope, &'static str>;
+    /// A host-timed scope just opened whose body may `attach` a recorder of this device.
+    #[cfg(feature = "enabled")]
+    fn offer_to_attach(&self);
 }
 
 /// A `wgpu::Queue` of a supported major (the generated code's; with `enabled` off too, for the
@@ -74,6 +89,15 @@ pub trait Queue {
     type Device;
     /// The major's `CommandBuffer`.
     type CommandBuffer;
+    /// A function that takes the queue: its submissions on it are bracketed.
+    #[cfg(feature = "enabled")]
+    fn begin_scope(&self, site: &'static Site, device: Option<&Self::Device>) -> Result<WgpuScope, &'static str>;
+    /// The bracket's end to append to a submission on this queue, when `scope` brackets it.
+    #[cfg(feature = "enabled")]
+    fn end_for(&self, scope: &mut WgpuScope) -> Option<Self::CommandBuffer>;
+    /// The same, for an async body's handle on its bracket.
+    #[cfg(feature = "enabled")]
+    fn end_for_handle(&self, handle: &super::scope::HandleOf) -> Option<Self::CommandBuffer>;
 }
 
 /// A command encoder, compute pass or render pass of a supported major: the bound of
@@ -87,6 +111,17 @@ pub trait Recorder {
     type Device;
     /// `gpuspan::wgpu::attach`.
     fn attach(&mut self) -> impl DerefMut<Target = Self> + Debug + '_;
+    /// A query for a scope opens in this recorder.
+    #[cfg(feature = "enabled")]
+    fn begin_scope(
+        &mut self,
+        site: &'static Site,
+        scope_id: u64,
+        device: Option<&Self::Device>,
+    ) -> Result<WgpuScope, &'static str>;
+    /// The function leaves: the query `scope` opened in this recorder closes.
+    #[cfg(feature = "enabled")]
+    fn end_scope(&mut self, scope: &mut WgpuScope);
 }
 
 // An `Arc` of an adapter or device is one too, as a `&Arc<Adapter>` argument was when these
@@ -119,5 +154,13 @@ impl<D: Device> Device for std::sync::Arc<D> {
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<T, D::MapError> {
         (**self).read_buffer(queue, buffer, range, read)
+    }
+    #[cfg(feature = "enabled")]
+    fn begin_scope(&self, site: &'static Site) -> Result<WgpuScope, &'static str> {
+        (**self).begin_scope(site)
+    }
+    #[cfg(feature = "enabled")]
+    fn offer_to_attach(&self) {
+        (**self).offer_to_attach();
     }
 }

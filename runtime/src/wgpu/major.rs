@@ -8,9 +8,9 @@ use crate::wgpu::handles::{byte_range, AsHandle, AsRecorder};
 use std::sync::Arc;
 
 #[cfg(feature = "enabled")]
-use super::backend;
+use {super::backend, crate::site::Site, crate::wgpu::scope::WgpuScope};
 
-/// The scopes of the generated code, the passes' timestamp writes and the adapter's facts.
+/// The passes' timestamp writes and the adapter's facts.
 #[cfg(feature = "enabled")]
 #[path = "major/imp.rs"]
 pub(super) mod imp;
@@ -69,11 +69,43 @@ impl api::Device for wgpu::Device {
         #[cfg(not(feature = "enabled"))]
         return read_untimed(self, queue, buffer, start, len, read);
     }
+
+    #[cfg(feature = "enabled")]
+    fn begin_scope(&self, site: &'static Site) -> Result<WgpuScope, &'static str> {
+        backend::WgpuScope::begin_on_device(site, self).map(WgpuScope::from)
+    }
+
+    #[cfg(feature = "enabled")]
+    fn offer_to_attach(&self) {
+        backend::attach::set_device(self);
+    }
 }
 
 impl api::Queue for wgpu::Queue {
     type Device = wgpu::Device;
     type CommandBuffer = wgpu::CommandBuffer;
+
+    #[cfg(feature = "enabled")]
+    fn begin_scope(&self, site: &'static Site, device: Option<&wgpu::Device>) -> Result<WgpuScope, &'static str> {
+        backend::WgpuScope::begin_on_queue(site, self, device).map(WgpuScope::from)
+    }
+
+    #[cfg(feature = "enabled")]
+    fn end_for(&self, scope: &mut WgpuScope) -> Option<wgpu::CommandBuffer> {
+        match backend::WgpuScope::of_mut(scope)? {
+            backend::WgpuScope::Bracket(b) => b.end_at_submit(self),
+            // A span's brackets end when it closes: no annotated body submits for them.
+            backend::WgpuScope::Recorder(_)
+            | backend::WgpuScope::SpanBrackets(_)
+            | backend::WgpuScope::Passes(_)
+            | backend::WgpuScope::Summed(_) => None,
+        }
+    }
+
+    #[cfg(feature = "enabled")]
+    fn end_for_handle(&self, handle: &crate::wgpu::scope::HandleOf) -> Option<wgpu::CommandBuffer> {
+        backend::bracket::Shared::of(handle)?.end_for(self)
+    }
 }
 
 /// The recorders: the api trait over the backend's (`backend/resources.rs`).
@@ -87,6 +119,23 @@ macro_rules! recorder {
                 return backend::attach::attach(self);
                 #[cfg(not(feature = "enabled"))]
                 return crate::wgpu::passthrough::Passthrough(self);
+            }
+
+            #[cfg(feature = "enabled")]
+            fn begin_scope(
+                &mut self,
+                site: &'static Site,
+                scope_id: u64,
+                device: Option<&wgpu::Device>,
+            ) -> Result<WgpuScope, &'static str> {
+                backend::WgpuScope::begin_in_recorder(site, scope_id, self, device).map(WgpuScope::from)
+            }
+
+            #[cfg(feature = "enabled")]
+            fn end_scope(&mut self, scope: &mut WgpuScope) {
+                if let Some(w) = backend::WgpuScope::of_mut(scope) {
+                    w.end_in_recorder(self);
+                }
             }
         }
     )*};

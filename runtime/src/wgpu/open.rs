@@ -7,7 +7,7 @@ use crate::backends::GpuScope;
 use crate::probe::Exit;
 use crate::scope::Scope;
 use crate::site::Site;
-use crate::wgpu::api::imp::{DeviceScopes, QueueScopes, RecorderScopes};
+use crate::wgpu::api;
 use crate::wgpu::handles::AsHandle;
 use crate::wgpu::scope::{BracketEnds, BracketHandle, WgpuScope};
 use tracing::Span;
@@ -26,7 +26,7 @@ fn started(site: &'static Site, begun: Result<WgpuScope, &'static str>) -> GpuSc
 impl Scope {
     /// A scope timed by queries in a command encoder or pass.
     #[inline]
-    pub fn wgpu_recorder<R: RecorderScopes, D: AsHandle<R::Device> + ?Sized>(
+    pub fn wgpu_recorder<R: api::Recorder, D: AsHandle<R::Device> + ?Sized>(
         site: &'static Site,
         span: Span,
         bytes: Option<u64>,
@@ -45,7 +45,7 @@ impl Scope {
 
     /// A scope whose submissions on `queue` are bracketed by timestamp writes.
     #[inline]
-    pub fn wgpu_queue<Q: QueueScopes, D: AsHandle<Q::Device> + ?Sized>(
+    pub fn wgpu_queue<Q: api::Queue, D: AsHandle<Q::Device> + ?Sized>(
         site: &'static Site,
         span: Span,
         bytes: Option<u64>,
@@ -68,7 +68,7 @@ impl Scope {
     /// A host-timed scope whose function records into a recorder it creates and hands over with
     /// `gpuspan::wgpu::attach`: the attachment uses `device`.
     #[inline]
-    pub fn wgpu_attachable<D: DeviceScopes>(site: &'static Site, span: Span, bytes: Option<u64>, device: &D) -> Scope {
+    pub fn wgpu_attachable<D: api::Device>(site: &'static Site, span: Span, bytes: Option<u64>, device: &D) -> Scope {
         let scope = Scope::open(site, span, bytes, |_| GpuScope::None);
         if scope.is_active() {
             device.offer_to_attach();
@@ -78,7 +78,7 @@ impl Scope {
 
     /// A scope whose submissions on the device's registered queue are bracketed.
     #[inline]
-    pub fn wgpu_device<D: DeviceScopes>(site: &'static Site, span: Span, bytes: Option<u64>, device: &D) -> Scope {
+    pub fn wgpu_device<D: api::Device>(site: &'static Site, span: Span, bytes: Option<u64>, device: &D) -> Scope {
         let mut scope = Scope::open(site, span, bytes, |_| started(site, device.begin_scope(site)));
         scope.offer_bracket_device();
         scope
@@ -86,7 +86,7 @@ impl Scope {
 
     /// The function leaves: closes the query in the recorder it was opened in.
     #[inline]
-    pub fn exit_recorder<R: RecorderScopes>(&mut self, exit: Exit, recorder: &mut R) {
+    pub fn exit_recorder<R: api::Recorder>(&mut self, exit: Exit, recorder: &mut R) {
         self.exit(exit);
         if let Some(GpuScope::Wgpu(w)) = self.gpu_mut() {
             recorder.end_scope(w);
@@ -95,7 +95,7 @@ impl Scope {
 
     /// A `?` in the function: when it leaves (`Err`, `None`), the query is closed.
     #[inline]
-    pub fn try_exit_recorder<R: RecorderScopes>(&mut self, exit: Exit, recorder: &mut R) {
+    pub fn try_exit_recorder<R: api::Recorder>(&mut self, exit: Exit, recorder: &mut R) {
         if matches!(exit, Exit::Error | Exit::Early) {
             self.exit_recorder(exit, recorder);
         }
@@ -112,7 +112,7 @@ impl Scope {
 }
 
 /// A sync body's rewritten submissions ask the scope itself for the bracket's end.
-impl<Q: QueueScopes> BracketEnds<Q> for Scope {
+impl<Q: api::Queue> BracketEnds<Q> for Scope {
     #[inline]
     fn end_for(&mut self, queue: &Q) -> Option<Q::CommandBuffer> {
         match self.gpu_mut() {

@@ -294,7 +294,7 @@ pub trait BracketEnds<Q: api::Queue> {
     fn end_for(&mut self, queue: &Q) -> Option<Q::CommandBuffer>;
 }
 
-impl<Q: api::imp::QueueScopes> BracketEnds<Q> for BracketHandle {
+impl<Q: api::Queue> BracketEnds<Q> for BracketHandle {
     #[inline]
     fn end_for(&mut self, queue: &Q) -> Option<Q::CommandBuffer> {
         queue.end_for_handle(self.0.as_ref()?)

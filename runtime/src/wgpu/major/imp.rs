@@ -1,65 +1,7 @@
-//! What only the instrumented build (`enabled`) implements for this major's types (`api/imp.rs`):
-//! the scopes the generated code opens on them, the timestamp writes of the passes an annotated
-//! body begins, and the adapter's facts for the device monitor.
+//! What only the instrumented build (`enabled`) implements for this major's types: the timestamp
+//! writes of the passes an annotated body begins, and the adapter's facts for the device monitor.
 
 use super::{api, backend, wgpu};
-use crate::site::Site;
-use crate::wgpu::api::imp::{DeviceScopes, QueueScopes, RecorderScopes};
-use crate::wgpu::scope::{HandleOf, WgpuScope};
-
-impl DeviceScopes for wgpu::Device {
-    fn begin_scope(&self, site: &'static Site) -> Result<WgpuScope, &'static str> {
-        backend::WgpuScope::begin_on_device(site, self).map(WgpuScope::from)
-    }
-
-    fn offer_to_attach(&self) {
-        backend::attach::set_device(self);
-    }
-}
-
-impl QueueScopes for wgpu::Queue {
-    fn begin_scope(&self, site: &'static Site, device: Option<&wgpu::Device>) -> Result<WgpuScope, &'static str> {
-        backend::WgpuScope::begin_on_queue(site, self, device).map(WgpuScope::from)
-    }
-
-    fn end_for(&self, scope: &mut WgpuScope) -> Option<wgpu::CommandBuffer> {
-        match backend::WgpuScope::of_mut(scope)? {
-            backend::WgpuScope::Bracket(b) => b.end_at_submit(self),
-            // A span's brackets end when it closes: no annotated body submits for them.
-            backend::WgpuScope::Recorder(_)
-            | backend::WgpuScope::SpanBrackets(_)
-            | backend::WgpuScope::Passes(_)
-            | backend::WgpuScope::Summed(_) => None,
-        }
-    }
-
-    fn end_for_handle(&self, handle: &HandleOf) -> Option<wgpu::CommandBuffer> {
-        backend::bracket::Shared::of(handle)?.end_for(self)
-    }
-}
-
-/// The recorders' scopes: the backend's queries (`backend/resources.rs`).
-macro_rules! recorder_scopes {
-    ($($ty:ty),*) => {$(
-        impl RecorderScopes for $ty {
-            fn begin_scope(
-                &mut self,
-                site: &'static Site,
-                scope_id: u64,
-                device: Option<&wgpu::Device>,
-            ) -> Result<WgpuScope, &'static str> {
-                backend::WgpuScope::begin_in_recorder(site, scope_id, self, device).map(WgpuScope::from)
-            }
-
-            fn end_scope(&mut self, scope: &mut WgpuScope) {
-                if let Some(w) = backend::WgpuScope::of_mut(scope) {
-                    w.end_in_recorder(self);
-                }
-            }
-        }
-    )*};
-}
-recorder_scopes!(wgpu::CommandEncoder, wgpu::ComputePass<'_>, wgpu::RenderPass<'_>);
 
 impl<'a> api::imp::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
     fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {
