@@ -78,22 +78,6 @@ pub use gpuspan_macros::__instrumented as instrumented;
 pub use inventory;
 pub use tracing;
 
-// The backends' entries. The generated code names a resource's backend (`as_stream`,
-// `Scope::wgpu_queue`, ...) whether or not that backend is compiled in, so each has its entry
-// here and a stand-in for a build without it (timed on the host, said once): with
-// `backends.rs`, the one core file that must name backends (docs/architecture.md, "Adding a
-// backend").
-#[cfg(feature = "_wgpu")]
-pub use crate::wgpu::handles::{as_device, as_queue, as_recorder};
-
-/// No `device = ...`: the device parameter's `None`, of a type that is a handle of every
-/// major's device.
-#[cfg(feature = "_wgpu")]
-#[inline(always)]
-pub fn no_device() -> Option<&'static crate::wgpu::handles::NoDevice> {
-    None
-}
-
 /// `device = ...` next to a recorder or queue: the value as written, converted by the scope
 /// (to its other resource's major).
 #[inline(always)]
@@ -101,43 +85,14 @@ pub fn device_as_written<D: ?Sized>(device: &D) -> &D {
     device
 }
 
-/// Without the `wgpu` feature the device parameter is generic: its `None` needs a type.
-#[cfg(not(feature = "_wgpu"))]
-#[inline(always)]
-pub fn no_device() -> Option<&'static ()> {
-    None
-}
-
-/// No stream: the stream parameter's `None`, typed.
-#[cfg(feature = "cuda")]
-#[inline(always)]
-pub fn no_stream() -> Option<&'static cudarc::driver::CudaStream> {
-    None
-}
-
-/// Without the `cuda` feature the stream parameter is generic: its `None` needs a type.
-#[cfg(not(feature = "cuda"))]
-#[inline(always)]
-pub fn no_stream() -> Option<&'static ()> {
-    None
-}
-
 pub use crate::submit_probe::{PlainSubmit, SubmitOther, SubmitProbe};
 
-#[cfg(feature = "_wgpu")]
-pub use crate::wgpu::scope::{BracketEnds, BracketHandle, SubmitQueue};
-
-/// The descriptor of a pass begun in an annotated wgpu body: on a pass-level device, with
-/// gpuspan's `timestamp_writes` for the innermost scope (`wgpu/backend/passes.rs`; the query set
-/// kept in `holder`, which must live until the pass is begun); else a copy.
-#[cfg(feature = "_wgpu")]
-#[inline]
-pub fn wgpu_pass<'a, D: crate::wgpu::PassDescriptor<'a>>(
-    holder: &'a mut Option<Box<dyn std::any::Any>>,
-    desc: &D,
-) -> D {
-    desc.timed(holder)
-}
+// The backends' entries. The generated code names a resource's backend (`as_stream`,
+// `Scope::wgpu_queue`, ...) whether or not that backend is compiled in, so each has its entry
+// here and a stand-in for a build without it (timed on the host, said once): with
+// `backends.rs`, the one core file that must name backends (docs/architecture.md, "Adding a
+// backend").
+pub use {cuda_entries::*, wgpu_entries::*};
 
 /// The receiver of a `.begin_compute_pass(..)`/`.begin_render_pass(..)` in an annotated wgpu
 /// body (`macros/src/passes.rs`): the call is rewritten to
@@ -193,45 +148,75 @@ pub mod passes {
     pub use crate::wgpu::pass_traits::*;
 }
 
-/// Without the `wgpu` feature no receiver is a queue gpuspan brackets.
-#[cfg(not(feature = "_wgpu"))]
-pub trait SubmitQueue {}
+/// The wgpu backend's entries.
+#[cfg(feature = "_wgpu")]
+mod wgpu_entries {
+    pub use crate::wgpu::handles::{as_device, as_queue, as_recorder};
+    pub use crate::wgpu::scope::{BracketEnds, BracketHandle, SubmitQueue};
 
-/// Without the `wgpu` feature an async body's submissions have no bracket to end.
-#[cfg(not(feature = "_wgpu"))]
-#[derive(Debug)]
-pub struct BracketHandle;
-
-#[cfg(not(feature = "_wgpu"))]
-impl Scope {
-    /// Nothing to hand an async body.
+    /// No `device = ...`: the device parameter's `None`, of a type that is a handle of every
+    /// major's device.
     #[inline(always)]
-    pub fn bracket_handle(&mut self) -> BracketHandle {
-        BracketHandle
+    pub fn no_device() -> Option<&'static NoDevice> {
+        None
+    }
+
+    /// The type of "no `device = ...`": never a value, a handle of any major's device.
+    #[derive(Debug)]
+    pub enum NoDevice {}
+
+    impl<T> crate::wgpu::AsHandle<T> for NoDevice {
+        fn as_handle(&self) -> &T {
+            match *self {}
+        }
+    }
+
+    /// The descriptor of a pass begun in an annotated wgpu body: on a pass-level device, with
+    /// gpuspan's `timestamp_writes` for the innermost scope (`wgpu/backend/passes.rs`; the query set
+    /// kept in `holder`, which must live until the pass is begun); else a copy.
+    #[inline]
+    pub fn wgpu_pass<'a, D: crate::wgpu::PassDescriptor<'a>>(
+        holder: &'a mut Option<Box<dyn std::any::Any>>,
+        desc: &D,
+    ) -> D {
+        desc.timed(holder)
     }
 }
 
-#[cfg(feature = "cuda")]
-pub use crate::cuda::resources::as_stream;
-
-/// Without the `wgpu` feature, wgpu resources are accepted as they are and the site is timed
-/// on the host (said once).
+/// Without the `wgpu` feature: wgpu resources are accepted as they are and the site is timed on
+/// the host (said once); nothing is bracketed.
 #[cfg(not(feature = "_wgpu"))]
-mod no_wgpu {
+mod wgpu_entries {
     use crate::probe::Exit;
     use crate::scope::Scope;
     use crate::site::Site;
     use tracing::Span;
 
+    /// The recorder as written.
     pub fn as_recorder<T: ?Sized>(t: &mut T) -> &mut T {
         t
     }
+    /// The queue as written.
     pub fn as_queue<T: ?Sized>(t: &T) -> &T {
         t
     }
+    /// The device as written.
     pub fn as_device<T: ?Sized>(t: &T) -> &T {
         t
     }
+
+    /// The device parameter is generic: its `None` needs a type.
+    #[inline(always)]
+    pub fn no_device() -> Option<&'static ()> {
+        None
+    }
+
+    /// No receiver is a queue gpuspan brackets.
+    pub trait SubmitQueue {}
+
+    /// An async body's submissions have no bracket to end.
+    #[derive(Debug)]
+    pub struct BracketHandle;
 
     fn without_feature(site: &'static Site) {
         site.timed_on_host("built without the wgpu feature");
@@ -242,6 +227,11 @@ mod no_wgpu {
     }
 
     impl Scope {
+        /// Nothing to hand an async body.
+        #[inline(always)]
+        pub fn bracket_handle(&mut self) -> BracketHandle {
+            BracketHandle
+        }
         pub fn wgpu_recorder<R: ?Sized, D: ?Sized>(
             site: &'static Site,
             span: Span,
@@ -278,18 +268,35 @@ mod no_wgpu {
         }
     }
 }
-#[cfg(not(feature = "_wgpu"))]
-pub use no_wgpu::{as_device, as_queue, as_recorder};
+
+/// The CUDA backend's entries.
+#[cfg(feature = "cuda")]
+mod cuda_entries {
+    pub use crate::cuda::resources::as_stream;
+
+    /// No stream: the stream parameter's `None`, typed.
+    #[inline(always)]
+    pub fn no_stream() -> Option<&'static cudarc::driver::CudaStream> {
+        None
+    }
+}
 
 /// Without the `cuda` feature, CUDA sites are timed on the host (said once).
 #[cfg(not(feature = "cuda"))]
-mod no_cuda {
+mod cuda_entries {
     use crate::scope::Scope;
     use crate::site::Site;
     use tracing::Span;
 
+    /// The stream as written.
     pub fn as_stream<T: ?Sized>(t: &T) -> &T {
         t
+    }
+
+    /// The stream parameter is generic: its `None` needs a type.
+    #[inline(always)]
+    pub fn no_stream() -> Option<&'static ()> {
+        None
     }
 
     impl Scope {
@@ -303,5 +310,3 @@ mod no_cuda {
         }
     }
 }
-#[cfg(not(feature = "cuda"))]
-pub use no_cuda::as_stream;

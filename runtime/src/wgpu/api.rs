@@ -9,6 +9,10 @@ use std::ops::{DerefMut, RangeBounds};
 #[cfg(feature = "enabled")]
 use {super::scope::WgpuScope, crate::site::Site};
 
+/// The traits only the instrumented build has: pass descriptors, adapter facts.
+#[cfg(feature = "enabled")]
+pub(super) mod imp;
+
 /// A `wgpu::Adapter` of a supported major.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a `wgpu::Adapter` of a wgpu major gpuspan supports",
@@ -39,6 +43,11 @@ pub trait Instance {
     /// `gpuspan::wgpu::instrument_instance`.
     fn instrument_instance(self) -> Self;
 }
+
+// The methods the generated code's scopes call (`begin_scope`, ...) are the traits' own, each
+// `enabled` only, not a second trait in `imp.rs`: a value of the wrong type (`queue = device`)
+// then fails one bound, one error, where a second trait would add its own error
+// (ui-tests `fail-wgpu/queue_wrong_type`).
 
 /// A `wgpu::Device` of a supported major.
 #[diagnostic::on_unimplemented(
@@ -113,32 +122,6 @@ pub trait Recorder {
     /// The function leaves: the query `scope` opened in this recorder closes.
     #[cfg(feature = "enabled")]
     fn end_scope(&mut self, scope: &mut WgpuScope);
-}
-
-/// A `wgpu::ComputePassDescriptor` or `wgpu::RenderPassDescriptor` of a supported major: a
-/// `begin_compute_pass`/`begin_render_pass` in an annotated body passes its descriptor through
-/// `__private::wgpu_pass` (`backend/passes.rs`).
-#[cfg(feature = "enabled")]
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a wgpu pass descriptor",
-    note = "in a function annotated with a wgpu resource, gpuspan fills the `timestamp_writes` of the passes begun with \
-            `.begin_compute_pass(..)`/`.begin_render_pass(..)`; a method of that name on another type \
-            needs another name, or a call outside the annotated body"
-)]
-pub trait PassDescriptor<'a>: Clone {
-    /// This descriptor, with gpuspan's `timestamp_writes` where the innermost scope on this
-    /// thread is timed by its passes (the query set is kept in `holder`, a temporary of the
-    /// call's statement; of one type for every major, so that a wrong argument is one error);
-    /// else a copy.
-    fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self;
-}
-
-/// A `wgpu::AdapterInfo` of a supported major.
-#[cfg(feature = "enabled")]
-#[allow(unreachable_pub)] // the bound of the monitor's `describe_adapter` (features `nvml`, `testing`)
-pub trait Info {
-    /// What the device monitor matches NVML devices by.
-    fn facts(&self) -> super::AdapterFacts;
 }
 
 // An `Arc` of an adapter or device is one too, as a `&Arc<Adapter>` argument was when these

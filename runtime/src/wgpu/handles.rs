@@ -72,18 +72,6 @@ pub fn as_device<D: AsHandle<T> + ?Sized, T: super::api::Device>(d: &D) -> &T {
     d.as_handle()
 }
 
-/// The type of "no `device = ...`": never a value, a handle of any major's device.
-#[cfg(feature = "enabled")]
-#[derive(Debug)]
-pub enum NoDevice {}
-
-#[cfg(feature = "enabled")]
-impl<T> AsHandle<T> for NoDevice {
-    fn as_handle(&self) -> &T {
-        match *self {}
-    }
-}
-
 /// Where `range` starts in a buffer of `size` bytes and how long it is, as
 /// `copy_buffer_to_buffer` takes it (`read_buffer`, on and off).
 pub(crate) fn byte_range(range: impl std::ops::RangeBounds<u64>, size: u64) -> (u64, u64) {

@@ -26,61 +26,59 @@
 use std::fmt::Debug;
 use std::ops::{DerefMut, RangeBounds};
 
-/// The wgpu majors this release supports, each `feature => variant(module)`: the one list a new
-/// major is added to (with its `vNN.rs`, its features in runtime/Cargo.toml and a CI step).
+/// The wgpu majors this release supports: `with_majors!(callback)` calls `callback! { V29(v29),
+/// V30(v30), }` with each major compiled in (its feature on) as `Variant(module)`, so that the
+/// code written once per major (`declare_majors` here, `scope.rs`) names no feature. A new major
+/// is added to this chain (with its `vNN.rs`, its features in runtime/Cargo.toml and a CI step).
 macro_rules! with_majors {
     ($callback:ident) => {
-        $callback! {
-            "wgpu-29" => V29(v29),
-            "wgpu-30" => V30(v30),
-        }
+        major_29! { $callback }
     };
+}
+
+// One step per major, each defined twice: it adds its major to the list when the major's feature
+// is on, then hands the list to the next step; the last step calls the callback.
+#[cfg(feature = "wgpu-29")]
+macro_rules! major_29 {
+    ($callback:ident $($majors:tt)*) => { major_30! { $callback $($majors)* V29(v29), } };
+}
+#[cfg(not(feature = "wgpu-29"))]
+macro_rules! major_29 {
+    ($callback:ident $($majors:tt)*) => { major_30! { $callback $($majors)* } };
+}
+#[cfg(feature = "wgpu-30")]
+macro_rules! major_30 {
+    ($callback:ident $($majors:tt)*) => { $callback! { $($majors)* V30(v30), } };
+}
+#[cfg(not(feature = "wgpu-30"))]
+macro_rules! major_30 {
+    ($callback:ident $($majors:tt)*) => { $callback! { $($majors)* } };
 }
 
 macro_rules! declare_majors {
-    ($($feature:tt => $variant:ident($module:ident)),* $(,)?) => {
-        $(
-            #[cfg(feature = $feature)]
-            mod $module;
-        )*
+    ($($variant:ident($module:ident)),* $(,)?) => {
+        $(mod $module;)*
     };
 }
 with_majors!(declare_majors);
-
-#[cfg(feature = "enabled")]
-macro_rules! reexport_pass_traits {
-    ($($feature:tt => $variant:ident($module:ident)),* $(,)?) => {
-        $(
-            #[cfg(feature = $feature)]
-            pub use super::$module::PassThroughGuard as _;
-        )*
-    };
-}
-/// Each major's trait that times a pass begun through a guard (`__private::PassReceiver`),
-/// unnamed: `__private::passes` brings them into a timed body's scope.
-#[cfg(feature = "enabled")]
-pub(crate) mod pass_traits {
-    with_majors!(reexport_pass_traits);
-}
 
 // The traits' methods take gpuspan's own scope types: the traits are unnameable outside (sealed),
 // so those types reach no user.
 #[allow(private_interfaces)]
 mod api;
 pub(crate) mod handles;
+/// What only the instrumented build has: a scope's wgpu part, the memory of instrumented
+/// devices, the sums of their passes, the scope's constructors for wgpu sites.
 #[cfg(feature = "enabled")]
-pub(crate) mod memory;
-#[cfg(feature = "enabled")]
-mod open;
-#[cfg(feature = "enabled")]
-pub(crate) mod pass_sum;
-#[cfg(feature = "enabled")]
-pub(crate) mod scope;
-
-// The bound of `__private::wgpu_pass` (a pass begun on an encoder in an annotated body); unnameable outside (sealed).
-#[cfg(feature = "enabled")]
-pub(crate) use api::PassDescriptor;
+mod imp;
 pub use handles::{AsHandle, AsRecorder};
+#[cfg(feature = "enabled")]
+pub(crate) use {
+    // The bound of `__private::wgpu_pass` (a pass begun on an encoder in an annotated body),
+    // and what the device monitor knows of an adapter; unnameable outside (sealed).
+    api::imp::{Info, PassDescriptor},
+    imp::{memory, pass_sum, pass_traits, scope, AdapterFacts},
+};
 
 /// The timestamp features of `adapter` that gpuspan can use; add them to
 /// `DeviceDescriptor::required_features`. Without `TIMESTAMP_QUERY` gpuspan times wgpu work on
@@ -210,46 +208,28 @@ pub fn read_buffer<T, D: api::Device>(
 
 /// Without the `enabled` feature `attach` returns this: it only passes the recorder through.
 #[cfg(not(feature = "enabled"))]
-struct Passthrough<'a, R>(&'a mut R);
+mod passthrough {
+    use std::fmt::Debug;
+    use std::ops::{Deref, DerefMut};
 
-#[cfg(not(feature = "enabled"))]
-impl<R> Debug for Passthrough<'_, R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Attached").finish_non_exhaustive()
+    pub(crate) struct Passthrough<'a, R>(pub(crate) &'a mut R);
+
+    impl<R> Debug for Passthrough<'_, R> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Attached").finish_non_exhaustive()
+        }
+    }
+
+    impl<R> Deref for Passthrough<'_, R> {
+        type Target = R;
+        fn deref(&self) -> &R {
+            self.0
+        }
+    }
+
+    impl<R> DerefMut for Passthrough<'_, R> {
+        fn deref_mut(&mut self) -> &mut R {
+            self.0
+        }
     }
 }
-
-#[cfg(not(feature = "enabled"))]
-impl<R> std::ops::Deref for Passthrough<'_, R> {
-    type Target = R;
-    fn deref(&self) -> &R {
-        self.0
-    }
-}
-
-#[cfg(not(feature = "enabled"))]
-impl<R> DerefMut for Passthrough<'_, R> {
-    fn deref_mut(&mut self) -> &mut R {
-        self.0
-    }
-}
-
-/// What gpuspan keeps of a registered device's adapter, whatever its major: the device
-/// monitor matches NVML devices by it.
-#[cfg(feature = "enabled")]
-#[derive(Debug, Clone)]
-#[allow(dead_code)] // read by the device monitor, when it is compiled in
-pub(crate) struct AdapterFacts {
-    pub name: String,
-    pub vendor: u32,
-    pub device: u32,
-    pub device_type: String,
-    pub backend: String,
-    pub driver: String,
-    pub driver_info: String,
-    pub pci_bus_id: String,
-}
-
-#[cfg(feature = "enabled")]
-#[allow(unused_imports)] // used by the device monitor, when it is compiled in
-pub(crate) use api::Info;

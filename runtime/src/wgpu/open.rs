@@ -3,13 +3,13 @@
 //! bracket end. Above the scope and the wgpu part of it (`wgpu/scope.rs`), so that the backend's
 //! own modules never open a `Scope` (imports run one way, decision 66).
 
-use super::api;
-use super::handles::AsHandle;
-use super::scope::{BracketEnds, BracketHandle, WgpuScope};
 use crate::backends::GpuScope;
 use crate::probe::Exit;
 use crate::scope::Scope;
 use crate::site::Site;
+use crate::wgpu::api;
+use crate::wgpu::handles::AsHandle;
+use crate::wgpu::scope::{BracketEnds, BracketHandle, WgpuScope};
 use tracing::Span;
 
 /// The scope's GPU part, or host timing with the reason kept for the summary.

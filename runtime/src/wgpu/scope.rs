@@ -2,23 +2,22 @@
 //! scopes the generated code opens, the `attach` stacks of the majors compiled in, and the
 //! rewritten submissions of a bracketed body (`backend/bracket.rs`).
 
-use super::api;
-use super::handles::AsHandle;
 use crate::backends::GpuScope;
 use crate::record::Record;
 use crate::site::Site;
 use crate::submit_probe::SubmitProbe;
+use crate::wgpu::api;
+use crate::wgpu::handles::AsHandle;
 use std::iter::Chain;
 use std::option::IntoIter;
 
 macro_rules! scope_of_majors {
-    ($($feature:tt => $variant:ident($module:ident)),* $(,)?) => {
+    ($($variant:ident($module:ident)),* $(,)?) => {
         /// The wgpu part of an open scope: the backend's, of its resources' major.
         #[derive(Debug)]
         pub(crate) enum WgpuScope {
             $(
-                #[cfg(feature = $feature)]
-                $variant(super::$module::backend::WgpuScope),
+                $variant(crate::wgpu::$module::backend::WgpuScope),
             )*
         }
 
@@ -26,21 +25,18 @@ macro_rules! scope_of_majors {
         #[derive(Debug)]
         pub(crate) enum HandleOf {
             $(
-                #[cfg(feature = $feature)]
-                $variant(super::$module::backend::bracket::Shared),
+                $variant(crate::wgpu::$module::backend::bracket::Shared),
             )*
         }
 
         $(
-            #[cfg(feature = $feature)]
-            impl From<super::$module::backend::WgpuScope> for WgpuScope {
-                fn from(w: super::$module::backend::WgpuScope) -> WgpuScope {
+            impl From<crate::wgpu::$module::backend::WgpuScope> for WgpuScope {
+                fn from(w: crate::wgpu::$module::backend::WgpuScope) -> WgpuScope {
                     WgpuScope::$variant(w)
                 }
             }
 
-            #[cfg(feature = $feature)]
-            impl super::$module::backend::WgpuScope {
+            impl crate::wgpu::$module::backend::WgpuScope {
                 /// This major's part of `scope`, when it is of this major.
                 pub(crate) fn of_mut(scope: &mut WgpuScope) -> Option<&mut Self> {
                     #[allow(unreachable_patterns)] // one major compiled in
@@ -51,8 +47,7 @@ macro_rules! scope_of_majors {
                 }
             }
 
-            #[cfg(feature = $feature)]
-            impl super::$module::backend::bracket::Shared {
+            impl crate::wgpu::$module::backend::bracket::Shared {
                 /// This major's handle, when `handle` is of this major.
                 pub(crate) fn of(handle: &HandleOf) -> Option<&Self> {
                     #[allow(unreachable_patterns)] // one major compiled in
@@ -67,12 +62,11 @@ macro_rules! scope_of_majors {
         impl WgpuScope {
             /// A scope timed by the passes of instrumented devices (`pass_sum.rs`), of whichever
             /// major: its record waits for them all, whatever their major.
-            pub(crate) fn summed(sum: super::pass_sum::PassSum) -> Option<WgpuScope> {
+            pub(crate) fn summed(sum: crate::wgpu::pass_sum::PassSum) -> Option<WgpuScope> {
                 let mut sum = Some(sum);
                 $(
-                    #[cfg(feature = $feature)]
                     if let Some(s) = sum.take() {
-                        return Some(WgpuScope::$variant(super::$module::backend::WgpuScope::Summed(s)));
+                        return Some(WgpuScope::$variant(crate::wgpu::$module::backend::WgpuScope::Summed(s)));
                     }
                 )*
                 drop(sum);
@@ -82,14 +76,14 @@ macro_rules! scope_of_majors {
             /// A queue bracket, which an attached encoder replaces.
             pub(crate) fn is_bracket(&self) -> bool {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.is_bracket(),)*
+                    $(WgpuScope::$variant(w) => w.is_bracket(),)*
                 }
             }
 
             /// An async scope stops running on this thread.
             pub(crate) fn suspend(&mut self) {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.suspend(),)*
+                    $(WgpuScope::$variant(w) => w.suspend(),)*
                 }
             }
 
@@ -97,12 +91,11 @@ macro_rules! scope_of_majors {
             /// now (on a device of any major) are summed with the ones before its `.await`.
             pub(crate) fn resume(&self) {
                 let sum = match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.summed(),)*
+                    $(WgpuScope::$variant(w) => w.summed(),)*
                 };
                 if let Some(sum) = sum {
                     $(
-                        #[cfg(feature = $feature)]
-                        super::$module::backend::attach::resume_summed(sum.clone());
+                        crate::wgpu::$module::backend::attach::resume_summed(sum.clone());
                     )*
                 }
             }
@@ -110,20 +103,20 @@ macro_rules! scope_of_majors {
             /// A measurement no scope will collect.
             pub(crate) fn forget(self) {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.forget(),)*
+                    $(WgpuScope::$variant(w) => w.forget(),)*
                 }
             }
 
             /// Replaced by an attached encoder's measurement.
             pub(crate) fn supersede(self) {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.supersede(),)*
+                    $(WgpuScope::$variant(w) => w.supersede(),)*
                 }
             }
 
             pub(crate) fn finish(self, record: Record) {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.finish(record),)*
+                    $(WgpuScope::$variant(w) => w.finish(record),)*
                 }
             }
 
@@ -132,25 +125,25 @@ macro_rules! scope_of_majors {
             #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
             pub(crate) fn finish_span_if_used(self, record: Record) -> Option<Record> {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.finish_span_if_used(record),)*
+                    $(WgpuScope::$variant(w) => w.finish_span_if_used(record),)*
                 }
             }
 
             pub(super) fn bracket_handle(&mut self) -> Option<HandleOf> {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.bracket_handle().map(HandleOf::$variant),)*
+                    $(WgpuScope::$variant(w) => w.bracket_handle().map(HandleOf::$variant),)*
                 }
             }
 
             pub(super) fn offer_bracket_device(&self) {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.offer_bracket_device(),)*
+                    $(WgpuScope::$variant(w) => w.offer_bracket_device(),)*
                 }
             }
 
             pub(super) fn offer_pass_target(&self) {
                 match self {
-                    $(#[cfg(feature = $feature)] WgpuScope::$variant(w) => w.offer_pass_target(),)*
+                    $(WgpuScope::$variant(w) => w.offer_pass_target(),)*
                 }
             }
         }
@@ -168,8 +161,7 @@ macro_rules! scope_of_majors {
         /// queue: another backend may time the span.
         pub(crate) fn span_bracket_if_registered(site: &'static Site) -> Option<GpuScope> {
             $(
-                #[cfg(feature = $feature)]
-                if let Some(gpu) = super::$module::backend::span_bracket(site) {
+                if let Some(gpu) = crate::wgpu::$module::backend::span_bracket(site) {
                     return Some(gpu);
                 }
             )*
@@ -179,10 +171,9 @@ macro_rules! scope_of_majors {
         /// The adapter the registered device `id` came from (device ids are per major: with two
         /// majors' devices registered, the first major's).
         #[cfg(feature = "_devices")] // read by the device monitor
-        pub(crate) fn adapter_info(id: u32) -> Option<super::AdapterFacts> {
+        pub(crate) fn adapter_info(id: u32) -> Option<crate::wgpu::AdapterFacts> {
             $(
-                #[cfg(feature = $feature)]
-                if let Some(info) = super::$module::backend::adapter_info(id) {
+                if let Some(info) = crate::wgpu::$module::backend::adapter_info(id) {
                     return Some(info);
                 }
             )*
@@ -196,10 +187,7 @@ macro_rules! scope_of_majors {
         pub(crate) fn attach_push(site: &'static Site, timed: bool) -> bool {
             let mut pushed = true;
             $(
-                #[cfg(feature = $feature)]
-                {
-                    pushed &= super::$module::backend::attach::push(site, timed);
-                }
+                pushed &= crate::wgpu::$module::backend::attach::push(site, timed);
             )*
             pushed
         }
@@ -209,8 +197,7 @@ macro_rules! scope_of_majors {
         pub(crate) fn attach_pop() -> Option<((u32, u64), WgpuScope)> {
             let mut found: Option<((u32, u64), WgpuScope)> = None;
             $(
-                #[cfg(feature = $feature)]
-                if let Some((ids, w)) = super::$module::backend::attach::pop() {
+                if let Some((ids, w)) = crate::wgpu::$module::backend::attach::pop() {
                     match found {
                         None => found = Some((ids, WgpuScope::$variant(w))),
                         Some(_) => w.forget(),
@@ -226,21 +213,17 @@ macro_rules! scope_of_majors {
         pub(crate) fn attach_park() -> Option<(u32, u64)> {
             let mut guarded = false;
             $(
-                #[cfg(feature = $feature)]
-                {
-                    guarded |= super::$module::backend::attach::top_guarded();
-                }
+                guarded |= crate::wgpu::$module::backend::attach::top_guarded();
             )*
             if !guarded {
                 return None;
             }
             let mut ids = None;
             $(
-                #[cfg(feature = $feature)]
-                match super::$module::backend::attach::park() {
+                match crate::wgpu::$module::backend::attach::park() {
                     Some(i) => ids = ids.or(Some(i)),
                     None => {
-                        if let Some((_, w)) = super::$module::backend::attach::pop() {
+                        if let Some((_, w)) = crate::wgpu::$module::backend::attach::pop() {
                             w.forget();
                         }
                     }
@@ -253,21 +236,16 @@ macro_rules! scope_of_majors {
         /// again, with fresh slots for the other majors. Whether one was parked.
         pub(crate) fn attach_unpark(scope_id: u64, site: &'static Site, timed: bool) -> bool {
             $(
-                #[cfg(feature = $feature)]
-                let $module = super::$module::backend::attach::unpark(scope_id);
+                let $module = crate::wgpu::$module::backend::attach::unpark(scope_id);
             )*
             let mut any = false;
             $(
-                #[cfg(feature = $feature)]
-                {
-                    any |= $module;
-                }
+                any |= $module;
             )*
             if any {
                 $(
-                    #[cfg(feature = $feature)]
                     if !$module {
-                        super::$module::backend::attach::push(site, timed);
+                        crate::wgpu::$module::backend::attach::push(site, timed);
                     }
                 )*
             }

@@ -1,21 +1,8 @@
 //! wgpu 29 (feature `wgpu-29`): `major.rs` and the backend compiled against it, with its
-//! wgpu-profiler release. Adding a major is a copy of this file (docs/wgpu.md).
+//! wgpu-profiler release. Adding a major is a copy of this file and of `v29/imp.rs`
+//! (docs/wgpu.md).
 
 use ::wgpu29 as wgpu;
-#[cfg(feature = "enabled")]
-use ::wgpu_profiler_29 as wgpu_profiler;
-
-/// Items of the backend interface (`wgpu::custom`) only this major has: kept here, dropped in
-/// the other (`backend/instrument/forward.rs`).
-#[cfg(feature = "enabled")]
-macro_rules! only_29 {
-    ($($item:item)*) => { $($item)* };
-}
-/// Items only the other major has.
-#[cfg(feature = "enabled")]
-macro_rules! only_30 {
-    ($($item:item)*) => {};
-}
 
 // Implements `api.rs`'s sealed traits, whose methods take gpuspan's own scope types. Loaded once
 // per major on purpose (`duplicate_mod`), as is the backend.
@@ -23,16 +10,13 @@ macro_rules! only_30 {
 #[path = "major.rs"]
 mod major;
 #[cfg(feature = "enabled")]
-pub use major::PassThroughGuard;
+pub use major::imp::PassThroughGuard;
 
-/// This major as gpuspan names it (the resolver's pending work).
+/// The timing, compiled against this major (`v29/imp.rs`).
 #[cfg(feature = "enabled")]
-const NAME: &str = "wgpu 29";
-
+mod imp;
 #[cfg(feature = "enabled")]
-#[allow(clippy::duplicate_mod)]
-#[path = "backend/mod.rs"]
-pub(crate) mod backend;
+pub(crate) use imp::backend;
 
 /// The calls whose shape differs between majors, for `major.rs` and the backend.
 ///

@@ -64,7 +64,7 @@ pub(crate) fn register(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &w
     let name = format!("{} ({:?})", info.name, info.backend);
     let state = known_device(device, Some(queue), Some(&name));
     // Lets the device monitor match this device's records to its GPU by PCI bus id.
-    remember_adapter(state.label.id, crate::wgpu::api::Info::facts(&info));
+    remember_adapter(state.label.id, crate::wgpu::Info::facts(&info));
     check_features(&state);
 }
 
