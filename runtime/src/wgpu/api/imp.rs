@@ -19,7 +19,7 @@ pub trait PassDescriptor<'a>: Clone {
 }
 
 /// A `wgpu::AdapterInfo` of a supported major.
-#[allow(unreachable_pub)] // the bound of the monitor's `describe_adapter` (features `nvml`, `testing`)
+#[allow(unreachable_pub)] // the bound of the monitor's `describe_adapter` (feature `nvml`), lent to `gpuspan-testing`
 pub trait Info {
     /// What the device monitor matches NVML devices by.
     fn facts(&self) -> crate::wgpu::AdapterFacts;
