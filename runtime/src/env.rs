@@ -40,8 +40,6 @@ use crate::sampling::state::DEFAULT_THRESHOLD_US;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::str::FromStr;
-#[cfg(feature = "_devices")]
-use std::time::Duration;
 
 const VOCABULARY: &str = "on/off, 1/0, true/false or yes/no";
 
@@ -221,52 +219,57 @@ pub(crate) fn cupti_dump() -> Option<OsString> {
     os("GPUSPAN_CUPTI_DUMP")
 }
 
-/// `GPUSPAN_MONITOR`: whether `init` starts the NVML monitor (default on).
 #[cfg(feature = "_devices")]
-pub(crate) fn monitor() -> bool {
-    switch("GPUSPAN_MONITOR", true).unwrap_or(true)
-}
+pub(crate) use devices::*;
 
-/// `GPUSPAN_MONITOR_INTERVAL_MS`, at least `min`.
+/// The device monitor's readers, built with a device reader (`_devices`).
 #[cfg(feature = "_devices")]
-pub(crate) fn monitor_interval(default: Duration, min: Duration) -> Option<Duration> {
-    let min_ms = u64::try_from(min.as_millis()).unwrap_or(u64::MAX);
-    let default_ms = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
-    number("GPUSPAN_MONITOR_INTERVAL_MS", "a whole number of milliseconds", default_ms, min_ms)
-        .map(Duration::from_millis)
-}
+mod devices {
+    use super::{note_once, number, os, switch, text};
+    use std::ffi::OsString;
+    use std::time::Duration;
 
-/// `GPUSPAN_MONITOR_HISTORY`: samples kept per device, at least 1.
-#[cfg(feature = "_devices")]
-pub(crate) fn monitor_history(default: usize) -> Option<usize> {
-    number("GPUSPAN_MONITOR_HISTORY", "a whole number of samples", default, 1)
-}
+    /// `GPUSPAN_MONITOR`: whether `init` starts the NVML monitor (default on).
+    pub(crate) fn monitor() -> bool {
+        switch("GPUSPAN_MONITOR", true).unwrap_or(true)
+    }
 
-/// `GPUSPAN_MONITOR_CPU_PERCENT`: the sampler's CPU budget in percent of one core (> 0).
-#[cfg(feature = "_devices")]
-pub(crate) fn monitor_cpu_percent(default: f64) -> Option<f64> {
-    let v = text("GPUSPAN_MONITOR_CPU_PERCENT")?;
-    match v.parse::<f64>() {
-        Ok(p) if p > 0.0 && p.is_finite() => Some(p),
-        _ => {
-            note_once(format_args!(
-                "GPUSPAN_MONITOR_CPU_PERCENT={v:?} is not a positive number; using {default} (the default)"
-            ));
-            None
+    /// `GPUSPAN_MONITOR_INTERVAL_MS`, at least `min`.
+    pub(crate) fn monitor_interval(default: Duration, min: Duration) -> Option<Duration> {
+        let min_ms = u64::try_from(min.as_millis()).unwrap_or(u64::MAX);
+        let default_ms = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+        number("GPUSPAN_MONITOR_INTERVAL_MS", "a whole number of milliseconds", default_ms, min_ms)
+            .map(Duration::from_millis)
+    }
+
+    /// `GPUSPAN_MONITOR_HISTORY`: samples kept per device, at least 1.
+    pub(crate) fn monitor_history(default: usize) -> Option<usize> {
+        number("GPUSPAN_MONITOR_HISTORY", "a whole number of samples", default, 1)
+    }
+
+    /// `GPUSPAN_MONITOR_CPU_PERCENT`: the sampler's CPU budget in percent of one core (> 0).
+    pub(crate) fn monitor_cpu_percent(default: f64) -> Option<f64> {
+        let v = text("GPUSPAN_MONITOR_CPU_PERCENT")?;
+        match v.parse::<f64>() {
+            Ok(p) if p > 0.0 && p.is_finite() => Some(p),
+            _ => {
+                note_once(format_args!(
+                    "GPUSPAN_MONITOR_CPU_PERCENT={v:?} is not a positive number; using {default} (the default)"
+                ));
+                None
+            }
         }
     }
-}
 
-/// `GPUSPAN_NVML_LIBRARY`: the NVML library to load instead of the driver's.
-#[cfg(feature = "_devices")]
-pub(crate) fn nvml_library() -> Option<OsString> {
-    os("GPUSPAN_NVML_LIBRARY")
-}
+    /// `GPUSPAN_NVML_LIBRARY`: the NVML library to load instead of the driver's.
+    pub(crate) fn nvml_library() -> Option<OsString> {
+        os("GPUSPAN_NVML_LIBRARY")
+    }
 
-/// `GPUSPAN_ROCM_SMI_LIBRARY`: the ROCm SMI library to load instead of ROCm's.
-#[cfg(feature = "_devices")]
-pub(crate) fn rocm_smi_library() -> Option<OsString> {
-    os("GPUSPAN_ROCM_SMI_LIBRARY")
+    /// `GPUSPAN_ROCM_SMI_LIBRARY`: the ROCm SMI library to load instead of ROCm's.
+    pub(crate) fn rocm_smi_library() -> Option<OsString> {
+        os("GPUSPAN_ROCM_SMI_LIBRARY")
+    }
 }
 
 /// `XDG_RUNTIME_DIR`, where the per-user runtime directory is (not checked here).
