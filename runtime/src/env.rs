@@ -139,7 +139,7 @@ pub(crate) fn trace_file() -> Option<PathOrSwitch> {
     path_or_switch("GPUSPAN_TRACE_FILE")
 }
 
-/// What `GPUSPAN_TRACE_FORMAT` names (the public `TraceFormat` is made from it in config.rs, which
+/// What `GPUSPAN_TRACE_FORMAT` names (the public `TraceFormat` is made from it in config/imp.rs, which
 /// this file does not import).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TimelineFormat {
@@ -334,7 +334,8 @@ mod tests {
 
     /// Each `GPUSPAN_*` variable is read in one place (decision 70): no file but this one reads
     /// the environment for one, each is named by one reader here, each reader is called from
-    /// one file, and the readers of the settings `Config` holds are called from config.rs only
+    /// one file, and the readers of the settings `Config` holds are called from `Config` only
+    /// (config/imp.rs)
     /// (so that `init()`, or the first use without it, resolves them once: settings.rs).
     #[test]
     fn each_gpuspan_variable_is_read_in_one_place() {
@@ -382,7 +383,7 @@ mod tests {
                 .filter(|(file, code)| *file != "env.rs" && code.contains(&format!("env::{reader}(")))
                 .map(|(file, _)| file)
                 .collect();
-            assert_eq!(callers, ["config.rs"], "the setting read by env::{reader} is read outside `Config`");
+            assert_eq!(callers, ["config/imp.rs"], "the setting read by env::{reader} is read outside `Config`");
         }
     }
 
