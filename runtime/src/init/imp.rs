@@ -4,11 +4,10 @@
 use super::Guard;
 use crate::config::{Config, TraceFile, TraceFormat};
 use crate::export::capture_file::{self, CaptureFile};
-#[cfg(unix)]
-use crate::export::live::Live;
 use crate::export::timeline::Timeline;
 use crate::pipeline::Sink;
 use crate::running::{Run, Running};
+use live::{start_live, Live};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -140,39 +139,43 @@ pub(super) fn init(c: Config) -> Guard {
     guard
 }
 
-/// The live feed, in the private directory (said once when it cannot be served).
+/// The live feed on Unix, in the private directory (said once when it cannot be served).
 #[cfg(unix)]
-fn start_live() -> Option<Live> {
-    let dir = crate::export::file::private_dir()
-        .map_err(|e| {
-            crate::diagnostics::note_once(format_args!(
-                "no live feed: there is no private directory for its socket ({e})"
-            ))
-        })
-        .ok()?;
-    Live::start(&dir).map_err(crate::diagnostics::note_once).ok()
+mod live {
+    pub(super) use crate::export::live::Live;
+
+    pub(super) fn start_live() -> Option<Live> {
+        let dir = crate::export::file::private_dir()
+            .map_err(|e| {
+                crate::diagnostics::note_once(format_args!(
+                    "no live feed: there is no private directory for its socket ({e})"
+                ))
+            })
+            .ok()?;
+        Live::start(&dir).map_err(crate::diagnostics::note_once).ok()
+    }
 }
 
 /// No Unix socket, no feed: a type with no value, so `Started` needs no `cfg` of its own.
 #[cfg(not(unix))]
-#[derive(Debug)]
-enum Live {}
+mod live {
+    #[derive(Debug)]
+    pub(super) enum Live {}
 
-#[cfg(not(unix))]
-impl Live {
-    fn path(&self) -> &std::path::Path {
-        match *self {}
+    impl Live {
+        pub(super) fn path(&self) -> &std::path::Path {
+            match *self {}
+        }
+
+        pub(super) fn stop(self) {
+            match self {}
+        }
     }
 
-    fn stop(self) {
-        match self {}
+    pub(super) fn start_live() -> Option<Live> {
+        crate::diagnostics::note_once("no live feed: it is served on a Unix socket, which this platform does not have");
+        None
     }
-}
-
-#[cfg(not(unix))]
-fn start_live() -> Option<Live> {
-    crate::diagnostics::note_once("no live feed: it is served on a Unix socket, which this platform does not have");
-    None
 }
 
 /// `<program>-<pid>.<extension>` in the private directory; `None` (said once) when there is
