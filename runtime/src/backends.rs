@@ -525,7 +525,7 @@ mod tests {
     fn the_span_layer_reaches_backends_through_the_seam() {
         let names = ["crate::cuda", "crate::wgpu", "GpuScope::"];
         let mut found = Vec::new();
-        for file in ["span_scopes.rs", "span_scopes/selected.rs"] {
+        for file in ["span_scopes.rs", "span_scopes/imp/selected.rs"] {
             for (i, line) in code(&src().join(file)).iter().enumerate() {
                 if let Some(name) = names.iter().find(|n| line.contains(*n)) {
                     found.push(format!("{file}:{}: {name}", i + 1));

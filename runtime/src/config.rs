@@ -2,6 +2,10 @@
 
 use std::path::PathBuf;
 
+// What only the instrumented build uses: the reading of the environment, paths' formats.
+#[cfg(feature = "enabled")]
+mod imp;
+
 /// Where the timeline (or the capture) goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TraceFile {
@@ -10,17 +14,6 @@ pub(crate) enum TraceFile {
     Default,
     Path(PathBuf),
     Off,
-}
-
-#[cfg(feature = "enabled")]
-impl From<crate::env::PathOrSwitch> for TraceFile {
-    fn from(v: crate::env::PathOrSwitch) -> Self {
-        match v {
-            crate::env::PathOrSwitch::Switch(true) => TraceFile::Default,
-            crate::env::PathOrSwitch::Switch(false) => TraceFile::Off,
-            crate::env::PathOrSwitch::Path(p) => TraceFile::Path(p),
-        }
-    }
 }
 
 /// The timeline's file format ([`Config::trace_format`], `GPUSPAN_TRACE_FORMAT`).
@@ -33,20 +26,6 @@ pub enum TraceFormat {
     /// flows and counters): Perfetto's own format, about 0.4× the JSON's size
     /// (docs/benchmarks.md).
     Perfetto,
-}
-
-impl TraceFormat {
-    /// The format a timeline path asks for: Perfetto's for a name ending in `.pftrace` or
-    /// `.perfetto-trace` (the extensions Perfetto's own tools write), JSON for any other.
-    #[cfg(feature = "enabled")]
-    pub(crate) fn of_path(path: &std::path::Path) -> TraceFormat {
-        let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
-        if name.ends_with(".pftrace") || name.ends_with(".perfetto-trace") {
-            TraceFormat::Perfetto
-        } else {
-            TraceFormat::Json
-        }
-    }
 }
 
 /// The settings one collector holds for the whole run, as `init` was given them or (without
@@ -116,44 +95,11 @@ impl Config {
     /// Defaults, then the `GPUSPAN_*` environment variables of the table above (`GPUSPAN`
     /// itself is read by the run-time switch, on the first annotated call or at [`init`](crate::init())).
     pub fn from_env() -> Self {
-        // Without `enabled` nothing here would be used, so nothing is read.
-        #[cfg_attr(not(feature = "enabled"), allow(unused_mut))]
-        let mut c = Config { otlp: crate::otlp_choice::from_env(), ..Config::default() };
+        let c = Config { otlp: crate::otlp_choice::from_env(), ..Config::default() };
+        // Without `enabled` nothing else here would be used, so nothing else is read.
         #[cfg(feature = "enabled")]
-        {
-            use crate::env;
-            if let Some(on) = env::summary() {
-                c.summary = on;
-            }
-            if let Some(t) = env::trace_file() {
-                c.trace_file = t.into();
-            }
-            if let Some(f) = env::trace_format() {
-                c.trace_format = Some(match f {
-                    env::TimelineFormat::Json => TraceFormat::Json,
-                    env::TimelineFormat::Perfetto => TraceFormat::Perfetto,
-                });
-            }
-            if let Some(t) = env::capture() {
-                c.capture = t.into();
-            }
-            c.settings = Config::settings_from_env();
-            if let Some(on) = env::on_signal() {
-                c.flush_on_signal = Some(on);
-            }
-            if let Some(on) = env::live() {
-                c.live = on;
-            }
-        }
+        let c = c.with_env();
         c
-    }
-
-    /// The part of [`Config::from_env`] the collector holds for the whole run: also what a
-    /// program that never calls `init` runs with (`settings.rs` reads it once, at the first use).
-    #[cfg(feature = "enabled")]
-    pub(crate) fn settings_from_env() -> Settings {
-        use crate::env;
-        Settings { threshold_us: env::threshold_us(), trace_all: env::trace_all(), spans: env::spans() }
     }
 
     /// Print the summary table at shutdown (default on).
@@ -259,23 +205,5 @@ impl Config {
     pub fn timeline_capacity(mut self, events: usize) -> Self {
         self.timeline_capacity = events;
         self
-    }
-}
-
-#[cfg(all(test, feature = "enabled"))]
-mod tests {
-    use super::TraceFormat;
-    use std::path::Path;
-
-    /// Perfetto's extensions ask for its format, in any case; every other name (and a name
-    /// that only contains one) is JSON.
-    #[test]
-    fn a_path_ending_in_a_perfetto_extension_asks_for_the_native_format() {
-        for p in ["run.pftrace", "/tmp/a/run.PFTRACE", "x.perfetto-trace"] {
-            assert_eq!(TraceFormat::of_path(Path::new(p)), TraceFormat::Perfetto, "{p}");
-        }
-        for p in ["run.json", "run.trace.json", "pftrace", "run.pftrace.json", "dir.pftrace/run", ""] {
-            assert_eq!(TraceFormat::of_path(Path::new(p)), TraceFormat::Json, "{p}");
-        }
     }
 }

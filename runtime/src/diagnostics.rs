@@ -6,19 +6,14 @@
 
 use std::fmt;
 
+// Everything only the instrumented build uses: the counts, the notes and the writer.
 #[cfg(feature = "enabled")]
-pub(crate) mod state;
+mod imp;
 #[cfg(feature = "enabled")]
-pub(crate) use state::{say, Losses};
-
-/// The process's losses: those of its [`Collector`](crate::collector::Collector). Not inlined:
-/// generic code that counts a loss (the OTLP export's) would otherwise name the collector in
-/// other crates (see [`note_once`]).
-#[cfg(feature = "enabled")]
-#[inline(never)]
-pub(crate) fn losses() -> &'static Losses {
-    &crate::collector::collector().losses
-}
+pub(crate) use imp::{
+    losses, notes, state,
+    state::{say, Losses},
+};
 
 /// Says `message` once per process (per distinct text) and keeps it for the summary.
 ///
@@ -26,29 +21,7 @@ pub(crate) fn losses() -> &'static Losses {
 /// Without the `enabled` feature the message is dropped.
 pub(crate) fn note_once(message: impl fmt::Display) {
     #[cfg(feature = "enabled")]
-    note_text_once(message.to_string());
+    imp::note_text_once(message.to_string());
     #[cfg(not(feature = "enabled"))]
     let _ = message;
-}
-
-/// [`note_once`] of a text: not generic, so that no code outside this crate names the collector
-/// (its symbol would be exported, and every access to it go through the GOT: one more load on
-/// the hot path).
-#[cfg(feature = "enabled")]
-#[inline(never)]
-fn note_text_once(message: String) {
-    let fresh = crate::collector::collector().notes.0.lock().map(|mut n| n.insert(message.clone())).unwrap_or(false);
-    if fresh {
-        if tracing::dispatcher::has_been_set() {
-            tracing::warn!(target: "gpuspan", "{message}");
-        } else {
-            say(format_args!("gpuspan: {message}"));
-        }
-    }
-}
-
-/// Everything said so far, for the summary.
-#[cfg(feature = "enabled")]
-pub(crate) fn notes() -> Vec<String> {
-    crate::collector::collector().notes.0.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
 }

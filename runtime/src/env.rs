@@ -40,8 +40,6 @@ use crate::sampling::state::DEFAULT_THRESHOLD_US;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::str::FromStr;
-#[cfg(feature = "_devices")]
-use std::time::Duration;
 
 const VOCABULARY: &str = "on/off, 1/0, true/false or yes/no";
 
@@ -141,7 +139,7 @@ pub(crate) fn trace_file() -> Option<PathOrSwitch> {
     path_or_switch("GPUSPAN_TRACE_FILE")
 }
 
-/// What `GPUSPAN_TRACE_FORMAT` names (the public `TraceFormat` is made from it in config.rs, which
+/// What `GPUSPAN_TRACE_FORMAT` names (the public `TraceFormat` is made from it in config/imp.rs, which
 /// this file does not import).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TimelineFormat {
@@ -221,52 +219,57 @@ pub(crate) fn cupti_dump() -> Option<OsString> {
     os("GPUSPAN_CUPTI_DUMP")
 }
 
-/// `GPUSPAN_MONITOR`: whether `init` starts the NVML monitor (default on).
 #[cfg(feature = "_devices")]
-pub(crate) fn monitor() -> bool {
-    switch("GPUSPAN_MONITOR", true).unwrap_or(true)
-}
+pub(crate) use devices::*;
 
-/// `GPUSPAN_MONITOR_INTERVAL_MS`, at least `min`.
+/// The device monitor's readers, built with a device reader (`_devices`).
 #[cfg(feature = "_devices")]
-pub(crate) fn monitor_interval(default: Duration, min: Duration) -> Option<Duration> {
-    let min_ms = u64::try_from(min.as_millis()).unwrap_or(u64::MAX);
-    let default_ms = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
-    number("GPUSPAN_MONITOR_INTERVAL_MS", "a whole number of milliseconds", default_ms, min_ms)
-        .map(Duration::from_millis)
-}
+mod devices {
+    use super::{note_once, number, os, switch, text};
+    use std::ffi::OsString;
+    use std::time::Duration;
 
-/// `GPUSPAN_MONITOR_HISTORY`: samples kept per device, at least 1.
-#[cfg(feature = "_devices")]
-pub(crate) fn monitor_history(default: usize) -> Option<usize> {
-    number("GPUSPAN_MONITOR_HISTORY", "a whole number of samples", default, 1)
-}
+    /// `GPUSPAN_MONITOR`: whether `init` starts the NVML monitor (default on).
+    pub(crate) fn monitor() -> bool {
+        switch("GPUSPAN_MONITOR", true).unwrap_or(true)
+    }
 
-/// `GPUSPAN_MONITOR_CPU_PERCENT`: the sampler's CPU budget in percent of one core (> 0).
-#[cfg(feature = "_devices")]
-pub(crate) fn monitor_cpu_percent(default: f64) -> Option<f64> {
-    let v = text("GPUSPAN_MONITOR_CPU_PERCENT")?;
-    match v.parse::<f64>() {
-        Ok(p) if p > 0.0 && p.is_finite() => Some(p),
-        _ => {
-            note_once(format_args!(
-                "GPUSPAN_MONITOR_CPU_PERCENT={v:?} is not a positive number; using {default} (the default)"
-            ));
-            None
+    /// `GPUSPAN_MONITOR_INTERVAL_MS`, at least `min`.
+    pub(crate) fn monitor_interval(default: Duration, min: Duration) -> Option<Duration> {
+        let min_ms = u64::try_from(min.as_millis()).unwrap_or(u64::MAX);
+        let default_ms = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+        number("GPUSPAN_MONITOR_INTERVAL_MS", "a whole number of milliseconds", default_ms, min_ms)
+            .map(Duration::from_millis)
+    }
+
+    /// `GPUSPAN_MONITOR_HISTORY`: samples kept per device, at least 1.
+    pub(crate) fn monitor_history(default: usize) -> Option<usize> {
+        number("GPUSPAN_MONITOR_HISTORY", "a whole number of samples", default, 1)
+    }
+
+    /// `GPUSPAN_MONITOR_CPU_PERCENT`: the sampler's CPU budget in percent of one core (> 0).
+    pub(crate) fn monitor_cpu_percent(default: f64) -> Option<f64> {
+        let v = text("GPUSPAN_MONITOR_CPU_PERCENT")?;
+        match v.parse::<f64>() {
+            Ok(p) if p > 0.0 && p.is_finite() => Some(p),
+            _ => {
+                note_once(format_args!(
+                    "GPUSPAN_MONITOR_CPU_PERCENT={v:?} is not a positive number; using {default} (the default)"
+                ));
+                None
+            }
         }
     }
-}
 
-/// `GPUSPAN_NVML_LIBRARY`: the NVML library to load instead of the driver's.
-#[cfg(feature = "_devices")]
-pub(crate) fn nvml_library() -> Option<OsString> {
-    os("GPUSPAN_NVML_LIBRARY")
-}
+    /// `GPUSPAN_NVML_LIBRARY`: the NVML library to load instead of the driver's.
+    pub(crate) fn nvml_library() -> Option<OsString> {
+        os("GPUSPAN_NVML_LIBRARY")
+    }
 
-/// `GPUSPAN_ROCM_SMI_LIBRARY`: the ROCm SMI library to load instead of ROCm's.
-#[cfg(feature = "_devices")]
-pub(crate) fn rocm_smi_library() -> Option<OsString> {
-    os("GPUSPAN_ROCM_SMI_LIBRARY")
+    /// `GPUSPAN_ROCM_SMI_LIBRARY`: the ROCm SMI library to load instead of ROCm's.
+    pub(crate) fn rocm_smi_library() -> Option<OsString> {
+        os("GPUSPAN_ROCM_SMI_LIBRARY")
+    }
 }
 
 /// `XDG_RUNTIME_DIR`, where the per-user runtime directory is (not checked here).
@@ -331,7 +334,8 @@ mod tests {
 
     /// Each `GPUSPAN_*` variable is read in one place (decision 70): no file but this one reads
     /// the environment for one, each is named by one reader here, each reader is called from
-    /// one file, and the readers of the settings `Config` holds are called from config.rs only
+    /// one file, and the readers of the settings `Config` holds are called from `Config` only
+    /// (config/imp.rs)
     /// (so that `init()`, or the first use without it, resolves them once: settings.rs).
     #[test]
     fn each_gpuspan_variable_is_read_in_one_place() {
@@ -379,7 +383,7 @@ mod tests {
                 .filter(|(file, code)| *file != "env.rs" && code.contains(&format!("env::{reader}(")))
                 .map(|(file, _)| file)
                 .collect();
-            assert_eq!(callers, ["config.rs"], "the setting read by env::{reader} is read outside `Config`");
+            assert_eq!(callers, ["config/imp.rs"], "the setting read by env::{reader} is read outside `Config`");
         }
     }
 

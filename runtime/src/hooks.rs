@@ -13,22 +13,28 @@ pub(crate) fn add_summary_section(f: SummarySection) {
     crate::collector::collector().leaves.add_summary_section(f);
 }
 
-/// Registers a counter track source for the timeline.
-#[cfg(feature = "_wgpu")] // the one backend that counts memory itself
-pub(crate) fn add_counter_track(f: CounterSource) {
-    crate::collector::collector().leaves.add_counter_track(f);
-}
+#[cfg(feature = "_wgpu")]
+pub(crate) use memory::{add_counter_track, add_memory_accounts, add_memory_source};
 
-/// Registers a backend's own count of device memory, for `track_memory`.
-#[cfg(feature = "_wgpu")] // the one backend that counts memory itself
-pub(crate) fn add_memory_source(f: MemorySource) {
-    crate::collector::collector().leaves.add_memory_source(f);
-}
+/// What only wgpu registers: it is the one backend that counts memory itself.
+#[cfg(feature = "_wgpu")]
+mod memory {
+    use super::{AccountSource, CounterSource, MemorySource};
 
-/// Registers a backend's memory accounts, for the capture file and the OTLP export.
-#[cfg(feature = "_wgpu")] // the one backend that counts memory itself
-pub(crate) fn add_memory_accounts(f: AccountSource) {
-    crate::collector::collector().leaves.add_memory_accounts(f);
+    /// Registers a counter track source for the timeline.
+    pub(crate) fn add_counter_track(f: CounterSource) {
+        crate::collector::collector().leaves.add_counter_track(f);
+    }
+
+    /// Registers a backend's own count of device memory, for `track_memory`.
+    pub(crate) fn add_memory_source(f: MemorySource) {
+        crate::collector::collector().leaves.add_memory_source(f);
+    }
+
+    /// Registers a backend's memory accounts, for the capture file and the OTLP export.
+    pub(crate) fn add_memory_accounts(f: AccountSource) {
+        crate::collector::collector().leaves.add_memory_accounts(f);
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! so that the scope and the record name no exporter.
 
 #[cfg(feature = "otlp")]
-pub(crate) use crate::otlp::parent::{capture_parent as capture, capture_span_parent as capture_span, Parent};
+pub(crate) use crate::otlp::imp::parent::{capture_parent as capture, capture_span_parent as capture_span, Parent};
 #[cfg(not(feature = "otlp"))]
 pub(crate) use nothing::{capture, capture_span, Parent};
 

@@ -4,68 +4,11 @@
 //! off only [`ByteCount`] is compiled: the off expansion names it (never calls it) so that a
 //! `bytes = ..` of the wrong type is the same error in both modes.
 
+// The exit probe: only the instrumented expansion asks how a call ended.
 #[cfg(feature = "enabled")]
-/// What a value leaving a function (by `return`, `?` or the tail) says about the call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// `Ok(_)` / `Some(_)`: with `?`, the function goes on.
-    Continue,
-    /// `Err(_)`: the call failed; with `?`, the function returns.
-    Error,
-    /// `None`: with `?`, the function returns, but that is not a failure.
-    Early,
-    /// Any other type: nothing to learn from it.
-    Unknown,
-}
-
+mod imp;
 #[cfg(feature = "enabled")]
-/// Wraps a reference to the value being probed.
-#[derive(Debug)]
-pub struct Probe<'a, T: ?Sized>(pub &'a T);
-
-#[cfg(feature = "enabled")]
-/// Chosen for `Result` and `Option` (method found on `Probe<T>` itself).
-pub trait ProbeExit {
-    fn gpuspan_exit(&self) -> Exit;
-}
-
-#[cfg(feature = "enabled")]
-impl<T, E> ProbeExit for Probe<'_, Result<T, E>> {
-    #[inline(always)]
-    fn gpuspan_exit(&self) -> Exit {
-        if self.0.is_err() {
-            Exit::Error
-        } else {
-            Exit::Continue
-        }
-    }
-}
-
-#[cfg(feature = "enabled")]
-impl<T> ProbeExit for Probe<'_, Option<T>> {
-    #[inline(always)]
-    fn gpuspan_exit(&self) -> Exit {
-        if self.0.is_none() {
-            Exit::Early
-        } else {
-            Exit::Continue
-        }
-    }
-}
-
-#[cfg(feature = "enabled")]
-/// Chosen for every other type (method found only after auto-referencing).
-pub trait ProbeOther {
-    fn gpuspan_exit(&self) -> Exit;
-}
-
-#[cfg(feature = "enabled")]
-impl<T: ?Sized> ProbeOther for &Probe<'_, T> {
-    #[inline(always)]
-    fn gpuspan_exit(&self) -> Exit {
-        Exit::Unknown
-    }
-}
+pub use imp::{Exit, Probe, ProbeExit, ProbeOther};
 
 // Here rather than in `__private` (which only re-exports `byte_count`): errors name a trait by
 // its path, and a user should read `gpuspan::probe::ByteCount`, not a `__private` one.
@@ -121,43 +64,22 @@ pub fn debug_field<T: std::fmt::Debug>(v: &T) -> &dyn std::fmt::Debug {
 
 /// A `bytes = ..` expression came out negative: the call counts 0 bytes (and so gets no
 /// bandwidth), and the summary says so once rather than keep it silent.
-#[cfg(feature = "enabled")]
+/// A `bytes = ..` expression came out negative: the call counts 0 bytes (and so gets no
+/// bandwidth), and the summary says so once rather than keep it silent. Off, no call is ever
+/// made (the off expansion only names `byte_count` in dead code).
 #[cold]
 #[inline(never)]
 fn negative_byte_count() -> u64 {
+    #[cfg(feature = "enabled")]
     crate::diagnostics::note_once(
         "a `bytes = ..` expression was negative: those calls count 0 bytes and get no bandwidth",
     );
     0
 }
 
-/// Off, no call is ever made (the off expansion only names `byte_count` in dead code).
-#[cfg(not(feature = "enabled"))]
-fn negative_byte_count() -> u64 {
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    #[cfg(feature = "enabled")]
-    // The borrows are the point: the generated code borrows, and must pick the right impl.
-    #[allow(clippy::needless_borrow)]
-    fn results_options_and_others_are_told_apart() {
-        let ok: Result<u8, ()> = Ok(1);
-        let err: Result<u8, ()> = Err(());
-        assert_eq!((&Probe(&ok)).gpuspan_exit(), Exit::Continue);
-        assert_eq!((&Probe(&err)).gpuspan_exit(), Exit::Error);
-        assert_eq!((&Probe(&Some(1))).gpuspan_exit(), Exit::Continue);
-        assert_eq!((&Probe(&None::<u8>)).gpuspan_exit(), Exit::Early);
-        assert_eq!((&Probe(&5u32)).gpuspan_exit(), Exit::Unknown);
-        fn generic<T>(t: T) -> Exit {
-            (&Probe(&t)).gpuspan_exit()
-        }
-        assert_eq!(generic(err), Exit::Unknown, "generic types cannot be inspected");
-    }
 
     #[test]
     fn byte_counts_take_any_integer_and_clamp_to_u64() {

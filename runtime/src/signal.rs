@@ -20,6 +20,7 @@
 
 pub(crate) mod state;
 
+/// Unix: the SIGINT/SIGTERM watcher and the `atexit` hook.
 #[cfg(unix)]
 mod imp {
     use super::state::Signals;
@@ -154,23 +155,26 @@ mod imp {
     }
 }
 
-#[cfg(unix)]
 pub(crate) use imp::{flush_on_signal, on_exit};
 
 /// How a signal's watcher ends the run, then runs the closure before any other end can proceed
 /// (`init.rs`'s `shutdown_then`).
 pub(crate) type EndThen = fn(&dyn Fn());
 
-/// Said only when the program asked for it: by default, signals end the program as before.
+/// Elsewhere: no signals to catch, no `atexit`.
 #[cfg(not(unix))]
-pub(crate) fn flush_on_signal(asked: bool, _end: EndThen) {
-    if asked {
-        crate::diagnostics::note_once(
-            "the flush on SIGINT/SIGTERM is supported on Unix only; signals end the program as before",
-        );
-    }
-}
+mod imp {
+    use super::EndThen;
 
-/// Without `atexit` here, `process::exit` needs an explicit [`crate::shutdown`] first (docs/guide.md).
-#[cfg(not(unix))]
-pub(crate) fn on_exit(_end: fn()) {}
+    /// Said only when the program asked for it: by default, signals end the program as before.
+    pub(crate) fn flush_on_signal(asked: bool, _end: EndThen) {
+        if asked {
+            crate::diagnostics::note_once(
+                "the flush on SIGINT/SIGTERM is supported on Unix only; signals end the program as before",
+            );
+        }
+    }
+
+    /// Without `atexit` here, `process::exit` needs an explicit [`crate::shutdown`] first (docs/guide.md).
+    pub(crate) fn on_exit(_end: fn()) {}
+}

@@ -1,11 +1,16 @@
 //! Static description of each annotated function, registered with `inventory` so the runtime
 //! can list every site, including those never reached.
 
-#[cfg(feature = "enabled")]
-use crate::aggregate::state::SiteStats;
-#[cfg(feature = "enabled")]
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+
+// Everything only the instrumented build uses: what a scope marks on its site, and the
+// registries of sites.
+#[cfg(feature = "enabled")]
+mod imp;
+#[cfg(feature = "enabled")]
+pub(crate) use imp::AtRunTime;
+#[cfg(feature = "enabled")]
+pub use imp::SiteRef;
 
 pub use gpuspan_capture::{Backend, Direction, SiteKind};
 
@@ -67,7 +72,7 @@ pub struct Site {
     /// What the attribute said about it.
     pub desc: SiteDesc,
     #[cfg(feature = "enabled")]
-    pub(crate) stats: SiteStats,
+    pub(crate) stats: crate::aggregate::state::SiteStats,
     /// Neither a threshold of its own nor `trace_all`: a short call is known in raw ticks by the
     /// global floor (`sampling::below_floor`). Fixed at compile time, so the check is one load.
     #[cfg(feature = "enabled")]
@@ -75,7 +80,7 @@ pub struct Site {
     /// A scope of this site was opened: a site with no finished call was still running at
     /// shutdown (an annotated `main`), not never reached.
     #[cfg(feature = "enabled")]
-    entered: AtomicBool,
+    entered: std::sync::atomic::AtomicBool,
     /// Why calls of a GPU site were timed on the host, when they were (first reason wins).
     host_reason: OnceLock<&'static str>,
     /// Made at run time for a selected application span (`span_scopes.rs`), not by an attribute.
@@ -90,18 +95,12 @@ impl Site {
             on_global_floor: !desc.trace_all && desc.threshold_us.is_none(),
             desc,
             #[cfg(feature = "enabled")]
-            stats: SiteStats::new(),
+            stats: crate::aggregate::state::SiteStats::new(),
             #[cfg(feature = "enabled")]
-            entered: AtomicBool::new(false),
+            entered: std::sync::atomic::AtomicBool::new(false),
             host_reason: OnceLock::new(),
             span: false,
         }
-    }
-
-    /// The site of a selected application span (`span_scopes.rs`): registered at run time.
-    #[cfg(feature = "enabled")]
-    pub(crate) fn for_span(desc: SiteDesc) -> Self {
-        Site { span: true, ..Site::new(desc) }
     }
 
     /// A selected `tracing` span's site (`gpuspan::layer()`), not an annotated function's: its
@@ -126,22 +125,6 @@ impl Site {
         (!self.span).then(|| self.qualified_function())
     }
 
-    /// Notes that a call of this site started: a load, and a store only the first time.
-    #[cfg(feature = "enabled")]
-    #[inline]
-    pub(crate) fn mark_entered(&self) {
-        if !self.entered.load(Ordering::Relaxed) {
-            self.entered.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Records why a call of this site could not get GPU timing (said once per site and reason
-    /// by the caller, shown in the summary's source column).
-    #[cfg(feature = "enabled")]
-    pub(crate) fn timed_on_host(&self, why: &'static str) {
-        let _ = self.host_reason.set(why);
-    }
-
     /// Why this site's calls were timed on the host: a fallback seen at run time, or a
     /// signature with no GPU resource in it.
     pub fn host_reason(&self) -> Option<&'static str> {
@@ -150,36 +133,8 @@ impl Site {
         })
     }
 
-    #[cfg(feature = "enabled")]
-    pub(crate) fn was_entered(&self) -> bool {
-        self.entered.load(Ordering::Relaxed)
-    }
-
     /// `module::function`, the name OpenTelemetry's `code.function.name` wants.
     pub fn qualified_function(&self) -> String {
         format!("{}::{}", self.desc.module_path, self.desc.function)
-    }
-}
-
-/// The registration `inventory` collects; one per annotated function.
-#[doc(hidden)]
-#[derive(Debug)]
-#[cfg(feature = "enabled")]
-pub struct SiteRef(pub &'static Site);
-
-#[cfg(feature = "enabled")]
-inventory::collect!(SiteRef);
-
-/// Sites registered at run time: one per callsite of a selected application span
-/// (`span_scopes.rs`), leaked, so `&'static` as the compiled-in ones are.
-/// Owned by the [`Collector`](crate::collector::Collector).
-#[cfg(feature = "enabled")]
-#[derive(Debug)]
-pub(crate) struct AtRunTime(pub(crate) std::sync::Mutex<Vec<&'static Site>>);
-
-#[cfg(feature = "enabled")]
-impl AtRunTime {
-    pub(crate) const fn new() -> Self {
-        AtRunTime(std::sync::Mutex::new(Vec::new()))
     }
 }

@@ -37,41 +37,16 @@
 //! exit lock its life. A selected one costs one registry lookup per entry and exit (not the per-layer
 //! filter's two), its by-time life's lock, and its backend's tag (a CUPTI window).
 
+// Everything only the instrumented build uses (the selection, the spans held, the census).
 #[cfg(feature = "enabled")]
-mod live;
+mod imp;
 #[cfg(feature = "enabled")]
-mod open_spans;
-#[cfg(feature = "enabled")]
-mod selected;
-#[cfg(feature = "enabled")]
-mod slot;
-#[cfg(feature = "enabled")]
-mod stretches;
-#[cfg(all(feature = "enabled", feature = "cuda"))]
-pub(crate) use open_spans::ByTime;
-#[cfg(all(feature = "enabled", feature = "cuda"))]
-pub(crate) use selected::by_time;
-#[cfg(all(feature = "enabled", feature = "cuda"))]
-pub(crate) use selected::unselected_at;
-#[cfg(feature = "enabled")]
-pub(crate) use selected::{init_selects, select_from_init, select_unless_given};
-#[cfg(all(feature = "enabled", feature = "_wgpu"))]
-pub(crate) use selected::{named_at, start_census};
-#[cfg(feature = "enabled")]
-pub(crate) use selected::{say_if_layer_missing, say_unselected_spans};
-#[cfg(feature = "enabled")]
-pub(crate) use slot::Selected;
-#[cfg(all(feature = "enabled", feature = "_wgpu"))]
-pub(crate) use {open_spans::WorkByTime, selected::work_by_time_now};
+pub(crate) use imp::*;
 
 use std::any::TypeId;
-#[cfg(feature = "enabled")]
-use std::sync::Arc;
 use tracing::span::{Attributes, Id, Record as Values};
 use tracing::subscriber::Interest;
 use tracing::{Dispatch, Event, Metadata, Subscriber};
-#[cfg(feature = "enabled")]
-use tracing_subscriber::filter::EnvFilter;
 use tracing_subscriber::filter::{Filtered, LevelFilter};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
@@ -92,7 +67,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     #[cfg(feature = "enabled")]
-    let selection = SpanSelection { fixed: None, fixed_follows_spans: true, callsites: live::Callsites::new() };
+    let selection = SpanSelection { fixed: None, fixed_follows_spans: true, callsites: imp::live::Callsites::new() };
     #[cfg(not(feature = "enabled"))]
     let selection = SpanSelection { _private: () };
     SpanLayer::new(selection)
@@ -108,9 +83,9 @@ where
 {
     #[cfg(feature = "enabled")]
     let selection = SpanSelection {
-        fixed: Some(selected::parse(Some(directives))),
-        fixed_follows_spans: selected::follows_spans(directives),
-        callsites: live::Callsites::new(),
+        fixed: Some(imp::selected::parse(Some(directives))),
+        fixed_follows_spans: imp::selected::follows_spans(directives),
+        callsites: imp::live::Callsites::new(),
     };
     #[cfg(not(feature = "enabled"))]
     let selection = {
@@ -139,7 +114,7 @@ where
 {
     fn new(selection: SpanSelection) -> Self {
         #[cfg(feature = "enabled")]
-        let scopes = SpanScopes { live: live::LiveSpans::new() };
+        let scopes = SpanScopes { live: imp::live::LiveSpans::new() };
         #[cfg(not(feature = "enabled"))]
         let scopes = SpanScopes { _private: () };
         SpanLayer { inner: scopes.with_filter(selection) }
@@ -266,7 +241,7 @@ where
 pub struct SpanScopes {
     /// The spans the filter enabled, per bucket of ids ([`SpanLayer`]'s one load).
     #[cfg(feature = "enabled")]
-    live: live::LiveSpans,
+    live: imp::live::LiveSpans,
     #[cfg(not(feature = "enabled"))]
     _private: (),
 }
@@ -277,14 +252,14 @@ pub struct SpanScopes {
 pub struct SpanSelection {
     /// `None`: the one `init` was given (or `GPUSPAN_SPANS`), read each time it is asked.
     #[cfg(feature = "enabled")]
-    fixed: Option<Option<Arc<EnvFilter>>>,
+    fixed: Option<Option<std::sync::Arc<tracing_subscriber::filter::EnvFilter>>>,
     /// The fixed selection has span directives (`[name]`, fields): its filter follows the spans
     /// entered. True for `init`'s, which may change.
     #[cfg(feature = "enabled")]
     fixed_follows_spans: bool,
     /// The callsites it did not switch off (the per-span question's one load).
     #[cfg(feature = "enabled")]
-    callsites: live::Callsites,
+    callsites: imp::live::Callsites,
     #[cfg(not(feature = "enabled"))]
     _private: (),
 }

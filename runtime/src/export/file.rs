@@ -6,6 +6,7 @@
 //!
 //! docs/decisions.md, decision 17, says why each rule is there.
 
+use os::{is_loop, kind, lock_exclusive, safe_open, size_limit, uid};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
@@ -16,36 +17,6 @@ const BUFFER: usize = 64 * 1024;
 
 fn refused(path: &Path, why: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{} {why}", path.display()))
-}
-
-/// What kind of thing a file type is, for messages.
-#[cfg(unix)]
-fn kind(t: fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else {
-        "not a regular file"
-    }
-}
-
-#[cfg(not(unix))]
-fn kind(t: fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else {
-        "not a regular file"
-    }
 }
 
 /// Whether gpuspan may put a file at `path`: nothing is there, or a regular file is (it gets
@@ -62,19 +33,6 @@ fn check_target(path: &Path) -> io::Result<()> {
         }
         Ok(_) => Ok(()),
     }
-}
-
-/// Open flags that make an open neither follow a link in the last component nor wait for a
-/// FIFO's reader (or a device): what is found is then checked before anything is written.
-#[cfg(unix)]
-fn safe_open(options: &mut OpenOptions) -> &mut OpenOptions {
-    use std::os::unix::fs::OpenOptionsExt;
-    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-}
-
-#[cfg(not(unix))]
-fn safe_open(options: &mut OpenOptions) -> &mut OpenOptions {
-    options
 }
 
 /// Refuses an opened file that is not a regular file (the open raced with someone replacing
@@ -150,30 +108,6 @@ fn with_pid(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Takes an exclusive advisory lock on `file` without waiting: `false` when another open file
-/// holds it. A file system that does not support locks counts as taken (nothing to coordinate
-/// with).
-#[cfg(unix)]
-fn lock_exclusive(file: &File) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor this function borrows, open for its duration.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(true);
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EWOULDBLOCK) => Ok(false),
-        Some(libc::EINTR) => lock_exclusive(file),
-        Some(libc::ENOLCK | libc::EINVAL | libc::EOPNOTSUPP) => Ok(true),
-        _ => Err(e),
-    }
-}
-
-#[cfg(not(unix))]
-fn lock_exclusive(_file: &File) -> io::Result<bool> {
-    Ok(true)
-}
-
 /// A file written from its start that never grows past the process's file-size limit
 /// (`RLIMIT_FSIZE`, `ulimit -f`): a write that would cross it writes up to it and the next one
 /// fails (`FileTooLarge`, naming the limit), where the system would raise SIGXFSZ, whose default
@@ -214,35 +148,6 @@ impl io::Write for Bounded {
 
     fn flush(&mut self) -> io::Result<()> {
         io::Write::flush(&mut self.file)
-    }
-}
-
-/// The soft `RLIMIT_FSIZE` in bytes; `None` when unlimited.
-#[cfg(unix)]
-fn size_limit() -> Option<u64> {
-    // SAFETY: getrlimit fills a plain C struct that may be zeroed.
-    let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut l) } != 0 || l.rlim_cur == libc::RLIM_INFINITY {
-        return None;
-    }
-    Some(l.rlim_cur as u64)
-}
-
-#[cfg(not(unix))]
-fn size_limit() -> Option<u64> {
-    None
-}
-
-/// `O_NOFOLLOW` on a link says ELOOP.
-fn is_loop(e: &io::Error) -> bool {
-    #[cfg(unix)]
-    {
-        e.raw_os_error() == Some(libc::ELOOP)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = e;
-        false
     }
 }
 
@@ -309,25 +214,10 @@ pub(crate) fn private_dir() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-#[cfg(unix)]
-fn uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-#[cfg(not(unix))]
-fn uid() -> u32 {
-    0
-}
-
 /// Makes `dir` (mode 0700) unless it exists, then checks that it is private.
 fn ensure_private(dir: &Path) -> io::Result<()> {
     let mut builder = fs::DirBuilder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
+    os::private_mode(&mut builder);
     match builder.create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -342,8 +232,89 @@ fn check_private(dir: &Path) -> io::Result<()> {
     if m.file_type().is_symlink() || !m.is_dir() {
         return Err(refused(dir, format_args!("is {}, not a directory of this user's", kind(m.file_type()))));
     }
-    #[cfg(unix)]
-    {
+    os::check_owner(dir, &m)
+}
+
+/// What only Unix has: no-follow and non-blocking opens, advisory locks, the file-size limit,
+/// owners and modes. The other platforms' [`os`] does without them.
+#[cfg(unix)]
+mod os {
+    use super::refused;
+    use std::fs::{self, File, OpenOptions};
+    use std::io;
+    use std::path::Path;
+
+    /// What kind of thing a file type is, for messages.
+    pub(super) fn kind(t: fs::FileType) -> &'static str {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_symlink() {
+            "a symbolic link"
+        } else {
+            "not a regular file"
+        }
+    }
+
+    /// Open flags that make an open neither follow a link in the last component nor wait for a
+    /// FIFO's reader (or a device): what is found is then checked before anything is written.
+    pub(super) fn safe_open(options: &mut OpenOptions) -> &mut OpenOptions {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+    }
+
+    /// Takes an exclusive advisory lock on `file` without waiting: `false` when another open file
+    /// holds it. A file system that does not support locks counts as taken (nothing to coordinate
+    /// with).
+    pub(super) fn lock_exclusive(file: &File) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor this function borrows, open for its duration.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => Ok(false),
+            Some(libc::EINTR) => lock_exclusive(file),
+            Some(libc::ENOLCK | libc::EINVAL | libc::EOPNOTSUPP) => Ok(true),
+            _ => Err(e),
+        }
+    }
+
+    /// The soft `RLIMIT_FSIZE` in bytes; `None` when unlimited.
+    pub(super) fn size_limit() -> Option<u64> {
+        // SAFETY: getrlimit fills a plain C struct that may be zeroed.
+        let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut l) } != 0 || l.rlim_cur == libc::RLIM_INFINITY {
+            return None;
+        }
+        Some(l.rlim_cur as u64)
+    }
+
+    /// `O_NOFOLLOW` on a link says ELOOP.
+    pub(super) fn is_loop(e: &io::Error) -> bool {
+        e.raw_os_error() == Some(libc::ELOOP)
+    }
+
+    pub(super) fn uid() -> u32 {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() }
+    }
+
+    /// A directory gpuspan makes is mode 0700.
+    pub(super) fn private_mode(builder: &mut fs::DirBuilder) {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+
+    /// `dir` (metadata `m`) belongs to this user and is closed to everyone else.
+    pub(super) fn check_owner(dir: &Path, m: &fs::Metadata) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         if m.uid() != uid() {
             return Err(refused(dir, format_args!("belongs to user {}, not to this user ({})", m.uid(), uid())));
@@ -354,8 +325,52 @@ fn check_private(dir: &Path) -> io::Result<()> {
                 format_args!("is open to other users (mode {:o}); it must be 0700", m.mode() & 0o777),
             ));
         }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Elsewhere: plain opens, no locks (the path is written as given), no size limit, no owners.
+#[cfg(not(unix))]
+mod os {
+    use std::fs::{self, File, OpenOptions};
+    use std::io;
+    use std::path::Path;
+
+    pub(super) fn kind(t: fs::FileType) -> &'static str {
+        if t.is_dir() {
+            "a directory"
+        } else if t.is_symlink() {
+            "a symbolic link"
+        } else {
+            "not a regular file"
+        }
+    }
+
+    pub(super) fn safe_open(options: &mut OpenOptions) -> &mut OpenOptions {
+        options
+    }
+
+    pub(super) fn lock_exclusive(_file: &File) -> io::Result<bool> {
+        Ok(true)
+    }
+
+    pub(super) fn size_limit() -> Option<u64> {
+        None
+    }
+
+    pub(super) fn is_loop(_: &io::Error) -> bool {
+        false
+    }
+
+    pub(super) fn uid() -> u32 {
+        0
+    }
+
+    pub(super) fn private_mode(_: &mut fs::DirBuilder) {}
+
+    pub(super) fn check_owner(_: &Path, _: &fs::Metadata) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(all(test, unix))]

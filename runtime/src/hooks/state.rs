@@ -59,10 +59,6 @@ pub(crate) struct Readings {
     /// Taken after the time asked for, oldest first (may be empty).
     pub samples: Vec<gpuspan_capture::DeviceSample>,
 }
-/// Reads a metric: calls its argument once per data point, with the value and the attributes.
-#[cfg(feature = "_metrics")]
-pub(crate) type Observe = fn(&mut dyn FnMut(f64, &[(&'static str, Value)]));
-
 /// The leaves plugged into one collector.
 pub(crate) struct Leaves {
     /// The device monitor (one: a second replaces it).
@@ -125,26 +121,6 @@ impl Leaves {
         sources.iter().filter_map(|f| f()).reduce(|a, b| a + b)
     }
 
-    /// Registers a counter track source (once).
-    #[cfg(feature = "_wgpu")] // the one backend that counts memory itself
-    pub(crate) fn add_counter_track(&self, f: CounterSource) {
-        if let Ok(mut c) = self.counters.write() {
-            if !c.contains(&f) {
-                c.push(f);
-            }
-        }
-    }
-
-    /// Registers a memory source (once).
-    #[cfg(feature = "_wgpu")] // the one backend that counts memory itself
-    pub(crate) fn add_memory_source(&self, f: MemorySource) {
-        if let Ok(mut m) = self.memory.write() {
-            if !m.contains(&f) {
-                m.push(f);
-            }
-        }
-    }
-
     /// Registers a memory account source (once).
     #[cfg(any(test, feature = "_wgpu"))] // the one backend that counts memory itself
     pub(crate) fn add_memory_accounts(&self, f: AccountSource) {
@@ -187,31 +163,63 @@ impl Leaves {
     }
 }
 
-/// What kind of instrument a metric is, and the number type it is exported as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg(feature = "_metrics")]
-#[cfg_attr(not(feature = "_devices"), allow(dead_code))] // made by the device monitor alone
-pub(crate) enum GaugeKind {
-    /// A value at collection time, real.
-    F64Gauge,
-    /// A value at collection time, whole.
-    I64Gauge,
-    /// A quantity that goes up and down (memory in use), whole.
-    I64UpDownCounter,
-    /// A running total, whole and never decreasing.
-    U64Counter,
+/// What only wgpu registers: it is the one backend that counts memory itself.
+#[cfg(feature = "_wgpu")]
+impl Leaves {
+    /// Registers a counter track source (once).
+    pub(crate) fn add_counter_track(&self, f: CounterSource) {
+        if let Ok(mut c) = self.counters.write() {
+            if !c.contains(&f) {
+                c.push(f);
+            }
+        }
+    }
+
+    /// Registers a memory source (once).
+    pub(crate) fn add_memory_source(&self, f: MemorySource) {
+        if let Ok(mut m) = self.memory.write() {
+            if !m.contains(&f) {
+                m.push(f);
+            }
+        }
+    }
 }
 
-/// One metric a leaf offers: observed whenever an exporter collects, never on the program's
-/// threads.
-#[derive(Debug, Clone, Copy)]
 #[cfg(feature = "_metrics")]
-pub(crate) struct Gauge {
-    pub name: &'static str,
-    pub unit: &'static str,
-    pub description: &'static str,
-    pub kind: GaugeKind,
-    /// Calls its argument once per data point: the value (exact in an `f64` for every whole
-    /// number it is used for) and the point's attributes.
-    pub observe: Observe,
+pub(crate) use gauges::*;
+
+/// What a leaf offers an exporter of metrics (`_metrics`).
+#[cfg(feature = "_metrics")]
+mod gauges {
+    use crate::record::Value;
+
+    /// Reads a metric: calls its argument once per data point, with the value and the attributes.
+    pub(crate) type Observe = fn(&mut dyn FnMut(f64, &[(&'static str, Value)]));
+
+    /// What kind of instrument a metric is, and the number type it is exported as.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[cfg_attr(not(feature = "_devices"), allow(dead_code))] // made by the device monitor alone
+    pub(crate) enum GaugeKind {
+        /// A value at collection time, real.
+        F64Gauge,
+        /// A value at collection time, whole.
+        I64Gauge,
+        /// A quantity that goes up and down (memory in use), whole.
+        I64UpDownCounter,
+        /// A running total, whole and never decreasing.
+        U64Counter,
+    }
+
+    /// One metric a leaf offers: observed whenever an exporter collects, never on the program's
+    /// threads.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Gauge {
+        pub name: &'static str,
+        pub unit: &'static str,
+        pub description: &'static str,
+        pub kind: GaugeKind,
+        /// Calls its argument once per data point: the value (exact in an `f64` for every whole
+        /// number it is used for) and the point's attributes.
+        pub observe: Observe,
+    }
 }

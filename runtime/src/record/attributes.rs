@@ -1,6 +1,6 @@
 //! The one attribute mapping: what every sink says about a call and about each piece of GPU
 //! work inside it, with the names of DESIGN.md. The timeline's events and the OTLP spans carry
-//! exactly these (the spans add `gpuspan.role`); `export/otlp/spans.rs` has the test that holds
+//! exactly these (the spans add `gpuspan.role`); `export/otlp/imp/spans.rs` has the test that holds
 //! the two to it.
 
 use super::{Activity, ActivityKind, Record};

@@ -3,9 +3,10 @@
 //! a part that imports nothing above it.
 
 #[cfg(unix)]
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32};
-#[cfg(unix)]
-use std::sync::{Once, OnceLock};
+use std::sync::{
+    atomic::{AtomicBool, AtomicI32, AtomicU32},
+    Once, OnceLock,
+};
 
 /// The signal handling's state, in the [`Collector`](crate::collector::Collector): read in
 /// signal context, so atomics only.

@@ -12,7 +12,7 @@
 //! - else the innermost synchronous scope of its thread whose window (CUPTI's clock at open and
 //!   close) holds its start (`thread_index.rs`: decided once no open window can hold it);
 //! - else, by time (decision 55), the innermost selected span entered on some thread when the
-//!   call began, when that is one span (`span_scopes/open_spans.rs`): a framework's device
+//!   call began, when that is one span (`span_scopes/imp/open_spans.rs`): a framework's device
 //!   thread launches what the caller's span asked for without entering it. When several
 //!   unrelated spans were entered, nobody's: the `during several spans` site, naming them;
 //! - else nobody: `unattributed`.

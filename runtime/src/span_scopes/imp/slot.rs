@@ -14,13 +14,13 @@ use tracing_subscriber::filter::EnvFilter;
 /// [`Collector`](crate::collector::Collector).
 #[derive(Debug)]
 pub(crate) struct Selected {
-    /// The selection of [`layer`](super::layer): `None` until `init` or the first question sets it.
+    /// The selection of [`layer`](crate::span_scopes::layer): `None` until `init` or the first question sets it.
     pub(super) from_init: RwLock<Option<Option<Arc<EnvFilter>>>>,
     /// One site per span callsite, made the first time a span of it is selected.
     pub(super) sites: Mutex<Option<HashMap<Identifier, &'static Site>>>,
     /// When each selected span instance was entered, for attribution by time.
     pub(super) open_spans: OpenSpans,
-    /// A [`layer`](super::layer) was put in a subscriber (`tracing` cannot list a
+    /// A [`layer`](crate::span_scopes::layer) was put in a subscriber (`tracing` cannot list a
     /// subscriber's layers: the layer says so when it is added).
     pub(super) layer_added: AtomicBool,
     /// The census of unselected spans (`selected::unselected_at`): on from the first GPU work

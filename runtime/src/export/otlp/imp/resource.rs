@@ -1,7 +1,7 @@
 //! Who is exporting: the OpenTelemetry resource (service, host, process, GPUs, rank) and the
 //! W3C `TRACEPARENT` this process was started under.
 
-use super::config::OtlpConfig;
+use crate::otlp::OtlpConfig;
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TraceContextExt;
 use opentelemetry::{Context, KeyValue, Value};

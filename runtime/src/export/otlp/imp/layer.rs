@@ -12,7 +12,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 /// The tracing-opentelemetry layer, for the application's spans only (see [`AppSpans`]).
-pub(super) type OtlpLayer<S> = Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, AppSpans, S>;
+pub(in crate::otlp) type OtlpLayer<S> = Filtered<tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, AppSpans, S>;
 
 thread_local! {
     /// This thread exports telemetry (gpuspan's runtime, export thread, or an export running
@@ -49,7 +49,7 @@ impl Drop for Exporting {
 /// nothing created while exporting. The exporter's own stack (tonic, h2, hyper) makes `tracing`
 /// spans; exported, each export would make more spans to export, without end.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct AppSpans;
+pub(in crate::otlp) struct AppSpans;
 
 fn is_gpuspan(meta: &Metadata<'_>) -> bool {
     let t = meta.target();
@@ -72,7 +72,7 @@ impl<S> Filter<S> for AppSpans {
     }
 }
 
-pub(super) fn layer<S>(tracer: SdkTracer) -> OtlpLayer<S>
+pub(in crate::otlp) fn layer<S>(tracer: SdkTracer) -> OtlpLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {

@@ -1,15 +1,15 @@
-//! The instrumented side of [`layer`](super::layer): the selection as `init` set it, and what a
+//! The instrumented side of [`layer`](crate::span_scopes::layer): the selection as `init` set it, and what a
 //! selected span does on entry, exit and close (`span_scopes.rs` says what and why). Built only
 //! with the `enabled` feature; without it the layer selects nothing.
 
 #[cfg(feature = "cuda")]
 use super::open_spans::ByTime;
 use super::open_spans::Life;
-use super::{SpanScopes, SpanSelection};
 use crate::backends::{span_backend, span_gpu, SpanWork};
 use crate::record::Value;
 use crate::scope::Scope;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
+use crate::span_scopes::{SpanScopes, SpanSelection};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,7 +111,7 @@ fn from_init_lock() -> &'static RwLock<Option<Option<Arc<EnvFilter>>>> {
     &crate::collector::collector().selected.from_init
 }
 
-pub(super) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
+pub(in crate::span_scopes) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
     let d = directives.map(str::trim).filter(|d| !d.is_empty())?;
     match EnvFilter::builder().parse(d) {
         Ok(f) => Some(Arc::new(f)),
@@ -127,7 +127,7 @@ pub(super) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
 /// Whether a selection in `EnvFilter`'s syntax has span or field directives (`[request]`,
 /// `[{id=1}]`: always in brackets): only then does its filter follow the spans entered (its
 /// `on_enter` and `on_exit` find nothing to do otherwise, at a lock and a map lookup each).
-pub(super) fn follows_spans(directives: &str) -> bool {
+pub(in crate::span_scopes) fn follows_spans(directives: &str) -> bool {
     directives.contains('[')
 }
 
@@ -145,7 +145,7 @@ pub(crate) fn select_from_init(directives: Option<&str>) {
 }
 
 /// The layer is missing: spans are selected (`GPUSPAN_SPANS` or `Config::spans`) but no
-/// [`layer`](super::layer) was added to any subscriber, so no span can be measured. Said once
+/// [`layer`](crate::span_scopes::layer) was added to any subscriber, so no span can be measured. Said once
 /// (at `init` when the subscriber was set before it, else at the summary).
 pub(crate) fn say_if_layer_missing() {
     if layer_missing(crate::collector::collector().selected.layer_added.load(Ordering::Relaxed), from_init().is_some())
@@ -541,7 +541,7 @@ fn exit_found(id: &Id, ext: &Extensions<'_>) {
 }
 
 impl SpanScopes {
-    /// A span [`SpanLayer`](super::SpanLayer) may hold is entered: one registry lookup, where the
+    /// A span [`SpanLayer`](crate::span_scopes::SpanLayer) may hold is entered: one registry lookup, where the
     /// per-layer filter (`Filtered`) would make two (its own check that the filter enabled the
     /// span, then the layer's): the layer made an [`Instance`] or [`Census`] of the span only if
     /// its filter enabled it. The filter's own hook runs first, as `Filtered` runs it, where it
@@ -549,7 +549,7 @@ impl SpanScopes {
     /// inlined: `Layered` folds `SpanLayer`'s check in, and the check alone keeps an unselected
     /// span's hook small (decision 63).
     #[inline(never)]
-    pub(super) fn entered<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
+    pub(in crate::span_scopes) fn entered<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
@@ -568,7 +568,7 @@ impl SpanScopes {
 
     /// Its exit, as [`SpanScopes::entered`].
     #[inline(never)]
-    pub(super) fn exited<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
+    pub(in crate::span_scopes) fn exited<S>(&self, id: &Id, ctx: Context<'_, S>, selection: &SpanSelection)
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
@@ -705,10 +705,10 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{layer, layer_with};
     use super::*;
     use crate::pipeline::Sink;
     use crate::record::Record;
+    use crate::span_scopes::{layer, layer_with};
     use tracing_subscriber::layer::SubscriberExt;
 
     /// The records of span sites named `names`, from every thread.
@@ -860,7 +860,7 @@ mod tests {
         let mut names: Vec<_> = records.iter().map(|r| r.site.desc.name).collect();
         names.sort();
         assert_eq!(names, ["beside_app_span", "beside_inner", "beside_req"]);
-        let layer = dispatch.downcast_ref::<super::super::SpanScopes>().expect("the layer's part is found");
+        let layer = dispatch.downcast_ref::<crate::span_scopes::SpanScopes>().expect("the layer's part is found");
         // Every selected span closed: no bucket holds one, so no id takes the lookup.
         assert!((1..=4096u64).all(|i| !layer.live.may_hold(&Id::from_u64(i))));
     }

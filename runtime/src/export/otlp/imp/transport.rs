@@ -9,8 +9,7 @@
 //! bounds it in time: the exporters' own timeouts do not cover every path (connecting, retry
 //! sleeps), and shutdown must end within its deadline.
 
-use super::config::{OtlpConfig, Protocol};
-use super::OtlpError;
+use crate::otlp::{OtlpConfig, OtlpError, Protocol};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::metrics::Temporality;

@@ -1,0 +1,23 @@
+//! What only the instrumented build of [`layer`](super::layer) has: the selection as `init` set
+//! it, the spans the layer holds, their lives by time, and what the backends ask of them.
+
+pub(super) mod live;
+mod open_spans;
+pub(super) mod selected;
+mod slot;
+mod stretches;
+
+#[cfg(feature = "cuda")]
+pub(crate) use {
+    open_spans::ByTime,
+    selected::{by_time, unselected_at},
+};
+#[cfg(feature = "_wgpu")]
+pub(crate) use {
+    open_spans::WorkByTime,
+    selected::{named_at, start_census, work_by_time_now},
+};
+pub(crate) use {
+    selected::{init_selects, say_if_layer_missing, say_unselected_spans, select_from_init, select_unless_given},
+    slot::Selected,
+};
