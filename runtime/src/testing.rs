@@ -21,6 +21,18 @@ pub mod clock {
     pub use crate::clock::now_ns;
 }
 
+/// The real pipeline behind one an instrumented wgpu 30 device made.
+#[cfg(feature = "wgpu-30")]
+pub mod wgpu30 {
+    pub use crate::wgpu::v30::real_compute_pipeline;
+}
+
+/// The real pipeline behind one an instrumented wgpu 29 device made.
+#[cfg(feature = "wgpu-29")]
+pub mod wgpu29 {
+    pub use crate::wgpu::v29::real_compute_pipeline;
+}
+
 /// CUPTI replay and counts, whether CUDA timing started.
 #[cfg(feature = "cuda")]
 pub mod cuda {

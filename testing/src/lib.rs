@@ -64,6 +64,20 @@ pub mod clock {
     }
 }
 
+/// The instrumented wgpu 30 device's own objects (feature `wgpu-30`): `real_compute_pipeline`,
+/// the real pipeline behind one it made, so that a benchmark can time the very pipeline gpuspan
+/// timed with raw timestamp writes on the real device (the pipeline itself without `enabled`).
+#[cfg(feature = "wgpu-30")]
+pub mod wgpu30 {
+    pub use gpuspan::__testing::wgpu30::*;
+}
+
+/// The same for wgpu 29 (feature `wgpu-29`).
+#[cfg(feature = "wgpu-29")]
+pub mod wgpu29 {
+    pub use gpuspan::__testing::wgpu29::*;
+}
+
 /// CUDA timing's own state, for tests of it (feature `cuda`): CUPTI replay of captured buffers
 /// (`GPUSPAN_CUPTI_DUMP`) through the decoder and the attribution, what the attribution has
 /// done, whether CUDA timing started. Without the `enabled` feature nothing is timed: each

@@ -120,15 +120,16 @@ impl Gpu {
     }
 
     /// One new device twice: through `gpuspan::wgpu::instrument`, and as the real handles
-    /// behind it, each with its own kernel (the instrumented device takes only pipelines it
-    /// made), both on one buffer, made on the real device (the instrumented one forwards buffers
-    /// it did not make unchanged). A raw pass on the second runs on the very device and memory
-    /// gpuspan times the first on: comparing the two compares the timestamps, not two devices
-    /// (on NVIDIA a one-workgroup pass reads in one of two speeds ~400 ns apart, kept per
-    /// object: docs/benchmarks.md).
+    /// behind it, both on one buffer made on the real device (the instrumented one forwards
+    /// buffers it did not make unchanged) and one pipeline: the instrumented device's, whose
+    /// real pipeline the second uses (`gpuspan_testing::wgpu30::real_compute_pipeline`; the
+    /// instrumented device takes only pipelines it made). A raw pass on the second runs the very
+    /// pipeline, device and memory gpuspan times the first on: comparing the two compares the
+    /// timestamps, not two devices or two pipelines (on NVIDIA a one-workgroup pass reads in one
+    /// of two speeds ~300 ns apart, kept per pipeline: docs/benchmarks.md).
     pub fn instrumented_and_real(elements: u32, iterations: u32) -> Option<(Gpu, Gpu)> {
         let gpu = new_device(|all| all).map(|(a, d, q)| {
-            let real = Self::on(a.clone(), d.clone(), q.clone(), elements, iterations);
+            let mut real = Self::on(a.clone(), d.clone(), q.clone(), elements, iterations);
             let (d, q) = gpuspan::wgpu::instrument(&a, d, q);
             let mut instrumented = Self::on(a, d, q, elements, iterations);
             instrumented.bind_group = instrumented.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -137,6 +138,14 @@ impl Gpu {
                 entries: &[wgpu::BindGroupEntry { binding: 0, resource: real.buffer.as_entire_binding() }],
             });
             instrumented.buffer = real.buffer.clone();
+            // One pipeline for both: two pipelines of one shader can run apart by ~0.3 µs on
+            // NVIDIA (docs/benchmarks.md), which would read as gpuspan's error.
+            real.pipeline = crate::wgpu_testing::real_compute_pipeline(&instrumented.pipeline).clone();
+            real.bind_group = real.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("data"),
+                layout: &real.pipeline.get_bind_group_layout(0),
+                entries: &[wgpu::BindGroupEntry { binding: 0, resource: real.buffer.as_entire_binding() }],
+            });
             (instrumented, real)
         });
         let (gpu, real) = gpu.unzip();

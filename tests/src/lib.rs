@@ -9,6 +9,11 @@ pub mod gpu;
 pub use wgpu29 as wgpu;
 #[cfg(feature = "wgpu-30")]
 pub use wgpu30 as wgpu;
+// gpuspan-testing's items for that major.
+#[cfg(all(feature = "wgpu-29", not(feature = "wgpu-30")))]
+use gpuspan_testing::wgpu29 as wgpu_testing;
+#[cfg(feature = "wgpu-30")]
+use gpuspan_testing::wgpu30 as wgpu_testing;
 
 /// The bytes of a mapped slice: `get_mapped_range` returns a `Result` since wgpu 30.
 #[cfg(feature = "wgpu-suite")]

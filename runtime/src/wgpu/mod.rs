@@ -57,7 +57,7 @@ macro_rules! major_30 {
 
 macro_rules! declare_majors {
     ($($variant:ident($module:ident)),* $(,)?) => {
-        $(mod $module;)*
+        $(pub(crate) mod $module;)*
     };
 }
 with_majors!(declare_majors);

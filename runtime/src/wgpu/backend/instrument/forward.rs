@@ -33,6 +33,12 @@ pub(crate) trait Real: Sized {
     fn real(&self) -> &Self;
 }
 
+/// The real pipeline behind one this device made (the pipeline itself if another device made
+/// it): lent to `gpuspan-testing`, so that a benchmark times the very pipeline gpuspan timed, raw.
+pub fn real_compute_pipeline(pipeline: &wgpu::ComputePipeline) -> &wgpu::ComputePipeline {
+    pipeline.real()
+}
+
 macro_rules! real_via_forward {
     ($($t:ident),*) => {$(
         impl Real for wgpu::$t {

@@ -8,6 +8,7 @@ mod forward;
 mod instance;
 mod pass;
 
+pub use forward::real_compute_pipeline;
 pub(crate) use instance::instrument_instance;
 
 pub(crate) use ended::unattributed as unattributed_pass;
