@@ -288,7 +288,7 @@ mod wgpu_adapters {
     /// `info` is any supported wgpu major's `AdapterInfo`.
     pub fn describe_adapter(info: &impl crate::wgpu::Info) -> AdapterDescription {
         let info = &info.facts();
-        let gpus = crate::monitor::discover_now().unwrap_or_default();
+        let gpus = crate::monitor::imp::discover_now().unwrap_or_default();
         let found = find(&identity(info), gpus.iter());
         let device = found.map(|(i, _)| gpus[i].clone());
         AdapterDescription {

@@ -164,7 +164,7 @@ pub(crate) fn gauges() -> Vec<Gauge> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::testing::{h100, install_in_process};
+    use crate::monitor::imp::tests::{h100, install_in_process};
     use std::time::Duration;
 
     /// (metric, unit, kind, value, attributes) of one data point.

@@ -19,19 +19,19 @@
 
 // Decoding, the callback tables, attribution and the dump format are lent to tests by
 // `cuda::testing_api::replay` (`gpuspan-testing`): their items are `pub`.
-pub(super) mod attribution;
+pub(crate) mod attribution;
 mod buffers;
-pub(super) mod callbacks;
-pub(super) mod clock;
-pub(super) mod dump;
-pub(super) mod finish;
+pub(crate) mod callbacks;
+pub(crate) mod clock;
+pub(crate) mod dump;
+pub(crate) mod finish;
 mod library;
 mod queue;
 // The raw records' fields mirror CUPTI's structs and keep their names: CUPTI's headers
 // document them.
 #[allow(missing_docs)]
-pub(super) mod records;
-pub(super) mod thread_index;
+pub(crate) mod records;
+pub(crate) mod thread_index;
 mod window;
 mod work;
 
