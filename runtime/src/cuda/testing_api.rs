@@ -11,18 +11,7 @@ pub mod replay {
     // Without `enabled` only the counts' type, for `cupti_counts`: the decoder and the
     // attribution are the instrumented build's.
     #[cfg(feature = "enabled")]
-    pub use crate::cuda::cupti::{
-        attribution::{Resolver, EXTERNAL_KIND},
-        callbacks::{work_of, Work},
-        finish::device_labels,
-        records::*,
-        thread_index::{Snapshot, Window},
-    };
-    /// The capture file's format.
-    #[cfg(feature = "enabled")]
-    pub mod dump {
-        pub use crate::cuda::cupti::dump::*;
-    }
+    pub use crate::cuda::imp::replay::*;
 }
 
 /// The instrumented build's answers.

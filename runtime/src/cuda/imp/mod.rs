@@ -4,6 +4,21 @@
 pub(crate) mod cupti;
 pub(crate) mod events;
 
+/// The decoder and the attribution, lent to tests by `testing_api::replay`.
+pub(super) mod replay {
+    pub use super::cupti::{
+        attribution::{Resolver, EXTERNAL_KIND},
+        callbacks::{work_of, Work},
+        finish::device_labels,
+        records::*,
+        thread_index::{Snapshot, Window},
+    };
+    /// The capture file's format.
+    pub mod dump {
+        pub use crate::cuda::cupti::dump::*;
+    }
+}
+
 // The public types and functions, as this module's children name them (`super::Timing`).
 use super::*;
 use crate::backends::BackendScope;

@@ -49,18 +49,6 @@ pub(super) enum MatchedBy {
     Name,
 }
 
-impl MatchedBy {
-    #[cfg(feature = "_wgpu")]
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            MatchedBy::Uuid => "uuid",
-            MatchedBy::PciAddress => "pci_bus_id",
-            MatchedBy::PciId => "pci_device_id",
-            MatchedBy::Name => "name",
-        }
-    }
-}
-
 /// What a backend knows about one of its devices.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Identity {
@@ -129,7 +117,7 @@ pub(super) fn label_of<'a>(
         #[cfg(feature = "cuda")]
         Backend::Cuda => cuda::identity(label.id),
         #[cfg(feature = "_wgpu")]
-        Backend::Wgpu => wgpu_identity(label.id),
+        Backend::Wgpu => wgpu_adapters::wgpu_identity(label.id),
         _ => None,
     };
     let name = if backend == Backend::Wgpu { strip_backend(&label.name) } else { &label.name };
@@ -212,16 +200,26 @@ mod cuda {
 }
 
 #[cfg(feature = "_wgpu")]
-use self::wgpu_adapters::wgpu_identity;
-#[cfg(feature = "_wgpu")]
 pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
 
 #[cfg(feature = "_wgpu")]
 mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
-    use super::{Identity, PciAddress};
+    use super::{Identity, MatchedBy, PciAddress};
     use {super::find, super::Vendor, crate::monitor::GpuInfo};
+
+    impl MatchedBy {
+        /// The attribute value of how an adapter was matched.
+        fn as_str(self) -> &'static str {
+            match self {
+                MatchedBy::Uuid => "uuid",
+                MatchedBy::PciAddress => "pci_bus_id",
+                MatchedBy::PciId => "pci_device_id",
+                MatchedBy::Name => "name",
+            }
+        }
+    }
 
     /// A wgpu adapter, the device library its vendor's GPUs are read through, and the monitored
     /// device it is when one matches: a diagnostic of the matching (lent to `gpuspan-testing`).
