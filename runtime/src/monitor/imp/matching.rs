@@ -114,7 +114,6 @@ pub(super) fn label_of<'a>(
     // only its API reads their PCI identity: one arm per backend, the monitor's (a leaf) only
     // names of backends besides `cuda_ordinal`'s.
     let registered = match backend {
-        #[cfg(feature = "cuda")]
         Backend::Cuda => cuda::identity(label.id),
         #[cfg(feature = "_wgpu")]
         Backend::Wgpu => wgpu_adapters::wgpu_identity(label.id),
@@ -127,15 +126,13 @@ pub(super) fn label_of<'a>(
 
 /// This process's CUDA ordinal for the NVML device at `index` in `gpus`, in a process that
 /// times CUDA (the driver is not loaded for this alone).
-#[allow(unused_variables)] // without `cuda`
 pub(super) fn cuda_ordinal<'a>(index: usize, gpus: impl Iterator<Item = &'a GpuInfo> + Clone) -> Option<u32> {
-    #[cfg(feature = "cuda")]
-    if crate::cuda::watching() {
-        let ordinal =
-            (0u32..).map_while(cuda::identity).position(|id| find(&id, gpus.clone()).map(|(i, _)| i) == Some(index));
-        return ordinal.map(|o| o as u32);
+    if !cuda::watching() {
+        return None;
     }
-    None
+    let ordinal =
+        (0u32..).map_while(cuda::identity).position(|id| find(&id, gpus.clone()).map(|(i, _)| i) == Some(index));
+    ordinal.map(|o| o as u32)
 }
 
 fn name_only(name: &str) -> Identity {
@@ -157,6 +154,11 @@ mod cuda {
 
     use super::{Identity, PciAddress};
     use std::sync::OnceLock;
+
+    /// Whether this process times CUDA (so its ordinals can be read without loading a driver).
+    pub(super) fn watching() -> bool {
+        crate::cuda::watching()
+    }
 
     // process-wide because the CUDA ordinals are the process's (its driver context and
     // CUDA_VISIBLE_DEVICES), read once.
@@ -196,6 +198,20 @@ mod cuda {
             })
         })();
         Identity { uuid, pci, pci_id: None, name: device::get_name(dev).ok(), vendor: Some(0x10de) }
+    }
+}
+
+/// Without `cuda` no ordinal is CUDA's: records of CUDA sites are matched by device name.
+#[cfg(not(feature = "cuda"))]
+mod cuda {
+    use super::Identity;
+
+    pub(super) fn watching() -> bool {
+        false
+    }
+
+    pub(super) fn identity(_ordinal: u32) -> Option<Identity> {
+        None
     }
 }
 

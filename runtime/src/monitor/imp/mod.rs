@@ -344,16 +344,6 @@ pub(crate) mod tests {
         Monitor { current: RwLock::new(Some(Arc::new(shared))) }
     }
 
-    /// [`install`], as the process's monitor: for the one test that reads it through the
-    /// metrics' plain functions (no other unit test plugs a monitor into the process).
-    #[cfg(feature = "_metrics")]
-    pub(crate) fn install_in_process(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) {
-        let installed = install(interval, devices).current();
-        if let Some(m) = register_hooks() {
-            *m.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = installed;
-        }
-    }
-
     /// An H100 on a gen 5 x16 link.
     pub(crate) fn h100(index: u32) -> GpuInfo {
         GpuInfo {

@@ -114,7 +114,10 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     library::check("cuptiGetVersion", unsafe { sys::cuptiGetVersion(&mut version) })?;
     let (tx, rx) = channel();
     let dump = crate::env::cupti_dump().and_then(|path| {
-        let file = crate::export::file::create(path.as_ref())
+        // Created or truncated, but only if it is a regular file: never through a link, never
+        // blocking.
+        let file = crate::export::file::open_regular(path.as_ref())
+            .and_then(|file| file.set_len(0).map(|()| file))
             .map_err(|e| note_once(format_args!("cannot write the CUPTI dump to {}: {e}", path.to_string_lossy())))
             .ok()?;
         let mut w = std::io::BufWriter::new(file);
