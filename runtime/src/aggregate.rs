@@ -376,6 +376,20 @@ impl SiteStats {
 mod tests {
     use super::state::SUB;
     use super::*;
+
+    /// The histogram written and read as a distribution, for the quantile tests.
+    impl Histogram {
+        fn record(&self, v: u64) {
+            self.buckets[Self::index(v)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+
+        /// The `q`-quantile (0..=1), as the midpoint of the bucket holding it; `None` when empty.
+        fn quantile(&self, q: f64) -> Option<u64> {
+            let counts: Vec<u64> =
+                self.buckets.iter().map(|b| u64::from(b.load(std::sync::atomic::Ordering::Relaxed))).collect();
+            quantile_of(&counts, q)
+        }
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -2,17 +2,24 @@
 //! `config.rs` names no exporter: OpenTelemetry's configuration with the `otlp` feature, nothing
 //! without.
 
-#[cfg(feature = "otlp")]
-pub(crate) type OtlpChoice = Option<crate::otlp::OtlpConfig>;
-#[cfg(not(feature = "otlp"))]
-pub(crate) type OtlpChoice = ();
+pub(crate) use choice::{from_env, OtlpChoice};
 
-/// The export the `OTEL_*` variables ask for.
+/// With `otlp`: the configuration asked for, if any.
 #[cfg(feature = "otlp")]
-pub(crate) fn from_env() -> OtlpChoice {
-    crate::otlp::OtlpConfig::env_requests_export().then(crate::otlp::OtlpConfig::from_env)
+mod choice {
+    pub(crate) type OtlpChoice = Option<crate::otlp::OtlpConfig>;
+
+    /// The export the `OTEL_*` variables ask for.
+    pub(crate) fn from_env() -> OtlpChoice {
+        crate::otlp::OtlpConfig::env_requests_export().then(crate::otlp::OtlpConfig::from_env)
+    }
 }
 
-/// No export to ask for.
+/// Without `otlp`: nothing to choose.
 #[cfg(not(feature = "otlp"))]
-pub(crate) fn from_env() -> OtlpChoice {}
+mod choice {
+    pub(crate) type OtlpChoice = ();
+
+    /// No export to ask for.
+    pub(crate) fn from_env() -> OtlpChoice {}
+}

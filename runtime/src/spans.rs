@@ -118,23 +118,22 @@ pub(crate) fn is_host_span(meta: &tracing::Metadata<'_>) -> bool {
     meta.fields().iter().any(|f| f.name().starts_with("gpuspan."))
 }
 
-/// The names of a chain, outermost first.
-#[cfg(test)]
-pub(crate) fn names(chain: &Chain) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    let mut at = chain.as_deref();
-    while let Some(n) = at {
-        out.push(n.name);
-        at = n.parent.as_deref();
-    }
-    out.reverse();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use tracing_subscriber::layer::SubscriberExt;
+
+    /// The names of a chain, outermost first.
+    fn names(chain: &Chain) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut at = chain.as_deref();
+        while let Some(n) = at {
+            out.push(n.name);
+            at = n.parent.as_deref();
+        }
+        out.reverse();
+        out
+    }
 
     #[test]
     fn a_chain_names_the_enclosing_spans_and_tells_two_instances_apart() {

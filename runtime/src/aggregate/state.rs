@@ -48,19 +48,6 @@ impl Histogram {
         let width = 1u64 << (exp - SUB_BITS);
         ((1u64 << exp) + sub * width, width)
     }
-
-    #[cfg(test)]
-    pub(crate) fn record(&self, v: u64) {
-        self.buckets[Self::index(v)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The `q`-quantile (0..=1), as the midpoint of the bucket holding it; `None` when empty.
-    #[cfg(test)]
-    pub(crate) fn quantile(&self, q: f64) -> Option<u64> {
-        let counts: Vec<u64> =
-            self.buckets.iter().map(|b| u64::from(b.load(std::sync::atomic::Ordering::Relaxed))).collect();
-        quantile_of(&counts, q)
-    }
 }
 
 /// The `q`-quantile of histogram bucket counts, as the midpoint of the bucket holding it.

@@ -11,31 +11,19 @@ pub mod replay {
     // Without `enabled` only the counts' type, for `cupti_counts`: the decoder and the
     // attribution are the instrumented build's.
     #[cfg(feature = "enabled")]
-    pub use crate::cuda::cupti::{
-        attribution::{Resolver, EXTERNAL_KIND},
-        callbacks::{work_of, Work},
-        finish::device_labels,
-        records::*,
-        thread_index::{Snapshot, Window},
-    };
-    /// The capture file's format.
-    #[cfg(feature = "enabled")]
-    pub mod dump {
-        pub use crate::cuda::cupti::dump::*;
-    }
+    pub use crate::cuda::imp::replay::*;
 }
 
 /// The instrumented build's answers.
 #[cfg(feature = "enabled")]
 mod imp {
     use super::replay::Counts;
-    use crate::cuda::{cupti, Timing, CUDA, WATCH_CUPTI};
-    use std::sync::atomic::Ordering;
+    use crate::cuda::{cupti, imp, Timing};
 
     /// The timing source, if it was chosen already (`None` before the first CUDA call): tests
     /// use it to see that nothing started CUDA behind their back.
     pub fn timing() -> Option<Timing> {
-        CUDA.timing.get().copied()
+        imp::chosen()
     }
 
     /// What CUPTI attribution has done so far (`None` unless CUPTI times this process).
@@ -61,18 +49,14 @@ mod imp {
     /// also drops what the queues hold (nothing resolves it), returning how many; `None`, doing
     /// nothing, once CUDA timing was chosen.
     pub fn simulate_cupti_windows() -> Option<usize> {
-        if CUDA.timing.get().is_some() {
-            return None;
-        }
-        CUDA.watch.store(WATCH_CUPTI, Ordering::Relaxed);
-        Some(cupti::simulate_windows())
+        imp::simulate_cupti_windows()
     }
 
     /// CUPTI's clock minus gpuspan's host clock and the error of that measurement, in ns; CUPTI
     /// timestamps are mapped onto the host clock with it (`None` unless CUPTI times this
     /// process).
     pub fn cupti_clock_offset() -> Option<(i64, u64)> {
-        (*CUDA.timing.get()? == Timing::Cupti).then(cupti::clock::offset)
+        (imp::chosen()? == Timing::Cupti).then(cupti::clock::offset)
     }
 
     /// Adds a line to the CUPTI dump being written (`GPUSPAN_CUPTI_DUMP=<path>`), to mark what a

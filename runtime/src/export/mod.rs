@@ -3,18 +3,10 @@
 //! program runs. (OpenTelemetry export lives beside them, in `otlp/`, declared by `lib.rs` with
 //! its feature.)
 
-#[cfg(feature = "enabled")]
-mod capture_encoder;
-#[cfg(feature = "enabled")]
-pub(crate) mod capture_file;
-#[cfg(feature = "enabled")]
-pub(crate) mod file;
 pub(crate) mod format;
-// A Unix socket: elsewhere `Config::live` says once that there is no live feed.
-#[cfg(all(feature = "enabled", unix))]
-pub(crate) mod live;
-#[cfg(feature = "enabled")]
-mod perfetto;
 pub(crate) mod summary;
+// The capture file, the timeline file and the live feed: the instrumented build's.
 #[cfg(feature = "enabled")]
-pub(crate) mod timeline;
+mod imp;
+#[cfg(feature = "enabled")]
+pub(crate) use imp::*;

@@ -37,7 +37,7 @@ pub struct Summary {
 /// measured (it still prints, as a table with no rows).
 pub fn summary() -> Summary {
     #[cfg(feature = "enabled")]
-    {
+    return {
         let mut reached = Vec::new();
         let mut never_reached = Vec::new();
         let mut still_running = Vec::new();
@@ -67,29 +67,22 @@ pub fn summary() -> Summary {
             trust: crate::collector::collector().checks.report(),
             notes: crate::diagnostics::notes(),
         }
-    }
+    };
+    // Nothing measured, nothing said.
     #[cfg(not(feature = "enabled"))]
-    {
-        Summary::empty()
+    Summary {
+        reached: Vec::new(),
+        never_reached: Vec::new(),
+        still_running: Vec::new(),
+        off: false,
+        losses: Vec::new(),
+        trust: Vec::new(),
+        notes: Vec::new(),
+        sections: Vec::new(),
     }
 }
 
 impl Summary {
-    /// Nothing measured, nothing said.
-    #[cfg(not(feature = "enabled"))]
-    pub(crate) fn empty() -> Summary {
-        Summary {
-            reached: Vec::new(),
-            never_reached: Vec::new(),
-            still_running: Vec::new(),
-            off: false,
-            losses: Vec::new(),
-            trust: Vec::new(),
-            notes: Vec::new(),
-            sections: Vec::new(),
-        }
-    }
-
     /// The row of the site with this display name, if it was reached.
     pub fn site(&self, name: &str) -> Option<&SiteSummary> {
         self.reached.iter().find(|s| s.site.desc.name == name)

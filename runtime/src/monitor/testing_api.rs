@@ -8,21 +8,21 @@ pub use imp::*;
 #[cfg(feature = "enabled")]
 mod imp {
     #[cfg(feature = "_wgpu")]
-    pub use crate::monitor::matching::{describe_adapter, AdapterDescription};
-    pub use crate::monitor::sampler::{QueryStats, SamplerStats};
-    pub use crate::monitor::summary::{device_summaries, DeviceSummary, Peak};
+    pub use crate::monitor::imp::matching::{describe_adapter, AdapterDescription};
+    pub use crate::monitor::imp::sampler::{QueryStats, SamplerStats};
+    pub use crate::monitor::imp::summary::{device_summaries, DeviceSummary, Peak};
     use crate::monitor::{GpuInfo, MonitorError};
 
     /// Describes every GPU now, on the calling thread (NVML is loaded on the first call: tens
     /// of milliseconds). Does not need the sampler.
     pub fn discover() -> Result<Vec<GpuInfo>, MonitorError> {
-        crate::monitor::discover_now()
+        crate::monitor::imp::discover_now()
     }
 
     /// What the sampler did and what it cost; `None` when none was started (the summary shows
     /// it).
     pub fn sampler_stats() -> Option<SamplerStats> {
-        crate::monitor::current().map(|s| crate::monitor::stats_of(&s))
+        crate::monitor::imp::sampler_stats()
     }
 }
 

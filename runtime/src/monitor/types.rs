@@ -227,14 +227,8 @@ pub struct MonitorConfig {
 pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 /// Default history: five minutes at the default interval, about 300 KiB per device.
 pub(crate) const DEFAULT_HISTORY: usize = 3000;
-/// Default CPU budget of the sampler: 0.1 % of one core.
-#[cfg(feature = "enabled")]
-pub(crate) const DEFAULT_CPU_PERCENT: f64 = 0.1;
 /// Shortest interval accepted: NVML's own utilization counters update no faster than this.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
-/// How long [`stop`] waits for the sampler thread to finish its current round.
-#[cfg(feature = "enabled")]
-pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Default for MonitorConfig {
     fn default() -> Self {

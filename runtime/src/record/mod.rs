@@ -9,6 +9,11 @@
 //! attributes, read-back phases) is declared here.
 
 mod attributes;
+// The attributes and bit sets only the instrumented build uses.
+#[cfg(feature = "enabled")]
+mod imp;
+#[cfg(feature = "enabled")]
+pub(crate) use imp::{attributed_of_bits, Bits, DURING_SPANS, OPEN_SPAN};
 
 pub use attributes::Value;
 
@@ -16,58 +21,10 @@ use crate::site::Site;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// The attribute naming the unrelated selected spans entered when a `during several spans`
-/// record's work was launched.
-#[cfg(feature = "enabled")]
-pub(crate) const DURING_SPANS: &str = "gpuspan.during_spans";
-/// The attribute naming the unselected span entered when unowned work was launched (the census
-/// of `span_scopes::unselected_at`), so that the user learns what to select.
-#[cfg(feature = "enabled")]
-pub(crate) const OPEN_SPAN: &str = "gpuspan.open_span";
-
 pub use gpuspan_capture::{ActivityKind, Interval};
 pub use gpuspan_capture::{Attributed, TimingSource};
 #[allow(unused_imports)] // named by the backends that see kernels and copies, which may all be compiled out
 pub use gpuspan_capture::{KernelGeometry, MemoryKind};
-
-/// A set of [`TimingSource`]s or of [`Attributed`]s as bits (a site's records, in its
-/// aggregate): one bit each, `ThreadAndTime` both of its parts.
-#[cfg(feature = "enabled")]
-pub(crate) trait Bits: Sized {
-    /// Its bit in a set.
-    fn bit(self) -> u8;
-}
-
-#[cfg(feature = "enabled")]
-impl Bits for TimingSource {
-    fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-}
-
-#[cfg(feature = "enabled")]
-impl Bits for Attributed {
-    fn bit(self) -> u8 {
-        match self {
-            Self::Thread => 1,
-            Self::Time => 2,
-            Self::ThreadAndTime => 3,
-            Self::Ambiguous => 4,
-        }
-    }
-}
-
-/// What a site's set of [`Attributed`] bits says: ambiguous, or which of thread and time.
-#[cfg(feature = "enabled")]
-pub(crate) fn attributed_of_bits(bits: u8) -> Option<Attributed> {
-    Some(match bits {
-        0 => return None,
-        b if b & 4 != 0 => Attributed::Ambiguous,
-        1 => Attributed::Thread,
-        2 => Attributed::Time,
-        _ => Attributed::ThreadAndTime,
-    })
-}
 
 /// The device a measurement ran on.
 #[derive(Debug, Clone, PartialEq, Eq)]

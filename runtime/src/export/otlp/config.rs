@@ -464,11 +464,6 @@ impl OtlpConfig {
             Protocol::HttpProtobuf => format!("{}/{path}", base.trim_end_matches('/')),
         }
     }
-
-    #[cfg(feature = "enabled")]
-    pub(super) fn header_values(&self) -> impl Iterator<Item = &str> {
-        self.headers.iter().map(|(_, v)| v.as_str()).filter(|v| v.len() >= 3)
-    }
 }
 
 #[cfg(test)]

@@ -165,7 +165,7 @@ impl Sink for SpansSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::timeline::write_events;
+    use crate::export::timeline::tests::write_events;
     use crate::record::{ActivityKind, DeviceLabel, GpuTiming, Interval, KernelGeometry, MemoryKind, TimingSource};
     use crate::site::{Backend, Direction, Site, SiteDesc, SiteKind};
     use serde_json::{json, Value as Json};

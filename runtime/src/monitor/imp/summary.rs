@@ -162,7 +162,7 @@ fn summaries_of(shared: Option<std::sync::Arc<super::Shared>>) -> Vec<DeviceSumm
 
 /// The device part of the summary table: per device, peak / mean of each quantity. Empty when
 /// no sampler ran or no device library was found (that is said in the notes).
-pub(crate) fn summary_lines(shared: Option<std::sync::Arc<super::Shared>>) -> Vec<String> {
+pub(super) fn summary_lines(shared: Option<std::sync::Arc<super::Shared>>) -> Vec<String> {
     let (Some(stats), devices) = (shared.as_deref().map(super::stats_of), summaries_of(shared)) else {
         return Vec::new();
     };

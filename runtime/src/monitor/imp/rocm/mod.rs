@@ -94,7 +94,7 @@ fn bus_id(bdfid: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::matching::PciAddress;
+    use crate::monitor::imp::matching::PciAddress;
 
     #[test]
     fn a_bdfid_is_a_pci_address_without_its_partition() {

@@ -179,20 +179,6 @@ impl Resolver {
         }
     }
 
-    /// Tests: `rule` answers whose a call outside every scope is, by time, instead of the
-    /// span layer's log.
-    #[cfg(test)]
-    pub(crate) fn set_by_time(&mut self, rule: fn(u64) -> ByTime) {
-        self.by_time = rule;
-    }
-
-    /// Tests: `rule` names the unselected spans entered at a host instant, instead of the span
-    /// layer's census.
-    #[cfg(test)]
-    pub(crate) fn set_unselected_at(&mut self, rule: fn(u64) -> Option<Arc<str>>) {
-        self.unselected_at = rule;
-    }
-
     /// Takes the calibration of CUPTI's CPU clock against the host's (`host = cupti + offset`)
     /// from `measure`, asked to measure again when a record's facts contradicted the last one.
     /// Replays of captured traffic set none: their CUPTI clock is taken as the host's.

@@ -4,7 +4,7 @@
 use super::budget::cost_clock;
 use super::pcie::{self, Pcie};
 use crate::diagnostics::note_once;
-use crate::monitor::vendor::DeviceReader;
+use crate::monitor::imp::vendor::DeviceReader;
 use crate::monitor::Sample;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::gpm::GpmMetricId;

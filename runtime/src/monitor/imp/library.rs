@@ -12,10 +12,7 @@ use std::sync::OnceLock;
 
 /// Names tried in order. Driver installs and container runtimes provide the versioned name; the
 /// unversioned one (nvml-wrapper's default) often exists only with development packages.
-#[cfg(not(windows))]
-const NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
-#[cfg(windows)]
-const NAMES: [&str; 1] = ["nvml.dll"];
+const NAMES: &[&str] = if cfg!(windows) { &["nvml.dll"] } else { &["libnvidia-ml.so.1", "libnvidia-ml.so"] };
 
 /// Every device library, each loaded or why not.
 pub(super) struct Libraries {

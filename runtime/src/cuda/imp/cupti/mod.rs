@@ -19,19 +19,19 @@
 
 // Decoding, the callback tables, attribution and the dump format are lent to tests by
 // `cuda::testing_api::replay` (`gpuspan-testing`): their items are `pub`.
-pub(super) mod attribution;
+pub(crate) mod attribution;
 mod buffers;
-pub(super) mod callbacks;
-pub(super) mod clock;
-pub(super) mod dump;
-pub(super) mod finish;
+pub(crate) mod callbacks;
+pub(crate) mod clock;
+pub(crate) mod dump;
+pub(crate) mod finish;
 mod library;
 mod queue;
 // The raw records' fields mirror CUPTI's structs and keep their names: CUPTI's headers
 // document them.
 #[allow(missing_docs)]
-pub(super) mod records;
-pub(super) mod thread_index;
+pub(crate) mod records;
+pub(crate) mod thread_index;
 mod window;
 mod work;
 
@@ -114,7 +114,10 @@ pub(crate) fn start(devices: Vec<DeviceLabel>) -> Result<u32, CudaError> {
     library::check("cuptiGetVersion", unsafe { sys::cuptiGetVersion(&mut version) })?;
     let (tx, rx) = channel();
     let dump = crate::env::cupti_dump().and_then(|path| {
-        let file = crate::export::file::create(path.as_ref())
+        // Created or truncated, but only if it is a regular file: never through a link, never
+        // blocking.
+        let file = crate::export::file::open_regular(path.as_ref())
+            .and_then(|file| file.set_len(0).map(|()| file))
             .map_err(|e| note_once(format_args!("cannot write the CUPTI dump to {}: {e}", path.to_string_lossy())))
             .ok()?;
         let mut w = std::io::BufWriter::new(file);

@@ -155,7 +155,7 @@ fn crosses_link(record: &Record) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::testing::{h100, install};
+    use crate::monitor::imp::tests::{h100, install};
     use crate::monitor::Sample;
     use crate::record::{DeviceLabel, GpuTiming, Interval, TimingSource};
     use crate::site::{Backend, Site, SiteDesc};
@@ -356,7 +356,7 @@ mod tests {
         };
         // Half the link's peak for one second, and a device-to-device copy that has no link.
         let half = (peak / 2.0) as u64;
-        let lines = crate::monitor::summary::transfer_efficiency_lines(
+        let lines = crate::monitor::imp::summary::transfer_efficiency_lines(
             &devices,
             &[summary(&UPLOAD, half, 1_000_000_000), summary(&COPY, half, 1)],
         );
@@ -364,6 +364,6 @@ mod tests {
         assert!(lines[1].starts_with("  upload: 0.50"), "{lines:?}");
         // A queue bracket's time is an upper bound: no rate, so no efficiency either.
         let bracketed = crate::SiteSummary { bracketed: true, ..summary(&UPLOAD, half, 1_000_000_000) };
-        assert!(crate::monitor::summary::transfer_efficiency_lines(&devices, &[bracketed]).is_empty());
+        assert!(crate::monitor::imp::summary::transfer_efficiency_lines(&devices, &[bracketed]).is_empty());
     }
 }

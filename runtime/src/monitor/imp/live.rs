@@ -89,7 +89,7 @@ fn per_second(readings: impl Iterator<Item = (u64, u32)>) -> Vec<msg::Utilizatio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::testing::{h100, install};
+    use crate::monitor::imp::tests::{h100, install};
     use crate::monitor::Sample;
     use std::time::Duration;
 

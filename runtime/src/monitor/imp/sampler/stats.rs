@@ -2,7 +2,7 @@
 //! summary (and the diagnostics lent to `gpuspan-testing`) read.
 
 use super::budget::thread_cpu_ns;
-use crate::monitor::vendor::DeviceReader;
+use crate::monitor::imp::vendor::DeviceReader;
 use crate::monitor::MonitorConfig;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};

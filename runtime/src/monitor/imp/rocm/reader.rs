@@ -8,8 +8,8 @@
 
 use super::library::{CallError, CLK_TYPE_MEM, CLK_TYPE_SYS, MEM_TYPE_VRAM, TEMP_TYPE_EDGE, TEMP_TYPE_JUNCTION};
 use super::Rocm;
-use crate::monitor::sampler::{cost_clock, Schedule};
-use crate::monitor::vendor::DeviceReader;
+use crate::monitor::imp::sampler::{cost_clock, Schedule};
+use crate::monitor::imp::vendor::DeviceReader;
 use crate::monitor::Sample;
 use std::time::Duration;
 

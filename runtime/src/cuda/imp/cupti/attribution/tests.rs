@@ -3,6 +3,20 @@ use super::super::finish::device_labels;
 use super::*;
 use crate::site::{Backend, Site, SiteDesc, SiteKind};
 
+impl Resolver {
+    /// `rule` answers whose a call outside every scope is, by time, instead of the span
+    /// layer's log.
+    fn set_by_time(&mut self, rule: fn(u64) -> ByTime) {
+        self.by_time = rule;
+    }
+
+    /// `rule` names the unselected spans entered at a host instant, instead of the span
+    /// layer's census.
+    fn set_unselected_at(&mut self, rule: fn(u64) -> Option<Arc<str>>) {
+        self.unselected_at = rule;
+    }
+}
+
 #[test]
 fn delivered_prefix_advances_over_gaps() {
     let mut d = Delivered::default();

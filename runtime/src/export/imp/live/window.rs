@@ -12,7 +12,7 @@
 //! the capture's end frame (its losses) and in the snapshot's `capture_window`.
 
 use crate::aggregate::{bucket_of, quantile_of, BUCKETS};
-use crate::export::capture_encoder::{self as frames, Encoder, SpanMarks};
+use crate::export::imp::capture_encoder::{self as frames, Encoder, SpanMarks};
 use crate::pipeline::Sink;
 use crate::record::Record;
 use gpuspan_capture as cap;

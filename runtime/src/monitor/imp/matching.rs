@@ -49,18 +49,6 @@ pub(super) enum MatchedBy {
     Name,
 }
 
-impl MatchedBy {
-    #[cfg(feature = "_wgpu")]
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            MatchedBy::Uuid => "uuid",
-            MatchedBy::PciAddress => "pci_bus_id",
-            MatchedBy::PciId => "pci_device_id",
-            MatchedBy::Name => "name",
-        }
-    }
-}
-
 /// What a backend knows about one of its devices.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Identity {
@@ -126,10 +114,9 @@ pub(super) fn label_of<'a>(
     // only its API reads their PCI identity: one arm per backend, the monitor's (a leaf) only
     // names of backends besides `cuda_ordinal`'s.
     let registered = match backend {
-        #[cfg(feature = "cuda")]
         Backend::Cuda => cuda::identity(label.id),
         #[cfg(feature = "_wgpu")]
-        Backend::Wgpu => wgpu_identity(label.id),
+        Backend::Wgpu => wgpu_adapters::wgpu_identity(label.id),
         _ => None,
     };
     let name = if backend == Backend::Wgpu { strip_backend(&label.name) } else { &label.name };
@@ -139,15 +126,13 @@ pub(super) fn label_of<'a>(
 
 /// This process's CUDA ordinal for the NVML device at `index` in `gpus`, in a process that
 /// times CUDA (the driver is not loaded for this alone).
-#[allow(unused_variables)] // without `cuda`
 pub(super) fn cuda_ordinal<'a>(index: usize, gpus: impl Iterator<Item = &'a GpuInfo> + Clone) -> Option<u32> {
-    #[cfg(feature = "cuda")]
-    if crate::cuda::watching() {
-        let ordinal =
-            (0u32..).map_while(cuda::identity).position(|id| find(&id, gpus.clone()).map(|(i, _)| i) == Some(index));
-        return ordinal.map(|o| o as u32);
+    if !cuda::watching() {
+        return None;
     }
-    None
+    let ordinal =
+        (0u32..).map_while(cuda::identity).position(|id| find(&id, gpus.clone()).map(|(i, _)| i) == Some(index));
+    ordinal.map(|o| o as u32)
 }
 
 fn name_only(name: &str) -> Identity {
@@ -169,6 +154,11 @@ mod cuda {
 
     use super::{Identity, PciAddress};
     use std::sync::OnceLock;
+
+    /// Whether this process times CUDA (so its ordinals can be read without loading a driver).
+    pub(super) fn watching() -> bool {
+        crate::cuda::watching()
+    }
 
     // process-wide because the CUDA ordinals are the process's (its driver context and
     // CUDA_VISIBLE_DEVICES), read once.
@@ -211,8 +201,20 @@ mod cuda {
     }
 }
 
-#[cfg(feature = "_wgpu")]
-use self::wgpu_adapters::wgpu_identity;
+/// Without `cuda` no ordinal is CUDA's: records of CUDA sites are matched by device name.
+#[cfg(not(feature = "cuda"))]
+mod cuda {
+    use super::Identity;
+
+    pub(super) fn watching() -> bool {
+        false
+    }
+
+    pub(super) fn identity(_ordinal: u32) -> Option<Identity> {
+        None
+    }
+}
+
 #[cfg(feature = "_wgpu")]
 pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
 
@@ -220,8 +222,20 @@ pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
 mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
-    use super::{Identity, PciAddress};
+    use super::{Identity, MatchedBy, PciAddress};
     use {super::find, super::Vendor, crate::monitor::GpuInfo};
+
+    impl MatchedBy {
+        /// The attribute value of how an adapter was matched.
+        fn as_str(self) -> &'static str {
+            match self {
+                MatchedBy::Uuid => "uuid",
+                MatchedBy::PciAddress => "pci_bus_id",
+                MatchedBy::PciId => "pci_device_id",
+                MatchedBy::Name => "name",
+            }
+        }
+    }
 
     /// A wgpu adapter, the device library its vendor's GPUs are read through, and the monitored
     /// device it is when one matches: a diagnostic of the matching (lent to `gpuspan-testing`).
@@ -288,7 +302,7 @@ mod wgpu_adapters {
     /// `info` is any supported wgpu major's `AdapterInfo`.
     pub fn describe_adapter(info: &impl crate::wgpu::Info) -> AdapterDescription {
         let info = &info.facts();
-        let gpus = crate::monitor::discover_now().unwrap_or_default();
+        let gpus = crate::monitor::imp::discover_now().unwrap_or_default();
         let found = find(&identity(info), gpus.iter());
         let device = found.map(|(i, _)| gpus[i].clone());
         AdapterDescription {

@@ -46,18 +46,9 @@ fn regular(file: File, path: &Path) -> io::Result<File> {
     }
 }
 
-/// Opens `path` for a file written as it goes (the CUPTI dump): created or truncated, but only
-/// if it is a regular file; never through a link, never blocking.
-#[cfg(feature = "cuda")]
-pub(crate) fn create(path: &Path) -> io::Result<File> {
-    let file = open_regular(path)?;
-    file.set_len(0)?;
-    Ok(file)
-}
-
 /// Opens (creating if missing, never truncating) the regular file at `path`: never through a
 /// link, never blocking.
-fn open_regular(path: &Path) -> io::Result<File> {
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     check_target(path)?;
     let file = safe_open(OpenOptions::new().write(true).create(true)).open(path).map_err(|e| {
         if is_loop(&e) {
@@ -395,12 +386,9 @@ mod tests {
         let e = write_atomically(&path, |w| w.write_all(b"{}")).unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
-        #[cfg(feature = "cuda")]
-        {
-            let e = create(&path).unwrap_err();
-            assert!(e.to_string().contains("symbolic link"), "{e}");
-            assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
-        }
+        let e = open_regular(&path).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
         assert_eq!(fs::read_dir(&d).unwrap().count(), 2, "no temporary file left behind");
         let _ = fs::remove_dir_all(&d);
     }
@@ -409,11 +397,8 @@ mod tests {
     fn a_device_is_refused_without_writing() {
         let e = write_atomically(Path::new("/dev/null"), |w| w.write_all(b"{}")).unwrap_err();
         assert!(e.to_string().contains("is a device"), "{e}");
-        #[cfg(feature = "cuda")]
-        {
-            let e = create(Path::new("/dev/null")).unwrap_err();
-            assert!(e.to_string().contains("is a device"), "{e}");
-        }
+        let e = open_regular(Path::new("/dev/null")).unwrap_err();
+        assert!(e.to_string().contains("is a device"), "{e}");
     }
 
     #[test]

@@ -223,12 +223,6 @@ impl<T> Queues<T> {
         let live: u64 = lock(&self.queues).iter().map(|q| q.grown.load(Relaxed)).sum();
         live + self.grown_before.load(Relaxed)
     }
-
-    /// Queues registered (live threads, and ended ones not drained yet).
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        lock(&self.queues).len()
-    }
 }
 
 /// The consumer's part for one queue.
@@ -270,7 +264,7 @@ unsafe fn take<T>(q: &Queue<T>, f: &mut impl FnMut(u32, T)) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{Pushed, Queues};
+    use super::{lock, Pushed, Queues};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{mpsc, Arc};
 
@@ -360,9 +354,9 @@ mod tests {
         })
         .join()
         .unwrap();
-        assert_eq!(queues.len(), 1, "kept until drained");
+        assert_eq!(lock(&queues.queues).len(), 1, "kept until drained");
         assert_eq!(drained(&queues), (0..7).collect::<Vec<_>>());
-        assert_eq!(queues.len(), 0, "an ended thread's empty queue is dropped");
+        assert_eq!(lock(&queues.queues).len(), 0, "an ended thread's empty queue is dropped");
         assert_eq!(queues.grown(), 1, "its growth still counted");
     }
 

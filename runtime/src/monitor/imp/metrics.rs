@@ -164,8 +164,18 @@ pub(crate) fn gauges() -> Vec<Gauge> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::testing::{h100, install_in_process};
+    use crate::monitor::imp::tests::{h100, install};
+    use crate::monitor::{GpuInfo, Sample};
     use std::time::Duration;
+
+    /// [`install`], as the process's monitor: for the one test that reads it through the
+    /// metrics' plain functions (no other unit test plugs a monitor into the process).
+    fn install_in_process(interval: Duration, devices: Vec<(GpuInfo, Vec<Sample>)>) {
+        let installed = install(interval, devices).current();
+        if let Some(m) = crate::monitor::register_hooks() {
+            *m.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = installed;
+        }
+    }
 
     /// (metric, unit, kind, value, attributes) of one data point.
     type Point = (&'static str, &'static str, GaugeKind, f64, Vec<(&'static str, Value)>);

@@ -57,7 +57,7 @@ fn reading(s: &super::Sample) -> DeviceSample {
 #[cfg(test)]
 mod tests {
     use crate::hooks::Devices;
-    use crate::monitor::testing::{h100, install};
+    use crate::monitor::imp::tests::{h100, install};
     use crate::monitor::Sample;
     use std::time::Duration;
 

@@ -198,7 +198,7 @@ impl GpuTracks {
     }
 }
 
-/// A record's events as (track, start, end), in the order [`write_events`] writes them: the call
+/// A record's events as (track, start, end), in the order the timeline writes them: the call
 /// on its thread, then, when GPU-timed, its GPU interval on its device's track (or the track of
 /// calls on several devices) and its activities.
 /// A selected span's record is on its span's own tracks: the host one here (`spans` hands out
@@ -270,18 +270,6 @@ impl<W: Write> Events<W> {
         self.out.write_all(b"}")?;
         self.out.flush()
     }
-}
-
-/// [`write_named_events`] with the names the thread registry holds now.
-#[cfg(test)]
-pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()> {
-    write_named_events(records, crate::thread::name, out)
-}
-
-/// Writes the records' timeline, each host thread's track labelled `name(index)`.
-#[cfg(test)]
-pub(crate) fn write_named_events(records: &[Record], name: impl Fn(u32) -> String, out: impl Write) -> io::Result<()> {
-    write_timeline(records, &[], name, out)
 }
 
 /// [`write_named_events`], with counter tracks (a device's memory) on the GPU process.
@@ -364,8 +352,22 @@ fn write_timeline(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// [`write_named_events`] with the names the thread registry holds now.
+    pub(crate) fn write_events(records: &[Record], out: impl Write) -> io::Result<()> {
+        write_named_events(records, crate::thread::name, out)
+    }
+
+    /// Writes the records' timeline, each host thread's track labelled `name(index)`.
+    pub(crate) fn write_named_events(
+        records: &[Record],
+        name: impl Fn(u32) -> String,
+        out: impl Write,
+    ) -> io::Result<()> {
+        write_timeline(records, &[], name, out)
+    }
     use crate::record::{GpuTiming, Interval, TimingSource};
     use crate::site::{Backend, Site, SiteDesc, SiteKind};
     use proptest::prelude::*;
