@@ -2,53 +2,57 @@
 //! Apart from `signal.rs`, which reaches the process's collector, so that the collector names
 //! a part that imports nothing above it.
 
-#[cfg(unix)]
-use std::sync::{
-    atomic::{AtomicBool, AtomicI32, AtomicU32},
-    Once, OnceLock,
-};
+pub(crate) use os::Signals;
 
-/// The signal handling's state, in the [`Collector`](crate::collector::Collector): read in
-/// signal context, so atomics only.
+/// Unix: the handlers' state.
 #[cfg(unix)]
-#[derive(Debug)]
-pub(crate) struct Signals {
-    /// SIGINT/SIGTERM handlers installed once.
-    pub(super) installed: Once,
-    /// The pipe's write end the handler wakes the watcher through (-1: none yet).
-    pub(super) wake: AtomicI32,
-    /// Set by the first signal: the flush runs, a second signal ends the process at once.
-    pub(super) flushing: AtomicBool,
-    /// The exit hook registered once.
-    pub(super) exit_hook: Once,
-    /// The process that registered the exit hook (a forked child inherits the hook).
-    pub(super) exit_pid: AtomicU32,
-    /// What the exit hook runs (`init.rs`'s `shutdown`), handed in by `init()`.
-    pub(super) exit_end: OnceLock<fn()>,
-}
+mod os {
+    use std::sync::{
+        atomic::{AtomicBool, AtomicI32, AtomicU32},
+        Once, OnceLock,
+    };
 
-#[cfg(unix)]
-impl Signals {
-    pub(crate) const fn new() -> Self {
-        Signals {
-            installed: Once::new(),
-            wake: AtomicI32::new(-1),
-            flushing: AtomicBool::new(false),
-            exit_hook: Once::new(),
-            exit_pid: AtomicU32::new(0),
-            exit_end: OnceLock::new(),
+    /// The signal handling's state, in the [`Collector`](crate::collector::Collector): read in
+    /// signal context, so atomics only.
+    #[derive(Debug)]
+    pub(crate) struct Signals {
+        /// SIGINT/SIGTERM handlers installed once.
+        pub(in crate::signal) installed: Once,
+        /// The pipe's write end the handler wakes the watcher through (-1: none yet).
+        pub(in crate::signal) wake: AtomicI32,
+        /// Set by the first signal: the flush runs, a second signal ends the process at once.
+        pub(in crate::signal) flushing: AtomicBool,
+        /// The exit hook registered once.
+        pub(in crate::signal) exit_hook: Once,
+        /// The process that registered the exit hook (a forked child inherits the hook).
+        pub(in crate::signal) exit_pid: AtomicU32,
+        /// What the exit hook runs (`init.rs`'s `shutdown`), handed in by `init()`.
+        pub(in crate::signal) exit_end: OnceLock<fn()>,
+    }
+
+    impl Signals {
+        pub(crate) const fn new() -> Self {
+            Signals {
+                installed: Once::new(),
+                wake: AtomicI32::new(-1),
+                flushing: AtomicBool::new(false),
+                exit_hook: Once::new(),
+                exit_pid: AtomicU32::new(0),
+                exit_end: OnceLock::new(),
+            }
         }
     }
 }
 
 /// No state without Unix signals.
 #[cfg(not(unix))]
-#[derive(Debug)]
-pub(crate) struct Signals;
+mod os {
+    #[derive(Debug)]
+    pub(crate) struct Signals;
 
-#[cfg(not(unix))]
-impl Signals {
-    pub(crate) const fn new() -> Self {
-        Signals
+    impl Signals {
+        pub(crate) const fn new() -> Self {
+            Signals
+        }
     }
 }
