@@ -294,7 +294,7 @@ impl Stacks {
     /// `timed`: its GPU part times it already (an attachment is not taken).
     #[inline(always)]
     pub(crate) fn push(site: &'static Site, timed: bool) -> Stacks {
-        Stacks { attach: wgpu::AttachSlot::push(site, timed), nvtx: nvtx::Range::default() }
+        Stacks { attach: wgpu::AttachSlot::push(site, timed), ..Stacks::default() }
     }
 
     /// On no thread's stacks (a selected span's scope, entered on any thread).
