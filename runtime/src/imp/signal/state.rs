@@ -17,17 +17,17 @@ mod os {
     #[derive(Debug)]
     pub(crate) struct Signals {
         /// SIGINT/SIGTERM handlers installed once.
-        pub(in crate::signal) installed: Once,
+        pub(in super::super) installed: Once,
         /// The pipe's write end the handler wakes the watcher through (-1: none yet).
-        pub(in crate::signal) wake: AtomicI32,
+        pub(in super::super) wake: AtomicI32,
         /// Set by the first signal: the flush runs, a second signal ends the process at once.
-        pub(in crate::signal) flushing: AtomicBool,
+        pub(in super::super) flushing: AtomicBool,
         /// The exit hook registered once.
-        pub(in crate::signal) exit_hook: Once,
+        pub(in super::super) exit_hook: Once,
         /// The process that registered the exit hook (a forked child inherits the hook).
-        pub(in crate::signal) exit_pid: AtomicU32,
+        pub(in super::super) exit_pid: AtomicU32,
         /// What the exit hook runs (`init.rs`'s `shutdown`), handed in by `init()`.
-        pub(in crate::signal) exit_end: OnceLock<fn()>,
+        pub(in super::super) exit_end: OnceLock<fn()>,
     }
 
     impl Signals {

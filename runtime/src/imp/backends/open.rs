@@ -1,6 +1,5 @@
-//! The constructors of [`Scope`] that name a backend, with CUDA compiled in: a CUDA site's scope,
-//! and a bare site's once CUDA is timed (without CUDA, `backends.rs`'s `cuda` side opens bare
-//! scopes host-timed). Part of the seam (with `backends.rs`, the one place that names backends), and
+//! The constructors of [`Scope`] that name a backend: a CUDA site's scope, and a bare site's once
+//! CUDA is timed. Part of the seam (with `backends.rs`, the one place that names backends), and
 //! above the scope: `scope.rs` calls [`Scope::open_bare`] without naming a backend, and the
 //! backends' own modules never open a `Scope` (imports run one way, decision 66).
 
@@ -10,6 +9,7 @@ use tracing::Span;
 
 /// The scopes of CUDA sites: the backend makes their GPU part (`cuda::scope_start`,
 /// `cuda::scope_bare`).
+#[cfg(feature = "cuda")]
 impl Scope {
     /// Opens the scope of a CUDA site; `stream` is the site's stream, if it names one.
     #[inline]
@@ -35,5 +35,14 @@ impl Scope {
     #[inline(always)]
     pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
         Scope::cuda_watched(site, span, bytes)
+    }
+}
+
+/// Without a backend that watches bare scopes, never called (`backends::watches_bare` is false).
+#[cfg(not(feature = "cuda"))]
+impl Scope {
+    #[inline(always)]
+    pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
+        Scope::open(site, span, bytes, |_| crate::backends::GpuScope::None)
     }
 }

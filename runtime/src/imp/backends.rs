@@ -7,7 +7,6 @@
 use crate::call::Call;
 use crate::site::Site;
 
-#[cfg(feature = "cuda")]
 mod open;
 
 /// What the scope asks of a backend's part of it. Implemented by each backend's scope type
@@ -486,17 +485,8 @@ mod cuda {
 #[cfg(not(feature = "cuda"))]
 mod cuda {
     pub(crate) use super::Absent as Scope;
-    use super::{GpuScope, SpanEntry};
+    use super::SpanEntry;
     use crate::site::Site;
-    use tracing::Span;
-
-    /// Never called (`backends::watches_bare` is false).
-    impl crate::scope::Scope {
-        #[inline(always)]
-        pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> crate::scope::Scope {
-            crate::scope::Scope::open(site, span, bytes, |_| GpuScope::None)
-        }
-    }
 
     #[inline(always)]
     pub(super) fn watching() -> bool {
@@ -675,10 +665,10 @@ mod tests {
             "crate::nvtx",
         ];
         let core = [
-            "scope.rs",
-            "scope/host_span.rs",
-            "call.rs",
-            "pipeline.rs",
+            "imp/scope.rs",
+            "imp/scope/host_span.rs",
+            "imp/call.rs",
+            "imp/pipeline.rs",
             "aggregate.rs",
             "record/mod.rs",
             "export/summary.rs",
