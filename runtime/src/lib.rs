@@ -147,11 +147,7 @@ pub use {
 #[cfg(feature = "enabled")]
 mod aggregate;
 mod causality;
-#[cfg(feature = "enabled")]
-mod collector;
 mod export;
-#[cfg(feature = "enabled")]
-mod hooks;
 mod site;
 #[cfg(feature = "enabled")]
 mod sites;
@@ -168,45 +164,27 @@ mod clock;
 // Without `enabled` only the OTLP configuration has anything to say (and drops it).
 #[cfg(any(feature = "enabled", feature = "otlp"))]
 mod diagnostics;
-#[cfg(feature = "enabled")]
-mod env;
-#[cfg(feature = "enabled")]
-mod future;
-#[cfg(feature = "enabled")]
-mod pipeline;
-#[cfg(feature = "enabled")]
-mod ring;
-#[cfg(feature = "enabled")]
-mod running;
 // Expansion support, reached only through the hidden `__private`: not documented API.
-#[cfg(feature = "enabled")]
-mod backends;
-#[cfg(feature = "enabled")]
-mod call;
 #[cfg(all(feature = "enabled", feature = "nvtx"))]
 mod nvtx;
-#[cfg(all(feature = "enabled", any(feature = "_wgpu", feature = "cuda")))]
-mod placement;
 #[allow(missing_docs)]
 mod probe;
-#[cfg(feature = "enabled")]
-mod resolver;
-#[cfg(feature = "enabled")]
-mod sampling;
-#[cfg(feature = "enabled")]
-mod scope;
-#[cfg(feature = "enabled")]
-mod settings;
-#[cfg(feature = "enabled")]
-mod signal;
 mod span_scopes;
 #[cfg(feature = "enabled")]
 mod spans;
-#[cfg(feature = "enabled")]
-mod submit_probe;
 mod switch;
+
+// The machinery only the instrumented build has (the collector, the pipeline, the scope, the
+// backends' seam, the resolver, ...): one door, its modules named from here as `crate::<name>`.
 #[cfg(feature = "enabled")]
-mod thread;
+mod imp;
+#[cfg(all(feature = "enabled", any(feature = "_wgpu", feature = "cuda")))]
+use imp::placement;
+#[cfg(feature = "enabled")]
+use imp::{
+    backends, call, collector, env, future, hooks, parent, pipeline, resolver, ring, running, sampling, scope,
+    settings, signal, submit_probe, thread,
+};
 
 #[cfg(feature = "_wgpu")]
 pub mod wgpu;
@@ -236,8 +214,6 @@ pub mod otlp;
 // compile time (OpenTelemetry's with the `otlp` feature, nothing without), so that the scope, the
 // record and `config.rs` name no exporter.
 mod otlp_choice;
-#[cfg(feature = "enabled")]
-mod parent;
 
 #[doc(hidden)]
 #[cfg(feature = "enabled")]

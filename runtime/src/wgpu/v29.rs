@@ -9,14 +9,12 @@ use ::wgpu29 as wgpu;
 #[allow(private_interfaces, clippy::duplicate_mod)]
 #[path = "major.rs"]
 mod major;
-#[cfg(feature = "enabled")]
-pub use major::imp::PassThroughGuard;
 
-/// The timing, compiled against this major (`v29/imp.rs`).
+/// The timing, compiled against this major (`v29/imp.rs`), and the pass guards' trait.
 #[cfg(feature = "enabled")]
 mod imp;
 #[cfg(feature = "enabled")]
-pub(crate) use imp::backend;
+pub use imp::*;
 
 /// The real pipeline behind one an instrumented device of this major made (`gpuspan-testing`);
 /// without `enabled` no device is instrumented: the pipeline itself.

@@ -6,6 +6,8 @@
 use super::{major, mapped_range, wgpu};
 use ::wgpu_profiler_29 as wgpu_profiler;
 
+pub use major::imp::PassThroughGuard;
+
 /// Items of the backend interface (`wgpu::custom`) only this major has: kept here, dropped in
 /// the other (`backend/instrument/forward.rs`).
 macro_rules! only_29 {

@@ -96,15 +96,14 @@ pub(crate) fn name(index: u32) -> String {
     registry().as_ref().and_then(|r| r.names.get(&index)).map_or_else(|| format!("thread {index}"), |n| n.to_string())
 }
 
-/// How many thread names are held.
-#[cfg(test)]
-fn retained() -> usize {
-    registry().as_ref().map_or(0, |r| r.names.len())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How many thread names are held.
+    fn retained() -> usize {
+        registry().as_ref().map_or(0, |r| r.names.len())
+    }
 
     #[test]
     fn names_of_exited_threads_are_not_kept_without_bound() {

@@ -340,9 +340,9 @@ mod tests {
     #[test]
     fn each_gpuspan_variable_is_read_in_one_place() {
         let sources = sources();
-        let env = &sources["env.rs"];
+        let env = &sources["imp/env.rs"];
         for (file, code) in &sources {
-            if file == "env.rs" {
+            if file == "imp/env.rs" {
                 continue;
             }
             for line in code.lines() {
@@ -362,7 +362,7 @@ mod tests {
             }
             let callers: Vec<&String> = sources
                 .iter()
-                .filter(|(file, code)| *file != "env.rs" && code.contains(&format!("env::{reader}(")))
+                .filter(|(file, code)| *file != "imp/env.rs" && code.contains(&format!("env::{reader}(")))
                 .map(|(file, _)| file)
                 .collect();
             assert_eq!(callers.len(), 1, "the reader of {vars:?} ({reader}) is called from {callers:?}, not one file");
@@ -380,7 +380,7 @@ mod tests {
         ] {
             let callers: Vec<&String> = sources
                 .iter()
-                .filter(|(file, code)| *file != "env.rs" && code.contains(&format!("env::{reader}(")))
+                .filter(|(file, code)| *file != "imp/env.rs" && code.contains(&format!("env::{reader}(")))
                 .map(|(file, _)| file)
                 .collect();
             assert_eq!(callers, ["config/imp.rs"], "the setting read by env::{reader} is read outside `Config`");

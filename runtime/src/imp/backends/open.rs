@@ -3,8 +3,6 @@
 //! above the scope: `scope.rs` calls [`Scope::open_bare`] without naming a backend, and the
 //! backends' own modules never open a `Scope` (imports run one way, decision 66).
 
-#[cfg(not(feature = "cuda"))]
-use super::GpuScope;
 use crate::scope::Scope;
 use crate::site::Site;
 use tracing::Span;
@@ -45,6 +43,6 @@ impl Scope {
 impl Scope {
     #[inline(always)]
     pub(crate) fn open_bare(site: &'static Site, span: Span, bytes: Option<u64>) -> Scope {
-        Scope::open(site, span, bytes, |_| GpuScope::None)
+        Scope::open(site, span, bytes, |_| crate::backends::GpuScope::None)
     }
 }

@@ -81,67 +81,29 @@ impl BackendScope for HostTimed {
     }
 }
 
-/// The backend's part of an open scope: one variant per backend compiled in, so that a scope
-/// costs no allocation or indirection.
+/// The backend's part of an open scope: one variant per backend, whose payload is uninhabited
+/// (and the variant takes no room) when the backend is not compiled in ([`Absent`]), so that a
+/// scope costs no allocation or indirection and the dispatch names no feature.
 #[derive(Debug)]
 pub(crate) enum GpuScope {
     /// Timed by the host clock (tracking memory, or a backend that could not start).
     None,
-    #[cfg(feature = "_wgpu")]
-    Wgpu(crate::wgpu::scope::WgpuScope),
-    #[cfg(feature = "cuda")]
-    Cuda(crate::cuda::CudaScope),
+    Wgpu(wgpu::Scope),
+    Cuda(cuda::Scope),
     /// A selected span's scope where both time spans (CUPTI, and a registered wgpu device):
     /// boxed, as only spans have one.
     #[cfg(all(feature = "cuda", feature = "_wgpu"))]
-    Both(Box<BothScope>),
+    Both(Box<both::BothScope>),
 }
 
-/// A selected span's two parts: its wgpu brackets and its CUDA tag. A framework user's binary
-/// often has both backends compiled in and CUDA able to start on an NVIDIA machine; the span is
-/// timed by the one its program used (decision 55): the brackets keep the record when a
-/// registered device took a submission while the span was open, and CUDA's part then makes a
-/// record only if CUDA work came (`Call::only_if_gpu`); else the CUDA part alone makes it.
-#[cfg(all(feature = "cuda", feature = "_wgpu"))]
+/// A backend not compiled in: its scope type, which has no value.
 #[derive(Debug)]
-pub(crate) struct BothScope {
-    wgpu: crate::wgpu::scope::WgpuScope,
-    cuda: crate::cuda::CudaScope,
-}
+#[cfg_attr(all(feature = "cuda", feature = "_wgpu"), allow(dead_code))] // with both, unnamed
+pub(crate) enum Absent {}
 
-#[cfg(all(feature = "cuda", feature = "_wgpu"))]
-impl BackendScope for Box<BothScope> {
-    fn suspend(&mut self, scope_id: u64) {
-        self.cuda.suspend(scope_id);
-    }
-
-    fn resume(&mut self, scope_id: u64) {
-        self.cuda.resume(scope_id);
-    }
-
-    fn finish(self, call: Call) {
-        let BothScope { wgpu, cuda } = *self;
-        let mut for_cuda = call.clone();
-        if wgpu.finish_span_if_used(call.into_record()).is_none() {
-            for_cuda.only_if_gpu = true; // the brackets have the record
-        }
-        cuda.finish(for_cuda);
-    }
-
-    fn supersede(self) {
-        let BothScope { wgpu, cuda } = *self;
-        wgpu.supersede();
-        cuda.supersede();
-    }
-
-    fn forget(self) {
-        let BothScope { wgpu, cuda } = *self;
-        wgpu.forget();
-        cuda.forget();
-    }
-
-    fn tags_span_entries(&self) -> bool {
-        true
+impl BackendScope for Absent {
+    fn finish(self, _: Call) {
+        match self {}
     }
 }
 
@@ -151,9 +113,7 @@ macro_rules! each_backend {
     ($self:expr, $b:ident => $call:expr, $none:expr) => {
         match $self {
             GpuScope::None => $none,
-            #[cfg(feature = "_wgpu")]
             GpuScope::Wgpu($b) => $call,
-            #[cfg(feature = "cuda")]
             GpuScope::Cuda($b) => $call,
             #[cfg(all(feature = "cuda", feature = "_wgpu"))]
             GpuScope::Both($b) => $call,
@@ -219,10 +179,7 @@ impl GpuScope {
 /// any: CUDA under CUPTI or events attributes a bare site's CUDA work to it. One relaxed load.
 #[inline(always)]
 pub(crate) fn watches_bare() -> bool {
-    #[cfg(feature = "cuda")]
-    return crate::cuda::watching();
-    #[cfg(not(feature = "cuda"))]
-    false
+    cuda::watching()
 }
 
 /// Whether any backend compiled in tags span entries ([`BackendScope::tags_span_entries`]):
@@ -234,18 +191,13 @@ pub(crate) const SPAN_ENTRIES: bool = cfg!(feature = "cuda");
 /// device are present).
 #[inline(always)]
 pub(crate) fn span_selected() {
-    #[cfg(feature = "cuda")]
-    crate::cuda::start_for_spans();
+    cuda::start_for_spans();
 }
 
 /// The backend a selected span's site names: the one that can time spans in this process (its
 /// rows are labelled by the backend that did, `SiteSummary::backend_label`).
 pub(crate) fn span_backend() -> crate::site::Backend {
     use crate::site::Backend;
-    #[cfg(feature = "cuda")]
-    if crate::cuda::span_scope().is_some() && !cfg!(feature = "_wgpu") {
-        return Backend::Cuda;
-    }
     if cfg!(feature = "_wgpu") {
         Backend::Wgpu
     } else if cfg!(feature = "cuda") {
@@ -256,21 +208,15 @@ pub(crate) fn span_backend() -> crate::site::Backend {
 }
 
 /// The GPU part of a selected span's scope: CUPTI's tag when it times this process, a wgpu
-/// bracket on each registered device, or both ([`BothScope`]: the one the program used times it).
-#[allow(unused_variables)] // without backends
+/// bracket on each registered device, or both (`BothScope`: the one the program used times it).
 pub(crate) fn span_gpu(site: &'static Site) -> GpuScope {
-    #[cfg(feature = "cuda")]
-    if let Some(c) = crate::cuda::span_scope() {
-        #[cfg(feature = "_wgpu")]
-        if let Some(GpuScope::Wgpu(w)) = crate::wgpu::scope::span_bracket_if_registered(site) {
-            return GpuScope::Both(Box::new(BothScope { wgpu: w, cuda: c }));
-        }
-        return GpuScope::Cuda(c);
+    if let Some(c) = cuda::span_scope() {
+        return match wgpu::span_bracket_if_registered(site) {
+            Some(w) => both::both(w, c),
+            None => GpuScope::Cuda(c),
+        };
     }
-    #[cfg(feature = "_wgpu")]
-    return crate::wgpu::scope::span_bracket(site);
-    #[allow(unreachable_code)]
-    GpuScope::None
+    wgpu::span_bracket(site)
 }
 
 /// What a selected span keeps for the backends that give it the work begun on the threads that
@@ -278,38 +224,23 @@ pub(crate) fn span_gpu(site: &'static Site) -> GpuScope {
 /// wgpu. A clone shares the same work (the span's life keeps one for attribution by time).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SpanWork {
-    #[cfg(feature = "_wgpu")]
-    passes: crate::wgpu::pass_sum::SpanPasses,
-}
-
-impl SpanWork {
-    /// The passes instrumented devices ran for the span.
-    #[cfg(feature = "_wgpu")]
-    pub(crate) fn passes(&self) -> &crate::wgpu::pass_sum::SpanPasses {
-        &self.passes
-    }
+    passes: wgpu::SpanPasses,
 }
 
 /// A selected span is entered on this thread (every entry, whatever its scope's backend).
-#[allow(unused_variables)] // without wgpu
 pub(crate) fn span_work_enter(span: u64, work: &SpanWork) {
-    #[cfg(feature = "_wgpu")]
-    crate::wgpu::pass_sum::span_entered(span, &work.passes);
+    wgpu::span_entered(span, &work.passes);
 }
 
 /// This thread's entry of a selected span ends.
-#[allow(unused_variables)] // without wgpu
 pub(crate) fn span_work_exit(span: u64) {
-    #[cfg(feature = "_wgpu")]
-    crate::wgpu::pass_sum::span_exited(span);
+    wgpu::span_exited(span);
 }
 
 /// The span closes: the work begun for it replaces its scope's GPU part (`gpu`, a bracket), so
 /// that the span is timed by the sum of its passes.
-#[allow(unused_variables)] // without wgpu
 pub(crate) fn span_work_close(work: &SpanWork, gpu: Option<&mut GpuScope>) {
-    #[cfg(feature = "_wgpu")]
-    if let Some(summed) = work.passes.take().and_then(crate::wgpu::scope::WgpuScope::summed) {
+    if let Some(summed) = wgpu::summed(&work.passes) {
         match gpu {
             Some(gpu) => {
                 gpu.take_attached(GpuScope::Wgpu(summed));
@@ -336,47 +267,33 @@ pub(crate) enum SpanEntry {
 /// A selected span whose scope [tags entries](BackendScope::tags_span_entries) is entered on
 /// this thread: its backend gives it the thread's GPU work until [`span_exit`] (CUPTI: a
 /// window of the thread's time, else its id pushed).
-#[allow(unused_variables)] // without a backend that tags entries
 #[inline]
 pub(crate) fn span_enter(scope_id: u64) -> SpanEntry {
-    #[cfg(feature = "cuda")]
-    return crate::cuda::span_enter(scope_id);
-    #[cfg(not(feature = "cuda"))]
-    SpanEntry::Untagged
+    cuda::span_enter(scope_id)
 }
 
 /// The entry [`span_enter`] made on this thread ends.
-#[allow(unused_variables)] // without a backend that tags entries
 #[inline]
 pub(crate) fn span_exit(site: &'static Site, scope_id: u64, entry: SpanEntry) {
-    #[cfg(feature = "cuda")]
-    crate::cuda::span_exit(site, scope_id, entry);
+    cuda::span_exit(site, scope_id, entry);
 }
 
 /// The per-thread stacks an open scope sits on while it runs on a thread: an NVTX range (for
 /// Nsight, feature `nvtx`) and a slot on the `wgpu::attach` stacks. Zero-sized without them.
 #[derive(Debug, Default)]
 pub(crate) struct Stacks {
-    /// This scope has a slot on its thread's `wgpu::attach` stack.
-    #[cfg(feature = "_wgpu")]
-    attach_slot: bool,
-    /// An NVTX range of this site is pushed on the current thread (a tool is attached).
-    #[cfg(feature = "nvtx")]
-    nvtx: bool,
+    /// This scope's slot on its thread's `wgpu::attach` stack.
+    attach: wgpu::AttachSlot,
+    /// This site's NVTX range on the current thread, if pushed (a tool is attached).
+    nvtx: nvtx::Range,
 }
 
 impl Stacks {
     /// A scope opens on this thread: the slots that must be there before its clock starts.
     /// `timed`: its GPU part times it already (an attachment is not taken).
     #[inline(always)]
-    #[allow(unused_variables)] // without `wgpu`
     pub(crate) fn push(site: &'static Site, timed: bool) -> Stacks {
-        Stacks {
-            #[cfg(feature = "_wgpu")]
-            attach_slot: crate::wgpu::scope::attach_push(site, timed),
-            #[cfg(feature = "nvtx")]
-            nvtx: false,
-        }
+        Stacks { attach: wgpu::AttachSlot::push(site, timed), ..Stacks::default() }
     }
 
     /// On no thread's stacks (a selected span's scope, entered on any thread).
@@ -387,70 +304,318 @@ impl Stacks {
 
     /// The ranges a tool shows for the call, pushed once its clock started.
     #[inline(always)]
-    #[allow(unused_variables)] // without `nvtx`
     pub(crate) fn push_ranges(&mut self, site: &'static Site) {
-        #[cfg(feature = "nvtx")]
-        {
-            self.nvtx = crate::nvtx::push(site);
-        }
+        self.nvtx.push(site);
     }
 
     /// Pops this scope's ranges, if it pushed any: a range lives on one thread's stack.
     #[inline(always)]
     pub(crate) fn pop_ranges(&mut self) {
-        #[cfg(feature = "nvtx")]
-        if std::mem::take(&mut self.nvtx) {
-            crate::nvtx::pop();
-        }
+        self.nvtx.pop();
     }
 
     /// An async scope runs again on this thread: `parked_as` is its scope id if it may have a
     /// slot parked (held by a guard across an `.await`), which it finds again; else it pushes
     /// fresh ones.
     #[inline(always)]
-    #[allow(unused_variables)] // without `wgpu`
     pub(crate) fn resume(&mut self, site: &'static Site, parked_as: Option<u64>, timed: bool) {
-        #[cfg(feature = "_wgpu")]
-        {
-            let parked = parked_as.is_some_and(|id| crate::wgpu::scope::attach_unpark(id, site, timed));
-            self.attach_slot = parked || crate::wgpu::scope::attach_push(site, timed);
-        }
+        self.attach.resume(site, parked_as, timed);
     }
 
     /// A scope closing while suspended with a guard open (a cancelled future) takes its parked
     /// slot back, with the measurement the guard left in it as it was dropped.
     #[inline(always)]
-    #[allow(unused_variables)] // without `wgpu`
     pub(crate) fn unpark_to_close(&mut self, site: &'static Site, scope_id: u64) {
-        #[cfg(feature = "_wgpu")]
-        if !self.attach_slot && crate::wgpu::scope::attach_unpark(scope_id, site, false) {
-            self.attach_slot = true;
-        }
+        self.attach.unpark_to_close(site, scope_id);
     }
 
     /// An async scope suspends with an attach guard open (held across an `.await`): its slot is
     /// parked under the guard's scope id (with its thread), which the scope takes.
     #[inline(always)]
     pub(crate) fn park(&mut self) -> Option<(u32, u64)> {
-        #[cfg(feature = "_wgpu")]
-        if self.attach_slot {
-            let ids = crate::wgpu::scope::attach_park()?;
-            self.attach_slot = false;
-            return Some(ids);
-        }
-        None
+        self.attach.park()
     }
 
     /// Takes the scope's slot off the `wgpu::attach` stack, with the measurement an attached
     /// recorder left there and its ids.
     #[inline(always)]
     pub(crate) fn collect(&mut self) -> Option<((u32, u64), GpuScope)> {
-        #[cfg(feature = "_wgpu")]
-        if std::mem::take(&mut self.attach_slot) {
-            let (ids, w) = crate::wgpu::scope::attach_pop()?;
-            return Some((ids, GpuScope::Wgpu(w)));
+        self.attach.collect().map(|(ids, w)| (ids, GpuScope::Wgpu(w)))
+    }
+}
+
+/// The wgpu backend's side of the seam, with it compiled in: its scope, span brackets, the
+/// passes a span sums, and the `wgpu::attach` slot.
+#[cfg(feature = "_wgpu")]
+mod wgpu {
+    use super::{GpuScope, SpanWork};
+    use crate::site::Site;
+    pub(crate) use crate::wgpu::pass_sum::{span_entered, span_exited, SpanPasses};
+    use crate::wgpu::scope as wgpu_scope;
+    pub(crate) use crate::wgpu::scope::WgpuScope as Scope;
+
+    pub(super) fn span_bracket(site: &'static Site) -> GpuScope {
+        wgpu_scope::span_bracket(site)
+    }
+
+    /// A bracket on a device registered with its queue, if there is one.
+    pub(super) fn span_bracket_if_registered(site: &'static Site) -> Option<Scope> {
+        match wgpu_scope::span_bracket_if_registered(site) {
+            Some(GpuScope::Wgpu(w)) => Some(w),
+            _ => None,
         }
+    }
+
+    /// The scope timed by the passes a span's threads ran, if they ran any.
+    pub(super) fn summed(passes: &SpanPasses) -> Option<Scope> {
+        passes.take().and_then(Scope::summed)
+    }
+
+    impl SpanWork {
+        /// The passes instrumented devices ran for the span.
+        pub(crate) fn passes(&self) -> &SpanPasses {
+            &self.passes
+        }
+    }
+
+    /// Whether the scope has a slot on its thread's `wgpu::attach` stack.
+    #[derive(Debug, Default)]
+    pub(super) struct AttachSlot(bool);
+
+    impl AttachSlot {
+        #[inline(always)]
+        pub(super) fn push(site: &'static Site, timed: bool) -> AttachSlot {
+            AttachSlot(wgpu_scope::attach_push(site, timed))
+        }
+
+        #[inline(always)]
+        pub(super) fn resume(&mut self, site: &'static Site, parked_as: Option<u64>, timed: bool) {
+            let parked = parked_as.is_some_and(|id| wgpu_scope::attach_unpark(id, site, timed));
+            self.0 = parked || wgpu_scope::attach_push(site, timed);
+        }
+
+        #[inline(always)]
+        pub(super) fn unpark_to_close(&mut self, site: &'static Site, scope_id: u64) {
+            if !self.0 && wgpu_scope::attach_unpark(scope_id, site, false) {
+                self.0 = true;
+            }
+        }
+
+        #[inline(always)]
+        pub(super) fn park(&mut self) -> Option<(u32, u64)> {
+            if self.0 {
+                let ids = wgpu_scope::attach_park()?;
+                self.0 = false;
+                return Some(ids);
+            }
+            None
+        }
+
+        #[inline(always)]
+        pub(super) fn collect(&mut self) -> Option<((u32, u64), Scope)> {
+            if std::mem::take(&mut self.0) {
+                return wgpu_scope::attach_pop();
+            }
+            None
+        }
+    }
+}
+
+/// Without wgpu: no scope, no brackets, no passes, no slot (all zero-sized).
+#[cfg(not(feature = "_wgpu"))]
+mod wgpu {
+    pub(crate) use super::Absent as Scope;
+    use super::GpuScope;
+    use crate::site::Site;
+
+    pub(super) fn span_bracket(_: &'static Site) -> GpuScope {
+        GpuScope::None
+    }
+
+    pub(super) fn span_bracket_if_registered(_: &'static Site) -> Option<Scope> {
         None
+    }
+
+    #[derive(Debug, Default, Clone)]
+    pub(super) struct SpanPasses;
+
+    pub(super) fn span_entered(_: u64, _: &SpanPasses) {}
+
+    pub(super) fn span_exited(_: u64) {}
+
+    pub(super) fn summed(_: &SpanPasses) -> Option<Scope> {
+        None
+    }
+
+    #[derive(Debug, Default)]
+    pub(super) struct AttachSlot;
+
+    impl AttachSlot {
+        #[inline(always)]
+        pub(super) fn push(_: &'static Site, _: bool) -> AttachSlot {
+            AttachSlot
+        }
+
+        #[inline(always)]
+        pub(super) fn resume(&mut self, _: &'static Site, _: Option<u64>, _: bool) {}
+
+        #[inline(always)]
+        pub(super) fn unpark_to_close(&mut self, _: &'static Site, _: u64) {}
+
+        #[inline(always)]
+        pub(super) fn park(&mut self) -> Option<(u32, u64)> {
+            None
+        }
+
+        #[inline(always)]
+        pub(super) fn collect(&mut self) -> Option<((u32, u64), Scope)> {
+            None
+        }
+    }
+}
+
+/// The CUDA backend's side of the seam, with it compiled in: its scope, bare scopes, and the
+/// tags of span entries (CUPTI).
+#[cfg(feature = "cuda")]
+mod cuda {
+    pub(crate) use crate::cuda::{span_enter, span_exit, span_scope, start_for_spans, watching, CudaScope as Scope};
+}
+
+/// Without CUDA: no scope, nothing watches bare scopes, span entries are not tagged.
+#[cfg(not(feature = "cuda"))]
+mod cuda {
+    pub(crate) use super::Absent as Scope;
+    use super::SpanEntry;
+    use crate::site::Site;
+
+    #[inline(always)]
+    pub(super) fn watching() -> bool {
+        false
+    }
+
+    #[inline(always)]
+    pub(super) fn start_for_spans() {}
+
+    pub(super) fn span_scope() -> Option<Scope> {
+        None
+    }
+
+    #[inline]
+    pub(super) fn span_enter(_: u64) -> SpanEntry {
+        SpanEntry::Untagged
+    }
+
+    #[inline]
+    pub(super) fn span_exit(_: &'static Site, _: u64, _: SpanEntry) {}
+}
+
+/// A selected span's two parts, when both backends are compiled in: its wgpu brackets and its
+/// CUDA tag. A framework user's binary often has both backends compiled in and CUDA able to
+/// start on an NVIDIA machine; the span is timed by the one its program used (decision 55): the
+/// brackets keep the record when a registered device took a submission while the span was open,
+/// and CUDA's part then makes a record only if CUDA work came (`Call::only_if_gpu`); else the
+/// CUDA part alone makes it.
+#[cfg(all(feature = "cuda", feature = "_wgpu"))]
+mod both {
+    use super::{cuda, wgpu, BackendScope, GpuScope};
+    use crate::call::Call;
+
+    #[derive(Debug)]
+    pub(crate) struct BothScope {
+        wgpu: wgpu::Scope,
+        cuda: cuda::Scope,
+    }
+
+    /// The scope of a span both backends time.
+    pub(super) fn both(wgpu: wgpu::Scope, cuda: cuda::Scope) -> GpuScope {
+        GpuScope::Both(Box::new(BothScope { wgpu, cuda }))
+    }
+
+    impl BackendScope for Box<BothScope> {
+        fn suspend(&mut self, scope_id: u64) {
+            self.cuda.suspend(scope_id);
+        }
+
+        fn resume(&mut self, scope_id: u64) {
+            self.cuda.resume(scope_id);
+        }
+
+        fn finish(self, call: Call) {
+            let BothScope { wgpu, cuda } = *self;
+            let mut for_cuda = call.clone();
+            if wgpu.finish_span_if_used(call.into_record()).is_none() {
+                for_cuda.only_if_gpu = true; // the brackets have the record
+            }
+            cuda.finish(for_cuda);
+        }
+
+        fn supersede(self) {
+            let BothScope { wgpu, cuda } = *self;
+            wgpu.supersede();
+            cuda.supersede();
+        }
+
+        fn forget(self) {
+            let BothScope { wgpu, cuda } = *self;
+            wgpu.forget();
+            cuda.forget();
+        }
+
+        fn tags_span_entries(&self) -> bool {
+            true
+        }
+    }
+}
+
+/// With one backend or none, a span has one part: the CUDA one where it is compiled in (then
+/// wgpu's is absent and this is never called).
+#[cfg(not(all(feature = "cuda", feature = "_wgpu")))]
+mod both {
+    use super::{cuda, wgpu, GpuScope};
+
+    pub(super) fn both(_: wgpu::Scope, cuda: cuda::Scope) -> GpuScope {
+        GpuScope::Cuda(cuda)
+    }
+}
+
+/// The NVTX ranges (for Nsight), with the feature: whether this scope pushed its site's range
+/// on the current thread.
+#[cfg(feature = "nvtx")]
+mod nvtx {
+    use crate::site::Site;
+
+    #[derive(Debug, Default)]
+    pub(super) struct Range(bool);
+
+    impl Range {
+        #[inline(always)]
+        pub(super) fn push(&mut self, site: &'static Site) {
+            self.0 = crate::nvtx::push(site);
+        }
+
+        #[inline(always)]
+        pub(super) fn pop(&mut self) {
+            if std::mem::take(&mut self.0) {
+                crate::nvtx::pop();
+            }
+        }
+    }
+}
+
+/// Without `nvtx`: no ranges.
+#[cfg(not(feature = "nvtx"))]
+mod nvtx {
+    use crate::site::Site;
+
+    #[derive(Debug, Default)]
+    pub(super) struct Range;
+
+    impl Range {
+        #[inline(always)]
+        pub(super) fn push(&mut self, _: &'static Site) {}
+
+        #[inline(always)]
+        pub(super) fn pop(&mut self) {}
     }
 }
 
@@ -500,10 +665,10 @@ mod tests {
             "crate::nvtx",
         ];
         let core = [
-            "scope.rs",
-            "scope/host_span.rs",
-            "call.rs",
-            "pipeline.rs",
+            "imp/scope.rs",
+            "imp/scope/host_span.rs",
+            "imp/call.rs",
+            "imp/pipeline.rs",
             "aggregate.rs",
             "record/mod.rs",
             "export/summary.rs",
