@@ -3,6 +3,7 @@
 //! collector (the one owner of the run's state) and its parts, the pipeline, the scope and the
 //! backends' seam, the resolver thread. docs/architecture.md maps them.
 
+pub(crate) mod aggregate;
 pub(crate) mod backends;
 pub(crate) mod call;
 pub(crate) mod collector;
@@ -20,5 +21,7 @@ pub(crate) mod sampling;
 pub(crate) mod scope;
 pub(crate) mod settings;
 pub(crate) mod signal;
+pub(crate) mod sites;
+pub(crate) mod spans;
 pub(crate) mod submit_probe;
 pub(crate) mod thread;

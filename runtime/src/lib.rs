@@ -144,13 +144,9 @@ pub use {
 // The data types (sites, summaries, the record model) compile either way, so that code reading
 // them compiles with instrumentation off; what fills them is `#[cfg(feature = "enabled")]`, item
 // by item, so the compiler checks dead code in each feature set.
-#[cfg(feature = "enabled")]
-mod aggregate;
 mod causality;
 mod export;
 mod site;
-#[cfg(feature = "enabled")]
-mod sites;
 
 // The record model is what a test sees of a call (`Capture`): lent to `gpuspan-testing` through
 // `__testing`; a program sees sites, summaries, spans and the timeline.
@@ -170,8 +166,6 @@ mod nvtx;
 #[allow(missing_docs)]
 mod probe;
 mod span_scopes;
-#[cfg(feature = "enabled")]
-mod spans;
 mod switch;
 
 // The machinery only the instrumented build has (the collector, the pipeline, the scope, the
@@ -182,8 +176,8 @@ mod imp;
 use imp::placement;
 #[cfg(feature = "enabled")]
 use imp::{
-    backends, call, collector, env, future, hooks, parent, pipeline, resolver, ring, running, sampling, scope,
-    settings, signal, submit_probe, thread,
+    aggregate, backends, call, collector, env, future, hooks, parent, pipeline, resolver, ring, running, sampling,
+    scope, settings, signal, sites, spans, submit_probe, thread,
 };
 
 #[cfg(feature = "_wgpu")]

@@ -22,15 +22,15 @@ pub mod clock {
 }
 
 /// The real pipeline behind one an instrumented wgpu 30 device made.
-#[cfg(feature = "wgpu-30")]
+#[cfg(all(feature = "enabled", feature = "wgpu-30"))]
 pub mod wgpu30 {
-    pub use crate::wgpu::v30::real_compute_pipeline;
+    pub use crate::wgpu::v30::backend::instrument::real_compute_pipeline;
 }
 
 /// The real pipeline behind one an instrumented wgpu 29 device made.
-#[cfg(feature = "wgpu-29")]
+#[cfg(all(feature = "enabled", feature = "wgpu-29"))]
 pub mod wgpu29 {
-    pub use crate::wgpu::v29::real_compute_pipeline;
+    pub use crate::wgpu::v29::backend::instrument::real_compute_pipeline;
 }
 
 /// CUPTI replay and counts, whether CUDA timing started.

@@ -66,14 +66,14 @@ pub mod clock {
 
 /// The instrumented wgpu 30 device's own objects (feature `wgpu-30`): `real_compute_pipeline`,
 /// the real pipeline behind one it made, so that a benchmark can time the very pipeline gpuspan
-/// timed with raw timestamp writes on the real device (the pipeline itself without `enabled`).
-#[cfg(feature = "wgpu-30")]
+/// timed with raw timestamp writes on the real device (with `enabled`: without it no device is instrumented).
+#[cfg(all(feature = "enabled", feature = "wgpu-30"))]
 pub mod wgpu30 {
     pub use gpuspan::__testing::wgpu30::*;
 }
 
 /// The same for wgpu 29 (feature `wgpu-29`).
-#[cfg(feature = "wgpu-29")]
+#[cfg(all(feature = "enabled", feature = "wgpu-29"))]
 pub mod wgpu29 {
     pub use gpuspan::__testing::wgpu29::*;
 }

@@ -669,7 +669,7 @@ mod tests {
             "imp/scope/host_span.rs",
             "imp/call.rs",
             "imp/pipeline.rs",
-            "aggregate.rs",
+            "imp/aggregate.rs",
             "record/mod.rs",
             "export/summary.rs",
         ];

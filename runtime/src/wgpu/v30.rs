@@ -16,16 +16,6 @@ mod imp;
 #[cfg(feature = "enabled")]
 pub use imp::*;
 
-/// The real pipeline behind one an instrumented device of this major made (`gpuspan-testing`);
-/// without `enabled` no device is instrumented: the pipeline itself.
-#[cfg(feature = "enabled")]
-pub use imp::backend::instrument::real_compute_pipeline;
-#[cfg(not(feature = "enabled"))]
-#[allow(missing_docs)]
-pub fn real_compute_pipeline(pipeline: &wgpu::ComputePipeline) -> &wgpu::ComputePipeline {
-    pipeline
-}
-
 /// The calls whose shape differs between majors, for `major.rs` and the backend.
 ///
 /// `BufferSlice::get_mapped_range`: a `Result` since wgpu 30.
