@@ -175,32 +175,16 @@ fn pass_exactness_alone(gpu: &Gpu, reference: &Gpu, settled: bool) -> (f64, f64)
     (median_busy_ns(&capture, "unattributed: timed pass"), median(theirs))
 }
 
-/// The control for [`pass_exactness_alone`] on one device: the same raw pass with two query
-/// sets, alternating, each alone in its submission and resolved in the next: how far two medians
-/// of the same pass read apart with nothing of gpuspan's in either.
-fn raw_against_raw(gpu: &Gpu) -> (f64, f64) {
-    let (first, second) = (RawTimer::new(&gpu.device), RawTimer::new(&gpu.device));
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..EXACT_PASSES {
-        for (raw, times) in [(&first, &mut a), (&second, &mut b)] {
-            one_pass_unresolved(gpu, raw);
-            let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            raw.resolve(&mut encoder);
-            gpu.queue.submit([encoder.finish()]);
-            times.push(raw.read_ns(gpu));
-        }
-    }
-    (median(a), median(b))
-}
-
-/// Where the one-workgroup pass's two speeds live on NVIDIA: [`RAW_SETS`] raw query sets on one
-/// device and pipeline, round robin, each alone in its submission and resolved in the next; the
-/// median of each set. Sets that read apart within one process place the slow state in the raw
-/// timer's own objects (its query set and buffers), not in the pass, pipeline or device.
-fn raw_query_sets(gpu: &Gpu) -> Vec<f64> {
-    let timers: Vec<RawTimer> = (0..RAW_SETS).map(|_| RawTimer::new(&gpu.device)).collect();
-    let mut times = vec![Vec::new(); RAW_SETS];
-    for _ in 0..EXACT_PASSES / 2 {
+/// The control for [`pass_exactness_alone`] on one device, and where the one-workgroup pass's
+/// two speeds live on NVIDIA: `sets` raw query sets on one device and pipeline, round robin,
+/// each pass alone in its submission and resolved in the next, `passes` per set; the median of
+/// each set. With two sets: how far two medians of the same pass read apart with nothing of
+/// gpuspan's in either. With more: sets that read apart within one process place the slow state
+/// in the raw timer's own objects (its query set and buffers), not in the pass, pipeline or device.
+fn raw_query_sets(gpu: &Gpu, sets: usize, passes: usize) -> Vec<f64> {
+    let timers: Vec<RawTimer> = (0..sets).map(|_| RawTimer::new(&gpu.device)).collect();
+    let mut times = vec![Vec::new(); sets];
+    for _ in 0..passes {
         for (raw, times) in timers.iter().zip(&mut times) {
             one_pass_unresolved(gpu, raw);
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
@@ -212,7 +196,7 @@ fn raw_query_sets(gpu: &Gpu) -> Vec<f64> {
     times.into_iter().map(median).collect()
 }
 
-/// How many raw query sets [`raw_query_sets`] compares.
+/// How many raw query sets the like-for-like rows compare beside the two-set control.
 const RAW_SETS: usize = 8;
 
 /// Where a fixed difference between gpuspan's pass time and the raw one comes from (issue 38:
@@ -562,13 +546,17 @@ fn instrumented(c: &mut Criterion) {
                 ours / raw,
                 ours - raw
             );
-            let (a, b) = raw_against_raw(&real);
+            let (a, b) = match raw_query_sets(&real, 2, EXACT_PASSES)[..] {
+                [a, b] => (a, b),
+                _ => unreachable!("two sets"),
+            };
             println!(
                 "{what}, the control: raw writes against raw writes on the real device (medians of {EXACT_PASSES}, \
                  alternating): {a:.0} ns and {b:.0} ns: {:.4} ×",
                 a / b
             );
-            let sets: Vec<String> = raw_query_sets(&real).iter().map(|ns| format!("{ns:.0}")).collect();
+            let sets: Vec<String> =
+                raw_query_sets(&real, RAW_SETS, EXACT_PASSES / 2).iter().map(|ns| format!("{ns:.0}")).collect();
             println!(
                 "{what}, {RAW_SETS} raw query sets on the real device, one pipeline, round robin (medians of {}): {} ns",
                 EXACT_PASSES / 2,

@@ -125,8 +125,8 @@ impl Gpu {
     /// real pipeline the second uses (`gpuspan_testing::wgpu30::real_compute_pipeline`; the
     /// instrumented device takes only pipelines it made). A raw pass on the second runs the very
     /// pipeline, device and memory gpuspan times the first on: comparing the two compares the
-    /// timestamps, not two devices or two pipelines (on NVIDIA a one-workgroup pass reads in one
-    /// of two speeds ~300 ns apart, kept per pipeline: docs/benchmarks.md).
+    /// timestamps, not two devices or two pipelines (on NVIDIA a raw one-workgroup pass reads in
+    /// one of two speeds ~300–450 ns apart, kept per raw timer: docs/benchmarks.md).
     pub fn instrumented_and_real(elements: u32, iterations: u32) -> Option<(Gpu, Gpu)> {
         let gpu = new_device(|all| all).map(|(a, d, q)| {
             let mut real = Self::on(a.clone(), d.clone(), q.clone(), elements, iterations);
