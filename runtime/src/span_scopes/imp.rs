@@ -3,6 +3,7 @@
 
 pub(super) mod live;
 mod open_spans;
+mod recent;
 pub(super) mod selected;
 mod slot;
 mod stretches;

@@ -113,6 +113,12 @@ impl Life {
         self.closed.store(true, Ordering::Release);
     }
 
+    /// Whether [`close`](Self::close) ran: its registry id may be a new span's since.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // only ByTime names a scope
     fn scope_id(&self) -> u64 {
         self.scope_id.load(Ordering::Acquire)

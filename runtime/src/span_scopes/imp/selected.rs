@@ -5,6 +5,7 @@
 #[cfg(feature = "cuda")]
 use super::open_spans::ByTime;
 use super::open_spans::Life;
+use super::recent;
 use crate::backends::{span_backend, span_gpu, SpanWork};
 use crate::record::Value;
 use crate::scope::Scope;
@@ -335,8 +336,9 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
     }
 }
 
-/// What a selected span instance keeps in its extensions.
-struct Instance {
+/// What a selected span instance keeps in its extensions (shared with the threads that entered
+/// it last: `recent.rs`).
+pub(super) struct Instance {
     site: &'static Site,
     /// When it was entered, for attribution by time.
     life: Arc<Life>,
@@ -502,6 +504,12 @@ impl Instance {
         crate::collector::collector().selected.open_spans.exit(&self.life, crate::clock::now_ns);
     }
 
+    /// The span closed: its id may already be a new span's.
+    #[inline]
+    pub(super) fn is_closed(&self) -> bool {
+        self.life.is_closed()
+    }
+
     /// Whether its first entry opened its scope and it has not closed.
     fn is_open(&self) -> bool {
         self.opened.get().is_some_and(|o| lock(&o.scope).is_some())
@@ -521,7 +529,7 @@ impl Instance {
 /// A selected span (or one the census follows) is entered on this thread: what its extensions
 /// hold does it.
 fn enter_found(id: &Id, ext: &Extensions<'_>) {
-    if let Some(i) = ext.get::<Instance>() {
+    if let Some(i) = ext.get::<Arc<Instance>>() {
         i.enter(id);
     } else if let Some(c) = ext.get::<Census>() {
         if !c.logged.swap(true, Ordering::Relaxed) {
@@ -533,7 +541,7 @@ fn enter_found(id: &Id, ext: &Extensions<'_>) {
 
 /// Its entry on this thread ends.
 fn exit_found(id: &Id, ext: &Extensions<'_>) {
-    if let Some(i) = ext.get::<Instance>() {
+    if let Some(i) = ext.get::<Arc<Instance>>() {
         i.exit(id);
     } else if let Some(c) = ext.get::<Census>() {
         c.life.exit(crate::clock::now_ns);
@@ -553,13 +561,20 @@ impl SpanScopes {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
+        if let Some(i) = recent::get(self, id) {
+            if selection.follows_spans() {
+                Filter::<S>::on_enter(selection, id, ctx);
+            }
+            return i.enter(id);
+        }
         let Some(span) = ctx.span(id) else { return };
         let ext = span.extensions();
-        if let Some(i) = ext.get::<Instance>() {
+        if let Some(i) = ext.get::<Arc<Instance>>() {
             if selection.follows_spans() {
                 Filter::<S>::on_enter(selection, id, ctx.clone());
             }
             i.enter(id);
+            recent::remember(self, id, i);
         } else if ext.get::<Census>().is_some() {
             Filter::<S>::on_enter(selection, id, ctx.clone());
             enter_found(id, &ext);
@@ -572,13 +587,20 @@ impl SpanScopes {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
+        if let Some(i) = recent::get(self, id) {
+            if selection.follows_spans() {
+                Filter::<S>::on_exit(selection, id, ctx);
+            }
+            return i.exit(id);
+        }
         let Some(span) = ctx.span(id) else { return };
         let ext = span.extensions();
-        if let Some(i) = ext.get::<Instance>() {
+        if let Some(i) = ext.get::<Arc<Instance>>() {
             if selection.follows_spans() {
                 Filter::<S>::on_exit(selection, id, ctx.clone());
             }
             i.exit(id);
+            recent::remember(self, id, i);
         } else if ext.get::<Census>().is_some() {
             Filter::<S>::on_exit(selection, id, ctx.clone());
             exit_found(id, &ext);
@@ -650,22 +672,22 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
         attrs.record(&mut Fields(&mut fields));
         let site = site_of(attrs.metadata());
         // The nearest selected span it was made in: an outer span of the same chain, for the rule.
-        let parent = span.scope().skip(1).find_map(|s| s.extensions().get::<Instance>().map(|i| i.life.clone()));
+        let parent = span.scope().skip(1).find_map(|s| s.extensions().get::<Arc<Instance>>().map(|i| i.life.clone()));
         let work = SpanWork::default();
         let life = Life::with_work(attrs.metadata().name(), parent, work.clone());
-        span.extensions_mut().insert(Instance {
+        span.extensions_mut().insert(Arc::new(Instance {
             site,
             life,
             opened: OnceLock::new(),
             fields: Mutex::new(fields),
             work,
-        });
+        }));
     }
 
     fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let ext = span.extensions();
-        if let Some(i) = ext.get::<Instance>() {
+        if let Some(i) = ext.get::<Arc<Instance>>() {
             values.record(&mut Fields(&mut lock(&i.fields)));
         }
     }
@@ -689,13 +711,13 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanScopes {
             c.life.close();
             return;
         }
-        let opened = span.extensions().get::<Instance>().is_some_and(Instance::is_open);
+        let opened = span.extensions().get::<Arc<Instance>>().is_some_and(|i| i.is_open());
         if !opened {
             return;
         }
         // Not under the extensions' borrow below: the chain keeps its node in them.
         let chain = crate::spans::of_span(&id, &span.metadata().callsite());
-        let scope = span.extensions().get::<Instance>().and_then(Instance::close);
+        let scope = span.extensions().get::<Arc<Instance>>().and_then(|i| i.close());
         if let Some(mut scope) = scope {
             scope.set_chain(chain);
             drop(scope);
