@@ -9,10 +9,10 @@ use gpuspan_testing::cuda::replay::{self as parse, dump::Frame, Raw};
 use gpuspan_testing::record::{ActivityKind, Interval, MemoryKind, Record};
 use std::collections::{BTreeMap, HashMap};
 
-const CAPTURE: &[u8] = include_bytes!("../fixtures/cuda/capture.dump");
+const CAPTURE: &[u8] = include_bytes!("../../fixtures/cuda/capture.dump");
 /// Rank 0 of `multi_gpu` on two H200s (NVLink), both GPUs open, computing on the first, a peer
 /// copy to the second and a two-rank NCCL all-reduce (docs/multi-gpu.md, 2026-11-24).
-const TWO_GPUS: &[u8] = include_bytes!("../fixtures/cuda/two-h200-rank0.dump");
+const TWO_GPUS: &[u8] = include_bytes!("../../fixtures/cuda/two-h200-rank0.dump");
 
 /// One site per name found in the dump, as the annotated functions would have declared them.
 fn site(name: &str) -> &'static Site {
@@ -411,8 +411,8 @@ fn two_gpus_a_staged_peer_copy_is_one_transfer_between_its_devices_with_no_bandw
 /// copies were placed up to 69 µs before the host issued them, in `09` kernels ended up to 4 µs
 /// after the synchronize behind them had returned.
 const UNION_FIND: [(&str, &[u8]); 2] = [
-    ("union-find-07", include_bytes!("../fixtures/cuda/union-find-07.dump")),
-    ("union-find-09", include_bytes!("../fixtures/cuda/union-find-09.dump")),
+    ("union-find-07", include_bytes!("../../fixtures/cuda/union-find-07.dump")),
+    ("union-find-09", include_bytes!("../../fixtures/cuda/union-find-09.dump")),
 ];
 
 /// The dump's calibrations as a function of CUPTI's clock: `host = cupti + offset`, the offset

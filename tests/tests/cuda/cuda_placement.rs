@@ -17,7 +17,8 @@ use gpuspan_testing::record::ActivityKind;
 use gpuspan_testing::{Capture, Record};
 use std::sync::{Arc, OnceLock};
 
-mod labels_common;
+use crate::labels_common;
+use rusty_fork::rusty_fork_test;
 
 const UNION_FIND: &str = r#"
 extern "C" __global__ void init(int* parent, int n) {
@@ -272,55 +273,57 @@ fn child(shape: &str) {
     }
 }
 
-/// Ten fresh processes of each shape, each placing its first call's records from the first launch on.
-#[test]
-#[ignore = "needs a GPU"]
-fn first_calls_hold_program_order_in_every_process() {
-    if let Ok(shape) = std::env::var("GPUSPAN_CHILD") {
-        return child(&shape);
-    }
-    let exe = std::env::current_exe().expect("current exe");
-    let dumps = std::env::var_os("GPUSPAN_TEST_OUT").map(std::path::PathBuf::from);
-    let mut failed = Vec::new();
-    let (mut widest_first, mut widest_later) = (0u64, 0u64);
-    for i in 0..4 * PROCESSES {
-        let shape = ["eager", "lazy", "inblock", "events"][i % 4];
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.args(["first_calls_hold_program_order_in_every_process", "--exact", "--ignored", "--nocapture"]);
-        cmd.env("GPUSPAN_CHILD", shape);
-        if shape == "events" {
-            cmd.env("GPUSPAN_CUPTI", "off");
+rusty_fork_test! {
+    /// Ten fresh processes of each shape, each placing its first call's records from the first launch on.
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn first_calls_hold_program_order_in_every_process() {
+        if let Ok(shape) = std::env::var("GPUSPAN_CHILD") {
+            return child(&shape);
         }
-        if let Some(d) = &dumps {
-            cmd.env("GPUSPAN_CUPTI_DUMP", d.join(format!("placement-{i}.dump")));
-        }
-        let out = cmd.output().expect("child");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "process {i} failed:\n{text}");
-        let line = text.lines().find(|l| l.starts_with("PLACEMENT ")).unwrap_or_else(|| panic!("no result:\n{text}"));
-        println!("process {i} ({shape}): {line}");
-        let value =
-            |key: &str| -> u64 { line.split_whitespace().find_map(|w| w.strip_prefix(key)?.parse().ok()).expect(key) };
-        // The 10 µs bound is CUPTI's; events state their own (their facts are host polls).
-        if shape != "events" {
-            widest_first = widest_first.max(value("widest_first_ns="));
-            widest_later = widest_later.max(value("widest_later_ns="));
-        }
-        if value("faults=") == 0 {
-            // Dumps are kept for the processes that failed (to replay them), not the rest.
-            if let Some(d) = &dumps {
-                let _ = std::fs::remove_file(d.join(format!("placement-{i}.dump")));
+        let exe = std::env::current_exe().expect("current exe");
+        let dumps = std::env::var_os("GPUSPAN_TEST_OUT").map(std::path::PathBuf::from);
+        let mut failed = Vec::new();
+        let (mut widest_first, mut widest_later) = (0u64, 0u64);
+        for i in 0..4 * PROCESSES {
+            let shape = ["eager", "lazy", "inblock", "events"][i % 4];
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.args([&gpuspan_tests::test_path(module_path!(), "first_calls_hold_program_order_in_every_process"), "--exact", "--ignored", "--nocapture"]);
+            cmd.env("GPUSPAN_CHILD", shape);
+            if shape == "events" {
+                cmd.env("GPUSPAN_CUPTI", "off");
             }
-        } else {
-            failed.push(format!(
-                "process {i}:\n{}",
-                text.lines().filter(|l| l.starts_with("FAULT") || l.starts_with("NOTE")).collect::<Vec<_>>().join("\n")
-            ));
+            if let Some(d) = &dumps {
+                cmd.env("GPUSPAN_CUPTI_DUMP", d.join(format!("placement-{i}.dump")));
+            }
+            let out = cmd.output().expect("child");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "process {i} failed:\n{text}");
+            let line = text.lines().find(|l| l.starts_with("PLACEMENT ")).unwrap_or_else(|| panic!("no result:\n{text}"));
+            println!("process {i} ({shape}): {line}");
+            let value =
+                |key: &str| -> u64 { line.split_whitespace().find_map(|w| w.strip_prefix(key)?.parse().ok()).expect(key) };
+            // The 10 µs bound is CUPTI's; events state their own (their facts are host polls).
+            if shape != "events" {
+                widest_first = widest_first.max(value("widest_first_ns="));
+                widest_later = widest_later.max(value("widest_later_ns="));
+            }
+            if value("faults=") == 0 {
+                // Dumps are kept for the processes that failed (to replay them), not the rest.
+                if let Some(d) = &dumps {
+                    let _ = std::fs::remove_file(d.join(format!("placement-{i}.dump")));
+                }
+            } else {
+                failed.push(format!(
+                    "process {i}:\n{}",
+                    text.lines().filter(|l| l.starts_with("FAULT") || l.starts_with("NOTE")).collect::<Vec<_>>().join("\n")
+                ));
+            }
         }
+        println!("widest stated CUPTI bound: first call {widest_first} ns, later calls {widest_later} ns");
+        assert!(failed.is_empty(), "records placed against program order:\n{}", failed.join("\n"));
+        assert!(widest_first <= WIDEST_NS && widest_later <= WIDEST_NS, "bounds wider than {WIDEST_NS} ns");
     }
-    println!("widest stated CUPTI bound: first call {widest_first} ns, later calls {widest_later} ns");
-    assert!(failed.is_empty(), "records placed against program order:\n{}", failed.join("\n"));
-    assert!(widest_first <= WIDEST_NS && widest_later <= WIDEST_NS, "bounds wider than {WIDEST_NS} ns");
 }
 
 /// Issue 39's program as its author wrote it (its `pointer_jump` block named
@@ -495,57 +498,59 @@ fn issue_39_child() {
     );
 }
 
-/// Issue 39's done-when: 100 fresh processes of its program (run as a user would, one after the
-/// other), 0 pieces of work beyond their stated bound of program order in either direction.
-#[test]
-#[ignore = "needs a GPU"]
-fn issue_39_program_holds_program_order_both_ways_in_100_processes() {
-    if std::env::var("GPUSPAN_CHILD").is_ok_and(|s| s == "issue39") {
-        return issue_39_child();
-    }
-    let exe = std::env::current_exe().expect("current exe");
-    let dumps = std::env::var_os("GPUSPAN_TEST_OUT").map(std::path::PathBuf::from);
-    let processes: usize = std::env::var("GPUSPAN_TEST_PROCESSES").ok().and_then(|n| n.parse().ok()).unwrap_or(100);
-    let (mut failed, mut widest_first, mut widest_later, mut checked) = (Vec::new(), 0u64, 0u64, 0u64);
-    for i in 0..processes {
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.args([
-            "issue_39_program_holds_program_order_both_ways_in_100_processes",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ]);
-        cmd.env("GPUSPAN_CHILD", "issue39");
-        let dump = dumps.as_ref().map(|d| d.join(format!("issue39-{i}.dump")));
-        if let Some(d) = &dump {
-            cmd.env("GPUSPAN_CUPTI_DUMP", d);
+rusty_fork_test! {
+    /// Issue 39's done-when: 100 fresh processes of its program (run as a user would, one after the
+    /// other), 0 pieces of work beyond their stated bound of program order in either direction.
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn issue_39_program_holds_program_order_both_ways_in_100_processes() {
+        if std::env::var("GPUSPAN_CHILD").is_ok_and(|s| s == "issue39") {
+            return issue_39_child();
         }
-        let out = cmd.output().expect("child");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "process {i} failed:\n{text}");
-        let line = text.lines().find(|l| l.starts_with("PLACEMENT ")).unwrap_or_else(|| panic!("no result:\n{text}"));
-        println!("process {i}: {line}");
-        let value =
-            |key: &str| -> u64 { line.split_whitespace().find_map(|w| w.strip_prefix(key)?.parse().ok()).expect(key) };
-        widest_first = widest_first.max(value("widest_first_ns="));
-        widest_later = widest_later.max(value("widest_later_ns="));
-        checked += value("checked=");
-        if value("faults=") == 0 {
+        let exe = std::env::current_exe().expect("current exe");
+        let dumps = std::env::var_os("GPUSPAN_TEST_OUT").map(std::path::PathBuf::from);
+        let processes: usize = std::env::var("GPUSPAN_TEST_PROCESSES").ok().and_then(|n| n.parse().ok()).unwrap_or(100);
+        let (mut failed, mut widest_first, mut widest_later, mut checked) = (Vec::new(), 0u64, 0u64, 0u64);
+        for i in 0..processes {
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.args([
+                &gpuspan_tests::test_path(module_path!(), "issue_39_program_holds_program_order_both_ways_in_100_processes"),
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ]);
+            cmd.env("GPUSPAN_CHILD", "issue39");
+            let dump = dumps.as_ref().map(|d| d.join(format!("issue39-{i}.dump")));
             if let Some(d) = &dump {
-                let _ = std::fs::remove_file(d);
+                cmd.env("GPUSPAN_CUPTI_DUMP", d);
             }
-        } else {
-            failed.push(format!(
-                "process {i}:\n{}",
-                text.lines().filter(|l| l.starts_with("FAULT") || l.starts_with("NOTE")).collect::<Vec<_>>().join("\n")
-            ));
+            let out = cmd.output().expect("child");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "process {i} failed:\n{text}");
+            let line = text.lines().find(|l| l.starts_with("PLACEMENT ")).unwrap_or_else(|| panic!("no result:\n{text}"));
+            println!("process {i}: {line}");
+            let value =
+                |key: &str| -> u64 { line.split_whitespace().find_map(|w| w.strip_prefix(key)?.parse().ok()).expect(key) };
+            widest_first = widest_first.max(value("widest_first_ns="));
+            widest_later = widest_later.max(value("widest_later_ns="));
+            checked += value("checked=");
+            if value("faults=") == 0 {
+                if let Some(d) = &dump {
+                    let _ = std::fs::remove_file(d);
+                }
+            } else {
+                failed.push(format!(
+                    "process {i}:\n{}",
+                    text.lines().filter(|l| l.starts_with("FAULT") || l.starts_with("NOTE")).collect::<Vec<_>>().join("\n")
+                ));
+            }
         }
+        println!(
+            "{processes} processes, {checked} pieces of work checked, {} with a fault; widest stated CUPTI bound: first \
+             call {widest_first} ns, later calls {widest_later} ns",
+            failed.len()
+        );
+        assert!(failed.is_empty(), "work placed against program order:\n{}", failed.join("\n"));
+        assert!(widest_first <= WIDEST_NS && widest_later <= WIDEST_NS, "bounds wider than {WIDEST_NS} ns");
     }
-    println!(
-        "{processes} processes, {checked} pieces of work checked, {} with a fault; widest stated CUPTI bound: first \
-         call {widest_first} ns, later calls {widest_later} ns",
-        failed.len()
-    );
-    assert!(failed.is_empty(), "work placed against program order:\n{}", failed.join("\n"));
-    assert!(widest_first <= WIDEST_NS && widest_later <= WIDEST_NS, "bounds wider than {WIDEST_NS} ns");
 }

@@ -12,7 +12,7 @@
 //! spans, sent to the collector `scripts/collector` runs; scripts/test installs it).
 #![cfg(feature = "cuda")]
 
-mod otlp_common;
+use crate::otlp_common;
 
 use otlp_common::{all_named, assert_no_orphans, by_name, test_id, Collector};
 use serde_json::Value;

@@ -12,7 +12,12 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKe
 use gpuspan::TimingSource;
 use gpuspan_testing::record::{ActivityKind, Value};
 use gpuspan_testing::Capture;
+use rusty_fork::rusty_fork_test;
 use std::sync::{mpsc, Arc, OnceLock};
+
+/// The target of the `shapes` module's spans, set explicitly on the spans other modules open as
+/// if they were its own (`module_path!()`: the test binary's name comes first).
+const SHAPES: &str = concat!(module_path!(), "::shapes");
 
 const SRC: &str = r#"
 extern "C" __global__ void spin(unsigned long long cycles) {
@@ -81,8 +86,12 @@ fn setup() {
     static SUBSCRIBER: OnceLock<()> = OnceLock::new();
     SUBSCRIBER.get_or_init(|| {
         use tracing_subscriber::layer::SubscriberExt;
-        let subscriber =
-            tracing_subscriber::registry().with(gpuspan::layer_with("spans_cuda::app=info,spans_cuda::shapes=info"));
+        let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with(concat!(
+            module_path!(),
+            "::app=info,",
+            module_path!(),
+            "::shapes=info"
+        )));
         tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
     });
 }
@@ -140,108 +149,112 @@ mod shapes {
     }
 }
 
-#[test]
-#[ignore = "needs a GPU"]
-fn nested_two_thread_rayon_and_tokio_spans_own_exactly_their_kernels() {
-    use rayon::prelude::*;
-    use tracing::Instrument;
-    if let Err(e) = gpuspan::cuda::probe() {
-        panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
-    }
-    setup();
-    let capture = Capture::start_all_threads();
-    let gpu = shapes::Gpu::new();
-    // Nested: the innermost selected span entered on the launching thread owns the launch.
-    shapes::outer(&gpu);
-    // One span entered on two threads at once: both threads' kernels.
-    let span = tracing::info_span!(target: "spans_cuda::shapes", "two_threads");
-    let barrier = std::sync::Barrier::new(2);
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                span.in_scope(|| {
-                    barrier.wait();
-                    gpu.launch(3);
-                    barrier.wait();
+rusty_fork_test! {
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn nested_two_thread_rayon_and_tokio_spans_own_exactly_their_kernels() {
+        use rayon::prelude::*;
+        use tracing::Instrument;
+        if let Err(e) = gpuspan::cuda::probe() {
+            panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
+        }
+        setup();
+        let capture = Capture::start_all_threads();
+        let gpu = shapes::Gpu::new();
+        // Nested: the innermost selected span entered on the launching thread owns the launch.
+        shapes::outer(&gpu);
+        // One span entered on two threads at once: both threads' kernels.
+        let span = tracing::info_span!(target: crate::spans_cuda::SHAPES, "two_threads");
+        let barrier = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    span.in_scope(|| {
+                        barrier.wait();
+                        gpu.launch(3);
+                        barrier.wait();
+                    })
+                });
+            }
+        });
+        drop(span);
+        // rayon tasks entering the caller's span.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("rayon pool");
+        let span = tracing::info_span!(target: crate::spans_cuda::SHAPES, "rayon_batch");
+        pool.install(|| (0..4).into_par_iter().for_each(|_| span.in_scope(|| gpu.launch(1))));
+        drop(span);
+        // tokio: launches after awaits, polled on any of two workers.
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().expect("tokio");
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..2)
+                .map(|i| {
+                    let span = tracing::info_span!(target: crate::spans_cuda::SHAPES, "tokio_task", task = i);
+                    tokio::spawn(shapes::steps(gpu.clone()).instrument(span))
                 })
-            });
-        }
-    });
-    drop(span);
-    // rayon tasks entering the caller's span.
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("rayon pool");
-    let span = tracing::info_span!(target: "spans_cuda::shapes", "rayon_batch");
-    pool.install(|| (0..4).into_par_iter().for_each(|_| span.in_scope(|| gpu.launch(1))));
-    drop(span);
-    // tokio: launches after awaits, polled on any of two workers.
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().expect("tokio");
-    rt.block_on(async {
-        let tasks: Vec<_> = (0..2)
-            .map(|i| {
-                let span = tracing::info_span!(target: "spans_cuda::shapes", "tokio_task", task = i);
-                tokio::spawn(shapes::steps(gpu.clone()).instrument(span))
-            })
-            .collect();
-        for t in tasks {
-            t.await.expect("task");
-        }
-    });
-    drop(rt);
-    assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
-    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+                .collect();
+            for t in tasks {
+                t.await.expect("task");
+            }
+        });
+        drop(rt);
+        assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
+        assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
 
-    let one = |name: &str| {
-        let recs = capture.of(name);
-        assert_eq!(recs.len(), 1, "{name}: one record: {recs:?}");
-        assert_eq!(recs[0].source(), TimingSource::Cupti, "{name}: {:?}", recs[0]);
-        kernels(&recs[0])
-    };
-    assert_eq!((one("outer"), one("inner")), (3, 4), "self: the inner span's kernels are its own");
-    assert_eq!(one("two_threads"), 6, "both threads' kernels");
-    assert_eq!(one("rayon_batch"), 4, "every task's kernel");
-    let tokio = capture.of("tokio_task");
-    assert_eq!(tokio.len(), 2, "{tokio:?}");
-    assert!(tokio.iter().all(|r| kernels(r) == 3), "every step's kernel, whichever worker: {tokio:?}");
-    let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
-    assert_eq!(unattributed, 0, "kernels launched under a selected span are never unattributed");
+        let one = |name: &str| {
+            let recs = capture.of(name);
+            assert_eq!(recs.len(), 1, "{name}: one record: {recs:?}");
+            assert_eq!(recs[0].source(), TimingSource::Cupti, "{name}: {:?}", recs[0]);
+            kernels(&recs[0])
+        };
+        assert_eq!((one("outer"), one("inner")), (3, 4), "self: the inner span's kernels are its own");
+        assert_eq!(one("two_threads"), 6, "both threads' kernels");
+        assert_eq!(one("rayon_batch"), 4, "every task's kernel");
+        let tokio = capture.of("tokio_task");
+        assert_eq!(tokio.len(), 2, "{tokio:?}");
+        assert!(tokio.iter().all(|r| kernels(r) == 3), "every step's kernel, whichever worker: {tokio:?}");
+        let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
+        assert_eq!(unattributed, 0, "kernels launched under a selected span are never unattributed");
+    }
 }
 
-#[test]
-#[ignore = "needs a GPU"]
-fn kernels_a_device_thread_launches_inside_the_callers_span_are_that_spans_and_none_unattributed() {
-    if let Err(e) = gpuspan::cuda::probe() {
-        panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
-    }
-    setup();
-    let capture = Capture::start_all_threads();
-    let (tx, handle) = framework::device_thread();
-    for id in 0..3 {
-        app::infer(&tx, id);
-    }
-    drop(tx);
-    handle.join().expect("device thread");
-    let timing = gpuspan_testing::cuda::timing();
-    let notes = gpuspan::summary().notes;
-    assert_eq!(timing, Some(gpuspan::cuda::Timing::Cupti), "the layer started CUPTI: {notes:?}");
-    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+rusty_fork_test! {
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn kernels_a_device_thread_launches_inside_the_callers_span_are_that_spans_and_none_unattributed() {
+        if let Err(e) = gpuspan::cuda::probe() {
+            panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
+        }
+        setup();
+        let capture = Capture::start_all_threads();
+        let (tx, handle) = framework::device_thread();
+        for id in 0..3 {
+            app::infer(&tx, id);
+        }
+        drop(tx);
+        handle.join().expect("device thread");
+        let timing = gpuspan_testing::cuda::timing();
+        let notes = gpuspan::summary().notes;
+        assert_eq!(timing, Some(gpuspan::cuda::Timing::Cupti), "the layer started CUPTI: {notes:?}");
+        assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
 
-    let infer = capture.of("infer");
-    assert_eq!(infer.len(), 3, "one record per span instance: {infer:?}");
-    for (id, r) in infer.iter().enumerate() {
-        assert!(r.site.is_span());
-        assert_eq!(r.source(), TimingSource::Cupti, "{r:?}");
-        let kernels = r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel(_))).count();
-        assert_eq!(kernels, app::KERNELS_PER_JOB * app::JOBS, "every kernel of the span's jobs: {r:?}");
-        let attrs = r.attributes();
-        assert!(attrs.contains(&("gpuspan.kind", Value::Str("span".into()))), "{attrs:?}");
-        assert!(attrs.contains(&("request", Value::I64(id as i64))), "{attrs:?}");
+        let infer = capture.of("infer");
+        assert_eq!(infer.len(), 3, "one record per span instance: {infer:?}");
+        for (id, r) in infer.iter().enumerate() {
+            assert!(r.site.is_span());
+            assert_eq!(r.source(), TimingSource::Cupti, "{r:?}");
+            let kernels = r.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel(_))).count();
+            assert_eq!(kernels, app::KERNELS_PER_JOB * app::JOBS, "every kernel of the span's jobs: {r:?}");
+            let attrs = r.attributes();
+            assert!(attrs.contains(&("gpuspan.kind", Value::Str("span".into()))), "{attrs:?}");
+            assert!(attrs.contains(&("request", Value::I64(id as i64))), "{attrs:?}");
+        }
+        let unattributed: usize = capture
+            .of("unattributed")
+            .iter()
+            .map(|u| u.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel(_))).count())
+            .sum();
+        assert_eq!(unattributed, 0, "kernels launched under a selected span are never unattributed");
     }
-    let unattributed: usize = capture
-        .of("unattributed")
-        .iter()
-        .map(|u| u.activities.iter().filter(|a| matches!(a.kind, ActivityKind::Kernel(_))).count())
-        .sum();
-    assert_eq!(unattributed, 0, "kernels launched under a selected span are never unattributed");
 }
 
 /// Calls nested with selected spans (decision 71: a span's entry is a window of its thread).
@@ -259,42 +272,44 @@ mod nesting {
     pub async fn async_call(gpu: Gpu) {
         tokio::task::yield_now().await;
         gpu.launch(1);
-        tracing::info_span!(target: "spans_cuda::shapes", "span_in_poll").in_scope(|| gpu.launch(2));
+        tracing::info_span!(target: crate::spans_cuda::SHAPES, "span_in_poll").in_scope(|| gpu.launch(2));
     }
 }
 
-#[test]
-#[ignore = "needs a GPU"]
-fn an_annotated_call_inside_a_span_entry_and_a_span_inside_an_async_poll_own_their_kernels() {
-    if let Err(e) = gpuspan::cuda::probe() {
-        panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
+rusty_fork_test! {
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn an_annotated_call_inside_a_span_entry_and_a_span_inside_an_async_poll_own_their_kernels() {
+        if let Err(e) = gpuspan::cuda::probe() {
+            panic!("this test needs a CUDA device (run it on a GPU machine: scripts/gpu): {e}");
+        }
+        setup();
+        let capture = Capture::start_all_threads();
+        let gpu = shapes::Gpu::new();
+        // The annotated call's window is inside the entry's: the innermost owns its launches.
+        let span = tracing::info_span!(target: crate::spans_cuda::SHAPES, "around_annotated");
+        span.in_scope(|| {
+            gpu.launch(1);
+            nesting::annotated_in_span(&gpu);
+            gpu.launch(1);
+        });
+        drop(span);
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("tokio");
+        rt.block_on(async { tokio::spawn(nesting::async_call(gpu.clone())).await.expect("task") });
+        drop(rt);
+        assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
+        assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+        let one = |name: &str| {
+            let recs = capture.of(name);
+            assert_eq!(recs.len(), 1, "{name}: one record: {recs:?}");
+            assert_eq!(recs[0].source(), TimingSource::Cupti, "{name}: {:?}", recs[0]);
+            kernels(&recs[0])
+        };
+        assert_eq!(one("around_annotated"), 2, "the span's entry owns the launches outside the annotated call");
+        assert_eq!(one("annotated_in_span"), 2, "the annotated call inside the entry owns its own");
+        assert_eq!(one("span_in_poll"), 2, "a span entered inside an async call's poll owns its launches");
+        assert_eq!(one("async_call"), 1, "the async call keeps the launch outside the span");
+        let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
+        assert_eq!(unattributed, 0);
     }
-    setup();
-    let capture = Capture::start_all_threads();
-    let gpu = shapes::Gpu::new();
-    // The annotated call's window is inside the entry's: the innermost owns its launches.
-    let span = tracing::info_span!(target: "spans_cuda::shapes", "around_annotated");
-    span.in_scope(|| {
-        gpu.launch(1);
-        nesting::annotated_in_span(&gpu);
-        gpu.launch(1);
-    });
-    drop(span);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("tokio");
-    rt.block_on(async { tokio::spawn(nesting::async_call(gpu.clone())).await.expect("task") });
-    drop(rt);
-    assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti));
-    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
-    let one = |name: &str| {
-        let recs = capture.of(name);
-        assert_eq!(recs.len(), 1, "{name}: one record: {recs:?}");
-        assert_eq!(recs[0].source(), TimingSource::Cupti, "{name}: {:?}", recs[0]);
-        kernels(&recs[0])
-    };
-    assert_eq!(one("around_annotated"), 2, "the span's entry owns the launches outside the annotated call");
-    assert_eq!(one("annotated_in_span"), 2, "the annotated call inside the entry owns its own");
-    assert_eq!(one("span_in_poll"), 2, "a span entered inside an async call's poll owns its launches");
-    assert_eq!(one("async_call"), 1, "the async call keeps the launch outside the span");
-    let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
-    assert_eq!(unattributed, 0);
 }

@@ -15,6 +15,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKe
 use gpuspan::{Attributed, TimingSource};
 use gpuspan_testing::record::{ActivityKind, Value};
 use gpuspan_testing::{Capture, Record};
+use rusty_fork::rusty_fork_test;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 
 const SRC: &str = r#"
@@ -134,87 +135,91 @@ fn attr(r: &Record, key: &str) -> Option<Value> {
     r.attributes().into_iter().find(|(k, _)| *k == key).map(|(_, v)| v)
 }
 
-#[test]
-#[ignore = "needs a GPU"]
-fn a_device_thread_that_never_enters_the_callers_span_has_its_lazy_launches_attributed_by_time() {
-    let _serial = setup();
-    let capture = Capture::start_all_threads();
-    let (device, handle) = cubecl::device_thread();
-    tracing::info_span!("epoch").in_scope(|| {
-        for _ in 0..2 {
-            model::train_step(&device);
-        }
-        model::forward_pass(&device); // inference, outside a step
-    });
-    drop(device);
-    handle.join().expect("device thread");
-    assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti), "{:?}", gpuspan::summary().notes);
-    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+rusty_fork_test! {
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn a_device_thread_that_never_enters_the_callers_span_has_its_lazy_launches_attributed_by_time() {
+        let _serial = setup();
+        let capture = Capture::start_all_threads();
+        let (device, handle) = cubecl::device_thread();
+        tracing::info_span!("epoch").in_scope(|| {
+            for _ in 0..2 {
+                model::train_step(&device);
+            }
+            model::forward_pass(&device); // inference, outside a step
+        });
+        drop(device);
+        handle.join().expect("device thread");
+        assert_eq!(gpuspan_testing::cuda::timing(), Some(gpuspan::cuda::Timing::Cupti), "{:?}", gpuspan::summary().notes);
+        assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
 
-    let forward = capture.of("forward_pass");
-    assert_eq!(forward.len(), 3, "{forward:?}");
-    for r in &forward {
-        assert_eq!(r.source(), TimingSource::Cupti, "{r:?}");
-        assert_eq!(kernels(r), model::FORWARD_KERNELS, "the kernels its read-back launched: {r:?}");
-        assert_eq!(r.attributed, Some(Attributed::Time), "{r:?}");
-        assert_eq!(attr(r, "gpuspan.attributed"), Some(Value::Str("time".into())));
-        let (gpu, host) = (r.gpu.as_ref().expect("GPU timing").interval, r.host);
-        assert!(gpu.start_ns >= host.start_ns && gpu.end_ns <= host.end_ns, "inside the span: {gpu:?} {host:?}");
+        let forward = capture.of("forward_pass");
+        assert_eq!(forward.len(), 3, "{forward:?}");
+        for r in &forward {
+            assert_eq!(r.source(), TimingSource::Cupti, "{r:?}");
+            assert_eq!(kernels(r), model::FORWARD_KERNELS, "the kernels its read-back launched: {r:?}");
+            assert_eq!(r.attributed, Some(Attributed::Time), "{r:?}");
+            assert_eq!(attr(r, "gpuspan.attributed"), Some(Value::Str("time".into())));
+            let (gpu, host) = (r.gpu.as_ref().expect("GPU timing").interval, r.host);
+            assert!(gpu.start_ns >= host.start_ns && gpu.end_ns <= host.end_ns, "inside the span: {gpu:?} {host:?}");
+        }
+        let steps = capture.of("train_step");
+        assert_eq!(steps.len(), 2, "{steps:?}");
+        for r in &steps {
+            assert_eq!(kernels(r), model::STEP_KERNELS, "its own kernels; its forward pass's are the pass's: {r:?}");
+            assert_eq!(r.attributed, Some(Attributed::Time), "{r:?}");
+        }
+        let epoch = capture.of("epoch");
+        assert_eq!(epoch.len(), 1);
+        assert_eq!(kernels(&epoch[0]), 0, "every kernel had an innermost span below the epoch");
+        let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
+        let several: usize = capture.of("during several spans").iter().map(kernels).sum();
+        assert_eq!((unattributed, several), (0, 0), "0 unattributed while a selected span is entered");
+        let row = gpuspan::summary().reached.into_iter().find(|s| s.site.desc.name == "forward_pass").expect("row");
+        assert_eq!((row.backend_label(), row.attributed), ("cuda", Some(Attributed::Time)));
     }
-    let steps = capture.of("train_step");
-    assert_eq!(steps.len(), 2, "{steps:?}");
-    for r in &steps {
-        assert_eq!(kernels(r), model::STEP_KERNELS, "its own kernels; its forward pass's are the pass's: {r:?}");
-        assert_eq!(r.attributed, Some(Attributed::Time), "{r:?}");
-    }
-    let epoch = capture.of("epoch");
-    assert_eq!(epoch.len(), 1);
-    assert_eq!(kernels(&epoch[0]), 0, "every kernel had an innermost span below the epoch");
-    let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
-    let several: usize = capture.of("during several spans").iter().map(kernels).sum();
-    assert_eq!((unattributed, several), (0, 0), "0 unattributed while a selected span is entered");
-    let row = gpuspan::summary().reached.into_iter().find(|s| s.site.desc.name == "forward_pass").expect("row");
-    assert_eq!((row.backend_label(), row.attributed), ("cuda", Some(Attributed::Time)));
 }
 
-#[test]
-#[ignore = "needs a GPU"]
-fn two_callers_at_once_on_one_device_thread_are_reported_as_during_several_spans_not_guessed() {
-    let _serial = setup();
-    let capture = Capture::start_all_threads();
-    let (device, handle) = cubecl::device_thread();
-    let barrier = Arc::new(std::sync::Barrier::new(2));
-    let callers: Vec<_> = (0..2)
-        .map(|_| {
-            let (device, barrier) = (device.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                tracing::info_span!("forward_pass").in_scope(|| {
-                    barrier.wait(); // both spans entered before either launches
-                    model_parts(&device);
-                    barrier.wait(); // and both still entered until both launched
+rusty_fork_test! {
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn two_callers_at_once_on_one_device_thread_are_reported_as_during_several_spans_not_guessed() {
+        let _serial = setup();
+        let capture = Capture::start_all_threads();
+        let (device, handle) = cubecl::device_thread();
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (device, barrier) = (device.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    tracing::info_span!("forward_pass").in_scope(|| {
+                        barrier.wait(); // both spans entered before either launches
+                        model_parts(&device);
+                        barrier.wait(); // and both still entered until both launched
+                    })
                 })
             })
-        })
-        .collect();
-    callers.into_iter().for_each(|c| c.join().expect("caller"));
-    drop(device);
-    handle.join().expect("device thread");
-    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+            .collect();
+        callers.into_iter().for_each(|c| c.join().expect("caller"));
+        drop(device);
+        handle.join().expect("device thread");
+        assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
 
-    let forward = capture.of("forward_pass");
-    assert_eq!(forward.len(), 2, "{forward:?}");
-    assert!(forward.iter().all(|r| kernels(r) == 0), "not guessed: {forward:?}");
-    let several = capture.of("during several spans");
-    assert_eq!(several.iter().map(kernels).sum::<usize>(), 2 * model::FORWARD_KERNELS, "{several:?}");
-    for r in &several {
-        assert_eq!(r.attributed, Some(Attributed::Ambiguous));
-        assert_eq!(attr(r, "gpuspan.during_spans"), Some(Value::Str("forward_pass ×2".into())), "{r:?}");
+        let forward = capture.of("forward_pass");
+        assert_eq!(forward.len(), 2, "{forward:?}");
+        assert!(forward.iter().all(|r| kernels(r) == 0), "not guessed: {forward:?}");
+        let several = capture.of("during several spans");
+        assert_eq!(several.iter().map(kernels).sum::<usize>(), 2 * model::FORWARD_KERNELS, "{several:?}");
+        for r in &several {
+            assert_eq!(r.attributed, Some(Attributed::Ambiguous));
+            assert_eq!(attr(r, "gpuspan.during_spans"), Some(Value::Str("forward_pass ×2".into())), "{r:?}");
+        }
+        let row = gpuspan::summary().reached.into_iter().find(|s| s.site.desc.name == "during several spans");
+        let row = row.expect("the summary has the row");
+        assert!(row.total_ns > 0 && row.sources == [TimingSource::Cupti], "its GPU time is reported: {row:?}");
+        let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
+        assert_eq!(unattributed, 0);
     }
-    let row = gpuspan::summary().reached.into_iter().find(|s| s.site.desc.name == "during several spans");
-    let row = row.expect("the summary has the row");
-    assert!(row.total_ns > 0 && row.sources == [TimingSource::Cupti], "its GPU time is reported: {row:?}");
-    let unattributed: usize = capture.of("unattributed").iter().map(kernels).sum();
-    assert_eq!(unattributed, 0);
 }
 
 /// A forward pass's work without its span (the test's callers enter their own).
@@ -223,30 +228,32 @@ fn model_parts(device: &mpsc::Sender<cubecl::Msg>) {
     cubecl::read_back(device);
 }
 
-/// Work no selected span owns (the caller's span is not selected) is `unattributed`, and names the
-/// span the caller had entered at its launch, once the census that knows it runs (it starts at the
-/// first unowned work, which a flush delivers): the user learns what to select.
-#[test]
-#[ignore = "needs a GPU"]
-fn unowned_kernels_name_the_unselected_span_entered_at_their_launch() {
-    let _serial = setup();
-    let capture = Capture::start_all_threads();
-    let (device, handle) = cubecl::device_thread();
-    for _ in 0..4 {
-        tracing::info_span!("inference").in_scope(|| model_parts(&device));
+rusty_fork_test! {
+    /// Work no selected span owns (the caller's span is not selected) is `unattributed`, and names the
+    /// span the caller had entered at its launch, once the census that knows it runs (it starts at the
+    /// first unowned work, which a flush delivers): the user learns what to select.
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn unowned_kernels_name_the_unselected_span_entered_at_their_launch() {
+        let _serial = setup();
+        let capture = Capture::start_all_threads();
+        let (device, handle) = cubecl::device_thread();
+        for _ in 0..4 {
+            tracing::info_span!("inference").in_scope(|| model_parts(&device));
+            assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
+        }
+        drop(device);
+        handle.join().expect("device thread");
         assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
-    }
-    drop(device);
-    handle.join().expect("device thread");
-    assert!(gpuspan::flush() || gpuspan::flush(), "gpuspan::flush timed out");
 
-    let unowned = capture.of("unattributed");
-    assert_eq!(unowned.iter().map(kernels).sum::<usize>(), 4 * model::FORWARD_KERNELS, "{unowned:?}");
-    let named: Vec<Option<Value>> = unowned.iter().map(|r| attr(r, "gpuspan.open_span")).collect();
-    let inference = Some(Value::Str("inference".into()));
-    assert!(named.iter().all(|n| n.is_none() || *n == inference), "{named:?}");
-    let count = named.iter().filter(|n| **n == inference).count();
-    assert!(count >= 3 * model::FORWARD_KERNELS, "every launch after the first flush is named: {named:?}");
-    let notes = gpuspan::summary().notes;
-    assert!(notes.iter().any(|n| n.contains("GPUSPAN_SPANS='[inference]'")), "{notes:?}");
+        let unowned = capture.of("unattributed");
+        assert_eq!(unowned.iter().map(kernels).sum::<usize>(), 4 * model::FORWARD_KERNELS, "{unowned:?}");
+        let named: Vec<Option<Value>> = unowned.iter().map(|r| attr(r, "gpuspan.open_span")).collect();
+        let inference = Some(Value::Str("inference".into()));
+        assert!(named.iter().all(|n| n.is_none() || *n == inference), "{named:?}");
+        let count = named.iter().filter(|n| **n == inference).count();
+        assert!(count >= 3 * model::FORWARD_KERNELS, "every launch after the first flush is named: {named:?}");
+        let notes = gpuspan::summary().notes;
+        assert!(notes.iter().any(|n| n.contains("GPUSPAN_SPANS='[inference]'")), "{notes:?}");
+    }
 }

@@ -37,7 +37,13 @@ fn loading_libcuda_is_not_using_cuda() {
     }
     for (role, hinted) in [("loaded", false), ("context", true)] {
         let out = std::process::Command::new(std::env::current_exe().expect("exe"))
-            .args([TEST, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                &gpuspan_tests::test_path(module_path!(), TEST),
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("GPUSPAN_LAZY_CHILD", role)
             .output()
             .expect("child");

@@ -2,6 +2,7 @@
 
 use gpuspan::{gpu_kernel, gpu_transfer};
 use gpuspan_testing::{Capture, Record};
+use rusty_fork::rusty_fork_test;
 
 /// The calls of `name` that `f` makes on this thread (a capture sees only its own thread's
 /// calls, so these tests run in parallel).
@@ -16,13 +17,15 @@ fn free_fn(x: u32) -> u32 {
     x * 2
 }
 
-#[test]
-fn free_function_records_one_host_timed_call() {
-    let r = captured("free_fn", || assert_eq!(free_fn(21), 42));
-    assert_eq!(r.len(), 1);
-    assert_eq!(r[0].source(), gpuspan::TimingSource::Host);
-    assert!(!r[0].error);
-    assert!(r[0].host.end_ns >= r[0].host.start_ns);
+rusty_fork_test! {
+    #[test]
+    fn free_function_records_one_host_timed_call() {
+        let r = captured("free_fn", || assert_eq!(free_fn(21), 42));
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].source(), gpuspan::TimingSource::Host);
+        assert!(!r[0].error);
+        assert!(r[0].host.end_ns >= r[0].host.start_ns);
+    }
 }
 
 struct Model {
@@ -60,23 +63,25 @@ impl Infer for Model {
     }
 }
 
-#[test]
-fn methods_with_every_receiver_and_trait_impls() {
-    let r = captured("model.scale", || {
-        let mut m = Model { weights: vec![1.0, 2.0] };
-        m.scale(2.0).push(0.0); // returns a borrow of `&mut self`
-        assert_eq!(m.total(), 6.0);
-        assert_eq!(m.infer(2.0), 12.0);
-        assert_eq!(m.into_weights().len(), 3);
-    });
-    assert_eq!(r.len(), 1);
-    for name in ["total", "model.infer", "into_weights"] {
-        assert!(!captured(name, || {
-            let m = Model { weights: vec![1.0] };
-            m.infer(1.0);
-            m.into_weights();
-        })
-        .is_empty());
+rusty_fork_test! {
+    #[test]
+    fn methods_with_every_receiver_and_trait_impls() {
+        let r = captured("model.scale", || {
+            let mut m = Model { weights: vec![1.0, 2.0] };
+            m.scale(2.0).push(0.0); // returns a borrow of `&mut self`
+            assert_eq!(m.total(), 6.0);
+            assert_eq!(m.infer(2.0), 12.0);
+            assert_eq!(m.into_weights().len(), 3);
+        });
+        assert_eq!(r.len(), 1);
+        for name in ["total", "model.infer", "into_weights"] {
+            assert!(!captured(name, || {
+                let m = Model { weights: vec![1.0] };
+                m.infer(1.0);
+                m.into_weights();
+            })
+            .is_empty());
+        }
     }
 }
 
@@ -95,15 +100,17 @@ fn returns_impl_trait(n: u32) -> impl Iterator<Item = u32> {
     (0..n).map(|i| i * i)
 }
 
-#[test]
-fn generics_where_clauses_and_impl_trait() {
-    let r = captured("generic", || {
-        assert_eq!(generic([1u8, 2, 3]), 6.0);
-        assert_eq!(generic([1.5f32]), 1.5);
-    });
-    assert_eq!(r.len(), 2, "one site shared by every instantiation");
-    let r = captured("returns_impl_trait", || assert_eq!(returns_impl_trait(4).sum::<u32>(), 14));
-    assert_eq!(r.len(), 1);
+rusty_fork_test! {
+    #[test]
+    fn generics_where_clauses_and_impl_trait() {
+        let r = captured("generic", || {
+            assert_eq!(generic([1u8, 2, 3]), 6.0);
+            assert_eq!(generic([1.5f32]), 1.5);
+        });
+        assert_eq!(r.len(), 2, "one site shared by every instantiation");
+        let r = captured("returns_impl_trait", || assert_eq!(returns_impl_trait(4).sum::<u32>(), 14));
+        assert_eq!(r.len(), 1);
+    }
 }
 
 #[derive(Debug)]
@@ -149,29 +156,31 @@ fn option_question(v: Option<u32>) -> Option<u32> {
     Some(x + 1)
 }
 
-#[test]
-fn results_mark_errors_through_question_mark_return_and_tail() {
-    let r = captured("question_mark", || {
-        assert!(question_mark(true).is_ok());
-        assert!(question_mark(false).is_err());
-    });
-    assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [false, true]);
-    let r = captured("early_return", || {
-        assert!(early_return(-1).is_err());
-        assert_eq!(early_return(0), Ok(0));
-        assert_eq!(early_return(2), Ok(4));
-    });
-    assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [true, false, false]);
-    let r = captured("tail_err", || {
-        assert!(tail_err(true).is_err());
-        assert!(tail_err(false).is_ok());
-    });
-    assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [true, false]);
-    let r = captured("option_question", || {
-        assert_eq!(option_question(None), None);
-        assert_eq!(option_question(Some(1)), Some(2));
-    });
-    assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [false, false], "None is not an error");
+rusty_fork_test! {
+    #[test]
+    fn results_mark_errors_through_question_mark_return_and_tail() {
+        let r = captured("question_mark", || {
+            assert!(question_mark(true).is_ok());
+            assert!(question_mark(false).is_err());
+        });
+        assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [false, true]);
+        let r = captured("early_return", || {
+            assert!(early_return(-1).is_err());
+            assert_eq!(early_return(0), Ok(0));
+            assert_eq!(early_return(2), Ok(4));
+        });
+        assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [true, false, false]);
+        let r = captured("tail_err", || {
+            assert!(tail_err(true).is_err());
+            assert!(tail_err(false).is_ok());
+        });
+        assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [true, false]);
+        let r = captured("option_question", || {
+            assert_eq!(option_question(None), None);
+            assert_eq!(option_question(Some(1)), Some(2));
+        });
+        assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [false, false], "None is not an error");
+    }
 }
 
 #[gpu_kernel]
@@ -190,13 +199,15 @@ fn closures_keep_their_own_returns(v: &[i32]) -> Result<Vec<i32>, Oops> {
     Ok(doubled)
 }
 
-#[test]
-fn returns_inside_closures_are_not_the_functions() {
-    let r = captured("closures_keep_their_own_returns", || {
-        assert_eq!(closures_keep_their_own_returns(&[1, -1]).unwrap(), vec![2, 0]);
-    });
-    assert_eq!(r.len(), 1);
-    assert!(!r[0].error);
+rusty_fork_test! {
+    #[test]
+    fn returns_inside_closures_are_not_the_functions() {
+        let r = captured("closures_keep_their_own_returns", || {
+            assert_eq!(closures_keep_their_own_returns(&[1, -1]).unwrap(), vec![2, 0]);
+        });
+        assert_eq!(r.len(), 1);
+        assert!(!r[0].error);
+    }
 }
 
 /// # Safety
@@ -207,14 +218,16 @@ unsafe fn unsafe_fn(p: *const u32) -> u32 {
     unsafe { *p }
 }
 
-#[test]
-fn unsafe_functions() {
-    let r = captured("unsafe_fn", || {
-        let x = 7u32;
-        // SAFETY: `&x` is valid.
-        assert_eq!(unsafe { unsafe_fn(&x) }, 7);
-    });
-    assert_eq!(r.len(), 1);
+rusty_fork_test! {
+    #[test]
+    fn unsafe_functions() {
+        let r = captured("unsafe_fn", || {
+            let x = 7u32;
+            // SAFETY: `&x` is valid.
+            assert_eq!(unsafe { unsafe_fn(&x) }, 7);
+        });
+        assert_eq!(r.len(), 1);
+    }
 }
 
 #[gpu_kernel]
@@ -225,14 +238,16 @@ fn panics(yes: bool) -> u32 {
     1
 }
 
-#[test]
-fn a_panic_still_closes_the_scope_marked_as_error() {
-    let r = captured("panics", || {
-        let caught = std::panic::catch_unwind(|| panics(true));
-        assert!(caught.is_err());
-        assert_eq!(panics(false), 1);
-    });
-    assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [true, false]);
+rusty_fork_test! {
+    #[test]
+    fn a_panic_still_closes_the_scope_marked_as_error() {
+        let r = captured("panics", || {
+            let caught = std::panic::catch_unwind(|| panics(true));
+            assert!(caught.is_err());
+            assert_eq!(panics(false), 1);
+        });
+        assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [true, false]);
+    }
 }
 
 #[gpu_kernel]
@@ -274,16 +289,18 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
     }
 }
 
-#[test]
-fn async_functions_and_async_methods() {
-    let r = captured("async_kernel", || {
-        assert!(block_on(async_kernel(0)).is_err());
-        assert!(block_on(async_kernel(1)).is_err());
-        assert_eq!(block_on(async_kernel(2)).unwrap(), 3);
-    });
-    assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [true, true, false]);
-    let r = captured("service.run", || assert_eq!(block_on(Service.run(1)), 2));
-    assert_eq!(r.len(), 1);
+rusty_fork_test! {
+    #[test]
+    fn async_functions_and_async_methods() {
+        let r = captured("async_kernel", || {
+            assert!(block_on(async_kernel(0)).is_err());
+            assert!(block_on(async_kernel(1)).is_err());
+            assert_eq!(block_on(async_kernel(2)).unwrap(), 3);
+        });
+        assert_eq!(r.iter().map(|r| r.error).collect::<Vec<_>>(), [true, true, false]);
+        let r = captured("service.run", || assert_eq!(block_on(Service.run(1)), 2));
+        assert_eq!(r.len(), 1);
+    }
 }
 
 #[gpu_transfer(direction = cpu_to_gpu)]
@@ -296,15 +313,17 @@ fn download(out: &mut Vec<u16>, n: usize) {
     out.resize(n, 0);
 }
 
-#[test]
-fn transfer_bytes_come_from_the_slice_or_the_expression() {
-    let r = captured("upload", || assert_eq!(upload(&[0.0; 1000]), 1000));
-    assert_eq!(r[0].bytes, Some(4000));
-    let r = captured("download", || {
-        let mut v = vec![0u16; 8];
-        download(&mut v, 16);
-    });
-    assert_eq!(r[0].bytes, Some(16), "evaluated on entry, before the body runs");
+rusty_fork_test! {
+    #[test]
+    fn transfer_bytes_come_from_the_slice_or_the_expression() {
+        let r = captured("upload", || assert_eq!(upload(&[0.0; 1000]), 1000));
+        assert_eq!(r[0].bytes, Some(4000));
+        let r = captured("download", || {
+            let mut v = vec![0u16; 8];
+            download(&mut v, 16);
+        });
+        assert_eq!(r[0].bytes, Some(16), "evaluated on entry, before the body runs");
+    }
 }
 
 /// Doc comments and other attributes stay on the function.
@@ -316,10 +335,12 @@ fn attributed(x: u8) -> u8 {
     x + 0
 }
 
-#[test]
-fn outer_and_inner_attributes_are_kept() {
-    let r = captured("attributed", || assert_eq!(attributed(3), 3));
-    assert_eq!(r.len(), 1);
+rusty_fork_test! {
+    #[test]
+    fn outer_and_inner_attributes_are_kept() {
+        let r = captured("attributed", || assert_eq!(attributed(3), 3));
+        assert_eq!(r.len(), 1);
+    }
 }
 
 #[gpu_kernel]
@@ -332,13 +353,15 @@ fn nested_inner() -> u32 {
     1
 }
 
-#[test]
-fn nested_calls_nest_in_time() {
-    let capture = Capture::start();
-    assert_eq!(nested_outer(), 2);
-    let outer = &capture.of("nested_outer")[0];
-    let inner = &capture.of("nested_inner")[0];
-    assert!(outer.host.start_ns <= inner.host.start_ns && inner.host.end_ns <= outer.host.end_ns);
+rusty_fork_test! {
+    #[test]
+    fn nested_calls_nest_in_time() {
+        let capture = Capture::start();
+        assert_eq!(nested_outer(), 2);
+        let outer = &capture.of("nested_outer")[0];
+        let inner = &capture.of("nested_inner")[0];
+        assert!(outer.host.start_ns <= inner.host.start_ns && inner.host.end_ns <= outer.host.end_ns);
+    }
 }
 
 #[gpu_kernel]
@@ -346,11 +369,13 @@ fn diverges() -> ! {
     panic!("never returns")
 }
 
-#[test]
-fn diverging_functions_compile_and_record() {
-    let r = captured("diverges", || assert!(std::panic::catch_unwind(|| diverges()).is_err()));
-    assert_eq!(r.len(), 1);
-    assert!(r[0].error);
+rusty_fork_test! {
+    #[test]
+    fn diverging_functions_compile_and_record() {
+        let r = captured("diverges", || assert!(std::panic::catch_unwind(|| diverges()).is_err()));
+        assert_eq!(r.len(), 1);
+        assert!(r[0].error);
+    }
 }
 
 #[gpu_kernel(trace_all)]
@@ -358,10 +383,12 @@ fn with_local_lifetimes<'a>(a: &'a str, _b: &str) -> &'a str {
     &a[1..]
 }
 
-#[test]
-fn explicit_lifetimes() {
-    let r = captured("with_local_lifetimes", || assert_eq!(with_local_lifetimes("xyz", "q"), "yz"));
-    assert_eq!(r.len(), 1);
+rusty_fork_test! {
+    #[test]
+    fn explicit_lifetimes() {
+        let r = captured("with_local_lifetimes", || assert_eq!(with_local_lifetimes("xyz", "q"), "yz"));
+        assert_eq!(r.len(), 1);
+    }
 }
 
 #[gpu_kernel(track_memory)]
@@ -369,19 +396,21 @@ fn grows(mib: usize) -> Vec<u8> {
     vec![1u8; mib << 20]
 }
 
-#[test]
-fn track_memory_records_the_growth_of_one_call() {
-    let mut kept = Vec::new();
-    let r = captured("grows", || kept.push(grows(64)));
-    let (before, after) = r[0].memory.expect("track_memory sites carry memory marks");
-    if cfg!(target_os = "linux") {
-        let (b, a) = (before.process_rss_bytes.unwrap(), after.process_rss_bytes.unwrap());
-        assert!(a >= b + (32 << 20), "RSS {b} -> {a} over a call that touched 64 MiB");
-        let attrs = r[0].attributes();
-        assert!(attrs.iter().any(|(k, _)| *k == "process.memory.rss_delta_bytes"));
+rusty_fork_test! {
+    #[test]
+    fn track_memory_records_the_growth_of_one_call() {
+        let mut kept = Vec::new();
+        let r = captured("grows", || kept.push(grows(64)));
+        let (before, after) = r[0].memory.expect("track_memory sites carry memory marks");
+        if cfg!(target_os = "linux") {
+            let (b, a) = (before.process_rss_bytes.unwrap(), after.process_rss_bytes.unwrap());
+            assert!(a >= b + (32 << 20), "RSS {b} -> {a} over a call that touched 64 MiB");
+            let attrs = r[0].attributes();
+            assert!(attrs.iter().any(|(k, _)| *k == "process.memory.rss_delta_bytes"));
+        }
+        let summary = gpuspan::summary().to_string();
+        assert!(summary.contains("memory per call (track_memory)"), "{summary}");
+        assert!(r.iter().all(|r| !r.error));
+        drop(kept);
     }
-    let summary = gpuspan::summary().to_string();
-    assert!(summary.contains("memory per call (track_memory)"), "{summary}");
-    assert!(r.iter().all(|r| !r.error));
-    drop(kept);
 }

@@ -63,7 +63,12 @@ fn without_nvml_there_is_one_message_and_the_program_goes_on() {
         return;
     }
     let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "child_without_nvml", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            &gpuspan_tests::test_path(module_path!(), "child_without_nvml"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD, "1")
         .env("GPUSPAN_NVML_LIBRARY", NOWHERE)
         .env("GPUSPAN_ROCM_SMI_LIBRARY", NO_ROCM)

@@ -39,7 +39,7 @@ fn run_child(case: &str, name: &str, env: &[(&str, &str)]) -> Output {
     let library = build_fake(case);
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
     command
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &gpuspan_tests::test_path(module_path!(), name), "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .env("GPUSPAN_NVML_LIBRARY", NO_NVML)
         .env("GPUSPAN_ROCM_SMI_LIBRARY", &library)

@@ -7,7 +7,7 @@
 //! `cargo build -p gpuspan-examples --features otlp --bin otlp_trace`.
 #![cfg(feature = "otlp")]
 
-mod otlp_common;
+use crate::otlp_common;
 
 use otlp_common::{all_named, assert_no_orphans, by_name, free_port, test_id, Collector, TempDir};
 use serde_json::Value as Json;

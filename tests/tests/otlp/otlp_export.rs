@@ -2,7 +2,7 @@
 //! parents and clocks, over gRPC and over HTTP/protobuf.
 #![cfg(feature = "otlp")]
 
-mod otlp_common;
+use crate::otlp_common;
 
 use gpuspan::otlp::{OtlpConfig, Protocol};
 use gpuspan::{gpu_kernel, gpu_transfer, Backend, Direction, Site, SiteDesc, SiteKind, TimingSource};

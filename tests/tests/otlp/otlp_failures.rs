@@ -3,7 +3,7 @@
 //! shutdown stays within its 5 s bound.
 #![cfg(feature = "otlp")]
 
-mod otlp_common;
+use crate::otlp_common;
 
 use gpuspan::otlp::{Otlp, OtlpConfig, Protocol};
 use gpuspan::{gpu_kernel, Backend, Site, SiteDesc, SiteKind, TimingSource};

@@ -6,7 +6,7 @@
 //! span's own context all the same.
 #![cfg(all(feature = "otlp", feature = "wgpu-suite"))]
 
-mod otlp_common;
+use crate::otlp_common;
 
 use gpuspan::otlp::{OtlpConfig, Protocol};
 use gpuspan_tests::gpu::Gpu;
@@ -49,7 +49,8 @@ fn a_selected_spans_gpu_span_is_a_child_of_the_users_span() {
         .metric_interval(Duration::from_secs(30))
         .start()
         .expect("OTLP export starts");
-    let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("spans_otlp=info")).with(otlp.layer());
+    let subscriber =
+        tracing_subscriber::registry().with(gpuspan::layer_with(concat!(module_path!(), "=info"))).with(otlp.layer());
     tracing::subscriber::with_default(subscriber, || request(&gpu));
     gpu.wait();
     assert!(gpuspan::flush(), "the bracket resolved");
@@ -113,7 +114,7 @@ rusty_fork_test! {
             .metric_interval(Duration::from_millis(200))
             .start()
             .expect("OTLP export starts");
-        let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("spans_otlp=info"));
+        let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with(concat!(module_path!(), "=info")));
         let weights = tracing::subscriber::with_default(subscriber, || {
             let weights = load(&gpu);
             decode(&gpu);

@@ -7,6 +7,7 @@
 
 use gpuspan_testing::Capture;
 use gpuspan_tests::wgpu;
+use rusty_fork::rusty_fork_test;
 use std::path::PathBuf;
 
 /// lavapipe's ICD file, where Mesa installs it.
@@ -82,61 +83,63 @@ fn wait(d: &[Device]) {
     assert!(gpuspan::flush(), "flush left GPU work pending");
 }
 
-#[test]
-fn a_selected_span_is_bracketed_on_each_device_it_submits_to() {
-    let Some(icd) = lavapipe_icd() else {
-        assert!(!gpuspan_tests::in_ci(), "CI installs lavapipe (mesa-vulkan-drivers)");
-        println!("skipped: no lavapipe ICD file");
-        return;
-    };
-    let dir = std::env::temp_dir().join(format!("gpuspan-spans-devices-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (first, second) = (dir.join("lvp-a.json"), dir.join("lvp-b.json"));
-    for copy in [&first, &second] {
-        std::fs::copy(&icd, copy).expect("copy the ICD file");
-    }
-    // Before the first wgpu instance of this process.
-    std::env::set_var("VK_DRIVER_FILES", std::env::join_paths([&first, &second]).unwrap());
-    std::env::remove_var("WGPU_BACKEND");
-    use tracing_subscriber::layer::SubscriberExt;
-    let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with("spans_devices=info"));
-    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
-    let d = devices();
-    assert_eq!(d.len(), 2, "lavapipe listed twice is two devices");
+rusty_fork_test! {
+    #[test]
+    fn a_selected_span_is_bracketed_on_each_device_it_submits_to() {
+        let Some(icd) = lavapipe_icd() else {
+            assert!(!gpuspan_tests::in_ci(), "CI installs lavapipe (mesa-vulkan-drivers)");
+            println!("skipped: no lavapipe ICD file");
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("gpuspan-spans-devices-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (first, second) = (dir.join("lvp-a.json"), dir.join("lvp-b.json"));
+        for copy in [&first, &second] {
+            std::fs::copy(&icd, copy).expect("copy the ICD file");
+        }
+        // Before the first wgpu instance of this process.
+        std::env::set_var("VK_DRIVER_FILES", std::env::join_paths([&first, &second]).unwrap());
+        std::env::remove_var("WGPU_BACKEND");
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber = tracing_subscriber::registry().with(gpuspan::layer_with(concat!(module_path!(), "=info")));
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+        let d = devices();
+        assert_eq!(d.len(), 2, "lavapipe listed twice is two devices");
 
-    // Warm-up: each device's first brackets calibrate its clock and make gpuspan's buffers,
-    // whose first use wgpu may flush in submissions of its own (counted as anyone's).
-    for _ in 0..2 {
+        // Warm-up: each device's first brackets calibrate its clock and make gpuspan's buffers,
+        // whose first use wgpu may flush in submissions of its own (counted as anyone's).
+        for _ in 0..2 {
+            on_both(&d);
+            wait(&d);
+        }
+        let capture = Capture::start_all_threads();
+        on_second(&d);
+        wait(&d);
+        on_first(&d);
+        wait(&d);
         on_both(&d);
         wait(&d);
+        let device_of = |name: &str| -> Vec<u32> {
+            let mut v: Vec<u32> = capture
+                .of(name)
+                .iter()
+                .map(|r| r.gpu.as_ref().and_then(|g| g.device.as_ref()).map_or(u32::MAX, |d| d.id))
+                .collect();
+            v.sort();
+            v
+        };
+        let first_id = device_of("on_first");
+        let second_id = device_of("on_second");
+        assert_eq!(first_id.len(), 1, "one record on the one device it submitted to: {first_id:?}");
+        assert_eq!(second_id.len(), 1, "{second_id:?}");
+        assert_ne!(second_id, first_id, "the span that submitted to the second device is timed there, not on the first");
+        let mut both = [first_id[0], second_id[0]];
+        both.sort();
+        assert_eq!(device_of("on_both"), both, "one record per device it submitted to");
+        for r in capture.of("on_second").iter().chain(capture.of("on_both").iter()) {
+            let g = r.gpu.as_ref().expect("GPU-timed");
+            assert!(g.bracketed && g.bracket_at_exit && g.interval.duration_ns() > 0, "{g:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
-    let capture = Capture::start_all_threads();
-    on_second(&d);
-    wait(&d);
-    on_first(&d);
-    wait(&d);
-    on_both(&d);
-    wait(&d);
-    let device_of = |name: &str| -> Vec<u32> {
-        let mut v: Vec<u32> = capture
-            .of(name)
-            .iter()
-            .map(|r| r.gpu.as_ref().and_then(|g| g.device.as_ref()).map_or(u32::MAX, |d| d.id))
-            .collect();
-        v.sort();
-        v
-    };
-    let first_id = device_of("on_first");
-    let second_id = device_of("on_second");
-    assert_eq!(first_id.len(), 1, "one record on the one device it submitted to: {first_id:?}");
-    assert_eq!(second_id.len(), 1, "{second_id:?}");
-    assert_ne!(second_id, first_id, "the span that submitted to the second device is timed there, not on the first");
-    let mut both = [first_id[0], second_id[0]];
-    both.sort();
-    assert_eq!(device_of("on_both"), both, "one record per device it submitted to");
-    for r in capture.of("on_second").iter().chain(capture.of("on_both").iter()) {
-        let g = r.gpu.as_ref().expect("GPU-timed");
-        assert!(g.bracketed && g.bracket_at_exit && g.interval.duration_ns() > 0, "{g:?}");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tracing::Instrument;
 
-mod labels_common;
+use crate::labels_common;
 
 /// A third party's GPU code: it owns its encoders and submits them itself.
 mod renderer {
@@ -85,7 +85,10 @@ mod background {
     }
 }
 
-const SELECTION: &str = "spans_wgpu::app=info,spans_wgpu::device=info";
+/// The targets of the selected modules' spans (`module_path!()`s: the test binary's name comes first).
+const APP: &str = concat!(module_path!(), "::app");
+const DEVICE: &str = concat!(module_path!(), "::device");
+const SELECTION: &str = concat!(module_path!(), "::app=info,", module_path!(), "::device=info");
 
 /// Every test's threads (spawned ones and tokio workers) need the subscriber: one global
 /// default, with the layer and its own selection.
@@ -141,7 +144,7 @@ rusty_fork_test! {
         for (n, f) in frames.iter().enumerate() {
             assert_span_record(f);
             assert_eq!(attr(f, "frame"), Some(Value::I64(n as i64)), "the span's field as an attribute");
-            assert_eq!(f.site.desc.module_path, "spans_wgpu::app");
+            assert_eq!(f.site.desc.module_path, APP);
         }
         assert!(capture.of("housekeeping").is_empty(), "an unselected span is no scope");
         // The span's site is in the summary, under its name.
@@ -349,8 +352,8 @@ rusty_fork_test! {
         let Some(r) = setup() else { return };
         let capture = Capture::start_all_threads();
         let (tx, handle) = lazy::spawn(r.clone());
-        tracing::info_span!(target: "spans_wgpu::device", "forward_pass").in_scope(|| lazy::work(&tx));
-        tracing::info_span!(target: "spans_wgpu::device", "forward_pass").in_scope(|| lazy::work(&tx));
+        tracing::info_span!(target: DEVICE, "forward_pass").in_scope(|| lazy::work(&tx));
+        tracing::info_span!(target: DEVICE, "forward_pass").in_scope(|| lazy::work(&tx));
         drop(tx);
         handle.join().expect("device thread");
         settle(&r);
@@ -376,7 +379,7 @@ rusty_fork_test! {
             .map(|_| {
                 let (tx, barrier) = (tx.clone(), barrier.clone());
                 std::thread::spawn(move || {
-                    tracing::info_span!(target: "spans_wgpu::device", "forward_pass").in_scope(|| {
+                    tracing::info_span!(target: DEVICE, "forward_pass").in_scope(|| {
                         barrier.wait();
                         lazy::work(&tx);
                         barrier.wait();
@@ -413,7 +416,7 @@ rusty_fork_test! {
         rt.block_on(async {
             let tasks: Vec<_> = (0..4)
                 .map(|i| {
-                    let span = tracing::info_span!(target: "spans_wgpu::app", "step", task = i);
+                    let span = tracing::info_span!(target: APP, "step", task = i);
                     tokio::spawn(step(r.clone()).instrument(span))
                 })
                 .collect();
@@ -447,7 +450,7 @@ rusty_fork_test! {
         let capture = Capture::start_all_threads();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("rayon pool");
         let callers = std::sync::Mutex::new(std::collections::HashSet::new());
-        let span = tracing::info_span!(target: "spans_wgpu::app", "rayon_scope", tasks = 4);
+        let span = tracing::info_span!(target: APP, "rayon_scope", tasks = 4);
         pool.scope(|s| {
             for _ in 0..4 {
                 let (span, r, callers) = (span.clone(), r.clone(), &callers);
@@ -458,7 +461,7 @@ rusty_fork_test! {
             }
         });
         drop(span);
-        let span = tracing::info_span!(target: "spans_wgpu::app", "rayon_par_iter");
+        let span = tracing::info_span!(target: APP, "rayon_par_iter");
         pool.install(|| (0..4).into_par_iter().for_each(|_| span.in_scope(|| r.draw())));
         drop(span);
         settle(&r);

@@ -8,7 +8,7 @@
 //! the same tracks, to the nanosecond).
 #![cfg(feature = "wgpu-suite")]
 
-#[path = "../../cli/tests/common/perfetto.rs"]
+#[path = "../../../cli/tests/common/perfetto.rs"]
 mod perfetto;
 
 use gpuspan::{gpu_kernel, gpu_transfer};

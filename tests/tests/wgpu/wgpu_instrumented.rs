@@ -17,7 +17,7 @@ use rusty_fork::rusty_fork_test;
 use std::sync::{mpsc, Arc};
 
 #[allow(dead_code)] // not every helper is used here
-mod labels_common;
+use crate::labels_common;
 
 /// Timestamps written with `write_timestamp` around a pass, in the same encoder: an upper bound
 /// of the pass (the marks hold it and nothing of gpuspan's). Needs in-encoder timestamps.
