@@ -25,7 +25,7 @@ rusty_fork_test! {
         }
         let drain = || gpuspan_testing::cuda::simulate_cupti_windows().expect("CUDA timing never starts without a device");
         drain();
-        let span = tracing::info_span!(target: "spans_cuda_window", "request");
+        let span = tracing::info_span!(target: module_path!(), "request");
         for _ in 0..5 {
             span.in_scope(|| ());
         }

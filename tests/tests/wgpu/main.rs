@@ -3,13 +3,10 @@
 //! `init()`, subscriber, environment or counters runs in a process of its own (rusty-fork).
 
 mod bracket_capture;
-mod labels_agree;
 #[path = "../labels_common/mod.rs"]
 mod labels_common;
 mod multi_adapter_example;
-mod requests;
 mod spans_devices;
-mod spans_init;
 mod spans_wgpu;
 mod timeline_perfetto;
 mod wgpu;

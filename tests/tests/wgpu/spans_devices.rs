@@ -1,7 +1,7 @@
 //! A selected span on a process with two wgpu devices (issue 25): the span brackets every
 //! registered device's queue, and the record goes to each device it submitted to, not to the
 //! first registered one. Two devices without a GPU: Mesa's lavapipe listed twice in
-//! `VK_DRIVER_FILES`, as tests/tests/multi_adapter_example.rs does. A process of its own: it
+//! `VK_DRIVER_FILES`, as tests/tests/wgpu/multi_adapter_example.rs does. A process of its own: it
 //! sets the Vulkan loader's environment and the global subscriber.
 #![cfg(feature = "wgpu-suite")]
 

@@ -14,7 +14,6 @@ use gpuspan_tests::gpu::Gpu;
 use gpuspan_tests::wgpu;
 
 use crate::labels_common;
-use rusty_fork::rusty_fork_test;
 
 #[gpu_kernel(trace_all)]
 fn encode(gpu: &Gpu, encoder: &mut wgpu::CommandEncoder) {
@@ -91,49 +90,47 @@ impl Scratch {
 
 const SITES: [&str; 8] = ["encode", "attached", "frame", "upload", "skipped", "host_only", "stage", "read_host"];
 
-rusty_fork_test! {
-    #[test]
-    fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
-        let Some(gpu) = Gpu::for_test(1 << 14, 64) else { return };
-        gpuspan::wgpu::register(&gpu.adapter, &gpu.device, &gpu.queue);
-        let (guard, out) = labels_common::Outputs::start("labels");
-        let bytes = vec![7u8; 4096];
-        let words: Vec<u64> = (0..50_000).collect();
-        for _ in 0..3 {
-            frame(&gpu);
-            upload(&gpu, &bytes);
-            skipped(&gpu, &gpu.queue);
-            std::hint::black_box(host_only(&words));
-            std::hint::black_box(stage(&words));
-            std::hint::black_box(read_host(&words));
-            std::hint::black_box(Staging.copy(&words));
-            std::hint::black_box(Scratch.copy(&words[..10]));
-        }
-        gpu.wait();
-        assert!(gpuspan::flush(), "every call resolved");
-        let summary = gpuspan::summary();
-        drop(guard);
-
-        let labels = labels_common::agree(&summary, &out.capture, &out.timeline, &SITES);
-        let report = gpuspan_cli::report::build(&Capture::open(&out.capture).expect("the capture reads"));
-        // Two sites named `copy`: each shown with its place, the same in the summary and the report.
-        let copies: Vec<&str> = report.sites.iter().map(|r| r.site.as_str()).filter(|s| s.starts_with("copy")).collect();
-        assert_eq!(copies.len(), 2, "{copies:?}");
-        let table = summary.to_string();
-        for c in &copies {
-            assert!(c.starts_with("copy (labels_agree.rs:"), "{c}");
-            assert!(table.contains(c), "{c} in the summary:\n{table}");
-        }
-        assert_ne!(copies[0], copies[1]);
-        // The cases this test is for, as lavapipe times them.
-        let label = |name: &str| labels.iter().find(|l| l.0 == name).map(|l| (l.1.as_str(), l.2, l.3)).expect("labelled");
-        assert_eq!(label("encode"), ("wgpu", false, false));
-        assert_eq!(label("attached"), ("wgpu (bare)", false, false));
-        assert!(label("frame").1, "a queue bracket is a bound");
-        assert_eq!(label("upload"), ("wgpu", true, false), "a bracketed upload has no bandwidth");
-        assert_eq!(label("skipped"), ("wgpu", true, false), "`skip_all` keeps the queue bracket");
-        assert_eq!(label("host_only"), ("host", false, false), "a kernel site has no bandwidth");
-        assert_eq!(label("stage"), ("host", false, true));
-        assert_eq!(label("read_host"), ("host", false, false), "a host-timed read-back is mostly waiting");
+#[test]
+fn summary_timeline_report_and_flamegraph_label_every_site_alike() {
+    let Some(gpu) = Gpu::for_test(1 << 14, 64) else { return };
+    gpuspan::wgpu::register(&gpu.adapter, &gpu.device, &gpu.queue);
+    let (guard, out) = labels_common::Outputs::start("labels");
+    let bytes = vec![7u8; 4096];
+    let words: Vec<u64> = (0..50_000).collect();
+    for _ in 0..3 {
+        frame(&gpu);
+        upload(&gpu, &bytes);
+        skipped(&gpu, &gpu.queue);
+        std::hint::black_box(host_only(&words));
+        std::hint::black_box(stage(&words));
+        std::hint::black_box(read_host(&words));
+        std::hint::black_box(Staging.copy(&words));
+        std::hint::black_box(Scratch.copy(&words[..10]));
     }
+    gpu.wait();
+    assert!(gpuspan::flush(), "every call resolved");
+    let summary = gpuspan::summary();
+    drop(guard);
+
+    let labels = labels_common::agree(&summary, &out.capture, &out.timeline, &SITES);
+    let report = gpuspan_cli::report::build(&Capture::open(&out.capture).expect("the capture reads"));
+    // Two sites named `copy`: each shown with its place, the same in the summary and the report.
+    let copies: Vec<&str> = report.sites.iter().map(|r| r.site.as_str()).filter(|s| s.starts_with("copy")).collect();
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    let table = summary.to_string();
+    for c in &copies {
+        assert!(c.starts_with("copy (labels_agree.rs:"), "{c}");
+        assert!(table.contains(c), "{c} in the summary:\n{table}");
+    }
+    assert_ne!(copies[0], copies[1]);
+    // The cases this test is for, as lavapipe times them.
+    let label = |name: &str| labels.iter().find(|l| l.0 == name).map(|l| (l.1.as_str(), l.2, l.3)).expect("labelled");
+    assert_eq!(label("encode"), ("wgpu", false, false));
+    assert_eq!(label("attached"), ("wgpu (bare)", false, false));
+    assert!(label("frame").1, "a queue bracket is a bound");
+    assert_eq!(label("upload"), ("wgpu", true, false), "a bracketed upload has no bandwidth");
+    assert_eq!(label("skipped"), ("wgpu", true, false), "`skip_all` keeps the queue bracket");
+    assert_eq!(label("host_only"), ("host", false, false), "a kernel site has no bandwidth");
+    assert_eq!(label("stage"), ("host", false, true));
+    assert_eq!(label("read_host"), ("host", false, false), "a host-timed read-back is mostly waiting");
 }
