@@ -175,7 +175,7 @@ fn roundtrip(protocol: Protocol) {
     assert_eq!(attr(up, "gpu_transfer.name"), "upload");
     assert!(attr(up, "gpu_transfer.bandwidth_bytes_per_s").as_f64().unwrap() > 0.0);
     assert_eq!(attr(st, "gpu.kernel"), "step");
-    assert_eq!(attr(st, "code.function.name"), "otlp_export::step");
+    assert_eq!(attr(st, "code.function.name"), concat!(module_path!(), "::step"));
     assert_eq!(attr(st, "gpu.is_slow").as_bool(), Some(attr(st, "gpu.duration_us").as_f64().unwrap() >= 100.0));
     assert_eq!(attr(st, "gpu.threshold_us"), 100.0);
     assert_eq!(attr(fl, "error"), true);
