@@ -653,7 +653,7 @@ fn the_timeline_puts_calls_that_overlap_without_nesting_on_lanes_and_drops_none(
 
 #[test]
 fn gpu_cost_per_request_on_a_capture_of_two_concurrent_tokio_requests() {
-    // Written by tests/tests/requests.rs (wgpu on lavapipe): two `handle_request` spans served at
+    // Written by tests/tests/requests/requests.rs (wgpu on lavapipe): two `handle_request` spans served at
     // once, each awaiting forward passes on tokio workers and hopping to a blocking thread.
     let c = Capture::open(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lavapipe_requests.gpuspan")).unwrap();
     let spans = analysis::Spans::new(&c.spans);

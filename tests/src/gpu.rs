@@ -32,7 +32,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
 /// The first adapter, one for the process. GL is left out: Mesa's GL logs an EGL error and its
 /// timestamps are less reliable. One instance, for speed on a software driver (two instances in
-/// one process: tests/wgpu_instances.rs).
+/// one process: tests/tests/wgpu/wgpu_instances.rs).
 fn adapter() -> Option<&'static wgpu::Adapter> {
     static ADAPTER: std::sync::OnceLock<Option<wgpu::Adapter>> = std::sync::OnceLock::new();
     ADAPTER

@@ -51,7 +51,7 @@ pub struct SiteRow {
 /// calls were GPU-timed is `cuda (bare)` (CUPTI or CUDA events found its work) or `wgpu (bare)`
 /// (`gpuspan::wgpu::attach` timed it); a selected span's is the backend(s) that timed its
 /// records (`host` where none did). The runtime's summary labels a site by the same rule
-/// (`SiteSummary::backend_label`); `tests/tests/labels_agree.rs` holds the two together.
+/// (`SiteSummary::backend_label`); `tests/tests/labels_agree/labels_agree.rs` holds the two together.
 fn backend_label(declared: Backend, span: bool, sources: &[TimingSource]) -> String {
     let cuda = sources.iter().any(|s| matches!(s, TimingSource::Cupti | TimingSource::CudaEvent));
     let wgpu = sources.iter().any(|s| matches!(s, TimingSource::GpuTimestamp | TimingSource::GpuPasses));

@@ -1,5 +1,5 @@
 //! Decoding a native Perfetto trace with Perfetto's own schema, for the CLI's tests and the
-//! runtime's (`tests/tests/timeline_perfetto.rs` loads this file by path).
+//! runtime's (`tests/tests/wgpu/timeline_perfetto.rs` loads this file by path).
 
 use serde_json::Value;
 use std::path::Path;

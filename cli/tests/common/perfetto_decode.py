@@ -1,5 +1,5 @@
 # Decodes a native Perfetto trace with Perfetto's own compiled schema (perfetto_trace_pb2) into
-# JSON, for the timeline tests (cli/tests/timeline_native.rs, tests/tests/timeline_perfetto.rs).
+# JSON, for the timeline tests (cli/tests/timeline_native.rs, tests/tests/wgpu/timeline_perfetto.rs).
 import json, sys
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 trace = pb.Trace()

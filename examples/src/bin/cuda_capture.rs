@@ -1,6 +1,6 @@
 //! Captures real CUPTI traffic for gpuspan's fixtures: run on a GPU machine with
 //! `GPUSPAN_CUPTI_DUMP=<file>`; the file holds every buffer CUPTI returned, the kernel names,
-//! and when scopes ended, for `tests/tests/cuda_fixtures.rs` to replay without a GPU.
+//! and when scopes ended, for `tests/tests/cuda/cuda_fixtures.rs` to replay without a GPU.
 //!
 //! The scenario covers what parsing and attribution must get right: a C++ (mangled) and an
 //! `extern "C"` kernel, nested scopes, pageable/pinned/device copies both ways, a memset, a cuBLAS

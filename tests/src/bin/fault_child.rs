@@ -1,4 +1,4 @@
-//! The program the fault suite (`tests/tests/faults.rs`) runs in a child process, one case per
+//! The program the fault suite (`tests/tests/host/faults.rs`) runs in a child process, one case per
 //! run: `fault_child <case> [n]`. Each case does what an instrumented program might, in the
 //! hostile setting the suite arranges (closed stderr, a FIFO or a link at the trace path, a
 //! signal, bad environment values), and prints what the suite checks on stdout.
