@@ -1,6 +1,6 @@
 //! The CUDA suite (feature `cuda`): CUPTI replay and the no-GPU paths everywhere, the GPU tests
 //! (`#[ignore = "needs a GPU"]`) on a GPU machine (`scripts/gpu run` runs each module with
-//! `--ignored`). One binary, a module per subject (docs/decisions.md, 75).
+//! `--ignored`). One binary, a module per subject (docs/decisions.md, 77).
 
 mod cuda_fixtures;
 mod cuda_gpu;

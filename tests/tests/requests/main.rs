@@ -1,5 +1,5 @@
 //! GPU cost per request, on lavapipe (feature `wgpu-suite`). A binary of its own: the capture
 //! file names every site compiled into the binary, and the report and the flamegraph tell sites of
-//! one name apart by their place, so this test's names must be its binary's only ones (decision 75).
+//! one name apart by their place, so this test's names must be its binary's only ones (decision 77).
 
 mod requests;

@@ -1,5 +1,5 @@
 //! The wgpu suite (feature `wgpu-suite`: lavapipe in CI, on whichever major the features chose).
-//! One binary, a module per subject (docs/decisions.md, 75); a test that needs the process's
+//! One binary, a module per subject (docs/decisions.md, 77); a test that needs the process's
 //! `init()`, subscriber, environment or counters runs in a process of its own (rusty-fork).
 
 mod bracket_capture;
