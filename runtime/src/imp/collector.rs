@@ -122,7 +122,7 @@ impl Collector {
     /// process's goes through [`submit`].
     pub(crate) fn submit(&self, mut record: Record) {
         self.checks.enforce(&mut record);
-        record.site.stats.add(&record);
+        record.site.state.stats.add(&record);
         let sampled = self.sampling.is_sampled_duration(record.site, record.duration_ns());
         if !sampled && !self.sinks.wants_every_call() {
             return;
