@@ -157,8 +157,7 @@ mod record;
 // (docs/architecture.md, "The off build").
 mod capture;
 mod clock;
-// Without `enabled` only the OTLP configuration has anything to say (and drops it).
-#[cfg(any(feature = "enabled", feature = "otlp"))]
+// Without `enabled` what would be said is dropped.
 mod diagnostics;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(all(feature = "enabled", feature = "nvtx"))]

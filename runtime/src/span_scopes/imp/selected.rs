@@ -2,8 +2,6 @@
 //! selected span does on entry, exit and close (`span_scopes.rs` says what and why). Built only
 //! with the `enabled` feature; without it the layer selects nothing.
 
-#[cfg(feature = "cuda")]
-use super::open_spans::ByTime;
 use super::open_spans::Life;
 use crate::backends::{span_backend, span_gpu, SpanWork};
 use crate::record::Value;
@@ -26,7 +24,7 @@ use tracing_subscriber::registry::{Extensions, LookupSpan};
 /// scope on the launching thread (`open_spans.rs` has the rule). CUPTI's attribution asks it;
 /// so may wgpu's instrumented passes.
 #[cfg(feature = "cuda")]
-pub(crate) fn by_time(host_ns: u64) -> ByTime {
+pub(crate) fn by_time(host_ns: u64) -> super::open_spans::ByTime {
     crate::collector::collector().selected.open_spans.at(host_ns)
 }
 
