@@ -118,13 +118,7 @@ impl<S> SpanLayer<S> {
     /// per-layer filter's lookup would find so).
     #[inline]
     fn may_hold(&self, id: &Id) -> bool {
-        #[cfg(feature = "enabled")]
-        return self.inner.inner().live.may_hold(id);
-        #[cfg(not(feature = "enabled"))]
-        {
-            let _ = id;
-            false
-        }
+        self.inner.inner().may_hold(id)
     }
 }
 
@@ -186,20 +180,14 @@ where
     #[inline]
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if self.may_hold(id) {
-            #[cfg(feature = "enabled")]
             self.inner.inner().entered(id, ctx, self.inner.filter());
-            #[cfg(not(feature = "enabled"))]
-            self.inner.on_enter(id, ctx);
         }
     }
 
     #[inline]
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         if self.may_hold(id) {
-            #[cfg(feature = "enabled")]
             self.inner.inner().exited(id, ctx, self.inner.filter());
-            #[cfg(not(feature = "enabled"))]
-            self.inner.on_exit(id, ctx);
         }
     }
 
@@ -249,15 +237,28 @@ pub struct SpanSelection {
     _private: (),
 }
 
-/// Without the `enabled` feature: a layer that does nothing under a filter that selects nothing
-/// (the instrumented ones are `imp/selected.rs`'s).
+/// Without the `enabled` feature: a layer that holds no span and does nothing, under a filter
+/// that selects nothing (the instrumented ones are `imp/selected.rs`'s).
 #[cfg(not(feature = "enabled"))]
 mod off {
     use super::{SpanScopes, SpanSelection};
+    use tracing::span::Id;
     use tracing::subscriber::Interest;
     use tracing::{Metadata, Subscriber};
     use tracing_subscriber::filter::LevelFilter;
     use tracing_subscriber::layer::{Context, Filter, Layer};
+
+    impl SpanScopes {
+        /// No span is held, so [`SpanLayer`](super::SpanLayer) forwards none of its hooks.
+        #[inline(always)]
+        pub(super) fn may_hold(&self, _: &Id) -> bool {
+            false
+        }
+
+        pub(super) fn entered<S>(&self, _: &Id, _: Context<'_, S>, _: &SpanSelection) {}
+
+        pub(super) fn exited<S>(&self, _: &Id, _: Context<'_, S>, _: &SpanSelection) {}
+    }
 
     impl<S: Subscriber> Layer<S> for SpanScopes {}
 

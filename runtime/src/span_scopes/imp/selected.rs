@@ -563,6 +563,13 @@ fn exit_found(id: &Id, ext: &Extensions<'_>) {
 }
 
 impl SpanScopes {
+    /// Whether span `id` may be one the filter enabled (`false`: certainly not, and the
+    /// per-layer filter's lookup would find so): one load.
+    #[inline]
+    pub(in crate::span_scopes) fn may_hold(&self, id: &Id) -> bool {
+        self.live.may_hold(id)
+    }
+
     /// A span [`SpanLayer`](crate::span_scopes::SpanLayer) may hold is entered: one registry lookup, where the
     /// per-layer filter (`Filtered`) would make two (its own check that the filter enabled the
     /// span, then the layer's): the layer made an [`Instance`] or [`Census`] of the span only if
