@@ -184,12 +184,34 @@ mod untimed {
                 type Device = wgpu::Device;
 
                 fn attach(&mut self) -> impl std::ops::DerefMut<Target = Self> + std::fmt::Debug + '_ {
-                    crate::wgpu::passthrough::Passthrough(self)
+                    Passthrough(self)
                 }
             }
         )*};
     }
     recorder!(wgpu::CommandEncoder, wgpu::ComputePass<'_>, wgpu::RenderPass<'_>);
+
+    /// What `attach` returns: it only passes the recorder through.
+    struct Passthrough<'a, R>(&'a mut R);
+
+    impl<R> std::fmt::Debug for Passthrough<'_, R> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Attached").finish_non_exhaustive()
+        }
+    }
+
+    impl<R> std::ops::Deref for Passthrough<'_, R> {
+        type Target = R;
+        fn deref(&self) -> &R {
+            self.0
+        }
+    }
+
+    impl<R> std::ops::DerefMut for Passthrough<'_, R> {
+        fn deref_mut(&mut self) -> &mut R {
+            self.0
+        }
+    }
 
     /// Copies `start..start + len` of `buffer` into a mappable
     /// buffer, waits for it and hands the bytes to `read`, untimed.
