@@ -132,9 +132,12 @@ impl Guard {
     pub fn live_socket(&self) -> Option<&Path> {
         self.live_socket.as_deref()
     }
+}
 
+/// The OTLP export's (feature `otlp`).
+#[cfg(feature = "otlp")]
+impl Guard {
     /// The running OTLP export, if any (`None` without the `enabled` feature: no export runs).
-    #[cfg(feature = "otlp")]
     pub fn otlp(&self) -> Option<&crate::otlp::Otlp> {
         self.otlp.as_deref()
     }
@@ -142,7 +145,6 @@ impl Guard {
     /// The `tracing` layer exporting the application's own spans through the OTLP export
     /// (`None`, a layer that does nothing, when there is no export, and always without the
     /// `enabled` feature).
-    #[cfg(feature = "otlp")]
     pub fn otlp_layer<S>(&self) -> Option<impl tracing_subscriber::Layer<S>>
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,

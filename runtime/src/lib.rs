@@ -157,8 +157,7 @@ mod record;
 // (docs/architecture.md, "The off build").
 mod capture;
 mod clock;
-// Without `enabled` only the OTLP configuration has anything to say (and drops it).
-#[cfg(any(feature = "enabled", feature = "otlp"))]
+// Without `enabled` what would be said is dropped.
 mod diagnostics;
 // Expansion support, reached only through the hidden `__private`: not documented API.
 #[cfg(all(feature = "enabled", feature = "nvtx"))]
@@ -229,12 +228,9 @@ pub mod __private {
     pub use tracing;
 
     // What the off expansion names in dead code (`if false { .. }`, no machine code) so that an
-    // argument of the wrong type is the same error as with instrumentation on.
-    #[cfg(feature = "_wgpu")]
-    pub use crate::wgpu::handles::{as_device, as_queue, as_recorder};
-
-    #[cfg(feature = "cuda")]
-    pub use crate::cuda::resources::as_stream;
+    // argument of the wrong type is the same error as with instrumentation on: a resource's
+    // backend's check, one module per side (as `private.rs`'s entries).
+    pub use {cuda_handles::*, wgpu_handles::*};
 
     pub use crate::probe::{byte_count, debug_field, display_field};
 
@@ -242,29 +238,45 @@ pub mod __private {
     /// const context, on or off: naming this (not `const`) in the off block says so.
     pub fn gpu_scope_opens_at_run_time() {}
 
+    /// The wgpu backend's checks of `encoder = ..`, `queue = ..` and `device = ..`.
+    #[cfg(feature = "_wgpu")]
+    mod wgpu_handles {
+        pub use crate::wgpu::handles::{as_device, as_queue, as_recorder};
+    }
+
     /// Without the wgpu backend `encoder = ..`, `queue = ..` and `device = ..` name the
     /// user's own types, as with instrumentation on.
     #[cfg(not(feature = "_wgpu"))]
-    pub fn as_recorder<T: ?Sized>(t: &mut T) -> &mut T {
-        t
+    mod wgpu_handles {
+        /// The recorder as written.
+        pub fn as_recorder<T: ?Sized>(t: &mut T) -> &mut T {
+            t
+        }
+
+        /// The queue as written.
+        pub fn as_queue<T: ?Sized>(t: &T) -> &T {
+            t
+        }
+
+        /// The device as written.
+        pub fn as_device<T: ?Sized>(t: &T) -> &T {
+            t
+        }
     }
 
-    #[cfg(not(feature = "_wgpu"))]
-    #[allow(missing_docs)]
-    pub fn as_queue<T: ?Sized>(t: &T) -> &T {
-        t
-    }
-
-    #[cfg(not(feature = "_wgpu"))]
-    #[allow(missing_docs)]
-    pub fn as_device<T: ?Sized>(t: &T) -> &T {
-        t
+    /// The CUDA backend's check of `stream = ..`.
+    #[cfg(feature = "cuda")]
+    mod cuda_handles {
+        pub use crate::cuda::resources::as_stream;
     }
 
     /// Without the CUDA backend `stream = ..` names the user's own type.
     #[cfg(not(feature = "cuda"))]
-    pub fn as_stream<T: ?Sized>(t: &T) -> &T {
-        t
+    mod cuda_handles {
+        /// The stream as written.
+        pub fn as_stream<T: ?Sized>(t: &T) -> &T {
+            t
+        }
     }
 
     /// Names a `parent = ..` argument in the off build (never called: it sits under `if false`),

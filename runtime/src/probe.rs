@@ -63,14 +63,11 @@ pub fn debug_field<T: std::fmt::Debug>(v: &T) -> &dyn std::fmt::Debug {
 }
 
 /// A `bytes = ..` expression came out negative: the call counts 0 bytes (and so gets no
-/// bandwidth), and the summary says so once rather than keep it silent.
-/// A `bytes = ..` expression came out negative: the call counts 0 bytes (and so gets no
 /// bandwidth), and the summary says so once rather than keep it silent. Off, no call is ever
 /// made (the off expansion only names `byte_count` in dead code).
 #[cold]
 #[inline(never)]
 fn negative_byte_count() -> u64 {
-    #[cfg(feature = "enabled")]
     crate::diagnostics::note_once(
         "a `bytes = ..` expression was negative: those calls count 0 bytes and get no bandwidth",
     );

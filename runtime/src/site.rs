@@ -71,16 +71,9 @@ pub struct SiteDesc {
 pub struct Site {
     /// What the attribute said about it.
     pub desc: SiteDesc,
+    /// Its calls' aggregates and what a scope marks on it (`site/imp.rs`).
     #[cfg(feature = "enabled")]
-    pub(crate) stats: crate::aggregate::state::SiteStats,
-    /// Neither a threshold of its own nor `trace_all`: a short call is known in raw ticks by the
-    /// global floor (`sampling::below_floor`). Fixed at compile time, so the check is one load.
-    #[cfg(feature = "enabled")]
-    pub(crate) on_global_floor: bool,
-    /// A scope of this site was opened: a site with no finished call was still running at
-    /// shutdown (an annotated `main`), not never reached.
-    #[cfg(feature = "enabled")]
-    entered: std::sync::atomic::AtomicBool,
+    pub(crate) state: imp::SiteState,
     /// Why calls of a GPU site were timed on the host, when they were (first reason wins).
     host_reason: OnceLock<&'static str>,
     /// Made at run time for a selected application span (`span_scopes.rs`), not by an attribute.
@@ -92,12 +85,8 @@ impl Site {
     pub const fn new(desc: SiteDesc) -> Self {
         Site {
             #[cfg(feature = "enabled")]
-            on_global_floor: !desc.trace_all && desc.threshold_us.is_none(),
+            state: imp::SiteState::new(&desc),
             desc,
-            #[cfg(feature = "enabled")]
-            stats: crate::aggregate::state::SiteStats::new(),
-            #[cfg(feature = "enabled")]
-            entered: std::sync::atomic::AtomicBool::new(false),
             host_reason: OnceLock::new(),
             span: false,
         }

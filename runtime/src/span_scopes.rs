@@ -66,11 +66,7 @@ pub fn layer<S>() -> SpanLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    #[cfg(feature = "enabled")]
-    let selection = SpanSelection { fixed: None, fixed_follows_spans: true, callsites: imp::live::Callsites::new() };
-    #[cfg(not(feature = "enabled"))]
-    let selection = SpanSelection { _private: () };
-    SpanLayer::new(selection)
+    SpanLayer::new(None)
 }
 
 /// [`layer`] with its own selection, `directives` in `EnvFilter`'s syntax
@@ -81,18 +77,7 @@ pub fn layer_with<S>(directives: &str) -> SpanLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    #[cfg(feature = "enabled")]
-    let selection = SpanSelection {
-        fixed: Some(imp::selected::parse(Some(directives))),
-        fixed_follows_spans: imp::selected::follows_spans(directives),
-        callsites: imp::live::Callsites::new(),
-    };
-    #[cfg(not(feature = "enabled"))]
-    let selection = {
-        let _ = directives;
-        SpanSelection { _private: () }
-    };
-    SpanLayer::new(selection)
+    SpanLayer::new(Some(directives))
 }
 
 /// The layer [`layer`] and [`layer_with`] make: [`SpanScopes`] under the per-layer filter
@@ -112,11 +97,18 @@ impl<S> SpanLayer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    fn new(selection: SpanSelection) -> Self {
+    /// The layer with `directives` as its own selection, or `init`'s (`None`).
+    fn new(directives: Option<&str>) -> Self {
         #[cfg(feature = "enabled")]
-        let scopes = SpanScopes { live: imp::live::LiveSpans::new() };
+        let (scopes, selection) = (
+            SpanScopes { live: imp::live::LiveSpans::new() },
+            SpanSelection { inner: imp::selected::Selection::new(directives) },
+        );
         #[cfg(not(feature = "enabled"))]
-        let scopes = SpanScopes { _private: () };
+        let (scopes, selection) = {
+            let _ = directives;
+            (SpanScopes { _private: () }, SpanSelection { _private: () })
+        };
         SpanLayer { inner: scopes.with_filter(selection) }
     }
 }
@@ -126,13 +118,7 @@ impl<S> SpanLayer<S> {
     /// per-layer filter's lookup would find so).
     #[inline]
     fn may_hold(&self, id: &Id) -> bool {
-        #[cfg(feature = "enabled")]
-        return self.inner.inner().live.may_hold(id);
-        #[cfg(not(feature = "enabled"))]
-        {
-            let _ = id;
-            false
-        }
+        self.inner.inner().may_hold(id)
     }
 }
 
@@ -194,20 +180,14 @@ where
     #[inline]
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if self.may_hold(id) {
-            #[cfg(feature = "enabled")]
             self.inner.inner().entered(id, ctx, self.inner.filter());
-            #[cfg(not(feature = "enabled"))]
-            self.inner.on_enter(id, ctx);
         }
     }
 
     #[inline]
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         if self.may_hold(id) {
-            #[cfg(feature = "enabled")]
             self.inner.inner().exited(id, ctx, self.inner.filter());
-            #[cfg(not(feature = "enabled"))]
-            self.inner.on_exit(id, ctx);
         }
     }
 
@@ -250,34 +230,49 @@ pub struct SpanScopes {
 /// Selects nothing without the `enabled` feature.
 #[derive(Debug)]
 pub struct SpanSelection {
-    /// `None`: the one `init` was given (or `GPUSPAN_SPANS`), read each time it is asked.
+    /// Its directives, or `init`'s, and the callsites it did not switch off.
     #[cfg(feature = "enabled")]
-    fixed: Option<Option<std::sync::Arc<tracing_subscriber::filter::EnvFilter>>>,
-    /// The fixed selection has span directives (`[name]`, fields): its filter follows the spans
-    /// entered. True for `init`'s, which may change.
-    #[cfg(feature = "enabled")]
-    fixed_follows_spans: bool,
-    /// The callsites it did not switch off (the per-span question's one load).
-    #[cfg(feature = "enabled")]
-    callsites: imp::live::Callsites,
+    inner: imp::selected::Selection,
     #[cfg(not(feature = "enabled"))]
     _private: (),
 }
 
+/// Without the `enabled` feature: a layer that holds no span and does nothing, under a filter
+/// that selects nothing (the instrumented ones are `imp/selected.rs`'s).
 #[cfg(not(feature = "enabled"))]
-impl<S: Subscriber> Layer<S> for SpanScopes {}
+mod off {
+    use super::{SpanScopes, SpanSelection};
+    use tracing::span::Id;
+    use tracing::subscriber::Interest;
+    use tracing::{Metadata, Subscriber};
+    use tracing_subscriber::filter::LevelFilter;
+    use tracing_subscriber::layer::{Context, Filter, Layer};
 
-#[cfg(not(feature = "enabled"))]
-impl<S: Subscriber> tracing_subscriber::layer::Filter<S> for SpanSelection {
-    fn enabled(&self, _meta: &tracing::Metadata<'_>, _cx: &tracing_subscriber::layer::Context<'_, S>) -> bool {
-        false
+    impl SpanScopes {
+        /// No span is held, so [`SpanLayer`](super::SpanLayer) forwards none of its hooks.
+        #[inline(always)]
+        pub(super) fn may_hold(&self, _: &Id) -> bool {
+            false
+        }
+
+        pub(super) fn entered<S>(&self, _: &Id, _: Context<'_, S>, _: &SpanSelection) {}
+
+        pub(super) fn exited<S>(&self, _: &Id, _: Context<'_, S>, _: &SpanSelection) {}
     }
 
-    fn callsite_enabled(&self, _meta: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
-        tracing::subscriber::Interest::never()
-    }
+    impl<S: Subscriber> Layer<S> for SpanScopes {}
 
-    fn max_level_hint(&self) -> Option<tracing_subscriber::filter::LevelFilter> {
-        Some(tracing_subscriber::filter::LevelFilter::OFF)
+    impl<S: Subscriber> Filter<S> for SpanSelection {
+        fn enabled(&self, _meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
+            false
+        }
+
+        fn callsite_enabled(&self, _meta: &'static Metadata<'static>) -> Interest {
+            Interest::never()
+        }
+
+        fn max_level_hint(&self) -> Option<LevelFilter> {
+            Some(LevelFilter::OFF)
+        }
     }
 }

@@ -194,6 +194,18 @@ pub(crate) fn span_selected() {
     cuda::start_for_spans();
 }
 
+/// `init()` ran: a backend that a program uses before its first annotated call starts now
+/// (CUDA, in a program that uses it, so that work launched before is seen).
+pub(crate) fn at_init() {
+    cuda::start_at_init();
+}
+
+/// The run ends, after the sinks: a backend says what it could not see (CUDA: bare kernels that
+/// never started its timing).
+pub(crate) fn at_shutdown() {
+    cuda::at_shutdown();
+}
+
 /// The backend a selected span's site names: the one that can time spans in this process (its
 /// rows are labelled by the backend that did, `SiteSummary::backend_label`).
 pub(crate) fn span_backend() -> crate::site::Backend {
@@ -478,7 +490,9 @@ mod wgpu {
 /// tags of span entries (CUPTI).
 #[cfg(feature = "cuda")]
 mod cuda {
-    pub(crate) use crate::cuda::{span_enter, span_exit, span_scope, start_for_spans, watching, CudaScope as Scope};
+    pub(crate) use crate::cuda::{
+        at_shutdown, span_enter, span_exit, span_scope, start_at_init, start_for_spans, watching, CudaScope as Scope,
+    };
 }
 
 /// Without CUDA: no scope, nothing watches bare scopes, span entries are not tagged.
@@ -495,6 +509,10 @@ mod cuda {
 
     #[inline(always)]
     pub(super) fn start_for_spans() {}
+
+    pub(super) fn start_at_init() {}
+
+    pub(super) fn at_shutdown() {}
 
     pub(super) fn span_scope() -> Option<Scope> {
         None

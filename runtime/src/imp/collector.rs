@@ -15,8 +15,6 @@
 
 use crate::pipeline::Sink;
 use crate::record::Record;
-#[cfg(unix)]
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -50,7 +48,7 @@ pub(crate) struct Collector {
     pub(crate) notes: crate::diagnostics::state::Notes,
     /// Whether the live feed runs (one at a time).
     #[cfg(unix)]
-    pub(crate) live_feed: AtomicBool,
+    pub(crate) live_feed: std::sync::atomic::AtomicBool,
     /// The thread that resolves the backends' pending GPU work.
     pub(crate) resolver: crate::resolver::state::Resolver,
     /// The SIGINT/SIGTERM handlers and the exit hook (`signal.rs`), read in signal context.
@@ -89,7 +87,7 @@ impl Collector {
             losses: crate::diagnostics::state::Losses::new(),
             notes: crate::diagnostics::state::Notes::new(),
             #[cfg(unix)]
-            live_feed: AtomicBool::new(false),
+            live_feed: std::sync::atomic::AtomicBool::new(false),
             resolver: crate::resolver::state::Resolver::new(),
             signals: crate::signal::state::Signals::new(),
             temporary_names: std::sync::atomic::AtomicU32::new(0),
@@ -122,7 +120,7 @@ impl Collector {
     /// process's goes through [`submit`].
     pub(crate) fn submit(&self, mut record: Record) {
         self.checks.enforce(&mut record);
-        record.site.stats.add(&record);
+        record.site.state.stats.add(&record);
         let sampled = self.sampling.is_sampled_duration(record.site, record.duration_ns());
         if !sampled && !self.sinks.wants_every_call() {
             return;

@@ -50,7 +50,11 @@ impl Ring {
                 let site = first.site;
                 let calls =
                     rest.iter().map_while(move |e| std::ptr::eq(e.site, site).then(|| (to_ns(e.ticks), e.bytes)));
-                let n = if own { site.stats.add_host_all(calls) } else { site.stats.add_host_all_elsewhere(calls) };
+                let n = if own {
+                    site.state.stats.add_host_all(calls)
+                } else {
+                    site.state.stats.add_host_all_elsewhere(calls)
+                };
                 rest = &rest[n.max(1)..];
             }
             i = i.wrapping_add(len);
@@ -164,7 +168,7 @@ fn first_or_late(site: &'static Site, ticks: u64, bytes: Option<u64>) {
 #[cold]
 #[inline(never)]
 fn unregistered(site: &'static Site, ticks: u64, bytes: Option<u64>) {
-    site.stats.add_host(crate::clock::ticks_to_ns(ticks), bytes);
+    site.state.stats.add_host(crate::clock::ticks_to_ns(ticks), bytes);
 }
 
 /// The ring is full as far as the owner knew: counts it unless a reader did, then writes the
@@ -220,13 +224,13 @@ mod tests {
             }
         });
         wait.recv().unwrap();
-        let t1 = SITE.stats.totals();
+        let t1 = SITE.state.stats.totals();
         let (d100, d300) = (ticks_to_ns(100), ticks_to_ns(300));
         assert_eq!((t1.calls, t1.bytes, t1.total_ns, t1.min_ns, t1.max_ns), (10, 80, 10 * d100, d100, d100));
         resume.send(()).unwrap();
         t.join().unwrap();
         let n = 10 + 2 * super::CAPACITY as u64 + 3;
-        let t2 = SITE.stats.totals();
+        let t2 = SITE.state.stats.totals();
         assert_eq!((t2.calls, t2.bytes, t2.min_ns, t2.max_ns), (n, 80, d100, d300));
         assert_eq!(t2.total_ns, 10 * d100 + d300 * (n - 10));
     }
@@ -249,7 +253,7 @@ mod tests {
         })
         .join()
         .unwrap();
-        let t = SITE.stats.totals();
+        let t = SITE.state.stats.totals();
         let (d5, d7) = (ticks_to_ns(5), ticks_to_ns(7));
         assert_eq!((t.calls, t.total_ns, t.min_ns, t.max_ns), (2, d5 + d7, d5, d7));
     }

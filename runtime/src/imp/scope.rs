@@ -369,7 +369,7 @@ fn close(state: &mut ManuallyDrop<State>, end: u64, panicking: bool, ring: crate
     if let State::Host(h) = &mut **state {
         // A clock going backwards wraps to a huge count: the general path saturates it.
         let ticks = end.wrapping_sub(h.start);
-        if h.site.on_global_floor && sampling::below_floor(ticks) && !h.error && !panicking {
+        if h.site.state.on_global_floor && sampling::below_floor(ticks) && !h.error && !panicking {
             // Besides the span, the state owns the trace parent (an OpenTelemetry context with
             // the OTLP export). SAFETY: the state is never used again, so it is dropped once.
             unsafe { std::ptr::drop_in_place(&mut h.parent) };

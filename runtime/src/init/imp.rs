@@ -52,8 +52,7 @@ pub(super) fn init(c: Config) -> Guard {
     // In a program that uses CUDA, start CUPTI now: work launched before the first annotated
     // call is recorded (as `unattributed`), and its start-up is not charged to that call.
     // A program that does not is told nothing about CUDA.
-    #[cfg(feature = "cuda")]
-    crate::cuda::start_at_init();
+    crate::backends::at_init();
     // The spans `gpuspan::layer()` selects; with one, CUDA timing runs before the program's
     // first launch, which no annotated call announces.
     crate::span_scopes::select_from_init(c.settings.spans.as_deref());
@@ -234,8 +233,7 @@ impl Run for Started {
         #[cfg(feature = "nvml")]
         crate::monitor::stop();
         crate::collector::finish_sinks(&self.sinks, Instant::now() + END_WITHIN);
-        #[cfg(feature = "cuda")]
-        crate::cuda::at_shutdown();
+        crate::backends::at_shutdown();
         if self.summary {
             crate::diagnostics::say(format_args!("{}", crate::summary().to_string().trim_end()));
         }

@@ -2,7 +2,32 @@
 //! two registries of sites (compiled in, through `inventory`; made at run time, for spans).
 
 use super::{Site, SiteDesc};
-use std::sync::atomic::Ordering;
+use crate::aggregate::state::SiteStats;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A site's instrumented state.
+#[derive(Debug)]
+pub(crate) struct SiteState {
+    /// The aggregates of all its calls.
+    pub(crate) stats: SiteStats,
+    /// Neither a threshold of its own nor `trace_all`: a short call is known in raw ticks by the
+    /// global floor (`sampling::below_floor`). Fixed at compile time, so the check is one load.
+    pub(crate) on_global_floor: bool,
+    /// A scope of this site was opened: a site with no finished call was still running at
+    /// shutdown (an annotated `main`), not never reached.
+    entered: AtomicBool,
+}
+
+impl SiteState {
+    /// No call yet.
+    pub(super) const fn new(desc: &SiteDesc) -> SiteState {
+        SiteState {
+            stats: SiteStats::new(),
+            on_global_floor: !desc.trace_all && desc.threshold_us.is_none(),
+            entered: AtomicBool::new(false),
+        }
+    }
+}
 
 impl Site {
     /// The site of a selected application span (`span_scopes.rs`): registered at run time.
@@ -13,8 +38,8 @@ impl Site {
     /// Notes that a call of this site started: a load, and a store only the first time.
     #[inline]
     pub(crate) fn mark_entered(&self) {
-        if !self.entered.load(Ordering::Relaxed) {
-            self.entered.store(true, Ordering::Relaxed);
+        if !self.state.entered.load(Ordering::Relaxed) {
+            self.state.entered.store(true, Ordering::Relaxed);
         }
     }
 
@@ -25,7 +50,7 @@ impl Site {
     }
 
     pub(crate) fn was_entered(&self) -> bool {
-        self.entered.load(Ordering::Relaxed)
+        self.state.entered.load(Ordering::Relaxed)
     }
 }
 

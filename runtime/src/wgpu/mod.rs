@@ -205,31 +205,3 @@ pub fn read_buffer<T, D: api::Device>(
 ) -> Result<T, D::MapError> {
     device.read_buffer(queue, buffer, range, read)
 }
-
-/// Without the `enabled` feature `attach` returns this: it only passes the recorder through.
-#[cfg(not(feature = "enabled"))]
-mod passthrough {
-    use std::fmt::Debug;
-    use std::ops::{Deref, DerefMut};
-
-    pub(crate) struct Passthrough<'a, R>(pub(crate) &'a mut R);
-
-    impl<R> Debug for Passthrough<'_, R> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("Attached").finish_non_exhaustive()
-        }
-    }
-
-    impl<R> Deref for Passthrough<'_, R> {
-        type Target = R;
-        fn deref(&self) -> &R {
-            self.0
-        }
-    }
-
-    impl<R> DerefMut for Passthrough<'_, R> {
-        fn deref_mut(&mut self) -> &mut R {
-            self.0
-        }
-    }
-}

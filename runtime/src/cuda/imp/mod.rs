@@ -197,7 +197,7 @@ pub(crate) fn at_shutdown() {
     }
     let bare_reached = crate::sites::all_sites()
         .iter()
-        .any(|s| s.desc.backend == Backend::Host && !is_own(s) && s.stats.totals().calls > 0);
+        .any(|s| s.desc.backend == Backend::Host && !is_own(s) && s.state.stats.totals().calls > 0);
     if bare_reached && driver_loaded() && context_active() {
         note_once(
             "this program used CUDA, but no annotated function names a CUDA stream, so gpuspan never started \

@@ -316,7 +316,7 @@ impl State {
             let id = u32::try_from(id).unwrap_or(u32::MAX);
             aggregates.extend(frames::aggregate(id, site));
             // As the summary's "still running at shutdown": entered, nothing finished.
-            if site.was_entered() && site.stats.totals().calls == 0 {
+            if site.was_entered() && site.state.stats.totals().calls == 0 {
                 running.push(id);
             }
         }

@@ -90,7 +90,7 @@ impl SiteSummary {
     /// The site's aggregates now: the summary's row, and the capture's aggregate frame.
     #[cfg(feature = "enabled")]
     pub(in crate::export) fn of(site: &'static Site) -> Self {
-        let t = site.stats.totals();
+        let t = site.state.stats.totals();
         SiteSummary {
             site,
             calls: t.calls,

@@ -79,11 +79,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Life {
-    #[cfg(test)]
-    pub(crate) fn new(name: &'static str, parent: Option<Arc<Life>>) -> Arc<Life> {
-        Life::with_work(name, parent, SpanWork::default())
-    }
-
     /// A span instance's life; `work` is the instance's own (the span layer's `Instance`).
     pub(crate) fn with_work(name: &'static str, parent: Option<Arc<Life>>, work: SpanWork) -> Arc<Life> {
         Arc::new(Life {
@@ -294,6 +289,13 @@ fn innermost(open: &[Arc<Life>]) -> Choice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Life {
+        /// A life with no work of its own.
+        fn new(name: &'static str, parent: Option<Arc<Life>>) -> Arc<Life> {
+            Life::with_work(name, parent, SpanWork::default())
+        }
+    }
 
     fn opened(log: &OpenSpans, life: &Arc<Life>, id: u64, at: u64) {
         log.opened(life, id, at);

@@ -2,8 +2,6 @@
 //! selected span does on entry, exit and close (`span_scopes.rs` says what and why). Built only
 //! with the `enabled` feature; without it the layer selects nothing.
 
-#[cfg(feature = "cuda")]
-use super::open_spans::ByTime;
 use super::open_spans::Life;
 use super::recent;
 use crate::backends::{span_backend, span_gpu, SpanWork};
@@ -27,7 +25,7 @@ use tracing_subscriber::registry::{Extensions, LookupSpan};
 /// scope on the launching thread (`open_spans.rs` has the rule). CUPTI's attribution asks it;
 /// so may wgpu's instrumented passes.
 #[cfg(feature = "cuda")]
-pub(crate) fn by_time(host_ns: u64) -> ByTime {
+pub(crate) fn by_time(host_ns: u64) -> super::open_spans::ByTime {
     crate::collector::collector().selected.open_spans.at(host_ns)
 }
 
@@ -112,7 +110,7 @@ fn from_init_lock() -> &'static RwLock<Option<Option<Arc<EnvFilter>>>> {
     &crate::collector::collector().selected.from_init
 }
 
-pub(in crate::span_scopes) fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
+fn parse(directives: Option<&str>) -> Option<Arc<EnvFilter>> {
     let d = directives.map(str::trim).filter(|d| !d.is_empty())?;
     match EnvFilter::builder().parse(d) {
         Ok(f) => Some(Arc::new(f)),
@@ -128,7 +126,7 @@ pub(in crate::span_scopes) fn parse(directives: Option<&str>) -> Option<Arc<EnvF
 /// Whether a selection in `EnvFilter`'s syntax has span or field directives (`[request]`,
 /// `[{id=1}]`: always in brackets): only then does its filter follow the spans entered (its
 /// `on_enter` and `on_exit` find nothing to do otherwise, at a lock and a map lookup each).
-pub(in crate::span_scopes) fn follows_spans(directives: &str) -> bool {
+fn follows_spans(directives: &str) -> bool {
     directives.contains('[')
 }
 
@@ -187,9 +185,33 @@ pub(crate) fn select_unless_given(directives: Option<&str>) {
     }
 }
 
+/// A [`SpanSelection`]'s state: its own directives or `init`'s, and the callsites it did not
+/// switch off.
+#[derive(Debug)]
+pub(in crate::span_scopes) struct Selection {
+    /// `None`: the one `init` was given (or `GPUSPAN_SPANS`), read each time it is asked.
+    fixed: Option<Option<Arc<EnvFilter>>>,
+    /// The fixed selection has span directives (`[name]`, fields): its filter follows the spans
+    /// entered. True for `init`'s, which may change.
+    fixed_follows_spans: bool,
+    /// The callsites it did not switch off (the per-span question's one load).
+    callsites: super::live::Callsites,
+}
+
+impl Selection {
+    /// `directives` in `EnvFilter`'s syntax, fixed; `None`: `init`'s, whenever it is asked.
+    pub(in crate::span_scopes) fn new(directives: Option<&str>) -> Selection {
+        Selection {
+            fixed: directives.map(|d| parse(Some(d))),
+            fixed_follows_spans: directives.is_none_or(follows_spans),
+            callsites: super::live::Callsites::new(),
+        }
+    }
+}
+
 impl SpanSelection {
     fn filter(&self) -> Option<Arc<EnvFilter>> {
-        match &self.fixed {
+        match &self.inner.fixed {
             Some(f) => f.clone(),
             None => from_init(),
         }
@@ -198,7 +220,7 @@ impl SpanSelection {
     /// `f` on the selection's filter, if there is one, borrowed where [`SpanSelection::filter`]
     /// clones it.
     fn with_filter(&self, f: impl FnOnce(&EnvFilter)) {
-        match &self.fixed {
+        match &self.inner.fixed {
             Some(fixed) => {
                 if let Some(filter) = fixed {
                     f(filter);
@@ -223,7 +245,7 @@ impl SpanSelection {
     /// Whether the selection's filter may follow the spans entered (`follows_spans`).
     #[inline]
     fn follows_spans(&self) -> bool {
-        self.fixed.is_none() || self.fixed_follows_spans
+        self.inner.fixed.is_none() || self.inner.fixed_follows_spans
     }
 
     /// Whether the selection takes the span (gpuspan's own and events aside).
@@ -263,24 +285,24 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
         // A callsite not known yet is let through: `tracing` asks this of a thread whose callsite
         // another thread is still registering, before the selection has seen it; `on_new_span`
         // registers it and decides.
-        self.callsites.may_be_wanted(meta)
+        self.inner.callsites.may_be_wanted(meta)
             && meta.is_span()
             && !is_own(meta)
-            && (census_on() || self.callsites.said(meta).is_none() || self.selects(meta, cx))
+            && (census_on() || self.inner.callsites.said(meta).is_none() || self.selects(meta, cx))
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
         if !meta.is_span() || is_own(meta) {
-            self.callsites.mark(meta, false);
+            self.inner.callsites.mark(meta, false);
             return Interest::never();
         }
         let interest = self.filter().map_or_else(Interest::never, |f| Filter::<S>::callsite_enabled(&*f, meta));
         // Asked again when the census starts (`rebuild_interest_cache`): it follows every span.
         if interest.is_never() && census_on() {
-            self.callsites.mark(meta, true);
+            self.inner.callsites.mark(meta, true);
             return Interest::always();
         }
-        self.callsites.mark(meta, !interest.is_never());
+        self.inner.callsites.mark(meta, !interest.is_never());
         interest
     }
 
@@ -298,7 +320,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
         let meta = attrs.metadata();
         // Decided again where `enabled` let the span through without the selection's answer: a
         // callsite not registered yet (registered now, as `tracing` would have), or the census.
-        let unknown = self.callsites.said(meta).is_none();
+        let unknown = self.inner.callsites.said(meta).is_none();
         if unknown {
             let _ = Filter::<S>::callsite_enabled(self, meta);
         }
@@ -549,6 +571,13 @@ fn exit_found(id: &Id, ext: &Extensions<'_>) {
 }
 
 impl SpanScopes {
+    /// Whether span `id` may be one the filter enabled (`false`: certainly not, and the
+    /// per-layer filter's lookup would find so): one load.
+    #[inline]
+    pub(in crate::span_scopes) fn may_hold(&self, id: &Id) -> bool {
+        self.live.may_hold(id)
+    }
+
     /// A span [`SpanLayer`](crate::span_scopes::SpanLayer) may hold is entered: one registry lookup, where the
     /// per-layer filter (`Filtered`) would make two (its own check that the filter enabled the
     /// span, then the layer's): the layer made an [`Instance`] or [`Census`] of the span only if

@@ -1,7 +1,8 @@
 //! What only the instrumented build (`enabled`) implements for this major's types: the timestamp
 //! writes of the passes an annotated body begins, and the adapter's facts for the device monitor.
 
-use super::{api, backend, wgpu};
+use super::super::backend;
+use super::{api, wgpu};
 
 impl<'a> api::imp::PassDescriptor<'a> for wgpu::ComputePassDescriptor<'a> {
     fn timed(&self, holder: &'a mut Option<Box<dyn std::any::Any>>) -> Self {

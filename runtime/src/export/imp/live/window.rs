@@ -277,7 +277,7 @@ mod tests {
     /// queue drops records (counted in the end) instead of waiting.
     #[test]
     fn a_window_sees_its_calls_and_changes_no_count() {
-        let before = WINDOW_SITE.stats.totals().calls;
+        let before = WINDOW_SITE.state.stats.totals().calls;
         for _ in 0..10 {
             crate::collector::submit(record(crate::clock::now_ns()));
         }
@@ -296,7 +296,7 @@ mod tests {
         for _ in 0..5 {
             crate::collector::submit(record(crate::clock::now_ns()));
         }
-        assert_eq!(WINDOW_SITE.stats.totals().calls - before, 36, "every call counted, window or not");
+        assert_eq!(WINDOW_SITE.state.stats.totals().calls - before, 36, "every call counted, window or not");
 
         let mut bytes = Vec::new();
         sink.take(usize::MAX, &mut bytes);

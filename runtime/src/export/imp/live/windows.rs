@@ -63,7 +63,7 @@ impl Windows {
     pub(super) fn sample(&mut self, now_ns: u64) {
         let horizon = now_ns.saturating_sub(WINDOW.as_nanos() as u64);
         for track in &mut self.tracks {
-            let t = track.site.stats.totals();
+            let t = track.site.state.stats.totals();
             track.points.push_back(Point::of(now_ns, &t));
             while track.points.len() > 1 && track.points.front().is_some_and(|p| p.time_ns < horizon) {
                 track.points.pop_front();
@@ -80,7 +80,7 @@ impl Windows {
         let window_ns = now_ns.saturating_sub(start_ns);
         let window_s = window_ns as f64 / 1e9;
         for track in &self.tracks {
-            let t = track.site.stats.totals();
+            let t = track.site.state.stats.totals();
             if t.calls == 0 {
                 continue;
             }
@@ -161,12 +161,12 @@ mod tests {
     fn a_window_holds_only_the_calls_since_its_oldest_point() {
         let mut w = Windows::new(vec![&WINDOWED]);
         for _ in 0..100 {
-            WINDOWED.stats.add_host(1_000, Some(10));
+            WINDOWED.state.stats.add_host(1_000, Some(10));
         }
         let t0 = 1_000_000_000_000;
         w.sample(t0);
         for _ in 0..50 {
-            WINDOWED.stats.add_host(9_000, None);
+            WINDOWED.state.stats.add_host(9_000, None);
         }
         let (rows, window_s) = w.sites(t0 + 2_000_000_000, 0);
         assert_eq!(window_s, 2.0);
@@ -218,9 +218,9 @@ mod tests {
         let mut w = Windows::new(vec![&GPU_A, &GPU_B]);
         w.sample(0);
         for _ in 0..3 {
-            GPU_A.stats.add(&gpu_record(&GPU_A, 1_000_000));
+            GPU_A.state.stats.add(&gpu_record(&GPU_A, 1_000_000));
         }
-        GPU_B.stats.add(&gpu_record(&GPU_B, 1_000_000));
+        GPU_B.state.stats.add(&gpu_record(&GPU_B, 1_000_000));
         let (rows, _) = w.sites(1_000_000_000, 0);
         let a = rows.iter().find(|r| r.name == "gpu_a").unwrap();
         let b = rows.iter().find(|r| r.name == "gpu_b").unwrap();
