@@ -36,7 +36,7 @@ pub fn gpu_timing(r: &gpuspan_testing::Record) -> &gpuspan_testing::record::GpuT
 
 /// The name the test harness gives `test`, a test function of the module whose `module_path!()`
 /// is `module_path`: that path without the test binary's own name (each test binary is one crate
-/// with a module per subject, docs/decisions.md 75). For running one test again in a child process
+/// with a module per subject, docs/decisions.md 77). For running one test again in a child process
 /// with `--exact`.
 pub fn test_path(module_path: &str, test: &str) -> String {
     match module_path.split_once("::") {
