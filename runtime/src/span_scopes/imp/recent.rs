@@ -1,7 +1,7 @@
-//! The selected spans this thread entered last, so that entering one of them again (each poll
-//! of a future it instruments, each `in_scope`) reads its [`Instance`] without the registry's
-//! lookup and the extensions' lock, which `tracing` makes every layer pay per hook because it
-//! hands a layer only the span's id (decision 76).
+//! The selected spans a thread entered last, so that entering one of them again (each poll of a
+//! future it instruments, each `in_scope`) finds what the layer keeps for it without the
+//! registry's lookup and the extensions' lock, which `tracing` makes every layer pay per hook
+//! because it hands a layer only the span's id (decision 76).
 //!
 //! An entry is keyed by the layer (each subscriber's registry numbers its own spans) and the id,
 //! and is used only while its span is open: once a span closed, the registry may give its id (a
@@ -9,86 +9,98 @@
 //! span's handle is held while it is entered, so it cannot close during the entry; and while it
 //! is open its subscriber, so its layer's address is not another's.
 
-use super::selected::Instance;
 use std::cell::RefCell;
 use std::sync::Arc;
+use tracing::span::Id;
 
 /// Spans remembered per thread: a selected span entered inside another keeps both; four cover
 /// nested request, stage and step spans.
 const WAYS: usize = 4;
 
-/// A layer's address and a span id, with the instance they name.
-type Ways = [Option<((usize, u64), Arc<Instance>)>; WAYS];
-
-thread_local! {
-    static RECENT: RefCell<Ways> = const { RefCell::new([const { None }; WAYS]) };
+/// What a remembered span's state must say: whether the span closed.
+pub(crate) trait Closes {
+    /// The span closed: its id may already be a new span's.
+    fn is_closed(&self) -> bool;
 }
 
-/// The instance of span `id` of `layer` if this thread remembers it open, else `None` (the
-/// caller looks the span up). A shared handle, so that what the entry does may enter other spans.
-#[inline]
-pub(super) fn get<L>(layer: &L, id: &tracing::span::Id) -> Option<Arc<Instance>> {
-    let id = (layer as *const L as usize, id.into_u64());
-    RECENT
-        .try_with(|ways| {
-            let ways = ways.try_borrow().ok()?;
-            let (_, i) = ways.iter().flatten().find(|(held, _)| *held == id)?;
-            (!i.is_closed()).then(|| i.clone())
-        })
-        .ok()
-        .flatten()
+/// A remembered span: its layer's address and id, with the state they name.
+type Way<T> = Option<((usize, u64), Arc<T>)>;
+
+/// One thread's remembered spans (a `thread_local!` of the layer's side), most recent first.
+pub(crate) struct Recent<T> {
+    ways: RefCell<[Way<T>; WAYS]>,
 }
 
-/// Remembers the instance of span `id` of `layer`, just found by a lookup, as this thread's most
-/// recent.
-pub(super) fn remember<L>(layer: &L, id: &tracing::span::Id, i: &Arc<Instance>) {
-    let id = (layer as *const L as usize, id.into_u64());
-    let evicted = RECENT.try_with(|ways| {
-        let mut ways = ways.try_borrow_mut().ok()?;
-        // Its own older way (a closed span's id reused) goes first, else the least recent.
-        let at = ways.iter().position(|w| w.as_ref().is_some_and(|(held, _)| *held == id)).unwrap_or(WAYS - 1);
-        let evicted = ways[at].take();
-        ways[..=at].rotate_right(1);
-        ways[0] = Some((id, i.clone()));
-        evicted
-    });
-    // Dropped outside the borrow: the last reference to a closed span's instance frees it here.
-    drop(evicted);
+impl<T: Closes> Recent<T> {
+    pub(crate) const fn new() -> Self {
+        Recent { ways: RefCell::new([const { None }; WAYS]) }
+    }
+
+    /// The state of span `id` of `layer` if remembered and open, else `None` (the caller looks
+    /// the span up). A shared handle, so that what the entry does may enter other spans.
+    #[inline]
+    pub(crate) fn get<L>(&self, layer: &L, id: &Id) -> Option<Arc<T>> {
+        let key = (layer as *const L as usize, id.into_u64());
+        let ways = self.ways.try_borrow().ok()?;
+        let (_, held) = ways.iter().flatten().find(|(k, _)| *k == key)?;
+        (!held.is_closed()).then(|| held.clone())
+    }
+
+    /// Remembers the state of span `id` of `layer`, just found by a lookup, as the most recent.
+    pub(crate) fn remember<L>(&self, layer: &L, id: &Id, state: &Arc<T>) {
+        let key = (layer as *const L as usize, id.into_u64());
+        let evicted = self.ways.try_borrow_mut().ok().and_then(|mut ways| {
+            // Its own older way (a closed span's id reused) goes first, else the least recent.
+            let at = ways.iter().position(|w| w.as_ref().is_some_and(|(k, _)| *k == key)).unwrap_or(WAYS - 1);
+            let evicted = ways[at].take();
+            ways[..=at].rotate_right(1);
+            ways[0] = Some((key, state.clone()));
+            evicted
+        });
+        // Dropped outside the borrow: the last handle to a closed span's state frees it here.
+        drop(evicted);
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::span_scopes::layer_with;
-    use tracing_subscriber::layer::SubscriberExt;
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
-    /// The layer of the subscriber the test makes (the `SpanScopes` inside its `SpanLayer`).
-    fn scopes_of(dispatch: &tracing::Dispatch) -> &crate::span_scopes::SpanScopes {
-        dispatch.downcast_ref::<crate::span_scopes::SpanScopes>().expect("the span layer's state")
+    struct State(AtomicBool);
+
+    impl Closes for State {
+        fn is_closed(&self) -> bool {
+            self.0.load(Ordering::Relaxed)
+        }
     }
 
-    /// A span closed on one thread and its id reused: the new span is not taken for the old
-    /// one; and the same id in another subscriber is another span.
+    fn open() -> Arc<State> {
+        Arc::new(State(AtomicBool::new(false)))
+    }
+
+    /// A span closed and its id reused: the new span is not taken for the old one; the same id
+    /// of another layer (another subscriber) is another span; the least recent of five goes.
     #[test]
-    fn a_remembered_span_is_used_only_while_open_and_only_by_its_layer() {
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("recent_app=info")));
-        let other = tracing::Dispatch::new(tracing_subscriber::registry().with(layer_with("recent_app=info")));
-        let layer = scopes_of(&dispatch);
-        tracing::dispatcher::with_default(&dispatch, || {
-            let first = tracing::info_span!(target: "recent_app", "first");
-            for _ in 0..3 {
-                first.in_scope(|| ());
-            }
-            let first_id = first.id().expect("enabled");
-            drop(first);
-            // The registry reuses the freed slot: the same index, a new generation, or (after the
-            // generation wrapped) the same id; either way the new span's own instance is entered.
-            let second = tracing::info_span!(target: "recent_app", "second");
-            second.in_scope(|| ());
-            let second_id = second.id().expect("enabled");
-            let held = super::get(layer, &second_id).map(|i| i.is_closed());
-            assert_eq!(held, Some(false), "the second span is remembered, open");
-            assert!(super::get(layer, &first_id).is_none(), "the closed span is not used");
-            assert!(super::get(scopes_of(&other), &second_id).is_none(), "another subscriber's span of that id is not");
-        });
+    fn a_remembered_span_is_used_only_while_open_only_by_its_layer_and_the_oldest_goes() {
+        let recent = Recent::<State>::new();
+        let (layer, other_layer) = (1u8, 2u8);
+        let id = Id::from_u64(7);
+        let first = open();
+        recent.remember(&layer, &id, &first);
+        assert!(recent.get(&layer, &id).is_some_and(|s| Arc::ptr_eq(&s, &first)));
+        assert!(recent.get(&other_layer, &id).is_none(), "another layer's span of that id is not");
+        first.0.store(true, Ordering::Relaxed);
+        assert!(recent.get(&layer, &id).is_none(), "the closed span is not used");
+        let second = open();
+        recent.remember(&layer, &id, &second);
+        assert!(recent.get(&layer, &id).is_some_and(|s| Arc::ptr_eq(&s, &second)), "its id's new span");
+        assert_eq!(Arc::strong_count(&first), 1, "the closed span's way was the one replaced");
+        let later: Vec<_> = (8..12).map(|n| (Id::from_u64(n), open())).collect();
+        for (id, s) in &later {
+            recent.remember(&layer, id, s);
+        }
+        assert!(recent.get(&layer, &id).is_none(), "the least recent of five is gone");
+        assert!(later.iter().all(|(id, s)| recent.get(&layer, id).is_some_and(|g| Arc::ptr_eq(&g, s))));
     }
 }

@@ -3,7 +3,7 @@
 //! with the `enabled` feature; without it the layer selects nothing.
 
 use super::open_spans::Life;
-use super::recent;
+use super::recent::{Closes, Recent};
 use crate::backends::{span_backend, span_gpu, SpanWork};
 use crate::record::Value;
 use crate::scope::Scope;
@@ -358,9 +358,14 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for SpanSelection {
     }
 }
 
+thread_local! {
+    /// The selected spans this thread entered last (decision 76).
+    static RECENT: Recent<Instance> = const { Recent::new() };
+}
+
 /// What a selected span instance keeps in its extensions (shared with the threads that entered
-/// it last: `recent.rs`).
-pub(super) struct Instance {
+/// it last: [`RECENT`]).
+struct Instance {
     site: &'static Site,
     /// When it was entered, for attribution by time.
     life: Arc<Life>,
@@ -500,6 +505,13 @@ mod entries {
     }
 }
 
+impl Closes for Instance {
+    #[inline]
+    fn is_closed(&self) -> bool {
+        self.life.is_closed()
+    }
+}
+
 impl Instance {
     /// One entry, on this thread: no lock but the span's life's (attribution by time); under
     /// CUPTI a window of this thread's time (decision 71).
@@ -524,12 +536,6 @@ impl Instance {
         }
         crate::backends::span_work_exit(span.into_u64());
         crate::collector::collector().selected.open_spans.exit(&self.life, crate::clock::now_ns);
-    }
-
-    /// The span closed: its id may already be a new span's.
-    #[inline]
-    pub(super) fn is_closed(&self) -> bool {
-        self.life.is_closed()
     }
 
     /// Whether its first entry opened its scope and it has not closed.
@@ -590,7 +596,7 @@ impl SpanScopes {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        if let Some(i) = recent::get(self, id) {
+        if let Some(i) = RECENT.try_with(|r| r.get(self, id)).ok().flatten() {
             if selection.follows_spans() {
                 Filter::<S>::on_enter(selection, id, ctx);
             }
@@ -603,7 +609,7 @@ impl SpanScopes {
                 Filter::<S>::on_enter(selection, id, ctx.clone());
             }
             i.enter(id);
-            recent::remember(self, id, i);
+            let _ = RECENT.try_with(|r| r.remember(self, id, i));
         } else if ext.get::<Census>().is_some() {
             Filter::<S>::on_enter(selection, id, ctx.clone());
             enter_found(id, &ext);
@@ -616,7 +622,7 @@ impl SpanScopes {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        if let Some(i) = recent::get(self, id) {
+        if let Some(i) = RECENT.try_with(|r| r.get(self, id)).ok().flatten() {
             if selection.follows_spans() {
                 Filter::<S>::on_exit(selection, id, ctx);
             }
@@ -629,7 +635,7 @@ impl SpanScopes {
                 Filter::<S>::on_exit(selection, id, ctx.clone());
             }
             i.exit(id);
-            recent::remember(self, id, i);
+            let _ = RECENT.try_with(|r| r.remember(self, id, i));
         } else if ext.get::<Census>().is_some() {
             Filter::<S>::on_exit(selection, id, ctx.clone());
             exit_found(id, &ext);
