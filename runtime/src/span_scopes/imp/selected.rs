@@ -451,6 +451,11 @@ mod entries {
         let entry = ENTERED
             .try_with(|e| {
                 let mut e = e.borrow_mut();
+                // Spans nest, so the innermost entry is almost always the one ending: popped
+                // without `remove`'s call to move the rest (`scripts/count-window`).
+                if e.last().is_some_and(|(s, ..)| *s == span) {
+                    return e.pop();
+                }
                 let i = e.iter().rposition(|(s, ..)| *s == span)?;
                 Some(e.remove(i))
             })

@@ -109,6 +109,14 @@ impl<T> Producer<T> {
     /// Adds `item` behind everything this producer pushed before.
     #[inline]
     pub(super) fn push(&self, item: T) -> Pushed {
+        self.push_with(|| item)
+    }
+
+    /// [`push`](Self::push) of an item built by `make` in its slot rather than moved there (a
+    /// scope's ~100-byte end, `scripts/count-window`). `make` must not push to this producer:
+    /// the slot is chosen before it runs and published after.
+    #[inline]
+    pub(super) fn push_with(&self, make: impl FnOnce() -> T) -> Pushed {
         let len = self.queue.segment_len;
         let mut pos = self.pos.get();
         let mut asked = Pushed::Quiet;
@@ -119,7 +127,7 @@ impl<T> Producer<T> {
         let seg = self.segment.get();
         // SAFETY: the producer owns `seg` past `written` (`pos` is its `written`), and `pos < len`.
         unsafe {
-            (*(*seg).slots[pos].get()).write(item);
+            (*(*seg).slots[pos].get()).write(make());
             (*seg).written.store(pos + 1, Release);
         }
         self.pos.set(pos + 1);

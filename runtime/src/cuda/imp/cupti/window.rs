@@ -107,6 +107,16 @@ impl Local {
             super::work::wake();
         }
     }
+
+    /// [`hand_over`](Self::hand_over) of a call that is plain data, built in its queue slot
+    /// (`call` reaches nothing that could hand a scope over on this thread).
+    #[inline(always)]
+    fn hand_over_plain(&self, call: impl FnOnce() -> Call) {
+        let fence = super::buffers::requested_so_far();
+        if self.ended.push_with(|| Ended { call: call(), fence }) == Pushed::Wake {
+            super::work::wake();
+        }
+    }
 }
 
 thread_local! {
@@ -241,7 +251,7 @@ pub(super) fn close(call: impl FnOnce(u64) -> Call) {
 pub(super) fn close_span(site: &'static crate::site::Site, scope_id: u64, start: u64) {
     let end = now();
     let _ = LOCAL.try_with(|l| {
-        l.hand_over(|| Call {
+        l.hand_over_plain(|| Call {
             site,
             scope_id,
             thread: 0,
