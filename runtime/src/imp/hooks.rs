@@ -64,19 +64,11 @@ mod tests {
         fn memory_used(&self) -> Option<u64> {
             Some(7)
         }
-        #[cfg(feature = "_metrics")]
-        fn gauges(&self) -> Vec<Gauge> {
-            Vec::new()
-        }
         fn live_devices(&self) -> Result<Vec<gpuspan_capture::live::Device>, String> {
             Err("stub".into())
         }
         fn readings(&self, _: u64) -> Vec<Readings> {
             Vec::new()
-        }
-        #[cfg(feature = "_devices")]
-        fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-            self
         }
     }
 

@@ -481,10 +481,6 @@ mod tests {
         fn memory_used(&self) -> Option<u64> {
             None
         }
-        #[cfg(feature = "_metrics")]
-        fn gauges(&self) -> Vec<crate::hooks::Gauge> {
-            Vec::new()
-        }
         fn live_devices(&self) -> Result<Vec<gpuspan_capture::live::Device>, String> {
             Err("stub".into())
         }
@@ -492,10 +488,6 @@ mod tests {
             let links = [Some(peak(5)), self.late_link.load(Ordering::SeqCst).then(|| peak(4)), Some(peak(5))];
             let device = |id| DeviceLabel::new(id, "Stub GPU");
             (0..3).map(|id| Readings { device: device(id), link: links[id as usize], samples: vec![] }).collect()
-        }
-        #[cfg(feature = "_devices")]
-        fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-            self
         }
     }
 

@@ -24,8 +24,10 @@ pub(crate) type MemorySource = fn() -> Option<u64>;
 /// the counter samples when asked (the capture draws them; a metric reads only the figures).
 pub(crate) type AccountSource = fn(bool) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)>;
 
-/// What a leaf that reads devices (the NVML monitor) adds to what the core makes.
-pub(crate) trait Devices: Send + Sync {
+/// What a leaf that reads devices (the NVML monitor) adds to what the core makes. `Any`, so that
+/// the leaf's own module finds its state again (`Arc<dyn Devices>` upcast to `Arc<dyn Any>`,
+/// then downcast).
+pub(crate) trait Devices: std::any::Any + Send + Sync {
     /// Attributes for a record (the device's state at the call's time): asked once per record
     /// that reaches a sink, when it is submitted, so that every sink sees the same values.
     fn record_attributes(&self, record: &Record) -> Vec<(&'static str, Value)>;
@@ -34,9 +36,12 @@ pub(crate) trait Devices: Send + Sync {
     /// Device memory in use now, in bytes, summed over the devices (`None`: cannot be read):
     /// the device side of a `track_memory` site's memory marks.
     fn memory_used(&self) -> Option<u64>;
-    /// Readings an exporter that exports metrics observes when it collects.
+    /// Readings an exporter that exports metrics observes when it collects (none unless the
+    /// leaf offers some).
     #[cfg(feature = "_metrics")]
-    fn gauges(&self) -> Vec<Gauge>;
+    fn gauges(&self) -> Vec<Gauge> {
+        Vec::new()
+    }
     /// The devices with their newest reading and recent history, as the live feed sends them
     /// (the feed's message types are plain data, shared with `gpuspan top`). `Err` says why
     /// there are none.
@@ -44,9 +49,6 @@ pub(crate) trait Devices: Send + Sync {
     /// Each device's readings taken after `since_ns` (Unix-epoch ns), with its links' peaks,
     /// for the capture file.
     fn readings(&self, since_ns: u64) -> Vec<Readings>;
-    /// The leaf itself, for its own module to find its state again (the monitor's sampler).
-    #[cfg(feature = "_devices")]
-    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
 /// One device as a leaf that reads devices hands it to the capture file.

@@ -19,6 +19,7 @@ mod vendor;
 // The public types and functions, as this module's children name them (`super::GpuInfo`).
 use super::*;
 use ring::Ring;
+use std::any::Any;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 use types::{DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL};
@@ -39,7 +40,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 /// collector's lock is poisoned.
 pub(crate) fn register_hooks() -> Option<Arc<Monitor>> {
     let mut devices = crate::collector::collector().leaves.devices.write().ok()?;
-    if let Some(m) = devices.clone().and_then(|d| d.into_any().downcast::<Monitor>().ok()) {
+    if let Some(m) = devices.clone().and_then(|d| (d as Arc<dyn Any + Send + Sync>).downcast::<Monitor>().ok()) {
         return Some(m);
     }
     let monitor = Arc::new(Monitor::default());
@@ -88,10 +89,6 @@ impl crate::hooks::Devices for Monitor {
 
     fn readings(&self, since_ns: u64) -> Vec<crate::hooks::Readings> {
         readings::since(self.current(), since_ns)
-    }
-
-    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
     }
 }
 
@@ -219,7 +216,7 @@ pub(super) fn sampler_stats() -> Option<sampler::SamplerStats> {
 /// monitor plugged into the process's collector.
 fn current() -> Option<Arc<Shared>> {
     let devices = crate::collector::collector().leaves.devices()?;
-    devices.into_any().downcast::<Monitor>().ok()?.current()
+    (devices as Arc<dyn Any + Send + Sync>).downcast::<Monitor>().ok()?.current()
 }
 
 /// What the sampler thread and the readers share.
