@@ -435,7 +435,7 @@ mod tests {
     #[test]
     fn a_backend_s_memory_account_is_written_at_the_end_naming_its_device() {
         let leaves: &'static Leaves = Box::leak(Box::new(Leaves::new()));
-        leaves.add_memory_accounts(accounts);
+        leaves.accounts.add(accounts);
         let dir = std::env::temp_dir().join(format!("gpuspan-capture-memory-test-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join("c.gpuspan");

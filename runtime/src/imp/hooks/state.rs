@@ -65,14 +65,39 @@ pub(crate) struct Readings {
 pub(crate) struct Leaves {
     /// The device monitor (one: a second replaces it).
     pub(crate) devices: RwLock<Option<Arc<dyn Devices>>>,
-    /// Summary sections of the backends (registering one again adds nothing).
-    sections: RwLock<Vec<SummarySection>>,
-    /// Counter tracks of the backends (the same).
-    counters: RwLock<Vec<CounterSource>>,
-    /// Memory counted by the backends (the same).
-    memory: RwLock<Vec<MemorySource>>,
-    /// The backends' memory accounts (the same).
-    accounts: RwLock<Vec<AccountSource>>,
+    /// Summary sections of the backends.
+    pub(crate) sections: Registered<SummarySection>,
+    /// Counter tracks of the backends.
+    pub(crate) counters: Registered<CounterSource>,
+    /// Memory counted by the backends.
+    pub(crate) memory: Registered<MemorySource>,
+    /// The backends' memory accounts.
+    pub(crate) accounts: Registered<AccountSource>,
+}
+
+/// What the backends registered of one kind (a function each; registering one again adds
+/// nothing), in the order they did.
+pub(crate) struct Registered<F>(RwLock<Vec<F>>);
+
+impl<F: Copy + PartialEq> Registered<F> {
+    const fn new() -> Self {
+        Registered(RwLock::new(Vec::new()))
+    }
+
+    /// Registers `f` (once).
+    #[cfg(any(test, feature = "_gpu"))]
+    pub(crate) fn add(&self, f: F) {
+        if let Ok(mut fs) = self.0.write() {
+            if !fs.contains(&f) {
+                fs.push(f);
+            }
+        }
+    }
+
+    /// What is registered now.
+    fn all(&self) -> Vec<F> {
+        self.0.read().map(|fs| fs.clone()).unwrap_or_default()
+    }
 }
 
 impl std::fmt::Debug for Leaves {
@@ -86,26 +111,16 @@ impl Leaves {
     pub(crate) const fn new() -> Self {
         Leaves {
             devices: RwLock::new(None),
-            sections: RwLock::new(Vec::new()),
-            counters: RwLock::new(Vec::new()),
-            memory: RwLock::new(Vec::new()),
-            accounts: RwLock::new(Vec::new()),
+            sections: Registered::new(),
+            counters: Registered::new(),
+            memory: Registered::new(),
+            accounts: Registered::new(),
         }
     }
 
     /// The device monitor, if one is plugged in.
     pub(crate) fn devices(&self) -> Option<Arc<dyn Devices>> {
         self.devices.read().ok()?.clone()
-    }
-
-    /// Registers a section of the summary.
-    #[cfg(any(test, feature = "_gpu"))]
-    pub(crate) fn add_summary_section(&self, f: SummarySection) {
-        if let Ok(mut h) = self.sections.write() {
-            if !h.contains(&f) {
-                h.push(f);
-            }
-        }
     }
 
     /// The attributes the leaves add to `record`.
@@ -119,18 +134,7 @@ impl Leaves {
         if let Some(used) = self.devices().and_then(|d| d.memory_used()) {
             return Some(used);
         }
-        let sources: Vec<MemorySource> = self.memory.read().map(|m| m.clone()).unwrap_or_default();
-        sources.iter().filter_map(|f| f()).reduce(|a, b| a + b)
-    }
-
-    /// Registers a memory account source (once).
-    #[cfg(any(test, feature = "_wgpu"))] // the one backend that counts memory itself
-    pub(crate) fn add_memory_accounts(&self, f: AccountSource) {
-        if let Ok(mut a) = self.accounts.write() {
-            if !a.contains(&f) {
-                a.push(f);
-            }
-        }
+        self.memory.all().iter().filter_map(|f| f()).reduce(|a, b| a + b)
     }
 
     /// The memory accounts of every device a backend counts itself, now, with their samples
@@ -139,14 +143,12 @@ impl Leaves {
         &self,
         samples: bool,
     ) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)> {
-        let sources: Vec<AccountSource> = self.accounts.read().map(|a| a.clone()).unwrap_or_default();
-        sources.iter().flat_map(|f| f(samples)).collect()
+        self.accounts.all().iter().flat_map(|f| f(samples)).collect()
     }
 
     /// Every counter track the leaves draw, for the timeline.
     pub(crate) fn counter_tracks(&self) -> Vec<CounterTrack> {
-        let sources: Vec<CounterSource> = self.counters.read().map(|c| c.clone()).unwrap_or_default();
-        sources.iter().flat_map(|f| f()).collect()
+        self.counters.all().iter().flat_map(|f| f()).collect()
     }
 
     /// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.
@@ -158,32 +160,9 @@ impl Leaves {
     /// The lines the leaves add to the summary: the devices', then the backends' sections (the
     /// order of old, when `init` registered the monitor before any backend started).
     pub(crate) fn summary_sections(&self, reached: &[SiteSummary]) -> Vec<String> {
-        let sections: Vec<SummarySection> = self.sections.read().map(|h| h.clone()).unwrap_or_default();
         let mut lines = self.devices().map(|d| d.summary_section(reached)).unwrap_or_default();
-        lines.extend(sections.into_iter().flat_map(|f| f(reached)));
+        lines.extend(self.sections.all().into_iter().flat_map(|f| f(reached)));
         lines
-    }
-}
-
-/// What only wgpu registers: it is the one backend that counts memory itself.
-#[cfg(feature = "_wgpu")]
-impl Leaves {
-    /// Registers a counter track source (once).
-    pub(crate) fn add_counter_track(&self, f: CounterSource) {
-        if let Ok(mut c) = self.counters.write() {
-            if !c.contains(&f) {
-                c.push(f);
-            }
-        }
-    }
-
-    /// Registers a memory source (once).
-    pub(crate) fn add_memory_source(&self, f: MemorySource) {
-        if let Ok(mut m) = self.memory.write() {
-            if !m.contains(&f) {
-                m.push(f);
-            }
-        }
     }
 }
 

@@ -204,7 +204,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
             } else {
                 let id = devices.len() as u32;
                 if id == 0 {
-                    crate::hooks::add_summary_section(clock_lines);
+                    crate::hooks::leaves().sections.add(clock_lines);
                 }
                 let s = Arc::new(DeviceState {
                     label: DeviceLabel { id, name: name.unwrap_or("wgpu device").into() },
