@@ -317,3 +317,8 @@ macro_rules! __gpuspan_register_site {
         $crate::__private::inventory::submit! { $crate::__private::SiteRef(&$site) }
     };
 }
+
+// Structural checks of the layout (the backends' seam, the collector's layering, the settings'
+// one reader), on the sources: in every feature set.
+#[cfg(test)]
+mod structure;
