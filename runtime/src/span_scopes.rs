@@ -107,7 +107,7 @@ where
         #[cfg(not(feature = "enabled"))]
         let (scopes, selection) = {
             let _ = directives;
-            (SpanScopes { _private: () }, SpanSelection { _private: () })
+            (SpanScopes {}, SpanSelection {})
         };
         SpanLayer { inner: scopes.with_filter(selection) }
     }
@@ -218,23 +218,21 @@ where
 
 /// The layer's part: see [`layer`]. Does nothing without the `enabled` feature.
 #[derive(Debug)]
+#[non_exhaustive] // made by the layer only, in either build
 pub struct SpanScopes {
     /// The spans the filter enabled, per bucket of ids ([`SpanLayer`]'s one load).
     #[cfg(feature = "enabled")]
     live: imp::live::LiveSpans,
-    #[cfg(not(feature = "enabled"))]
-    _private: (),
 }
 
 /// Which spans are scopes: an `EnvFilter`'s selection, minus gpuspan's own spans and every event.
 /// Selects nothing without the `enabled` feature.
 #[derive(Debug)]
+#[non_exhaustive] // made by the layer only, in either build
 pub struct SpanSelection {
     /// Its directives, or `init`'s, and the callsites it did not switch off.
     #[cfg(feature = "enabled")]
     inner: imp::selected::Selection,
-    #[cfg(not(feature = "enabled"))]
-    _private: (),
 }
 
 /// Without the `enabled` feature: a layer that holds no span and does nothing, under a filter
