@@ -151,12 +151,6 @@ impl Leaves {
         self.counters.all().iter().flat_map(|f| f()).collect()
     }
 
-    /// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.
-    #[cfg(unix)]
-    pub(crate) fn live_devices(&self) -> Option<Result<Vec<gpuspan_capture::live::Device>, String>> {
-        Some(self.devices()?.live_devices())
-    }
-
     /// The lines the leaves add to the summary: the devices', then the backends' sections (the
     /// order of old, when `init` registered the monitor before any backend started).
     pub(crate) fn summary_sections(&self, reached: &[SiteSummary]) -> Vec<String> {
