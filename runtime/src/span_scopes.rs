@@ -99,17 +99,7 @@ where
 {
     /// The layer with `directives` as its own selection, or `init`'s (`None`).
     fn new(directives: Option<&str>) -> Self {
-        #[cfg(feature = "enabled")]
-        let (scopes, selection) = (
-            SpanScopes { live: imp::live::LiveSpans::new() },
-            SpanSelection { inner: imp::selected::Selection::new(directives) },
-        );
-        #[cfg(not(feature = "enabled"))]
-        let (scopes, selection) = {
-            let _ = directives;
-            (SpanScopes {}, SpanSelection {})
-        };
-        SpanLayer { inner: scopes.with_filter(selection) }
+        SpanLayer { inner: SpanScopes::new().with_filter(SpanSelection::new(directives)) }
     }
 }
 
@@ -247,6 +237,10 @@ mod off {
     use tracing_subscriber::layer::{Context, Filter, Layer};
 
     impl SpanScopes {
+        pub(super) fn new() -> Self {
+            SpanScopes {}
+        }
+
         /// No span is held, so [`SpanLayer`](super::SpanLayer) forwards none of its hooks.
         #[inline(always)]
         pub(super) fn may_hold(&self, _: &Id) -> bool {
@@ -259,6 +253,12 @@ mod off {
     }
 
     impl<S: Subscriber> Layer<S> for SpanScopes {}
+
+    impl SpanSelection {
+        pub(super) fn new(_: Option<&str>) -> Self {
+            SpanSelection {}
+        }
+    }
 
     impl<S: Subscriber> Filter<S> for SpanSelection {
         fn enabled(&self, _meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
