@@ -8,8 +8,8 @@
 pub(crate) mod state;
 pub(crate) use state::*;
 
-/// The process's leaves, where a backend registers what it adds (`leaves().sections.add(..)`).
-#[cfg(feature = "_gpu")]
+/// The process's leaves: where a backend registers what it adds (`leaves().sections.add(..)`),
+/// the monitor plugs itself in, and the sinks ask what the leaves add.
 pub(crate) fn leaves() -> &'static Leaves {
     &crate::collector::collector().leaves
 }

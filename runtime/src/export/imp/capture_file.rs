@@ -99,7 +99,7 @@ impl CaptureFile {
     /// [`CaptureFile::path`]), writes its header and the sites compiled into the program,
     /// and starts the flusher.
     pub(crate) fn create(path: &Path, sampling: Sampling) -> io::Result<Arc<CaptureFile>> {
-        Self::create_with(path, sampling, &crate::collector::collector().leaves)
+        Self::create_with(path, sampling, crate::hooks::leaves())
     }
 
     /// [`CaptureFile::create`], its device readings asked of `leaves`.

@@ -39,7 +39,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 /// Returns the monitor plugged in (the one already there, if any); `None` only when the
 /// collector's lock is poisoned.
 pub(crate) fn register_hooks() -> Option<Arc<Monitor>> {
-    let mut devices = crate::collector::collector().leaves.devices.write().ok()?;
+    let mut devices = crate::hooks::leaves().devices.write().ok()?;
     if let Some(m) = devices.clone().and_then(|d| (d as Arc<dyn Any + Send + Sync>).downcast::<Monitor>().ok()) {
         return Some(m);
     }
@@ -215,7 +215,7 @@ pub(super) fn sampler_stats() -> Option<sampler::SamplerStats> {
 /// The sampler of this process (running or stopped), if one was started: the one of the
 /// monitor plugged into the process's collector.
 fn current() -> Option<Arc<Shared>> {
-    let devices = crate::collector::collector().leaves.devices()?;
+    let devices = crate::hooks::leaves().devices()?;
     (devices as Arc<dyn Any + Send + Sync>).downcast::<Monitor>().ok()?.current()
 }
 
