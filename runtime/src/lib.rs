@@ -142,8 +142,8 @@ pub use {
 };
 
 // The data types (sites, summaries, the record model) compile either way, so that code reading
-// them compiles with instrumentation off; what fills them is `#[cfg(feature = "enabled")]`, item
-// by item, so the compiler checks dead code in each feature set.
+// them compiles with instrumentation off; what fills them is each module's `imp`, the
+// instrumented build's (decision 73), so the compiler checks dead code in each feature set.
 mod causality;
 mod export;
 mod site;
