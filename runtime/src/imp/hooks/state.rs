@@ -39,7 +39,7 @@ pub(crate) trait Devices: std::any::Any + Send + Sync {
     /// Readings an exporter that exports metrics observes when it collects (none unless the
     /// leaf offers some).
     #[cfg(feature = "_metrics")]
-    fn gauges(&self) -> Vec<Gauge> {
+    fn gauges(&self) -> Vec<gauges::Gauge> {
         Vec::new()
     }
     /// The devices with their newest reading and recent history, as the live feed sends them
@@ -160,12 +160,9 @@ impl Leaves {
     }
 }
 
-#[cfg(feature = "_metrics")]
-pub(crate) use gauges::*;
-
 /// What a leaf offers an exporter of metrics (`_metrics`).
 #[cfg(feature = "_metrics")]
-mod gauges {
+pub(crate) mod gauges {
     use crate::record::Value;
 
     /// Reads a metric: calls its argument once per data point, with the value and the attributes.

@@ -79,7 +79,7 @@ impl crate::hooks::Devices for Monitor {
     }
 
     #[cfg(feature = "_metrics")]
-    fn gauges(&self) -> Vec<crate::hooks::Gauge> {
+    fn gauges(&self) -> Vec<crate::hooks::gauges::Gauge> {
         metrics::gauges()
     }
 

@@ -11,7 +11,7 @@
 //!
 //! Each point names its device as records do (`gpu.device.id`, `gpu.device.name`).
 
-use crate::hooks::{Gauge, GaugeKind};
+use crate::hooks::gauges::{Gauge, GaugeKind};
 use crate::record::Value;
 
 /// A data point's value and attributes, as the exporter takes them.
