@@ -31,7 +31,7 @@ pub(crate) struct Collector {
     /// Site indices and the per-thread shards of their aggregates.
     pub(crate) registry: crate::aggregate::state::Registry,
     /// Sites registered at run time (selected application spans).
-    pub(crate) sites: crate::site::AtRunTime,
+    pub(crate) sites: crate::site::imp::AtRunTime,
     /// The span selection `init` made, and the sites of selected spans.
     pub(crate) selected: crate::span_scopes::Selected,
     /// Thread indices and names.
@@ -41,7 +41,7 @@ pub(crate) struct Collector {
     /// Who wants application span chains.
     pub(crate) spans: crate::spans::state::Chains,
     /// The causality check's counts.
-    pub(crate) checks: crate::causality::Checks,
+    pub(crate) checks: crate::causality::imp::Checks,
     /// Measurements lost, by cause.
     pub(crate) losses: crate::diagnostics::state::Losses,
     /// The one-time notes said so far.
@@ -78,12 +78,12 @@ impl Collector {
             leaves: crate::hooks::state::Leaves::new(),
             running: crate::running::Running::new(),
             registry: crate::aggregate::state::Registry::new(),
-            sites: crate::site::AtRunTime::new(),
+            sites: crate::site::imp::AtRunTime::new(),
             selected: crate::span_scopes::Selected::new(),
             names: crate::thread::state::Names::new(),
             rings: crate::ring::state::Rings::new(),
             spans: crate::spans::state::Chains::new(),
-            checks: crate::causality::Checks::new(),
+            checks: crate::causality::imp::Checks::new(),
             losses: crate::diagnostics::state::Losses::new(),
             notes: crate::diagnostics::state::Notes::new(),
             #[cfg(unix)]
