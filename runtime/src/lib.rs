@@ -160,8 +160,6 @@ mod clock;
 // Without `enabled` what would be said is dropped.
 mod diagnostics;
 // Expansion support, reached only through the hidden `__private`: not documented API.
-#[cfg(all(feature = "enabled", feature = "nvtx"))]
-mod nvtx;
 #[allow(missing_docs)]
 mod probe;
 mod span_scopes;

@@ -61,7 +61,7 @@ fn the_core_names_no_backend() {
         "feature = \"nvtx\"",
         "crate::cuda",
         "crate::wgpu",
-        "crate::nvtx",
+        "backends::nvtx",
     ];
     let core = [
         "imp/scope.rs",

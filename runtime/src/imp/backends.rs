@@ -596,29 +596,10 @@ mod both {
     }
 }
 
-/// The NVTX ranges (for Nsight), with the feature: whether this scope pushed its site's range
-/// on the current thread.
+/// The NVTX ranges (for Nsight), with the feature: NVTX3's injection protocol, and whether
+/// this scope pushed its site's range on the current thread.
 #[cfg(feature = "nvtx")]
-mod nvtx {
-    use crate::site::Site;
-
-    #[derive(Debug, Default)]
-    pub(super) struct Range(bool);
-
-    impl Range {
-        #[inline(always)]
-        pub(super) fn push(&mut self, site: &'static Site) {
-            self.0 = crate::nvtx::push(site);
-        }
-
-        #[inline(always)]
-        pub(super) fn pop(&mut self) {
-            if std::mem::take(&mut self.0) {
-                crate::nvtx::pop();
-            }
-        }
-    }
-}
+mod nvtx;
 
 /// Without `nvtx`: no ranges.
 #[cfg(not(feature = "nvtx"))]
