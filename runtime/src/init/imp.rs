@@ -231,9 +231,11 @@ impl Run for Started {
                 END_WITHIN.as_secs()
             ));
         }
-        // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
-        #[cfg(feature = "nvml")]
-        crate::monitor::stop();
+        // The leaves stop what they run (the device monitor's sampler, bounded: 1 s), so that
+        // the summary's device lines are final.
+        if let Some(devices) = crate::hooks::leaves().devices() {
+            devices.end_of_run();
+        }
         crate::collector::finish_sinks(&self.sinks, Instant::now() + END_WITHIN);
         crate::backends::at_shutdown();
         if self.summary {

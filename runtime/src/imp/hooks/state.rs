@@ -49,6 +49,9 @@ pub(crate) trait Devices: std::any::Any + Send + Sync {
     /// Each device's readings taken after `since_ns` (Unix-epoch ns), with its links' peaks,
     /// for the capture file.
     fn readings(&self, since_ns: u64) -> Vec<Readings>;
+    /// The run ends, before its sinks finish: the leaf stops what it runs (the monitor's
+    /// sampler, bounded), so that what it adds to them is final. Nothing by default.
+    fn end_of_run(&self) {}
 }
 
 /// One device as a leaf that reads devices hands it to the capture file.

@@ -90,6 +90,11 @@ impl crate::hooks::Devices for Monitor {
     fn readings(&self, since_ns: u64) -> Vec<crate::hooks::Readings> {
         readings::since(self.current(), since_ns)
     }
+
+    /// Stops the sampler (bounded: one second) so that the summary's device lines are final.
+    fn end_of_run(&self) {
+        stop();
+    }
 }
 
 /// [`MonitorConfig::from_env`]: the defaults, then the `GPUSPAN_MONITOR_*` variables.
