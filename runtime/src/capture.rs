@@ -12,13 +12,13 @@ mod imp;
 use crate::record::Record;
 
 /// Collects every record finished while it is alive: the calls made on the threads it watches
-/// (decision 22). `gpuspan-testing`'s `Capture` is this, documented there.
+/// (decision 22). `gpuspan-testing`'s `Capture` is this, documented there. Made by
+/// [`Capture::start`] only, in either build (its one field is the instrumented build's).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Capture {
     #[cfg(feature = "enabled")]
     sink: imp::Plugged,
-    #[cfg(not(feature = "enabled"))]
-    _private: (),
 }
 
 impl Capture {
@@ -41,7 +41,7 @@ impl Capture {
         #[cfg(not(feature = "enabled"))]
         {
             let _ = only_this_thread;
-            Capture { _private: () }
+            Capture {}
         }
     }
 

@@ -11,9 +11,7 @@ use crate::record::TimingSource;
 
 // Everything only the instrumented build uses: the check and its counters.
 #[cfg(feature = "enabled")]
-mod imp;
-#[cfg(feature = "enabled")]
-pub(crate) use imp::Checks;
+pub(crate) mod imp;
 
 /// What the causality check did for one timing source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

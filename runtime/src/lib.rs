@@ -142,8 +142,8 @@ pub use {
 };
 
 // The data types (sites, summaries, the record model) compile either way, so that code reading
-// them compiles with instrumentation off; what fills them is `#[cfg(feature = "enabled")]`, item
-// by item, so the compiler checks dead code in each feature set.
+// them compiles with instrumentation off; what fills them is each module's `imp`, the
+// instrumented build's (decision 73), so the compiler checks dead code in each feature set.
 mod causality;
 mod export;
 mod site;
@@ -160,8 +160,6 @@ mod clock;
 // Without `enabled` what would be said is dropped.
 mod diagnostics;
 // Expansion support, reached only through the hidden `__private`: not documented API.
-#[cfg(all(feature = "enabled", feature = "nvtx"))]
-mod nvtx;
 #[allow(missing_docs)]
 mod probe;
 mod span_scopes;
@@ -317,3 +315,8 @@ macro_rules! __gpuspan_register_site {
         $crate::__private::inventory::submit! { $crate::__private::SiteRef(&$site) }
     };
 }
+
+// Structural checks of the layout (the backends' seam, the collector's layering, the settings'
+// one reader), on the sources: in every feature set.
+#[cfg(test)]
+mod structure;

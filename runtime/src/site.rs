@@ -6,9 +6,7 @@ use std::sync::OnceLock;
 // Everything only the instrumented build uses: what a scope marks on its site, and the
 // registries of sites.
 #[cfg(feature = "enabled")]
-mod imp;
-#[cfg(feature = "enabled")]
-pub(crate) use imp::AtRunTime;
+pub(crate) mod imp;
 #[cfg(feature = "enabled")]
 pub use imp::SiteRef;
 

@@ -99,17 +99,7 @@ where
 {
     /// The layer with `directives` as its own selection, or `init`'s (`None`).
     fn new(directives: Option<&str>) -> Self {
-        #[cfg(feature = "enabled")]
-        let (scopes, selection) = (
-            SpanScopes { live: imp::live::LiveSpans::new() },
-            SpanSelection { inner: imp::selected::Selection::new(directives) },
-        );
-        #[cfg(not(feature = "enabled"))]
-        let (scopes, selection) = {
-            let _ = directives;
-            (SpanScopes { _private: () }, SpanSelection { _private: () })
-        };
-        SpanLayer { inner: scopes.with_filter(selection) }
+        SpanLayer { inner: SpanScopes::new().with_filter(SpanSelection::new(directives)) }
     }
 }
 
@@ -218,23 +208,21 @@ where
 
 /// The layer's part: see [`layer`]. Does nothing without the `enabled` feature.
 #[derive(Debug)]
+#[non_exhaustive] // made by the layer only, in either build
 pub struct SpanScopes {
     /// The spans the filter enabled, per bucket of ids ([`SpanLayer`]'s one load).
     #[cfg(feature = "enabled")]
     live: imp::live::LiveSpans,
-    #[cfg(not(feature = "enabled"))]
-    _private: (),
 }
 
 /// Which spans are scopes: an `EnvFilter`'s selection, minus gpuspan's own spans and every event.
 /// Selects nothing without the `enabled` feature.
 #[derive(Debug)]
+#[non_exhaustive] // made by the layer only, in either build
 pub struct SpanSelection {
     /// Its directives, or `init`'s, and the callsites it did not switch off.
     #[cfg(feature = "enabled")]
     inner: imp::selected::Selection,
-    #[cfg(not(feature = "enabled"))]
-    _private: (),
 }
 
 /// Without the `enabled` feature: a layer that holds no span and does nothing, under a filter
@@ -249,6 +237,10 @@ mod off {
     use tracing_subscriber::layer::{Context, Filter, Layer};
 
     impl SpanScopes {
+        pub(super) fn new() -> Self {
+            SpanScopes {}
+        }
+
         /// No span is held, so [`SpanLayer`](super::SpanLayer) forwards none of its hooks.
         #[inline(always)]
         pub(super) fn may_hold(&self, _: &Id) -> bool {
@@ -261,6 +253,12 @@ mod off {
     }
 
     impl<S: Subscriber> Layer<S> for SpanScopes {}
+
+    impl SpanSelection {
+        pub(super) fn new(_: Option<&str>) -> Self {
+            SpanSelection {}
+        }
+    }
 
     impl<S: Subscriber> Filter<S> for SpanSelection {
         fn enabled(&self, _meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {

@@ -58,7 +58,7 @@ pub fn summary() -> Summary {
         crate::span_scopes::say_if_layer_missing();
         crate::span_scopes::say_unselected_spans();
         Summary {
-            sections: crate::collector::collector().leaves.summary_sections(&reached),
+            sections: crate::hooks::leaves().summary_sections(&reached),
             reached,
             never_reached,
             still_running,

@@ -596,29 +596,10 @@ mod both {
     }
 }
 
-/// The NVTX ranges (for Nsight), with the feature: whether this scope pushed its site's range
-/// on the current thread.
+/// The NVTX ranges (for Nsight), with the feature: NVTX3's injection protocol, and whether
+/// this scope pushed its site's range on the current thread.
 #[cfg(feature = "nvtx")]
-mod nvtx {
-    use crate::site::Site;
-
-    #[derive(Debug, Default)]
-    pub(super) struct Range(bool);
-
-    impl Range {
-        #[inline(always)]
-        pub(super) fn push(&mut self, site: &'static Site) {
-            self.0 = crate::nvtx::push(site);
-        }
-
-        #[inline(always)]
-        pub(super) fn pop(&mut self) {
-            if std::mem::take(&mut self.0) {
-                crate::nvtx::pop();
-            }
-        }
-    }
-}
+mod nvtx;
 
 /// Without `nvtx`: no ranges.
 #[cfg(not(feature = "nvtx"))]
@@ -639,84 +620,7 @@ mod nvtx {
 
 #[cfg(test)]
 mod tests {
-    //! Structural checks of the seam, on the sources (read at run time).
-
     use super::{GpuScope, SPAN_ENTRIES};
-    use std::path::{Path, PathBuf};
-
-    fn src() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-    }
-
-    /// The lines of a source file, without the items under `#[cfg(test)]` (unit tests).
-    fn code(path: &Path) -> Vec<String> {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let (mut kept, mut skipping, mut depth, mut opened) = (Vec::new(), false, 0i32, false);
-        for line in text.lines() {
-            if !skipping {
-                if line.trim() == "#[cfg(test)]" {
-                    (skipping, depth, opened) = (true, 0, false);
-                } else {
-                    kept.push(line.to_owned());
-                }
-                continue;
-            }
-            let (opens, closes) = (line.matches('{').count() as i32, line.matches('}').count() as i32);
-            opened |= opens > 0;
-            depth += opens - closes;
-            // The item ends where its braces close, or at its `;` if it has none.
-            skipping = if opened { depth > 0 } else { !line.trim_end().ends_with(';') };
-        }
-        kept
-    }
-
-    /// The core files a backend plugs into: none names a backend's feature or module (this
-    /// file is the one place that does).
-    #[test]
-    fn the_core_names_no_backend() {
-        let names = [
-            "feature = \"cuda\"",
-            "feature = \"_wgpu\"",
-            "feature = \"nvtx\"",
-            "crate::cuda",
-            "crate::wgpu",
-            "crate::nvtx",
-        ];
-        let core = [
-            "imp/scope.rs",
-            "imp/scope/host_span.rs",
-            "imp/call.rs",
-            "imp/pipeline.rs",
-            "imp/aggregate.rs",
-            "record/mod.rs",
-            "export/summary.rs",
-        ];
-        let mut found = Vec::new();
-        for file in core {
-            for (i, line) in code(&src().join(file)).iter().enumerate() {
-                if let Some(name) = names.iter().find(|n| line.contains(*n)) {
-                    found.push(format!("{file}:{}: {name}", i + 1));
-                }
-            }
-        }
-        assert!(found.is_empty(), "the core names a backend: {found:?}");
-    }
-
-    /// The span layer opens and tags its scopes through the seam, not through a backend's
-    /// module (and `init.rs` starts span backends through the seam too, `span_selected`).
-    #[test]
-    fn the_span_layer_reaches_backends_through_the_seam() {
-        let names = ["crate::cuda", "crate::wgpu", "GpuScope::"];
-        let mut found = Vec::new();
-        for file in ["span_scopes.rs", "span_scopes/imp/selected.rs"] {
-            for (i, line) in code(&src().join(file)).iter().enumerate() {
-                if let Some(name) = names.iter().find(|n| line.contains(*n)) {
-                    found.push(format!("{file}:{}: {name}", i + 1));
-                }
-            }
-        }
-        assert!(found.is_empty(), "the span layer names a backend: {found:?}");
-    }
 
     /// Under CUPTI a span's scope pushes its id around each entry (as selected.rs did by
     /// matching `GpuScope::Cuda`); a host-timed one does not.
@@ -726,45 +630,5 @@ mod tests {
         #[cfg(feature = "cuda")]
         assert!(GpuScope::Cuda(crate::cuda::CudaScope::Cupti { pushed: false }).tags_span_entries());
         assert_eq!(SPAN_ENTRIES, cfg!(feature = "cuda"));
-    }
-
-    /// Every `static` item of a source tree (outside thread-locals and unit tests).
-    fn statics(dir: &Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                statics(&path, out);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") || path.file_name().is_some_and(|n| n == "tests.rs") {
-                continue;
-            }
-            let mut in_thread_local = false;
-            for line in code(&path) {
-                let t = line.trim_start();
-                if t.starts_with("thread_local!") {
-                    in_thread_local = true;
-                } else if in_thread_local {
-                    in_thread_local = t != "}";
-                } else {
-                    let item = t.strip_prefix("pub(crate) ").or_else(|| t.strip_prefix("pub(super) ")).unwrap_or(t);
-                    let item = item.strip_prefix("pub ").unwrap_or(item);
-                    if let Some(name) = item.strip_prefix("static ").and_then(|r| r.split(':').next()) {
-                        out.push(name.trim().to_owned());
-                    }
-                }
-            }
-        }
-    }
-
-    /// CUDA timing's state is owned by one struct in one static (`cuda::CUDA`); the only other
-    /// statics are gpuspan's own sites for unattributed work and work during several spans,
-    /// sites like every annotated function's. The sources are read whichever features this build has.
-    #[test]
-    fn cuda_timing_is_held_in_one_static() {
-        let mut found = Vec::new();
-        statics(&src().join("cuda"), &mut found);
-        found.sort();
-        assert_eq!(found, ["CUDA", "DURING_SEVERAL", "UNATTRIBUTED"]);
     }
 }

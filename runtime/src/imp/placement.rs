@@ -50,20 +50,6 @@ impl Facts {
             upper: Some((i128::from(upper_at) - gpu.1, upper_at)),
         }
     }
-
-    /// The facts of a record made of several pieces of work, all mapped with one offset: the
-    /// tightest of each kind.
-    // Only CUPTI makes records of several pieces of work: named, as no trait stands in for a
-    // method that one backend calls.
-    #[cfg(feature = "cuda")]
-    pub(crate) fn and(self, other: Facts) -> Facts {
-        let pick = |a: Option<(i128, u64)>, b: Option<(i128, u64)>, tighter: fn(i128, i128) -> bool| match (a, b) {
-            (Some(x), Some(y)) => Some(if tighter(y.0, x.0) { y } else { x }),
-            (x, None) => x,
-            (None, y) => y,
-        };
-        Facts { lower: pick(self.lower, other.lower, |y, x| y > x), upper: pick(self.upper, other.upper, |y, x| y < x) }
-    }
 }
 
 /// The tightest facts that arrived within one bucket of host time. Facts are kept as keys that

@@ -1,6 +1,6 @@
 //! The program's sites: those compiled in (registered with `inventory`) and those made at run
 //! time (selected application spans, instrumented passes), kept in the collector's
-//! `site::AtRunTime`. Apart from `site.rs`, the vocabulary every record names, because this list
+//! `site::imp::AtRunTime`. Apart from `site.rs`, the vocabulary every record names, because this list
 //! reaches the process's collector.
 
 use crate::site::{Site, SiteRef};

@@ -36,18 +36,20 @@ pub(super) fn init(c: Config) -> Guard {
     // The run's settings, resolved once for the collector (decision 70).
     crate::settings::given(&c.settings);
     let id = running().next_id();
+    // The guard names what starts below, as it starts.
+    let mut guard = Guard {
+        run: id,
+        trace_file: None,
+        capture_file: None,
+        live_socket: None,
+        #[cfg(feature = "otlp")]
+        otlp: None,
+    };
     // GPUSPAN=off: nothing starts (no timeline, no export, no CUDA or NVML), and the end says
     // only that gpuspan was off.
     if !crate::switch::is_on() {
         running().push(Box::new(Started { id, summary: c.summary, live: None, sinks: Vec::new() }));
-        return Guard {
-            run: id,
-            trace_file: None,
-            capture_file: None,
-            live_socket: None,
-            #[cfg(feature = "otlp")]
-            otlp: None,
-        };
+        return guard;
     }
     // In a program that uses CUDA, start CUPTI now: work launched before the first annotated
     // call is recorded (as `unattributed`), and its start-up is not charged to that call.
@@ -110,24 +112,24 @@ pub(super) fn init(c: Config) -> Guard {
             None
         }
     });
+    let mut sinks: Vec<Arc<dyn Sink>> = Vec::new();
+    if let Some((f, p)) = capture {
+        guard.capture_file = Some(p);
+        sinks.push(f);
+    }
+    if let Some((t, p)) = timeline {
+        guard.trace_file = Some(p);
+        sinks.push(t);
+    }
     // A collector that cannot be set up is said once; measuring goes on without it.
     #[cfg(feature = "otlp")]
-    let otlp = c.otlp.and_then(|o| o.start().map_err(crate::diagnostics::note_once).ok()).map(Arc::new);
+    if let Some(otlp) = c.otlp.and_then(|o| o.start().map_err(crate::diagnostics::note_once).ok()).map(Arc::new) {
+        guard.otlp = Some(otlp.clone());
+        sinks.push(otlp);
+    }
     // Likewise a live feed that cannot be served.
     let live = if c.live { start_live() } else { None };
-    let guard = Guard {
-        run: id,
-        trace_file: timeline.as_ref().map(|(_, p)| p.clone()),
-        capture_file: capture.as_ref().map(|(_, p)| p.clone()),
-        live_socket: live.as_ref().map(|l| l.path().to_owned()),
-        #[cfg(feature = "otlp")]
-        otlp: otlp.clone(),
-    };
-    let mut sinks: Vec<Arc<dyn Sink>> = Vec::new();
-    sinks.extend(capture.map(|(f, _)| f as Arc<dyn Sink>));
-    sinks.extend(timeline.map(|(t, _)| t as Arc<dyn Sink>));
-    #[cfg(feature = "otlp")]
-    sinks.extend(otlp.map(|o| o as Arc<dyn Sink>));
+    guard.live_socket = live.as_ref().map(|l| l.path().to_owned());
     running().push(Box::new(Started { id, summary: c.summary, live, sinks }));
     // On by default (docs/decisions.md, 58): a run ended by Ctrl-C or SIGTERM keeps its files.
     if c.flush_on_signal != Some(false) {
@@ -229,9 +231,11 @@ impl Run for Started {
                 END_WITHIN.as_secs()
             ));
         }
-        // Stop the sampler (bounded: 1 s) so the summary's device lines are final.
-        #[cfg(feature = "nvml")]
-        crate::monitor::stop();
+        // The leaves stop what they run (the device monitor's sampler, bounded: 1 s), so that
+        // the summary's device lines are final.
+        if let Some(devices) = crate::hooks::leaves().devices() {
+            devices.end_of_run();
+        }
         crate::collector::finish_sinks(&self.sinks, Instant::now() + END_WITHIN);
         crate::backends::at_shutdown();
         if self.summary {

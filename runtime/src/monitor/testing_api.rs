@@ -8,7 +8,7 @@ pub use imp::*;
 #[cfg(feature = "enabled")]
 mod imp {
     #[cfg(feature = "_wgpu")]
-    pub use crate::monitor::imp::matching::{describe_adapter, AdapterDescription};
+    pub use crate::monitor::imp::matching::wgpu_adapters::{describe_adapter, AdapterDescription};
     pub use crate::monitor::imp::sampler::{QueryStats, SamplerStats};
     pub use crate::monitor::imp::summary::{device_summaries, DeviceSummary, Peak};
     use crate::monitor::{GpuInfo, MonitorError};

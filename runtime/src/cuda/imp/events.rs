@@ -267,7 +267,7 @@ pub(crate) fn finish(mut scope: EventScope, record: Record) {
                 Err(_) => false,
             };
             if first {
-                crate::hooks::add_summary_section(clock_lines);
+                crate::hooks::leaves().sections.add(clock_lines);
                 crate::resolver::register(&Events);
             } else {
                 crate::resolver::wake();

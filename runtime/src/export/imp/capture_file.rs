@@ -99,7 +99,7 @@ impl CaptureFile {
     /// [`CaptureFile::path`]), writes its header and the sites compiled into the program,
     /// and starts the flusher.
     pub(crate) fn create(path: &Path, sampling: Sampling) -> io::Result<Arc<CaptureFile>> {
-        Self::create_with(path, sampling, &crate::collector::collector().leaves)
+        Self::create_with(path, sampling, crate::hooks::leaves())
     }
 
     /// [`CaptureFile::create`], its device readings asked of `leaves`.
@@ -435,7 +435,7 @@ mod tests {
     #[test]
     fn a_backend_s_memory_account_is_written_at_the_end_naming_its_device() {
         let leaves: &'static Leaves = Box::leak(Box::new(Leaves::new()));
-        leaves.add_memory_accounts(accounts);
+        leaves.accounts.add(accounts);
         let dir = std::env::temp_dir().join(format!("gpuspan-capture-memory-test-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join("c.gpuspan");
@@ -481,10 +481,6 @@ mod tests {
         fn memory_used(&self) -> Option<u64> {
             None
         }
-        #[cfg(feature = "_metrics")]
-        fn gauges(&self) -> Vec<crate::hooks::Gauge> {
-            Vec::new()
-        }
         fn live_devices(&self) -> Result<Vec<gpuspan_capture::live::Device>, String> {
             Err("stub".into())
         }
@@ -492,10 +488,6 @@ mod tests {
             let links = [Some(peak(5)), self.late_link.load(Ordering::SeqCst).then(|| peak(4)), Some(peak(5))];
             let device = |id| DeviceLabel::new(id, "Stub GPU");
             (0..3).map(|id| Readings { device: device(id), link: links[id as usize], samples: vec![] }).collect()
-        }
-        #[cfg(feature = "_devices")]
-        fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-            self
         }
     }
 

@@ -71,7 +71,7 @@ impl Timeline {
     pub(crate) fn write_json(&self, out: impl Write) -> io::Result<()> {
         let threads = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
         let name = |index| threads.get(&index).cloned().unwrap_or_else(|| crate::thread::name(index));
-        let counters = crate::collector::collector().leaves.counter_tracks();
+        let counters = crate::hooks::leaves().counter_tracks();
         match self.records.lock() {
             Ok(records) => write_timeline(&records, &counters, name, out),
             Err(_) => write_timeline(&[], &counters, name, out),
@@ -82,9 +82,9 @@ impl Timeline {
     pub(crate) fn write_perfetto(&self, out: impl Write) -> io::Result<()> {
         let threads = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
         let name = |index| threads.get(&index).cloned().unwrap_or_else(|| crate::thread::name(index));
-        let counters = crate::collector::collector().leaves.counter_tracks();
+        let counters = crate::hooks::leaves().counter_tracks();
         // The readings the device monitor still holds (its history), where one ran.
-        let readings = crate::collector::collector().leaves.devices().map(|d| d.readings(0)).unwrap_or_default();
+        let readings = crate::hooks::leaves().devices().map(|d| d.readings(0)).unwrap_or_default();
         let label = self.path.as_ref().and_then(|p| p.file_name()).map_or("timeline".into(), |n| n.to_string_lossy());
         let records = self.records.lock();
         let records = records.as_deref().map_or(&[][..], Vec::as_slice);

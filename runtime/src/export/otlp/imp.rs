@@ -129,7 +129,7 @@ fn build(config: OtlpConfig) -> Result<Otlp, OtlpError> {
         running.sinks.push(Arc::new(metrics::MetricsSink::new(&provider.meter("gpuspan"))));
         // What the leaves offer as metrics (the monitor's hw.gpu.*, an instrumented wgpu
         // device's memory), through the same provider.
-        let mut gauges = crate::collector::collector().leaves.devices().map(|d| d.gauges()).unwrap_or_default();
+        let mut gauges = crate::hooks::leaves().devices().map(|d| d.gauges()).unwrap_or_default();
         gauges.extend(memory::gauges());
         metrics::observe_gauges(&provider.meter("gpuspan"), &gauges);
         running.meter_provider = Some(provider);
@@ -151,7 +151,7 @@ impl Running {
         if let Some(s) = &self.spans_sink {
             // What the leaves add, as a submitted record has it.
             let mut record = record.clone();
-            record.extra = crate::collector::collector().leaves.record_attributes(&record);
+            record.extra = crate::hooks::leaves().record_attributes(&record);
             s.export(&record);
         }
     }

@@ -24,8 +24,10 @@ pub(crate) type MemorySource = fn() -> Option<u64>;
 /// the counter samples when asked (the capture draws them; a metric reads only the figures).
 pub(crate) type AccountSource = fn(bool) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)>;
 
-/// What a leaf that reads devices (the NVML monitor) adds to what the core makes.
-pub(crate) trait Devices: Send + Sync {
+/// What a leaf that reads devices (the NVML monitor) adds to what the core makes. `Any`, so that
+/// the leaf's own module finds its state again (`Arc<dyn Devices>` upcast to `Arc<dyn Any>`,
+/// then downcast).
+pub(crate) trait Devices: std::any::Any + Send + Sync {
     /// Attributes for a record (the device's state at the call's time): asked once per record
     /// that reaches a sink, when it is submitted, so that every sink sees the same values.
     fn record_attributes(&self, record: &Record) -> Vec<(&'static str, Value)>;
@@ -34,9 +36,12 @@ pub(crate) trait Devices: Send + Sync {
     /// Device memory in use now, in bytes, summed over the devices (`None`: cannot be read):
     /// the device side of a `track_memory` site's memory marks.
     fn memory_used(&self) -> Option<u64>;
-    /// Readings an exporter that exports metrics observes when it collects.
+    /// Readings an exporter that exports metrics observes when it collects (none unless the
+    /// leaf offers some).
     #[cfg(feature = "_metrics")]
-    fn gauges(&self) -> Vec<Gauge>;
+    fn gauges(&self) -> Vec<gauges::Gauge> {
+        Vec::new()
+    }
     /// The devices with their newest reading and recent history, as the live feed sends them
     /// (the feed's message types are plain data, shared with `gpuspan top`). `Err` says why
     /// there are none.
@@ -44,9 +49,9 @@ pub(crate) trait Devices: Send + Sync {
     /// Each device's readings taken after `since_ns` (Unix-epoch ns), with its links' peaks,
     /// for the capture file.
     fn readings(&self, since_ns: u64) -> Vec<Readings>;
-    /// The leaf itself, for its own module to find its state again (the monitor's sampler).
-    #[cfg(feature = "_devices")]
-    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
+    /// The run ends, before its sinks finish: the leaf stops what it runs (the monitor's
+    /// sampler, bounded), so that what it adds to them is final. Nothing by default.
+    fn end_of_run(&self) {}
 }
 
 /// One device as a leaf that reads devices hands it to the capture file.
@@ -63,14 +68,39 @@ pub(crate) struct Readings {
 pub(crate) struct Leaves {
     /// The device monitor (one: a second replaces it).
     pub(crate) devices: RwLock<Option<Arc<dyn Devices>>>,
-    /// Summary sections of the backends (registering one again adds nothing).
-    sections: RwLock<Vec<SummarySection>>,
-    /// Counter tracks of the backends (the same).
-    counters: RwLock<Vec<CounterSource>>,
-    /// Memory counted by the backends (the same).
-    memory: RwLock<Vec<MemorySource>>,
-    /// The backends' memory accounts (the same).
-    accounts: RwLock<Vec<AccountSource>>,
+    /// Summary sections of the backends.
+    pub(crate) sections: Registered<SummarySection>,
+    /// Counter tracks of the backends.
+    pub(crate) counters: Registered<CounterSource>,
+    /// Memory counted by the backends.
+    pub(crate) memory: Registered<MemorySource>,
+    /// The backends' memory accounts.
+    pub(crate) accounts: Registered<AccountSource>,
+}
+
+/// What the backends registered of one kind (a function each; registering one again adds
+/// nothing), in the order they did.
+pub(crate) struct Registered<F>(RwLock<Vec<F>>);
+
+impl<F: Copy + PartialEq> Registered<F> {
+    const fn new() -> Self {
+        Registered(RwLock::new(Vec::new()))
+    }
+
+    /// Registers `f` (once).
+    #[cfg(any(test, feature = "_gpu"))]
+    pub(crate) fn add(&self, f: F) {
+        if let Ok(mut fs) = self.0.write() {
+            if !fs.contains(&f) {
+                fs.push(f);
+            }
+        }
+    }
+
+    /// What is registered now.
+    fn all(&self) -> Vec<F> {
+        self.0.read().map(|fs| fs.clone()).unwrap_or_default()
+    }
 }
 
 impl std::fmt::Debug for Leaves {
@@ -84,26 +114,16 @@ impl Leaves {
     pub(crate) const fn new() -> Self {
         Leaves {
             devices: RwLock::new(None),
-            sections: RwLock::new(Vec::new()),
-            counters: RwLock::new(Vec::new()),
-            memory: RwLock::new(Vec::new()),
-            accounts: RwLock::new(Vec::new()),
+            sections: Registered::new(),
+            counters: Registered::new(),
+            memory: Registered::new(),
+            accounts: Registered::new(),
         }
     }
 
     /// The device monitor, if one is plugged in.
     pub(crate) fn devices(&self) -> Option<Arc<dyn Devices>> {
         self.devices.read().ok()?.clone()
-    }
-
-    /// Registers a section of the summary.
-    #[cfg(any(test, feature = "_gpu"))]
-    pub(crate) fn add_summary_section(&self, f: SummarySection) {
-        if let Ok(mut h) = self.sections.write() {
-            if !h.contains(&f) {
-                h.push(f);
-            }
-        }
     }
 
     /// The attributes the leaves add to `record`.
@@ -117,18 +137,7 @@ impl Leaves {
         if let Some(used) = self.devices().and_then(|d| d.memory_used()) {
             return Some(used);
         }
-        let sources: Vec<MemorySource> = self.memory.read().map(|m| m.clone()).unwrap_or_default();
-        sources.iter().filter_map(|f| f()).reduce(|a, b| a + b)
-    }
-
-    /// Registers a memory account source (once).
-    #[cfg(any(test, feature = "_wgpu"))] // the one backend that counts memory itself
-    pub(crate) fn add_memory_accounts(&self, f: AccountSource) {
-        if let Ok(mut a) = self.accounts.write() {
-            if !a.contains(&f) {
-                a.push(f);
-            }
-        }
+        self.memory.all().iter().filter_map(|f| f()).reduce(|a, b| a + b)
     }
 
     /// The memory accounts of every device a backend counts itself, now, with their samples
@@ -137,60 +146,26 @@ impl Leaves {
         &self,
         samples: bool,
     ) -> Vec<(crate::record::DeviceLabel, gpuspan_capture::MemoryAccount)> {
-        let sources: Vec<AccountSource> = self.accounts.read().map(|a| a.clone()).unwrap_or_default();
-        sources.iter().flat_map(|f| f(samples)).collect()
+        self.accounts.all().iter().flat_map(|f| f(samples)).collect()
     }
 
     /// Every counter track the leaves draw, for the timeline.
     pub(crate) fn counter_tracks(&self) -> Vec<CounterTrack> {
-        let sources: Vec<CounterSource> = self.counters.read().map(|c| c.clone()).unwrap_or_default();
-        sources.iter().flat_map(|f| f()).collect()
-    }
-
-    /// The devices a leaf samples, for the live feed; `None` when no leaf reads devices.
-    #[cfg(unix)]
-    pub(crate) fn live_devices(&self) -> Option<Result<Vec<gpuspan_capture::live::Device>, String>> {
-        Some(self.devices()?.live_devices())
+        self.counters.all().iter().flat_map(|f| f()).collect()
     }
 
     /// The lines the leaves add to the summary: the devices', then the backends' sections (the
     /// order of old, when `init` registered the monitor before any backend started).
     pub(crate) fn summary_sections(&self, reached: &[SiteSummary]) -> Vec<String> {
-        let sections: Vec<SummarySection> = self.sections.read().map(|h| h.clone()).unwrap_or_default();
         let mut lines = self.devices().map(|d| d.summary_section(reached)).unwrap_or_default();
-        lines.extend(sections.into_iter().flat_map(|f| f(reached)));
+        lines.extend(self.sections.all().into_iter().flat_map(|f| f(reached)));
         lines
     }
 }
 
-/// What only wgpu registers: it is the one backend that counts memory itself.
-#[cfg(feature = "_wgpu")]
-impl Leaves {
-    /// Registers a counter track source (once).
-    pub(crate) fn add_counter_track(&self, f: CounterSource) {
-        if let Ok(mut c) = self.counters.write() {
-            if !c.contains(&f) {
-                c.push(f);
-            }
-        }
-    }
-
-    /// Registers a memory source (once).
-    pub(crate) fn add_memory_source(&self, f: MemorySource) {
-        if let Ok(mut m) = self.memory.write() {
-            if !m.contains(&f) {
-                m.push(f);
-            }
-        }
-    }
-}
-
-#[cfg(feature = "_metrics")]
-pub(crate) use gauges::*;
-
 /// What a leaf offers an exporter of metrics (`_metrics`).
 #[cfg(feature = "_metrics")]
-mod gauges {
+pub(crate) mod gauges {
     use crate::record::Value;
 
     /// Reads a metric: calls its argument once per data point, with the value and the attributes.

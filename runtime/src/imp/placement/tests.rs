@@ -75,17 +75,6 @@ fn a_record_is_placed_from_facts_alone_when_no_calibration_is_known() {
 }
 
 #[test]
-#[cfg(feature = "cuda")]
-fn the_tightest_facts_of_several_pieces_are_kept() {
-    let a = Facts::of((100, 200), 50, 900);
-    let b = Facts::of((300, 400), 290, 450);
-    let both = a.and(b);
-    assert_eq!(both.lower, Some((-10, 290)));
-    assert_eq!(both.upper, Some((50, 450)));
-    assert_eq!(Facts::default().and(a), a);
-}
-
-#[test]
 fn old_facts_age_and_contradicting_ones_restart_the_window() {
     let mut b = Bounds::default();
     let cal = |at| calibration(0, 1_000_000, at);

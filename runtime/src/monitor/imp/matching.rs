@@ -216,10 +216,7 @@ mod cuda {
 }
 
 #[cfg(feature = "_wgpu")]
-pub use self::wgpu_adapters::{describe_adapter, AdapterDescription};
-
-#[cfg(feature = "_wgpu")]
-mod wgpu_adapters {
+pub(crate) mod wgpu_adapters {
     //! wgpu adapters described from `AdapterInfo`, and matched to NVML devices.
 
     use super::{Identity, MatchedBy, PciAddress};

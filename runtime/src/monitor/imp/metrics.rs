@@ -23,7 +23,7 @@
 use super::sampler::THROTTLE_REASONS;
 use super::GpuInfo;
 use super::Sample;
-use crate::hooks::{Gauge, GaugeKind, Observe};
+use crate::hooks::gauges::{Gauge, GaugeKind, Observe};
 use crate::record::Value;
 
 /// A data point's value and attributes, as the exporter takes them.

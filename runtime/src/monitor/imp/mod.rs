@@ -19,6 +19,7 @@ mod vendor;
 // The public types and functions, as this module's children name them (`super::GpuInfo`).
 use super::*;
 use ring::Ring;
+use std::any::Any;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 use types::{DEFAULT_HISTORY, DEFAULT_INTERVAL, MIN_INTERVAL};
@@ -38,8 +39,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 /// Returns the monitor plugged in (the one already there, if any); `None` only when the
 /// collector's lock is poisoned.
 pub(crate) fn register_hooks() -> Option<Arc<Monitor>> {
-    let mut devices = crate::collector::collector().leaves.devices.write().ok()?;
-    if let Some(m) = devices.clone().and_then(|d| d.into_any().downcast::<Monitor>().ok()) {
+    let mut devices = crate::hooks::leaves().devices.write().ok()?;
+    if let Some(m) = devices.clone().and_then(|d| (d as Arc<dyn Any + Send + Sync>).downcast::<Monitor>().ok()) {
         return Some(m);
     }
     let monitor = Arc::new(Monitor::default());
@@ -78,7 +79,7 @@ impl crate::hooks::Devices for Monitor {
     }
 
     #[cfg(feature = "_metrics")]
-    fn gauges(&self) -> Vec<crate::hooks::Gauge> {
+    fn gauges(&self) -> Vec<crate::hooks::gauges::Gauge> {
         metrics::gauges()
     }
 
@@ -90,8 +91,9 @@ impl crate::hooks::Devices for Monitor {
         readings::since(self.current(), since_ns)
     }
 
-    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
+    /// Stops the sampler (bounded: one second) so that the summary's device lines are final.
+    fn end_of_run(&self) {
+        stop();
     }
 }
 
@@ -218,8 +220,8 @@ pub(super) fn sampler_stats() -> Option<sampler::SamplerStats> {
 /// The sampler of this process (running or stopped), if one was started: the one of the
 /// monitor plugged into the process's collector.
 fn current() -> Option<Arc<Shared>> {
-    let devices = crate::collector::collector().leaves.devices()?;
-    devices.into_any().downcast::<Monitor>().ok()?.current()
+    let devices = crate::hooks::leaves().devices()?;
+    (devices as Arc<dyn Any + Send + Sync>).downcast::<Monitor>().ok()?.current()
 }
 
 /// What the sampler thread and the readers share.

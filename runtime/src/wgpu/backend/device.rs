@@ -131,25 +131,19 @@ struct Identity(Option<usize>);
 /// compiled in.
 macro_rules! hal_address {
     ($handle:expr) => {{
-        let mut found = None;
+        let found: Option<usize> = None;
         // SAFETY: `as_hal` hands a guard on the backend's object; only its address is read,
         // nothing is called on it or destroyed, and the guard is dropped at once.
         #[cfg(any(target_os = "linux", target_os = "android", windows))]
-        if found.is_none() {
-            found = unsafe { $handle.as_hal::<wgpu::hal::api::Vulkan>() }.map(|h| &*h as *const _ as *const () as usize);
-        }
-        #[cfg(any(target_os = "linux", target_os = "android", windows))]
-        if found.is_none() {
-            found = unsafe { $handle.as_hal::<wgpu::hal::api::Gles>() }.map(|h| &*h as *const _ as *const () as usize);
-        }
+        let found = found
+            .or_else(|| unsafe { $handle.as_hal::<wgpu::hal::api::Vulkan>() }.map(|h| &*h as *const _ as *const () as usize))
+            .or_else(|| unsafe { $handle.as_hal::<wgpu::hal::api::Gles>() }.map(|h| &*h as *const _ as *const () as usize));
         #[cfg(target_vendor = "apple")]
-        if found.is_none() {
-            found = unsafe { $handle.as_hal::<wgpu::hal::api::Metal>() }.map(|h| &*h as *const _ as *const () as usize);
-        }
+        let found =
+            found.or_else(|| unsafe { $handle.as_hal::<wgpu::hal::api::Metal>() }.map(|h| &*h as *const _ as *const () as usize));
         #[cfg(windows)]
-        if found.is_none() {
-            found = unsafe { $handle.as_hal::<wgpu::hal::api::Dx12>() }.map(|h| &*h as *const _ as *const () as usize);
-        }
+        let found =
+            found.or_else(|| unsafe { $handle.as_hal::<wgpu::hal::api::Dx12>() }.map(|h| &*h as *const _ as *const () as usize));
         Identity(found)
     }};
 }
@@ -204,7 +198,7 @@ pub(crate) fn register(device: &wgpu::Device, queue: Option<&wgpu::Queue>, name:
             } else {
                 let id = devices.len() as u32;
                 if id == 0 {
-                    crate::hooks::add_summary_section(clock_lines);
+                    crate::hooks::leaves().sections.add(clock_lines);
                 }
                 let s = Arc::new(DeviceState {
                     label: DeviceLabel { id, name: name.unwrap_or("wgpu device").into() },

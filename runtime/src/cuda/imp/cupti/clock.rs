@@ -47,7 +47,7 @@ const POINTS_KEPT: usize = 4096;
 /// Unix-epoch nanoseconds, but from different clocks that drift apart (wall clock versus
 /// monotonic), so the offset is measured at start and every second after.
 pub(super) fn measure() {
-    state().lines.call_once(|| crate::hooks::add_summary_section(lines));
+    state().lines.call_once(|| crate::hooks::leaves().sections.add(lines));
     let mut best: Option<(u64, i64, u64, u64)> = None;
     for _ in 0..5 {
         let mut c = 0u64;

@@ -544,7 +544,7 @@ impl Server {
     fn snapshot(&self) -> msg::Snapshot {
         let now_ns = crate::clock::now_ns();
         let (sites, window_s) = self.windows.sites(now_ns, self.started_ns);
-        let (devices, devices_note) = match crate::collector::collector().leaves.live_devices() {
+        let (devices, devices_note) = match crate::hooks::leaves().devices().map(|d| d.live_devices()) {
             None => (Vec::new(), Some("no device monitor runs in this program".to_owned())),
             Some(Err(why)) => (Vec::new(), Some(why)),
             Some(Ok(d)) if d.is_empty() => (d, Some("the device monitor has found no device (yet)".to_owned())),

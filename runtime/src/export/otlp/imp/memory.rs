@@ -11,7 +11,7 @@
 //!
 //! Each point names its device as records do (`gpu.device.id`, `gpu.device.name`).
 
-use crate::hooks::{Gauge, GaugeKind};
+use crate::hooks::gauges::{Gauge, GaugeKind};
 use crate::record::Value;
 
 /// A data point's value and attributes, as the exporter takes them.
@@ -19,7 +19,7 @@ type Emit<'a> = &'a mut dyn FnMut(f64, &[(&'static str, Value)]);
 
 /// Calls `each` with every account (without samples) and its device's attributes.
 fn accounts(mut each: impl FnMut(&gpuspan_capture::MemoryAccount, &[(&'static str, Value)])) {
-    for (device, account) in crate::collector::collector().leaves.memory_accounts(false) {
+    for (device, account) in crate::hooks::leaves().memory_accounts(false) {
         let attributes = [
             ("gpu.device.id", Value::I64(device.id.into())),
             ("gpu.device.name", Value::Str(device.name.to_string().into())),

@@ -5,7 +5,7 @@
 
 use super::transport::Io;
 use crate::diagnostics::{losses, Losses};
-use crate::hooks::{Gauge, GaugeKind};
+use crate::hooks::gauges::{Gauge, GaugeKind};
 use crate::pipeline::Sink;
 use crate::record::{Record, TimingSource, Value};
 use crate::site::{Site, SiteKind};
@@ -291,7 +291,7 @@ mod tests {
         }
     }
 
-    fn gauge(name: &'static str, kind: GaugeKind, observe: crate::hooks::Observe) -> Gauge {
+    fn gauge(name: &'static str, kind: GaugeKind, observe: crate::hooks::gauges::Observe) -> Gauge {
         Gauge { name, unit: "By", description: "a test gauge", kind, observe }
     }
 

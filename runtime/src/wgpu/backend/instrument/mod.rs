@@ -130,10 +130,11 @@ fn instrument_parts(adapter: &wgpu::Adapter, device: wgpu::Device, queue: wgpu::
     if let Ok(mut all) = super::REGISTRY.instrumented.write() {
         all.push(shared.clone());
     }
-    crate::hooks::add_summary_section(summary_lines);
-    crate::hooks::add_counter_track(memory_tracks);
-    crate::hooks::add_memory_source(memory_live);
-    crate::hooks::add_memory_accounts(memory_accounts);
+    let leaves = crate::hooks::leaves();
+    leaves.sections.add(summary_lines);
+    leaves.counters.add(memory_tracks);
+    leaves.memory.add(memory_live);
+    leaves.accounts.add(memory_accounts);
     (forward::Device::new(device, shared.clone()), forward::Queue { queue, shared })
 }
 

@@ -166,10 +166,10 @@ impl Placer {
             // as placed on a device numbered u32::MAX in the trust report).
             return (Vec::new(), 0);
         }
-        let mut facts = Facts::default();
-        // The record's own tightest facts, each with the offset it allows.
-        let mut lower: Option<(i128, Fact)> = None;
-        let mut upper: Option<(i128, Fact)> = None;
+        // The record's own tightest facts: each the offset it allows, the host instant it was
+        // learnt at, and which fact it is.
+        let mut lower: Option<(i128, u64, Fact)> = None;
+        let mut upper: Option<(i128, u64, Fact)> = None;
         let call_start = call_start_ns.filter(|s| *s > 0).map(|s| self.cupti_ns(s, -1));
         for (c, p) in &pieces {
             let gpu = (i128::from(p.activity.interval.start_ns), i128::from(p.activity.interval.end_ns));
@@ -183,19 +183,18 @@ impl Placer {
             ];
             for (at, fact) in lowers.into_iter().filter_map(|(t, f)| Some((t.filter(|t| *t > 0)?, f))) {
                 let offset = i128::from(at) - gpu.0;
-                facts = facts.and(Facts { lower: Some((offset, at)), upper: None });
-                if lower.is_none_or(|(l, _)| offset > l) {
-                    lower = Some((offset, fact));
+                if lower.is_none_or(|(l, ..)| offset > l) {
+                    lower = Some((offset, at, fact));
                 }
             }
             for (at, fact) in uppers.into_iter().filter_map(|(t, f)| Some((t?, f))) {
                 let offset = i128::from(at) - gpu.1;
-                facts = facts.and(Facts { lower: None, upper: Some((offset, at)) });
-                if upper.is_none_or(|(u, _)| offset < u) {
-                    upper = Some((offset, fact));
+                if upper.is_none_or(|(u, ..)| offset < u) {
+                    upper = Some((offset, at, fact));
                 }
             }
         }
+        let facts = Facts { lower: lower.map(|(l, at, _)| (l, at)), upper: upper.map(|(u, at, _)| (u, at)) };
         let first = pieces.iter().map(|(_, p)| p.activity.interval.start_ns).min().unwrap_or(0);
         let at = facts.upper.or(facts.lower).map_or(first, |(_, t)| t);
         // CUPTI's own claim: its GPU timestamps are on its CPU clock.
@@ -208,8 +207,8 @@ impl Placer {
         // by the record's own tightest fact on that side when it binds, else by earlier ones.
         let moved = placement.offset_ns;
         if moved.abs() > 1 {
-            let own = if moved > 0 { lower.filter(|(l, _)| moved <= *l) } else { upper.filter(|(u, _)| moved >= *u) };
-            self.moves.add(own.map_or(Fact::EarlierRecords, |(_, f)| f), moved.unsigned_abs() as u64);
+            let own = if moved > 0 { lower.filter(|(l, ..)| moved <= *l) } else { upper.filter(|(u, ..)| moved >= *u) };
+            self.moves.add(own.map_or(Fact::EarlierRecords, |(.., f)| f), moved.unsigned_abs() as u64);
         }
         // Back to the host clock at the record's first instant: one offset keeps its durations,
         // and the error covers how far the calibrations move by its last one.

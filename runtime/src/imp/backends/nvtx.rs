@@ -321,5 +321,23 @@ impl Nvtx {
     }
 }
 
+/// Whether a scope pushed its site's range on the current thread ([`push`]), for its pop.
+#[derive(Debug, Default)]
+pub(super) struct Range(bool);
+
+impl Range {
+    #[inline(always)]
+    pub(super) fn push(&mut self, site: &'static Site) {
+        self.0 = push(site);
+    }
+
+    #[inline(always)]
+    pub(super) fn pop(&mut self) {
+        if std::mem::take(&mut self.0) {
+            pop();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
