@@ -10,6 +10,7 @@
 //! is open its subscriber, so its layer's address is not another's.
 
 use std::cell::RefCell;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use tracing::span::Id;
 
@@ -37,13 +38,20 @@ impl<T: Closes> Recent<T> {
     }
 
     /// The state of span `id` of `layer` if remembered and open, else `None` (the caller looks
-    /// the span up). A shared handle, so that what the entry does may enter other spans.
+    /// the span up). Its address rather than a handle: a handle's count is two locked
+    /// read-modify-writes per hook, and the state needs none to stay alive while the span is
+    /// entered or exited (the caller's own, below). The ways are not borrowed past the return,
+    /// so that what the entry does may enter other spans.
+    ///
+    /// The state is alive while its span is open, which the span's layer guarantees by holding
+    /// it (a selected span's extensions keep it until the span closes), and the span cannot
+    /// close during its own entry or exit: whoever enters or exits a span holds a handle to it.
     #[inline]
-    pub(crate) fn get<L>(&self, layer: &L, id: &Id) -> Option<Arc<T>> {
+    pub(crate) fn get<L>(&self, layer: &L, id: &Id) -> Option<NonNull<T>> {
         let key = (layer as *const L as usize, id.into_u64());
         let ways = self.ways.try_borrow().ok()?;
         let (_, held) = ways.iter().flatten().find(|(k, _)| *k == key)?;
-        (!held.is_closed()).then(|| held.clone())
+        (!held.is_closed()).then(|| NonNull::from(&**held))
     }
 
     /// Remembers the state of span `id` of `layer`, just found by a lookup, as the most recent.
@@ -88,19 +96,21 @@ mod tests {
         let id = Id::from_u64(7);
         let first = open();
         recent.remember(&layer, &id, &first);
-        assert!(recent.get(&layer, &id).is_some_and(|s| Arc::ptr_eq(&s, &first)));
+        let is =
+            |got: Option<NonNull<State>>, s: &Arc<State>| got.is_some_and(|g| std::ptr::eq(g.as_ptr(), Arc::as_ptr(s)));
+        assert!(is(recent.get(&layer, &id), &first));
         assert!(recent.get(&other_layer, &id).is_none(), "another layer's span of that id is not");
         first.0.store(true, Ordering::Relaxed);
         assert!(recent.get(&layer, &id).is_none(), "the closed span is not used");
         let second = open();
         recent.remember(&layer, &id, &second);
-        assert!(recent.get(&layer, &id).is_some_and(|s| Arc::ptr_eq(&s, &second)), "its id's new span");
+        assert!(is(recent.get(&layer, &id), &second), "its id's new span");
         assert_eq!(Arc::strong_count(&first), 1, "the closed span's way was the one replaced");
         let later: Vec<_> = (8..12).map(|n| (Id::from_u64(n), open())).collect();
         for (id, s) in &later {
             recent.remember(&layer, id, s);
         }
         assert!(recent.get(&layer, &id).is_none(), "the least recent of five is gone");
-        assert!(later.iter().all(|(id, s)| recent.get(&layer, id).is_some_and(|g| Arc::ptr_eq(&g, s))));
+        assert!(later.iter().all(|(id, s)| is(recent.get(&layer, id), s)));
     }
 }

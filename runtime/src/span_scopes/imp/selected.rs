@@ -605,7 +605,9 @@ impl SpanScopes {
             if selection.follows_spans() {
                 Filter::<S>::on_enter(selection, id, ctx);
             }
-            return i.enter(id);
+            // SAFETY: `Recent::get`'s terms: the span is open, and its caller holds it for this
+            // hook, so its extensions keep the instance alive.
+            return unsafe { i.as_ref() }.enter(id);
         }
         let Some(span) = ctx.span(id) else { return };
         let ext = span.extensions();
@@ -631,7 +633,9 @@ impl SpanScopes {
             if selection.follows_spans() {
                 Filter::<S>::on_exit(selection, id, ctx);
             }
-            return i.exit(id);
+            // SAFETY: `Recent::get`'s terms: the span is open, and its caller holds it for this
+            // hook, so its extensions keep the instance alive.
+            return unsafe { i.as_ref() }.exit(id);
         }
         let Some(span) = ctx.span(id) else { return };
         let ext = span.extensions();
