@@ -56,6 +56,11 @@ pub(crate) enum WorkByTime {
     Several(Arc<str>),
 }
 
+/// Whether anything reads how many instances are entered now ([`OpenSpans::work_now`], for
+/// wgpu's instrumented passes): where nothing does, a stretch's opening and closing keep no
+/// count (a locked operation on one process-wide word each, for no reader).
+const COUNTS_ENTERED: bool = cfg!(any(test, feature = "_wgpu"));
+
 /// One selected span instance's life: the stretches it was entered on some thread.
 #[derive(Debug)]
 pub(crate) struct Life {
@@ -140,8 +145,8 @@ pub(crate) struct OpenSpans {
     /// The log is pruned when it reaches this length (twice what the last pruning left), so
     /// that an instance's first entry costs O(1) amortized.
     prune_at: Mutex<usize>,
-    /// Instances entered on at least one thread now ([`OpenSpans::enter`]): none, and no work
-    /// launched now is anyone's by time, without a lock.
+    /// Instances entered on at least one thread now ([`OpenSpans::enter`], where
+    /// [`COUNTS_ENTERED`]): none, and no work launched now is anyone's by time, without a lock.
     entered: AtomicUsize,
 }
 
@@ -184,7 +189,9 @@ impl OpenSpans {
     /// ([`OpenSpans::work_now`]) is right for the instant it looked.
     pub(crate) fn enter(&self, life: &Life, now: impl FnOnce() -> u64) {
         life.enter(|| {
-            self.entered.fetch_add(1, Ordering::SeqCst);
+            if COUNTS_ENTERED {
+                self.entered.fetch_add(1, Ordering::SeqCst);
+            }
             now()
         });
     }
@@ -193,7 +200,9 @@ impl OpenSpans {
     pub(crate) fn exit(&self, life: &Life, now: impl FnOnce() -> u64) {
         life.exit(|| {
             let t = now();
-            self.entered.fetch_sub(1, Ordering::SeqCst);
+            if COUNTS_ENTERED {
+                self.entered.fetch_sub(1, Ordering::SeqCst);
+            }
             t
         });
     }
