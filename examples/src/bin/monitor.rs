@@ -5,14 +5,17 @@
 //!
 //! `cargo run -p gpuspan-examples --no-default-features --features nvml --bin monitor [seconds]`
 
-use gpuspan::monitor::{self, MonitorConfig};
+use gpuspan::monitor::{self, MonitorConfig, MonitorError};
 use std::time::Duration;
 
 fn main() {
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
     let guard = gpuspan::Config::from_env().no_trace_file().init();
-    if let Err(e) = MonitorConfig::from_env().start() {
-        println!("monitor: {e}");
+    // `init()` has started the sampler already unless the environment turned it off; this starts
+    // it in that case too.
+    match MonitorConfig::from_env().start() {
+        Ok(()) | Err(MonitorError::AlreadyRunning) => {}
+        Err(e) => println!("monitor: {e}"),
     }
     // Without NVML the reason has been said once already; wgpu adapters are still described.
     let gpus = monitor::ready(Duration::from_secs(10)).unwrap_or_default();
